@@ -1,0 +1,103 @@
+# ogakit build. Modules are lib/<mod>/*.c, each archived as $(BUILD)/lib/<mod>.a; programs are
+# bin/<prog>.c linked against the modules listed in MODS_<prog> (high level first). Unit tests are
+# t/unit/<mod>_<name>.c, linked against MODS_UNIT_<mod> (default: <mod> util).
+#   make            build everything into build/
+#   make check      build, then run every C unit test and bats file: "N passed, N failed"
+#   make check SAN=1  the same with ASan+UBSan, in build/san
+#   make demo       the main job on the bundled default model
+#   make install PREFIX=/usr/local
+SAN ?= 0
+ifeq ($(SAN),1)
+BUILD ?= build/san
+SANFLAGS = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+else
+BUILD ?= build
+SANFLAGS =
+endif
+PREFIX ?= /usr/local
+CC ?= gcc
+OPT ?= -O2
+CFLAGS_BASE = -std=gnu11 $(OPT) -g -Wall -Wextra -Werror -pthread -Ilib -I$(BUILD)/gen \
+  $(shell pkg-config --cflags libdrm 2>/dev/null) $(SANFLAGS)
+LDLIBS = -ljansson -lprotobuf-c -ldrm -lpcre2-8 -lmicrohttpd -lcurl -lm -pthread
+LDFLAGS = $(SANFLAGS)
+
+# per-file ISA flags: the only place that knows about instruction sets
+AVX2_FLAGS = -mavx2 -mfma -mf16c -mbmi2
+AVX512_FLAGS = $(AVX2_FLAGS) -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16
+
+# modules each program links (dependencies after dependents)
+MODS_oga-info    = pack onnx util
+MODS_oga-extract = pack ogax onnx util
+MODS_q4nx-pack   = q4nx ogax util
+MODS_q4nx-verify = q4nx pack ogax onnx util
+MODS_npu-gemm    = kern npu q4nx util
+MODS_npu-forward = model tok kern npu q4nx util
+MODS_spec-replay = util
+MODS_UNIT_util   = util
+
+PROGS := $(patsubst bin/%.c,%,$(wildcard bin/*.c))
+MODULES := $(filter-out onnx,$(notdir $(wildcard lib/*)))
+UNITS := $(patsubst t/unit/%.c,%,$(wildcard t/unit/*.c))
+
+all: $(addprefix $(BUILD)/bin/,$(PROGS)) $(addprefix $(BUILD)/t/,$(UNITS))
+
+.SECONDEXPANSION:
+.SECONDARY:
+
+# lib/onnx: generated at build time from the system's onnx.proto, never hand-written
+ONNX_PROTO ?= /usr/include/onnx/onnx.proto
+$(BUILD)/gen/onnx/onnx.pb-c.c $(BUILD)/gen/onnx/onnx.pb-c.h: $(ONNX_PROTO)
+	@mkdir -p $(BUILD)/gen/onnx
+	protoc-c --c_out=$(BUILD)/gen/onnx -I$(dir $(ONNX_PROTO)) $(ONNX_PROTO)
+$(BUILD)/obj/onnx/onnx.pb-c.o: $(BUILD)/gen/onnx/onnx.pb-c.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) -Wno-unused-parameter -c -o $@ $<
+$(BUILD)/lib/onnx.a: $(BUILD)/obj/onnx/onnx.pb-c.o $(patsubst lib/onnx/%.c,$(BUILD)/obj/onnx/%.o,$(wildcard lib/onnx/*.c))
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+# every module's objects depend on the generated header so any module may include it
+GEN_HDR = $(BUILD)/gen/onnx/onnx.pb-c.h
+
+$(BUILD)/obj/%.o: lib/%.c $(GEN_HDR)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $(ISA) -MMD -MP -c -o $@ $<
+$(BUILD)/obj/%_avx2.o: ISA = $(AVX2_FLAGS)
+$(BUILD)/obj/%_avx512.o: ISA = $(AVX512_FLAGS)
+
+define module_rule
+$(BUILD)/lib/$(1).a: $(patsubst lib/$(1)/%.c,$(BUILD)/obj/$(1)/%.o,$(wildcard lib/$(1)/*.c))
+	@mkdir -p $$(dir $$@)
+	rm -f $$@ && ar rcs $$@ $$^
+endef
+$(foreach m,$(MODULES),$(eval $(call module_rule,$(m))))
+
+$(BUILD)/bin/%: bin/%.c $(GEN_HDR) $$(foreach m,$$(MODS_$$*),$(BUILD)/lib/$$(m).a)
+	@mkdir -p $(dir $@) $(BUILD)/obj/bin
+	$(CC) $(CFLAGS_BASE) -MMD -MP -MF $(BUILD)/obj/bin/$*.d -o $@ $< $(foreach m,$(MODS_$*),$(BUILD)/lib/$(m).a) $(LDFLAGS) $(LDLIBS)
+
+unit_mods = $(or $(MODS_UNIT_$(firstword $(subst _, ,$(1)))),$(firstword $(subst _, ,$(1))) util)
+$(BUILD)/t/%: t/unit/%.c t/unit/tap.h $(GEN_HDR) $$(foreach m,$$(call unit_mods,$$*),$(BUILD)/lib/$$(m).a)
+	@mkdir -p $(dir $@) $(BUILD)/obj/t
+	$(CC) $(CFLAGS_BASE) -MMD -MP -MF $(BUILD)/obj/t/$*.d -o $@ $< $(foreach m,$(call unit_mods,$*),$(BUILD)/lib/$(m).a) $(LDFLAGS) $(LDLIBS)
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+
+check: all
+	@OGAKIT_BUILD=$(abspath $(BUILD)) bash t/run.sh $(TESTS)
+
+demo: all
+	@OGAKIT_BUILD=$(abspath $(BUILD)) bash tools/demo.sh
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man5 $(DESTDIR)$(PREFIX)/share/ogakit
+	install -m 755 $(addprefix $(BUILD)/bin/,$(PROGS)) $(DESTDIR)$(PREFIX)/bin/
+	for f in man/man1/*.1; do [ -e "$$f" ] && install -m 644 "$$f" $(DESTDIR)$(PREFIX)/share/man/man1/; done; true
+	for f in man/man5/*.5; do [ -e "$$f" ] && install -m 644 "$$f" $(DESTDIR)$(PREFIX)/share/man/man5/; done; true
+	cp -R share/. $(DESTDIR)$(PREFIX)/share/ogakit/
+
+clean:
+	rm -rf build
+
+.PHONY: all check demo install clean

@@ -1,0 +1,216 @@
+/* Input mmap, whole-file reads, full reads/writes, and atomic output files. */
+#define _GNU_SOURCE
+#include "util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int ogk_map_open(ogk_map *m, const char *path, ogk_error *e)
+{
+    m->data = NULL;
+    m->size = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return ogk_fail(e, "%s: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int err = errno;
+        close(fd);
+        return ogk_fail(e, "%s: %s", path, strerror(err));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return ogk_fail(e, "%s: not a regular file", path);
+    }
+    if (st.st_size > 0) {
+        void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (p == MAP_FAILED) {
+            int err = errno;
+            close(fd);
+            return ogk_fail(e, "%s: mmap: %s", path, strerror(err));
+        }
+        m->data = p;
+        m->size = (size_t)st.st_size;
+    }
+    close(fd);
+    return 0;
+}
+
+void ogk_map_close(ogk_map *m)
+{
+    if (m->data)
+        munmap((void *)m->data, m->size);
+    m->data = NULL;
+    m->size = 0;
+}
+
+char *ogk_read_file(const char *path, size_t *len, ogk_error *e)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        ogk_fail(e, "%s: %s", path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap + 1);
+    for (;;) {
+        if (n == cap) {
+            cap *= 2;
+            buf = realloc(buf, cap + 1);
+        }
+        ssize_t r = read(fd, buf + n, cap - n);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            ogk_fail(e, "%s: %s", path, strerror(errno));
+            free(buf);
+            close(fd);
+            return NULL;
+        }
+        if (r == 0)
+            break;
+        n += (size_t)r;
+    }
+    close(fd);
+    buf[n] = 0;
+    if (len)
+        *len = n;
+    return buf;
+}
+
+int ogk_write_all(int fd, const void *buf, size_t n)
+{
+    const uint8_t *p = buf;
+    while (n) {
+        ssize_t w = write(fd, p, n > (1u << 30) ? (1u << 30) : n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+ssize_t ogk_read_full(int fd, void *buf, size_t n)
+{
+    uint8_t *p = buf;
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = read(fd, p + got, n - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return -1;
+        if (r == 0)
+            break;
+        got += (size_t)r;
+    }
+    return (ssize_t)got;
+}
+
+/* One pending temp file per process is enough for our filters; removed on fatal signals and at exit. */
+static char *pending_tmp;
+
+static void remove_pending(void)
+{
+    if (pending_tmp)
+        unlink(pending_tmp);
+}
+
+static void on_fatal_signal(int sig)
+{
+    if (pending_tmp)
+        unlink(pending_tmp);
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+void ogk_refuse_tty_stdout(const char *what)
+{
+    if (isatty(STDOUT_FILENO))
+        ogk_die(OGK_EXIT_USAGE, "refusing to write %s to a terminal (redirect stdout or use -o FILE)", what);
+}
+
+int ogk_out_open(ogk_out *o, const char *path, ogk_error *e)
+{
+    memset(o, 0, sizeof *o);
+    o->fd = -1;
+    if (!path || strcmp(path, "-") == 0) {
+        if (isatty(STDOUT_FILENO))
+            return ogk_fail(e, "refusing to write binary output to a terminal (redirect stdout or use -o FILE)");
+        o->fd = STDOUT_FILENO;
+        o->is_stdout = 1;
+        return 0;
+    }
+    if (pending_tmp)
+        return ogk_fail(e, "%s: another output file is already open", path);
+    o->path = strdup(path);
+    if (asprintf(&o->tmp, "%s.tmp.%ld", path, (long)getpid()) < 0)
+        return ogk_fail(e, "%s: out of memory", path);
+    o->fd = open(o->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (o->fd < 0) {
+        int err = errno;
+        free(o->tmp);
+        free(o->path);
+        o->tmp = o->path = NULL;
+        return ogk_fail(e, "%s: cannot create: %s", path, strerror(err));
+    }
+    static int hooked;
+    if (!hooked) {
+        hooked = 1;
+        atexit(remove_pending);
+        int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
+        for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+            signal(sigs[i], on_fatal_signal);
+    }
+    pending_tmp = o->tmp;
+    return 0;
+}
+
+int ogk_out_commit(ogk_out *o, ogk_error *e)
+{
+    if (o->is_stdout)
+        return 0;
+    if (fsync(o->fd) != 0 || close(o->fd) != 0) {
+        int err = errno;
+        o->fd = -1;
+        ogk_out_abort(o);
+        return ogk_fail(e, "%s: write failed: %s", o->path, strerror(err));
+    }
+    o->fd = -1;
+    if (rename(o->tmp, o->path) != 0) {
+        int err = errno;
+        ogk_out_abort(o);
+        return ogk_fail(e, "%s: rename failed: %s", o->path, strerror(err));
+    }
+    pending_tmp = NULL;
+    free(o->tmp);
+    free(o->path);
+    o->tmp = o->path = NULL;
+    return 0;
+}
+
+void ogk_out_abort(ogk_out *o)
+{
+    if (o->is_stdout)
+        return;
+    if (o->fd >= 0)
+        close(o->fd);
+    o->fd = -1;
+    if (o->tmp) {
+        unlink(o->tmp);
+        if (pending_tmp == o->tmp)
+            pending_tmp = NULL;
+    }
+    free(o->tmp);
+    free(o->path);
+    o->tmp = o->path = NULL;
+}

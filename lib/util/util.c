@@ -1,0 +1,113 @@
+/* Program name, named errors, option parsing, small system facts. */
+#define _GNU_SOURCE
+#include "util.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char *prog_name = "ogakit";
+
+void ogk_prog_set(const char *argv0)
+{
+    if (!argv0 || !*argv0)
+        return;
+    const char *slash = strrchr(argv0, '/');
+    prog_name = slash ? slash + 1 : argv0;
+}
+
+const char *ogk_prog(void) { return prog_name; }
+
+void ogk_verr(const char *fmt, va_list ap)
+{
+    char buf[2048];
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    fprintf(stderr, "%s: %s\n", prog_name, buf);
+}
+
+void ogk_err(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    ogk_verr(fmt, ap);
+    va_end(ap);
+}
+
+void ogk_die(int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    ogk_verr(fmt, ap);
+    va_end(ap);
+    exit(code);
+}
+
+int ogk_fail(ogk_error *e, const char *fmt, ...)
+{
+    if (e) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+int ogk_json_print(FILE *f, const json_t *j)
+{
+    if (json_dumpf(j, f, JSON_INDENT(2) | JSON_PRESERVE_ORDER) != 0)
+        return -1;
+    if (fputc('\n', f) == EOF || fflush(f) != 0)
+        return -1;
+    return 0;
+}
+
+double ogk_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+long ogk_parse_long(const char *opt, const char *val, long min, long max)
+{
+    if (!val || !*val)
+        ogk_die(OGK_EXIT_USAGE, "option %s needs a value", opt);
+    char *end;
+    errno = 0;
+    long v = strtol(val, &end, 10);
+    if (errno || *end || v < min || v > max)
+        ogk_die(OGK_EXIT_USAGE, "option %s: '%s' is not an integer in [%ld, %ld]", opt, val, min, max);
+    return v;
+}
+
+double ogk_parse_double(const char *opt, const char *val)
+{
+    if (!val || !*val)
+        ogk_die(OGK_EXIT_USAGE, "option %s needs a value", opt);
+    char *end;
+    errno = 0;
+    double v = strtod(val, &end);
+    if (errno || *end || !isfinite(v))
+        ogk_die(OGK_EXIT_USAGE, "option %s: '%s' is not a number", opt, val);
+    return v;
+}
+
+uint64_t ogk_peak_rss(void)
+{
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0)
+        return 0;
+    return (uint64_t)ru.ru_maxrss * 1024u;
+}
+
+int ogk_ncpu(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : (int)n;
+}

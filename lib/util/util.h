@@ -1,0 +1,97 @@
+/* lib/util — the one way to do the small shared things: program name and named errors with the
+ * shared exit codes, mmap of input files, atomic output files, the progress line, CRC32C, fp16/bf16
+ * conversion, JSON to stdout, time. Owns no model or format knowledge; must not include other lib/ headers. */
+#ifndef OGK_UTIL_H
+#define OGK_UTIL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include <jansson.h>
+
+#define OGAKIT_VERSION "0.1.0"
+
+/* Exit codes shared by every program (ARCHITECTURE.md). */
+enum {
+    OGK_EXIT_OK = 0,        /* success */
+    OGK_EXIT_CHECK = 1,     /* a check failed */
+    OGK_EXIT_USAGE = 2,     /* bad command line */
+    OGK_EXIT_INPUT = 3,     /* input refused / malformed, or peer unreachable */
+    OGK_EXIT_INIT = 4,      /* init failed (model / device) */
+    OGK_EXIT_UNHEALTHY = 5, /* service not healthy */
+};
+
+/* ---- program name and diagnostics ("prog: message" on stderr) ---- */
+void ogk_prog_set(const char *argv0);
+const char *ogk_prog(void);
+void ogk_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void ogk_verr(const char *fmt, va_list ap);
+_Noreturn void ogk_die(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Error buffer for library calls that can fail: functions fill it and return -1. */
+typedef struct {
+    char msg[512];
+} ogk_error;
+int ogk_fail(ogk_error *e, const char *fmt, ...) __attribute__((format(printf, 2, 3))); /* returns -1 */
+
+/* ---- files ---- */
+typedef struct {
+    const uint8_t *data; /* NULL when size == 0 */
+    size_t size;
+} ogk_map;
+/* Read-only mmap of a whole file. Returns 0, or -1 with e filled ("PATH: reason"). */
+int ogk_map_open(ogk_map *m, const char *path, ogk_error *e);
+void ogk_map_close(ogk_map *m);
+/* Whole small file into a NUL-terminated heap buffer. */
+char *ogk_read_file(const char *path, size_t *len, ogk_error *e);
+/* Write all bytes or fail (handles short writes and EINTR). 0 or -1 (errno set). */
+int ogk_write_all(int fd, const void *buf, size_t n);
+/* Read exactly n bytes; returns bytes read (< n only at EOF) or -1 on error. */
+ssize_t ogk_read_full(int fd, void *buf, size_t n);
+
+/* Atomic output: path == NULL or "-" means stdout (refused when stdout is a terminal). A file is
+ * written to "PATH.tmp.PID" and renamed on commit; abort (or a fatal signal, or exit without
+ * commit) removes the temp file, so a failed run leaves nothing behind. */
+typedef struct {
+    int fd;
+    int is_stdout;
+    char *path;
+    char *tmp;
+} ogk_out;
+int ogk_out_open(ogk_out *o, const char *path, ogk_error *e);
+int ogk_out_commit(ogk_out *o, ogk_error *e);
+void ogk_out_abort(ogk_out *o);
+/* Exit with OGK_EXIT_USAGE and a named error when stdout is a terminal (binary output). */
+void ogk_refuse_tty_stdout(const char *what);
+
+/* ---- progress line: on stderr only when stderr is a TTY; throttled; cleared by _done ---- */
+void ogk_progress(const char *label, uint64_t done, uint64_t total);
+void ogk_progress_done(void);
+
+/* ---- checksums ---- */
+uint32_t ogk_crc32c(uint32_t crc, const void *buf, size_t n); /* crc starts at 0 */
+
+/* ---- half precision ---- */
+float ogk_f16_to_f32(uint16_t h);
+uint16_t ogk_f32_to_f16(float f); /* round to nearest even */
+float ogk_bf16_to_f32(uint16_t h);
+uint16_t ogk_f32_to_bf16(float f); /* round to nearest even */
+
+/* ---- JSON: the one writer. Pretty (2-space indent), keys in insertion order, newline after.
+ * Returns 0, or -1 when the write failed. Steals nothing: the caller still owns j. ---- */
+int ogk_json_print(FILE *f, const json_t *j);
+
+/* ---- misc ---- */
+double ogk_now(void); /* monotonic seconds */
+/* Parse a non-negative integer option value; dies with OGK_EXIT_USAGE naming the option. */
+long ogk_parse_long(const char *opt, const char *val, long min, long max);
+double ogk_parse_double(const char *opt, const char *val);
+/* Peak resident set size in bytes (from getrusage). */
+uint64_t ogk_peak_rss(void);
+/* Online CPU count (>= 1). */
+int ogk_ncpu(void);
+
+#endif

