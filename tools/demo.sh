@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The main job on the bundled default model: pack dir -> oga-info -> oga-extract | q4nx-pack ->
+# q4nx-verify --all -> npu-forward run. Uses share/models/pytiny-target when present, else a generated
+# fixture pack. Each stage's failure stops the demo with that stage's exit code.
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+bin=${OGAKIT_BUILD:-$top/build}/bin
+export PATH="$bin:$PATH"
+pack=${1:-}
+prompt=${DEMO_PROMPT:-"def fibonacci(n):"}
+if [ -z "$pack" ]; then
+  if [ -d "$top/share/models/pytiny-target" ]; then
+    pack=$top/share/models/pytiny-target
+  else
+    pack=$("$top/tools/fixture.sh" qwen2 cpu tied tiny)
+  fi
+fi
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+step() { printf '\n== %s\n' "$*" >&2; }
+
+step "oga-info $pack"
+oga-info "$pack" | jq -c '{flavour, family, layers: .dims.num_layers, hidden: .dims.hidden_size, vocab: .dims.vocab_size, tensors: .tensor_count, refusals: (.refusals|length)}' 2>/dev/null || oga-info "$pack"
+
+step "oga-extract | q4nx-pack -l b8 -o model.q4nx"
+oga-extract "$pack" | q4nx-pack -l b8 -o "$work/model.q4nx"
+ls -l "$work/model.q4nx" >&2
+
+step "q4nx-verify model.q4nx --pack --all"
+q4nx-verify "$work/model.q4nx" --pack "$pack" --all | jq -c '.summary // .' 2>/dev/null
+
+if command -v npu-forward >/dev/null && npu-forward --help 2>&1 | grep -q '\brun\b'; then
+  step "npu-forward run -n 64 -p \"$prompt\""
+  npu-forward run -m "$work/model.q4nx" -n 64 -p "$prompt"
+  echo
+fi
