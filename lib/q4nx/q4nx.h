@@ -98,4 +98,48 @@ const q4nx_tensor *q4nx_find(const q4nx_file *f, const char *role); /* by role, 
 /* An embedded asset ("tokenizer.json", "tokenizer_config.json", ...): 0 and data/len, or -1. */
 int q4nx_asset(const q4nx_file *f, const char *name, const uint8_t **data, size_t *len);
 
+/* ---- container facts for verification and inspection ---- */
+#define Q4NX_FORMAT_VERSION 1
+#define Q4NX_LAYOUT_VERSION 1
+#define Q4NX_HEADER_SIZE 64
+#define Q4NX_FOOTER_SIZE 64
+#define Q4NX_TENSOR_ENTRY 128
+#define Q4NX_ASSET_ENTRY 32
+#define Q4NX_ALIGN 64
+#define Q4NX_ALIGN_LARGE 4096
+#define Q4NX_LARGE_TENSOR 65536 /* tensors of at least this many bytes start on a 4096-byte boundary */
+/* The bytes a tensor occupies ([offset, offset+size): its parts and the zero padding between them) and
+ * the CRC32C stored for them. */
+typedef struct {
+    uint64_t offset, size;
+    uint64_t scales_off, zeros_off; /* relative to offset; quantised only (zeros_off 0: none) */
+    uint32_t crc32c;
+    const uint8_t *bytes;
+} q4nx_extent;
+void q4nx_tensor_extent(const q4nx_file *f, size_t i, q4nx_extent *x);
+size_t q4nx_asset_count(const q4nx_file *f);
+/* Asset i: name, bytes, stored CRC32C. */
+void q4nx_asset_at(const q4nx_file *f, size_t i, const char **name, const uint8_t **data, size_t *len, uint32_t *crc);
+/* Metadata section (JSON + tables + strings): bytes and stored CRC32C. */
+void q4nx_meta_bytes(const q4nx_file *f, const uint8_t **data, size_t *len, uint32_t *crc);
+uint64_t q4nx_file_size(const q4nx_file *f);
+const json_t *q4nx_meta(const q4nx_file *f); /* the whole metadata JSON object */
+
+/* ---- writing a container (streaming: data first, metadata and footer last; no seeking) ---- */
+typedef struct q4nx_writer q4nx_writer;
+/* Starts a container on fd in the given layout (Q4NX_RM / Q4NX_B8): writes the header. */
+q4nx_writer *q4nx_writer_new(int fd, int layout, ogk_error *e);
+int q4nx_writer_asset(q4nx_writer *w, const char *name, const void *data, size_t len, ogk_error *e);
+/* A quantised tensor given in MatMulNBits source order (codes [N][kb][B/2], scales [N][kb], zero points
+ * u4-packed [N][ceil(kb/2)] or NULL); stored in the writer's layout. */
+int q4nx_writer_q4(q4nx_writer *w, const char *name, const char *role, uint32_t n, uint32_t k, uint32_t block,
+                   int scale_dtype, const uint8_t *codes, const void *scales, const uint8_t *zp, ogk_error *e);
+/* A plain tensor (dtype f32/f16/bf16/i32/i64), bytes as they are. */
+int q4nx_writer_plain(q4nx_writer *w, const char *name, const char *role, int dtype, int ndim, const uint64_t *shape,
+                      const void *data, uint64_t nbytes, ogk_error *e);
+/* Writes the metadata (model and source objects are copied in) and the footer. */
+int q4nx_writer_finish(q4nx_writer *w, const json_t *model, const json_t *source, ogk_error *e);
+uint64_t q4nx_writer_bytes(const q4nx_writer *w); /* bytes written so far */
+void q4nx_writer_free(q4nx_writer *w);
+
 #endif

@@ -1,0 +1,171 @@
+/* q4nx-pack — OGAX stream on stdin -> Q4NX container (man/man1/q4nx-pack.1). */
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ogax/ogax.h"
+#include "q4nx/q4nx.h"
+#include "util/util.h"
+
+static void usage(FILE *to)
+{
+    fputs("usage: q4nx-pack [-l rm|b8] [-o FILE] < STREAM.ogax\n"
+          "Reads an OGAX stream (from oga-extract) on stdin and writes a Q4NX container.\n"
+          "  -l, --layout rm|b8  weight layout of quantised tensors (default b8)\n"
+          "  -o, --output FILE   write FILE atomically (default: stdout, refused on a terminal)\n"
+          "  -v, --verbose       a summary line on stderr (bytes in/out, tensors, seconds, GB/s)\n"
+          "  -h, --help          this help;  -V, --version  print the version\n"
+          "Exit: 0 ok, 2 usage, 3 stream truncated/corrupt/refused, 4 output cannot be written.\n",
+          to);
+}
+
+typedef struct {
+    uint8_t *buf;
+    size_t cap;
+} buffer;
+
+static uint8_t *grow(buffer *b, uint64_t n)
+{
+    if (n > b->cap) {
+        free(b->buf);
+        b->cap = n > 2 * b->cap ? n : 2 * b->cap;
+        b->buf = malloc(b->cap ? b->cap : 1);
+        if (!b->buf)
+            ogk_die(OGK_EXIT_INIT, "out of memory (%" PRIu64 " bytes)", n);
+    }
+    return b->buf;
+}
+
+static int part_crc_ok(const char *what, const char *name, const uint8_t *p, const ogax_part *part, ogk_error *e)
+{
+    uint32_t c = ogk_crc32c(0, p + part->offset, part->size);
+    if (c != part->crc32c)
+        return ogk_fail(e, "tensor %s: %s checksum mismatch (stream says %08x, bytes give %08x)", name, what,
+                        part->crc32c, c);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    ogk_prog_set(argv[0]);
+    const char *out_path = NULL;
+    int layout = Q4NX_B8, verbose = 0;
+    static const struct option opts[] = {{"layout", required_argument, 0, 'l'}, {"output", required_argument, 0, 'o'},
+                                         {"help", no_argument, 0, 'h'},         {"version", no_argument, 0, 'V'},
+                                         {"verbose", no_argument, 0, 'v'},      {0, 0, 0, 0}};
+    int c;
+    while ((c = getopt_long(argc, argv, "l:o:hvV", opts, NULL)) != -1) {
+        switch (c) {
+        case 'l':
+            layout = q4nx_layout_parse(optarg);
+            if (layout < 0)
+                ogk_die(OGK_EXIT_USAGE, "-l: unknown layout \"%s\" (rm or b8)", optarg);
+            break;
+        case 'o': out_path = optarg; break;
+        case 'v': verbose = 1; break;
+        case 'h': usage(stdout); return 0;
+        case 'V': printf("q4nx-pack %s (container format %d, layout version %d)\n", OGAKIT_VERSION,
+                         Q4NX_FORMAT_VERSION, Q4NX_LAYOUT_VERSION); return 0;
+        default: usage(stderr); return OGK_EXIT_USAGE;
+        }
+    }
+    if (optind != argc) {
+        ogk_err("unexpected argument \"%s\" (the stream is read from stdin)", argv[optind]);
+        usage(stderr);
+        return OGK_EXIT_USAGE;
+    }
+    if (isatty(STDIN_FILENO))
+        ogk_die(OGK_EXIT_USAGE, "stdin is a terminal; pipe an OGAX stream in (oga-extract PACK | q4nx-pack ...)");
+
+    ogk_error e;
+    ogk_out out;
+    if (ogk_out_open(&out, out_path, &e))
+        ogk_die(out_path ? OGK_EXIT_INIT : OGK_EXIT_USAGE, "%s", e.msg);
+    q4nx_writer *w = q4nx_writer_new(out.fd, layout, &e);
+    int rc = w ? 0 : OGK_EXIT_INIT;
+    ogax_reader r;
+    ogax_reader_init(&r, STDIN_FILENO);
+    json_t *model = NULL, *source = NULL;
+    buffer pay = {0};
+    uint64_t ntensors = 0;
+    double t0 = ogk_now();
+    while (!rc) {
+        ogax_frame fr;
+        int n = ogax_next(&r, &fr, &e);
+        if (n < 0) {
+            rc = OGK_EXIT_INPUT;
+            break;
+        }
+        if (n == 0)
+            break;
+        uint8_t *p = grow(&pay, fr.payload_len);
+        if (ogax_read(&r, p, fr.payload_len, &e)) {
+            rc = OGK_EXIT_INPUT;
+        } else if (!strcmp(fr.type, "model")) {
+            model = json_incref(json_object_get(fr.hdr, "model"));
+            json_t *s = json_object_get(fr.hdr, "source");
+            source = json_is_object(s) ? json_deep_copy(s) : json_object();
+            if (!json_is_object(model)) {
+                ogk_fail(&e, "model frame has no \"model\" object");
+                rc = OGK_EXIT_INPUT;
+            } else {
+                json_object_set_new(source, "packer", json_string("q4nx-pack " OGAKIT_VERSION));
+            }
+        } else if (!strcmp(fr.type, "asset")) {
+            const char *name = json_string_value(json_object_get(fr.hdr, "name"));
+            json_t *sz = json_object_get(fr.hdr, "size"), *crc = json_object_get(fr.hdr, "crc32c");
+            if (!name || !json_is_integer(sz) || (uint64_t)json_integer_value(sz) != fr.payload_len) {
+                ogk_fail(&e, "asset frame at byte %" PRIu64 ": name missing or size contradicts the payload", fr.at);
+                rc = OGK_EXIT_INPUT;
+            } else if (json_is_integer(crc) && (uint32_t)json_integer_value(crc) != ogk_crc32c(0, p, fr.payload_len)) {
+                ogk_fail(&e, "asset %s: checksum mismatch", name);
+                rc = OGK_EXIT_INPUT;
+            } else if (q4nx_writer_asset(w, name, p, fr.payload_len, &e)) {
+                rc = OGK_EXIT_INPUT;
+            }
+        } else if (!strcmp(fr.type, "tensor")) {
+            ogax_tensor t;
+            if (ogax_tensor_parse(&fr, &t, &e)) {
+                rc = OGK_EXIT_INPUT;
+            } else if (t.dtype == Q4NX_Q4) {
+                if (part_crc_ok("codes", t.name, p, &t.codes, &e) || part_crc_ok("scales", t.name, p, &t.scales, &e) ||
+                    (t.has_zp && part_crc_ok("zeros", t.name, p, &t.zeros, &e)) ||
+                    q4nx_writer_q4(w, t.name, t.role, t.n, t.k, t.block, t.scale_dtype, p + t.codes.offset,
+                                   p + t.scales.offset, t.has_zp ? p + t.zeros.offset : NULL, &e))
+                    rc = OGK_EXIT_INPUT;
+            } else {
+                if (part_crc_ok("data", t.name, p, &t.data, &e) ||
+                    q4nx_writer_plain(w, t.name, t.role, t.dtype, t.ndim, t.shape, p + t.data.offset, t.data.size, &e))
+                    rc = OGK_EXIT_INPUT;
+            }
+            ntensors++;
+            ogk_progress("tensors", ntensors, 0);
+        }
+        /* other frame types are not ours to interpret: refuse rather than drop silently */
+        else {
+            ogk_fail(&e, "frame at byte %" PRIu64 ": unknown type \"%s\"", fr.at, fr.type);
+            rc = OGK_EXIT_INPUT;
+        }
+        json_decref(fr.hdr);
+    }
+    ogk_progress_done();
+    if (!rc && q4nx_writer_finish(w, model, source, &e))
+        rc = OGK_EXIT_INIT;
+    if (!rc && ogk_out_commit(&out, &e))
+        rc = OGK_EXIT_INIT;
+    if (rc) {
+        ogk_out_abort(&out);
+        ogk_err("%s", e.msg);
+    } else if (verbose) {
+        double dt = ogk_now() - t0;
+        fprintf(stderr, "q4nx-pack: %" PRIu64 " stream bytes -> %" PRIu64 " container bytes, %" PRIu64 " tensors, %.3f s, %.2f GB/s\n",
+                r.offset, q4nx_writer_bytes(w), ntensors, dt, dt > 0 ? (double)r.offset / dt / 1e9 : 0.0);
+    }
+    q4nx_writer_free(w);
+    json_decref(model);
+    json_decref(source);
+    free(pay.buf);
+    return rc;
+}

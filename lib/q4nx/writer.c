@@ -1,0 +1,339 @@
+/* Writing a container: header first, then assets and tensors as they arrive (aligned, checksummed),
+ * then the metadata JSON, the tables, the strings and the footer. Never seeks, so stdout may be a pipe. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "format.h"
+#include "q4nx.h"
+
+typedef struct {
+    uint8_t e[Q4NX_TENSOR_ENTRY];
+    char *role;
+} wtensor;
+
+struct q4nx_writer {
+    int fd, layout;
+    uint64_t pos;
+    wtensor *t;
+    size_t nt, capt;
+    uint8_t *assets; /* entries, Q4NX_ASSET_ENTRY bytes each */
+    char **asset_names;
+    size_t na, capa;
+    char *str;
+    size_t nstr, capstr;
+    uint8_t *buf;
+    size_t capbuf;
+    int failed;
+};
+
+static int wr(q4nx_writer *w, const void *p, size_t n, ogk_error *e)
+{
+    if (ogk_write_all(w->fd, p, n)) {
+        w->failed = 1;
+        return ogk_fail(e, "write failed: %s", errno == EPIPE ? "broken pipe" : strerror(errno));
+    }
+    w->pos += n;
+    return 0;
+}
+
+static int pad_to(q4nx_writer *w, uint64_t align, ogk_error *e)
+{
+    static const uint8_t zero[Q4NX_ALIGN_LARGE];
+    uint64_t n = q4nx_align_up(w->pos, align) - w->pos;
+    return n ? wr(w, zero, (size_t)n, e) : 0;
+}
+
+/* Appends s (with its NUL) to the string table; offset and length through the out parameters. */
+static int add_string(q4nx_writer *w, const char *s, uint32_t *off, uint32_t *len, ogk_error *e)
+{
+    size_t n = strlen(s);
+    if (n > 65535)
+        return ogk_fail(e, "name too long (%zu bytes)", n);
+    if (w->nstr + n + 1 > w->capstr) {
+        size_t c = w->capstr ? w->capstr * 2 : 4096;
+        while (c < w->nstr + n + 1)
+            c *= 2;
+        char *p = realloc(w->str, c);
+        if (!p)
+            return ogk_fail(e, "out of memory");
+        w->str = p;
+        w->capstr = c;
+    }
+    if (w->nstr + n + 1 > UINT32_MAX)
+        return ogk_fail(e, "string table too large");
+    memcpy(w->str + w->nstr, s, n + 1);
+    *off = (uint32_t)w->nstr;
+    *len = (uint32_t)n;
+    w->nstr += n + 1;
+    return 0;
+}
+
+static uint8_t *scratch(q4nx_writer *w, size_t n, ogk_error *e)
+{
+    if (n > w->capbuf) {
+        free(w->buf);
+        w->buf = malloc(n);
+        w->capbuf = w->buf ? n : 0;
+        if (!w->buf) {
+            ogk_fail(e, "out of memory (%zu bytes)", n);
+            return NULL;
+        }
+    }
+    return w->buf;
+}
+
+q4nx_writer *q4nx_writer_new(int fd, int layout, ogk_error *e)
+{
+    if (layout != Q4NX_RM && layout != Q4NX_B8) {
+        ogk_fail(e, "unknown layout %d", layout);
+        return NULL;
+    }
+    q4nx_writer *w = calloc(1, sizeof *w);
+    if (!w) {
+        ogk_fail(e, "out of memory");
+        return NULL;
+    }
+    w->fd = fd;
+    w->layout = layout;
+    uint8_t h[Q4NX_HEADER_SIZE] = {0};
+    memcpy(h, Q4NX_MAGIC, 8);
+    q4nx_wr32(h + HDR_FORMAT, Q4NX_FORMAT_VERSION);
+    q4nx_wr32(h + HDR_LAYOUT_VERSION, Q4NX_LAYOUT_VERSION);
+    q4nx_wr32(h + HDR_LAYOUT, (uint32_t)layout);
+    q4nx_wr32(h + HDR_SIZE, Q4NX_HEADER_SIZE);
+    if (wr(w, h, sizeof h, e)) {
+        q4nx_writer_free(w);
+        return NULL;
+    }
+    return w;
+}
+
+uint64_t q4nx_writer_bytes(const q4nx_writer *w) { return w->pos; }
+
+int q4nx_writer_asset(q4nx_writer *w, const char *name, const void *data, size_t len, ogk_error *e)
+{
+    for (size_t i = 0; i < w->na; i++)
+        if (!strcmp(w->asset_names[i], name))
+            return ogk_fail(e, "asset %s: duplicate name", name);
+    if (!*name)
+        return ogk_fail(e, "asset with an empty name");
+    if (w->na == w->capa) {
+        size_t c = w->capa ? w->capa * 2 : 16;
+        uint8_t *a = realloc(w->assets, c * Q4NX_ASSET_ENTRY);
+        if (a)
+            w->assets = a;
+        char **n = realloc(w->asset_names, c * sizeof *n);
+        if (n)
+            w->asset_names = n;
+        if (!a || !n)
+            return ogk_fail(e, "out of memory");
+        w->capa = c;
+    }
+    uint8_t *a = w->assets + w->na * Q4NX_ASSET_ENTRY;
+    memset(a, 0, Q4NX_ASSET_ENTRY);
+    uint32_t off, nl;
+    if (add_string(w, name, &off, &nl, e))
+        return -1;
+    if (pad_to(w, Q4NX_ALIGN, e))
+        return -1;
+    q4nx_wr32(a + AE_NAME_OFF, off);
+    q4nx_wr32(a + AE_NAME_LEN, nl);
+    q4nx_wr64(a + AE_OFFSET, w->pos);
+    q4nx_wr64(a + AE_SIZE, len);
+    q4nx_wr32(a + AE_CRC, ogk_crc32c(0, data, len));
+    if (wr(w, data, len, e))
+        return -1;
+    w->asset_names[w->na++] = strdup(name);
+    return 0;
+}
+
+/* A new table entry with name and role filled in; NULL (e set) on a duplicate role. */
+static uint8_t *new_entry(q4nx_writer *w, const char *name, const char *role, ogk_error *e)
+{
+    if (!*role || !*name) {
+        ogk_fail(e, "tensor with an empty name or role");
+        return NULL;
+    }
+    for (size_t i = 0; i < w->nt; i++)
+        if (!strcmp(w->t[i].role, role)) {
+            ogk_fail(e, "tensor %s: duplicate role %s", name, role);
+            return NULL;
+        }
+    if (w->nt == w->capt) {
+        size_t c = w->capt ? w->capt * 2 : 64;
+        wtensor *t = realloc(w->t, c * sizeof *t);
+        if (!t) {
+            ogk_fail(e, "out of memory");
+            return NULL;
+        }
+        w->t = t;
+        w->capt = c;
+    }
+    wtensor *t = &w->t[w->nt];
+    memset(t->e, 0, sizeof t->e);
+    uint32_t off, len;
+    if (add_string(w, name, &off, &len, e))
+        return NULL;
+    q4nx_wr32(t->e + TE_NAME_OFF, off);
+    q4nx_wr32(t->e + TE_NAME_LEN, len);
+    if (add_string(w, role, &off, &len, e))
+        return NULL;
+    q4nx_wr32(t->e + TE_ROLE_OFF, off);
+    q4nx_wr32(t->e + TE_ROLE_LEN, len);
+    t->role = NULL;
+    return t->e;
+}
+
+static int commit_entry(q4nx_writer *w, const char *role, ogk_error *e)
+{
+    if (!(w->t[w->nt].role = strdup(role)))
+        return ogk_fail(e, "out of memory");
+    w->nt++;
+    return 0;
+}
+
+/* Places size bytes at the next aligned position, fills offset and size in the entry. */
+static int place(q4nx_writer *w, uint8_t *ent, uint64_t size, ogk_error *e)
+{
+    if (pad_to(w, size >= Q4NX_LARGE_TENSOR ? Q4NX_ALIGN_LARGE : Q4NX_ALIGN, e))
+        return -1;
+    q4nx_wr64(ent + TE_OFFSET, w->pos);
+    q4nx_wr64(ent + TE_SIZE, size);
+    return 0;
+}
+
+int q4nx_writer_q4(q4nx_writer *w, const char *name, const char *role, uint32_t n, uint32_t k, uint32_t block,
+                   int scale_dtype, const uint8_t *codes, const void *scales, const uint8_t *zp, ogk_error *e)
+{
+    const char *why = q4nx_q4_layout_refusal(w->layout, n, k, block);
+    if (why)
+        return ogk_fail(e, "tensor %s: layout %s: %s", name, q4nx_layout_name(w->layout), why);
+    if (scale_dtype != Q4NX_F32 && scale_dtype != Q4NX_F16 && scale_dtype != Q4NX_BF16)
+        return ogk_fail(e, "tensor %s: scales must be f32, f16 or bf16", name);
+    if (k > (1u << 30) || n > (1u << 31) || (uint64_t)n * k > ((uint64_t)1 << 42))
+        return ogk_fail(e, "tensor %s: %u x %u is too large", name, n, k);
+    uint8_t *ent = new_entry(w, name, role, e);
+    if (!ent)
+        return -1;
+    uint64_t cb = q4nx_q4_codes_bytes(w->layout, n, k, block), g = q4nx_q4_groups(w->layout, n, k, block);
+    uint64_t ss = q4nx_dtype_size(scale_dtype), so, zo, size;
+    q4nx_q4_parts(cb, g, ss, zp != NULL, &so, &zo, &size);
+    uint8_t *b = scratch(w, size, e);
+    if (!b)
+        return -1;
+    memset(b + cb, 0, so - cb); /* padding between parts; the parts themselves are written whole */
+    if (zp)
+        memset(b + so + g * ss, 0, zo - (so + g * ss));
+    q4nx_q4_relayout(w->layout, n, k, block, scale_dtype, codes, scales, zp, b, b + so, zp ? b + zo : NULL);
+    ent[TE_DTYPE] = Q4NX_Q4;
+    ent[TE_LAYOUT] = (uint8_t)w->layout;
+    ent[TE_SCALE_DTYPE] = (uint8_t)scale_dtype;
+    ent[TE_ZP] = zp ? 1 : 0;
+    ent[TE_NDIM] = 2;
+    q4nx_wr32(ent + TE_BLOCK, block);
+    q4nx_wr32(ent + TE_KBLOCKS, (k + block - 1) / block);
+    q4nx_wr64(ent + TE_SHAPE, n);
+    q4nx_wr64(ent + TE_SHAPE + 8, k);
+    q4nx_wr64(ent + TE_SCALES_OFF, so);
+    q4nx_wr64(ent + TE_ZEROS_OFF, zo);
+    q4nx_wr32(ent + TE_CRC, ogk_crc32c(0, b, size));
+    if (place(w, ent, size, e) || wr(w, b, size, e))
+        return -1;
+    return commit_entry(w, role, e);
+}
+
+int q4nx_writer_plain(q4nx_writer *w, const char *name, const char *role, int dtype, int ndim, const uint64_t *shape,
+                      const void *data, uint64_t nbytes, ogk_error *e)
+{
+    size_t es = q4nx_dtype_size(dtype);
+    if (!es)
+        return ogk_fail(e, "tensor %s: dtype %s cannot be stored plain", name, q4nx_dtype_name(dtype));
+    if (ndim < 1 || ndim > 4)
+        return ogk_fail(e, "tensor %s: %d dimensions (1..4)", name, ndim);
+    uint64_t count = 1;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] == 0 || shape[i] > ((uint64_t)1 << 40) || count > (((uint64_t)1 << 50) / shape[i]))
+            return ogk_fail(e, "tensor %s: shape[%d] = %llu out of range", name, i, (unsigned long long)shape[i]);
+        count *= shape[i];
+    }
+    if (count * es != nbytes)
+        return ogk_fail(e, "tensor %s: %llu bytes for %llu elements of %s", name, (unsigned long long)nbytes,
+                        (unsigned long long)count, q4nx_dtype_name(dtype));
+    uint8_t *ent = new_entry(w, name, role, e);
+    if (!ent)
+        return -1;
+    ent[TE_DTYPE] = (uint8_t)dtype;
+    ent[TE_NDIM] = (uint8_t)ndim;
+    for (int i = 0; i < ndim; i++)
+        q4nx_wr64(ent + TE_SHAPE + 8 * i, shape[i]);
+    q4nx_wr32(ent + TE_CRC, ogk_crc32c(0, data, nbytes));
+    if (place(w, ent, nbytes, e) || wr(w, data, nbytes, e))
+        return -1;
+    return commit_entry(w, role, e);
+}
+
+int q4nx_writer_finish(q4nx_writer *w, const json_t *model, const json_t *source, ogk_error *e)
+{
+    if (!json_is_object(model) || !json_is_object(source))
+        return ogk_fail(e, "model and source descriptions must be JSON objects");
+    json_t *meta = json_pack("{s:{s:i,s:i,s:s,s:I,s:I},s:O,s:O}", "q4nx", "format_version", Q4NX_FORMAT_VERSION,
+                             "layout_version", Q4NX_LAYOUT_VERSION, "layout", q4nx_layout_name(w->layout), "tensors",
+                             (json_int_t)w->nt, "assets", (json_int_t)w->na, "model", (json_t *)model, "source",
+                             (json_t *)source);
+    char *js = meta ? json_dumps(meta, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    json_decref(meta);
+    if (!js)
+        return ogk_fail(e, "cannot serialise the metadata");
+    if (pad_to(w, Q4NX_ALIGN, e)) {
+        free(js);
+        return -1;
+    }
+    uint64_t meta_off = w->pos, meta_size = strlen(js);
+    uint64_t table_off = q4nx_align_up(meta_off + meta_size, 64);
+    uint64_t str_off = table_off + w->nt * Q4NX_TENSOR_ENTRY + w->na * Q4NX_ASSET_ENTRY;
+    uint64_t total = str_off + w->nstr - meta_off;
+    uint8_t *b = scratch(w, total, e);
+    if (!b) {
+        free(js);
+        return -1;
+    }
+    memset(b, 0, total);
+    memcpy(b, js, meta_size);
+    free(js);
+    for (size_t i = 0; i < w->nt; i++)
+        memcpy(b + (table_off - meta_off) + i * Q4NX_TENSOR_ENTRY, w->t[i].e, Q4NX_TENSOR_ENTRY);
+    if (w->na)
+        memcpy(b + (table_off - meta_off) + w->nt * Q4NX_TENSOR_ENTRY, w->assets, w->na * Q4NX_ASSET_ENTRY);
+    if (w->nstr)
+        memcpy(b + (str_off - meta_off), w->str, w->nstr);
+    uint8_t f[Q4NX_FOOTER_SIZE] = {0};
+    q4nx_wr64(f + FTR_META_OFF, meta_off);
+    q4nx_wr64(f + FTR_META_SIZE, meta_size);
+    q4nx_wr64(f + FTR_TABLE_OFF, table_off);
+    q4nx_wr32(f + FTR_TENSORS, (uint32_t)w->nt);
+    q4nx_wr32(f + FTR_ASSETS, (uint32_t)w->na);
+    q4nx_wr64(f + FTR_STR_OFF, str_off);
+    q4nx_wr64(f + FTR_STR_SIZE, w->nstr);
+    q4nx_wr32(f + FTR_META_CRC, ogk_crc32c(0, b, total));
+    memcpy(f + FTR_MAGIC, Q4NX_END_MAGIC, 8);
+    if (wr(w, b, total, e) || wr(w, f, sizeof f, e))
+        return -1;
+    return 0;
+}
+
+void q4nx_writer_free(q4nx_writer *w)
+{
+    if (!w)
+        return;
+    for (size_t i = 0; i < w->nt; i++)
+        free(w->t[i].role);
+    for (size_t i = 0; i < w->na; i++)
+        free(w->asset_names[i]);
+    free(w->t);
+    free(w->assets);
+    free(w->asset_names);
+    free(w->str);
+    free(w->buf);
+    free(w);
+}

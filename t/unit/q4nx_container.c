@@ -1,0 +1,240 @@
+/* lib/q4nx container: writer -> reader round trip, alignment, and hostile files (truncation, bad magic,
+ * future versions, every byte of the tables flipped) refused by name without a crash. Expected values come
+ * from the MatMulNBits source bytes decoded here with the ContribOperators formula, not from lib/q4nx. */
+#include "tap.h"
+#include "q4nx/q4nx.h"
+#include "util/util.h"
+
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static uint32_t rng = 12345;
+static uint32_t rnd(void) { return (rng = rng * 1664525u + 1013904223u) >> 8; }
+
+typedef struct {
+    uint32_t n, k, block, kb;
+    int sdt;
+    uint8_t *codes, *zp;
+    uint16_t *scales16;
+    float *scales32;
+} src_q4;
+
+static void make_src(src_q4 *s, uint32_t n, uint32_t k, uint32_t block, int sdt, int with_zp)
+{
+    memset(s, 0, sizeof *s);
+    s->n = n, s->k = k, s->block = block, s->kb = (k + block - 1) / block, s->sdt = sdt;
+    size_t cb = (size_t)n * s->kb * block / 2;
+    s->codes = malloc(cb);
+    for (size_t i = 0; i < cb; i++)
+        s->codes[i] = (uint8_t)rnd();
+    if (sdt == Q4NX_F32) {
+        s->scales32 = malloc((size_t)n * s->kb * 4);
+        for (size_t i = 0; i < (size_t)n * s->kb; i++)
+            s->scales32[i] = ((float)(rnd() % 2000) - 1000.0f) / 4096.0f;
+    } else {
+        s->scales16 = malloc((size_t)n * s->kb * 2);
+        for (size_t i = 0; i < (size_t)n * s->kb; i++)
+            s->scales16[i] = (uint16_t)(0x2000 + rnd() % 0x1000);
+    }
+    if (with_zp) {
+        s->zp = malloc((size_t)n * ((s->kb + 1) / 2));
+        for (size_t i = 0; i < (size_t)n * ((s->kb + 1) / 2); i++)
+            s->zp[i] = (uint8_t)rnd();
+    }
+}
+
+/* W[n,k] by the MatMulNBits definition */
+static float src_value(const src_q4 *s, uint32_t r, uint32_t c)
+{
+    size_t qrow = (size_t)s->kb * s->block / 2;
+    int q = (s->codes[r * qrow + c / 2] >> (4 * (c % 2))) & 15;
+    uint32_t g = c / s->block;
+    int zp = s->zp ? (s->zp[r * ((s->kb + 1) / 2) + g / 2] >> (4 * (g % 2))) & 15 : 8;
+    float sc = s->sdt == Q4NX_F32 ? s->scales32[r * s->kb + g]
+               : s->sdt == Q4NX_F16 ? ogk_f16_to_f32(s->scales16[r * s->kb + g])
+                                    : ogk_bf16_to_f32(s->scales16[r * s->kb + g]);
+    return (float)(q - zp) * sc;
+}
+
+static int same_values(const q4nx_tensor *t, const src_q4 *s)
+{
+    if (!t || t->n != s->n || t->k != s->k)
+        return 0;
+    float *row = malloc(sizeof(float) * s->k);
+    int ok = 1;
+    for (uint32_t r = 0; r < s->n && ok; r++) {
+        q4nx_q4_dequant_row(t, r, row);
+        for (uint32_t c = 0; c < s->k; c++) {
+            float w = src_value(s, r, c);
+            if (memcmp(&w, &row[c], 4))
+                ok = 0;
+        }
+    }
+    free(row);
+    return ok;
+}
+
+static char path[256];
+static const uint8_t tok[] = "{\"model\":{\"type\":\"BPE\"}}";
+static float norm[300];
+static uint8_t *file_bytes;
+static size_t file_len;
+
+static void write_file(const char *p, const uint8_t *b, size_t n)
+{
+    int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0 || ogk_write_all(fd, b, n))
+        abort();
+    close(fd);
+}
+
+static int try_open(const uint8_t *b, size_t n, char *msg, size_t msz)
+{
+    char p[300];
+    snprintf(p, sizeof p, "%s.mut", path);
+    write_file(p, b, n);
+    ogk_error e = {{0}};
+    int code = -1;
+    q4nx_file *f = q4nx_open(p, &e, &code);
+    if (msg)
+        snprintf(msg, msz, "%s", e.msg);
+    if (f) {
+        /* whatever opened must be safe to walk completely */
+        for (size_t i = 0; i < q4nx_tensor_count(f); i++) {
+            const q4nx_tensor *t = q4nx_tensor_at(f, i);
+            if (t->dtype == Q4NX_Q4)
+                (void)q4nx_q4_scale(t, t->n - 1, t->k_blocks - 1), (void)q4nx_q4_code(t, t->n - 1, t->k - 1);
+        }
+        q4nx_close(f);
+        unlink(p);
+        return 0;
+    }
+    unlink(p);
+    return code;
+}
+
+int main(void)
+{
+    snprintf(path, sizeof path, "/tmp/q4nx_container_%d.q4nx", (int)getpid());
+    src_q4 a, b, big;
+    make_src(&a, 40, 300, 32, Q4NX_F32, 0);    /* symmetric, padded last block */
+    make_src(&b, 17, 512, 128, Q4NX_F16, 1);   /* asymmetric f16 */
+    make_src(&big, 256, 1024, 64, Q4NX_BF16, 1); /* > 64 KiB: 4096-aligned */
+    for (int i = 0; i < 300; i++)
+        norm[i] = (float)i * 0.25f;
+    int layouts[] = {Q4NX_B8, Q4NX_RM};
+    for (int li = 0; li < 2; li++) {
+        int L = layouts[li];
+        const char *ln = q4nx_layout_name(L);
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        ogk_error e = {{0}};
+        q4nx_writer *w = q4nx_writer_new(fd, L, &e);
+        uint64_t nshape[1] = {300};
+        int rc = !w || q4nx_writer_asset(w, "tokenizer.json", tok, sizeof tok - 1, &e) ||
+                 q4nx_writer_q4(w, "a_Q4", "layers.0.attn.qkv", a.n, a.k, a.block, a.sdt, a.codes, a.scales32, NULL, &e) ||
+                 q4nx_writer_plain(w, "norm", "final_norm", Q4NX_F32, 1, nshape, norm, sizeof norm, &e) ||
+                 q4nx_writer_q4(w, "b.qweight", "layers.0.attn.o", b.n, b.k, b.block, b.sdt, b.codes, b.scales16, b.zp, &e) ||
+                 q4nx_writer_q4(w, "big.qweight", "lm_head", big.n, big.k, big.block, big.sdt, big.codes, big.scales16,
+                                big.zp, &e);
+        TAP_OK(!rc, "%s: writer takes an asset, two q4 tensors and a plain one (%s)", ln, e.msg);
+        TAP_OK(q4nx_writer_q4(w, "dup", "final_norm", a.n, a.k, a.block, a.sdt, a.codes, a.scales32, NULL, &e) != 0 &&
+                   strstr(e.msg, "duplicate role"),
+               "%s: writer refuses a duplicate role (%s)", ln, e.msg);
+        json_t *model = json_pack("{s:s,s:b}", "family", "qwen2", "tie_embeddings", 1);
+        json_t *source = json_pack("{s:s}", "pack", "unit");
+        TAP_OK(!q4nx_writer_finish(w, model, source, &e), "%s: finish", ln);
+        json_decref(model);
+        json_decref(source);
+        q4nx_writer_free(w);
+        close(fd);
+
+        int code = -1;
+        q4nx_file *f = q4nx_open(path, &e, &code);
+        TAP_OK(f && code == 0, "%s: opens (%s)", ln, f ? "" : e.msg);
+        if (!f)
+            continue;
+        TAP_OK(q4nx_layout(f) == L && q4nx_tensor_count(f) == 4, "%s: layout and tensor count", ln);
+        TAP_OK(!strcmp(json_string_value(json_object_get(q4nx_model(f), "family")), "qwen2") &&
+                   !strcmp(json_string_value(json_object_get(q4nx_source(f), "pack")), "unit"),
+               "%s: model and source descriptions kept", ln);
+        const uint8_t *ad;
+        size_t al;
+        TAP_OK(!q4nx_asset(f, "tokenizer.json", &ad, &al) && al == sizeof tok - 1 && !memcmp(ad, tok, al) &&
+                   q4nx_asset(f, "nope", &ad, &al) == -1,
+               "%s: asset by name", ln);
+        TAP_OK(same_values(q4nx_find(f, "layers.0.attn.qkv"), &a), "%s: symmetric f32 tensor dequantises exactly", ln);
+        TAP_OK(same_values(q4nx_find(f, "layers.0.attn.o"), &b), "%s: asymmetric f16 tensor dequantises exactly", ln);
+        TAP_OK(same_values(q4nx_find(f, "lm_head"), &big), "%s: asymmetric bf16 tensor dequantises exactly", ln);
+        const q4nx_tensor *nt = q4nx_find(f, "final_norm");
+        TAP_OK(nt && nt->dtype == Q4NX_F32 && nt->nbytes == sizeof norm && !memcmp(nt->data, norm, sizeof norm) &&
+                   !strcmp(nt->name, "norm"),
+               "%s: plain tensor kept as is", ln);
+        TAP_OK(q4nx_find(f, "embed") == NULL, "%s: absent role is NULL", ln);
+        int aligned = 1, crc_ok = 1;
+        for (size_t i = 0; i < q4nx_tensor_count(f); i++) {
+            q4nx_extent x;
+            q4nx_tensor_extent(f, i, &x);
+            if (x.offset % 64 || (x.size >= 65536 && x.offset % 4096))
+                aligned = 0;
+            if (ogk_crc32c(0, x.bytes, x.size) != x.crc32c)
+                crc_ok = 0;
+        }
+        TAP_OK(aligned, "%s: tensors 64-byte aligned, large ones 4096", ln);
+        TAP_OK(crc_ok, "%s: stored checksums match the bytes", ln);
+        q4nx_close(f);
+
+        free(file_bytes);
+        file_bytes = (uint8_t *)ogk_read_file(path, &file_len, &e);
+        char msg[600];
+        /* truncation at many lengths: always refused, exit code 3 */
+        int trunc_ok = 1;
+        for (size_t n = 0; n < file_len; n += (n < 256 ? 7 : file_len / 37 + 1))
+            if (try_open(file_bytes, n, msg, sizeof msg) != OGK_EXIT_INPUT)
+                trunc_ok = 0;
+        TAP_OK(trunc_ok, "%s: every truncation refused with exit 3", ln);
+        try_open(file_bytes, file_len - 1, msg, sizeof msg);
+        TAP_OK(strstr(msg, "truncated") != NULL, "%s: truncation named (%s)", ln, msg);
+        uint8_t *m = malloc(file_len);
+        memcpy(m, file_bytes, file_len);
+        m[0] = 'X';
+        TAP_OK(try_open(m, file_len, msg, sizeof msg) == 3 && strstr(msg, "bad magic"), "%s: wrong magic (%s)", ln, msg);
+        memcpy(m, file_bytes, file_len);
+        m[8] = 2;
+        TAP_OK(try_open(m, file_len, msg, sizeof msg) == 3 && strstr(msg, "format version 2 is newer"),
+               "%s: future format version (%s)", ln, msg);
+        memcpy(m, file_bytes, file_len);
+        m[12] = 9;
+        TAP_OK(try_open(m, file_len, msg, sizeof msg) == 3 && strstr(msg, "layout version 9"),
+               "%s: future layout version (%s)", ln, msg);
+        /* every single-byte change in the tables, strings and footer: refused or safe to walk (ASan) */
+        uint64_t meta_off;
+        memcpy(&meta_off, file_bytes + file_len - 64, 8);
+        const uint8_t *js = file_bytes + meta_off;
+        size_t jl = strlen((const char *)js) < file_len - meta_off ? strlen((const char *)js) : 0;
+        int survived = 1, refused = 0, total = 0;
+        for (size_t i = meta_off + jl; i < file_len; i++) {
+            static const uint8_t flips[] = {0x01, 0x80, 0xFF};
+            for (size_t j = 0; j < sizeof flips; j++) {
+                memcpy(m, file_bytes, file_len);
+                m[i] ^= flips[j];
+                int c = try_open(m, file_len, NULL, 0);
+                total++;
+                if (c == OGK_EXIT_INPUT)
+                    refused++;
+                else if (c != 0)
+                    survived = 0;
+            }
+        }
+        TAP_OK(survived && refused > total / 2, "%s: %d of %d table/footer byte flips refused, none crashed", ln,
+               refused, total);
+        /* a tensor pointing past the data region */
+        free(m);
+    }
+    unlink(path);
+    free(file_bytes);
+    free(a.codes), free(a.scales32), free(b.codes), free(b.scales16), free(b.zp);
+    free(big.codes), free(big.scales16), free(big.zp);
+    return TAP_DONE();
+}
