@@ -1,0 +1,108 @@
+/* lib/pack — the OGA pack reader. Reads a pack directory (genai_config.json, config.json, the ONNX
+ * graph through lib/onnx's generated protobuf code, external data mmapped and bounds-checked, the
+ * tokenizer/text assets), walks the graph to give every weight a role, checks every MatMulNBits /
+ * GatherBlockQuantized tensor against its attributes, detects the flavour and collects named refusals.
+ * Owns pack knowledge only: it never writes anything (oga-extract turns a pack into OGAX) and must not
+ * include the container or kernel headers beyond the shared dtype enum of q4nx.h.
+ *
+ * Nothing large is copied: tensor pointers point into the mmapped external data file (or into the
+ * parsed model.onnx for small inline tensors). A few normalisations need a buffer of their own (inline
+ * fp16 stored as int32_data, int4 GatherBlockQuantized codes re-biased to u4); the pack owns those.
+ * Every pointer stays valid until pack_close.
+ *
+ * Roles (the strings other modules consume):
+ *   embed, lm_head (tied packs: ONE tensor with role lm_head, model.tie_embeddings true),
+ *   layers.N.attn.qkv | layers.N.attn.q / .k / .v, layers.N.attn.o,
+ *   layers.N.attn.qkv_bias | layers.N.attn.q_bias / .k_bias / .v_bias,
+ *   layers.N.attn.q_norm / .k_norm (qwen3), layers.N.mlp.gate / .up / .down,
+ *   layers.N.input_norm, layers.N.post_attn_norm, final_norm, rope.cos, rope.sin.
+ *
+ * Refusals: whatever cannot be represented exactly is listed as {what, code, reason}, never dropped
+ * silently. A pack is importable iff it has no refusals. Codes (stable, for scripts and tests):
+ *   not_a_pack, file_missing, file_unreadable, not_protobuf, config_json, config_missing, config_type,
+ *   config_dims, tokenizer_missing, external_data, truncated, unsupported_bits, unsupported_block,
+ *   g_idx, tensor_shape, tensor_dtype, unsupported_op, graph, unassigned, npu_packed.
+ */
+#ifndef OGK_PACK_H
+#define OGK_PACK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "q4nx/q4nx.h" /* enum q4nx_dtype only */
+#include "util/util.h"
+
+enum pack_flavour { PACK_UNKNOWN = 0, PACK_BUILDER_CPU, PACK_BUILDER_AMD, PACK_AMD_NPU };
+const char *pack_flavour_name(int flavour); /* "builder-cpu", "builder-amd", "amd-npu", "unknown" */
+
+/* One weight of the pack, with its role. Quantised weights (dtype Q4NX_Q4) are in MatMulNBits
+ * source order exactly as ogax.h documents: codes [N][kb][block/2] (low nibble first), scales
+ * [N][kb] in scale_dtype, zeros u4-packed [N][ceil(kb/2)] or NULL (implicit 8). */
+typedef struct {
+    const char *name;      /* source initializer name (q4: the B / data initializer) */
+    const char *role;      /* see above */
+    const char *node;      /* name of the node that consumes it (the MatMulNBits, Gather, norm...) */
+    int dtype;             /* enum q4nx_dtype */
+    int ndim;
+    uint64_t shape[4];     /* q4: [N, K] */
+    /* q4 only */
+    uint32_t n, k, block, k_blocks;
+    int scale_dtype;       /* Q4NX_F32 / F16 / BF16 */
+    int has_zp;
+    int accuracy_level;    /* MatMulNBits attribute, -1 when absent / not MatMulNBits */
+    const char *source_op; /* "MatMulNBits" or "GatherBlockQuantized" */
+    const char *scales_name, *zeros_name; /* initializer names (zeros_name NULL when absent) */
+    const uint8_t *codes;
+    const void *scales;
+    const uint8_t *zeros;
+    uint64_t codes_size, scales_size, zeros_size;
+    /* plain only: prod(shape) * dtype size bytes */
+    const void *data;
+    uint64_t nbytes;
+} pack_tensor;
+
+typedef struct {
+    const char *what;   /* "tensor NAME", "file NAME", "genai_config.json: model.decoder.hidden_size", ... */
+    const char *code;   /* stable short code, see the list above */
+    const char *reason; /* one line, human readable */
+} pack_refusal;
+
+/* A small text file of the pack that a runtime needs (tokenizer.json, tokenizer_config.json, ...). */
+typedef struct {
+    const char *name;
+    const uint8_t *data;
+    size_t size;
+} pack_asset;
+
+typedef struct pack pack;
+
+/* Open and check a pack directory: everything is read, validated and cross-checked here, so a caller
+ * can decide before producing any output. Returns NULL only when dir is not a pack at all (missing,
+ * not a directory, neither genai_config.json nor an .onnx file); e says why. Every other problem is a
+ * refusal inside the returned pack. */
+pack *pack_open(const char *dir, ogk_error *e);
+void pack_close(pack *p);
+
+const char *pack_dir(const pack *p);
+int pack_flavour(const pack *p);
+/* The normalised model description (OGAX "model" object, see ogax.5); fields the pack does not give
+ * are null. Never NULL. Owned by the pack. */
+const json_t *pack_model(const pack *p);
+
+size_t pack_tensor_count(const pack *p);
+const pack_tensor *pack_tensor_at(const pack *p, size_t i); /* in emission order */
+const pack_tensor *pack_find(const pack *p, const char *role); /* NULL if absent */
+const pack_tensor *pack_find_name(const pack *p, const char *initializer); /* by source name */
+
+size_t pack_refusal_count(const pack *p);
+const pack_refusal *pack_refusal_at(const pack *p, size_t i);
+
+size_t pack_asset_count(const pack *p);
+const pack_asset *pack_asset_at(const pack *p, size_t i);
+
+/* The oga-info report (see oga-info(1)); with_tensors adds one entry per tensor. Caller decrefs. */
+json_t *pack_info_json(const pack *p, int with_tensors);
+
+#endif
