@@ -35,7 +35,7 @@ MODS_npu-gemm    = kern npu q4nx util
 MODS_npu-forward = model tok kern npu q4nx util
 MODS_spec-replay = util
 MODS_UNIT_util   = util
-MODS_UNIT_q4nx   = q4nx util
+MODS_UNIT_q4nx   = ogax q4nx util
 MODS_UNIT_ogax   = ogax q4nx util
 
 PROGS := $(patsubst bin/%.c,%,$(wildcard bin/*.c))
