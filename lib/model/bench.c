@@ -1,0 +1,93 @@
+/* The benchmark: prompt processing and token generation per prompt length, like onnxruntime-genai's
+ * model_benchmark (TTFT, tok/s median and stddev, E2E, peak RSS). Greedy, EOS ignored, so every run
+ * does the same work. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model.h"
+
+void model_bench_prompt(int *ids, int n, int vocab)
+{
+    /* the LCG of tools/ort-ref.js --bench: ids away from the special tokens */
+    uint64_t seed = 12345;
+    int span = (vocab < 30000 ? vocab : 30000) - 100;
+    if (span < 1)
+        span = 1;
+    for (int i = 0; i < n; i++) {
+        seed = (seed * 1103515245u + 12345u) % 2147483648u;
+        ids[i] = (100 + (int)(seed % (uint64_t)span)) % vocab;
+    }
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static json_t *stat(double *v, int n, int digits)
+{
+    double *c = malloc((size_t)n * sizeof *c), mean = 0, var = 0;
+    memcpy(c, v, (size_t)n * sizeof *c);
+    qsort(c, (size_t)n, sizeof *c, cmp_double);
+    double med = n % 2 ? c[n / 2] : (c[n / 2 - 1] + c[n / 2]) / 2;
+    for (int i = 0; i < n; i++)
+        mean += v[i] / n;
+    for (int i = 0; i < n; i++)
+        var += (v[i] - mean) * (v[i] - mean) / (n > 1 ? n - 1 : 1);
+    free(c);
+    double f = pow(10, digits);
+    return json_pack("{s:f,s:f}", "median", round(med * f) / f, "stddev", round(sqrt(var) * f) / f);
+}
+
+json_t *model_bench(model_state *s, const model_bench_opts *o, ogk_error *e)
+{
+    const model *m = s->m;
+    int maxlen = 0;
+    for (int i = 0; i < o->n_lens; i++)
+        maxlen = o->prompt_lens[i] > maxlen ? o->prompt_lens[i] : maxlen;
+    if (maxlen + o->gen > s->context) {
+        ogk_fail(e, "prompt %d + %d generated tokens do not fit the context of %d (-c)", maxlen, o->gen, s->context);
+        return NULL;
+    }
+    int *ids = malloc((size_t)maxlen * sizeof *ids);
+    int R = o->reps > 0 ? o->reps : 1;
+    double *ttft = malloc(sizeof(double) * R), *pp = malloc(sizeof(double) * R), *tg = malloc(sizeof(double) * R),
+           *e2e = malloc(sizeof(double) * R);
+    json_t *rows = json_array();
+    model_sampler sp;
+    model_sampler_init(&sp, m->c.vocab_size, 0, 0, 0, 1);
+    for (int li = 0; li < o->n_lens; li++) {
+        int L = o->prompt_lens[li];
+        model_bench_prompt(ids, L, m->c.vocab_size);
+        for (int r = -o->warmup; r < R; r++) {
+            model_gen g = {.max_new = o->gen + 1, .ignore_eos = 1};
+            model_gen_stats st;
+            model_state_reset(s);
+            if (model_generate(s, &sp, ids, L, &g, &st, e))
+                goto fail;
+            if (r < 0)
+                continue;
+            ttft[r] = st.ttft_ms;
+            pp[r] = L / (st.prefill_ms / 1e3);
+            tg[r] = o->gen / (st.decode_ms / 1e3);
+            e2e[r] = st.prefill_ms + st.decode_ms + st.sampling_ms;
+        }
+        json_t *row = json_pack("{s:i,s:i,s:o,s:o,s:o,s:o}", "prompt_tokens", L, "gen_tokens", o->gen, "ttft_ms",
+                                stat(ttft, R, 3), "prefill_tok_s", stat(pp, R, 2), "decode_tok_s", stat(tg, R, 2),
+                                "e2e_ms", stat(e2e, R, 3));
+        json_array_append_new(rows, row);
+    }
+    model_sampler_free(&sp);
+    free(ids), free(ttft), free(pp), free(tg), free(e2e);
+    return json_pack("{s:s,s:i,s:i,s:s,s:i,s:I,s:o,s:I}", "family", m->c.family_name, "threads",
+                     kern_pool_threads(s->pool), "context", s->context, "mode", s->mode == MODEL_I8 ? "i8" : "f32",
+                     "reps", R, "weight_bytes_per_token", (json_int_t)m->weight_bytes, "results", rows, "peak_rss_bytes",
+                     (json_int_t)ogk_peak_rss());
+fail:
+    model_sampler_free(&sp);
+    free(ids), free(ttft), free(pp), free(tg), free(e2e);
+    json_decref(rows);
+    return NULL;
+}

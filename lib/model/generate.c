@@ -1,0 +1,223 @@
+/* Sampling (greedy, temperature, top-k, top-p, seeded) and stop strings over streamed text. */
+#define _GNU_SOURCE
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model.h"
+
+int model_argmax(const float *logits, int n)
+{
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (logits[i] > logits[best])
+            best = i;
+    return best;
+}
+
+int model_sampler_init(model_sampler *sp, int vocab, float temperature, int top_k, float top_p, uint64_t seed)
+{
+    memset(sp, 0, sizeof *sp);
+    sp->vocab = vocab, sp->temperature = temperature, sp->top_k = top_k, sp->top_p = top_p;
+    sp->rng = seed ? seed : 0x9E3779B97F4A7C15ull;
+    sp->idx = malloc((size_t)vocab * sizeof *sp->idx);
+    sp->prob = malloc((size_t)vocab * sizeof *sp->prob);
+    return sp->idx && sp->prob ? 0 : -1;
+}
+
+void model_sampler_free(model_sampler *sp)
+{
+    free(sp->idx);
+    free(sp->prob);
+    memset(sp, 0, sizeof *sp);
+}
+
+/* xorshift64*: uniform float in [0, 1) */
+static float rng_uniform(uint64_t *s)
+{
+    *s ^= *s >> 12, *s ^= *s << 25, *s ^= *s >> 27;
+    return (float)((*s * 0x2545F4914F6CDD1Dull) >> 40) / 16777216.0f;
+}
+
+static const float *cmp_base;
+static int by_logit_desc(const void *a, const void *b)
+{
+    float x = cmp_base[*(const int *)a], y = cmp_base[*(const int *)b];
+    return x < y ? 1 : x > y ? -1 : *(const int *)a - *(const int *)b;
+}
+
+/* temperature, then top-k, then top-p (nucleus), then a draw */
+int model_sample(model_sampler *sp, const float *logits)
+{
+    int V = sp->vocab;
+    if (sp->temperature <= 0)
+        return model_argmax(logits, V);
+    /* candidates: the top_k largest, or everything within reach of the nucleus */
+    float mx = logits[model_argmax(logits, V)];
+    int n = 0;
+    /* a logit more than 30 / (1/T) below the max has probability < e^-30 relative: never drawn */
+    float floor = mx - 30.0f * sp->temperature;
+    for (int i = 0; i < V; i++)
+        if (logits[i] >= floor)
+            sp->idx[n++] = i;
+    cmp_base = logits;
+    qsort(sp->idx, (size_t)n, sizeof *sp->idx, by_logit_desc);
+    if (sp->top_k > 0 && n > sp->top_k)
+        n = sp->top_k;
+    double sum = 0;
+    for (int i = 0; i < n; i++)
+        sum += sp->prob[i] = expf((logits[sp->idx[i]] - mx) / sp->temperature);
+    if (sp->top_p > 0 && sp->top_p < 1) {
+        double cum = 0;
+        for (int i = 0; i < n; i++) {
+            cum += sp->prob[i] / sum;
+            if (cum >= sp->top_p) {
+                n = i + 1;
+                break;
+            }
+        }
+        sum = 0;
+        for (int i = 0; i < n; i++)
+            sum += sp->prob[i];
+    }
+    double u = rng_uniform(&sp->rng) * sum, cum = 0;
+    for (int i = 0; i < n; i++) {
+        cum += sp->prob[i];
+        if (u < cum)
+            return sp->idx[i];
+    }
+    return sp->idx[n - 1];
+}
+
+/* ---- stop strings ---- */
+
+void model_stopper_init(model_stopper *st, char **stops, int n)
+{
+    memset(st, 0, sizeof *st);
+    st->stops = stops, st->n = n;
+}
+
+void model_stopper_free(model_stopper *st)
+{
+    free(st->buf);
+    memset(st, 0, sizeof *st);
+}
+
+/* length of the longest suffix of buf that is a proper prefix of some stop string */
+static size_t held_back(const model_stopper *st)
+{
+    size_t best = 0;
+    for (int i = 0; i < st->n; i++) {
+        size_t sl = strlen(st->stops[i]);
+        if (!sl)
+            continue;
+        for (size_t k = sl - 1 < st->len ? sl - 1 : st->len; k > best; k--)
+            if (!memcmp(st->buf + st->len - k, st->stops[i], k)) {
+                best = k;
+                break;
+            }
+    }
+    return best;
+}
+
+int model_stopper_feed(model_stopper *st, const char *text, size_t len, void (*out)(const char *, size_t, void *),
+                       void *ctx)
+{
+    if (st->hit)
+        return 1;
+    if (st->n == 0) {
+        if (len)
+            out(text, len, ctx);
+        return 0;
+    }
+    if (st->len + len + 1 > st->cap) {
+        size_t cap = (st->len + len + 1) * 2;
+        char *b = realloc(st->buf, cap);
+        if (!b)
+            abort();
+        st->buf = b, st->cap = cap;
+    }
+    memcpy(st->buf + st->len, text, len);
+    st->len += len;
+    st->buf[st->len] = 0;
+    /* the earliest stop string in the buffer ends the text */
+    size_t cut = st->len;
+    for (int i = 0; i < st->n; i++) {
+        if (!*st->stops[i])
+            continue;
+        char *p = memmem(st->buf, st->len, st->stops[i], strlen(st->stops[i]));
+        if (p && (size_t)(p - st->buf) < cut)
+            cut = (size_t)(p - st->buf), st->hit = 1;
+    }
+    if (st->hit) {
+        if (cut)
+            out(st->buf, cut, ctx);
+        st->len = 0;
+        return 1;
+    }
+    size_t keep = held_back(st), give = st->len - keep;
+    if (give) {
+        out(st->buf, give, ctx);
+        memmove(st->buf, st->buf + give, keep);
+        st->len = keep;
+    }
+    return 0;
+}
+
+void model_stopper_flush(model_stopper *st, void (*out)(const char *, size_t, void *), void *ctx)
+{
+    if (!st->hit && st->len)
+        out(st->buf, st->len, ctx);
+    st->len = 0;
+}
+
+/* ---- the generation loop ---- */
+
+int model_generate(model_state *s, model_sampler *sp, const int *prompt, int n, const model_gen *g,
+                   model_gen_stats *st, ogk_error *e)
+{
+    const model *m = s->m;
+    memset(st, 0, sizeof *st);
+    st->prompt_tokens = n;
+    st->stop = "length";
+    if (s->pos + n > s->context)
+        return ogk_fail(e, "prompt of %d tokens does not fit the context of %d positions (-c sets it, up to %d)", n,
+                        s->context - s->pos, m->c.context_length);
+    double t0 = ogk_now();
+    if (model_forward(s, prompt, n, 0, e))
+        return -1;
+    model_prof_print(s, "prefill");
+    st->prefill_ms = (ogk_now() - t0) * 1e3;
+    double td = 0;
+    while (st->new_tokens < g->max_new) {
+        double ts = ogk_now();
+        int id = model_sample(sp, s->logits);
+        double dt = (ogk_now() - ts) * 1e3;
+        st->sampling_ms += dt;
+        s->prof.sampling_ms = dt;
+        if (st->new_tokens == 0)
+            st->ttft_ms = (ogk_now() - t0) * 1e3;
+        st->new_tokens++;
+        if (!g->ignore_eos && model_is_eos(m, id)) {
+            st->stop = "eos";
+            break;
+        }
+        if (g->on_token && g->on_token(id, g->ctx)) {
+            st->stop = "stop";
+            break;
+        }
+        if (st->new_tokens == g->max_new)
+            break;
+        if (s->pos + 1 > s->context) {
+            st->stop = "context";
+            break;
+        }
+        double tf = ogk_now();
+        if (model_forward(s, &id, 1, 0, e))
+            return -1;
+        model_prof_print(s, "decode");
+        td += ogk_now() - tf;
+    }
+    st->decode_ms = td * 1e3;
+    return 0;
+}

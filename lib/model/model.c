@@ -1,0 +1,675 @@
+/* The forward pass. Reads top-down like the math; each family difference is a small named step
+ * (qkv bias, q/k norm), not a copy of the loop. Rows: a pass takes up to MODEL_CHUNK token rows at
+ * consecutive positions (prefill chunk, verify batch, or one decode token) through the same code. */
+#define _GNU_SOURCE
+#include "model.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kern/kern.h"
+
+/* ---------------------------------------------------------------- loading */
+
+static const struct {
+    const char *name;
+    int family;
+} families[] = {
+    {"llama", FAMILY_LLAMA}, {"mistral", FAMILY_LLAMA}, {"qwen2", FAMILY_QWEN2}, {"qwen3", FAMILY_QWEN3}, {"phi3", FAMILY_PHI3},
+};
+
+const char *model_family_name(int family)
+{
+    for (size_t i = 0; i < sizeof families / sizeof *families; i++)
+        if (families[i].family == family)
+            return families[i].name;
+    return "?";
+}
+
+static int get_int(const json_t *o, const char *key, int *out, int required, ogk_error *e)
+{
+    const json_t *v = json_object_get(o, key);
+    if (!v || json_is_null(v)) {
+        if (required)
+            return ogk_fail(e, "model description: missing \"%s\"", key);
+        return 0;
+    }
+    if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > (1 << 30))
+        return ogk_fail(e, "model description: \"%s\" is not a non-negative integer", key);
+    *out = (int)json_integer_value(v);
+    return 0;
+}
+
+static int config_from_json(model_config *c, const json_t *j, ogk_error *e, int *code)
+{
+    *code = OGK_EXIT_INPUT;
+    if (!json_is_object(j))
+        return ogk_fail(e, "container has no model description");
+    const char *fam = json_string_value(json_object_get(j, "family"));
+    if (!fam)
+        return ogk_fail(e, "model description: missing \"family\"");
+    c->family = -1;
+    for (size_t i = 0; i < sizeof families / sizeof *families; i++)
+        if (!strcmp(fam, families[i].name))
+            c->family = families[i].family;
+    if (c->family < 0) {
+        *code = OGK_EXIT_INIT;
+        return ogk_fail(e, "unsupported family \"%s\" (supported: llama, mistral, qwen2, qwen3, phi3)", fam);
+    }
+    snprintf(c->family_name, sizeof c->family_name, "%s", fam);
+    if (get_int(j, "vocab_size", &c->vocab_size, 1, e) || get_int(j, "hidden_size", &c->dim, 1, e) ||
+        get_int(j, "intermediate_size", &c->hidden_dim, 1, e) || get_int(j, "num_layers", &c->n_layers, 1, e) ||
+        get_int(j, "num_heads", &c->n_heads, 1, e) || get_int(j, "num_kv_heads", &c->n_kv_heads, 1, e) ||
+        get_int(j, "context_length", &c->context_length, 1, e))
+        return -1;
+    c->head_dim = c->n_heads ? c->dim / c->n_heads : 0;
+    if (get_int(j, "head_dim", &c->head_dim, 0, e))
+        return -1;
+    if (!c->vocab_size || !c->dim || !c->hidden_dim || !c->n_layers || !c->n_heads || !c->n_kv_heads ||
+        !c->head_dim || !c->context_length)
+        return ogk_fail(e, "model description: a dimension is zero");
+    if (c->n_heads % c->n_kv_heads)
+        return ogk_fail(e, "model description: num_heads %d is not a multiple of num_kv_heads %d", c->n_heads,
+                        c->n_kv_heads);
+    const json_t *eps = json_object_get(j, "rms_norm_eps");
+    c->rms_eps = json_is_number(eps) ? (float)json_number_value(eps) : 1e-6f;
+    const json_t *rope = json_object_get(j, "rope");
+    c->rope_dim = c->head_dim;
+    if (json_is_object(rope)) {
+        if (get_int(rope, "dim", &c->rope_dim, 0, e))
+            return -1;
+        c->rope_interleaved = json_is_true(json_object_get(rope, "interleaved"));
+    }
+    if (c->rope_dim > c->head_dim || c->rope_dim % 2)
+        return ogk_fail(e, "model description: rope dim %d does not fit head_dim %d", c->rope_dim, c->head_dim);
+    c->qkv_bias = json_is_true(json_object_get(j, "qkv_bias"));
+    c->qk_norm = json_is_true(json_object_get(j, "qk_norm"));
+    c->tied = json_is_true(json_object_get(j, "tie_embeddings"));
+    c->bos_id = c->pad_id = -1;
+    if (get_int(j, "bos_token_id", &c->bos_id, 0, e) || get_int(j, "pad_token_id", &c->pad_id, 0, e))
+        return -1;
+    const json_t *eos = json_object_get(j, "eos_token_ids");
+    if (json_is_integer(eos))
+        c->eos_ids[c->n_eos++] = (int)json_integer_value(eos);
+    size_t i;
+    const json_t *v;
+    json_array_foreach(eos, i, v)
+    {
+        if (json_is_integer(v) && c->n_eos < MODEL_MAX_EOS)
+            c->eos_ids[c->n_eos++] = (int)json_integer_value(v);
+    }
+    return 0;
+}
+
+/* fp32 view of a small plain tensor of exactly `count` elements (first `count` when prefix): points
+ * into the mapping when it already is aligned fp32, else converted once into an owned buffer. */
+static const float *plain_floats(model *m, const char *role, const q4nx_tensor *t, uint64_t count, int prefix,
+                                 ogk_error *e)
+{
+    if (!t) {
+        ogk_fail(e, "tensor %s: missing", role);
+        return NULL;
+    }
+    size_t es = q4nx_dtype_size(t->dtype);
+    if (t->dtype != Q4NX_F32 && t->dtype != Q4NX_F16 && t->dtype != Q4NX_BF16) {
+        ogk_fail(e, "tensor %s: dtype %s, want a float vector", role, q4nx_dtype_name(t->dtype));
+        return NULL;
+    }
+    uint64_t have = t->nbytes / es;
+    if (prefix ? have < count : have != count) {
+        ogk_fail(e, "tensor %s: %llu elements, want %s%llu", role, (unsigned long long)have, prefix ? ">= " : "",
+                 (unsigned long long)count);
+        return NULL;
+    }
+    if (t->dtype == Q4NX_F32 && ((uintptr_t)t->data & 3) == 0)
+        return t->data;
+    float *f = malloc(count * sizeof *f);
+    void **o = realloc(m->owned, (size_t)(m->n_owned + 1) * sizeof *o);
+    if (!f || !o) {
+        free(f);
+        free(o);
+        ogk_fail(e, "out of memory converting %s", role);
+        return NULL;
+    }
+    m->owned = o;
+    m->owned[m->n_owned++] = f;
+    for (uint64_t i = 0; i < count; i++) {
+        if (t->dtype == Q4NX_F32) {
+            memcpy(&f[i], (const uint8_t *)t->data + i * 4, 4);
+        } else {
+            uint16_t h;
+            memcpy(&h, (const uint8_t *)t->data + i * 2, 2);
+            f[i] = t->dtype == Q4NX_F16 ? ogk_f16_to_f32(h) : ogk_bf16_to_f32(h);
+        }
+    }
+    return f;
+}
+
+static const q4nx_tensor *quantised(model *m, const char *role, uint32_t n, uint32_t k, int optional, ogk_error *e)
+{
+    const q4nx_tensor *t = q4nx_find(m->file, role);
+    if (!t) {
+        if (!optional)
+            ogk_fail(e, "tensor %s: missing", role);
+        return NULL;
+    }
+    if (t->dtype != Q4NX_Q4) {
+        ogk_fail(e, "tensor %s: dtype %s, want q4", role, q4nx_dtype_name(t->dtype));
+        return NULL;
+    }
+    if (t->n != n || t->k != k) {
+        ogk_fail(e, "tensor %s: shape [%u, %u], want [%u, %u]", role, t->n, t->k, n, k);
+        return NULL;
+    }
+    m->weight_bytes += q4nx_q4_codes_bytes(t->layout, t->n, t->k, t->block) +
+                       q4nx_q4_groups(t->layout, t->n, t->k, t->block) * (q4nx_dtype_size(t->scale_dtype) + !!t->has_zp);
+    return t;
+}
+
+static int bind_layer(model *m, int l, ogk_error *e)
+{
+    const model_config *c = &m->c;
+    model_layer *L = &m->w.layers[l];
+    uint32_t qd = (uint32_t)(c->n_heads * c->head_dim), kvd = (uint32_t)(c->n_kv_heads * c->head_dim);
+    char role[96];
+#define ROLE(s) (snprintf(role, sizeof role, "layers.%d.%s", l, s), role)
+#define FIND(s) q4nx_find(m->file, ROLE(s))
+    if (!(L->input_norm = plain_floats(m, ROLE("input_norm"), FIND("input_norm"), (uint64_t)c->dim, 0, e)) ||
+        !(L->post_attn_norm = plain_floats(m, ROLE("post_attn_norm"), FIND("post_attn_norm"), (uint64_t)c->dim, 0, e)))
+        return -1;
+    /* attention projections: packed (cpu-style) or separate (amd-style) */
+    if (FIND("attn.qkv")) {
+        if (!(L->wqkv = quantised(m, ROLE("attn.qkv"), qd + 2 * kvd, (uint32_t)c->dim, 0, e)))
+            return -1;
+    } else if (!(L->wq = quantised(m, ROLE("attn.q"), qd, (uint32_t)c->dim, 0, e)) ||
+               !(L->wk = quantised(m, ROLE("attn.k"), kvd, (uint32_t)c->dim, 0, e)) ||
+               !(L->wv = quantised(m, ROLE("attn.v"), kvd, (uint32_t)c->dim, 0, e))) {
+        return -1;
+    }
+    if (c->qkv_bias) {
+        if (FIND("attn.qkv_bias")) {
+            const float *b = plain_floats(m, ROLE("attn.qkv_bias"), FIND("attn.qkv_bias"), qd + 2 * kvd, 0, e);
+            if (!b)
+                return -1;
+            L->bq = b, L->bk = b + qd, L->bv = b + qd + kvd;
+        } else if (!(L->bq = plain_floats(m, ROLE("attn.q_bias"), FIND("attn.q_bias"), qd, 0, e)) ||
+                   !(L->bk = plain_floats(m, ROLE("attn.k_bias"), FIND("attn.k_bias"), kvd, 0, e)) ||
+                   !(L->bv = plain_floats(m, ROLE("attn.v_bias"), FIND("attn.v_bias"), kvd, 0, e))) {
+            return -1;
+        }
+    }
+    if (c->qk_norm &&
+        (!(L->q_norm = plain_floats(m, ROLE("attn.q_norm"), FIND("attn.q_norm"), (uint64_t)c->head_dim, 0, e)) ||
+         !(L->k_norm = plain_floats(m, ROLE("attn.k_norm"), FIND("attn.k_norm"), (uint64_t)c->head_dim, 0, e))))
+        return -1;
+    if (!(L->wo = quantised(m, ROLE("attn.o"), (uint32_t)c->dim, qd, 0, e)) ||
+        !(L->w_gate = quantised(m, ROLE("mlp.gate"), (uint32_t)c->hidden_dim, (uint32_t)c->dim, 0, e)) ||
+        !(L->w_up = quantised(m, ROLE("mlp.up"), (uint32_t)c->hidden_dim, (uint32_t)c->dim, 0, e)) ||
+        !(L->w_down = quantised(m, ROLE("mlp.down"), (uint32_t)c->dim, (uint32_t)c->hidden_dim, 0, e)))
+        return -1;
+#undef FIND
+#undef ROLE
+    return 0;
+}
+
+static int bind_weights(model *m, ogk_error *e)
+{
+    const model_config *c = &m->c;
+    m->w.layers = calloc((size_t)c->n_layers, sizeof *m->w.layers);
+    if (!m->w.layers)
+        return ogk_fail(e, "out of memory");
+    if (!(m->w.lm_head = quantised(m, "lm_head", (uint32_t)c->vocab_size, (uint32_t)c->dim, 0, e)))
+        return -1;
+    if (c->tied) {
+        m->w.embed = m->w.lm_head;
+    } else {
+        const q4nx_tensor *t = q4nx_find(m->file, "embed");
+        if (!t)
+            return ogk_fail(e, "tensor embed: missing (the model is not tied)");
+        if (t->dtype == Q4NX_Q4) {
+            if (t->n != (uint32_t)c->vocab_size || t->k != (uint32_t)c->dim)
+                return ogk_fail(e, "tensor embed: shape [%u, %u], want [%d, %d]", t->n, t->k, c->vocab_size, c->dim);
+        } else if ((t->dtype != Q4NX_F32 && t->dtype != Q4NX_F16 && t->dtype != Q4NX_BF16) ||
+                   t->nbytes != (uint64_t)c->vocab_size * c->dim * q4nx_dtype_size(t->dtype)) {
+            return ogk_fail(e, "tensor embed: %s, %llu bytes, want float [%d, %d]", q4nx_dtype_name(t->dtype),
+                            (unsigned long long)t->nbytes, c->vocab_size, c->dim);
+        }
+        m->w.embed = t;
+    }
+    for (int l = 0; l < c->n_layers; l++)
+        if (bind_layer(m, l, e))
+            return -1;
+    if (!(m->w.final_norm = plain_floats(m, "final_norm", q4nx_find(m->file, "final_norm"), (uint64_t)c->dim, 0, e)))
+        return -1;
+    /* RoPE: the pack's own cos/sin caches [context_length, rope_dim/2] (scaled variants included) */
+    const q4nx_tensor *cs = q4nx_find(m->file, "rope.cos"), *sn = q4nx_find(m->file, "rope.sin");
+    if (!cs || !sn)
+        return ogk_fail(e, "tensor rope.cos/rope.sin: missing (the container must carry the pack's RoPE caches)");
+    if (cs->ndim == 2 && cs->shape[1] * 2 != (uint64_t)c->rope_dim)
+        return ogk_fail(e, "tensor rope.cos: %llu columns, want rope dim / 2 = %d", (unsigned long long)cs->shape[1],
+                        c->rope_dim / 2);
+    if (cs->ndim == 2 && cs->shape[0] < (uint64_t)c->context_length)
+        m->c.context_length = (int)cs->shape[0]; /* positions the caches cover */
+    uint64_t cnt = (uint64_t)m->c.context_length * (c->rope_dim / 2);
+    if (!(m->w.rope_cos = plain_floats(m, "rope.cos", cs, cnt, 1, e)) ||
+        !(m->w.rope_sin = plain_floats(m, "rope.sin", sn, cnt, 1, e)))
+        return -1;
+    return 0;
+}
+
+model *model_open(const char *path, ogk_error *e, int *code)
+{
+    model *m = calloc(1, sizeof *m);
+    if (!m) {
+        *code = OGK_EXIT_INIT;
+        ogk_fail(e, "out of memory");
+        return NULL;
+    }
+    *code = OGK_EXIT_INPUT;
+    if (!(m->file = q4nx_open(path, e, code))) {
+        free(m);
+        return NULL;
+    }
+    if (config_from_json(&m->c, q4nx_model(m->file), e, code))
+        goto fail;
+    *code = OGK_EXIT_INIT;
+    if (bind_weights(m, e))
+        goto fail;
+    return m;
+fail:
+    model_close(m);
+    return NULL;
+}
+
+void model_close(model *m)
+{
+    if (!m)
+        return;
+    for (int i = 0; i < m->n_owned; i++)
+        free(m->owned[i]);
+    free(m->owned);
+    free(m->w.layers);
+    if (m->file)
+        q4nx_close(m->file);
+    free(m);
+}
+
+int model_is_eos(const model *m, int id)
+{
+    for (int i = 0; i < m->c.n_eos; i++)
+        if (m->c.eos_ids[i] == id)
+            return 1;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- state */
+
+model_state *model_state_new(const model *m, int context, int logit_rows, int mode, int threads, ogk_error *e)
+{
+    const model_config *c = &m->c;
+    if (context <= 0 || context > c->context_length)
+        context = c->context_length;
+    if (logit_rows < 1)
+        logit_rows = 1;
+    if (logit_rows > MODEL_CHUNK)
+        logit_rows = MODEL_CHUNK;
+    model_state *s = calloc(1, sizeof *s);
+    if (!s) {
+        ogk_fail(e, "out of memory");
+        return NULL;
+    }
+    s->m = m, s->context = context, s->logit_rows = logit_rows, s->mode = mode;
+    if (!(s->pool = kern_pool_new(threads))) {
+        free(s);
+        ogk_fail(e, "cannot start %d threads", threads);
+        return NULL;
+    }
+    size_t R = MODEL_CHUNK, qd = (size_t)c->n_heads * c->head_dim, kvd = (size_t)c->n_kv_heads * c->head_dim;
+    /* the KV cache is large and touched only as positions fill: calloc maps zero pages lazily */
+    size_t cache = (size_t)c->n_layers * kvd * (size_t)context;
+    s->x = calloc(R * c->dim, sizeof(float));
+    s->xb = calloc(R * c->dim, sizeof(float));
+    s->q = calloc(R * qd, sizeof(float));
+    s->k = calloc(R * kvd, sizeof(float));
+    s->v = calloc(R * kvd, sizeof(float));
+    s->qkv = calloc(R * (qd + 2 * kvd), sizeof(float));
+    s->hb = calloc(R * c->hidden_dim, sizeof(float));
+    s->hb2 = calloc(R * c->hidden_dim, sizeof(float));
+    s->att = calloc((size_t)c->n_heads * context, sizeof(float));
+    s->logits = calloc((size_t)logit_rows * c->vocab_size, sizeof(float));
+    s->key_cache = calloc(cache, sizeof(float));
+    s->value_cache = calloc(cache, sizeof(float));
+    if (!s->x || !s->xb || !s->q || !s->k || !s->v || !s->qkv || !s->hb || !s->hb2 || !s->att || !s->logits ||
+        !s->key_cache || !s->value_cache) {
+        model_state_free(s);
+        ogk_fail(e, "out of memory for a context of %d positions (-c lowers it)", context);
+        return NULL;
+    }
+    const char *p = getenv("OGAKIT_PROF");
+    s->prof_print = p && *p && strcmp(p, "0");
+    return s;
+}
+
+void model_state_free(model_state *s)
+{
+    if (!s)
+        return;
+    free(s->x), free(s->xb), free(s->q), free(s->k), free(s->v), free(s->qkv), free(s->hb), free(s->hb2);
+    free(s->att), free(s->logits), free(s->key_cache), free(s->value_cache);
+    kern_pool_free(s->pool);
+    free(s);
+}
+
+void model_state_reset(model_state *s) { s->pos = 0; }
+
+void model_rewind(model_state *s, int n) { s->pos = n > s->pos ? 0 : s->pos - n; }
+
+/* ---------------------------------------------------------------- the steps */
+
+static void rmsnorm(float *o, const float *x, const float *w, int n, float eps)
+{
+    float ss = 0;
+    for (int i = 0; i < n; i++)
+        ss += x[i] * x[i];
+    float r = 1.0f / sqrtf(ss / (float)n + eps);
+    for (int i = 0; i < n; i++)
+        o[i] = x[i] * r * w[i];
+}
+
+static void rmsnorm_rows(float *o, const float *x, const float *w, int rows, int n, float eps)
+{
+    for (int r = 0; r < rows; r++)
+        rmsnorm(o + (size_t)r * n, x + (size_t)r * n, w, n, eps);
+}
+
+/* y[rows x N] = x[rows x K] · Wᵀ, through the kernels */
+static void matmul(model_state *s, float *y, const float *x, int rows, const q4nx_tensor *w)
+{
+    ogk_error e;
+    /* every tensor was checked to be Q4 of the right shape at load, so the kernels cannot refuse it */
+    if (kern_matmul(s->pool, w, x, rows, y, s->mode == MODEL_I8 ? KERN_I8 : KERN_F32, &e))
+        ogk_die(OGK_EXIT_INIT, "%s: %s", w->role, e.msg);
+    s->prof.launches++;
+}
+
+/* token embedding rows into x: plain float rows, or dequantised rows of a quantised table (tied) */
+static void embed(model_state *s, const int *tokens, int rows)
+{
+    const q4nx_tensor *t = s->m->w.embed;
+    int dim = s->m->c.dim;
+    for (int r = 0; r < rows; r++) {
+        float *x = s->x + (size_t)r * dim;
+        if (t->dtype == Q4NX_Q4) {
+            q4nx_q4_dequant_row(t, (uint32_t)tokens[r], x);
+            continue;
+        }
+        const uint8_t *row = (const uint8_t *)t->data + (size_t)tokens[r] * dim * q4nx_dtype_size(t->dtype);
+        for (int i = 0; i < dim; i++) {
+            if (t->dtype == Q4NX_F32) {
+                memcpy(&x[i], row + (size_t)i * 4, 4);
+            } else {
+                uint16_t h;
+                memcpy(&h, row + (size_t)i * 2, 2);
+                x[i] = t->dtype == Q4NX_F16 ? ogk_f16_to_f32(h) : ogk_bf16_to_f32(h);
+            }
+        }
+    }
+}
+
+/* q, k, v projections of xb: one packed matmul split into q|k|v, or three */
+static void qkv_project(model_state *s, const model_layer *L, int rows)
+{
+    const model_config *c = &s->m->c;
+    int qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim, all = qd + 2 * kvd;
+    if (!L->wqkv) {
+        matmul(s, s->q, s->xb, rows, L->wq);
+        matmul(s, s->k, s->xb, rows, L->wk);
+        matmul(s, s->v, s->xb, rows, L->wv);
+        return;
+    }
+    matmul(s, s->qkv, s->xb, rows, L->wqkv);
+    for (int r = 0; r < rows; r++) {
+        const float *p = s->qkv + (size_t)r * all;
+        memcpy(s->q + (size_t)r * qd, p, (size_t)qd * sizeof(float));
+        memcpy(s->k + (size_t)r * kvd, p + qd, (size_t)kvd * sizeof(float));
+        memcpy(s->v + (size_t)r * kvd, p + qd + kvd, (size_t)kvd * sizeof(float));
+    }
+}
+
+/* qwen2: q, k, v biases */
+static void add_qkv_bias(model_state *s, const model_layer *L, int rows)
+{
+    const model_config *c = &s->m->c;
+    int qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
+    for (int r = 0; r < rows; r++) {
+        for (int i = 0; i < qd; i++)
+            s->q[(size_t)r * qd + i] += L->bq[i];
+        for (int i = 0; i < kvd; i++) {
+            s->k[(size_t)r * kvd + i] += L->bk[i];
+            s->v[(size_t)r * kvd + i] += L->bv[i];
+        }
+    }
+}
+
+/* qwen3: RMSNorm of every q and k head over head_dim, before RoPE */
+static void qk_norm(model_state *s, const model_layer *L, int rows)
+{
+    const model_config *c = &s->m->c;
+    int hd = c->head_dim;
+    for (int h = 0; h < rows * c->n_heads; h++)
+        rmsnorm(s->q + (size_t)h * hd, s->q + (size_t)h * hd, L->q_norm, hd, c->rms_eps);
+    for (int h = 0; h < rows * c->n_kv_heads; h++)
+        rmsnorm(s->k + (size_t)h * hd, s->k + (size_t)h * hd, L->k_norm, hd, c->rms_eps);
+}
+
+/* rotate the first rope_dim dims of one head at position pos with the pack's cos/sin caches */
+static void rope_head(float *x, const float *cos, const float *sin, int rope_dim, int interleaved)
+{
+    int half = rope_dim / 2;
+    for (int i = 0; i < half; i++) {
+        int a = interleaved ? 2 * i : i, b = interleaved ? 2 * i + 1 : i + half;
+        float x0 = x[a], x1 = x[b];
+        x[a] = x0 * cos[i] - x1 * sin[i];
+        x[b] = x1 * cos[i] + x0 * sin[i];
+    }
+}
+
+static void rope(model_state *s, int pos0, int rows)
+{
+    const model_config *c = &s->m->c;
+    int hd = c->head_dim, half = c->rope_dim / 2;
+    for (int r = 0; r < rows; r++) {
+        const float *cs = s->m->w.rope_cos + (size_t)(pos0 + r) * half, *sn = s->m->w.rope_sin + (size_t)(pos0 + r) * half;
+        for (int h = 0; h < c->n_heads; h++)
+            rope_head(s->q + ((size_t)r * c->n_heads + h) * hd, cs, sn, c->rope_dim, c->rope_interleaved);
+        for (int h = 0; h < c->n_kv_heads; h++)
+            rope_head(s->k + ((size_t)r * c->n_kv_heads + h) * hd, cs, sn, c->rope_dim, c->rope_interleaved);
+    }
+}
+
+static inline float *cache_at(const model_state *s, float *cache, int layer, int kvh, int pos)
+{
+    const model_config *c = &s->m->c;
+    return cache + (((size_t)layer * c->n_kv_heads + kvh) * s->context + pos) * c->head_dim;
+}
+
+/* save key, value of every row at its time step into the kv cache */
+static void kv_store(model_state *s, int layer, int pos0, int rows)
+{
+    const model_config *c = &s->m->c;
+    size_t hd = (size_t)c->head_dim;
+    for (int r = 0; r < rows; r++)
+        for (int h = 0; h < c->n_kv_heads; h++) {
+            memcpy(cache_at(s, s->key_cache, layer, h, pos0 + r), s->k + ((size_t)r * c->n_kv_heads + h) * hd,
+                   hd * sizeof(float));
+            memcpy(cache_at(s, s->value_cache, layer, h, pos0 + r), s->v + ((size_t)r * c->n_kv_heads + h) * hd,
+                   hd * sizeof(float));
+        }
+}
+
+/* causal grouped-query attention of one query head over positions [0, pos]; output over q */
+typedef struct {
+    model_state *s;
+    int layer, pos0, rows;
+} attn_job;
+
+static void attention_head(attn_job *j, int h)
+{
+    model_state *s = j->s;
+    const model_config *c = &s->m->c;
+    int hd = c->head_dim, kvh = h / (c->n_heads / c->n_kv_heads);
+    float scale = 1.0f / sqrtf((float)hd), *att = s->att + (size_t)h * s->context;
+    const float *kc = cache_at(s, s->key_cache, j->layer, kvh, 0), *vc = cache_at(s, s->value_cache, j->layer, kvh, 0);
+    for (int r = 0; r < j->rows; r++) {
+        float *q = s->q + ((size_t)r * c->n_heads + h) * hd;
+        int n = j->pos0 + r + 1;
+        /* scores, softmax */
+        float mx = -INFINITY;
+        for (int t = 0; t < n; t++) {
+            const float *k = kc + (size_t)t * hd;
+            float d = 0;
+            for (int i = 0; i < hd; i++)
+                d += q[i] * k[i];
+            att[t] = d * scale;
+            mx = att[t] > mx ? att[t] : mx;
+        }
+        float sum = 0;
+        for (int t = 0; t < n; t++)
+            sum += att[t] = expf(att[t] - mx);
+        /* weighted sum of the values, into q's place */
+        for (int i = 0; i < hd; i++)
+            q[i] = 0;
+        for (int t = 0; t < n; t++) {
+            const float *v = vc + (size_t)t * hd;
+            float a = att[t] / sum;
+            for (int i = 0; i < hd; i++)
+                q[i] += a * v[i];
+        }
+    }
+}
+
+static void attention_heads(void *arg, size_t h0, size_t h1, int worker)
+{
+    (void)worker;
+    for (size_t h = h0; h < h1; h++)
+        attention_head(arg, (int)h);
+}
+
+static void attention(model_state *s, int layer, int pos0, int rows)
+{
+    attn_job j = {s, layer, pos0, rows};
+    kern_pool_for(s->pool, (size_t)s->m->c.n_heads, 1, attention_heads, &j);
+}
+
+/* SwiGLU: hb = silu(gate) * up */
+static void swiglu(model_state *s, int rows)
+{
+    size_t n = (size_t)rows * s->m->c.hidden_dim;
+    for (size_t i = 0; i < n; i++) {
+        float g = s->hb[i];
+        s->hb[i] = g / (1.0f + expf(-g)) * s->hb2[i];
+    }
+}
+
+static void residual(float *x, const float *y, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] += y[i];
+}
+
+/* ---------------------------------------------------------------- the forward pass */
+
+/* which rows of a pass need logits */
+enum { LOGITS_NONE, LOGITS_LAST, LOGITS_ALL };
+
+/* one pass of rows tokens at positions s->pos.. (rows <= MODEL_CHUNK), logits into `logits` */
+static void forward_rows(model_state *s, const int *tokens, int rows, int want, float *logits)
+{
+    const model *m = s->m;
+    const model_config *c = &m->c;
+    int dim = c->dim, pos0 = s->pos;
+    size_t nx = (size_t)rows * dim;
+    double t0 = ogk_now();
+
+    embed(s, tokens, rows);
+    double t1 = ogk_now();
+
+    for (int l = 0; l < c->n_layers; l++) {
+        const model_layer *L = &m->w.layers[l];
+
+        /* attention rmsnorm */
+        rmsnorm_rows(s->xb, s->x, L->input_norm, rows, dim, c->rms_eps);
+
+        /* q, k, v; the family's extra steps; rotary position */
+        qkv_project(s, L, rows);
+        if (c->qkv_bias)
+            add_qkv_bias(s, L, rows);
+        if (c->qk_norm)
+            qk_norm(s, L, rows);
+        rope(s, pos0, rows);
+
+        /* save key, value at these time steps into the kv cache; attend */
+        kv_store(s, l, pos0, rows);
+        attention(s, l, pos0, rows);
+
+        /* output projection, residual connection back into x */
+        matmul(s, s->xb, s->q, rows, L->wo);
+        residual(s->x, s->xb, nx);
+
+        /* ffn rmsnorm; SwiGLU MLP: down(silu(gate(x)) * up(x)); residual */
+        rmsnorm_rows(s->xb, s->x, L->post_attn_norm, rows, dim, c->rms_eps);
+        matmul(s, s->hb, s->xb, rows, L->w_gate);
+        matmul(s, s->hb2, s->xb, rows, L->w_up);
+        swiglu(s, rows);
+        matmul(s, s->xb, s->hb, rows, L->w_down);
+        residual(s->x, s->xb, nx);
+    }
+    double t2 = ogk_now();
+
+    /* final rmsnorm; classifier into logits (only the rows asked for) */
+    if (want != LOGITS_NONE) {
+        int first = want == LOGITS_ALL ? 0 : rows - 1, n = rows - first;
+        rmsnorm_rows(s->xb, s->x + (size_t)first * dim, m->w.final_norm, n, dim, c->rms_eps);
+        matmul(s, logits, s->xb, n, m->w.lm_head);
+    }
+    double t3 = ogk_now();
+
+    s->pos += rows;
+    s->prof.rows += rows;
+    s->prof.embed_ms += (t1 - t0) * 1e3;
+    s->prof.layers_ms += (t2 - t1) * 1e3;
+    s->prof.head_ms += (t3 - t2) * 1e3;
+}
+
+int model_forward(model_state *s, const int *tokens, int n, int all_rows, ogk_error *e)
+{
+    const model_config *c = &s->m->c;
+    if (n <= 0)
+        return ogk_fail(e, "no tokens to run");
+    if (s->pos + n > s->context)
+        return ogk_fail(e, "context full: %d positions + %d tokens > %d (-c raises it up to the model's %d)", s->pos, n,
+                        s->context, c->context_length);
+    if (all_rows && n > s->logit_rows)
+        return ogk_fail(e, "%d rows of logits asked, the state holds %d", n, s->logit_rows);
+    for (int i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= c->vocab_size)
+            return ogk_fail(e, "token id %d out of range [0, %d)", tokens[i], c->vocab_size);
+    memset(&s->prof, 0, sizeof s->prof);
+    /* prefill in chunks of MODEL_CHUNK rows; only the last chunk's last row needs logits unless all do */
+    for (int done = 0; done < n; done += MODEL_CHUNK) {
+        int rows = n - done < MODEL_CHUNK ? n - done : MODEL_CHUNK;
+        int want = all_rows ? LOGITS_ALL : done + rows == n ? LOGITS_LAST : LOGITS_NONE;
+        forward_rows(s, tokens + done, rows, want, s->logits + (all_rows ? (size_t)done * c->vocab_size : 0));
+    }
+    return 0;
+}
+
+void model_prof_print(const model_state *s, const char *pass)
+{
+    if (!s->prof_print)
+        return;
+    fprintf(stderr, "%s: prof %s rows=%d launches=%d embed=%.3fms layers=%.3fms head=%.3fms sampling=%.3fms\n",
+            ogk_prog(), pass, s->prof.rows, s->prof.launches, s->prof.embed_ms, s->prof.layers_ms, s->prof.head_ms,
+            s->prof.sampling_ms);
+}

@@ -1,0 +1,194 @@
+/* lib/model — the transformer forward pass over a Q4NX container, and what runs it: generation with
+ * sampling and streaming (generate.c), the benchmark (bench.c). Owns the model structs, the KV cache
+ * and every activation buffer. Must not know container bytes (lib/q4nx gives views), kernel internals
+ * (lib/kern multiplies) or tokenizer internals (lib/tok turns text into ids and back).
+ *
+ * Three structs say what a model is, in llama2.c's terms:
+ *   model_config   dims and family switches, from the container's model description
+ *   model_weights  views into the mmapped container (never copied; small norm/bias/rope vectors in
+ *                  fp16/bf16 are converted to fp32 once at load)
+ *   model_state    every activation buffer and the KV cache, allocated once per context
+ */
+#ifndef OGK_MODEL_H
+#define OGK_MODEL_H
+
+#include <stdint.h>
+
+#include "kern/kern.h"
+#include "q4nx/q4nx.h"
+#include "util/util.h"
+
+#define MODEL_CHUNK 128     /* prefill rows per pass: the M = 128 kernels */
+#define MODEL_VERIFY_MAX 16 /* rows of a speculative verify pass */
+#define MODEL_MAX_EOS 8
+
+enum model_family { FAMILY_LLAMA, FAMILY_QWEN2, FAMILY_QWEN3, FAMILY_PHI3 };
+enum model_mode { MODEL_F32 = 0, MODEL_I8 = 1 }; /* activations fp32, or int8 per block (kern modes) */
+
+typedef struct model_config {
+    int family;
+    char family_name[16];
+    int vocab_size;
+    int dim;        /* hidden_size */
+    int hidden_dim; /* intermediate_size (MLP) */
+    int n_layers;
+    int n_heads;
+    int n_kv_heads;
+    int head_dim;
+    int context_length; /* the model's */
+    float rms_eps;
+    int rope_dim;         /* rotary dims per head (<= head_dim), from the pack's cos/sin caches */
+    int rope_interleaved; /* 0: rotate halves (GroupQueryAttention / RotaryEmbedding default) */
+    int qkv_bias;         /* qwen2: q, k, v projections have biases */
+    int qk_norm;          /* qwen3: per-head RMSNorm of q and k before RoPE */
+    int tied;             /* embedding = dequantised rows of lm_head */
+    int bos_id;           /* -1 when none */
+    int eos_ids[MODEL_MAX_EOS];
+    int n_eos;
+    int pad_id;
+} model_config;
+
+typedef struct model_layer {
+    const float *input_norm;     /* [dim] attention rmsnorm */
+    const q4nx_tensor *wqkv;     /* packed q|k|v rows (cpu-style packs), or NULL and: */
+    const q4nx_tensor *wq, *wk, *wv; /* separate (amd-style packs) */
+    const float *bq, *bk, *bv;   /* qkv bias (qwen2) or NULL */
+    const float *q_norm, *k_norm; /* [head_dim] (qwen3) or NULL */
+    const q4nx_tensor *wo;
+    const float *post_attn_norm; /* [dim] ffn rmsnorm */
+    const q4nx_tensor *w_gate, *w_up, *w_down;
+} model_layer;
+
+typedef struct model_weights {
+    const q4nx_tensor *embed;   /* [vocab, dim]: plain float, or quantised (tied: == lm_head) */
+    model_layer *layers;
+    const float *final_norm;    /* [dim] */
+    const q4nx_tensor *lm_head; /* [vocab, dim] quantised */
+    const float *rope_cos, *rope_sin; /* [context][rope_dim/2] the pack's caches */
+} model_weights;
+
+typedef struct model {
+    q4nx_file *file;
+    model_config c;
+    model_weights w;
+    void **owned; /* buffers converted at load */
+    int n_owned;
+    uint64_t weight_bytes; /* quantised bytes one decode token streams (codes + scales + zeros) */
+} model;
+
+/* Per-pass phase timings (OGAKIT_PROF=1 prints them). */
+typedef struct model_prof {
+    double embed_ms, layers_ms, head_ms, sampling_ms;
+    int rows, launches;
+} model_prof;
+
+typedef struct model_state {
+    const model *m;
+    kern_pool *pool;
+    int context;    /* positions the KV cache holds (<= model context) */
+    int logit_rows; /* rows of logits one pass can return (1, <= 16, or 128) */
+    int mode;       /* enum model_mode */
+    int pos;        /* tokens already in the KV cache */
+    /* activations for up to MODEL_CHUNK rows, row-major */
+    float *x;      /* [rows][dim] the residual stream */
+    float *xb;     /* [rows][dim] normed input of a sublayer, then its output */
+    float *q;      /* [rows][n_heads*head_dim] queries, then the attention output */
+    float *k, *v;  /* [rows][n_kv_heads*head_dim] */
+    float *qkv;    /* [rows][q+k+v] packed projection output */
+    float *hb, *hb2; /* [rows][hidden_dim] gate and up */
+    float *att;    /* [n_heads][context] scores, one slice per head */
+    float *logits; /* [logit_rows][vocab] */
+    /* kv cache [layer][kv_head][context][head_dim] */
+    float *key_cache, *value_cache;
+    model_prof prof;
+    int prof_print; /* OGAKIT_PROF set */
+} model_state;
+
+/* Open a container and bind the model to it. NULL on failure with e filled and *code set:
+ * 3 not a container / malformed, 4 a model this code cannot run (family, missing or misshapen tensor). */
+model *model_open(const char *path, ogk_error *e, int *code);
+void model_close(model *m);
+
+/* Allocate the state for a context of `context` positions (0: the model's). logit_rows is the most rows
+ * one model_forward call returns logits for (1 for generation, up to MODEL_CHUNK for teacher forcing).
+ * threads <= 0: online CPUs; the state owns the kernel thread pool. */
+model_state *model_state_new(const model *m, int context, int logit_rows, int mode, int threads, ogk_error *e);
+void model_state_free(model_state *s);
+void model_state_reset(model_state *s); /* forget the cache (pos = 0) */
+
+/* Run tokens[0..n) at positions s->pos.. through the model, appending to the KV cache. Rows go in
+ * passes of up to MODEL_CHUNK. all_rows: logits of every row into s->logits (requires n <= logit_rows);
+ * otherwise only the last row's (s->logits row 0). Returns 0, or -1 when the context is full. */
+int model_forward(model_state *s, const int *tokens, int n, int all_rows, ogk_error *e);
+
+/* Take back the last n positions (rejected speculative tokens). */
+void model_rewind(model_state *s, int n);
+
+int model_is_eos(const model *m, int id);
+const char *model_family_name(int family);
+
+/* ---- sampling (generate.c) ---- */
+typedef struct model_sampler {
+    float temperature; /* 0: greedy */
+    int top_k;         /* 0: off */
+    float top_p;       /* 1 or 0: off */
+    uint64_t rng;
+    int *idx;          /* [vocab] scratch */
+    float *prob;       /* [vocab] scratch */
+    int vocab;
+} model_sampler;
+int model_sampler_init(model_sampler *sp, int vocab, float temperature, int top_k, float top_p, uint64_t seed);
+void model_sampler_free(model_sampler *sp);
+int model_sample(model_sampler *sp, const float *logits);
+int model_argmax(const float *logits, int n);
+
+/* Stop strings over streamed text: holds back what could still become a stop string. */
+typedef struct model_stopper {
+    char **stops;
+    int n;
+    char *buf; /* text not yet released */
+    size_t len, cap;
+    int hit;
+} model_stopper;
+void model_stopper_init(model_stopper *st, char **stops, int n);
+void model_stopper_free(model_stopper *st);
+/* Feed text; writes what may be released to out (callback). Returns 1 once a stop string is seen
+ * (the text before it has been released, the rest dropped). */
+int model_stopper_feed(model_stopper *st, const char *text, size_t len, void (*out)(const char *, size_t, void *),
+                       void *ctx);
+void model_stopper_flush(model_stopper *st, void (*out)(const char *, size_t, void *), void *ctx);
+
+/* ---- generation (generate.c): prefill the prompt, then sample and decode one token per pass ---- */
+typedef struct model_gen {
+    int max_new;    /* tokens to generate at most */
+    int ignore_eos; /* keep going past EOS ids (benchmarks, oracle comparisons) */
+    int (*on_token)(int id, void *ctx); /* every new non-EOS token; nonzero stops ("stop") */
+    void *ctx;
+} model_gen;
+typedef struct model_gen_stats {
+    int prompt_tokens, new_tokens;
+    double prefill_ms, ttft_ms, decode_ms, sampling_ms;
+    const char *stop; /* "eos", "length", "stop", "context" */
+} model_gen_stats;
+/* Runs from the state's current position (model_state_reset first for a fresh prompt). 0, or -1 with
+ * e filled (the prompt does not fit the context). */
+int model_generate(model_state *s, model_sampler *sp, const int *prompt, int n, const model_gen *g,
+                   model_gen_stats *st, ogk_error *e);
+
+/* ---- benchmark (bench.c), like onnxruntime-genai's model_benchmark ---- */
+typedef struct model_bench_opts {
+    const int *prompt_lens;
+    int n_lens;
+    int gen;    /* tokens generated after each prompt (decode passes) */
+    int reps;   /* measured repetitions per length (after one warm-up) */
+    int warmup; /* warm-up runs per length */
+} model_bench_opts;
+/* JSON result: per prompt length TTFT / prefill tok/s / decode tok/s / E2E (median and stddev), peak
+ * RSS, weight bytes per token. NULL with e filled when a length does not fit the context. */
+json_t *model_bench(model_state *s, const model_bench_opts *o, ogk_error *e);
+/* The deterministic prompt the benchmark uses (same LCG as tools/ort-ref.js --bench). */
+void model_bench_prompt(int *ids, int n, int vocab);
+
+void model_prof_print(const model_state *s, const char *pass);
+
+#endif
