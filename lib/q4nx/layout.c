@@ -180,3 +180,70 @@ void q4nx_q4_dequant_row(const q4nx_tensor *t, uint32_t row, float *out)
             out[c] = (float)((int)q4nx_q4_code(t, row, c) - zp) * s;
     }
 }
+
+/* scale_value for a whole group run, into floats */
+static void scales_to_f32(int dtype, const void *scales, size_t i0, size_t n, float *out)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = scale_value(dtype, scales, i0 + i);
+}
+
+void q4nx_q4_dequant_rows(const q4nx_tensor *t, uint32_t row0, uint32_t nrows, float *out)
+{
+    uint32_t K = t->k, B = t->block, kb = t->k_blocks, r1 = row0 + nrows;
+    if (t->layout == Q4NX_B8) {
+        for (uint32_t rb = row0 / 16; rb * 16 < r1; rb++) {
+            uint32_t ra = rb * 16 < row0 ? row0 - rb * 16 : 0, rz = rb * 16 + 16 > r1 ? r1 - rb * 16 : 16;
+            for (uint32_t g = 0; g < kb; g++) {
+                size_t gi = ((size_t)rb * kb + g) * 16;
+                float sc[16];
+                int zp[16];
+                scales_to_f32(t->scale_dtype, t->scales, gi, 16, sc);
+                for (int r = 0; r < 16; r++)
+                    zp[r] = t->has_zp ? t->zeros[gi + (size_t)r] : 8;
+                const uint8_t *chunk = t->codes + gi / 16 * (size_t)B * 8;
+                uint32_t cols = g * B + B <= K ? B : K - g * B;
+                for (uint32_t r = ra; r < rz; r++) {
+                    float *o = out + (size_t)(rb * 16 + r - row0) * K + (size_t)g * B;
+                    const uint8_t *p = chunk + r * 4;
+                    if (cols == B) {
+                        for (uint32_t c = 0; c < B / 8; c++, p += 64, o += 8)
+                            for (int i = 0; i < 4; i++) {
+                                o[i] = (float)((int)(p[i] & 15) - zp[r]) * sc[r];
+                                o[4 + i] = (float)((int)(p[i] >> 4) - zp[r]) * sc[r];
+                            }
+                    } else {
+                        for (uint32_t w = 0; w < cols; w++) {
+                            uint8_t b = p[(w / 8) * 64 + (w & 3)];
+                            o[w] = (float)((int)((w & 4) ? b >> 4 : b & 15) - zp[r]) * sc[r];
+                        }
+                    }
+                }
+            }
+        }
+        return;
+    }
+    /* rm: 32 x 256 tiles */
+    uint32_t ntc = (kb * B + 255) / 256, gpt = 256 / B;
+    for (uint32_t tr = row0 / 32; tr * 32 < r1; tr++) {
+        uint32_t ra = tr * 32 < row0 ? row0 - tr * 32 : 0, rz = tr * 32 + 32 > r1 ? r1 - tr * 32 : 32;
+        for (uint32_t tc = 0; tc < ntc; tc++) {
+            size_t tile = (size_t)tr * ntc + tc;
+            const uint8_t *tp = t->codes + tile * 4096;
+            uint32_t cols = tc * 256 + 256 <= K ? 256 : K - tc * 256;
+            for (uint32_t R = ra; R < rz; R++) {
+                float *o = out + (size_t)(tr * 32 + R - row0) * K + (size_t)tc * 256;
+                const uint8_t *p = tp + (R / 16) * 2048 + (R % 16) / 2;
+                int sh = (R & 1) * 4;
+                for (uint32_t cg = 0; cg * B < cols; cg++) {
+                    size_t gi = tile * gpt * 32 + (size_t)cg * 32 + R;
+                    float sc = scale_value(t->scale_dtype, t->scales, gi);
+                    int zp = t->has_zp ? t->zeros[gi] : 8;
+                    uint32_t c1 = cg * B + B < cols ? cg * B + B : cols;
+                    for (uint32_t c = cg * B; c < c1; c++)
+                        o[c] = (float)((int)((p[c * 8] >> sh) & 15) - zp) * sc;
+                }
+            }
+        }
+    }
+}
