@@ -21,6 +21,8 @@
  *       Prefill tok/s at 128 and 512 tokens, decode tok/s (N tokens after a 128-token
  *       prefill, default 32); medians of R runs (default 5) after one warm-up.
  * Common options: --threads T (intra-op threads, default 2), --accuracy-note (none).
+ * --logits-f32 FILE (generate, teacher): write the logits rows to FILE as raw little-endian
+ *   float32 [rows][V] instead of into the JSON (which then says "logits_f32": FILE).
  * Floats are printed with 9 significant digits (exact for fp32; fp16 outputs are widened).
  * Exit status: 0 ok, 2 usage, 3 pack unreadable, 4 onnxruntime failed to load/run.
  */
@@ -66,6 +68,7 @@ function parseArgs(argv) {
     else if (s === '--runs') a.runs = int(val());
     else if (s === '--decode') a.decode = int(val());
     else if (s === '--bench') a.bench = true;
+    else if (s === '--logits-f32') a.logitsF32 = val();
     else if (s.startsWith('-')) die('unknown option ' + s, 2);
     else pos.push(s);
   }
@@ -232,6 +235,12 @@ function topk(row, k) {
 }
 
 function record(rows, a) {
+  if (a.logitsF32) {
+    const fd = fs.openSync(a.logitsF32, 'w');
+    for (const r of rows) fs.writeSync(fd, new Uint8Array(r.buffer, r.byteOffset, r.byteLength));
+    fs.closeSync(fd);
+    return { logits_f32: a.logitsF32 };
+  }
   if (a.topk > 0) return { topk: rows.map((r) => topk(r, a.topk)) };
   if (!a.logits) return {};
   return { logits: rows.map((r) => Array.from(r, fmt)) };
