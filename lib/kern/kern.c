@@ -1,0 +1,296 @@
+/* kern_matmul: checks the tensor, picks the path, prepares X per 128-row chunk (padding, group sums,
+ * int8 quantisation) and hands row blocks to the pool. The per-ISA micro-kernels live in
+ * kern_avx2.c / kern_avx512.c; the portable kernel below serves the rm layout on every fast path. */
+#include "kern_int.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- path selection ---- */
+static int g_path = -1;
+
+const char *kern_path_name(int path)
+{
+    return path == KERN_PATH_REF ? "ref" : path == KERN_PATH_AVX2 ? "avx2" : path == KERN_PATH_AVX512 ? "avx512" : "?";
+}
+
+int kern_path_supported(int path)
+{
+    __builtin_cpu_init();
+    switch (path) {
+    case KERN_PATH_REF: return 1;
+    case KERN_PATH_AVX2:
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("bmi2");
+    case KERN_PATH_AVX512:
+        return kern_path_supported(KERN_PATH_AVX2) && __builtin_cpu_supports("avx512f") &&
+               __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+               __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vnni");
+    default: return 0;
+    }
+}
+
+int kern_path_init(ogk_error *e)
+{
+    if (g_path >= 0)
+        return 0;
+    const char *env = getenv("OGAKIT_KERNEL");
+    if (env && *env) {
+        int p = !strcmp(env, "ref") ? KERN_PATH_REF : !strcmp(env, "avx2") ? KERN_PATH_AVX2
+                                                  : !strcmp(env, "avx512") ? KERN_PATH_AVX512 : -1;
+        if (p < 0)
+            return ogk_fail(e, "OGAKIT_KERNEL=%s: unknown kernel path (ref, avx2, avx512)", env);
+        if (!kern_path_supported(p))
+            return ogk_fail(e, "OGAKIT_KERNEL=%s: this CPU lacks the instructions it needs", env);
+        g_path = p;
+        return 0;
+    }
+    g_path = kern_path_supported(KERN_PATH_AVX512) ? KERN_PATH_AVX512
+             : kern_path_supported(KERN_PATH_AVX2) ? KERN_PATH_AVX2 : KERN_PATH_REF;
+    return 0;
+}
+
+int kern_path(void)
+{
+    if (g_path < 0) {
+        ogk_error e;
+        if (kern_path_init(&e) < 0)
+            g_path = KERN_PATH_REF; /* kern_matmul reports the error; path queries stay usable */
+    }
+    return g_path;
+}
+
+int kern_path_set(int path)
+{
+    if (!kern_path_supported(path))
+        return -1;
+    g_path = path;
+    return 0;
+}
+
+/* ---- per-thread scratch for the prepared X (grows, freed at thread exit) ---- */
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+typedef struct {
+    void *p;
+    size_t cap;
+} scratch;
+static void scratch_free(void *s)
+{
+    if (s)
+        free(((scratch *)s)->p);
+    free(s);
+}
+static void scratch_init(void) { pthread_key_create(&scratch_key, scratch_free); }
+static void *scratch_get(size_t n)
+{
+    pthread_once(&scratch_once, scratch_init);
+    scratch *s = pthread_getspecific(scratch_key);
+    if (!s) {
+        s = calloc(1, sizeof *s);
+        if (!s)
+            return NULL;
+        pthread_setspecific(scratch_key, s);
+    }
+    if (s->cap < n) {
+        free(s->p);
+        s->p = aligned_alloc(64, (n + 63) & ~(size_t)63);
+        s->cap = s->p ? n : 0;
+    }
+    return s->p;
+}
+
+/* ---- X preparation ---- */
+typedef struct {
+    kern_job *j;
+    const float *X;
+    int path;
+} prep_arg;
+
+static void prep_rows(void *a, size_t m0, size_t m1, int worker)
+{
+    (void)worker;
+    prep_arg *pa = a;
+    kern_job *j = pa->j;
+    uint32_t K = j->W->k, B = j->W->block, kb = j->W->k_blocks, kp = j->kp;
+    for (size_t m = m0; m < m1; m++) {
+        const float *x = pa->X + m * K;
+        if (j->mode == KERN_I8) {
+            int8_t *q = (int8_t *)j->xq + m * kp;
+            float *d = (float *)j->xd + m * kb;
+            int32_t *qs = (int32_t *)j->xqs + m * kb;
+            if (pa->path == KERN_PATH_AVX512)
+                kern_quant_rows_avx512(x, 1, K, B, q, d, qs);
+            else
+                kern_quant_row_i8(x, K, B, q, d, qs);
+        } else {
+            float *xf = (float *)j->xf + m * kp, *xs = (float *)j->xs + m * kb;
+            memcpy(xf, x, K * sizeof *x);
+            memset(xf + K, 0, (kp - K) * sizeof *x);
+            for (uint32_t g = 0; g < kb; g++) {
+                float s = 0.0f;
+                for (uint32_t c = g * B; c < (g + 1) * B; c++)
+                    s += xf[c];
+                xs[g] = s;
+            }
+        }
+    }
+}
+
+/* ---- the portable kernel (any layout; the rm layout's path on SIMD builds) ---- */
+static inline uint8_t code_at(const q4nx_tensor *W, uint32_t n, uint32_t c)
+{
+    if (W->layout == Q4NX_B8) {
+        uint32_t B = W->block, g = c / B, w = c % B;
+        size_t p = (((size_t)(n / 16) * W->k_blocks + g) * (B / 8) + w / 8) * 64 + (n % 16) * 4 + (w & 3);
+        return (uint8_t)((W->codes[p] >> ((w & 4) ? 4 : 0)) & 15);
+    }
+    uint32_t ntc = (W->k_blocks * W->block + 255) / 256, R = n % 32;
+    size_t p = ((size_t)(n / 32) * ntc + c / 256) * 4096 + (R / 16) * 2048 + (size_t)(c % 256) * 8 + (R % 16) / 2;
+    return (uint8_t)((W->codes[p] >> ((R & 1) ? 4 : 0)) & 15);
+}
+
+void kern_rows_portable(const kern_job *j, uint32_t n0, uint32_t n1, void *scratch_buf)
+{
+    const q4nx_tensor *W = j->W;
+    uint32_t B = W->block, kb = W->k_blocks, kp = j->kp;
+    uint8_t *code = scratch_buf;
+    for (uint32_t n = n0; n < n1; n++) {
+        for (uint32_t c = 0; c < kp; c++)
+            code[c] = code_at(W, n, c);
+        for (int m = 0; m < j->M; m++) {
+            float y = 0.0f;
+            for (uint32_t g = 0; g < kb; g++) {
+                float s = q4nx_q4_scale(W, n, g), z = (float)q4nx_q4_zero(W, n, g);
+                const uint8_t *cg = code + (size_t)g * B;
+                if (j->mode == KERN_I8) {
+                    const int8_t *q = j->xq + (size_t)m * kp + (size_t)g * B;
+                    int32_t acc = 0;
+                    for (uint32_t c = 0; c < B; c++)
+                        acc += cg[c] * q[c];
+                    float t = (float)acc - z * (float)j->xqs[(size_t)m * kb + g];
+                    y += s * j->xd[(size_t)m * kb + g] * t;
+                } else {
+                    const float *x = j->xf + (size_t)m * kp + (size_t)g * B;
+                    float acc = 0.0f;
+                    for (uint32_t c = 0; c < B; c++)
+                        acc += (float)cg[c] * x[c];
+                    y += s * (acc - z * j->xs[(size_t)m * kb + g]);
+                }
+            }
+            j->Y[(size_t)m * j->ldy + n] = y;
+        }
+    }
+}
+
+/* ---- dispatch ---- */
+typedef struct {
+    kern_job *j;
+    int path;
+    const float *X; /* ref path */
+    int M;
+} run_arg;
+
+static void run_b8(void *a, size_t b, size_t e, int worker)
+{
+    (void)worker;
+    run_arg *ra = a;
+    if (ra->path == KERN_PATH_AVX512)
+        kern_b8_avx512(ra->j, (uint32_t)b, (uint32_t)e);
+    else
+        kern_b8_avx2(ra->j, (uint32_t)b, (uint32_t)e);
+}
+
+static void run_portable(void *a, size_t b, size_t e, int worker)
+{
+    (void)worker;
+    run_arg *ra = a;
+    void *buf = malloc(ra->j->kp);
+    if (!buf)
+        abort();
+    kern_rows_portable(ra->j, (uint32_t)b, (uint32_t)e, buf);
+    free(buf);
+}
+
+static void run_ref(void *a, size_t b, size_t e, int worker)
+{
+    (void)worker;
+    run_arg *ra = a;
+    kern_ref_rows(ra->j->W, ra->X, ra->M, ra->j->Y, ra->j->mode, (uint32_t)b, (uint32_t)e);
+}
+
+static int check_tensor(const q4nx_tensor *W, int M, int mode, ogk_error *e)
+{
+    if (!W || W->dtype != Q4NX_Q4)
+        return ogk_fail(e, "tensor %s: not a 4-bit quantised tensor", W && W->name ? W->name : "?");
+    const char *why = q4nx_q4_layout_refusal(W->layout, W->n, W->k, W->block);
+    if (why)
+        return ogk_fail(e, "tensor %s: %s", W->name ? W->name : "?", why);
+    if (W->k_blocks != (W->k + W->block - 1) / W->block)
+        return ogk_fail(e, "tensor %s: k_blocks %u != ceil(K/block)", W->name ? W->name : "?", W->k_blocks);
+    if (W->scale_dtype != Q4NX_F32 && W->scale_dtype != Q4NX_F16 && W->scale_dtype != Q4NX_BF16)
+        return ogk_fail(e, "tensor %s: scale dtype %s is not f32/f16/bf16", W->name ? W->name : "?",
+                        q4nx_dtype_name(W->scale_dtype));
+    if (!W->codes || !W->scales || (W->has_zp && !W->zeros))
+        return ogk_fail(e, "tensor %s: missing codes, scales or zero points", W->name ? W->name : "?");
+    if (M < 1)
+        return ogk_fail(e, "M = %d: need at least one row", M);
+    if (mode != KERN_F32 && mode != KERN_I8)
+        return ogk_fail(e, "unknown accuracy mode %d", mode);
+    return 0;
+}
+
+int kern_matmul_path(int path, kern_pool *p, const q4nx_tensor *W, const float *X, int M, float *Y, int mode,
+                     ogk_error *e)
+{
+    if (check_tensor(W, M, mode, e) < 0)
+        return -1;
+    if (!kern_path_supported(path))
+        return ogk_fail(e, "kernel path %s: not supported by this CPU", kern_path_name(path));
+    int nt = kern_pool_threads(p);
+    kern_job j = {.W = W, .mode = mode, .kp = W->k_blocks * W->block, .ldy = W->n};
+    if (path == KERN_PATH_REF) {
+        run_arg ra = {.j = &j, .path = path, .X = X, .M = M};
+        j.Y = Y;
+        kern_pool_for(p, W->n, 0, run_ref, &ra);
+        return 0;
+    }
+    uint32_t kb = W->k_blocks, kp = j.kp;
+    int mc_max = M < KERN_CHUNK_M ? M : KERN_CHUNK_M;
+    size_t per_row = mode == KERN_I8 ? (size_t)kp + (size_t)kb * 8 : (size_t)kp * 4 + (size_t)kb * 4;
+    uint8_t *buf = scratch_get(per_row * mc_max + 64);
+    if (!buf)
+        return ogk_fail(e, "out of memory for %d x %u activations", mc_max, kp);
+    for (int m0 = 0; m0 < M; m0 += KERN_CHUNK_M) {
+        int mc = M - m0 < KERN_CHUNK_M ? M - m0 : KERN_CHUNK_M;
+        j.M = mc;
+        j.Y = Y + (size_t)m0 * W->n;
+        if (mode == KERN_I8) {
+            j.xd = (const float *)buf;
+            j.xqs = (const int32_t *)(buf + (size_t)kb * 4 * mc);
+            j.xq = (const int8_t *)(buf + (size_t)kb * 8 * mc);
+        } else {
+            j.xf = (const float *)buf;
+            j.xs = (const float *)(buf + (size_t)kp * 4 * mc);
+        }
+        prep_arg pa = {.j = &j, .X = X + (size_t)m0 * W->k, .path = path};
+        kern_pool_for(mc >= 8 ? p : NULL, (size_t)mc, 0, prep_rows, &pa);
+        run_arg ra = {.j = &j, .path = path};
+        if (W->layout == Q4NX_B8) {
+            size_t nb = (W->n + 15) / 16, unit = mc == 1 ? 4 : 2;
+            size_t grain = (nb + (size_t)nt * 4 - 1) / ((size_t)nt * 4);
+            grain = (grain + unit - 1) / unit * unit;
+            kern_pool_for(p, nb, grain, run_b8, &ra);
+        } else {
+            kern_pool_for(p, W->n, 0, run_portable, &ra);
+        }
+    }
+    return 0;
+}
+
+int kern_matmul(kern_pool *p, const q4nx_tensor *W, const float *X, int M, float *Y, int mode, ogk_error *e)
+{
+    if (kern_path_init(e) < 0)
+        return -1;
+    return kern_matmul_path(g_path, p, W, X, M, Y, mode, e);
+}

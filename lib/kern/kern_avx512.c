@@ -1,0 +1,247 @@
+/* AVX-512 micro-kernels for the b8 layout (compiled with -mavx512f/bw/vl/dq/vnni).
+ * One 64-byte chunk = 16 rows x 8 k: dword r holds row r's codes for k0..k0+3 in the low nibbles
+ * and k0+4..k0+7 in the high nibbles.
+ *   f32: vpermps with the dword shifted right by 8i (+4) looks the low nibble up in {0..15}: one
+ *        shift + one permute give 16 rows' codes for one k as fp32, then one FMA per activation row.
+ *   i8:  (chunk & 0x0F) and (chunk >> 4 & 0x0F) are 16 rows x 4 u8 codes; vpdpbusd against 4
+ *        broadcast int8 activations accumulates 16 rows in int32.
+ * Per group: y += scale · (Σ code·x − zp · Σx). Tiles: RB row blocks x MT activation rows, all
+ * accumulators in registers; M = 1 uses two accumulator sets to hide FMA latency. */
+#include "kern_int.h"
+
+#include <immintrin.h>
+#include <string.h>
+
+#define INLINE static inline __attribute__((always_inline))
+
+INLINE __m512 load_scales(const q4nx_tensor *W, size_t gi)
+{
+    switch (W->scale_dtype) {
+    case Q4NX_F32: return _mm512_loadu_ps((const float *)W->scales + gi);
+    case Q4NX_F16: return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)W->scales + gi)));
+    default: {
+        __m256i h = _mm256_loadu_si256((const __m256i *)((const uint16_t *)W->scales + gi));
+        return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    }
+    }
+}
+
+INLINE __m512 load_zeros(const q4nx_tensor *W, size_t gi)
+{
+    if (!W->has_zp)
+        return _mm512_set1_ps(8.0f);
+    return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(W->zeros + gi))));
+}
+
+INLINE void store_rows(const kern_job *j, uint32_t rb, int m, __m512 v)
+{
+    float *y = j->Y + (size_t)m * j->ldy + (size_t)rb * 16;
+    uint32_t left = j->W->n - rb * 16;
+    if (left >= 16)
+        _mm512_storeu_ps(y, v);
+    else
+        _mm512_mask_storeu_ps(y, (__mmask16)((1u << left) - 1), v);
+}
+
+INLINE void tile_f32(const kern_job *j, uint32_t rb, const int RB, const int MT, int m0)
+{
+    const q4nx_tensor *W = j->W;
+    const uint32_t B = W->block, kb = W->k_blocks, kp = j->kp, cpg = B / 8;
+    const __m512 tbl = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    __m512 y[4][8], a0[4][8], a1[4][8];
+    const uint8_t *cb[4];
+#pragma GCC unroll 4
+    for (int r = 0; r < RB; r++) {
+        cb[r] = W->codes + (size_t)(rb + r) * kb * B * 8;
+#pragma GCC unroll 8
+        for (int m = 0; m < MT; m++)
+            y[r][m] = _mm512_setzero_ps();
+    }
+    for (uint32_t g = 0; g < kb; g++) {
+#pragma GCC unroll 4
+        for (int r = 0; r < RB; r++)
+#pragma GCC unroll 8
+            for (int m = 0; m < MT; m++)
+                a0[r][m] = a1[r][m] = _mm512_setzero_ps();
+        const float *x[8];
+#pragma GCC unroll 8
+        for (int m = 0; m < MT; m++)
+            x[m] = j->xf + (size_t)(m0 + m) * kp + (size_t)g * B;
+        for (uint32_t c = 0; c < cpg; c++) {
+            __m512i w[4];
+#pragma GCC unroll 4
+            for (int r = 0; r < RB; r++)
+                w[r] = _mm512_loadu_si512(cb[r] + ((size_t)g * cpg + c) * 64);
+#pragma GCC unroll 4
+            for (int i = 0; i < 4; i++) {
+#pragma GCC unroll 4
+                for (int r = 0; r < RB; r++) {
+                    __m512 lo = _mm512_permutexvar_ps(i ? _mm512_srli_epi32(w[r], 8 * i) : w[r], tbl);
+                    __m512 hi = _mm512_permutexvar_ps(_mm512_srli_epi32(w[r], 8 * i + 4), tbl);
+#pragma GCC unroll 8
+                    for (int m = 0; m < MT; m++) {
+                        a0[r][m] = _mm512_fmadd_ps(lo, _mm512_set1_ps(x[m][c * 8 + i]), a0[r][m]);
+                        if (MT == 1)
+                            a1[r][m] = _mm512_fmadd_ps(hi, _mm512_set1_ps(x[m][c * 8 + 4 + i]), a1[r][m]);
+                        else
+                            a0[r][m] = _mm512_fmadd_ps(hi, _mm512_set1_ps(x[m][c * 8 + 4 + i]), a0[r][m]);
+                    }
+                }
+            }
+        }
+#pragma GCC unroll 4
+        for (int r = 0; r < RB; r++) {
+            size_t gi = ((size_t)(rb + r) * kb + g) * 16;
+            __m512 s = load_scales(W, gi), z = load_zeros(W, gi);
+#pragma GCC unroll 8
+            for (int m = 0; m < MT; m++) {
+                __m512 t = MT == 1 ? _mm512_add_ps(a0[r][m], a1[r][m]) : a0[r][m];
+                t = _mm512_fnmadd_ps(z, _mm512_set1_ps(j->xs[(size_t)(m0 + m) * kb + g]), t);
+                y[r][m] = _mm512_fmadd_ps(s, t, y[r][m]);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < RB; r++)
+#pragma GCC unroll 8
+        for (int m = 0; m < MT; m++)
+            store_rows(j, rb + r, m0 + m, y[r][m]);
+}
+
+INLINE void tile_i8(const kern_job *j, uint32_t rb, const int RB, const int MT, int m0)
+{
+    const q4nx_tensor *W = j->W;
+    const uint32_t B = W->block, kb = W->k_blocks, kp = j->kp, cpg = B / 8;
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    __m512 y[4][8];
+    __m512i a0[4][8], a1[4][8];
+    const uint8_t *cb[4];
+#pragma GCC unroll 4
+    for (int r = 0; r < RB; r++) {
+        cb[r] = W->codes + (size_t)(rb + r) * kb * B * 8;
+#pragma GCC unroll 8
+        for (int m = 0; m < MT; m++)
+            y[r][m] = _mm512_setzero_ps();
+    }
+    for (uint32_t g = 0; g < kb; g++) {
+#pragma GCC unroll 4
+        for (int r = 0; r < RB; r++)
+#pragma GCC unroll 8
+            for (int m = 0; m < MT; m++)
+                a0[r][m] = a1[r][m] = _mm512_setzero_si512();
+        const int8_t *q[8];
+#pragma GCC unroll 8
+        for (int m = 0; m < MT; m++)
+            q[m] = j->xq + (size_t)(m0 + m) * kp + (size_t)g * B;
+        for (uint32_t c = 0; c < cpg; c++) {
+#pragma GCC unroll 4
+            for (int r = 0; r < RB; r++) {
+                __m512i w = _mm512_loadu_si512(cb[r] + ((size_t)g * cpg + c) * 64);
+                __m512i lo = _mm512_and_si512(w, m4), hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), m4);
+#pragma GCC unroll 8
+                for (int m = 0; m < MT; m++) {
+                    int32_t ql, qh;
+                    memcpy(&ql, q[m] + c * 8, 4);
+                    memcpy(&qh, q[m] + c * 8 + 4, 4);
+                    a0[r][m] = _mm512_dpbusd_epi32(a0[r][m], lo, _mm512_set1_epi32(ql));
+                    if (MT == 1)
+                        a1[r][m] = _mm512_dpbusd_epi32(a1[r][m], hi, _mm512_set1_epi32(qh));
+                    else
+                        a0[r][m] = _mm512_dpbusd_epi32(a0[r][m], hi, _mm512_set1_epi32(qh));
+                }
+            }
+        }
+#pragma GCC unroll 4
+        for (int r = 0; r < RB; r++) {
+            size_t gi = ((size_t)(rb + r) * kb + g) * 16;
+            __m512 s = load_scales(W, gi), z = load_zeros(W, gi);
+#pragma GCC unroll 8
+            for (int m = 0; m < MT; m++) {
+                __m512i it = MT == 1 ? _mm512_add_epi32(a0[r][m], a1[r][m]) : a0[r][m];
+                size_t xi = (size_t)(m0 + m) * kb + g;
+                /* exact: |Σ code·q|, zp·|Σq| < 2^24 for B <= 4096 */
+                __m512 t = _mm512_fnmadd_ps(z, _mm512_set1_ps((float)j->xqs[xi]), _mm512_cvtepi32_ps(it));
+                y[r][m] = _mm512_fmadd_ps(_mm512_mul_ps(s, _mm512_set1_ps(j->xd[xi])), t, y[r][m]);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < RB; r++)
+#pragma GCC unroll 8
+        for (int m = 0; m < MT; m++)
+            store_rows(j, rb + r, m0 + m, y[r][m]);
+}
+
+#define TILE(mode, RB, MT)                                                                                             \
+    static void mode##_##RB##_##MT(const kern_job *j, uint32_t rb, int m0) { tile_##mode(j, rb, RB, MT, m0); }
+TILE(f32, 4, 1)
+TILE(f32, 1, 1)
+TILE(f32, 2, 1)
+TILE(f32, 2, 2)
+TILE(f32, 2, 3)
+TILE(f32, 2, 4)
+TILE(i8, 4, 1)
+TILE(i8, 1, 1)
+TILE(i8, 2, 1)
+TILE(i8, 2, 2)
+TILE(i8, 2, 3)
+TILE(i8, 2, 4)
+TILE(i8, 2, 5)
+TILE(i8, 2, 6)
+
+typedef void (*tile_fn)(const kern_job *, uint32_t, int);
+#define MT_F32 4
+#define MT_I8 6
+
+void kern_b8_avx512(const kern_job *j, uint32_t rb0, uint32_t rb1)
+{
+    int i8 = j->mode == KERN_I8;
+    uint32_t rb = rb0;
+    if (j->M == 1) {
+        for (; rb + 4 <= rb1; rb += 4)
+            (i8 ? i8_4_1 : f32_4_1)(j, rb, 0);
+        for (; rb < rb1; rb++)
+            (i8 ? i8_1_1 : f32_1_1)(j, rb, 0);
+        return;
+    }
+    static const tile_fn f32_tiles[] = {0, f32_2_1, f32_2_2, f32_2_3, f32_2_4};
+    static const tile_fn i8_tiles[] = {0, i8_2_1, i8_2_2, i8_2_3, i8_2_4, i8_2_5, i8_2_6};
+    int mt = i8 ? MT_I8 : MT_F32;
+    for (; rb + 2 <= rb1; rb += 2)
+        for (int m0 = 0; m0 < j->M; m0 += mt) {
+            int n = j->M - m0 < mt ? j->M - m0 : mt;
+            (i8 ? i8_tiles : f32_tiles)[n](j, rb, m0);
+        }
+    for (; rb < rb1; rb++)
+        for (int m0 = 0; m0 < j->M; m0++)
+            (i8 ? i8_1_1 : f32_1_1)(j, rb, m0);
+}
+
+void kern_quant_rows_avx512(const float *x, int M, uint32_t k, uint32_t block, int8_t *q, float *d, int32_t *qs)
+{
+    uint32_t kb = (k + block - 1) / block;
+    size_t kp = (size_t)kb * block;
+    const __m512 absmask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
+    for (int m = 0; m < M; m++, x += k, q += kp, d += kb, qs += kb) {
+        for (uint32_t g = 0; g < kb; g++) {
+            uint32_t c0 = g * block;
+            __m512 a = _mm512_setzero_ps();
+            for (uint32_t c = c0; c < c0 + block; c += 16) {
+                __mmask16 mk = c + 16 <= k ? 0xFFFF : c < k ? (__mmask16)((1u << (k - c)) - 1) : 0;
+                a = _mm512_max_ps(a, _mm512_and_ps(_mm512_maskz_loadu_ps(mk, x + c), absmask));
+            }
+            float amax = _mm512_reduce_max_ps(a);
+            float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+            __m512 vi = _mm512_set1_ps(inv);
+            __m512i s = _mm512_setzero_si512();
+            for (uint32_t c = c0; c < c0 + block; c += 16) {
+                __mmask16 mk = c + 16 <= k ? 0xFFFF : c < k ? (__mmask16)((1u << (k - c)) - 1) : 0;
+                __m512i v = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_maskz_loadu_ps(mk, x + c), vi));
+                s = _mm512_add_epi32(s, v);
+                _mm_storeu_si128((__m128i *)(q + c), _mm512_cvtepi32_epi8(v));
+            }
+            d[g] = amax / 127.0f;
+            qs[g] = _mm512_reduce_add_epi32(s);
+        }
+    }
+}

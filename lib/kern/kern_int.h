@@ -1,0 +1,30 @@
+/* lib/kern internals: the job a kernel path works on, shared by kern.c and the per-ISA files. */
+#ifndef OGK_KERN_INT_H
+#define OGK_KERN_INT_H
+
+#include "kern.h"
+
+/* One M-chunk of one matmul, with X already prepared for the mode:
+ *   KERN_F32: xf [M][kp] fp32, zero-padded to kp = kb*B; xs [M][kb] per-group sums of xf.
+ *   KERN_I8:  xq [M][kp] int8 (zero-padded); xd [M][kb] scales; xqs [M][kb] per-group sums of xq. */
+typedef struct {
+    const q4nx_tensor *W;
+    int M, mode;
+    uint32_t kp;
+    const float *xf, *xs;
+    const int8_t *xq;
+    const float *xd;
+    const int32_t *xqs;
+    float *Y; /* row m, column n at Y[m*ldy + n] */
+    size_t ldy;
+} kern_job;
+
+/* b8 kernels over row blocks [rb0, rb1) (16 rows each; rows >= N are not written). */
+void kern_b8_avx2(const kern_job *j, uint32_t rb0, uint32_t rb1);
+void kern_b8_avx512(const kern_job *j, uint32_t rb0, uint32_t rb1);
+/* Portable kernel for any layout over rows [n0, n1); scratch holds kp floats / bytes. */
+void kern_rows_portable(const kern_job *j, uint32_t n0, uint32_t n1, void *scratch);
+/* int8 quantisation of M rows (identical results to kern_quant_row_i8). */
+void kern_quant_rows_avx512(const float *x, int M, uint32_t k, uint32_t block, int8_t *q, float *d, int32_t *qs);
+
+#endif

@@ -1,0 +1,161 @@
+/* The thread pool: the caller is worker 0, the others spin for a short while after each job (decode
+ * launches come back to back, and a futex wake-up costs more than a small GEMV) and then sleep. */
+#include "kern.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#define SPIN_ITERS 20000 /* pause instructions before sleeping: a few tens of microseconds */
+
+struct kern_pool {
+    int n;
+    pthread_t *th;
+    pthread_mutex_t mu;
+    pthread_cond_t cv_start, cv_done;
+    atomic_uint gen;
+    atomic_int pending, sleepers, stop;
+    atomic_size_t next;
+    size_t items, grain;
+    kern_range_fn fn;
+    void *arg;
+};
+
+typedef struct {
+    kern_pool *p;
+    int id;
+} worker_arg;
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+static void run_ranges(kern_pool *p, int id)
+{
+    for (;;) {
+        size_t b = atomic_fetch_add_explicit(&p->next, p->grain, memory_order_relaxed);
+        if (b >= p->items)
+            return;
+        size_t e = b + p->grain < p->items ? b + p->grain : p->items;
+        p->fn(p->arg, b, e, id);
+    }
+}
+
+static void *worker(void *a)
+{
+    worker_arg wa = *(worker_arg *)a;
+    free(a);
+    kern_pool *p = wa.p;
+    unsigned seen = 0;
+    for (;;) {
+        int i = 0;
+        while (atomic_load(&p->gen) == seen && !atomic_load(&p->stop) && i < SPIN_ITERS)
+            cpu_relax(), i++;
+        if (atomic_load(&p->gen) == seen && !atomic_load(&p->stop)) {
+            pthread_mutex_lock(&p->mu);
+            atomic_fetch_add(&p->sleepers, 1);
+            while (atomic_load(&p->gen) == seen && !atomic_load(&p->stop))
+                pthread_cond_wait(&p->cv_start, &p->mu);
+            atomic_fetch_sub(&p->sleepers, 1);
+            pthread_mutex_unlock(&p->mu);
+        }
+        if (atomic_load(&p->stop))
+            return NULL;
+        seen = atomic_load(&p->gen);
+        run_ranges(p, wa.id);
+        if (atomic_fetch_sub(&p->pending, 1) == 1) {
+            pthread_mutex_lock(&p->mu);
+            pthread_cond_broadcast(&p->cv_done);
+            pthread_mutex_unlock(&p->mu);
+        }
+    }
+}
+
+kern_pool *kern_pool_new(int threads)
+{
+    if (threads <= 0)
+        threads = ogk_ncpu();
+    kern_pool *p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    p->n = threads;
+    p->th = calloc((size_t)threads, sizeof *p->th);
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->cv_start, NULL);
+    pthread_cond_init(&p->cv_done, NULL);
+    if (!p->th)
+        goto fail;
+    for (int i = 1; i < threads; i++) {
+        worker_arg *wa = malloc(sizeof *wa);
+        if (!wa)
+            goto fail;
+        wa->p = p, wa->id = i;
+        if (pthread_create(&p->th[i], NULL, worker, wa)) {
+            free(wa);
+            goto fail;
+        }
+        p->n = i + 1; /* workers started so far, for cleanup */
+    }
+    p->n = threads;
+    return p;
+fail:
+    kern_pool_free(p);
+    return NULL;
+}
+
+void kern_pool_free(kern_pool *p)
+{
+    if (!p)
+        return;
+    pthread_mutex_lock(&p->mu);
+    atomic_store(&p->stop, 1);
+    pthread_cond_broadcast(&p->cv_start);
+    pthread_mutex_unlock(&p->mu);
+    for (int i = 1; i < p->n; i++)
+        if (p->th && p->th[i])
+            pthread_join(p->th[i], NULL);
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->cv_start);
+    pthread_cond_destroy(&p->cv_done);
+    free(p->th);
+    free(p);
+}
+
+int kern_pool_threads(const kern_pool *p) { return p ? p->n : 1; }
+
+void kern_pool_for(kern_pool *p, size_t n, size_t grain, kern_range_fn fn, void *arg)
+{
+    if (n == 0)
+        return;
+    int nt = p ? p->n : 1;
+    if (grain == 0)
+        grain = (n + (size_t)nt * 4 - 1) / ((size_t)nt * 4);
+    if (grain == 0)
+        grain = 1;
+    if (!p || nt == 1 || grain >= n) {
+        for (size_t b = 0; b < n; b += grain)
+            fn(arg, b, b + grain < n ? b + grain : n, 0);
+        return;
+    }
+    p->fn = fn, p->arg = arg, p->items = n, p->grain = grain;
+    atomic_store(&p->next, 0);
+    atomic_store(&p->pending, nt - 1);
+    atomic_fetch_add(&p->gen, 1);
+    if (atomic_load(&p->sleepers) > 0) {
+        pthread_mutex_lock(&p->mu);
+        pthread_cond_broadcast(&p->cv_start);
+        pthread_mutex_unlock(&p->mu);
+    }
+    run_ranges(p, 0);
+    for (int i = 0; i < SPIN_ITERS && atomic_load(&p->pending) > 0; i++)
+        cpu_relax();
+    if (atomic_load(&p->pending) > 0) {
+        pthread_mutex_lock(&p->mu);
+        while (atomic_load(&p->pending) > 0)
+            pthread_cond_wait(&p->cv_done, &p->mu);
+        pthread_mutex_unlock(&p->mu);
+    }
+}

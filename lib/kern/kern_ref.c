@@ -1,0 +1,78 @@
+/* The scalar reference: defines the result of kern_matmul. It reads weights only through the q4nx
+ * element accessors (lib/q4nx, independent of the kernels' own layout decoding) and sums in double. */
+#include "kern.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void kern_quant_row_i8(const float *x, uint32_t k, uint32_t block, int8_t *q, float *d, int32_t *qs)
+{
+    uint32_t kb = (k + block - 1) / block;
+    for (uint32_t g = 0; g < kb; g++) {
+        uint32_t c0 = g * block, c1 = c0 + block < k ? c0 + block : k;
+        float a = 0.0f;
+        for (uint32_t c = c0; c < c1; c++)
+            a = fmaxf(a, fabsf(x[c]));
+        float inv = a > 0.0f ? 127.0f / a : 0.0f;
+        int32_t s = 0;
+        for (uint32_t c = c0; c < c1; c++) {
+            int v = (int)nearbyintf(x[c] * inv);
+            q[c] = (int8_t)v;
+            s += v;
+        }
+        for (uint32_t c = c1; c < c0 + block; c++)
+            q[c] = 0;
+        d[g] = a / 127.0f;
+        qs[g] = s;
+    }
+}
+
+void kern_ref_rows(const q4nx_tensor *W, const float *X, int M, float *Y, int mode, uint32_t n0, uint32_t n1)
+{
+    uint32_t K = W->k, B = W->block, kb = W->k_blocks, N = W->n;
+    size_t kp = (size_t)kb * B;
+    double *w = malloc(K * sizeof *w);
+    int32_t *code = malloc(K * sizeof *code);
+    double *sc = malloc(kb * sizeof *sc);
+    int32_t *zp = malloc(kb * sizeof *zp);
+    int8_t *q = malloc(kp * (size_t)M);
+    float *d = malloc((size_t)kb * M * sizeof *d);
+    int32_t *qs = malloc((size_t)kb * M * sizeof *qs);
+    if (!w || !code || !sc || !zp || !q || !d || !qs)
+        abort();
+    if (mode == KERN_I8)
+        for (int m = 0; m < M; m++)
+            kern_quant_row_i8(X + (size_t)m * K, K, B, q + m * kp, d + (size_t)m * kb, qs + (size_t)m * kb);
+    for (uint32_t n = n0; n < n1 && n < N; n++) {
+        for (uint32_t g = 0; g < kb; g++) {
+            sc[g] = q4nx_q4_scale(W, n, g);
+            zp[g] = q4nx_q4_zero(W, n, g);
+        }
+        for (uint32_t c = 0; c < K; c++) {
+            code[c] = q4nx_q4_code(W, n, c);
+            /* W[n,k] = (float)(code - zp) * (float)scale, as MatMulNBits defines it */
+            w[c] = (double)((float)(code[c] - zp[c / B]) * (float)sc[c / B]);
+        }
+        for (int m = 0; m < M; m++) {
+            const float *x = X + (size_t)m * K;
+            double acc = 0.0;
+            if (mode == KERN_I8) {
+                const int8_t *qm = q + m * kp;
+                for (uint32_t g = 0; g < kb; g++) {
+                    int64_t s = 0;
+                    uint32_t c1 = (g + 1) * B < K ? (g + 1) * B : K;
+                    for (uint32_t c = g * B; c < c1; c++)
+                        s += (int64_t)code[c] * qm[c];
+                    s -= (int64_t)zp[g] * qs[(size_t)m * kb + g];
+                    acc += sc[g] * (double)d[(size_t)m * kb + g] * (double)s;
+                }
+            } else {
+                for (uint32_t c = 0; c < K; c++)
+                    acc += w[c] * (double)x[c];
+            }
+            Y[(size_t)m * N + n] = (float)acc;
+        }
+    }
+    free(w), free(code), free(sc), free(zp), free(q), free(d), free(qs);
+}

@@ -1,0 +1,311 @@
+/* lib/kern: every kernel path equals the scalar reference (kern_ref_rows, which reads weights through
+ * lib/q4nx's accessors and sums in double) within the bounds stated in kern.h, on odd shapes, both
+ * layouts, both modes, f32/f16/bf16 scales, with and without zero points, M = 1, 7, 16, 128, 130.
+ *   f32: |y - ref| <= (B + kb + 4) * 2^-23 * sum_k |scale|*(code + zp)*|x|
+ *   i8:  |y - ref| <= (kb + 4) * 2^-23 * sum_g |scale*d*(sum code*q - zp*sum q)|
+ * The bounds are Higham's a-priori bounds for the sums each path performs, doubled; a single wrong
+ * code (error ~ |scale*x|) exceeds them by orders of magnitude on these shapes.
+ * Also: the AVX-512 int8 quantisation is bit-identical to the scalar one; the i8 mode's error
+ * against the exact product is measured and printed; results do not depend on the thread count. */
+#include "tap.h"
+#include "kern/kern.h"
+#include "q4nx/q4nx.h"
+#include "util/util.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void kern_quant_rows_avx512(const float *x, int M, uint32_t k, uint32_t block, int8_t *q, float *d, int32_t *qs);
+
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+static uint32_t rnd(void)
+{
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return (uint32_t)(rng >> 16);
+}
+static float frand(void) { return (float)((rnd() & 0xFFFFFF) / 16777216.0 * 2.0 - 1.0); }
+
+typedef struct {
+    q4nx_tensor t;
+    uint8_t *codes, *zeros;
+    void *scales;
+} tensor;
+
+static void make(tensor *T, int layout, uint32_t n, uint32_t k, uint32_t block, int sdt, int zp)
+{
+    uint32_t kb = (k + block - 1) / block;
+    size_t ss = q4nx_dtype_size(sdt);
+    uint8_t *src = malloc((size_t)n * kb * block / 2), *ssc = malloc((size_t)n * kb * ss),
+            *szp = malloc((size_t)n * ((kb + 1) / 2));
+    for (size_t i = 0; i < (size_t)n * kb * block / 2; i++)
+        src[i] = (uint8_t)rnd();
+    for (size_t i = 0; i < (size_t)n * kb; i++) {
+        float s = (0.001f + 0.1f * fabsf(frand())) * (rnd() & 1 ? -1.0f : 1.0f);
+        if (sdt == Q4NX_F32)
+            memcpy(ssc + i * 4, &s, 4);
+        else {
+            uint16_t h = sdt == Q4NX_F16 ? ogk_f32_to_f16(s) : ogk_f32_to_bf16(s);
+            memcpy(ssc + i * 2, &h, 2);
+        }
+    }
+    for (size_t i = 0; i < (size_t)n * ((kb + 1) / 2); i++)
+        szp[i] = (uint8_t)rnd();
+    T->codes = malloc(q4nx_q4_codes_bytes(layout, n, k, block));
+    T->scales = malloc(q4nx_q4_groups(layout, n, k, block) * ss);
+    T->zeros = malloc(q4nx_q4_groups(layout, n, k, block));
+    q4nx_q4_relayout(layout, n, k, block, sdt, src, ssc, zp ? szp : NULL, T->codes, T->scales, T->zeros);
+    T->t = (q4nx_tensor){.name = "test", .dtype = Q4NX_Q4, .layout = layout, .n = n, .k = k, .block = block,
+                         .k_blocks = kb, .scale_dtype = sdt, .has_zp = zp, .codes = T->codes, .scales = T->scales,
+                         .zeros = zp ? T->zeros : NULL};
+    free(src), free(ssc), free(szp);
+}
+
+static void drop(tensor *T) { free(T->codes), free(T->scales), free(T->zeros); }
+
+static float *make_x(int M, uint32_t K)
+{
+    float *x = malloc((size_t)M * K * sizeof *x);
+    for (size_t i = 0; i < (size_t)M * K; i++)
+        x[i] = frand() * 2.0f;
+    if (M > 3) {
+        memset(x + (size_t)2 * K, 0, K * sizeof *x); /* an all-zero row: int8 scale 0 */
+        x[(size_t)3 * K + K / 2] = 40.0f;            /* an outlier */
+    }
+    return x;
+}
+
+/* the bound of kern.h for output (m, n) */
+static double bound(const q4nx_tensor *W, const float *x, uint32_t n, int mode, const int8_t *q, const float *d,
+                    const int32_t *qs)
+{
+    uint32_t B = W->block, kb = W->k_blocks, K = W->k;
+    double S = 0;
+    if (mode == KERN_F32) {
+        for (uint32_t c = 0; c < K; c++) {
+            uint32_t g = c / B;
+            S += fabs(q4nx_q4_scale(W, n, g)) * (q4nx_q4_code(W, n, c) + q4nx_q4_zero(W, n, g)) * fabs(x[c]);
+        }
+        return (B + kb + 4) * ldexp(1.0, -23) * S;
+    }
+    for (uint32_t g = 0; g < kb; g++) {
+        int64_t s = 0;
+        for (uint32_t c = g * B; c < (g + 1) * B && c < K; c++)
+            s += (int64_t)q4nx_q4_code(W, n, c) * q[c];
+        s -= (int64_t)q4nx_q4_zero(W, n, g) * qs[g];
+        S += fabs(q4nx_q4_scale(W, n, g) * (double)d[g] * (double)s);
+    }
+    return (kb + 4) * ldexp(1.0, -23) * S + 1e-30;
+}
+
+typedef struct {
+    uint32_t n, k, block;
+} shape;
+static const shape shapes[] = {{37, 32, 32}, {50, 200, 32}, {17, 128, 128}, {33, 300, 128}, {100, 72, 16},
+                               {1, 64, 64},  {65, 256, 256}, {20, 520, 64}};
+static const int Ms[] = {1, 7, 16, 128, 130};
+
+static double i8_err_max, i8_err_rms_num, i8_err_rms_den;
+
+/* compare one path against the reference over all shapes and M; returns 1 when all within bound */
+static int check_path(int path, kern_pool *pool, int layout, int mode, int sdt, int zp, char *why, size_t whylen)
+{
+    int ok = 1;
+    for (size_t si = 0; si < sizeof shapes / sizeof *shapes && ok; si++) {
+        const shape *sh = &shapes[si];
+        if (layout == Q4NX_RM && sh->block > 256)
+            continue;
+        tensor T;
+        make(&T, layout, sh->n, sh->k, sh->block, sdt, zp);
+        for (size_t mi = 0; mi < sizeof Ms / sizeof *Ms && ok; mi++) {
+            int M = Ms[mi];
+            if (M > 16 && sh->n * sh->k > 20000)
+                M = M == 128 ? 24 : 33; /* keep the double-precision reference quick */
+            float *x = make_x(M, sh->k);
+            float *y = malloc((size_t)M * sh->n * sizeof *y), *r = malloc((size_t)M * sh->n * sizeof *r);
+            ogk_error e;
+            kern_ref_rows(&T.t, x, M, r, mode, 0, sh->n);
+            for (size_t i = 0; i < (size_t)M * sh->n; i++)
+                y[i] = NAN;
+            if (kern_matmul_path(path, pool, &T.t, x, M, y, mode, &e) < 0) {
+                snprintf(why, whylen, "%.500s", e.msg);
+                ok = 0;
+            }
+            uint32_t kp = T.t.k_blocks * sh->block;
+            int8_t *q = malloc(kp);
+            float *d = malloc(T.t.k_blocks * sizeof *d);
+            int32_t *qs = malloc(T.t.k_blocks * sizeof *qs);
+            for (int m = 0; m < M && ok; m++) {
+                kern_quant_row_i8(x + (size_t)m * sh->k, sh->k, sh->block, q, d, qs);
+                for (uint32_t n = 0; n < sh->n && ok; n++) {
+                    double want = r[(size_t)m * sh->n + n], got = y[(size_t)m * sh->n + n];
+                    double tol = bound(&T.t, x + (size_t)m * sh->k, n, mode, q, d, qs);
+                    if (!(fabs(got - want) <= tol)) {
+                        snprintf(why, whylen, "N=%u K=%u B=%u M=%d m=%d n=%u: got %.9g want %.9g (|d| %.3g > %.3g)",
+                                 sh->n, sh->k, sh->block, M, m, n, got, want, fabs(got - want), tol);
+                        ok = 0;
+                    }
+                }
+            }
+            free(x), free(y), free(r), free(q), free(d), free(qs);
+        }
+        drop(&T);
+    }
+    return ok;
+}
+
+static void measure_i8_error(void)
+{
+    /* the int8 mode against the exact product, on a realistic shape (896 inputs, block 32 / 128) */
+    for (int b = 0; b < 2; b++) {
+        tensor T;
+        uint32_t N = 256, K = 896, B = b ? 128 : 32;
+        make(&T, Q4NX_B8, N, K, B, b ? Q4NX_F16 : Q4NX_F32, b);
+        int M = 4;
+        float *x = malloc((size_t)M * K * sizeof *x), *yf = malloc((size_t)M * N * 4), *yi = malloc((size_t)M * N * 4);
+        for (size_t i = 0; i < (size_t)M * K; i++) /* roughly gaussian activations */
+            x[i] = frand() + frand() + frand();
+        kern_ref_rows(&T.t, x, M, yf, KERN_F32, 0, N);
+        kern_ref_rows(&T.t, x, M, yi, KERN_I8, 0, N);
+        double num = 0, den = 0, mx = 0, ymax = 0;
+        for (size_t i = 0; i < (size_t)M * N; i++) {
+            num += (yi[i] - yf[i]) * (double)(yi[i] - yf[i]);
+            den += (double)yf[i] * yf[i];
+            mx = fmax(mx, fabs(yi[i] - yf[i]));
+            ymax = fmax(ymax, fabs(yf[i]));
+        }
+        printf("# i8 vs exact, N=%u K=%u block %u: relative RMS error %.2e, max |err| / max |y| %.2e\n", N, K, B,
+               sqrt(num / den), mx / ymax);
+        i8_err_max = fmax(i8_err_max, mx / ymax);
+        i8_err_rms_num += num, i8_err_rms_den += den;
+        free(x), free(yf), free(yi);
+        drop(&T);
+    }
+}
+
+static void count_fn(void *arg, size_t b, size_t e, int worker)
+{
+    int *hits = arg;
+    (void)worker;
+    for (size_t i = b; i < e; i++)
+        __atomic_add_fetch(&hits[i], 1, __ATOMIC_RELAXED);
+}
+
+int main(void)
+{
+    ogk_prog_set("kern_paths");
+    kern_pool *pool = kern_pool_new(3);
+    TAP_OK(pool && kern_pool_threads(pool) == 3, "pool of 3 threads");
+
+    /* pool: every index exactly once, for several sizes and grains */
+    int pool_ok = 1;
+    size_t sizes[] = {0, 1, 2, 5, 97, 1000};
+    for (size_t s = 0; s < 6; s++)
+        for (size_t grain = 0; grain < 4; grain++)
+            for (int rep = 0; rep < 20; rep++) {
+                int *hits = calloc(sizes[s] + 1, sizeof *hits);
+                kern_pool_for(pool, sizes[s], grain, count_fn, hits);
+                for (size_t i = 0; i < sizes[s]; i++)
+                    pool_ok &= hits[i] == 1;
+                free(hits);
+            }
+    TAP_OK(pool_ok, "kern_pool_for covers every index exactly once");
+
+    /* the int8 quantisation: properties, and SIMD == scalar bit for bit */
+    int qprop = 1, qsame = 1;
+    for (int rep = 0; rep < 50; rep++) {
+        uint32_t K = 1 + rnd() % 700, B = 16u << (rnd() % 4), kb = (K + B - 1) / B;
+        float *x = malloc(K * sizeof *x);
+        for (uint32_t i = 0; i < K; i++)
+            x[i] = frand() * (rep % 5 ? 3.0f : 1e-30f);
+        if (rep % 7 == 0)
+            memset(x, 0, K * sizeof *x);
+        int8_t *q1 = malloc((size_t)kb * B), *q2 = malloc((size_t)kb * B);
+        float *d1 = malloc(kb * 4), *d2 = malloc(kb * 4);
+        int32_t *s1 = malloc(kb * 4), *s2 = malloc(kb * 4);
+        kern_quant_row_i8(x, K, B, q1, d1, s1);
+        for (uint32_t g = 0; g < kb; g++) {
+            int32_t sum = 0, qmax = 0;
+            for (uint32_t c = g * B; c < (g + 1) * B; c++) {
+                sum += q1[c];
+                qmax = abs(q1[c]) > qmax ? abs(q1[c]) : qmax;
+                if (c >= K)
+                    qprop &= q1[c] == 0;
+                else
+                    qprop &= fabs(q1[c] * (double)d1[g] - x[c]) <= 0.5001 * d1[g] + 1e-45;
+            }
+            qprop &= sum == s1[g] && (d1[g] == 0 ? qmax == 0 : qmax == 127);
+        }
+        if (kern_path_supported(KERN_PATH_AVX512)) {
+            kern_quant_rows_avx512(x, 1, K, B, q2, d2, s2);
+            qsame &= !memcmp(q1, q2, (size_t)kb * B) && !memcmp(d1, d2, kb * 4) && !memcmp(s1, s2, kb * 4);
+        }
+        free(x), free(q1), free(q2), free(d1), free(d2), free(s1), free(s2);
+    }
+    TAP_OK(qprop, "int8 quantisation: |q*d - x| <= d/2, max |q| = 127, padding 0, sums match");
+    if (kern_path_supported(KERN_PATH_AVX512))
+        TAP_OK(qsame, "AVX-512 int8 quantisation is bit-identical to the scalar one");
+    else
+        printf("ok %d - # skip no AVX-512 on this CPU\n", ++tap_n);
+
+    static const char *mode_name[] = {"f32", "i8"};
+    int sdts[] = {Q4NX_F32, Q4NX_F16, Q4NX_BF16};
+    for (int path = KERN_PATH_AVX2; path <= KERN_PATH_AVX512; path++) {
+        if (!kern_path_supported(path)) {
+            printf("ok %d - # skip %s not supported on this CPU\n", ++tap_n, kern_path_name(path));
+            continue;
+        }
+        for (int layout = Q4NX_RM; layout <= Q4NX_B8; layout++)
+            for (int mode = KERN_F32; mode <= KERN_I8; mode++)
+                for (int si = 0; si < 3; si++)
+                    for (int zp = 0; zp < 2; zp++) {
+                        char why[768] = "";
+                        int ok = check_path(path, (rnd() & 1) ? pool : NULL, layout, mode, sdts[si], zp, why,
+                                            sizeof why);
+                        TAP_OK(ok, "%s %s %s scales %s %s: within bound of the reference%s%s", kern_path_name(path),
+                               q4nx_layout_name(layout), mode_name[mode], q4nx_dtype_name(sdts[si]),
+                               zp ? "asym" : "sym", ok ? "" : ": ", why);
+                    }
+    }
+
+    /* thread count does not change results (each output is computed by one thread, same order) */
+    {
+        tensor T;
+        make(&T, Q4NX_B8, 300, 448, 32, Q4NX_F16, 1);
+        float *x = make_x(9, 448), *y1 = malloc(9 * 300 * 4), *y2 = malloc(9 * 300 * 4);
+        ogk_error e;
+        int same = 1;
+        for (int mode = 0; mode < 2; mode++) {
+            kern_matmul(NULL, &T.t, x, 9, y1, mode, &e);
+            kern_matmul(pool, &T.t, x, 9, y2, mode, &e);
+            same &= !memcmp(y1, y2, 9 * 300 * 4);
+        }
+        TAP_OK(same, "1 thread and 3 threads give identical results (path %s)", kern_path_name(kern_path()));
+        free(x), free(y1), free(y2);
+        drop(&T);
+    }
+
+    /* refusals */
+    {
+        ogk_error e;
+        float x[4] = {0}, y[4];
+        q4nx_tensor bad = {.name = "w", .dtype = Q4NX_F32};
+        TAP_OK(kern_matmul(pool, &bad, x, 1, y, KERN_F32, &e) < 0 && strstr(e.msg, "not a 4-bit"),
+               "a plain tensor is refused: %s", e.msg);
+        tensor T;
+        make(&T, Q4NX_B8, 16, 32, 32, Q4NX_F32, 0);
+        T.t.k_blocks = 3;
+        TAP_OK(kern_matmul(pool, &T.t, x, 1, y, KERN_F32, &e) < 0 && strstr(e.msg, "k_blocks"),
+               "inconsistent k_blocks is refused: %s", e.msg);
+        T.t.k_blocks = 1;
+        TAP_OK(kern_matmul(pool, &T.t, x, 0, y, KERN_F32, &e) < 0, "M = 0 is refused: %s", e.msg);
+        drop(&T);
+    }
+
+    measure_i8_error();
+    TAP_OK(i8_err_max < 0.05 && sqrt(i8_err_rms_num / i8_err_rms_den) < 0.02,
+           "i8 mode error vs exact: relative RMS %.2e (< 2e-2), max/max|y| %.2e (< 5e-2)",
+           sqrt(i8_err_rms_num / i8_err_rms_den), i8_err_max);
+    kern_pool_free(pool);
+    return TAP_DONE();
+}
