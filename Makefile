@@ -37,6 +37,8 @@ MODS_spec-replay = util
 MODS_UNIT_util   = util
 MODS_UNIT_q4nx   = ogax q4nx util
 MODS_UNIT_ogax   = ogax q4nx util
+MODS_UNIT_kern   = kern q4nx util
+MODS_UNIT_npu    = npu util
 
 PROGS := $(patsubst bin/%.c,%,$(wildcard bin/*.c))
 MODULES := $(filter-out onnx,$(notdir $(wildcard lib/*)))
