@@ -28,11 +28,11 @@ AVX512_FLAGS = $(AVX2_FLAGS) -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512
 
 # modules each program links (dependencies after dependents)
 MODS_oga-info    = pack onnx util
-MODS_oga-extract = pack ogax onnx util
+MODS_oga-extract = pack ogax q4nx onnx util
 MODS_q4nx-pack   = q4nx ogax util
 MODS_q4nx-verify = q4nx pack ogax onnx util
 MODS_npu-gemm    = kern npu q4nx util
-MODS_npu-forward = model tok kern npu q4nx util
+MODS_npu-forward = model tok kern q4nx util
 MODS_spec-replay = util
 MODS_UNIT_util   = util
 MODS_UNIT_q4nx   = ogax q4nx util

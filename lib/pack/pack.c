@@ -1,0 +1,740 @@
+/* The pack as a whole: directory and files, genai_config.json / config.json / tokenizer_config.json,
+ * the normalised model description, the assets, the flavour, the oga-info report. The ONNX graph is
+ * graph.c's. */
+#define _GNU_SOURCE
+#include "pack_int.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* ---- ownership and lists ---- */
+
+void *pack_own(pack *p, void *ptr)
+{
+    if (!ptr) {
+        ogk_err("out of memory");
+        abort();
+    }
+    if (p->n_owned == p->cap_owned) {
+        p->cap_owned = p->cap_owned ? 2 * p->cap_owned : 64;
+        p->owned = realloc(p->owned, p->cap_owned * sizeof *p->owned);
+        if (!p->owned)
+            abort();
+    }
+    p->owned[p->n_owned++] = ptr;
+    return ptr;
+}
+
+char *pack_strdup(pack *p, const char *s) { return pack_own(p, strdup(s ? s : "")); }
+
+char *pack_printf(pack *p, const char *fmt, ...)
+{
+    va_list ap;
+    char *s = NULL;
+    va_start(ap, fmt);
+    if (vasprintf(&s, fmt, ap) < 0)
+        s = NULL;
+    va_end(ap);
+    return pack_own(p, s);
+}
+
+void pack_refuse(pack *p, const char *what, const char *code, const char *fmt, ...)
+{
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (p->n_r == p->cap_r) {
+        p->cap_r = p->cap_r ? 2 * p->cap_r : 16;
+        p->r = realloc(p->r, p->cap_r * sizeof *p->r);
+        if (!p->r)
+            abort();
+    }
+    pack_refusal *r = &p->r[p->n_r++];
+    r->what = pack_strdup(p, what);
+    r->code = code;
+    r->reason = pack_strdup(p, buf);
+}
+
+pack_tensor *pack_add_tensor(pack *p)
+{
+    if (p->n_t == p->cap_t) {
+        p->cap_t = p->cap_t ? 2 * p->cap_t : 64;
+        p->t = realloc(p->t, p->cap_t * sizeof *p->t);
+        if (!p->t)
+            abort();
+    }
+    pack_tensor *t = &p->t[p->n_t++];
+    memset(t, 0, sizeof *t);
+    t->accuracy_level = -1;
+    return t;
+}
+
+/* enum q4nx_dtype names as OGAX spells them (kept here: lib/pack does not link lib/q4nx) */
+static const char *dtname(int d)
+{
+    static const char *n[] = {"?", "f32", "f16", "bf16", "q4", "i32", "i64"};
+    return d >= 1 && d <= 6 ? n[d] : "?";
+}
+
+/* ---- accessors ---- */
+
+const char *pack_flavour_name(int f)
+{
+    switch (f) {
+    case PACK_BUILDER_CPU: return "builder-cpu";
+    case PACK_BUILDER_AMD: return "builder-amd";
+    case PACK_AMD_NPU: return "amd-npu";
+    default: return "unknown";
+    }
+}
+const char *pack_dir(const pack *p) { return p->dir; }
+int pack_flavour(const pack *p) { return p->flavour; }
+const json_t *pack_model(const pack *p) { return p->model; }
+size_t pack_tensor_count(const pack *p) { return p->n_t; }
+const pack_tensor *pack_tensor_at(const pack *p, size_t i) { return i < p->n_t ? &p->t[i] : NULL; }
+size_t pack_refusal_count(const pack *p) { return p->n_r; }
+const pack_refusal *pack_refusal_at(const pack *p, size_t i) { return i < p->n_r ? &p->r[i] : NULL; }
+size_t pack_asset_count(const pack *p) { return p->n_a; }
+const pack_asset *pack_asset_at(const pack *p, size_t i) { return i < p->n_a ? &p->a[i] : NULL; }
+
+const pack_tensor *pack_find(const pack *p, const char *role)
+{
+    for (size_t i = 0; i < p->n_t; i++)
+        if (!strcmp(p->t[i].role, role))
+            return &p->t[i];
+    return NULL;
+}
+
+const pack_tensor *pack_find_name(const pack *p, const char *name)
+{
+    for (size_t i = 0; i < p->n_t; i++)
+        if (!strcmp(p->t[i].name, name))
+            return &p->t[i];
+    return NULL;
+}
+
+void pack_close(pack *p)
+{
+    if (!p)
+        return;
+    if (p->onnx)
+        onnx__model_proto__free_unpacked(p->onnx, NULL);
+    ogk_map_close(&p->onnx_map);
+    for (size_t i = 0; i < p->n_ext; i++) {
+        ogk_map_close(&p->ext[i].m);
+        free(p->ext[i].loc);
+    }
+    free(p->ext);
+    json_decref(p->genai);
+    json_decref(p->hfcfg);
+    json_decref(p->tokcfg);
+    json_decref(p->model);
+    json_decref(p->files);
+    for (size_t i = 0; i < p->n_owned; i++)
+        free(p->owned[i]);
+    free(p->owned);
+    free(p->t);
+    free(p->r);
+    free(p->a);
+    free(p->onnx_name);
+    free(p->dir);
+    free(p);
+}
+
+/* ---- files ---- */
+
+static char *join(const pack *p, const char *name)
+{
+    char *s = NULL;
+    if (asprintf(&s, "%s/%s", p->dir, name) < 0)
+        abort();
+    return s;
+}
+
+static int exists(const pack *p, const char *name)
+{
+    char *path = join(p, name);
+    struct stat st;
+    int ok = stat(path, &st) == 0 && S_ISREG(st.st_mode);
+    free(path);
+    return ok;
+}
+
+/* Parse a JSON file of the pack: NULL when absent (missing=1) or broken (refused). */
+static json_t *read_json(pack *p, const char *name, int *missing)
+{
+    *missing = 0;
+    if (!exists(p, name)) {
+        *missing = 1;
+        return NULL;
+    }
+    char *path = join(p, name);
+    json_error_t je;
+    json_t *j = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+    free(path);
+    if (!j) {
+        pack_refuse(p, name, "config_json", "not valid JSON: %s (line %d)", je.text, je.line);
+        return NULL;
+    }
+    if (!json_is_object(j)) {
+        pack_refuse(p, name, "config_json", "not a JSON object");
+        json_decref(j);
+        return NULL;
+    }
+    return j;
+}
+
+/* Typed config fields. Each returns 1 present and well typed, 0 absent, -1 wrong type; required
+ * fields that are absent and wrong types are refused (what = "FILE: a.b.c"). */
+static int cfg_get(pack *p, const char *file, json_t *obj, const char *path, json_t **out)
+{
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", path);
+    json_t *cur = obj;
+    for (char *tok = buf, *dot; cur && tok; tok = dot ? dot + 1 : NULL) {
+        dot = strchr(tok, '.');
+        if (dot)
+            *dot = 0;
+        if (!json_is_object(cur)) {
+            pack_refuse(p, pack_printf(p, "%s: %s", file, path), "config_type", "a parent of this key is not an object");
+            return -1;
+        }
+        cur = json_object_get(cur, tok);
+    }
+    *out = cur;
+    return cur && !json_is_null(cur) ? 1 : 0;
+}
+
+static const char *json_type_name(const json_t *j)
+{
+    switch (json_typeof(j)) {
+    case JSON_OBJECT: return "an object";
+    case JSON_ARRAY: return "an array";
+    case JSON_STRING: return "a string";
+    case JSON_INTEGER: return "an integer";
+    case JSON_REAL: return "a number";
+    case JSON_TRUE:
+    case JSON_FALSE: return "a boolean";
+    default: return "null";
+    }
+}
+
+static int cfg_int(pack *p, const char *file, json_t *obj, const char *path, int required, long long *v)
+{
+    json_t *j;
+    int r = cfg_get(p, file, obj, path, &j);
+    if (r < 0)
+        return -1;
+    if (r == 0) {
+        if (required)
+            pack_refuse(p, pack_printf(p, "%s: %s", file, path), "config_missing", "required key is missing");
+        return 0;
+    }
+    if (!json_is_integer(j) || json_integer_value(j) < 0) {
+        pack_refuse(p, pack_printf(p, "%s: %s", file, path), "config_type", "expected a non-negative integer, got %s",
+                    json_type_name(j));
+        return -1;
+    }
+    *v = json_integer_value(j);
+    return 1;
+}
+
+static int cfg_num(pack *p, const char *file, json_t *obj, const char *path, double *v)
+{
+    json_t *j;
+    int r = cfg_get(p, file, obj, path, &j);
+    if (r <= 0)
+        return r;
+    if (!json_is_number(j)) {
+        pack_refuse(p, pack_printf(p, "%s: %s", file, path), "config_type", "expected a number, got %s",
+                    json_type_name(j));
+        return -1;
+    }
+    *v = json_number_value(j);
+    return 1;
+}
+
+static int cfg_str(pack *p, const char *file, json_t *obj, const char *path, int required, const char **v)
+{
+    json_t *j;
+    int r = cfg_get(p, file, obj, path, &j);
+    if (r < 0)
+        return -1;
+    if (r == 0) {
+        if (required)
+            pack_refuse(p, pack_printf(p, "%s: %s", file, path), "config_missing", "required key is missing");
+        return 0;
+    }
+    if (!json_is_string(j)) {
+        pack_refuse(p, pack_printf(p, "%s: %s", file, path), "config_type", "expected a string, got %s",
+                    json_type_name(j));
+        return -1;
+    }
+    *v = json_string_value(j);
+    return 1;
+}
+
+/* Text files a runtime may need, in asset order. The first two are the runtime's minimum. */
+static const char *const ASSETS[] = {
+    "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
+    "chat_template.jinja", "generation_config.json", "genai_config.json", "config.json",
+    "vocab.json", "merges.txt", "tokenizer.model",
+};
+#define N_ASSETS (sizeof ASSETS / sizeof ASSETS[0])
+#define ASSET_MAX (256u << 20)
+
+static void read_assets(pack *p)
+{
+    json_t *present = json_array(), *missing = json_array();
+    for (size_t i = 0; i < N_ASSETS; i++) {
+        const char *name = ASSETS[i];
+        if (!exists(p, name)) {
+            json_array_append_new(missing, json_string(name));
+            continue;
+        }
+        json_array_append_new(present, json_string(name));
+        char *path = join(p, name);
+        ogk_error e;
+        size_t len = 0;
+        char *buf = ogk_read_file(path, &len, &e);
+        free(path);
+        if (!buf) {
+            pack_refuse(p, pack_printf(p, "file %s", name), "file_unreadable", "%s", e.msg);
+            continue;
+        }
+        pack_own(p, buf);
+        if (len > ASSET_MAX) {
+            pack_refuse(p, pack_printf(p, "file %s", name), "file_unreadable", "%zu bytes, larger than the %u MiB asset limit",
+                        len, ASSET_MAX >> 20);
+            continue;
+        }
+        if (p->n_a == p->cap_a) {
+            p->cap_a = p->cap_a ? 2 * p->cap_a : 16;
+            p->a = realloc(p->a, p->cap_a * sizeof *p->a);
+            if (!p->a)
+                abort();
+        }
+        p->a[p->n_a++] = (pack_asset){name, (const uint8_t *)buf, len};
+    }
+    if (!exists(p, "tokenizer.json"))
+        pack_refuse(p, "file tokenizer.json", "tokenizer_missing",
+                    "missing: the runtime needs the Hugging Face tokenizer.json of the pack");
+    p->files = json_pack("{s:I,s:I,s:o,s:o}", "present", (json_int_t)json_array_size(present), "known",
+                         (json_int_t)N_ASSETS, "present_files", present, "missing_files", missing);
+}
+
+/* Files only Ryzen AI NPU packs have: their buffers are not publicly documented, so each is refused. */
+static int npu_file(const char *name)
+{
+    size_t n = strlen(name);
+#define ENDS(s) (n >= sizeof(s) - 1 && !strcmp(name + n - (sizeof(s) - 1), s))
+    return ENDS(".const") || ENDS(".fconst") || ENDS(".state") || !strcmp(name, "fusion.onnx") ||
+           !strcmp(name, "prefill.bin") || !strcmp(name, "prefill.pb.bin") || !strcmp(name, "rai_config.json");
+#undef ENDS
+}
+
+static void scan_npu_files(pack *p)
+{
+    const char *dirs[] = {"", ".cache"};
+    for (int d = 0; d < 2; d++) {
+        char *path = d ? join(p, dirs[d]) : strdup(p->dir);
+        DIR *dh = opendir(path);
+        free(path);
+        if (!dh)
+            continue;
+        struct dirent *de;
+        char **names = NULL;
+        size_t nn = 0;
+        while ((de = readdir(dh))) {
+            const char *nm = de->d_name;
+            size_t n = strlen(nm);
+            int meta = d == 1 && n > 10 && !strcmp(nm + n - 10, "_meta.json");
+            if (meta || npu_file(nm)) {
+                names = realloc(names, (nn + 1) * sizeof *names);
+                names[nn++] = d ? pack_printf(p, ".cache/%s", nm) : pack_strdup(p, nm);
+            }
+        }
+        closedir(dh);
+        /* directory order is arbitrary: report in name order */
+        for (size_t i = 0; i < nn; i++)
+            for (size_t j = i + 1; j < nn; j++)
+                if (strcmp(names[j], names[i]) < 0) {
+                    char *t = names[i];
+                    names[i] = names[j];
+                    names[j] = t;
+                }
+        for (size_t i = 0; i < nn; i++) {
+            p->npu_files++;
+            if (strcmp(names[i], "rai_config.json"))
+                pack_refuse(p, pack_printf(p, "file %s", names[i]), "npu_packed",
+                            "Ryzen AI NPU artefact: its buffer format is not publicly documented");
+        }
+        free(names);
+    }
+}
+
+/* ---- the model description ---- */
+
+static json_t *jint_or_null(int have, long long v) { return have > 0 ? json_integer(v) : json_null(); }
+
+/* Shortest decimal that reads back as the same float (for epsilons taken from graph attributes). */
+static double float_as_short_double(float f)
+{
+    char buf[32];
+    for (int prec = 6; prec <= 9; prec++) {
+        snprintf(buf, sizeof buf, "%.*g", prec, (double)f);
+        if ((float)strtod(buf, NULL) == f)
+            return strtod(buf, NULL);
+    }
+    return (double)f;
+}
+
+static const char *family_of(const char *type)
+{
+    if (!type)
+        return NULL;
+    if (!strcmp(type, "mistral"))
+        return "llama";
+    return type;
+}
+
+static json_t *chat_template(pack *p)
+{
+    if (p->tokcfg) {
+        json_t *ct = json_object_get(p->tokcfg, "chat_template");
+        if (json_is_string(ct))
+            return json_incref(ct);
+        if (json_is_array(ct)) { /* [{"name": "default", "template": "..."}, ...] */
+            size_t i;
+            json_t *v, *first = NULL;
+            json_array_foreach(ct, i, v)
+            {
+                json_t *t = json_object_get(v, "template");
+                if (!json_is_string(t))
+                    continue;
+                if (!first)
+                    first = t;
+                if (json_is_string(json_object_get(v, "name")) && !strcmp(json_string_value(json_object_get(v, "name")), "default"))
+                    return json_incref(t);
+            }
+            if (first)
+                return json_incref(first);
+        }
+    }
+    for (size_t i = 0; i < p->n_a; i++)
+        if (!strcmp(p->a[i].name, "chat_template.jinja"))
+            return json_stringn((const char *)p->a[i].data, p->a[i].size);
+    return json_null();
+}
+
+static void build_model(pack *p)
+{
+    const char *G = "genai_config.json", *C = "config.json";
+    json_t *g = p->genai ? p->genai : json_object(), *c = p->hfcfg;
+    long long vocab = 0, ctx = 0, hidden = 0, heads = 0, kv = 0, layers = 0, head = 0, inter = 0, bos = 0, pad = 0;
+    const char *type = NULL;
+    int req = p->genai != NULL; /* a missing genai_config.json is refused once, not per key */
+    cfg_str(p, G, g, "model.type", req, &type);
+    int h_vocab = cfg_int(p, G, g, "model.vocab_size", req, &vocab);
+    int h_ctx = cfg_int(p, G, g, "model.context_length", req, &ctx);
+    int h_hidden = cfg_int(p, G, g, "model.decoder.hidden_size", req, &hidden);
+    int h_heads = cfg_int(p, G, g, "model.decoder.num_attention_heads", req, &heads);
+    int h_kv = cfg_int(p, G, g, "model.decoder.num_key_value_heads", req, &kv);
+    int h_layers = cfg_int(p, G, g, "model.decoder.num_hidden_layers", req, &layers);
+    int h_head = cfg_int(p, G, g, "model.decoder.head_size", req, &head);
+    int h_bos = cfg_int(p, G, g, "model.bos_token_id", 0, &bos);
+    int h_pad = cfg_int(p, G, g, "model.pad_token_id", 0, &pad);
+    json_t *eos = json_array(), *ej;
+    int r = cfg_get(p, G, g, "model.eos_token_id", &ej);
+    if (r == 0 && req)
+        pack_refuse(p, "genai_config.json: model.eos_token_id", "config_missing", "required key is missing");
+    else if (r > 0) {
+        if (json_is_integer(ej) && json_integer_value(ej) >= 0)
+            json_array_append(eos, ej);
+        else if (json_is_array(ej) && json_array_size(ej) > 0) {
+            size_t i;
+            json_t *v;
+            json_array_foreach(ej, i, v)
+            {
+                if (!json_is_integer(v) || json_integer_value(v) < 0) {
+                    pack_refuse(p, "genai_config.json: model.eos_token_id", "config_type",
+                                "expected an integer or an array of integers, element %zu is %s", i, json_type_name(v));
+                    break;
+                }
+                json_array_append(eos, v);
+            }
+        } else
+            pack_refuse(p, "genai_config.json: model.eos_token_id", "config_type",
+                        "expected an integer or an array of integers, got %s", json_type_name(ej));
+    }
+    /* config.json (Hugging Face) fills what genai_config.json does not say and is cross-checked */
+    double theta = 0, eps_cfg = 0, prf = 0;
+    int h_theta = 0, h_eps = 0, h_inter = 0, h_prf = 0;
+    json_t *scaling = NULL;
+    if (c) {
+        h_inter = cfg_int(p, C, c, "intermediate_size", 0, &inter);
+        h_eps = cfg_num(p, C, c, "rms_norm_eps", &eps_cfg);
+        h_theta = cfg_num(p, C, c, "rope_theta", &theta);
+        if (h_theta == 0)
+            h_theta = cfg_num(p, C, c, "rope_parameters.rope_theta", &theta);
+        h_prf = cfg_num(p, C, c, "partial_rotary_factor", &prf);
+        json_t *s = json_object_get(c, "rope_scaling");
+        if (json_is_object(s))
+            scaling = s;
+        long long v;
+        if (cfg_int(p, C, c, "vocab_size", 0, &v) > 0 && h_vocab > 0 && v != vocab)
+            pack_refuse(p, "genai_config.json: model.vocab_size", "config_dims",
+                        "%lld contradicts config.json vocab_size %lld", vocab, v);
+        if (cfg_int(p, C, c, "hidden_size", 0, &v) > 0 && h_hidden > 0 && v != hidden)
+            pack_refuse(p, "genai_config.json: model.decoder.hidden_size", "config_dims",
+                        "%lld contradicts config.json hidden_size %lld", hidden, v);
+        if (cfg_int(p, C, c, "num_hidden_layers", 0, &v) > 0 && h_layers > 0 && v != layers)
+            pack_refuse(p, "genai_config.json: model.decoder.num_hidden_layers", "config_dims",
+                        "%lld contradicts config.json num_hidden_layers %lld", layers, v);
+    }
+    /* intermediate size: config.json, else the MLP tensors */
+    if (h_inter <= 0) {
+        const pack_tensor *gate = pack_find(p, "layers.0.mlp.gate");
+        if (gate && gate->dtype == Q4NX_Q4) {
+            inter = gate->n;
+            h_inter = 1;
+        }
+    }
+    /* rms epsilon: the graph's norm attribute is what the runtime computes with */
+    double eps = -1;
+    if (p->g.rms_eps >= 0) {
+        eps = float_as_short_double(p->g.rms_eps_f);
+        if (h_eps > 0 && (float)eps_cfg == p->g.rms_eps_f)
+            eps = eps_cfg;
+        else if (h_eps > 0 && fabs(eps_cfg - eps) > 1e-3 * eps)
+            pack_refuse(p, "config.json: rms_norm_eps", "config_dims", "%g contradicts the graph's norm epsilon %g",
+                        eps_cfg, eps);
+    } else if (h_eps > 0)
+        eps = eps_cfg;
+
+    int rope_dim = p->g.rope_dim > 0 ? p->g.rope_dim : -1;
+    if (rope_dim < 0 && h_head > 0)
+        rope_dim = (int)(h_prf > 0 ? prf * (double)head : (double)head);
+    json_t *rope = json_pack("{s:o,s:o,s:o,s:o,s:o}", "theta", h_theta > 0 ? json_real(theta) : json_null(), "dim",
+                             rope_dim > 0 ? json_integer(rope_dim) : json_null(), "interleaved",
+                             p->g.rope_interleaved >= 0 ? json_boolean(p->g.rope_interleaved) : json_null(),
+                             "cache_rows", p->g.rope_rows ? json_integer((json_int_t)p->g.rope_rows) : json_null(),
+                             "scaling", scaling ? json_deep_copy(scaling) : json_null());
+    json_t *padj = h_pad > 0 ? json_integer(pad) : json_array_size(eos) ? json_incref(json_array_get(eos, 0)) : json_null();
+    const char *fam = family_of(type);
+    p->model = json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
+                         "family", fam ? json_string(fam) : json_null(), "model_type", type ? json_string(type) : json_null(),
+                         "vocab_size", jint_or_null(h_vocab, vocab), "hidden_size", jint_or_null(h_hidden, hidden),
+                         "intermediate_size", jint_or_null(h_inter, inter), "num_layers", jint_or_null(h_layers, layers),
+                         "num_heads", jint_or_null(h_heads, heads), "num_kv_heads", jint_or_null(h_kv, kv), "head_dim",
+                         jint_or_null(h_head, head), "context_length", jint_or_null(h_ctx, ctx), "rms_norm_eps",
+                         eps > 0 ? json_real(eps) : json_null(), "rope", rope, "tie_embeddings",
+                         json_boolean(p->g.tied), "bos_token_id", jint_or_null(h_bos, bos), "eos_token_ids", eos,
+                         "pad_token_id", padj, "qkv_bias", json_boolean(p->g.qkv_bias), "qk_norm",
+                         json_boolean(p->g.qk_norm), "io_dtype",
+                         p->g.io_dtype ? json_string(dtname(p->g.io_dtype)) : json_null(), "chat_template",
+                         chat_template(p));
+    if (!p->genai)
+        json_decref(g);
+}
+
+static void detect_flavour(pack *p)
+{
+    const char *fn = p->onnx_name ? p->onnx_name : "";
+    if (p->npu_files || p->g.ryzenai_nodes || !strcmp(fn, "fusion.onnx"))
+        p->flavour = PACK_AMD_NPU;
+    else if (p->g.has_rotary_nodes || p->g.separate_qkv)
+        p->flavour = PACK_BUILDER_AMD;
+    else if (p->g.packed_qkv || p->g.has_gqa_rotary)
+        p->flavour = PACK_BUILDER_CPU;
+    else
+        p->flavour = PACK_UNKNOWN;
+}
+
+pack *pack_open(const char *dir, ogk_error *e)
+{
+    struct stat st;
+    if (stat(dir, &st) != 0) {
+        ogk_fail(e, "%s: %s", dir, strerror(errno));
+        return NULL;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        ogk_fail(e, "%s: not a directory (a pack is a directory with genai_config.json and model.onnx)", dir);
+        return NULL;
+    }
+    pack *p = calloc(1, sizeof *p);
+    p->dir = strdup(dir);
+    size_t dl = strlen(p->dir);
+    while (dl > 1 && p->dir[dl - 1] == '/')
+        p->dir[--dl] = 0;
+    p->g.num_layers = -1;
+    p->g.rms_eps = -1;
+    p->g.rope_interleaved = -1;
+    p->g.rope_dim = -1;
+
+    int missing;
+    p->genai = read_json(p, "genai_config.json", &missing);
+    int genai_missing = missing;
+    p->hfcfg = read_json(p, "config.json", &missing);
+    p->tokcfg = read_json(p, "tokenizer_config.json", &missing);
+
+    const char *fn = NULL;
+    if (p->genai)
+        cfg_str(p, "genai_config.json", p->genai, "model.decoder.filename", 1, &fn);
+    if (!fn || strchr(fn, '/') || !strcmp(fn, "..")) {
+        if (fn)
+            pack_refuse(p, "genai_config.json: model.decoder.filename", "config_type",
+                        "\"%s\" is not a file name inside the pack", fn);
+        fn = exists(p, "model.onnx") ? "model.onnx" : exists(p, "fusion.onnx") ? "fusion.onnx" : NULL;
+    }
+    if (genai_missing && !fn) {
+        ogk_fail(e, "%s: not an OGA pack (no genai_config.json and no model.onnx)", p->dir);
+        pack_close(p);
+        return NULL;
+    }
+    if (genai_missing)
+        pack_refuse(p, "file genai_config.json", "file_missing", "missing: the pack's configuration is required");
+    p->onnx_name = fn ? strdup(fn) : NULL;
+
+    scan_npu_files(p);
+    pack_read_graph(p);
+    read_assets(p);
+    build_model(p);
+    pack_check_dims(p);
+    detect_flavour(p);
+    return p;
+}
+
+/* ---- the oga-info report ---- */
+
+static json_t *shape_json(const pack_tensor *t)
+{
+    json_t *a = json_array();
+    for (int i = 0; i < t->ndim; i++)
+        json_array_append_new(a, json_integer((json_int_t)t->shape[i]));
+    return a;
+}
+
+static uint64_t tensor_bytes(const pack_tensor *t)
+{
+    return t->dtype == Q4NX_Q4 ? t->codes_size + t->scales_size + t->zeros_size : t->nbytes;
+}
+
+/* "layers.3.attn.q" -> "attn.q" (roles summed over layers) */
+static const char *role_class(const char *role, char *buf, size_t n)
+{
+    if (!strncmp(role, "layers.", 7)) {
+        const char *d = strchr(role + 7, '.');
+        if (d) {
+            snprintf(buf, n, "%s", d + 1);
+            return buf;
+        }
+    }
+    return role;
+}
+
+static void add_unique(json_t *arr, json_t *v)
+{
+    size_t i;
+    json_t *x;
+    json_array_foreach(arr, i, x) if (json_equal(x, v))
+    {
+        json_decref(v);
+        return;
+    }
+    json_array_append_new(arr, v);
+}
+
+json_t *pack_info_json(const pack *p, int with_tensors)
+{
+    json_t *m = p->model;
+    json_t *dims = json_object();
+    const char *dk[] = {"vocab_size", "hidden_size", "intermediate_size", "num_layers", "num_heads", "num_kv_heads", "head_dim"};
+    for (size_t i = 0; i < sizeof dk / sizeof dk[0]; i++)
+        json_object_set(dims, dk[i], json_object_get(m, dk[i]));
+    json_t *tokens = json_pack("{s:O,s:O,s:O}", "bos_token_id", json_object_get(m, "bos_token_id"), "eos_token_ids",
+                               json_object_get(m, "eos_token_ids"), "pad_token_id", json_object_get(m, "pad_token_id"));
+    /* quantisation summary */
+    json_t *bits = json_array(), *blocks = json_array(), *sdt = json_array(), *ops = json_array(), *acc = json_array();
+    size_t nq = 0, nsym = 0, nasym = 0;
+    uint64_t qbytes = 0, pbytes = 0;
+    json_t *by_role = json_object();
+    for (size_t i = 0; i < p->n_t; i++) {
+        const pack_tensor *t = &p->t[i];
+        char buf[64];
+        const char *cls = role_class(t->role, buf, sizeof buf);
+        json_t *rc = json_object_get(by_role, cls);
+        if (!rc) {
+            rc = json_pack("{s:i,s:I}", "count", 0, "bytes", (json_int_t)0);
+            json_object_set_new(by_role, cls, rc);
+        }
+        json_object_set_new(rc, "count", json_integer(json_integer_value(json_object_get(rc, "count")) + 1));
+        json_object_set_new(rc, "bytes",
+                            json_integer(json_integer_value(json_object_get(rc, "bytes")) + (json_int_t)tensor_bytes(t)));
+        if (t->dtype == Q4NX_Q4) {
+            nq++;
+            qbytes += tensor_bytes(t);
+            add_unique(bits, json_integer(4));
+            add_unique(blocks, json_integer(t->block));
+            add_unique(sdt, json_string(dtname(t->scale_dtype)));
+            add_unique(ops, json_string(t->source_op));
+            if (t->accuracy_level >= 0)
+                add_unique(acc, json_integer(t->accuracy_level));
+            if (t->has_zp)
+                nasym++;
+            else
+                nsym++;
+        } else
+            pbytes += t->nbytes;
+    }
+    const char *sym = nq == 0 ? "none" : nasym == 0 ? "symmetric" : nsym == 0 ? "asymmetric" : "mixed";
+    json_t *quant = json_pack("{s:I,s:o,s:o,s:s,s:o,s:o,s:o,s:I,s:I}", "tensors", (json_int_t)nq, "bits", bits,
+                              "block_sizes", blocks, "zero_points", sym, "scale_dtypes", sdt, "source_ops", ops,
+                              "accuracy_levels", acc, "quantised_bytes", (json_int_t)qbytes, "plain_bytes",
+                              (json_int_t)pbytes);
+    json_t *refs = json_array();
+    for (size_t i = 0; i < p->n_r; i++)
+        json_array_append_new(refs, json_pack("{s:s,s:s,s:s}", "what", p->r[i].what, "code", p->r[i].code, "reason",
+                                              p->r[i].reason));
+    json_t *out = json_pack(
+        "{s:s,s:s,s:O,s:O,s:o,s:o,s:O,s:O,s:O,s:O,s:b,s:O,s:O,s:o,s:I,s:I,s:o,s:I,s:b,s:o}", "pack", p->dir,
+        "flavour", pack_flavour_name(p->flavour), "family", json_object_get(m, "family"), "model_type",
+        json_object_get(m, "model_type"), "dims", dims, "tokens", tokens, "context_length",
+        json_object_get(m, "context_length"), "rms_norm_eps", json_object_get(m, "rms_norm_eps"), "rope",
+        json_object_get(m, "rope"), "io_dtype", json_object_get(m, "io_dtype"), "tie_embeddings", p->g.tied,
+        "qkv_bias", json_object_get(m, "qkv_bias"), "qk_norm", json_object_get(m, "qk_norm"), "files",
+        json_deep_copy(p->files), "tensor_count", (json_int_t)p->n_t, "tensor_bytes", (json_int_t)(qbytes + pbytes),
+        "quantization", quant, "ignored_constants", (json_int_t)p->g.ignored_constants, "importable", p->n_r == 0,
+        "refusals", refs);
+    json_object_set_new(out, "by_role", by_role);
+    json_object_set(out, "chat_template", json_is_string(json_object_get(m, "chat_template")) ? json_true() : json_false());
+    if (with_tensors) {
+        json_t *ts = json_array();
+        for (size_t i = 0; i < p->n_t; i++) {
+            const pack_tensor *t = &p->t[i];
+            json_t *o = json_pack("{s:s,s:s,s:s,s:o,s:I}", "name", t->name, "role", t->role, "dtype",
+                                  dtname(t->dtype), "shape", shape_json(t), "bytes", (json_int_t)tensor_bytes(t));
+            if (t->dtype == Q4NX_Q4) {
+                json_object_set_new(o, "quant",
+                                    json_pack("{s:i,s:i,s:i,s:s,s:s,s:s,s:s,s:o}", "bits", 4, "block_size", (int)t->block,
+                                              "k_blocks", (int)t->k_blocks, "scale_dtype", dtname(t->scale_dtype),
+                                              "zero_points", t->has_zp ? "u4" : "none", "source_op", t->source_op,
+                                              "scales", t->scales_name, "zeros",
+                                              t->zeros_name ? json_string(t->zeros_name) : json_null()));
+                if (t->accuracy_level >= 0)
+                    json_object_set_new(json_object_get(o, "quant"), "accuracy_level", json_integer(t->accuracy_level));
+            }
+            json_object_set_new(o, "node", t->node ? json_string(t->node) : json_null());
+            json_array_append_new(ts, o);
+        }
+        json_object_set_new(out, "tensors", ts);
+    }
+    return out;
+}

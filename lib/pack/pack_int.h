@@ -1,0 +1,71 @@
+/* lib/pack internals shared by pack.c (files, config, model description, report) and graph.c (the
+ * ONNX graph: tensors, external data, the role walk, the quantisation checks). Not a public header. */
+#ifndef OGK_PACK_INT_H
+#define OGK_PACK_INT_H
+
+#include "pack.h"
+
+#include "onnx/onnx.pb-c.h"
+
+typedef struct {
+    char *loc; /* relative to the pack dir */
+    ogk_map m;
+    int ok;
+    uint64_t need_end;  /* largest offset+length any initializer asks for */
+    int past_end;       /* initializers running past the end */
+} pack_ext;
+
+/* What the graph walk learned besides the tensors (used for the model description). */
+typedef struct {
+    int num_layers;      /* -1 unknown */
+    double rms_eps;      /* < 0 unknown */
+    float rms_eps_f;
+    int rope_interleaved; /* -1 unknown */
+    int rope_dim;         /* from the cache width, -1 unknown */
+    int rope_dim_attr;    /* RotaryEmbedding rotary_embedding_dim, 0 absent */
+    uint64_t rope_rows;
+    int gqa_heads, gqa_kv_heads; /* attention node attributes, 0 absent */
+    int io_dtype;         /* enum q4nx_dtype of the logits, 0 unknown */
+    int has_rotary_nodes, has_gqa_rotary, separate_qkv, packed_qkv, has_position_ids, ryzenai_nodes;
+    int qkv_bias, qk_norm, tied;
+    size_t ignored_constants;
+} pack_graph_facts;
+
+struct pack {
+    char *dir;
+    int flavour;
+    json_t *genai, *hfcfg, *tokcfg; /* parsed JSON files, NULL when absent or unreadable */
+    json_t *model;                  /* normalised description */
+    json_t *files;                  /* oga-info "files" object */
+    char *onnx_name;                /* decoder.filename or the .onnx found */
+    ogk_map onnx_map;
+    Onnx__ModelProto *onnx;
+    pack_ext *ext;
+    size_t n_ext;
+    pack_tensor *t;
+    size_t n_t, cap_t;
+    pack_refusal *r;
+    size_t n_r, cap_r;
+    pack_asset *a;
+    size_t n_a, cap_a;
+    void **owned;
+    size_t n_owned, cap_owned;
+    pack_graph_facts g;
+    int npu_files;
+};
+
+/* memory owned by the pack (freed at pack_close) */
+void *pack_own(pack *p, void *ptr);
+char *pack_strdup(pack *p, const char *s);
+char *pack_printf(pack *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* add a refusal; what/reason are copied */
+void pack_refuse(pack *p, const char *what, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+pack_tensor *pack_add_tensor(pack *p);
+
+/* graph.c: parse the ONNX file, walk it, fill p->t and p->g, refuse what cannot be represented */
+void pack_read_graph(pack *p);
+/* graph.c: cross-check the tensors against the config dims (called after the model description) */
+void pack_check_dims(pack *p);
+
+#endif
