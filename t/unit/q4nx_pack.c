@@ -127,12 +127,13 @@ static float want2(uint32_t r, uint32_t c)
     return (float)(q - z) * ogk_f16_to_f32(scales2[r * KB2 + g]);
 }
 
-int main(void)
+/* With arguments: "q4nx_pack FILE [MODE]" only writes a stream (MODE 0 good, 1 lying header, 2 no end
+ * frame, 3 corrupt payload) for t/q4nx.bats, and exits. */
+int main(int argc, char **argv)
 {
     const char *build = getenv("OGAKIT_BUILD");
     snprintf(prog, sizeof prog, "%s/bin/q4nx-pack", build ? build : "build");
     snprintf(dir, sizeof dir, "/tmp/q4nx_pack_%d", (int)getpid());
-    mkdir(dir, 0755);
     for (size_t i = 0; i < sizeof codes1; i++)
         codes1[i] = (uint8_t)rnd();
     for (size_t i = 0; i < sizeof codes2; i++)
@@ -145,6 +146,11 @@ int main(void)
         scales2[i] = (uint16_t)(0x1c00 + rnd() % 0x800);
     for (int i = 0; i < K; i++)
         normw[i] = 1.0f + (float)i / 64.0f;
+    if (argc > 1) {
+        write_stream(argv[1], argc > 2 ? atoi(argv[2]) : 0);
+        return 0;
+    }
+    mkdir(dir, 0755);
     char good[200], out[200], err[200], bad[200], args[400];
     snprintf(good, sizeof good, "%s/good.ogax", dir);
     snprintf(out, sizeof out, "%s/m.q4nx", dir);
