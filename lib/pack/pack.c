@@ -168,7 +168,7 @@ static int exists(const pack *p, const char *name)
 }
 
 /* Parse a JSON file of the pack: NULL when absent (missing=1) or broken (refused). */
-static json_t *read_json(pack *p, const char *name, int *missing)
+static json_t *read_json(pack *p, const char *name, int flags, int *missing)
 {
     *missing = 0;
     if (!exists(p, name)) {
@@ -177,7 +177,7 @@ static json_t *read_json(pack *p, const char *name, int *missing)
     }
     char *path = join(p, name);
     json_error_t je;
-    json_t *j = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+    json_t *j = json_load_file(path, JSON_REJECT_DUPLICATES | flags, &je);
     free(path);
     if (!j) {
         pack_refuse(p, name, "config_json", "not valid JSON: %s (line %d)", je.text, je.line);
@@ -580,10 +580,11 @@ pack *pack_open(const char *dir, ogk_error *e)
     p->g.rope_dim = -1;
 
     int missing;
-    p->genai = read_json(p, "genai_config.json", &missing);
+    p->genai = read_json(p, "genai_config.json", 0, &missing);
     int genai_missing = missing;
-    p->hfcfg = read_json(p, "config.json", &missing);
-    p->tokcfg = read_json(p, "tokenizer_config.json", &missing);
+    p->hfcfg = read_json(p, "config.json", 0, &missing);
+    /* real tokenizer_config.json files say "model_max_length": 1000000000000000019884624838656 */
+    p->tokcfg = read_json(p, "tokenizer_config.json", JSON_DECODE_INT_AS_REAL, &missing);
 
     const char *fn = NULL;
     if (p->genai)
