@@ -99,40 +99,90 @@ static inline size_t group_pos(int layout, uint32_t kb, uint32_t block, uint32_t
     return tile * gpt * 32 + (size_t)(group % gpt) * 32 + row % 32;
 }
 
+/* four nibbles of v (low 16 bits) into the low nibbles of four bytes */
+static inline uint32_t spread4(uint32_t v)
+{
+    v &= 0xFFFF;
+    v = (v | v << 8) & 0x00FF00FFu;
+    return (v | v << 4) & 0x0F0F0F0Fu;
+}
+
+/* b8 codes: for each row, its 8-column runs go to consecutive 64-byte chunks of the row block at
+ * offset r*4. A run of 4 source bytes (codes 0..7) becomes bytes i = code i | code 4+i << 4. */
+static void relayout_b8_codes(uint32_t n, uint32_t kp, const uint8_t *src, uint8_t *codes)
+{
+    size_t runs = kp / 8;
+    for (uint32_t row = 0; row < n; row++) {
+        const uint8_t *s = src + (size_t)row * kp / 2;
+        uint8_t *d = codes + (size_t)(row / 16) * runs * 64 + (row % 16) * 4;
+        for (size_t j = 0; j < runs; j++, s += 4, d += 64) {
+            uint32_t x;
+            memcpy(&x, s, 4);
+            uint32_t o = spread4(x) | spread4(x >> 16) << 4; /* little-endian byte order */
+            memcpy(d, &o, 4);
+        }
+    }
+}
+
+/* rm codes: rows R and R+1 (R even) of a tile share bytes (R/16)*2048 + c*8 + (R%16)/2, R in the low
+ * nibble; columns beyond kp and rows beyond n stay zero. */
+static void relayout_rm_codes(uint32_t n, uint32_t kp, const uint8_t *src, uint8_t *codes)
+{
+    uint32_t ntc = (kp + 255) / 256;
+    for (uint32_t row = 0; row < n; row += 2) {
+        const uint8_t *a = src + (size_t)row * kp / 2;
+        const uint8_t *b = row + 1 < n ? a + kp / 2 : NULL;
+        uint32_t R = row % 32;
+        uint8_t *tiles = codes + (size_t)(row / 32) * ntc * 4096 + (R / 16) * 2048 + (R % 16) / 2;
+        for (uint32_t c = 0; c < kp; c += 2) {
+            uint8_t x = a[c / 2], y = b ? b[c / 2] : 0;
+            uint8_t *d = tiles + (size_t)(c / 256) * 4096 + (c % 256) * 8;
+            d[0] = (uint8_t)((x & 15) | (y & 15) << 4);
+            d[8] = (uint8_t)((x >> 4) | (y & 0xF0));
+        }
+    }
+}
+
 void q4nx_q4_relayout(int layout, uint32_t n, uint32_t k, uint32_t block, int scale_dtype, const uint8_t *src_codes,
                       const void *src_scales, const uint8_t *src_zp, uint8_t *codes, void *scales, uint8_t *zeros)
 {
     uint32_t kb = cdiv(k, block), kp = kb * block;
     size_t ss = q4nx_dtype_size(scale_dtype), zrow = cdiv(kb, 2);
-    memset(codes, 0, q4nx_q4_codes_bytes(layout, n, k, block));
-    memset(scales, 0, q4nx_q4_groups(layout, n, k, block) * ss);
+    size_t cbytes = q4nx_q4_codes_bytes(layout, n, k, block), groups = q4nx_q4_groups(layout, n, k, block);
+    if (layout == Q4NX_B8) {
+        /* only the last, partial row block holds padding rows: every byte before it is written */
+        size_t live = (size_t)(n / 16) * 16 * kp / 2;
+        memset(codes + live, 0, cbytes - live);
+        relayout_b8_codes(n, kp, src_codes, codes);
+    } else {
+        memset(codes, 0, cbytes);
+        relayout_rm_codes(n, kp, src_codes, codes);
+    }
+    memset(scales, 0, groups * ss);
     if (src_zp && zeros)
-        memset(zeros, 0, q4nx_q4_groups(layout, n, k, block));
+        memset(zeros, 0, groups);
     for (uint32_t row = 0; row < n; row++) {
-        const uint8_t *srow = src_codes + (size_t)row * kp / 2;
+        const uint8_t *srow_s = (const uint8_t *)src_scales + (size_t)row * kb * ss;
         if (layout == Q4NX_B8) {
-            /* fast path: whole 8-column runs */
-            for (uint32_t col = 0; col < kp; col += 8) {
-                int hi;
-                size_t p = code_pos(layout, kb, block, row, col, &hi);
-                const uint8_t *s = srow + col / 2; /* 4 bytes = 8 codes, low nibble first */
-                for (int i = 0; i < 4; i++) {
-                    uint8_t lo = (uint8_t)((s[i / 2] >> (4 * (i & 1))) & 15);
-                    uint8_t up = (uint8_t)((s[2 + i / 2] >> (4 * (i & 1))) & 15);
-                    codes[p + (size_t)i] = (uint8_t)(lo | up << 4);
-                }
+            /* row's groups sit 16 entries apart */
+            uint8_t *d = (uint8_t *)scales + (((size_t)(row / 16) * kb) * 16 + row % 16) * ss;
+            if (ss == 2)
+                for (uint32_t g = 0; g < kb; g++)
+                    memcpy(d + (size_t)g * 32, srow_s + (size_t)g * 2, 2);
+            else
+                for (uint32_t g = 0; g < kb; g++)
+                    memcpy(d + (size_t)g * 64, srow_s + (size_t)g * 4, 4);
+            if (src_zp && zeros) {
+                uint8_t *z = zeros + ((size_t)(row / 16) * kb) * 16 + row % 16;
+                const uint8_t *sz = src_zp + (size_t)row * zrow;
+                for (uint32_t g = 0; g < kb; g++)
+                    z[(size_t)g * 16] = (uint8_t)((sz[g / 2] >> (4 * (g & 1))) & 15);
             }
-        } else {
-            for (uint32_t col = 0; col < kp; col++) {
-                int hi;
-                size_t p = code_pos(layout, kb, block, row, col, &hi);
-                uint8_t q = (uint8_t)((srow[col / 2] >> (4 * (col & 1))) & 15);
-                codes[p] |= (uint8_t)(hi ? q << 4 : q);
-            }
+            continue;
         }
         for (uint32_t g = 0; g < kb; g++) {
             size_t p = group_pos(layout, kb, block, row, g);
-            memcpy((uint8_t *)scales + p * ss, (const uint8_t *)src_scales + ((size_t)row * kb + g) * ss, ss);
+            memcpy((uint8_t *)scales + p * ss, srow_s + (size_t)g * ss, ss);
             if (src_zp && zeros)
                 zeros[p] = (uint8_t)((src_zp[row * zrow + g / 2] >> (4 * (g & 1))) & 15);
         }

@@ -1,5 +1,6 @@
 /* q4nx_q4_dequant_rows (storage-order walk) agrees bit for bit with the per-element accessor path
- * q4nx_q4_dequant_row, for both layouts, odd shapes and arbitrary row windows. */
+ * q4nx_q4_dequant_row, for both layouts, odd shapes and arbitrary row windows; q4nx_q4_relayout zeroes
+ * every padding code, scale and zero point as q4nx.h defines. */
 #include "tap.h"
 #include "q4nx/q4nx.h"
 #include "util/util.h"
@@ -31,11 +32,27 @@ static int check(int layout, uint32_t n, uint32_t k, uint32_t block, int sdt, in
         szp[i] = (uint8_t)rnd();
     q4nx_tensor t = {.dtype = Q4NX_Q4, .layout = layout, .n = n, .k = k, .block = block, .k_blocks = kb,
                      .scale_dtype = sdt, .has_zp = with_zp};
-    uint8_t *codes = malloc(q4nx_q4_codes_bytes(layout, n, k, block));
-    uint8_t *scales = malloc(q4nx_q4_groups(layout, n, k, block) * ss);
-    uint8_t *zeros = malloc(q4nx_q4_groups(layout, n, k, block));
+    size_t cbytes = q4nx_q4_codes_bytes(layout, n, k, block), groups = q4nx_q4_groups(layout, n, k, block);
+    uint8_t *codes = malloc(cbytes), *scales = malloc(groups * ss), *zeros = malloc(groups);
+    memset(codes, 0xAA, cbytes), memset(scales, 0xAA, groups * ss), memset(zeros, 0xAA, groups);
     q4nx_q4_relayout(layout, n, k, block, sdt, src, ssc, with_zp ? szp : NULL, codes, scales, zeros);
     t.codes = codes, t.scales = scales, t.zeros = with_zp ? zeros : NULL;
+    /* padding rows (and rm's columns past kb*B) are zero in codes, scales and zero points */
+    uint32_t rows_p = layout == Q4NX_B8 ? (n + 15) / 16 * 16 : (n + 31) / 32 * 32;
+    uint32_t cols_p = layout == Q4NX_B8 ? kb * block : (kb * block + 255) / 256 * 256;
+    int pad_ok = 1;
+    for (uint32_t r = 0; r < rows_p; r++)
+        for (uint32_t c = 0; c < cols_p; c++)
+            if ((r >= n || c >= kb * block) && q4nx_q4_code(&t, r, c) != 0)
+                pad_ok = 0;
+    q4nx_tensor tz = t;
+    tz.zeros = zeros, tz.has_zp = with_zp;
+    for (uint32_t r = 0; r < rows_p; r++)
+        for (uint32_t g = 0; g < cols_p / block; g++)
+            if ((r >= n || g >= kb) && (q4nx_q4_scale(&t, r, g) != 0.0f || (with_zp && q4nx_q4_zero(&tz, r, g) != 0)))
+                pad_ok = 0;
+    if (!pad_ok)
+        printf("# padding not zero\n");
     float *fast = malloc(sizeof(float) * nr * k), *slow = malloc(sizeof(float) * k);
     q4nx_q4_dequant_rows(&t, r0, nr, fast);
     int ok = 1;
@@ -45,7 +62,7 @@ static int check(int layout, uint32_t n, uint32_t k, uint32_t block, int sdt, in
             ok = 0;
     }
     free(src), free(ssc), free(szp), free(codes), free(scales), free(zeros), free(fast), free(slow);
-    return ok;
+    return ok && pad_ok;
 }
 
 int main(void)
