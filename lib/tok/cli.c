@@ -1,0 +1,515 @@
+/* The tokenizer subcommands of npu-forward: tokenize, detokenize, chat. Text in, ids out as JSON, and back;
+ * messages in, rendered prompt out. Tokenizer files come from --tokenizer DIR or -m model.q4nx. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "q4nx/q4nx.h"
+#include "tok/tok_int.h"
+
+static const char tokenize_usage[] =
+    "usage: npu-forward tokenize (--tokenizer DIR | -m MODEL) [--no-special] [--lines | --jsonl]\n"
+    "                            [--bench N] [-f FILE | TEXT...]\n"
+    "  Encode TEXT (the arguments joined by spaces), or FILE, or stdin, and print the ids as a JSON array.\n"
+    "  --no-special  do not add the post-processor's special tokens (e.g. BOS)\n"
+    "  --lines       encode every input line separately (without its newline); one JSON array per line\n"
+    "  --jsonl       every input line is a JSON string; one JSON array per line\n"
+    "  --bench N     encode the input N times and print {bytes, seconds, mb_per_s} instead of ids\n"
+    "  Input must be valid UTF-8 (else exit 3 naming the byte offset).\n";
+
+static const char detokenize_usage[] =
+    "usage: npu-forward detokenize (--tokenizer DIR | -m MODEL) [--skip-special] [--cleanup | --no-cleanup]\n"
+    "                              [--jsonl | --stream] [-f FILE | IDS...]\n"
+    "  Decode a JSON array of ids (the arguments, or FILE, or stdin) and print the text (no newline added).\n"
+    "  --skip-special  drop special tokens\n"
+    "  --cleanup, --no-cleanup  force clean_up_tokenization_spaces on / off (default: tokenizer_config.json)\n"
+    "  --jsonl         every input line is a JSON array; print one JSON string per line\n"
+    "  --stream        decode through the incremental (streaming) decoder, one id at a time; never cleans up\n";
+
+static const char chat_usage[] =
+    "usage: npu-forward chat (--tokenizer DIR | -m MODEL | --template FILE) [--family NAME]\n"
+    "                        [--add-generation-prompt | --no-generation-prompt] [--jsonl] [--ids] [FILE]\n"
+    "  Render a conversation with the chat template and print the prompt (no newline added).\n"
+    "  Input (FILE or stdin): a JSON object {\"messages\": [...], \"tools\": [...], ...} whose members become\n"
+    "  template variables, or a JSON array of messages. bos_token / eos_token come from the tokenizer.\n"
+    "  --family NAME  built-in template (llama2, mistral, phi3, chatml, qwen2, llama3) when the tokenizer has none\n"
+    "  --jsonl        every input line is one conversation; print one JSON string per line\n"
+    "  --ids          print the token ids of the rendered prompt instead of the text\n";
+
+typedef struct {
+    const char *dir, *model, *file, *template_file, *family;
+    int no_special, lines, jsonl, skip_special, cleanup, stream, ids, gen, bench;
+    int nargs;
+    char **args;
+} cli_opts;
+
+enum { O_TOKENIZER = 300, O_NOSPECIAL, O_LINES, O_JSONL, O_SKIP, O_CLEAN, O_NOCLEAN, O_STREAM, O_TEMPLATE,
+       O_FAMILY, O_IDS, O_GEN, O_NOGEN, O_BENCH };
+
+static void cli_parse(int argc, char **argv, cli_opts *o, const char *usage)
+{
+    static const struct option lo[] = {
+        {"tokenizer", required_argument, 0, O_TOKENIZER}, {"model", required_argument, 0, 'm'},
+        {"file", required_argument, 0, 'f'},              {"no-special", no_argument, 0, O_NOSPECIAL},
+        {"lines", no_argument, 0, O_LINES},               {"jsonl", no_argument, 0, O_JSONL},
+        {"skip-special", no_argument, 0, O_SKIP},         {"cleanup", no_argument, 0, O_CLEAN},
+        {"no-cleanup", no_argument, 0, O_NOCLEAN},        {"stream", no_argument, 0, O_STREAM},
+        {"template", required_argument, 0, O_TEMPLATE},   {"family", required_argument, 0, O_FAMILY},
+        {"ids", no_argument, 0, O_IDS},                   {"add-generation-prompt", no_argument, 0, O_GEN},
+        {"no-generation-prompt", no_argument, 0, O_NOGEN}, {"bench", required_argument, 0, O_BENCH},
+        {"help", no_argument, 0, 'h'},                    {0, 0, 0, 0},
+    };
+    memset(o, 0, sizeof *o);
+    o->cleanup = -1;
+    o->gen = -1;
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "+m:f:h", lo, NULL)) != -1) {
+        switch (c) {
+        case O_TOKENIZER: o->dir = optarg; break;
+        case 'm': o->model = optarg; break;
+        case 'f': o->file = optarg; break;
+        case O_NOSPECIAL: o->no_special = 1; break;
+        case O_LINES: o->lines = 1; break;
+        case O_JSONL: o->jsonl = 1; break;
+        case O_SKIP: o->skip_special = 1; break;
+        case O_CLEAN: o->cleanup = 1; break;
+        case O_NOCLEAN: o->cleanup = 0; break;
+        case O_STREAM: o->stream = 1; break;
+        case O_TEMPLATE: o->template_file = optarg; break;
+        case O_FAMILY: o->family = optarg; break;
+        case O_IDS: o->ids = 1; break;
+        case O_GEN: o->gen = 1; break;
+        case O_NOGEN: o->gen = 0; break;
+        case O_BENCH: o->bench = (int)ogk_parse_long("--bench", optarg, 1, 1000000); break;
+        case 'h': fputs(usage, stdout); exit(0);
+        default: fputs(usage, stderr); exit(OGK_EXIT_USAGE);
+        }
+    }
+    o->args = argv + optind;
+    o->nargs = argc - optind;
+    if (o->dir && o->model)
+        ogk_die(OGK_EXIT_USAGE, "%s: --tokenizer and -m are exclusive", argv[0]);
+    if (o->lines && o->jsonl)
+        ogk_die(OGK_EXIT_USAGE, "%s: --lines and --jsonl are exclusive", argv[0]);
+}
+
+/* tokenizer from --tokenizer DIR or -m MODEL; *family / *model_template from the container */
+static tok *cli_tok(const cli_opts *o, const char *cmd, int required, char **family, char **model_template)
+{
+    ogk_error e;
+    if (o->dir) {
+        tok *t = tok_load_dir(o->dir, &e);
+        if (!t)
+            ogk_die(OGK_EXIT_INPUT, "%s: %s", cmd, e.msg);
+        return t;
+    }
+    if (o->model) {
+        int code = OGK_EXIT_INPUT;
+        q4nx_file *f = q4nx_open(o->model, &e, &code);
+        if (!f)
+            ogk_die(code, "%s: %s", cmd, e.msg);
+        const uint8_t *tj, *tc = NULL;
+        size_t tjl, tcl = 0;
+        if (q4nx_asset(f, "tokenizer.json", &tj, &tjl))
+            ogk_die(OGK_EXIT_INPUT, "%s: %s: the container has no tokenizer.json asset", cmd, o->model);
+        if (q4nx_asset(f, "tokenizer_config.json", &tc, &tcl))
+            tc = NULL, tcl = 0;
+        tok *t = tok_load((const char *)tj, tjl, (const char *)tc, tcl, &e);
+        if (!t)
+            ogk_die(OGK_EXIT_INPUT, "%s: %s: %s", cmd, o->model, e.msg);
+        const json_t *m = q4nx_model(f);
+        const char *fam = json_string_value(json_object_get(m, "family"));
+        const char *tpl = json_string_value(json_object_get(m, "chat_template"));
+        if (family && fam)
+            *family = strdup(fam);
+        if (model_template && tpl)
+            *model_template = strdup(tpl);
+        q4nx_close(f);
+        return t;
+    }
+    if (required)
+        ogk_die(OGK_EXIT_USAGE, "%s: give the tokenizer with --tokenizer DIR or -m MODEL", cmd);
+    return NULL;
+}
+
+/* the whole input: the arguments joined by spaces, or -f FILE, or stdin */
+static char *cli_input(const cli_opts *o, const char *cmd, size_t *len)
+{
+    ogk_error e;
+    if (o->nargs && !o->file) {
+        tok_buf b = {0};
+        for (int i = 0; i < o->nargs; i++)
+            if ((i && tok_buf_put(&b, " ", 1)) || tok_buf_puts(&b, o->args[i]))
+                ogk_die(OGK_EXIT_INIT, "out of memory");
+        if (tok_buf_put(&b, "", 0))
+            ogk_die(OGK_EXIT_INIT, "out of memory");
+        *len = b.n;
+        return b.p;
+    }
+    if (o->file && strcmp(o->file, "-")) {
+        char *s = ogk_read_file(o->file, len, &e);
+        if (!s)
+            ogk_die(OGK_EXIT_INPUT, "%s: %s", cmd, e.msg);
+        return s;
+    }
+    tok_buf b = {0};
+    char chunk[65536];
+    ssize_t r;
+    while ((r = ogk_read_full(0, chunk, sizeof chunk)) > 0)
+        if (tok_buf_put(&b, chunk, (size_t)r))
+            ogk_die(OGK_EXIT_INIT, "out of memory");
+    if (r < 0)
+        ogk_die(OGK_EXIT_INPUT, "%s: reading stdin failed", cmd);
+    if (tok_buf_put(&b, "", 0))
+        ogk_die(OGK_EXIT_INIT, "out of memory");
+    *len = b.n;
+    return b.p;
+}
+
+static void print_ids(const int32_t *ids, size_t n)
+{
+    tok_buf b = {0};
+    char num[16];
+    tok_buf_put(&b, "[", 1);
+    for (size_t i = 0; i < n; i++) {
+        int k = snprintf(num, sizeof num, i ? ",%d" : "%d", ids[i]);
+        tok_buf_put(&b, num, (size_t)k);
+    }
+    tok_buf_put(&b, "]\n", 2);
+    fwrite(b.p, 1, b.n, stdout);
+    free(b.p);
+}
+
+static void print_json_string(const char *s, size_t n)
+{
+    json_t *j = json_stringn(s, n);
+    char *d = j ? json_dumps(j, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
+    if (!d)
+        ogk_die(OGK_EXIT_INPUT, "output is not valid UTF-8 for JSON");
+    fputs(d, stdout);
+    fputc('\n', stdout);
+    free(d);
+    json_decref(j);
+}
+
+/* iterate the input's lines: calls fn on each line without its '\n' (a final unterminated line counts) */
+typedef int (*line_fn)(void *ctx, const char *s, size_t n, size_t lineno);
+static int each_line(const char *s, size_t len, line_fn fn, void *ctx)
+{
+    size_t i = 0, ln = 1;
+    while (i < len) {
+        const char *nl = memchr(s + i, '\n', len - i);
+        size_t n = nl ? (size_t)(nl - (s + i)) : len - i;
+        int rc = fn(ctx, s + i, n, ln++);
+        if (rc)
+            return rc;
+        i += n + 1;
+    }
+    return 0;
+}
+
+typedef struct {
+    tok *t;
+    int add_special, jsonl;
+} enc_ctx;
+
+static int enc_line(void *vc, const char *s, size_t n, size_t lineno)
+{
+    enc_ctx *c = vc;
+    ogk_error e;
+    json_t *str = NULL;
+    if (c->jsonl) {
+        json_error_t je;
+        str = json_loadb(s, n, JSON_DECODE_ANY | JSON_ALLOW_NUL, &je);
+        if (!json_is_string(str))
+            ogk_die(OGK_EXIT_INPUT, "tokenize: line %zu: not a JSON string", lineno);
+        s = json_string_value(str);
+        n = json_string_length(str);
+    }
+    int32_t *ids;
+    size_t k;
+    if (tok_encode(c->t, s, n, c->add_special, &ids, &k, &e))
+        ogk_die(OGK_EXIT_INPUT, "tokenize: line %zu: %s", lineno, e.msg);
+    print_ids(ids, k);
+    free(ids);
+    json_decref(str);
+    return 0;
+}
+
+int tok_cmd_tokenize(int argc, char **argv)
+{
+    cli_opts o;
+    cli_parse(argc, argv, &o, tokenize_usage);
+    tok *t = cli_tok(&o, "tokenize", 1, NULL, NULL);
+    size_t len;
+    char *text = cli_input(&o, "tokenize", &len);
+    ogk_error e;
+    if (o.bench) {
+        double t0 = ogk_now();
+        for (int r = 0; r < o.bench; r++) {
+            enc_ctx c = {t, !o.no_special, 0};
+            (void)c;
+            int32_t *ids;
+            size_t k;
+            if (o.lines) {
+                /* per line, as the reference benchmark encodes */
+                size_t i = 0;
+                while (i < len) {
+                    const char *nl = memchr(text + i, '\n', len - i);
+                    size_t n = nl ? (size_t)(nl - (text + i)) : len - i;
+                    if (tok_encode(t, text + i, n, !o.no_special, &ids, &k, &e))
+                        ogk_die(OGK_EXIT_INPUT, "tokenize: %s", e.msg);
+                    free(ids);
+                    i += n + 1;
+                }
+            } else {
+                if (tok_encode(t, text, len, !o.no_special, &ids, &k, &e))
+                    ogk_die(OGK_EXIT_INPUT, "tokenize: %s", e.msg);
+                free(ids);
+            }
+        }
+        double dt = ogk_now() - t0;
+        json_t *j = json_pack("{s:I,s:i,s:f,s:f}", "bytes", (json_int_t)len, "reps", o.bench, "seconds", dt,
+                              "mb_per_s", (double)len * o.bench / dt / 1e6);
+        ogk_json_print(stdout, j);
+        json_decref(j);
+    } else if (o.lines || o.jsonl) {
+        enc_ctx c = {t, !o.no_special, o.jsonl};
+        each_line(text, len, enc_line, &c);
+    } else {
+        int32_t *ids;
+        size_t k;
+        if (tok_encode(t, text, len, !o.no_special, &ids, &k, &e))
+            ogk_die(OGK_EXIT_INPUT, "tokenize: %s", e.msg);
+        print_ids(ids, k);
+        free(ids);
+    }
+    free(text);
+    tok_free(t);
+    if (fflush(stdout) || ferror(stdout))
+        ogk_die(OGK_EXIT_INPUT, "tokenize: writing stdout failed");
+    return 0;
+}
+
+/* ids from JSON text: an array of integers, or whitespace/comma separated integers */
+static int32_t *parse_ids(const char *s, size_t n, size_t *count, const char *where)
+{
+    json_error_t je;
+    json_t *j = json_loadb(s, n, JSON_DECODE_ANY, &je);
+    if (!json_is_array(j)) {
+        json_decref(j);
+        ogk_die(OGK_EXIT_INPUT, "detokenize: %s: expected a JSON array of token ids", where);
+    }
+    size_t k = json_array_size(j);
+    int32_t *ids = malloc((k ? k : 1) * sizeof *ids);
+    if (!ids)
+        ogk_die(OGK_EXIT_INIT, "out of memory");
+    for (size_t i = 0; i < k; i++) {
+        json_t *v = json_array_get(j, i);
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX)
+            ogk_die(OGK_EXIT_INPUT, "detokenize: %s: element %zu is not a token id", where, i);
+        ids[i] = (int32_t)json_integer_value(v);
+    }
+    json_decref(j);
+    *count = k;
+    return ids;
+}
+
+static char *decode_stream(tok *t, const int32_t *ids, size_t n, int skip, size_t *len)
+{
+    ogk_error e;
+    tok_stream *s = tok_stream_new(t, skip);
+    tok_buf b = {0};
+    if (!s || tok_buf_put(&b, "", 0))
+        ogk_die(OGK_EXIT_INIT, "out of memory");
+    for (size_t i = 0; i <= n; i++) {
+        size_t k;
+        const char *p = i < n ? tok_stream_put(s, ids[i], &k, &e) : tok_stream_flush(s, &k, &e);
+        if (!p)
+            ogk_die(OGK_EXIT_INPUT, "detokenize: %s", e.msg);
+        if (tok_utf8_check(p, k) != k)
+            ogk_die(OGK_EXIT_CHECK, "detokenize: the stream decoder emitted broken UTF-8 (a bug)");
+        if (tok_buf_put(&b, p, k))
+            ogk_die(OGK_EXIT_INIT, "out of memory");
+    }
+    tok_stream_free(s);
+    *len = b.n;
+    return b.p;
+}
+
+typedef struct {
+    tok *t;
+    const cli_opts *o;
+} dec_ctx;
+
+static int dec_line(void *vc, const char *s, size_t n, size_t lineno)
+{
+    dec_ctx *c = vc;
+    char where[32];
+    snprintf(where, sizeof where, "line %zu", lineno);
+    size_t k, len;
+    int32_t *ids = parse_ids(s, n, &k, where);
+    ogk_error e;
+    char *txt = c->o->stream ? decode_stream(c->t, ids, k, c->o->skip_special, &len)
+                             : tok_decode(c->t, ids, k, c->o->skip_special, c->o->cleanup, &len, &e);
+    if (!txt)
+        ogk_die(OGK_EXIT_INPUT, "detokenize: %s: %s", where, e.msg);
+    print_json_string(txt, len);
+    free(txt);
+    free(ids);
+    return 0;
+}
+
+int tok_cmd_detokenize(int argc, char **argv)
+{
+    cli_opts o;
+    cli_parse(argc, argv, &o, detokenize_usage);
+    tok *t = cli_tok(&o, "detokenize", 1, NULL, NULL);
+    size_t len;
+    char *in;
+    if (o.nargs && !o.file && o.nargs > 1) {
+        /* ids as separate arguments */
+        tok_buf b = {0};
+        tok_buf_puts(&b, "[");
+        for (int i = 0; i < o.nargs; i++) {
+            if (i)
+                tok_buf_puts(&b, ",");
+            tok_buf_puts(&b, o.args[i]);
+        }
+        tok_buf_puts(&b, "]");
+        in = b.p;
+        len = b.n;
+    } else {
+        in = cli_input(&o, "detokenize", &len);
+    }
+    dec_ctx c = {t, &o};
+    if (o.jsonl) {
+        each_line(in, len, dec_line, &c);
+    } else {
+        size_t k, n;
+        int32_t *ids = parse_ids(in, len, &k, o.file ? o.file : o.nargs ? "arguments" : "stdin");
+        ogk_error e;
+        char *txt = o.stream ? decode_stream(t, ids, k, o.skip_special, &n)
+                             : tok_decode(t, ids, k, o.skip_special, o.cleanup, &n, &e);
+        if (!txt)
+            ogk_die(OGK_EXIT_INPUT, "detokenize: %s", e.msg);
+        fwrite(txt, 1, n, stdout);
+        free(txt);
+        free(ids);
+    }
+    free(in);
+    tok_free(t);
+    if (fflush(stdout) || ferror(stdout))
+        ogk_die(OGK_EXIT_INPUT, "detokenize: writing stdout failed");
+    return 0;
+}
+
+typedef struct {
+    tok *t;
+    const cli_opts *o;
+    const char *tpl, *family;
+} chat_ctx;
+
+static void chat_one(chat_ctx *c, json_t *in, const char *where)
+{
+    json_t *vars;
+    if (json_is_array(in)) {
+        vars = json_pack("{s:O}", "messages", in);
+    } else if (json_is_object(in)) {
+        vars = json_deep_copy(in);
+    } else {
+        ogk_die(OGK_EXIT_INPUT, "chat: %s: expected a JSON object or an array of messages", where);
+    }
+    if (c->o->gen >= 0)
+        json_object_set_new(vars, "add_generation_prompt", json_boolean(c->o->gen));
+    ogk_error e;
+    size_t len;
+    char *out;
+    if (c->tpl) {
+        if (c->t) {
+            if (!json_object_get(vars, "bos_token") && tok_bos_token(c->t))
+                json_object_set_new(vars, "bos_token", json_string(tok_bos_token(c->t)));
+            if (!json_object_get(vars, "eos_token") && tok_eos_token(c->t))
+                json_object_set_new(vars, "eos_token", json_string(tok_eos_token(c->t)));
+        }
+        out = tok_jinja_render(c->tpl, vars, &len, &e);
+    } else {
+        out = tok_chat_render(c->t, c->family, vars, &len, &e);
+    }
+    json_decref(vars);
+    if (!out)
+        ogk_die(OGK_EXIT_INPUT, "chat: %s: %s", where, e.msg);
+    if (c->o->ids) {
+        if (!c->t)
+            ogk_die(OGK_EXIT_USAGE, "chat: --ids needs a tokenizer (--tokenizer or -m)");
+        int32_t *ids;
+        size_t k;
+        if (tok_encode(c->t, out, len, 0, &ids, &k, &e))
+            ogk_die(OGK_EXIT_INPUT, "chat: %s: %s", where, e.msg);
+        print_ids(ids, k);
+        free(ids);
+    } else if (c->o->jsonl) {
+        print_json_string(out, len);
+    } else {
+        fwrite(out, 1, len, stdout);
+    }
+    free(out);
+}
+
+static int chat_line(void *vc, const char *s, size_t n, size_t lineno)
+{
+    json_error_t je;
+    char where[32];
+    snprintf(where, sizeof where, "line %zu", lineno);
+    json_t *j = json_loadb(s, n, JSON_DECODE_ANY, &je);
+    if (!j)
+        ogk_die(OGK_EXIT_INPUT, "chat: %s: %s", where, je.text);
+    chat_one(vc, j, where);
+    json_decref(j);
+    return 0;
+}
+
+int tok_cmd_chat(int argc, char **argv)
+{
+    cli_opts o;
+    cli_parse(argc, argv, &o, chat_usage);
+    char *family = o.family ? strdup(o.family) : NULL, *model_tpl = NULL, *file_tpl = NULL;
+    tok *t = cli_tok(&o, "chat", !o.template_file, o.family ? NULL : &family, &model_tpl);
+    ogk_error e;
+    if (o.template_file) {
+        size_t n;
+        file_tpl = ogk_read_file(o.template_file, &n, &e);
+        if (!file_tpl)
+            ogk_die(OGK_EXIT_INPUT, "chat: %s", e.msg);
+    }
+    chat_ctx c = {t, &o, file_tpl, family};
+    if (!c.tpl && t && !tok_chat_template(t) && model_tpl)
+        c.tpl = model_tpl;
+    if (o.nargs > 1)
+        ogk_die(OGK_EXIT_USAGE, "chat: one input file at most");
+    if (o.nargs == 1)
+        o.file = o.args[0], o.nargs = 0;
+    size_t len;
+    char *in = cli_input(&o, "chat", &len);
+    if (o.jsonl) {
+        each_line(in, len, chat_line, &c);
+    } else {
+        json_error_t je;
+        json_t *j = json_loadb(in, len, JSON_DECODE_ANY, &je);
+        if (!j)
+            ogk_die(OGK_EXIT_INPUT, "chat: line %d: %s", je.line, je.text);
+        chat_one(&c, j, o.file ? o.file : "stdin");
+        json_decref(j);
+    }
+    free(in);
+    free(family);
+    free(model_tpl);
+    free(file_tpl);
+    tok_free(t);
+    if (fflush(stdout) || ferror(stdout))
+        ogk_die(OGK_EXIT_INPUT, "chat: writing stdout failed");
+    return 0;
+}

@@ -1,0 +1,86 @@
+/* lib/tok — Hugging Face tokenizers and chat templates, identical to the reference implementations.
+ *
+ * Owns: loading tokenizer.json (BPE model, normalizers, pre-tokenizers, added/special tokens, post-processor,
+ * decoders) and tokenizer_config.json (special tokens, chat_template), encode, decode, an incremental
+ * UTF-8-safe decoder for streaming, Unicode normalization (NFC/NFD/NFKC/NFKD from generated UCD tables),
+ * and a Jinja-subset interpreter for chat templates with built-in templates for families whose packs ship
+ * none. Must not know about model weights or containers (the caller hands it bytes or a directory).
+ *
+ * Semantics follow @huggingface/tokenizers (JS) and @huggingface/jinja, which the tests use as oracles:
+ *  - added tokens are matched longest-first, left to right, before normalization (normalized=false) and
+ *    after it (normalized=true); lstrip/rstrip trim whitespace around them;
+ *  - the normalizer and pre-tokenizer run per section between added tokens;
+ *  - BPE merges by rank (lowest first, leftmost on ties) with a heap; byte_fallback emits <0xXX>;
+ *  - input text must be valid UTF-8: anything else is refused by name (tok_encode returns -1), never
+ *    guessed at. Decoded bytes that are not valid UTF-8 become U+FFFD per the WHATWG decoder, as the
+ *    reference does. */
+#ifndef OGK_TOK_H
+#define OGK_TOK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util/util.h"
+
+typedef struct tok tok;
+
+/* Load from memory: tokenizer.json (required) and tokenizer_config.json (may be NULL). */
+tok *tok_load(const char *json, size_t len, const char *config, size_t config_len, ogk_error *e);
+/* Load DIR/tokenizer.json and DIR/tokenizer_config.json (the latter optional). */
+tok *tok_load_dir(const char *dir, ogk_error *e);
+void tok_free(tok *t);
+
+/* Encode text (len bytes, valid UTF-8). add_special: apply the post-processor's special tokens (e.g. BOS).
+ * *ids is malloc'd (caller frees). Returns 0, or -1 with e filled (invalid UTF-8, out of memory). */
+int tok_encode(tok *t, const char *text, size_t len, int add_special, int32_t **ids, size_t *n, ogk_error *e);
+/* Decode ids to a malloc'd NUL-terminated string (length in *len). skip_special drops special tokens.
+ * cleanup: -1 = as tokenizer_config.json says (clean_up_tokenization_spaces, default true), 0 / 1 = force.
+ * Unknown ids are an error. */
+char *tok_decode(tok *t, const int32_t *ids, size_t n, int skip_special, int cleanup, size_t *len, ogk_error *e);
+
+/* Incremental decoder for streaming: feed ids one at a time; each call returns the new text (possibly
+ * empty, never a broken UTF-8 sequence; valid until the next call). tok_stream_flush returns what is
+ * held back at the end. Concatenating all outputs gives tok_decode(ids, cleanup=0). */
+typedef struct tok_stream tok_stream;
+tok_stream *tok_stream_new(tok *t, int skip_special);
+const char *tok_stream_put(tok_stream *s, int32_t id, size_t *len, ogk_error *e);
+const char *tok_stream_flush(tok_stream *s, size_t *len, ogk_error *e);
+void tok_stream_free(tok_stream *s);
+
+/* Vocabulary */
+int32_t tok_vocab_size(const tok *t);                       /* max id + 1 (added tokens included) */
+int32_t tok_token_to_id(const tok *t, const char *s, size_t len); /* -1 when absent */
+const char *tok_id_to_token(const tok *t, int32_t id, size_t *len); /* NULL when absent */
+int tok_is_special(const tok *t, int32_t id);
+/* Special tokens named in tokenizer_config.json (or NULL / -1). */
+const char *tok_bos_token(const tok *t);
+const char *tok_eos_token(const tok *t);
+int32_t tok_bos_id(const tok *t);
+int32_t tok_eos_id(const tok *t);
+/* The chat_template from tokenizer_config.json, or NULL. */
+const char *tok_chat_template(const tok *t);
+
+/* ---- Unicode normalization (valid UTF-8 in, malloc'd UTF-8 out; NULL on invalid input) ---- */
+typedef enum { TOK_NFC, TOK_NFD, TOK_NFKC, TOK_NFKD } tok_nf;
+char *tok_normalize(tok_nf form, const char *s, size_t len, size_t *out_len);
+/* Offset of the first invalid UTF-8 byte, or len when s is valid. */
+size_t tok_utf8_check(const char *s, size_t len);
+
+/* ---- chat templates (Jinja subset) ----
+ * Render template src with the variables in vars (a JSON object: messages, tools,
+ * add_generation_prompt, bos_token, eos_token, ...). Returns a malloc'd string, or NULL with e filled:
+ * a syntax error or an unsupported construct is named and quoted ("unsupported filter 'wordwrap' at
+ * line 3"); raise_exception(msg) gives "template raised: msg". */
+char *tok_jinja_render(const char *src, const json_t *vars, size_t *len, ogk_error *e);
+/* Built-in chat template for a model family (llama2, mistral, phi3, qwen2, llama3, chatml), or NULL. */
+const char *tok_builtin_template(const char *family);
+/* Render a conversation with t's template (or the built-in one for family when t has none).
+ * vars as above; bos_token/eos_token are filled from t when absent. */
+char *tok_chat_render(const tok *t, const char *family, const json_t *vars, size_t *len, ogk_error *e);
+
+/* ---- subcommands (bin/npu-forward dispatches to these; argv[0] is the subcommand name) ---- */
+int tok_cmd_tokenize(int argc, char **argv);
+int tok_cmd_detokenize(int argc, char **argv);
+int tok_cmd_chat(int argc, char **argv);
+
+#endif

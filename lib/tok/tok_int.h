@@ -1,0 +1,99 @@
+/* lib/tok internals shared by its .c files; not part of the public API (tok.h). */
+#ifndef OGK_TOK_INT_H
+#define OGK_TOK_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tok/tok.h"
+
+/* ---- arena: bump allocator in chunks, freed at once ---- */
+typedef struct tok_arena_chunk tok_arena_chunk;
+typedef struct {
+    tok_arena_chunk *head;
+    size_t used, cap;
+} tok_arena;
+void *tok_arena_alloc(tok_arena *a, size_t n); /* 8-byte aligned; NULL on OOM */
+char *tok_arena_strdup(tok_arena *a, const char *s, size_t n); /* NUL-terminated copy */
+void tok_arena_free(tok_arena *a);
+
+/* ---- a small fast JSON reader (tokenizer.json is 11 MB; jansson takes ~250 ms on it) ----
+ * Objects keep key order; strings are NUL-terminated copies or point into the source when they have no
+ * escapes (then they are NOT NUL-terminated: always use .n). */
+enum { TJ_NULL, TJ_FALSE, TJ_TRUE, TJ_NUM, TJ_STR, TJ_ARR, TJ_OBJ };
+typedef struct tj {
+    uint8_t type;
+    uint32_t n; /* string length in bytes; array items; object members */
+    union {
+        double num;
+        const char *s;
+        struct tj *items; /* array: n items; object: 2n items, key then value */
+    } u;
+} tj;
+/* Parse; returns 0, or -1 with e filled ("tokenizer.json: line L col C: why"). */
+int tj_parse(tok_arena *a, const char *src, size_t len, const char *what, tj *out, ogk_error *e);
+const tj *tj_get(const tj *obj, const char *key); /* NULL when absent or obj is not an object */
+int tj_streq(const tj *v, const char *s);          /* v is the string s */
+int tj_bool(const tj *v, int dflt);                /* true/false, dflt when absent or null */
+
+/* ---- UTF-8 ---- */
+/* Decode one code point at s (valid UTF-8 assumed); returns its byte length. */
+static inline int tok_utf8_dec(const unsigned char *s, uint32_t *cp)
+{
+    unsigned c = s[0];
+    if (c < 0x80) {
+        *cp = c;
+        return 1;
+    }
+    if (c < 0xE0) {
+        *cp = ((c & 0x1F) << 6) | (s[1] & 0x3F);
+        return 2;
+    }
+    if (c < 0xF0) {
+        *cp = ((c & 0x0F) << 12) | ((s[1] & 0x3F) << 6) | (s[2] & 0x3F);
+        return 3;
+    }
+    *cp = ((c & 0x07) << 18) | ((s[1] & 0x3F) << 12) | ((s[2] & 0x3F) << 6) | (s[3] & 0x3F);
+    return 4;
+}
+int tok_utf8_enc(uint32_t cp, char *out); /* returns 1..4 */
+static inline int tok_utf8_len(unsigned char c) { return c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4; }
+/* WHATWG UTF-8 decode of arbitrary bytes: invalid sequences become U+FFFD (maximal subparts). Appends
+ * to *out (realloc'd buffer of *cap bytes, *n used). Returns 0 or -1 on OOM. */
+int tok_utf8_sanitize(const unsigned char *s, size_t len, char **out, size_t *n, size_t *cap);
+/* JS String.prototype.trim whitespace (WhiteSpace + LineTerminator) */
+int tok_js_space(uint32_t cp);
+
+/* ---- generated UCD tables (unicode_tables.c) ---- */
+typedef struct {
+    uint32_t cp;
+    uint16_t off;
+    uint8_t len;
+    uint8_t compat; /* 0 canonical (full recursive), 1 compatibility-only (full recursive) */
+} tok_uc_decomp_entry;
+typedef struct {
+    uint64_t key; /* first << 21 | second */
+    uint32_t cp;
+} tok_uc_comp_entry;
+extern const char tok_uc_version[];
+extern const uint16_t tok_uc_ccc_s1[];
+extern const uint8_t tok_uc_ccc_s2[];
+extern const uint16_t tok_uc_flag_s1[];
+extern const uint8_t tok_uc_flag_s2[];
+extern const uint32_t tok_uc_decomp_data[];
+extern const tok_uc_decomp_entry tok_uc_decomp[];
+extern const size_t tok_uc_ndecomp;
+extern const tok_uc_comp_entry tok_uc_comp[];
+extern const size_t tok_uc_ncomp;
+
+/* ---- growable byte buffer ---- */
+typedef struct {
+    char *p;
+    size_t n, cap;
+} tok_buf;
+int tok_buf_put(tok_buf *b, const void *s, size_t n); /* 0 or -1 on OOM; keeps a NUL after the data */
+static inline int tok_buf_puts(tok_buf *b, const char *s) { return tok_buf_put(b, s, __builtin_strlen(s)); }
+
+/* ---- Jinja values are built from jansson (jinja.c) ---- */
+
+#endif
