@@ -157,7 +157,9 @@ def random_weights(cfg, seed):
         return (1.0 + 0.1 * rng.standard_normal(n, dtype=np.float32)).astype(np.float32)
 
     W = {}
-    W["model.embed_tokens.weight"] = (2.0 / np.sqrt(h) * rng.standard_normal(
+    # embed/lm_head rows with norm ~3 give logits of std ~3 (tied or not): peaked like a real
+    # model's, so greedy choices have usable top-1/top-2 gaps
+    W["model.embed_tokens.weight"] = (3.0 / np.sqrt(h) * rng.standard_normal(
         (cfg["vocab"], h), dtype=np.float32)).astype(np.float32)
     for i in range(nl):
         p = "model.layers.%d." % i
@@ -178,7 +180,7 @@ def random_weights(cfg, seed):
         W[p + "mlp.down_proj.weight"] = lin(h, it)
     W["model.norm.weight"] = norm(h)
     if not cfg["tied"]:
-        W["lm_head.weight"] = lin(cfg["vocab"], h)
+        W["lm_head.weight"] = 3.0 * lin(cfg["vocab"], h)
     return W
 
 
@@ -209,7 +211,8 @@ class Graph:
         self.names.add(name)
         t = helper.make_tensor(name, TensorProto.INT64, [len(vals)] if isinstance(vals, list) else [],
                                vals if isinstance(vals, list) else [vals])
-        return self.node("Constant", name, [], [name], value=t)
+        # builder: node "/model/constant_nodes/INT64/<value>" -> output "/model/constants/INT64/<value>"
+        return self.node("Constant", name.replace("constants", "constant_nodes"), [], [name], value=t)
 
 
 def np_to_onnx(dtype):
@@ -269,8 +272,7 @@ def build(cfg, W, style, acc, io):
     mb = "/model/attn_mask_reformat/attn_mask_subgraph"
     one_ax = g.const_i64("/model/constants/INT64/[1]", [1])
     rs = g.node("ReduceSum", mb + "/ReduceSum", ["attention_mask", one_ax], keepdims=0)
-    one = g.const_i64("/model/constants/INT64/1", 1)
-    sub = g.node("Sub", mb + "/Sub", [rs, one])
+    sub = g.node("Sub", mb + "/Sub", [rs, one_ax])
     seqlens_k = g.node("Cast", mb + "/Sub/Cast", [sub], to=TensorProto.INT32)
     shp = g.node("Shape", mb + "/Shape", ["attention_mask"])
     gat = g.node("Gather", mb + "/Gather", [shp, g.const_i64("/model/constants/INT64/1", 1)], axis=0)
@@ -336,42 +338,49 @@ def build(cfg, W, style, acc, io):
                                       domain="com.microsoft", epsilon=eps)
         # attention projections
         wq, wk, wv = (W[hp + "self_attn.%s_proj.weight" % c] for c in "qkv")
-        packed = not amd and fam != "qwen3"
+        packed = not amd
         if packed:
             qkv = matmul(normed, None, L + "/attn/qkv_proj", w=np.concatenate([wq, wk, wv], axis=0))
             if fam == "qwen2":
                 qkv = add_bias(qkv, np.concatenate([W[hp + "self_attn.%s_proj.bias" % c] for c in "qkv"]),
                                L + "/attn/qkv_proj/Add")
             gqa_in = [qkv, "", ""]
-        else:
-            qkv3 = []
-            for c in "qkv":
-                y = matmul(normed, hp + "self_attn.%s_proj.weight" % c, L + "/attn/%s_proj" % c)
-                if fam == "qwen2":
-                    y = add_bias(y, W[hp + "self_attn.%s_proj.bias" % c], L + "/attn/%s_proj/Add" % c)
-                qkv3.append(y)
-            q, k, v = qkv3
+        if fam == "qwen3" or amd:
+            if packed:
+                # q/k norm needs q, k, v apart: the builder splits the packed output
+                sizes = [nh * hd, nkv * hd, nkv * hd]
+                sp = L + "/attn/qkv_proj/Split"
+                q, k, v = g.node("Split", sp, [qkv, g.const_i64("/model/constants/INT64/%s" % sizes, sizes)],
+                                 [sp + "/output_%d" % j for j in range(3)], axis=-1)
+            else:
+                qkv3 = []
+                for c in "qkv":
+                    y = matmul(normed, hp + "self_attn.%s_proj.weight" % c, L + "/attn/%s_proj" % c)
+                    if fam == "qwen2":
+                        y = add_bias(y, W[hp + "self_attn.%s_proj.bias" % c], L + "/attn/%s_proj/Add" % c)
+                    qkv3.append(y)
+                q, k, v = qkv3
             if fam == "qwen3":
-                # per-head RMSNorm: [B,S,H*hd] -> [B,S,H,hd] -> norm -> [B,S,H*hd]
+                # per-head RMSNorm: [B,S,H*hd] -> [B,S*H,hd] -> norm -> [B,S,H*hd] (builder's Reshape_1/_2)
                 outs = []
                 for c, y, heads in (("q", q, nh), ("k", k, nkv)):
                     base = L + "/attn/%s_norm" % c
-                    r1 = g.node("Reshape", base + "/Reshape",
-                                [y, g.const_i64("/model/constants/INT64/[0, 0, %d, %d]" % (heads, hd), [0, 0, heads, hd])])
+                    r1 = g.node("Reshape", base + "/Reshape_1",
+                                [y, g.const_i64("/model/constants/INT64/[0, -1, %d]" % hd, [0, -1, hd])])
                     nw = g.init(hp + "attn.%s_norm.layernorm.weight" % c, f(W[hp + "self_attn.%s_norm.weight" % c]))
                     nn_ = g.node("SimplifiedLayerNormalization", base + "/SimplifiedLayerNormalization", [r1, nw],
                                  axis=-1, epsilon=eps, stash_type=1)
-                    r2 = g.node("Reshape", base + "/Reshape_1",
-                                [nn_, g.const_i64("/model/constants/INT64/[0, 0, %d]" % (heads * hd), [0, 0, heads * hd])])
+                    r2 = g.node("Reshape", base + "/Reshape_2",
+                                [nn_, g.const_i64("/model/constants/INT64/[0, -1, %d]" % (heads * hd), [0, -1, heads * hd])])
                     outs.append(r2)
                 q, k = outs
             if amd:
                 q = g.node("RotaryEmbedding", L + "/attn/q_rotary/RotaryEmbedding",
                            [q, "position_ids", cos_cache, sin_cache], domain="com.microsoft",
-                           interleaved=0, num_heads=nh)
+                           interleaved=0, num_heads=0, rotary_embedding_dim=0)
                 k = g.node("RotaryEmbedding", L + "/attn/k_rotary/RotaryEmbedding",
                            [k, "position_ids", cos_cache, sin_cache], domain="com.microsoft",
-                           interleaved=0, num_heads=nkv)
+                           interleaved=0, num_heads=0, rotary_embedding_dim=0)
             gqa_in = [q, k, v]
         gqa_in += ["past_key_values.%d.key" % i, "past_key_values.%d.value" % i, seqlens_k, total_len]
         rotary = 0 if amd else 1

@@ -1,0 +1,139 @@
+#!/usr/bin/env bats
+# Fixture packs (tools/mkpack.py via tools/fixture.sh) are real OGA packs: onnxruntime runs every
+# variant, and an independent numpy forward pass (tools/npref.py, which reads weights by name and
+# ignores the graph's wiring) agrees with onnxruntime on what the pack computes.
+load helpers
+
+ids='[1,5,9,200,3000,17,4,8]'
+
+# run_variant FAMILY STYLE TIE: generate 3 tokens, then teacher-force $ids
+run_variant() {
+  local pack out vocab
+  pack=$(fixture "$1" "$2" "$3")
+  [ -f "$pack/model.onnx" ] && [ -f "$pack/model.onnx.data" ] && [ -f "$pack/genai_config.json" ]
+  [ -f "$pack/config.json" ] && [ -f "$pack/tokenizer.json" ] && [ -f "$pack/tokenizer_config.json" ]
+  vocab=$(jq '.model.vocab_size' "$pack/genai_config.json")
+  out=$(node "$TOP/tools/ort-ref.js" "$pack" generate --ids '[1,2,3]' -n 3 --topk 2)
+  echo "$out" | jq -e --argjson v "$vocab" '(.ids | length) == 3 and all(.ids[]; . >= 0 and . < $v)
+      and (.topk | length) == 3 and all(.topk[]; (.lse | type) == "number")' >/dev/null
+  out=$(node "$TOP/tools/ort-ref.js" "$pack" teacher --ids "$ids" --topk 4)
+  echo "$out" | jq -e --argjson n "$(echo "$ids" | jq length)" '.positions == $n and (.topk | length) == $n
+      and all(.topk[]; (.lse | type) == "number" and all(.logits[]; type == "number"))' >/dev/null
+}
+
+@test "qwen2 cpu tied/untied run in onnxruntime" { run_variant qwen2 cpu tied; run_variant qwen2 cpu untied; }
+@test "qwen2 amd tied/untied run in onnxruntime" { run_variant qwen2 amd tied; run_variant qwen2 amd untied; }
+@test "llama cpu tied/untied run in onnxruntime" { run_variant llama cpu tied; run_variant llama cpu untied; }
+@test "llama amd tied/untied run in onnxruntime" { run_variant llama amd tied; run_variant llama amd untied; }
+@test "qwen3 cpu tied/untied run in onnxruntime" { run_variant qwen3 cpu tied; run_variant qwen3 cpu untied; }
+@test "qwen3 amd tied/untied run in onnxruntime" { run_variant qwen3 amd tied; run_variant qwen3 amd untied; }
+@test "phi3 cpu tied/untied run in onnxruntime" { run_variant phi3 cpu tied; run_variant phi3 cpu untied; }
+@test "phi3 amd tied/untied run in onnxruntime" { run_variant phi3 amd tied; run_variant phi3 amd untied; }
+
+# max |a-b| over all teacher-forced logits of two JSON files
+maxdiff() {
+  /usr/bin/python3 -c 'import json,sys,numpy as np
+a=np.array(json.load(open(sys.argv[1]))["logits"]); b=np.array(json.load(open(sys.argv[2]))["logits"])
+assert a.shape==b.shape, (a.shape,b.shape); assert np.isfinite(a).all() and np.isfinite(b).all()
+print("%.3g" % np.abs(a-b).max())' "$1" "$2"
+}
+
+# npref_agrees FAMILY STYLE TIE TOL
+npref_agrees() {
+  local pack d
+  pack=$(fixture "$1" "$2" "$3")
+  /usr/bin/python3 "$TOP/tools/npref.py" "$pack" --ids "$ids" >"$BATS_TEST_TMPDIR/np.json"
+  node "$TOP/tools/ort-ref.js" "$pack" teacher --ids "$ids" >"$BATS_TEST_TMPDIR/ort.json"
+  d=$(maxdiff "$BATS_TEST_TMPDIR/np.json" "$BATS_TEST_TMPDIR/ort.json")
+  echo "$1 $2 $3: max|numpy-onnxruntime| = $d (tol $4)"
+  /usr/bin/python3 -c "import sys; sys.exit(0 if $d <= $4 else 1)"
+}
+
+@test "numpy reference agrees with onnxruntime: cpu packs (fp32, 1e-3)" {
+  npref_agrees qwen2 cpu untied 1e-3
+  npref_agrees qwen3 cpu tied 1e-3
+  npref_agrees llama cpu tied 1e-3
+  npref_agrees phi3 cpu untied 1e-3
+}
+
+@test "numpy reference agrees with onnxruntime: amd packs (fp16, 0.1)" {
+  npref_agrees qwen2 amd tied 0.1
+  npref_agrees qwen3 amd untied 0.1
+  npref_agrees llama amd untied 0.1
+  npref_agrees phi3 amd tied 0.1
+}
+
+@test "teacher forcing: prefill and step-by-step KV-cache feeding agree" {
+  local pack
+  for v in "qwen2 cpu tied" "llama amd untied"; do
+    pack=$(fixture $v)
+    node "$TOP/tools/ort-ref.js" "$pack" teacher --ids "$ids" >"$BATS_TEST_TMPDIR/a.json"
+    node "$TOP/tools/ort-ref.js" "$pack" teacher --feed step --ids "$ids" >"$BATS_TEST_TMPDIR/b.json"
+    d=$(maxdiff "$BATS_TEST_TMPDIR/a.json" "$BATS_TEST_TMPDIR/b.json")
+    echo "$v: $d"
+    /usr/bin/python3 -c "import sys; sys.exit(0 if $d <= 0.05 else 1)"
+  done
+}
+
+@test "greedy generate equals argmax of teacher-forced logits over prompt+generated" {
+  local pack gen all
+  pack=$(fixture llama cpu untied)
+  gen=$(node "$TOP/tools/ort-ref.js" "$pack" generate --ids '[1,2,3]' -n 5 --topk 1)
+  all=$(echo "$gen" | jq -c '.prompt_ids + .ids[:-1]')
+  node "$TOP/tools/ort-ref.js" "$pack" teacher --ids "$all" --topk 1 >"$BATS_TEST_TMPDIR/t.json"
+  [ "$(echo "$gen" | jq -c '.ids')" = "$(jq -c '[.topk[2:][] | .ids[0]]' "$BATS_TEST_TMPDIR/t.json")" ]
+}
+
+@test "pack layout: builder names, one external data file, tokenizer vocab" {
+  run /usr/bin/python3 - "$(fixture qwen2 cpu tied)" "$(fixture qwen3 amd untied)" <<'EOF'
+import json, os, sys, onnx
+for pack in sys.argv[1:]:
+    m = onnx.load(os.path.join(pack, "model.onnx"), load_external_data=False)
+    locs = set()
+    for t in m.graph.initializer:
+        assert t.data_location == onnx.TensorProto.EXTERNAL, t.name
+        locs.add({e.key: e.value for e in t.external_data}["location"])
+    assert locs == {"model.onnx.data"}, locs
+    names = {t.name for t in m.graph.initializer}
+    ops = {n.name: n for n in m.graph.node}
+    gc = json.load(open(os.path.join(pack, "genai_config.json")))
+    tok = json.load(open(os.path.join(pack, "tokenizer.json")))
+    nvocab = max(list(tok["model"]["vocab"].values()) + [a["id"] for a in tok["added_tokens"]]) + 1
+    assert gc["model"]["vocab_size"] == nvocab, (gc["model"]["vocab_size"], nvocab)
+    if "cpu" in pack:
+        assert "/model/layers.0/attn/qkv_proj/MatMul_Q4" in ops
+        n = ops["/model/layers.0/attn/qkv_proj/MatMul_Q4"]
+        a = {x.name: onnx.helper.get_attribute_value(x) for x in n.attribute}
+        assert a["block_size"] == 32 and a["bits"] == 4 and len(n.input) == 3, a
+        assert "model.layers.0.attn.qkv_proj.MatMul.weight_Q4" in names
+        assert "model.layers.0.attn.qkv_proj.Add.bias" in names       # qwen2
+        assert "/model/embed_tokens/GatherBlockQuantized" in ops       # tied
+        assert "position_ids" not in [i.name for i in m.graph.input]
+    else:
+        n = ops["/model/layers.0/attn/q_proj/MatMulNBits"]
+        a = {x.name: onnx.helper.get_attribute_value(x) for x in n.attribute}
+        assert a["block_size"] == 128 and len(n.input) == 4, a
+        for s in ("qweight", "scales", "qzeros"):
+            assert "model.layers.0.attn.q_proj.MatMulNBits." + s in names
+        assert "/model/layers.0/attn/q_rotary/RotaryEmbedding" in ops
+        assert "model.layers.0.attn.q_norm.layernorm.weight" in names  # qwen3
+        assert "model.embed_tokens.weight" in names                    # untied
+        assert "position_ids" in [i.name for i in m.graph.input]
+print("ok")
+EOF
+  echo "$output"
+  [ "$status" -eq 0 ]
+}
+
+@test "fixture.sh: cached path is stable, usage errors exit 2" {
+  a=$(fixture phi3 cpu tied)
+  b=$(fixture phi3 cpu tied tiny 0)
+  [ "$a" = "$b" ]
+  [ "$a" = "$TOP/.cache/fixtures/phi3-cpu-tied-tiny-acc0" ]
+  run "$TOP/tools/fixture.sh" qwen9 cpu tied
+  [ "$status" -eq 2 ]
+  run "$TOP/tools/fixture.sh" qwen2 gpu tied
+  [ "$status" -eq 2 ]
+  run "$TOP/tools/fixture.sh" bad no-such-thing
+  [ "$status" -eq 2 ]
+}
