@@ -294,3 +294,62 @@ int kern_matmul(kern_pool *p, const q4nx_tensor *W, const float *X, int M, float
         return -1;
     return kern_matmul_path(g_path, p, W, X, M, Y, mode, e);
 }
+
+/* ---- the DRAM read-bandwidth probe ---- */
+typedef struct {
+    const uint8_t *buf;
+    size_t block;
+    int path;
+    uint64_t sink[64];
+} bw_arg;
+
+static void bw_range(void *a, size_t b, size_t e, int worker)
+{
+    bw_arg *ba = a;
+    const uint8_t *p = ba->buf + b * ba->block;
+    size_t n = (e - b) * ba->block;
+    uint64_t s;
+    if (ba->path == KERN_PATH_AVX512)
+        s = kern_read_avx512(p, n);
+    else if (ba->path == KERN_PATH_AVX2)
+        s = kern_read_avx2(p, n);
+    else {
+        const uint64_t *w = (const uint64_t *)p;
+        s = 0;
+        for (size_t i = 0; i < n / 8; i++)
+            s ^= w[i];
+    }
+    ba->sink[worker & 63] ^= s;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+double kern_read_bandwidth(kern_pool *p, size_t bytes, int reps)
+{
+    bw_arg ba = {.block = 1 << 16, .path = kern_path()};
+    size_t nblk = bytes / ba.block;
+    if (nblk == 0 || reps < 1)
+        return -1;
+    uint8_t *buf = aligned_alloc(4096, nblk * ba.block);
+    if (!buf)
+        return -1;
+    memset(buf, 0x5A, nblk * ba.block); /* fault every page in before timing */
+    ba.buf = buf;
+    double *gbs = malloc((size_t)reps * sizeof *gbs);
+    int nt = kern_pool_threads(p);
+    kern_pool_for(p, nblk, (nblk + nt - 1) / nt, bw_range, &ba); /* warm-up pass */
+    for (int r = 0; r < reps; r++) {
+        double t0 = ogk_now();
+        kern_pool_for(p, nblk, (nblk + nt - 1) / nt, bw_range, &ba);
+        gbs[r] = (double)(nblk * ba.block) / (ogk_now() - t0) / 1e9;
+    }
+    qsort(gbs, (size_t)reps, sizeof *gbs, cmp_double);
+    double med = gbs[reps / 2];
+    free(gbs);
+    free(buf);
+    return med;
+}

@@ -78,6 +78,14 @@ int kern_matmul_path(int path, kern_pool *p, const q4nx_tensor *W, const float *
  * are left alone). Sums in double. Used to check large shapes on a sample of rows. */
 void kern_ref_rows(const q4nx_tensor *W, const float *X, int M, float *Y, int mode, uint32_t n0, uint32_t n1);
 
+/* The bound above for output (row m of X = x, column n): what a path may differ from the reference. */
+double kern_ref_bound(const q4nx_tensor *W, const float *x, uint32_t n, int mode);
+
+/* DRAM read bandwidth in GB/s (1e9 B/s): every pool thread streams its contiguous share of a
+ * `bytes` buffer (make it much larger than the last-level cache) with the widest loads the CPU has;
+ * the median of `reps` passes. -1 if the buffer cannot be allocated. */
+double kern_read_bandwidth(kern_pool *p, size_t bytes, int reps);
+
 /* The int8 activation quantisation of KERN_I8 for one row of K values (kb = ceil(K/B) groups):
  * q[kb*B] (zero-padded), d[kb] scales, qs[kb] = Σ q per group. Exposed for tests and the docs. */
 void kern_quant_row_i8(const float *x, uint32_t k, uint32_t block, int8_t *q, float *d, int32_t *qs);

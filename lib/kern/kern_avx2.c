@@ -182,3 +182,18 @@ void kern_b8_avx2(const kern_job *j, uint32_t rb0, uint32_t rb1)
             (i8 ? i8_tiles : f32_tiles)[n](j, rb, m0);
         }
 }
+
+uint64_t kern_read_avx2(const uint8_t *p, size_t n)
+{
+    __m256i a = _mm256_setzero_si256(), b = a, c = a, d = a;
+    for (size_t i = 0; i < n; i += 128) {
+        a = _mm256_xor_si256(a, _mm256_load_si256((const __m256i *)(p + i)));
+        b = _mm256_xor_si256(b, _mm256_load_si256((const __m256i *)(p + i + 32)));
+        c = _mm256_xor_si256(c, _mm256_load_si256((const __m256i *)(p + i + 64)));
+        d = _mm256_xor_si256(d, _mm256_load_si256((const __m256i *)(p + i + 96)));
+    }
+    a = _mm256_xor_si256(_mm256_xor_si256(a, b), _mm256_xor_si256(c, d));
+    uint64_t r[4];
+    _mm256_storeu_si256((__m256i *)r, a);
+    return r[0] ^ r[1] ^ r[2] ^ r[3];
+}

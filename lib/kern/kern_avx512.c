@@ -245,3 +245,16 @@ void kern_quant_rows_avx512(const float *x, int M, uint32_t k, uint32_t block, i
         }
     }
 }
+
+uint64_t kern_read_avx512(const uint8_t *p, size_t n)
+{
+    __m512i a = _mm512_setzero_si512(), b = a, c = a, d = a;
+    for (size_t i = 0; i < n; i += 256) {
+        a = _mm512_xor_si512(a, _mm512_load_si512(p + i));
+        b = _mm512_xor_si512(b, _mm512_load_si512(p + i + 64));
+        c = _mm512_xor_si512(c, _mm512_load_si512(p + i + 128));
+        d = _mm512_xor_si512(d, _mm512_load_si512(p + i + 192));
+    }
+    a = _mm512_xor_si512(_mm512_xor_si512(a, b), _mm512_xor_si512(c, d));
+    return (uint64_t)_mm512_reduce_add_epi64(a);
+}

@@ -27,4 +27,8 @@ void kern_rows_portable(const kern_job *j, uint32_t n0, uint32_t n1, void *scrat
 /* int8 quantisation of M rows (identical results to kern_quant_row_i8). */
 void kern_quant_rows_avx512(const float *x, int M, uint32_t k, uint32_t block, int8_t *q, float *d, int32_t *qs);
 
+/* XOR of every 64-bit word of [p, p+n) (n multiple of 256): the bandwidth probe's read loop. */
+uint64_t kern_read_avx512(const uint8_t *p, size_t n);
+uint64_t kern_read_avx2(const uint8_t *p, size_t n);
+
 #endif

@@ -1,21 +1,26 @@
 /* The thread pool: the caller is worker 0, the others spin for a short while after each job (decode
- * launches come back to back, and a futex wake-up costs more than a small GEMV) and then sleep. */
+ * launches come back to back, and a futex wake-up costs more than a small GEMV) and then sleep.
+ * Ranges are claimed from one 64-bit counter holding (job generation << 32 | next index), so a worker
+ * that wakes late can never claim a range of a newer job with an older job's parameters; the caller
+ * waits for ranges *done*, not for workers to check in, so a descheduled worker that claimed nothing
+ * costs nothing (the machines are shared). */
 #include "kern.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 
-#define SPIN_ITERS 20000 /* pause instructions before sleeping: a few tens of microseconds */
+#define SPIN_ITERS 20000 /* pause instructions before sleeping: some tens of microseconds */
 
 struct kern_pool {
-    int n;
+    int n, started;
     pthread_t *th;
     pthread_mutex_t mu;
     pthread_cond_t cv_start, cv_done;
     atomic_uint gen;
-    atomic_int pending, sleepers, stop;
-    atomic_size_t next;
+    atomic_uint_fast64_t ctr;
+    atomic_size_t done;
+    atomic_int sleepers, stop;
     size_t items, grain;
     kern_range_fn fn;
     void *arg;
@@ -33,14 +38,26 @@ static inline void cpu_relax(void)
 #endif
 }
 
-static void run_ranges(kern_pool *p, int id)
+static void run_ranges(kern_pool *p, int id, unsigned g)
 {
     for (;;) {
-        size_t b = atomic_fetch_add_explicit(&p->next, p->grain, memory_order_relaxed);
-        if (b >= p->items)
-            return;
-        size_t e = b + p->grain < p->items ? b + p->grain : p->items;
+        uint64_t v = atomic_load(&p->ctr), b;
+        size_t items, grain;
+        do {
+            if ((unsigned)(v >> 32) != g)
+                return;
+            items = p->items, grain = p->grain; /* valid while the counter still says job g */
+            b = v & 0xFFFFFFFFu;
+            if (b >= items)
+                return;
+        } while (!atomic_compare_exchange_weak(&p->ctr, &v, v + grain));
+        size_t e = b + grain < items ? b + grain : items;
         p->fn(p->arg, b, e, id);
+        if (atomic_fetch_add(&p->done, e - b) + (e - b) == items) {
+            pthread_mutex_lock(&p->mu);
+            pthread_cond_broadcast(&p->cv_done);
+            pthread_mutex_unlock(&p->mu);
+        }
     }
 }
 
@@ -65,12 +82,7 @@ static void *worker(void *a)
         if (atomic_load(&p->stop))
             return NULL;
         seen = atomic_load(&p->gen);
-        run_ranges(p, wa.id);
-        if (atomic_fetch_sub(&p->pending, 1) == 1) {
-            pthread_mutex_lock(&p->mu);
-            pthread_cond_broadcast(&p->cv_done);
-            pthread_mutex_unlock(&p->mu);
-        }
+        run_ranges(p, wa.id, seen);
     }
 }
 
@@ -97,9 +109,8 @@ kern_pool *kern_pool_new(int threads)
             free(wa);
             goto fail;
         }
-        p->n = i + 1; /* workers started so far, for cleanup */
+        p->started = i;
     }
-    p->n = threads;
     return p;
 fail:
     kern_pool_free(p);
@@ -114,9 +125,8 @@ void kern_pool_free(kern_pool *p)
     atomic_store(&p->stop, 1);
     pthread_cond_broadcast(&p->cv_start);
     pthread_mutex_unlock(&p->mu);
-    for (int i = 1; i < p->n; i++)
-        if (p->th && p->th[i])
-            pthread_join(p->th[i], NULL);
+    for (int i = 1; i <= p->started; i++)
+        pthread_join(p->th[i], NULL);
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->cv_start);
     pthread_cond_destroy(&p->cv_done);
@@ -135,26 +145,27 @@ void kern_pool_for(kern_pool *p, size_t n, size_t grain, kern_range_fn fn, void 
         grain = (n + (size_t)nt * 4 - 1) / ((size_t)nt * 4);
     if (grain == 0)
         grain = 1;
-    if (!p || nt == 1 || grain >= n) {
+    if (!p || nt == 1 || grain >= n || n >= 0xFFFFFFFFu) {
         for (size_t b = 0; b < n; b += grain)
             fn(arg, b, b + grain < n ? b + grain : n, 0);
         return;
     }
+    unsigned g = atomic_load(&p->gen) + 1;
+    atomic_store(&p->ctr, (uint64_t)g << 32); /* first: invalidates claims on the previous job */
     p->fn = fn, p->arg = arg, p->items = n, p->grain = grain;
-    atomic_store(&p->next, 0);
-    atomic_store(&p->pending, nt - 1);
-    atomic_fetch_add(&p->gen, 1);
+    atomic_store(&p->done, 0);
+    atomic_store(&p->gen, g);
     if (atomic_load(&p->sleepers) > 0) {
         pthread_mutex_lock(&p->mu);
         pthread_cond_broadcast(&p->cv_start);
         pthread_mutex_unlock(&p->mu);
     }
-    run_ranges(p, 0);
-    for (int i = 0; i < SPIN_ITERS && atomic_load(&p->pending) > 0; i++)
+    run_ranges(p, 0, g);
+    for (int i = 0; i < SPIN_ITERS && atomic_load(&p->done) < n; i++)
         cpu_relax();
-    if (atomic_load(&p->pending) > 0) {
+    if (atomic_load(&p->done) < n) {
         pthread_mutex_lock(&p->mu);
-        while (atomic_load(&p->pending) > 0)
+        while (atomic_load(&p->done) < n)
             pthread_cond_wait(&p->cv_done, &p->mu);
         pthread_mutex_unlock(&p->mu);
     }

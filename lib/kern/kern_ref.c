@@ -76,3 +76,31 @@ void kern_ref_rows(const q4nx_tensor *W, const float *X, int M, float *Y, int mo
     }
     free(w), free(code), free(sc), free(zp), free(q), free(d), free(qs);
 }
+
+double kern_ref_bound(const q4nx_tensor *W, const float *x, uint32_t n, int mode)
+{
+    uint32_t B = W->block, kb = W->k_blocks, K = W->k;
+    double S = 0;
+    if (mode != KERN_I8) {
+        for (uint32_t c = 0; c < K; c++) {
+            uint32_t g = c / B;
+            S += fabs(q4nx_q4_scale(W, n, g)) * (q4nx_q4_code(W, n, c) + q4nx_q4_zero(W, n, g)) * fabs(x[c]);
+        }
+        return (B + kb + 4) * ldexp(1.0, -23) * S;
+    }
+    int8_t *q = malloc((size_t)kb * B);
+    float *d = malloc(kb * sizeof *d);
+    int32_t *qs = malloc(kb * sizeof *qs);
+    if (!q || !d || !qs)
+        abort();
+    kern_quant_row_i8(x, K, B, q, d, qs);
+    for (uint32_t g = 0; g < kb; g++) {
+        int64_t s = 0;
+        for (uint32_t c = g * B; c < (g + 1) * B && c < K; c++)
+            s += (int64_t)q4nx_q4_code(W, n, c) * q[c];
+        s -= (int64_t)q4nx_q4_zero(W, n, g) * qs[g];
+        S += fabs(q4nx_q4_scale(W, n, g) * (double)d[g] * (double)s);
+    }
+    free(q), free(d), free(qs);
+    return (kb + 4) * ldexp(1.0, -23) * S + 1e-30;
+}

@@ -1,0 +1,716 @@
+/* npu-gemm: one quantised GEMM Y = X·Wᵀ on a backend (cpu | npu), checked against the scalar
+ * reference and timed; a sweep over a model's role shapes with the dispatch law fitted; the list of
+ * compute devices with the measured DRAM read bandwidth. See man/man1/npu-gemm.1. */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "kern/kern.h"
+#include "npu/npu.h"
+#include "q4nx/q4nx.h"
+#include "util/util.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: npu-gemm --shape N,K [--block B] [--asym] [--scale-dtype f32|f16|bf16] [--layout b8|rm] [OPTIONS]\n"
+            "       npu-gemm -m MODEL.q4nx --tensor NAME [OPTIONS]\n"
+            "       npu-gemm --sweep -m MODEL.q4nx [OPTIONS]\n"
+            "       npu-gemm --model-pass (-m MODEL.q4nx | --shapes NxK*COUNT,...) [OPTIONS]\n"
+            "       npu-gemm --list-devices [--bw-mb MB]\n"
+            "Multiplies M activation rows by a 4-bit Q4NX weight tensor, checks the result against the\n"
+            "scalar reference and prints timings as JSON on stdout.\n"
+            "  --rows M            activation rows (default 1: decode)\n"
+            "  --mode f32|i8       fp32 activations (exact) or int8-quantised activations (default f32)\n"
+            "  --device cpu|npu    backend (default cpu; npu needs an amdxdna device and kernel binaries)\n"
+            "  -t, --threads N     worker threads (default: online CPUs)\n"
+            "  --kernel ref|avx2|avx512   force a CPU kernel path (also OGAKIT_KERNEL)\n"
+            "  --reps R            timed launches (default: as many as fit in --time seconds, >= 5)\n"
+            "  --time S            time budget per measurement for automatic --reps (default 0.3)\n"
+            "  --check-rows R      output columns checked against the reference (default 64; 0: none)\n"
+            "  --seed S            seed for synthetic weights and activations (default 1)\n"
+            "  --dump-source DIR   (--shape) also write the synthetic weights in MatMulNBits order:\n"
+            "                      DIR/B.u8, DIR/scales.bin, DIR/zero_points.u8, DIR/meta.json\n"
+            "  --bw-mb MB          bandwidth probe buffer for --list-devices (default 512)\n"
+            "  -h, --help          this text\n"
+            "Exit: 0 ok, 1 result outside the reference bound, 2 usage, 3 bad model/tensor, 4 device init failed.\n");
+}
+
+/* ---- options ---- */
+static struct {
+    const char *model, *tensor, *shapes, *dump;
+    long n, k, block, rows, threads, reps, check_rows, seed, bw_mb;
+    int asym, sdt, layout, mode, device_npu, sweep, pass, list, kernel;
+    double time_budget;
+} o = {.block = 32, .rows = 1, .check_rows = 64, .seed = 1, .bw_mb = 512, .sdt = Q4NX_F32, .layout = Q4NX_B8,
+       .mode = KERN_F32, .kernel = -1, .time_budget = 0.3};
+
+/* ---- synthetic tensors ---- */
+typedef struct {
+    q4nx_tensor t;
+    uint8_t *codes, *zeros, *src_codes, *src_zp;
+    void *scales, *src_scales;
+    char name[64];
+} synth;
+
+static uint64_t rng_state;
+static uint32_t rnd(void)
+{
+    rng_state ^= rng_state << 13, rng_state ^= rng_state >> 7, rng_state ^= rng_state << 17;
+    return (uint32_t)(rng_state >> 16);
+}
+static float frand(void) { return (float)((rnd() & 0xFFFFFF) / 16777216.0 * 2.0 - 1.0); }
+
+static void synth_make(synth *s, uint32_t n, uint32_t k, uint32_t block, int sdt, int asym, int layout, int keep_src)
+{
+    uint32_t kb = (k + block - 1) / block;
+    size_t ss = q4nx_dtype_size(sdt), nc = (size_t)n * kb * block / 2, nz = (size_t)n * ((kb + 1) / 2);
+    s->src_codes = malloc(nc);
+    s->src_scales = malloc((size_t)n * kb * ss);
+    s->src_zp = asym ? malloc(nz) : NULL;
+    if (!s->src_codes || !s->src_scales || (asym && !s->src_zp))
+        ogk_die(OGK_EXIT_INIT, "out of memory for a %ux%u tensor", n, k);
+    for (size_t i = 0; i < nc; i++)
+        s->src_codes[i] = (uint8_t)rnd();
+    for (size_t i = 0; i < (size_t)n * kb; i++) {
+        float v = (0.002f + 0.02f * fabsf(frand())) * (rnd() & 1 ? -1.0f : 1.0f);
+        if (sdt == Q4NX_F32)
+            memcpy((uint8_t *)s->src_scales + i * 4, &v, 4);
+        else {
+            uint16_t h = sdt == Q4NX_F16 ? ogk_f32_to_f16(v) : ogk_f32_to_bf16(v);
+            memcpy((uint8_t *)s->src_scales + i * 2, &h, 2);
+        }
+    }
+    for (size_t i = 0; asym && i < nz; i++)
+        s->src_zp[i] = (uint8_t)rnd();
+    size_t cb = q4nx_q4_codes_bytes(layout, n, k, block), ng = q4nx_q4_groups(layout, n, k, block);
+    s->codes = aligned_alloc(4096, (cb + 4095) & ~(size_t)4095);
+    s->scales = aligned_alloc(64, (ng * ss + 63) & ~(size_t)63);
+    s->zeros = asym ? aligned_alloc(64, (ng + 63) & ~(size_t)63) : NULL;
+    if (!s->codes || !s->scales || (asym && !s->zeros))
+        ogk_die(OGK_EXIT_INIT, "out of memory for a %ux%u tensor", n, k);
+    q4nx_q4_relayout(layout, n, k, block, sdt, s->src_codes, s->src_scales, s->src_zp, s->codes, s->scales, s->zeros);
+    snprintf(s->name, sizeof s->name, "synthetic.%ux%u", n, k);
+    s->t = (q4nx_tensor){.name = s->name, .role = "synthetic", .dtype = Q4NX_Q4, .ndim = 2, .shape = {n, k},
+                         .layout = layout, .n = n, .k = k, .block = block, .k_blocks = kb, .scale_dtype = sdt,
+                         .has_zp = asym, .codes = s->codes, .scales = s->scales, .zeros = s->zeros};
+    if (!keep_src) {
+        free(s->src_codes), free(s->src_scales), free(s->src_zp);
+        s->src_codes = NULL, s->src_scales = NULL, s->src_zp = NULL;
+    }
+}
+
+static void synth_free(synth *s)
+{
+    free(s->codes), free(s->scales), free(s->zeros), free(s->src_codes), free(s->src_scales), free(s->src_zp);
+}
+
+static void write_file(const char *dir, const char *name, const void *p, size_t n)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    ogk_out out;
+    ogk_error e;
+    if (ogk_out_open(&out, path, &e) < 0)
+        ogk_die(OGK_EXIT_INPUT, "%s", e.msg);
+    if (ogk_write_all(out.fd, p, n) < 0) {
+        ogk_out_abort(&out);
+        ogk_die(OGK_EXIT_INPUT, "%s: %s", path, strerror(errno));
+    }
+    if (ogk_out_commit(&out, &e) < 0)
+        ogk_die(OGK_EXIT_INPUT, "%s", e.msg);
+}
+
+static void dump_source(const synth *s, const char *dir)
+{
+    const q4nx_tensor *t = &s->t;
+    if (mkdir(dir, 0777) < 0 && errno != EEXIST)
+        ogk_die(OGK_EXIT_INPUT, "%s: %s", dir, strerror(errno));
+    write_file(dir, "B.u8", s->src_codes, (size_t)t->n * t->k_blocks * t->block / 2);
+    write_file(dir, "scales.bin", s->src_scales, (size_t)t->n * t->k_blocks * q4nx_dtype_size(t->scale_dtype));
+    if (t->has_zp)
+        write_file(dir, "zero_points.u8", s->src_zp, (size_t)t->n * ((t->k_blocks + 1) / 2));
+    json_t *m = json_pack("{s:i, s:i, s:i, s:i, s:s, s:b, s:I}", "N", (int)t->n, "K", (int)t->k, "block",
+                          (int)t->block, "k_blocks", (int)t->k_blocks, "scale_dtype", q4nx_dtype_name(t->scale_dtype),
+                          "zero_points", t->has_zp, "seed", (json_int_t)o.seed);
+    char *txt = json_dumps(m, JSON_INDENT(2));
+    write_file(dir, "meta.json", txt, strlen(txt));
+    free(txt);
+    json_decref(m);
+}
+
+/* ---- measurement ---- */
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static size_t tensor_bytes(const q4nx_tensor *t)
+{
+    size_t g = q4nx_q4_groups(t->layout, t->n, t->k, t->block);
+    return q4nx_q4_codes_bytes(t->layout, t->n, t->k, t->block) + g * q4nx_dtype_size(t->scale_dtype) +
+           (t->has_zp ? g : 0);
+}
+
+static void launch(kern_pool *pool, const q4nx_tensor *W, const float *X, int M, float *Y)
+{
+    ogk_error e;
+    if (kern_matmul(pool, W, X, M, Y, o.mode, &e) < 0)
+        ogk_die(OGK_EXIT_INPUT, "%s", e.msg);
+}
+
+/* median ms per launch of `fn`-style repeated launches over a list of tensors */
+static double time_launches(kern_pool *pool, const q4nx_tensor *const *Ws, size_t nw, const float *X, int M, float *Y,
+                            long *reps_out, double *min_out)
+{
+    for (size_t i = 0; i < nw; i++) /* warm-up */
+        launch(pool, Ws[i], X, M, Y);
+    long reps = o.reps;
+    if (reps <= 0) {
+        double t0 = ogk_now();
+        for (size_t i = 0; i < nw; i++)
+            launch(pool, Ws[i], X, M, Y);
+        double one = ogk_now() - t0;
+        reps = (long)(o.time_budget / (one > 1e-7 ? one : 1e-7));
+        reps = reps < 5 ? 5 : reps > 5000 ? 5000 : reps;
+    }
+    double *ms = malloc((size_t)reps * sizeof *ms);
+    for (long r = 0; r < reps; r++) {
+        double t0 = ogk_now();
+        for (size_t i = 0; i < nw; i++)
+            launch(pool, Ws[i], X, M, Y);
+        ms[r] = (ogk_now() - t0) * 1e3;
+    }
+    qsort(ms, (size_t)reps, sizeof *ms, cmp_double);
+    double med = reps % 2 ? ms[reps / 2] : 0.5 * (ms[reps / 2 - 1] + ms[reps / 2]);
+    *reps_out = reps;
+    *min_out = ms[0];
+    free(ms);
+    return med;
+}
+
+static float *make_x(int M, uint32_t K)
+{
+    float *x = malloc((size_t)M * K * sizeof *x);
+    if (!x)
+        ogk_die(OGK_EXIT_INIT, "out of memory for %d x %u activations", M, K);
+    for (size_t i = 0; i < (size_t)M * K; i++)
+        x[i] = frand() + frand() + frand(); /* roughly gaussian, like a normalised hidden state */
+    return x;
+}
+
+typedef struct {
+    long rows;
+    double max_abs, max_ref, i8_abs, worst_ratio;
+    int ok;
+} check_result;
+
+/* compare Y with the reference on a sample of output columns (and Y_f32 for the i8 mode's error) */
+static check_result check(const q4nx_tensor *W, const float *X, int M, const float *Y)
+{
+    check_result r = {.ok = 1};
+    if (o.check_rows == 0)
+        return r;
+    uint32_t N = W->n;
+    long want = o.check_rows < 0 || o.check_rows >= (long)N ? (long)N : o.check_rows;
+    float *ref = malloc((size_t)M * N * sizeof *ref), *ref32 = NULL;
+    if (o.mode == KERN_I8)
+        ref32 = malloc((size_t)M * N * sizeof *ref32);
+    for (long i = 0; i < want; i++) {
+        uint32_t n = want == (long)N ? (uint32_t)i : (uint32_t)((double)i * (N - 1) / (want - 1 > 0 ? want - 1 : 1));
+        kern_ref_rows(W, X, M, ref, o.mode, n, n + 1);
+        if (ref32)
+            kern_ref_rows(W, X, M, ref32, KERN_F32, n, n + 1);
+        for (int m = 0; m < M; m++) {
+            size_t at = (size_t)m * N + n;
+            double d = fabs((double)Y[at] - ref[at]);
+            double bound = kern_ref_bound(W, X + (size_t)m * W->k, n, o.mode);
+            if (!(d <= bound))
+                r.ok = 0;
+            r.worst_ratio = fmax(r.worst_ratio, d / bound);
+            r.max_abs = fmax(r.max_abs, d);
+            r.max_ref = fmax(r.max_ref, fabs(ref[at]));
+            if (ref32)
+                r.i8_abs = fmax(r.i8_abs, fabs((double)Y[at] - ref32[at]));
+        }
+        r.rows++;
+    }
+    if (ref32)
+        r.max_ref = 0; /* relative i8 error against the exact product's scale */
+    if (ref32)
+        for (long i = 0; i < want; i++) {
+            uint32_t n = want == (long)N ? (uint32_t)i : (uint32_t)((double)i * (N - 1) / (want - 1 > 0 ? want - 1 : 1));
+            for (int m = 0; m < M; m++)
+                r.max_ref = fmax(r.max_ref, fabs(ref32[(size_t)m * N + n]));
+        }
+    free(ref), free(ref32);
+    return r;
+}
+
+static const char *mode_name(int m) { return m == KERN_I8 ? "i8" : "f32"; }
+
+static json_t *run_one(kern_pool *pool, const q4nx_tensor *W, int M, int *all_ok)
+{
+    float *X = make_x(M, W->k), *Y = malloc((size_t)M * W->n * sizeof *Y);
+    if (!Y)
+        ogk_die(OGK_EXIT_INIT, "out of memory for %d x %u outputs", M, W->n);
+    long reps;
+    double mn;
+    double ms = time_launches(pool, &W, 1, X, M, Y, &reps, &mn);
+    check_result c = check(W, X, M, Y);
+    if (!c.ok)
+        *all_ok = 0;
+    size_t bytes = tensor_bytes(W);
+    json_t *j = json_object();
+    json_object_set_new(j, "device", json_string("cpu"));
+    json_object_set_new(j, "kernel", json_string(kern_path_name(kern_path())));
+    json_object_set_new(j, "mode", json_string(mode_name(o.mode)));
+    json_object_set_new(j, "tensor", json_string(W->name ? W->name : ""));
+    if (W->role)
+        json_object_set_new(j, "role", json_string(W->role));
+    json_object_set_new(j, "layout", json_string(q4nx_layout_name(W->layout)));
+    json_object_set_new(j, "M", json_integer(M));
+    json_object_set_new(j, "N", json_integer(W->n));
+    json_object_set_new(j, "K", json_integer(W->k));
+    json_object_set_new(j, "block", json_integer(W->block));
+    json_object_set_new(j, "scale_dtype", json_string(q4nx_dtype_name(W->scale_dtype)));
+    json_object_set_new(j, "zero_points", json_boolean(W->has_zp));
+    json_object_set_new(j, "threads", json_integer(kern_pool_threads(pool)));
+    json_object_set_new(j, "reps", json_integer(reps));
+    json_object_set_new(j, "ms", json_real(ms));
+    json_object_set_new(j, "ms_min", json_real(mn));
+    json_object_set_new(j, "weight_bytes", json_integer((json_int_t)bytes));
+    json_object_set_new(j, "GBps", json_real(bytes / (ms * 1e-3) / 1e9));
+    json_object_set_new(j, "GFLOPs", json_real(2.0 * M * W->n * W->k / (ms * 1e-3) / 1e9));
+    json_object_set_new(j, "checked_rows", json_integer(c.rows));
+    if (c.rows) {
+        json_object_set_new(j, "max_rel_err", json_real(c.max_ref > 0 ? c.max_abs / c.max_ref : c.max_abs));
+        json_object_set_new(j, "err_vs_bound", json_real(c.worst_ratio));
+        json_object_set_new(j, "within_bound", json_boolean(c.ok));
+        if (o.mode == KERN_I8)
+            json_object_set_new(j, "i8_vs_f32_rel_err", json_real(c.max_ref > 0 ? c.i8_abs / c.max_ref : c.i8_abs));
+    }
+    free(X), free(Y);
+    return j;
+}
+
+/* ---- --list-devices ---- */
+static json_t *cpu_json(kern_pool *pool)
+{
+    json_t *j = json_object();
+    json_object_set_new(j, "type", json_string("cpu"));
+    char name[256] = "";
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (f) {
+        char line[512];
+        while (fgets(line, sizeof line, f))
+            if (!strncmp(line, "model name", 10)) {
+                char *p = strchr(line, ':');
+                if (p) {
+                    p += 1 + (p[1] == ' ');
+                    p[strcspn(p, "\n")] = 0;
+                    snprintf(name, sizeof name, "%s", p);
+                }
+                break;
+            }
+        fclose(f);
+    }
+    json_object_set_new(j, "name", json_string(name));
+    json_t *feat = json_array();
+    static const char *fs[] = {"avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512vnni", "avx512bf16"};
+    __builtin_cpu_init();
+    for (size_t i = 0; i < sizeof fs / sizeof *fs; i++) {
+        int has = 0;
+        switch (i) {
+        case 0: has = __builtin_cpu_supports("avx2"); break;
+        case 1: has = __builtin_cpu_supports("fma"); break;
+        case 2: has = __builtin_cpu_supports("f16c"); break;
+        case 3: has = __builtin_cpu_supports("avx512f"); break;
+        case 4: has = __builtin_cpu_supports("avx512bw"); break;
+        case 5: has = __builtin_cpu_supports("avx512vl"); break;
+        case 6: has = __builtin_cpu_supports("avx512vnni"); break;
+        case 7: has = __builtin_cpu_supports("avx512bf16"); break;
+        }
+        if (has)
+            json_array_append_new(feat, json_string(fs[i]));
+    }
+    json_object_set_new(j, "features", feat);
+    json_object_set_new(j, "kernel", json_string(kern_path_name(kern_path())));
+    json_object_set_new(j, "threads", json_integer(kern_pool_threads(pool)));
+    double bw = kern_read_bandwidth(pool, (size_t)o.bw_mb << 20, 7);
+    json_object_set_new(j, "dram_read_GBps", bw > 0 ? json_real(bw) : json_null());
+    json_object_set_new(j, "bw_probe_MB", json_integer(o.bw_mb));
+    return j;
+}
+
+static int list_devices(kern_pool *pool)
+{
+    json_t *out = json_object(), *devs = json_array();
+    json_array_append_new(devs, cpu_json(pool));
+    npu_device *nd;
+    char *skipped = NULL;
+    ogk_error e;
+    int n = npu_scan(&nd, &skipped, &e);
+    if (n < 0)
+        ogk_err("%s", e.msg);
+    for (int i = 0; i < n; i++)
+        json_array_append_new(devs, npu_device_json(&nd[i]));
+    json_object_set_new(out, "devices", devs);
+    json_object_set_new(out, "accel_dir", json_string(npu_accel_dir()));
+    json_t *sk = json_array();
+    for (char *s = skipped, *nl; s && *s; s = nl + 1) {
+        nl = strchr(s, '\n');
+        if (!nl)
+            break;
+        json_array_append_new(sk, json_stringn(s, (size_t)(nl - s)));
+    }
+    json_object_set_new(out, "skipped", sk);
+    free(skipped);
+    if (n > 0)
+        free(nd);
+    int rc = ogk_json_print(stdout, out) < 0 ? OGK_EXIT_INPUT : 0;
+    json_decref(out);
+    return rc;
+}
+
+/* ---- --sweep ---- */
+static const char *role_class(const char *role)
+{
+    if (!role)
+        return "";
+    if (!strncmp(role, "layers.", 7)) {
+        const char *p = strchr(role + 7, '.');
+        return p ? p + 1 : role;
+    }
+    return role;
+}
+
+static int sweep(kern_pool *pool, q4nx_file *f, int *all_ok)
+{
+    typedef struct {
+        const q4nx_tensor *t;
+    } pick;
+    size_t nt = q4nx_tensor_count(f), np = 0;
+    pick *picks = calloc(nt + 1, sizeof *picks);
+    for (size_t i = 0; i < nt; i++) {
+        const q4nx_tensor *t = q4nx_tensor_at(f, i);
+        if (t->dtype != Q4NX_Q4 || !strcmp(role_class(t->role), "embed"))
+            continue;
+        int dup = 0;
+        for (size_t j = 0; j < np && !dup; j++)
+            dup = !strcmp(role_class(picks[j].t->role), role_class(t->role)) && picks[j].t->n == t->n &&
+                  picks[j].t->k == t->k;
+        if (!dup)
+            picks[np++].t = t;
+    }
+    if (np == 0) {
+        free(picks);
+        ogk_die(OGK_EXIT_INPUT, "%s: no quantised tensors to sweep", o.model);
+    }
+    static const int Ms[] = {1, 16, 128};
+    json_t *launches = json_array();
+    size_t nl = np * 3;
+    double *xs = malloc(nl * sizeof *xs), *ys = malloc(nl * sizeof *ys);
+    size_t k = 0;
+    for (size_t i = 0; i < np; i++)
+        for (int mi = 0; mi < 3; mi++) {
+            json_t *j = run_one(pool, picks[i].t, Ms[mi], all_ok);
+            json_object_set_new(j, "class", json_string(role_class(picks[i].t->role)));
+            xs[k] = json_integer_value(json_object_get(j, "weight_bytes")) / 1e6;
+            ys[k] = json_real_value(json_object_get(j, "ms"));
+            json_array_append_new(launches, j);
+            k++;
+        }
+    /* least squares t = floor + MB / rate */
+    double sx = 0, sy = 0, sxx = 0, sxy = 0;
+    for (size_t i = 0; i < nl; i++)
+        sx += xs[i], sy += ys[i], sxx += xs[i] * xs[i], sxy += xs[i] * ys[i];
+    double den = nl * sxx - sx * sx;
+    double b = den != 0 ? (nl * sxy - sx * sy) / den : 0, a = (sy - b * sx) / nl;
+    double ss_res = 0, ss_tot = 0, my = sy / nl;
+    for (size_t i = 0; i < nl; i++) {
+        double fit = a + b * xs[i];
+        json_t *j = json_array_get(launches, i);
+        json_object_set_new(j, "fit_ms", json_real(fit));
+        json_object_set_new(j, "residual_ms", json_real(ys[i] - fit));
+        ss_res += (ys[i] - fit) * (ys[i] - fit);
+        ss_tot += (ys[i] - my) * (ys[i] - my);
+    }
+    json_t *out = json_object();
+    json_object_set_new(out, "model", json_string(o.model));
+    json_object_set_new(out, "launches", launches);
+    json_t *fit = json_object();
+    json_object_set_new(fit, "law", json_string("ms = floor_ms + MB / rate_MB_per_ms"));
+    json_object_set_new(fit, "floor_ms", json_real(a));
+    json_object_set_new(fit, "rate_GBps", b > 0 ? json_real(1.0 / b) : json_null());
+    json_object_set_new(fit, "r2", json_real(ss_tot > 0 ? 1 - ss_res / ss_tot : 1));
+    json_object_set_new(fit, "launches", json_integer((json_int_t)nl));
+    json_object_set_new(out, "fit", fit);
+    int rc = ogk_json_print(stdout, out) < 0 ? OGK_EXIT_INPUT : 0;
+    json_decref(out);
+    free(xs), free(ys), free(picks);
+    return rc;
+}
+
+/* ---- --model-pass: every tensor once per launch, M = --rows ---- */
+static int model_pass(kern_pool *pool, const q4nx_tensor *const *Ws, size_t nw, int *all_ok)
+{
+    uint32_t kmax = 0, nmax = 0;
+    size_t bytes = 0;
+    for (size_t i = 0; i < nw; i++) {
+        kmax = Ws[i]->k > kmax ? Ws[i]->k : kmax;
+        nmax = Ws[i]->n > nmax ? Ws[i]->n : nmax;
+        bytes += tensor_bytes(Ws[i]);
+    }
+    int M = (int)o.rows;
+    float *X = make_x(M, kmax), *Y = malloc((size_t)M * nmax * sizeof *Y);
+    long reps;
+    double mn;
+    double ms = time_launches(pool, Ws, nw, X, M, Y, &reps, &mn);
+    /* check the last tensor (its output is still in Y) and one of every distinct shape */
+    long checked = 0;
+    double worst = 0;
+    for (size_t i = 0; i < nw && o.check_rows; i++) {
+        int seen = 0;
+        for (size_t j = 0; j < i && !seen; j++)
+            seen = Ws[j]->n == Ws[i]->n && Ws[j]->k == Ws[i]->k;
+        if (seen)
+            continue;
+        launch(pool, Ws[i], X, M, Y);
+        check_result c = check(Ws[i], X, M, Y);
+        checked += c.rows;
+        worst = fmax(worst, c.worst_ratio);
+        if (!c.ok)
+            *all_ok = 0;
+    }
+    json_t *j = json_object();
+    json_object_set_new(j, "device", json_string("cpu"));
+    json_object_set_new(j, "kernel", json_string(kern_path_name(kern_path())));
+    json_object_set_new(j, "mode", json_string(mode_name(o.mode)));
+    json_object_set_new(j, "tensors", json_integer((json_int_t)nw));
+    json_object_set_new(j, "M", json_integer(M));
+    json_object_set_new(j, "threads", json_integer(kern_pool_threads(pool)));
+    json_object_set_new(j, "reps", json_integer(reps));
+    json_object_set_new(j, "ms", json_real(ms));
+    json_object_set_new(j, "ms_min", json_real(mn));
+    json_object_set_new(j, "weight_bytes", json_integer((json_int_t)bytes));
+    json_object_set_new(j, "GBps", json_real(bytes / (ms * 1e-3) / 1e9));
+    json_object_set_new(j, "checked_rows", json_integer(checked));
+    json_object_set_new(j, "err_vs_bound", json_real(worst));
+    json_object_set_new(j, "within_bound", json_boolean(*all_ok));
+    int rc = ogk_json_print(stdout, j) < 0 ? OGK_EXIT_INPUT : 0;
+    json_decref(j);
+    free(X), free(Y);
+    return rc;
+}
+
+static int parse_scale_dtype(const char *s)
+{
+    if (!strcmp(s, "f32"))
+        return Q4NX_F32;
+    if (!strcmp(s, "f16"))
+        return Q4NX_F16;
+    if (!strcmp(s, "bf16"))
+        return Q4NX_BF16;
+    ogk_die(OGK_EXIT_USAGE, "--scale-dtype %s: expected f32, f16 or bf16", s);
+}
+
+int main(int argc, char **argv)
+{
+    ogk_prog_set(argv[0]);
+    enum { O_SHAPE = 256, O_BLOCK, O_ASYM, O_SDT, O_LAYOUT, O_TENSOR, O_ROWS, O_MODE, O_DEVICE, O_KERNEL, O_REPS,
+           O_TIME, O_CHECK, O_SEED, O_SWEEP, O_PASS, O_SHAPES, O_LIST, O_BW, O_DUMP };
+    static const struct option lo[] = {
+        {"shape", 1, 0, O_SHAPE},   {"block", 1, 0, O_BLOCK},   {"asym", 0, 0, O_ASYM},
+        {"scale-dtype", 1, 0, O_SDT}, {"layout", 1, 0, O_LAYOUT}, {"model", 1, 0, 'm'},
+        {"tensor", 1, 0, O_TENSOR}, {"rows", 1, 0, O_ROWS},     {"mode", 1, 0, O_MODE},
+        {"device", 1, 0, O_DEVICE}, {"threads", 1, 0, 't'},     {"kernel", 1, 0, O_KERNEL},
+        {"reps", 1, 0, O_REPS},     {"time", 1, 0, O_TIME},     {"check-rows", 1, 0, O_CHECK},
+        {"seed", 1, 0, O_SEED},     {"sweep", 0, 0, O_SWEEP},   {"model-pass", 0, 0, O_PASS},
+        {"shapes", 1, 0, O_SHAPES}, {"list-devices", 0, 0, O_LIST}, {"bw-mb", 1, 0, O_BW},
+        {"dump-source", 1, 0, O_DUMP}, {"help", 0, 0, 'h'},     {0, 0, 0, 0}};
+    const char *shape = NULL;
+    int c;
+    while ((c = getopt_long(argc, argv, "m:t:h", lo, NULL)) != -1) {
+        switch (c) {
+        case O_SHAPE: shape = optarg; break;
+        case O_BLOCK: o.block = ogk_parse_long("--block", optarg, 16, 1 << 16); break;
+        case O_ASYM: o.asym = 1; break;
+        case O_SDT: o.sdt = parse_scale_dtype(optarg); break;
+        case O_LAYOUT:
+            if ((o.layout = q4nx_layout_parse(optarg)) < 0)
+                ogk_die(OGK_EXIT_USAGE, "--layout %s: expected b8 or rm", optarg);
+            break;
+        case 'm': o.model = optarg; break;
+        case O_TENSOR: o.tensor = optarg; break;
+        case O_ROWS: o.rows = ogk_parse_long("--rows", optarg, 1, 1 << 20); break;
+        case O_MODE:
+            if (!strcmp(optarg, "f32"))
+                o.mode = KERN_F32;
+            else if (!strcmp(optarg, "i8"))
+                o.mode = KERN_I8;
+            else
+                ogk_die(OGK_EXIT_USAGE, "--mode %s: expected f32 or i8", optarg);
+            break;
+        case O_DEVICE:
+            if (!strcmp(optarg, "npu"))
+                o.device_npu = 1;
+            else if (strcmp(optarg, "cpu"))
+                ogk_die(OGK_EXIT_USAGE, "--device %s: expected cpu or npu", optarg);
+            break;
+        case 't': o.threads = ogk_parse_long("--threads", optarg, 1, 1024); break;
+        case O_KERNEL:
+            o.kernel = !strcmp(optarg, "ref") ? KERN_PATH_REF : !strcmp(optarg, "avx2") ? KERN_PATH_AVX2
+                       : !strcmp(optarg, "avx512") ? KERN_PATH_AVX512 : -2;
+            if (o.kernel == -2)
+                ogk_die(OGK_EXIT_USAGE, "--kernel %s: expected ref, avx2 or avx512", optarg);
+            break;
+        case O_REPS: o.reps = ogk_parse_long("--reps", optarg, 1, 100000000); break;
+        case O_TIME: o.time_budget = ogk_parse_double("--time", optarg); break;
+        case O_CHECK: o.check_rows = ogk_parse_long("--check-rows", optarg, 0, 1L << 30); break;
+        case O_SEED: o.seed = ogk_parse_long("--seed", optarg, 0, 1L << 62); break;
+        case O_SWEEP: o.sweep = 1; break;
+        case O_PASS: o.pass = 1; break;
+        case O_SHAPES: o.shapes = optarg; break;
+        case O_LIST: o.list = 1; break;
+        case O_BW: o.bw_mb = ogk_parse_long("--bw-mb", optarg, 1, 1 << 20); break;
+        case O_DUMP: o.dump = optarg; break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return OGK_EXIT_USAGE;
+        }
+    }
+    if (optind < argc)
+        ogk_die(OGK_EXIT_USAGE, "unexpected argument '%s' (see --help)", argv[optind]);
+    int what = !!shape + (o.model && !o.sweep && !o.pass) + o.sweep + o.pass + o.list;
+    if (what != 1) {
+        usage(stderr);
+        ogk_die(OGK_EXIT_USAGE, "give exactly one of --shape, -m with --tensor, --sweep, --model-pass, --list-devices");
+    }
+    if (o.model && !o.sweep && !o.pass && !o.tensor)
+        ogk_die(OGK_EXIT_USAGE, "-m needs --tensor NAME (or --sweep / --model-pass)");
+    if (o.sweep && !o.model)
+        ogk_die(OGK_EXIT_USAGE, "--sweep needs -m MODEL.q4nx");
+    if (o.pass && !o.model == !o.shapes)
+        ogk_die(OGK_EXIT_USAGE, "--model-pass needs -m MODEL.q4nx or --shapes SPEC");
+    if (o.dump && !shape)
+        ogk_die(OGK_EXIT_USAGE, "--dump-source works with --shape");
+    if (o.time_budget <= 0)
+        ogk_die(OGK_EXIT_USAGE, "--time: must be > 0");
+    rng_state = 0x9E3779B97F4A7C15ull ^ ((uint64_t)o.seed * 0xD1B54A32D192ED03ull);
+    if (!rng_state)
+        rng_state = 1;
+
+    ogk_error e;
+    if (kern_path_init(&e) < 0)
+        ogk_die(OGK_EXIT_USAGE, "%s", e.msg);
+    if (o.kernel >= 0 && kern_path_set(o.kernel) < 0)
+        ogk_die(OGK_EXIT_INIT, "--kernel %s: this CPU lacks the instructions it needs", kern_path_name(o.kernel));
+
+    if (o.device_npu && !o.list) {
+        npu_ctx *ctx = npu_open(NULL, &e);
+        if (!ctx)
+            ogk_die(OGK_EXIT_INIT, "%s", e.msg);
+        npu_close(ctx);
+        ogk_die(OGK_EXIT_INIT, "npu backend: GEMM launch not implemented");
+    }
+
+    kern_pool *pool = kern_pool_new((int)o.threads);
+    if (!pool)
+        ogk_die(OGK_EXIT_INIT, "cannot start %ld worker threads", o.threads);
+    int rc = 0, all_ok = 1;
+    if (o.list) {
+        rc = list_devices(pool);
+    } else if (shape) {
+        char *end;
+        long n = strtol(shape, &end, 10), k = *end == ',' ? strtol(end + 1, &end, 10) : 0;
+        if (*end || n <= 0 || k <= 0 || n > (1L << 24) || k > (1L << 24))
+            ogk_die(OGK_EXIT_USAGE, "--shape %s: expected N,K (positive integers)", shape);
+        if (o.block & (o.block - 1))
+            ogk_die(OGK_EXIT_USAGE, "--block %ld: must be a power of two >= 16", o.block);
+        const char *why = q4nx_q4_layout_refusal(o.layout, (uint32_t)n, (uint32_t)k, (uint32_t)o.block);
+        if (why)
+            ogk_die(OGK_EXIT_USAGE, "--shape %s --block %ld --layout %s: %s", shape, o.block,
+                    q4nx_layout_name(o.layout), why);
+        synth s;
+        synth_make(&s, (uint32_t)n, (uint32_t)k, (uint32_t)o.block, o.sdt, o.asym, o.layout, o.dump != NULL);
+        if (o.dump)
+            dump_source(&s, o.dump);
+        json_t *j = run_one(pool, &s.t, (int)o.rows, &all_ok);
+        json_object_set_new(j, "seed", json_integer(o.seed));
+        rc = ogk_json_print(stdout, j) < 0 ? OGK_EXIT_INPUT : 0;
+        json_decref(j);
+        synth_free(&s);
+    } else if (o.pass && o.shapes) {
+        /* SPEC: NxK*COUNT,... (each tensor its own memory, so nothing stays in cache between launches) */
+        synth *ss = NULL;
+        size_t ns = 0;
+        char *spec = strdup(o.shapes), *save = NULL;
+        for (char *tok = strtok_r(spec, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+            char *end;
+            long n = strtol(tok, &end, 10), k = *end == 'x' ? strtol(end + 1, &end, 10) : 0, cnt = 1;
+            if (*end == '*')
+                cnt = strtol(end + 1, &end, 10);
+            if (*end || n <= 0 || k <= 0 || cnt <= 0 || cnt > 100000)
+                ogk_die(OGK_EXIT_USAGE, "--shapes: '%s': expected NxK or NxK*COUNT", tok);
+            for (long i = 0; i < cnt; i++) {
+                ss = realloc(ss, (ns + 1) * sizeof *ss);
+                synth_make(&ss[ns++], (uint32_t)n, (uint32_t)k, (uint32_t)o.block, o.sdt, o.asym, o.layout, 0);
+            }
+        }
+        free(spec);
+        const q4nx_tensor **Ws = malloc(ns * sizeof *Ws);
+        for (size_t i = 0; i < ns; i++)
+            Ws[i] = &ss[i].t;
+        rc = model_pass(pool, Ws, ns, &all_ok);
+        for (size_t i = 0; i < ns; i++)
+            synth_free(&ss[i]);
+        free(ss), free(Ws);
+    } else {
+        int code = OGK_EXIT_INPUT;
+        q4nx_file *f = q4nx_open(o.model, &e, &code);
+        if (!f)
+            ogk_die(code, "%s", e.msg);
+        if (o.sweep) {
+            rc = sweep(pool, f, &all_ok);
+        } else if (o.pass) {
+            size_t nt = q4nx_tensor_count(f), nw = 0;
+            const q4nx_tensor **Ws = malloc((nt + 1) * sizeof *Ws);
+            for (size_t i = 0; i < nt; i++) {
+                const q4nx_tensor *t = q4nx_tensor_at(f, i);
+                if (t->dtype == Q4NX_Q4 && strcmp(role_class(t->role), "embed"))
+                    Ws[nw++] = t;
+            }
+            if (!nw)
+                ogk_die(OGK_EXIT_INPUT, "%s: no quantised tensors", o.model);
+            rc = model_pass(pool, Ws, nw, &all_ok);
+            free(Ws);
+        } else {
+            const q4nx_tensor *t = q4nx_find(f, o.tensor);
+            for (size_t i = 0; !t && i < q4nx_tensor_count(f); i++) {
+                const q4nx_tensor *u = q4nx_tensor_at(f, i);
+                if (u->name && !strcmp(u->name, o.tensor))
+                    t = u;
+            }
+            if (!t)
+                ogk_die(OGK_EXIT_INPUT, "%s: no tensor with role or name '%s'", o.model, o.tensor);
+            if (t->dtype != Q4NX_Q4)
+                ogk_die(OGK_EXIT_INPUT, "%s: tensor %s is %s, not 4-bit quantised", o.model, o.tensor,
+                        q4nx_dtype_name(t->dtype));
+            json_t *j = run_one(pool, t, (int)o.rows, &all_ok);
+            rc = ogk_json_print(stdout, j) < 0 ? OGK_EXIT_INPUT : 0;
+            json_decref(j);
+        }
+        q4nx_close(f);
+    }
+    kern_pool_free(pool);
+    if (!rc && !all_ok) {
+        ogk_err("result outside the reference bound (see err_vs_bound)");
+        rc = OGK_EXIT_CHECK;
+    }
+    return rc;
+}
