@@ -327,6 +327,7 @@ const json_t *q4nx_meta(const q4nx_file *f) { return f->meta; }
 int q4nx_layout(const q4nx_file *f) { return f->layout; }
 size_t q4nx_tensor_count(const q4nx_file *f) { return f->nt; }
 uint64_t q4nx_file_size(const q4nx_file *f) { return f->map.size; }
+const uint8_t *q4nx_file_bytes(const q4nx_file *f) { return f->map.data; }
 size_t q4nx_asset_count(const q4nx_file *f) { return f->na; }
 
 const q4nx_tensor *q4nx_tensor_at(const q4nx_file *f, size_t i) { return i < f->nt ? &f->t[i] : NULL; }

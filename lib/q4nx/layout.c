@@ -231,41 +231,35 @@ void q4nx_q4_dequant_row(const q4nx_tensor *t, uint32_t row, float *out)
     }
 }
 
-/* scale_value for a whole group run, into floats */
-static void scales_to_f32(int dtype, const void *scales, size_t i0, size_t n, float *out)
-{
-    for (size_t i = 0; i < n; i++)
-        out[i] = scale_value(dtype, scales, i0 + i);
-}
-
 void q4nx_q4_dequant_rows(const q4nx_tensor *t, uint32_t row0, uint32_t nrows, float *out)
 {
+    /* each (row, group) first tabulates its 16 possible values (code - zp) * scale */
     uint32_t K = t->k, B = t->block, kb = t->k_blocks, r1 = row0 + nrows;
+    float value[16];
     if (t->layout == Q4NX_B8) {
         for (uint32_t rb = row0 / 16; rb * 16 < r1; rb++) {
             uint32_t ra = rb * 16 < row0 ? row0 - rb * 16 : 0, rz = rb * 16 + 16 > r1 ? r1 - rb * 16 : 16;
             for (uint32_t g = 0; g < kb; g++) {
                 size_t gi = ((size_t)rb * kb + g) * 16;
-                float sc[16];
-                int zp[16];
-                scales_to_f32(t->scale_dtype, t->scales, gi, 16, sc);
-                for (int r = 0; r < 16; r++)
-                    zp[r] = t->has_zp ? t->zeros[gi + (size_t)r] : 8;
                 const uint8_t *chunk = t->codes + gi / 16 * (size_t)B * 8;
                 uint32_t cols = g * B + B <= K ? B : K - g * B;
                 for (uint32_t r = ra; r < rz; r++) {
+                    float sc = scale_value(t->scale_dtype, t->scales, gi + r);
+                    int zp = t->has_zp ? t->zeros[gi + r] : 8;
+                    for (int q = 0; q < 16; q++)
+                        value[q] = (float)(q - zp) * sc;
                     float *o = out + (size_t)(rb * 16 + r - row0) * K + (size_t)g * B;
                     const uint8_t *p = chunk + r * 4;
                     if (cols == B) {
                         for (uint32_t c = 0; c < B / 8; c++, p += 64, o += 8)
                             for (int i = 0; i < 4; i++) {
-                                o[i] = (float)((int)(p[i] & 15) - zp[r]) * sc[r];
-                                o[4 + i] = (float)((int)(p[i] >> 4) - zp[r]) * sc[r];
+                                o[i] = value[p[i] & 15];
+                                o[4 + i] = value[p[i] >> 4];
                             }
                     } else {
                         for (uint32_t w = 0; w < cols; w++) {
                             uint8_t b = p[(w / 8) * 64 + (w & 3)];
-                            o[w] = (float)((int)((w & 4) ? b >> 4 : b & 15) - zp[r]) * sc[r];
+                            o[w] = value[(w & 4) ? b >> 4 : b & 15];
                         }
                     }
                 }
@@ -289,9 +283,11 @@ void q4nx_q4_dequant_rows(const q4nx_tensor *t, uint32_t row0, uint32_t nrows, f
                     size_t gi = tile * gpt * 32 + (size_t)cg * 32 + R;
                     float sc = scale_value(t->scale_dtype, t->scales, gi);
                     int zp = t->has_zp ? t->zeros[gi] : 8;
+                    for (int q = 0; q < 16; q++)
+                        value[q] = (float)(q - zp) * sc;
                     uint32_t c1 = cg * B + B < cols ? cg * B + B : cols;
                     for (uint32_t c = cg * B; c < c1; c++)
-                        o[c] = (float)((int)((p[c * 8] >> sh) & 15) - zp) * sc;
+                        o[c] = value[(p[c * 8] >> sh) & 15];
                 }
             }
         }

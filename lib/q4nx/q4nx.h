@@ -126,6 +126,7 @@ void q4nx_asset_at(const q4nx_file *f, size_t i, const char **name, const uint8_
 /* Metadata section (JSON + tables + strings): bytes and stored CRC32C. */
 void q4nx_meta_bytes(const q4nx_file *f, const uint8_t **data, size_t *len, uint32_t *crc);
 uint64_t q4nx_file_size(const q4nx_file *f);
+const uint8_t *q4nx_file_bytes(const q4nx_file *f); /* the whole mapped file */
 const json_t *q4nx_meta(const q4nx_file *f); /* the whole metadata JSON object */
 
 /* ---- writing a container (streaming: data first, metadata and footer last; no seeking) ---- */

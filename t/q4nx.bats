@@ -1,0 +1,229 @@
+#!/usr/bin/env bats
+# q4nx-pack and q4nx-verify on real fixture packs (oga-extract | q4nx-pack), and every way input can be
+# wrong. The reference side of every comparison is q4nx-verify's own MatMulNBits decode of the pack's
+# raw initializers; the controls prove that comparison can fail.
+
+load helpers
+
+setup() {
+  W=$BATS_TEST_TMPDIR
+}
+
+# pack_both FAMILY STYLE TIE: rm and b8 containers of that fixture in $W
+pack_both() {
+  pack=$(fixture "$1" "$2" "$3")
+  oga-extract "$pack" > "$W/s.ogax"
+  q4nx-pack -l rm -o "$W/rm.q4nx" < "$W/s.ogax"
+  q4nx-pack -l b8 -o "$W/b8.q4nx" < "$W/s.ogax"
+}
+
+# n_matmulnbits PACK: number of distinct MatMulNBits weights in the pack's graph (independent count)
+n_matmulnbits() {
+  /usr/bin/python3 -c '
+import onnx, sys
+m = onnx.load(sys.argv[1] + "/model.onnx", load_external_data=False)
+print(len({n.input[1] for n in m.graph.node if n.op_type == "MatMulNBits"}))' "$1"
+}
+
+# check_variant FAMILY STYLE TIE: both layouts verify --all against the pack, 100 % exact, controls
+# fail as they must, tied check as the model says; rm and b8 dequantise identically.
+check_variant() {
+  pack_both "$@"
+  for l in rm b8; do
+    run q4nx-verify "$W/$l.q4nx" --pack "$pack" --all
+    [ "$status" -eq 0 ] || { echo "$l: exit $status: $output" | tail -5; return 1; }
+    echo "$output" > "$W/$l.json"
+    [ "$(jq -r .summary.exact_groups_pct "$W/$l.json")" = 100 ]
+    [ "$(jq -r .summary.exact_groups "$W/$l.json")" = "$(jq -r .summary.groups "$W/$l.json")" ]
+    [ "$(jq -r .summary.groups "$W/$l.json")" -gt 0 ]
+    [ "$(jq -r .summary.controls "$W/$l.json")" = "all failed, as they must" ]
+    # every quantised tensor ran both controls and both failed
+    [ "$(jq '[.pack.tensors[] | select(.dtype=="q4") | .controls[] | select(.result != "failed, as it must")] | length' "$W/$l.json")" = 0 ]
+    [ "$(jq '[.pack.tensors[] | select(.dtype=="q4")] | length' "$W/$l.json")" -gt 0 ]
+    # every initializer the graph's MatMulNBits nodes read is compared (count them from the ONNX file)
+    [ "$(jq '[.pack.tensors[] | select(.dtype=="q4")] | length' "$W/$l.json")" = "$(n_matmulnbits "$pack")" ]
+    if [ "$3" = tied ]; then
+      [ "$(jq -r .summary.tied "$W/$l.json")" = ok ]
+    else
+      [ "$(jq -r .summary.tied "$W/$l.json")" = "skipped — no independent reference" ]
+    fi
+  done
+  run q4nx-verify "$W/rm.q4nx" --against "$W/b8.q4nx"
+  [ "$status" -eq 0 ]
+  [ "$(echo "$output" | jq -r .summary.against_exact_groups_pct)" = 100 ]
+  [ "$(echo "$output" | jq -r .against.layout)" = b8 ]
+}
+
+@test "qwen2 cpu tied: rm and b8 verify --all 100% exact, controls fail, tied ok, rm == b8" { check_variant qwen2 cpu tied; }
+@test "qwen2 cpu untied" { check_variant qwen2 cpu untied; }
+@test "qwen2 amd tied" { check_variant qwen2 amd tied; }
+@test "qwen2 amd untied" { check_variant qwen2 amd untied; }
+@test "llama cpu tied" { check_variant llama cpu tied; }
+@test "llama cpu untied" { check_variant llama cpu untied; }
+@test "llama amd tied" { check_variant llama amd tied; }
+@test "llama amd untied" { check_variant llama amd untied; }
+@test "qwen3 cpu tied" { check_variant qwen3 cpu tied; }
+@test "qwen3 cpu untied" { check_variant qwen3 cpu untied; }
+@test "qwen3 amd tied" { check_variant qwen3 amd tied; }
+@test "qwen3 amd untied" { check_variant qwen3 amd untied; }
+@test "phi3 cpu tied" { check_variant phi3 cpu tied; }
+@test "phi3 cpu untied" { check_variant phi3 cpu untied; }
+@test "phi3 amd tied" { check_variant phi3 amd tied; }
+@test "phi3 amd untied" { check_variant phi3 amd untied; }
+
+@test "container keeps the model description, assets and provenance" {
+  pack_both qwen2 cpu tied
+  run q4nx-verify "$W/b8.q4nx"
+  [ "$status" -eq 0 ]
+  [ "$(echo "$output" | jq -r .container.layout)" = b8 ]
+  [ "$(echo "$output" | jq -r .container.tensor_checksums)" = "ok ($(echo "$output" | jq .container.tensors) of $(echo "$output" | jq .container.tensors))" ]
+  [ "$(echo "$output" | jq .container.assets)" -ge 1 ]
+  # the tokenizer files are embedded byte for byte
+  /usr/bin/python3 -c '
+import sys
+c = open(sys.argv[1], "rb").read()
+for f in sys.argv[2:]:
+    assert open(f, "rb").read() in c, f' "$W/b8.q4nx" "$pack/tokenizer.json" "$pack/tokenizer_config.json"
+  # the model description and provenance are in the metadata
+  grep -a -c '"family":"qwen2"' "$W/b8.q4nx"
+  grep -a -c '"packer":"q4nx-pack ' "$W/b8.q4nx"
+}
+
+@test "a changed code with consistent checksums passes container checks but fails --pack, naming the tensor" {
+  pack_both llama amd untied
+  "$OGAKIT_BUILD/t/q4nx_pack" --retouch "$W/b8.q4nx" layers.1.mlp.up
+  run q4nx-verify "$W/b8.q4nx"
+  [ "$status" -eq 0 ]
+  run q4nx-verify "$W/b8.q4nx" --pack "$pack" --all
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"q4nx-verify: tensor "*"(role layers.1.mlp.up): 1 of "*" groups differ from the pack"* ]]
+  run q4nx-verify "$W/b8.q4nx" --against "$W/rm.q4nx"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"role layers.1.mlp.up"* ]]
+}
+
+@test "q4nx-pack: truncated OGAX stream -> named error, exit 3, no output file" {
+  pack=$(fixture qwen2 amd untied)
+  oga-extract "$pack" > "$W/s.ogax"
+  size=$(stat -c %s "$W/s.ogax")
+  for cut in 0 16 1000 $((size / 2)) $((size - 1)); do
+    head -c "$cut" "$W/s.ogax" > "$W/t.ogax"
+    run q4nx-pack -o "$W/out.q4nx" < "$W/t.ogax"
+    [ "$status" -eq 3 ]
+    [[ "$output" == "q4nx-pack: "*truncated* ]]
+    [ ! -e "$W/out.q4nx" ]
+    [ -z "$(ls "$W" | grep tmp || true)" ]
+  done
+}
+
+@test "q4nx-pack: corrupted tensor header (sizes contradict) -> exit 3 naming the tensor, no file" {
+  "$OGAKIT_BUILD/t/q4nx_pack" "$W/lie.ogax" 1
+  run q4nx-pack -o "$W/out.q4nx" < "$W/lie.ogax"
+  [ "$status" -eq 3 ]
+  [[ "$output" == "q4nx-pack: tensor l0.qkv_Q4: "* ]]
+  [ ! -e "$W/out.q4nx" ]
+  # the same on a real stream: shape of the first tensor changed in its JSON header
+  pack=$(fixture llama cpu untied)
+  oga-extract "$pack" | /usr/bin/python3 -c '
+import sys, re
+b = sys.stdin.buffer.read()
+i = b.index(b"\"type\":\"tensor\"")
+j = b.index(b"\"shape\":[", i) + len("\"shape\":[")
+b = b[:j] + (b"9" if b[j:j+1] != b"9" else b"8") + b[j+1:]
+sys.stdout.buffer.write(b)' > "$W/bad.ogax"
+  run q4nx-pack -o "$W/out.q4nx" < "$W/bad.ogax"
+  [ "$status" -eq 3 ]
+  [[ "$output" == "q4nx-pack: tensor "* ]]
+  [ ! -e "$W/out.q4nx" ]
+}
+
+@test "q4nx-pack: flipped payload byte -> checksum error names the tensor, exit 3" {
+  pack=$(fixture qwen3 cpu untied)
+  oga-extract "$pack" > "$W/s.ogax"
+  size=$(stat -c %s "$W/s.ogax")
+  cp "$W/s.ogax" "$W/f.ogax"
+  printf '\x5a' | dd of="$W/f.ogax" bs=1 seek=$((size / 2)) conv=notrunc 2>/dev/null
+  cmp -s "$W/s.ogax" "$W/f.ogax" && skip "byte already 0x5a"
+  run q4nx-pack -o "$W/out.q4nx" < "$W/f.ogax"
+  [ "$status" -eq 3 ]
+  [[ "$output" == "q4nx-pack: "*"checksum mismatch"* || "$output" == "q4nx-pack: "*"frame"* ]]
+  [ ! -e "$W/out.q4nx" ]
+}
+
+@test "q4nx-pack: missing end frame -> exit 3, no file" {
+  "$OGAKIT_BUILD/t/q4nx_pack" "$W/noend.ogax" 2
+  run q4nx-pack -o "$W/out.q4nx" < "$W/noend.ogax"
+  [ "$status" -eq 3 ]
+  [[ "$output" == "q4nx-pack: "*"no end frame"* ]]
+  [ ! -e "$W/out.q4nx" ]
+}
+
+@test "q4nx-pack: usage errors exit 2; --help exits 0" {
+  run q4nx-pack --help
+  [ "$status" -eq 0 ]
+  [[ "$output" == usage:* ]]
+  run q4nx-pack -l xy < /dev/null
+  [ "$status" -eq 2 ]
+  [[ "$output" == "q4nx-pack: -l: unknown layout"* ]]
+  run q4nx-pack extra < /dev/null
+  [ "$status" -eq 2 ]
+}
+
+@test "q4nx-verify: flipped bytes in a container -> checksum error names the tensor, exit 1" {
+  pack_both phi3 cpu untied
+  # a byte inside the first large tensor: take its offset from the report's order (use the middle of the file)
+  size=$(stat -c %s "$W/b8.q4nx")
+  cp "$W/b8.q4nx" "$W/f.q4nx"
+  off=$((size / 2))
+  orig=$(od -An -tx1 -j "$off" -N1 "$W/f.q4nx" | tr -d ' ')
+  printf "\\x$(printf %02x $(( 0x$orig ^ 0xff )))" | dd of="$W/f.q4nx" bs=1 seek="$off" conv=notrunc 2>/dev/null
+  run q4nx-verify "$W/f.q4nx"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"q4nx-verify: $W/f.q4nx: tensor "*"(role "*"): checksum mismatch (stored "* ]]
+  [[ "$output" == *'"ok": false'* ]]
+}
+
+@test "q4nx-verify: truncated container, wrong magic, future versions -> named error, exit 3" {
+  pack_both qwen2 cpu untied
+  size=$(stat -c %s "$W/b8.q4nx")
+  for cut in 10 100 $((size / 2)) $((size - 1)); do
+    head -c "$cut" "$W/b8.q4nx" > "$W/t.q4nx"
+    run q4nx-verify "$W/t.q4nx"
+    [ "$status" -eq 3 ]
+    [[ "$output" == "q4nx-verify: $W/t.q4nx: truncated container"* ]]
+  done
+  cp "$W/b8.q4nx" "$W/m.q4nx"
+  printf 'GGUF' | dd of="$W/m.q4nx" bs=1 seek=0 conv=notrunc 2>/dev/null
+  run q4nx-verify "$W/m.q4nx"
+  [ "$status" -eq 3 ]
+  [[ "$output" == "q4nx-verify: $W/m.q4nx: not a Q4NX container (bad magic)" ]]
+  cp "$W/b8.q4nx" "$W/v.q4nx"
+  printf '\x02' | dd of="$W/v.q4nx" bs=1 seek=8 conv=notrunc 2>/dev/null
+  run q4nx-verify "$W/v.q4nx"
+  [ "$status" -eq 3 ]
+  [[ "$output" == *"format version 2 is newer than this reader"* ]]
+  cp "$W/b8.q4nx" "$W/v.q4nx"
+  printf '\x02' | dd of="$W/v.q4nx" bs=1 seek=12 conv=notrunc 2>/dev/null
+  run q4nx-verify "$W/v.q4nx"
+  [ "$status" -eq 3 ]
+  [[ "$output" == *"layout version 2 is newer than this reader"* ]]
+  run q4nx-verify "$W/nonexistent.q4nx"
+  [ "$status" -eq 3 ]
+}
+
+@test "q4nx-verify: usage errors exit 2; --help exits 0; missing pack dir exits 3" {
+  run q4nx-verify --help
+  [ "$status" -eq 0 ]
+  run q4nx-verify
+  [ "$status" -eq 2 ]
+  pack_both qwen2 cpu untied
+  run q4nx-verify "$W/b8.q4nx" --all
+  [ "$status" -eq 2 ]
+  run q4nx-verify "$W/b8.q4nx" --pack "$pack" --all --sample 3
+  [ "$status" -eq 2 ]
+  run q4nx-verify "$W/b8.q4nx" --pack "$W/no-such-pack"
+  [ "$status" -eq 3 ]
+  run q4nx-verify "$W/b8.q4nx" --pack "$pack" --sample 3
+  [ "$status" -eq 0 ]
+  [ "$(echo "$output" | jq -r .summary.mode)" = "sample 3" ]
+}
