@@ -34,7 +34,8 @@ static void usage(FILE *f)
             "  --check-rows R      output columns checked against the reference (default 64; 0: none)\n"
             "  --seed S            seed for synthetic weights and activations (default 1)\n"
             "  --dump-source DIR   (--shape) also write the synthetic weights in MatMulNBits order:\n"
-            "                      DIR/B.u8, DIR/scales.bin, DIR/zero_points.u8, DIR/meta.json\n"
+            "                      DIR/B.u8, DIR/scales.bin, DIR/zero_points.u8, DIR/meta.json, and the\n"
+            "                      activations and result as raw float32: DIR/X.f32 (M x K), DIR/Y.f32 (M x N)\n"
             "  --bw-mb MB          bandwidth probe buffer for --list-devices (default 512)\n"
             "  -h, --help          this text\n"
             "Exit: 0 ok, 1 result outside the reference bound, 2 usage, 3 bad model/tensor, 4 device init failed.\n");
@@ -265,6 +266,10 @@ static json_t *run_one(kern_pool *pool, const q4nx_tensor *W, int M, int *all_ok
     check_result c = check(W, X, M, Y);
     if (!c.ok)
         *all_ok = 0;
+    if (o.dump) {
+        write_file(o.dump, "X.f32", X, (size_t)M * W->k * sizeof *X);
+        write_file(o.dump, "Y.f32", Y, (size_t)M * W->n * sizeof *Y);
+    }
     size_t bytes = tensor_bytes(W);
     json_t *j = json_object();
     json_object_set_new(j, "device", json_string("cpu"));

@@ -1,0 +1,130 @@
+#!/usr/bin/env bats
+# npu-gemm: the CPU GEMM against the scalar reference (npu-gemm checks and exits 1 outside the bound),
+# against onnxruntime's MatMulNBits on the same weights (an independent implementation), kernel paths,
+# device listing and the NPU refusals.
+load helpers
+
+setup() { tmp=$(mktemp -d); }
+teardown() { rm -rf "$tmp"; }
+
+@test "--help prints usage and exits 0; the man page exists" {
+  run npu-gemm --help
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"--shape N,K"* ]]
+  [ -f "$TOP/man/man1/npu-gemm.1" ]
+}
+
+@test "usage errors exit 2 with a named error" {
+  run npu-gemm
+  [ "$status" -eq 2 ]
+  run npu-gemm --shape 10
+  [ "$status" -eq 2 ]
+  [[ "$output" == *"npu-gemm: --shape 10: expected N,K"* ]]
+  run npu-gemm --shape 64,64 --block 24
+  [ "$status" -eq 2 ]
+  run npu-gemm --shape 64,64 --mode f16
+  [ "$status" -eq 2 ]
+  run npu-gemm --shape 64,64 --device gpu
+  [ "$status" -eq 2 ]
+  OGAKIT_KERNEL=sse9 run npu-gemm --shape 64,64
+  [ "$status" -eq 2 ]
+  [[ "$output" == *"OGAKIT_KERNEL=sse9: unknown kernel path"* ]]
+}
+
+@test "--shape: JSON with timings, checked within the reference bound" {
+  run npu-gemm --shape 100,200 --rows 7 --reps 3 --check-rows 0
+  [ "$status" -eq 0 ]
+  run npu-gemm --shape 100,200 --rows 7 --reps 3 --check-rows 1000
+  [ "$status" -eq 0 ]
+  echo "$output" | jq -e '.M == 7 and .N == 100 and .K == 200 and .checked_rows == 100 and .within_bound
+                          and .ms > 0 and .GBps > 0 and .GFLOPs > 0 and .max_rel_err < 1e-5'
+}
+
+@test "every kernel path, layout, mode and scale type agrees with the reference on odd shapes" {
+  for k in ref avx2 avx512; do
+    for l in b8 rm; do
+      for cfg in "--block 32" "--block 128 --asym --scale-dtype f16" "--block 64 --asym --scale-dtype bf16"; do
+        for m in f32 i8; do
+          for M in 1 16 130; do
+            run npu-gemm --kernel $k --layout $l $cfg --mode $m --shape 37,300 --rows $M --reps 1 --check-rows 37
+            if [ "$status" -eq 4 ] && [[ "$output" == *"lacks the instructions"* ]]; then continue; fi
+            [ "$status" -eq 0 ] || { echo "$k $l $cfg $m M=$M: $output"; false; }
+            echo "$output" | jq -e '.within_bound and .checked_rows == 37' >/dev/null
+          done
+        done
+      done
+    done
+  done
+}
+
+@test "same weights in onnxruntime MatMulNBits: f32 mode = accuracy_level 0, i8 mode = accuracy_level 4" {
+  for cfg in "--block 32" "--block 128 --asym --scale-dtype f16" "--block 64 --asym --scale-dtype bf16 --layout rm"; do
+    npu-gemm --shape 77,200 --rows 7 $cfg --dump-source "$tmp" --reps 1 >/dev/null
+    /usr/bin/python3 "$TOP/bench/mk-matmulnbits.py" "$tmp" "$tmp/a0.onnx" 0
+    /usr/bin/python3 "$TOP/bench/mk-matmulnbits.py" "$tmp" "$tmp/a4.onnx" 4
+    # f32: both sum the same fp32 products in different orders (|err| ~ K * 2^-24 of the row's scale)
+    run node "$TOP/t/npu-gemm-ort.js" "$tmp" "$tmp/a0.onnx"
+    [ "$status" -eq 0 ]
+    echo "$cfg f32: $output"
+    echo "$output" | jq -e '.rel_err < 1e-5'
+    # i8: both quantise activations per block to int8 with scale max|x|/127
+    npu-gemm --shape 77,200 --rows 7 $cfg --dump-source "$tmp" --reps 1 --mode i8 >/dev/null
+    run node "$TOP/t/npu-gemm-ort.js" "$tmp" "$tmp/a4.onnx"
+    [ "$status" -eq 0 ]
+    echo "$cfg i8: $output"
+    echo "$output" | jq -e '.rel_err < 1e-5'
+  done
+}
+
+@test "--model-pass over synthetic shapes" {
+  run npu-gemm --model-pass --shapes "64x96*3,32x160" --reps 2 --check-rows 8
+  [ "$status" -eq 0 ]
+  echo "$output" | jq -e '.tensors == 4 and .within_bound and .weight_bytes > 0'
+  run npu-gemm --model-pass --shapes "64x"
+  [ "$status" -eq 2 ]
+}
+
+@test "--list-devices: the CPU with its measured read bandwidth, no NPU here" {
+  OGAKIT_ACCEL_DIR="$tmp" run npu-gemm --list-devices --bw-mb 64 -t 1
+  [ "$status" -eq 0 ]
+  echo "$output" | jq -e '.devices[0].type == "cpu" and .devices[0].dram_read_GBps > 0 and .devices[0].threads == 1
+                          and ([.devices[] | select(.type == "npu")] | length) == 0'
+}
+
+@test "--device npu without an amdxdna device: exit 4, says where it looked" {
+  OGAKIT_ACCEL_DIR="$tmp" run npu-gemm --device npu --shape 64,64
+  [ "$status" -eq 4 ]
+  [ "$output" = "npu-gemm: no amdxdna device (looked at $tmp/*)" ]
+  echo "not a device" >"$tmp/accel0"
+  OGAKIT_ACCEL_DIR="$tmp" run npu-gemm --device npu --shape 64,64
+  [ "$status" -eq 4 ]
+  [ "$output" = "npu-gemm: no amdxdna device (looked at $tmp/*)" ]
+  if [ ! -e /dev/accel ]; then
+    run npu-gemm --device npu --shape 64,64
+    [ "$status" -eq 4 ]
+    [ "$output" = "npu-gemm: no amdxdna device (looked at /dev/accel/*)" ]
+  fi
+}
+
+@test "-m: a missing or malformed container is refused with exit 3" {
+  run npu-gemm -m "$tmp/none.q4nx" --tensor lm_head
+  [ "$status" -eq 3 ]
+  echo "junk" >"$tmp/bad.q4nx"
+  run npu-gemm -m "$tmp/bad.q4nx" --tensor lm_head
+  [ "$status" -eq 3 ]
+  run npu-gemm -m "$tmp/bad.q4nx"
+  [ "$status" -eq 2 ]
+}
+
+@test "-m --tensor and --sweep on a packed fixture" {
+  command -v oga-extract >/dev/null && command -v q4nx-pack >/dev/null || skip "oga-extract/q4nx-pack not built"
+  pack=$(fixture qwen2 amd untied tiny)
+  oga-extract "$pack" | q4nx-pack -l b8 -o "$tmp/m.q4nx" -
+  run npu-gemm -m "$tmp/m.q4nx" --tensor layers.0.attn.q --rows 3 --reps 2
+  [ "$status" -eq 0 ]
+  echo "$output" | jq -e '.M == 3 and .within_bound and .role == "layers.0.attn.q"'
+  run npu-gemm --sweep -m "$tmp/m.q4nx" --reps 2 --check-rows 4
+  [ "$status" -eq 0 ]
+  echo "$output" | jq -e '(.launches | length) >= 12 and (.fit.floor_ms | type) == "number"
+                          and all(.launches[]; .within_bound and (.residual_ms | type) == "number")'
+}
