@@ -290,6 +290,7 @@ static int resolve(G *g, int vi)
             return -1; /* the file is refused once */
         if (off > x->m.size || len > x->m.size - off) {
             x->past_end++;
+            x->straddle += off < x->m.size;
             if (off + len > x->need_end)
                 x->need_end = off + len;
             pack_refuse(p, what, "external_data",
@@ -1232,10 +1233,11 @@ void pack_read_graph(pack *p)
     }
     /* a data file shorter than what its initializers need: say it once, on the file */
     for (size_t i = 0; i < p->n_ext; i++)
-        if (p->ext[i].ok && p->ext[i].past_end > 1)
+        if (p->ext[i].ok && (p->ext[i].past_end > 1 || p->ext[i].straddle))
             pack_refuse(p, pack_printf(p, "file %s", p->ext[i].loc), "truncated",
-                        "%zu bytes, but %d initializers extend to byte %" PRIu64 ": truncated?", p->ext[i].m.size,
-                        p->ext[i].past_end, p->ext[i].need_end);
+                        "%zu bytes, but %d initializer%s extend%s to byte %" PRIu64 ": the file is cut short", p->ext[i].m.size,
+                        p->ext[i].past_end, p->ext[i].past_end == 1 ? "" : "s", p->ext[i].past_end == 1 ? "s" : "",
+                        p->ext[i].need_end);
     for (size_t i = 0; i < g.nv; i++)
         free(g.v[i].cons);
     free(g.v);

@@ -1,0 +1,120 @@
+#!/usr/bin/env bats
+# oga-extract: every fixture variant gives a well-formed OGAX stream that an independent Python reader
+# (t/oga-extract-check.py, onnx + numpy) finds byte-identical to the pack; the library reader
+# (--check) accepts it and rejects damaged copies; malformed packs give a named refusal, exit 3 and
+# no bytes on stdout.
+load helpers
+bats_require_minimum_version 1.5.0
+
+variant() {
+  local pack s=$BATS_TEST_TMPDIR/s.ogax
+  pack=$(fixture "$1" "$2" "$3")
+  run oga-extract -o "$s" "$pack"
+  [ "$status" -eq 0 ] || { echo "$output"; return 1; }
+  run /usr/bin/python3 "$TOP/t/oga-extract-check.py" "$pack" "$s"
+  [ "$status" -eq 0 ] || { echo "$output"; return 1; }
+  run oga-extract --check "$s"
+  [ "$status" -eq 0 ] || { echo "$output"; return 1; }
+  [ "$(echo "$output" | jq -r '.ok')" = true ]
+  # stdout and -o give the same bytes
+  cmp <(oga-extract "$pack") "$s"
+}
+
+@test "oga-extract qwen2 cpu tied"    { variant qwen2 cpu tied; }
+@test "oga-extract qwen2 cpu untied"  { variant qwen2 cpu untied; }
+@test "oga-extract qwen2 amd tied"    { variant qwen2 amd tied; }
+@test "oga-extract qwen2 amd untied"  { variant qwen2 amd untied; }
+@test "oga-extract llama cpu tied"    { variant llama cpu tied; }
+@test "oga-extract llama cpu untied"  { variant llama cpu untied; }
+@test "oga-extract llama amd tied"    { variant llama amd tied; }
+@test "oga-extract llama amd untied"  { variant llama amd untied; }
+@test "oga-extract qwen3 cpu tied"    { variant qwen3 cpu tied; }
+@test "oga-extract qwen3 cpu untied"  { variant qwen3 cpu untied; }
+@test "oga-extract qwen3 amd tied"    { variant qwen3 amd tied; }
+@test "oga-extract qwen3 amd untied"  { variant qwen3 amd untied; }
+@test "oga-extract phi3 cpu tied"     { variant phi3 cpu tied; }
+@test "oga-extract phi3 cpu untied"   { variant phi3 cpu untied; }
+@test "oga-extract phi3 amd tied"     { variant phi3 amd tied; }
+@test "oga-extract phi3 amd untied"   { variant phi3 amd untied; }
+
+@test "oga-extract refuses a terminal on stdout (exit 2)" {
+  local pack
+  pack=$(fixture qwen2 cpu tied)
+  run script -qec "oga-extract '$pack'" /dev/null
+  [ "$status" -eq 2 ] && [[ "$output" == *"oga-extract: refusing to write an OGAX stream to a terminal"* ]]
+}
+
+@test "oga-extract usage: exit 2; --help exit 0" {
+  run oga-extract
+  [ "$status" -eq 2 ]
+  run oga-extract --nope x
+  [ "$status" -eq 2 ]
+  run oga-extract --help
+  [ "$status" -eq 0 ] && [[ "$output" == *"usage: oga-extract"* ]]
+}
+
+@test "oga-extract --check rejects truncated, corrupted and padded streams" {
+  local pack s=$BATS_TEST_TMPDIR/s.ogax n
+  pack=$(fixture qwen2 amd untied)
+  oga-extract "$pack" >"$s"
+  n=$(stat -c %s "$s")
+  head -c $((n - 10)) "$s" >"$BATS_TEST_TMPDIR/trunc"
+  run oga-extract --check "$BATS_TEST_TMPDIR/trunc"
+  [ "$status" -eq 3 ] && [[ "$output" == *"oga-extract: "*"truncated"* ]]
+  # flip one byte in the middle of the last tensor payloads: a part CRC must catch it
+  cp "$s" "$BATS_TEST_TMPDIR/flip"
+  printf '\x5a' | dd of="$BATS_TEST_TMPDIR/flip" bs=1 seek=$((n / 2)) conv=notrunc status=none
+  cmp -s "$s" "$BATS_TEST_TMPDIR/flip" && skip "the byte was already 0x5a"
+  run oga-extract --check "$BATS_TEST_TMPDIR/flip"
+  [ "$status" -eq 3 ] && [[ "$output" == *"CRC32C"* ]]
+  { cat "$s"; printf 'x'; } >"$BATS_TEST_TMPDIR/pad"
+  run oga-extract --check "$BATS_TEST_TMPDIR/pad"
+  [ "$status" -eq 3 ] && [[ "$output" == *"trailing bytes"* ]]
+}
+
+@test "oga-extract: not a pack, exit 3 and nothing on stdout" {
+  run --separate-stderr oga-extract "$BATS_TEST_TMPDIR/nothing-here"
+  [ "$status" -eq 3 ] && [ -z "$output" ] && [[ "$stderr" == "oga-extract: "* ]]
+}
+
+@test "oga-extract -o leaves no file behind when the pack is refused" {
+  local pack
+  pack=$(fixture bad no-tokenizer) || skip "fixture bad no-tokenizer not available yet"
+  run oga-extract -o "$BATS_TEST_TMPDIR/out.ogax" "$pack"
+  [ "$status" -eq 3 ]
+  [ ! -e "$BATS_TEST_TMPDIR/out.ogax" ] && [ -z "$(ls "$BATS_TEST_TMPDIR" | grep out.ogax || true)" ]
+}
+
+# malformed packs: exit 3, the named refusal on stderr, zero bytes on stdout; --allow-incomplete
+# writes a stream that is well formed and says what it left out
+bad_case() {
+  local name=$1 code=$2 pack out=$BATS_TEST_TMPDIR/out rc=0
+  pack=$(fixture bad "$name") || skip "fixture bad $name not available yet (tools/mkbad.py)"
+  oga-extract "$pack" >"$out" 2>"$BATS_TEST_TMPDIR/err" || rc=$?
+  [ "$rc" -eq 3 ] || { cat "$BATS_TEST_TMPDIR/err"; return 1; }
+  [ ! -s "$out" ]
+  grep -q "oga-extract: refused: .*\[$code\]" "$BATS_TEST_TMPDIR/err"
+  grep -q "nothing written" "$BATS_TEST_TMPDIR/err"
+  # what can be extracted is, and the stream says what is missing
+  if oga-extract --allow-incomplete "$pack" >"$out" 2>"$BATS_TEST_TMPDIR/err"; then
+    run oga-extract --check "$out"
+    [ "$status" -eq 0 ] || { echo "$output"; return 1; }
+    head -c 100000 "$out" | grep -qa "\"complete\":false"
+    head -c 100000 "$out" | grep -qa "\"code\":\"$code\""
+    grep -q "oga-extract: left out: .*\[$code\]" "$BATS_TEST_TMPDIR/err"
+  else
+    return 1
+  fi
+}
+
+@test "extract bad truncated-data"      { bad_case truncated-data truncated; }
+@test "extract bad offset-past-end"     { bad_case offset-past-end external_data; }
+@test "extract bad not-protobuf"        { bad_case not-protobuf not_protobuf; }
+@test "extract bad config-missing-key"  { bad_case config-missing-key config_missing; }
+@test "extract bad config-wrong-type"   { bad_case config-wrong-type config_type; }
+@test "extract bad dims-contradict"     { bad_case dims-contradict config_dims; }
+@test "extract bad bits8"               { bad_case bits8 unsupported_bits; }
+@test "extract bad gidx"                { bad_case gidx g_idx; }
+@test "extract bad block16"             { bad_case block16 unsupported_block; }
+@test "extract bad no-tokenizer"        { bad_case no-tokenizer tokenizer_missing; }
+@test "extract bad amd-npu"             { bad_case amd-npu npu_packed; }

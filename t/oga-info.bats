@@ -1,0 +1,159 @@
+#!/usr/bin/env bats
+# oga-info on every fixture variant (4 families x 2 styles x tied/untied) and every malformed pack.
+# Expected values come from the pack's own config.json / genai_config.json (what mkpack.py was asked
+# to write) and from the builder styles' documented structure, never from oga-info's own output.
+load helpers
+bats_require_minimum_version 1.5.0
+
+# expected sorted role list for FAMILY STYLE TIE with L layers
+expected_roles() {
+  local fam=$1 style=$2 tie=$3 L=$4 i
+  {
+    for ((i = 0; i < L; i++)); do
+      echo "layers.$i.input_norm"; echo "layers.$i.post_attn_norm"; echo "layers.$i.attn.o"
+      echo "layers.$i.mlp.gate"; echo "layers.$i.mlp.up"; echo "layers.$i.mlp.down"
+      if [ "$style" = cpu ]; then # the CPU builder packs q, k, v into one MatMulNBits
+        echo "layers.$i.attn.qkv"; [ "$fam" = qwen2 ] && echo "layers.$i.attn.qkv_bias"
+      else
+        echo "layers.$i.attn.q"; echo "layers.$i.attn.k"; echo "layers.$i.attn.v"
+        [ "$fam" = qwen2 ] && { echo "layers.$i.attn.q_bias"; echo "layers.$i.attn.k_bias"; echo "layers.$i.attn.v_bias"; }
+      fi
+      [ "$fam" = qwen3 ] && { echo "layers.$i.attn.q_norm"; echo "layers.$i.attn.k_norm"; }
+    done
+    echo final_norm; echo lm_head; echo rope.cos; echo rope.sin
+    [ "$tie" = untied ] && echo embed
+    true
+  } | sort
+}
+
+check_variant() {
+  local fam=$1 style=$2 tie=$3 pack out
+  pack=$(fixture "$fam" "$style" "$tie")
+  out=$BATS_TEST_TMPDIR/info.json
+  run oga-info --tensors "$pack"
+  [ "$status" -eq 0 ] || { echo "$output"; return 1; }
+  echo "$output" >"$out"
+  local cfg=$pack/config.json gen=$pack/genai_config.json
+  local H I L NH NKV HD V
+  H=$(jq .hidden_size "$cfg"); I=$(jq .intermediate_size "$cfg"); L=$(jq .num_hidden_layers "$cfg")
+  NH=$(jq .num_attention_heads "$cfg"); NKV=$(jq .num_key_value_heads "$cfg"); HD=$(jq .head_dim "$cfg")
+  V=$(jq .vocab_size "$cfg")
+  # dims
+  [ "$(jq -c .dims "$out")" = "{\"vocab_size\":$V,\"hidden_size\":$H,\"intermediate_size\":$I,\"num_layers\":$L,\"num_heads\":$NH,\"num_kv_heads\":$NKV,\"head_dim\":$HD}" ]
+  [ "$(jq .context_length "$out")" = "$(jq .model.context_length "$gen")" ]
+  [ "$(jq -c .tokens.eos_token_ids "$out")" = "$(jq -c '.model.eos_token_id | if type == "array" then . else [.] end' "$gen")" ]
+  [ "$(jq .tokens.bos_token_id "$out")" = "$(jq .model.bos_token_id "$gen")" ]
+  [ "$(jq .tokens.pad_token_id "$out")" = "$(jq .model.pad_token_id "$gen")" ]
+  [ "$(jq -r .family "$out")" = "$fam" ]
+  [ "$(jq -r .flavour "$out")" = "builder-$style" ]
+  [ "$(jq .tie_embeddings "$out")" = "$(jq .tie_word_embeddings "$cfg")" ]
+  [ "$(jq .rope.theta "$out")" = "$(jq .rope_theta "$cfg")" ]
+  [ "$(jq .rope.dim "$out")" = "$HD" ]
+  [ "$(jq .importable "$out")" = true ] && [ "$(jq '.refusals | length' "$out")" = 0 ]
+  [ "$(jq .qkv_bias "$out")" = "$([ "$fam" = qwen2 ] && echo true || echo false)" ]
+  [ "$(jq .qk_norm "$out")" = "$([ "$fam" = qwen3 ] && echo true || echo false)" ]
+  # quantisation as each builder style writes it (mkpack.py / reference/oga-format.md)
+  if [ "$style" = cpu ]; then
+    [ "$(jq -c '[.quantization.block_sizes, .quantization.zero_points, .io_dtype]' "$out")" = '[[32],"symmetric","f32"]' ]
+  else
+    [ "$(jq -c '[.quantization.block_sizes, .quantization.zero_points, .io_dtype]' "$out")" = '[[128],"asymmetric","f16"]' ]
+  fi
+  # roles: exactly the expected set, each once
+  diff <(jq -r '.tensors[].role' "$out" | sort) <(expected_roles "$fam" "$style" "$tie" "$L")
+  # shapes against the config
+  local qkv=$(( (NH + 2 * NKV) * HD ))
+  [ "$(jq -c '.tensors[] | select(.role == "lm_head") | [.dtype, .shape]' "$out")" = "[\"q4\",[$V,$H]]" ]
+  [ "$(jq -c '[.tensors[] | select(.role | test("mlp.down$")) | .shape] | unique' "$out")" = "[[$H,$I]]" ]
+  [ "$(jq -c '[.tensors[] | select(.role | test("mlp.(gate|up)$")) | .shape] | unique' "$out")" = "[[$I,$H]]" ]
+  [ "$(jq -c '[.tensors[] | select(.role | test("attn.o$")) | .shape] | unique' "$out")" = "[[$H,$((NH * HD))]]" ]
+  [ "$(jq -c '[.tensors[] | select(.role | test("norm$")) | .shape[0]] | unique' "$out")" = \
+    "$([ "$fam" = qwen3 ] && echo "[$HD,$H]" | jq -c 'sort' || echo "[$H]")" ]
+  if [ "$style" = cpu ]; then
+    [ "$(jq -c '[.tensors[] | select(.role | test("attn.qkv$")) | .shape] | unique' "$out")" = "[[$qkv,$H]]" ]
+  else
+    [ "$(jq -c '[.tensors[] | select(.role | test("attn.k$")) | .shape] | unique' "$out")" = "[[$((NKV * HD)),$H]]" ]
+  fi
+  if [ "$tie" = untied ]; then
+    [ "$(jq -c '.tensors[] | select(.role == "embed") | .shape' "$out")" = "[$V,$H]" ]
+  fi
+  # by_role counts agree with the tensor list
+  [ "$(jq '[.by_role[].count] | add' "$out")" = "$(jq '.tensors | length' "$out")" ]
+  [ "$(jq .tensor_count "$out")" = "$(jq '.tensors | length' "$out")" ]
+  # files: the tokenizer files the pack has are reported present
+  for f in tokenizer.json tokenizer_config.json genai_config.json config.json; do
+    [ -e "$pack/$f" ] && jq -e --arg f "$f" '.files.present_files | index($f)' "$out" >/dev/null
+  done
+}
+
+@test "oga-info qwen2 cpu tied"    { check_variant qwen2 cpu tied; }
+@test "oga-info qwen2 cpu untied"  { check_variant qwen2 cpu untied; }
+@test "oga-info qwen2 amd tied"    { check_variant qwen2 amd tied; }
+@test "oga-info qwen2 amd untied"  { check_variant qwen2 amd untied; }
+@test "oga-info llama cpu tied"    { check_variant llama cpu tied; }
+@test "oga-info llama cpu untied"  { check_variant llama cpu untied; }
+@test "oga-info llama amd tied"    { check_variant llama amd tied; }
+@test "oga-info llama amd untied"  { check_variant llama amd untied; }
+@test "oga-info qwen3 cpu tied"    { check_variant qwen3 cpu tied; }
+@test "oga-info qwen3 cpu untied"  { check_variant qwen3 cpu untied; }
+@test "oga-info qwen3 amd tied"    { check_variant qwen3 amd tied; }
+@test "oga-info qwen3 amd untied"  { check_variant qwen3 amd untied; }
+@test "oga-info phi3 cpu tied"     { check_variant phi3 cpu tied; }
+@test "oga-info phi3 cpu untied"   { check_variant phi3 cpu untied; }
+@test "oga-info phi3 amd tied"     { check_variant phi3 amd tied; }
+@test "oga-info phi3 amd untied"   { check_variant phi3 amd untied; }
+
+@test "oga-info: usage errors exit 2, --help exits 0" {
+  run oga-info
+  [ "$status" -eq 2 ] && [[ "$output" == *"oga-info: missing PACK"* ]]
+  run oga-info --bogus x
+  [ "$status" -eq 2 ]
+  run oga-info a b
+  [ "$status" -eq 2 ]
+  run oga-info --help
+  [ "$status" -eq 0 ] && [[ "$output" == *"usage: oga-info"* ]]
+}
+
+@test "oga-info: not a pack is a named error, exit 3" {
+  run oga-info "$BATS_TEST_TMPDIR/nonexistent"
+  [ "$status" -eq 3 ] && [[ "$output" == "oga-info: "*"No such file or directory"* ]]
+  mkdir -p "$BATS_TEST_TMPDIR/empty"
+  run oga-info "$BATS_TEST_TMPDIR/empty"
+  [ "$status" -eq 3 ] && [[ "$output" == *"not an OGA pack"* ]]
+}
+
+# malformed packs: NAME CODE [WHAT-substring]
+bad_case() {
+  local name=$1 code=$2 what=${3:-} pack
+  pack=$(fixture bad "$name") || skip "fixture bad $name not available yet (tools/mkbad.py)"
+  run --separate-stderr oga-info "$pack"
+  [ "$status" -eq 3 ] || { echo "status $status: $stderr"; return 1; }
+  # the report is still printed, with the named refusal
+  echo "$output" | jq -e --arg c "$code" '.importable == false and ([.refusals[].code] | index($c))' >/dev/null ||
+    { echo "$output" | jq -c .refusals; return 1; }
+  [ -z "$what" ] || echo "$output" | jq -e --arg c "$code" --arg w "$what" \
+    '[.refusals[] | select(.code == $c) | .what | contains($w)] | any' >/dev/null
+  # and the same refusal, named, on stderr
+  [[ "$stderr" == *"oga-info: refused: "*"[$code]"* ]]
+}
+
+@test "bad pack truncated-data: truncated, exit 3"          { bad_case truncated-data truncated model.onnx.data; }
+@test "bad pack offset-past-end: external_data, exit 3"     { bad_case offset-past-end external_data tensor; }
+@test "bad pack not-protobuf: not_protobuf, exit 3"         { bad_case not-protobuf not_protobuf model.onnx; }
+@test "bad pack config-missing-key: config_missing, exit 3" { bad_case config-missing-key config_missing genai_config.json; }
+@test "bad pack config-wrong-type: config_type, exit 3"     { bad_case config-wrong-type config_type genai_config.json; }
+@test "bad pack dims-contradict: config_dims, exit 3"       { bad_case dims-contradict config_dims; }
+@test "bad pack bits8: unsupported_bits, exit 3"            { bad_case bits8 unsupported_bits tensor; }
+@test "bad pack gidx: g_idx, exit 3"                        { bad_case gidx g_idx tensor; }
+@test "bad pack block16: unsupported_block, exit 3"         { bad_case block16 unsupported_block tensor; }
+@test "bad pack no-tokenizer: tokenizer_missing, exit 3"    { bad_case no-tokenizer tokenizer_missing tokenizer.json; }
+@test "bad pack amd-npu: npu_packed and flavour amd-npu"    {
+  bad_case amd-npu npu_packed
+  [ "$(echo "$output" | jq -r .flavour)" = amd-npu ]
+}
+
+@test "every bad pack listed by fixture.sh --list-bad has a case here" {
+  local n
+  for n in $("$TOP/tools/fixture.sh" --list-bad); do
+    grep -q "bad_case $n " "$BATS_TEST_FILENAME" || { echo "no case for $n"; return 1; }
+  done
+}
