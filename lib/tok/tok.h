@@ -74,6 +74,9 @@ size_t tok_utf8_check(const char *s, size_t len);
 char *tok_jinja_render(const char *src, const json_t *vars, size_t *len, ogk_error *e);
 /* Built-in chat template for a model family (llama2, mistral, phi3, qwen2, llama3, chatml), or NULL. */
 const char *tok_builtin_template(const char *family);
+/* The template tok_chat_render uses: t's own, else the built-in one for family ("llama" picks llama3 when
+ * t has <|start_header_id|>, else llama2), else NULL. */
+const char *tok_chat_template_for(const tok *t, const char *family);
 /* Render a conversation with t's template (or the built-in one for family when t has none).
  * vars as above; bos_token/eos_token are filled from t when absent. */
 char *tok_chat_render(const tok *t, const char *family, const json_t *vars, size_t *len, ogk_error *e);
