@@ -1,4 +1,6 @@
 /* q4nx-pack — OGAX stream on stdin -> Q4NX container (man/man1/q4nx-pack.1). */
+#define _GNU_SOURCE
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -17,7 +19,7 @@ static void usage(FILE *to)
           "  -o, --output FILE   write FILE atomically (default: stdout, refused on a terminal)\n"
           "  -v, --verbose       a summary line on stderr (bytes in/out, tensors, seconds, GB/s)\n"
           "  -h, --help          this help;  -V, --version  print the version\n"
-          "Exit: 0 ok, 2 usage, 3 stream truncated/corrupt/refused, 4 output cannot be written.\n",
+          "Exit: 0 ok, 1 writing failed, 2 usage, 3 stream truncated/corrupt/refused.\n",
           to);
 }
 
@@ -79,12 +81,14 @@ int main(int argc, char **argv)
     if (isatty(STDIN_FILENO))
         ogk_die(OGK_EXIT_USAGE, "stdin is a terminal; pipe an OGAX stream in (oga-extract PACK | q4nx-pack ...)");
 
+    /* a larger pipe buffer (when stdin is a pipe) means fewer wake-ups between extract and pack */
+    (void)fcntl(STDIN_FILENO, F_SETPIPE_SZ, 1 << 20);
     ogk_error e;
     ogk_out out;
     if (ogk_out_open(&out, out_path, &e))
-        ogk_die(out_path ? OGK_EXIT_INIT : OGK_EXIT_USAGE, "%s", e.msg);
+        ogk_die(out_path ? OGK_EXIT_CHECK : OGK_EXIT_USAGE, "%s", e.msg);
     q4nx_writer *w = q4nx_writer_new(out.fd, layout, &e);
-    int rc = w ? 0 : OGK_EXIT_INIT;
+    int rc = w ? 0 : OGK_EXIT_CHECK;
     ogax_reader r;
     ogax_reader_init(&r, STDIN_FILENO);
     json_t *model = NULL, *source = NULL;
@@ -112,6 +116,15 @@ int main(int argc, char **argv)
                 rc = OGK_EXIT_INPUT;
             } else {
                 json_object_set_new(source, "packer", json_string("q4nx-pack " OGAKIT_VERSION));
+                /* an incomplete stream (oga-extract --allow-incomplete) stays visibly incomplete */
+                json_t *complete = json_object_get(fr.hdr, "complete"), *left = json_object_get(fr.hdr, "left_out");
+                int is_complete = !json_is_false(complete);
+                q4nx_writer_meta(w, "complete", json_boolean(is_complete));
+                if (!is_complete) {
+                    q4nx_writer_meta(w, "left_out", json_is_array(left) ? json_deep_copy(left) : json_array());
+                    ogk_err("warning: the stream is incomplete (%zu items left out); the container records it",
+                            json_array_size(left));
+                }
             }
         } else if (!strcmp(fr.type, "asset")) {
             const char *name = json_string_value(json_object_get(fr.hdr, "name"));
@@ -152,9 +165,11 @@ int main(int argc, char **argv)
     }
     ogk_progress_done();
     if (!rc && q4nx_writer_finish(w, model, source, &e))
-        rc = OGK_EXIT_INIT;
+        rc = OGK_EXIT_CHECK;
+    if (rc && w && q4nx_writer_write_failed(w))
+        rc = OGK_EXIT_CHECK; /* the output failed, not the input */
     if (!rc && ogk_out_commit(&out, &e))
-        rc = OGK_EXIT_INIT;
+        rc = OGK_EXIT_CHECK;
     if (rc) {
         ogk_out_abort(&out);
         ogk_err("%s", e.msg);

@@ -259,6 +259,10 @@ static json_t *check_container(const char *path, q4nx_file *f, uint64_t *bytes_c
              bad_tensors ? bad_tensors : q4nx_tensor_count(f), q4nx_tensor_count(f));
     json_object_set_new(r, "tensor_checksums", json_string(buf));
     json_object_set_new(r, "padding", json_string(bad_padding ? "NOT ZERO" : "ok"));
+    /* a container of an incomplete stream says so (not a failure of the container itself) */
+    json_object_set_new(r, "complete", json_boolean(!json_is_false(json_object_get(meta, "complete"))));
+    if (json_is_array(json_object_get(meta, "left_out")))
+        json_object_set(r, "left_out", json_object_get(meta, "left_out"));
     json_object_set_new(r, "ok", json_boolean(json_array_size(failures) == fails0));
     return r;
 }

@@ -141,9 +141,12 @@ int q4nx_writer_q4(q4nx_writer *w, const char *name, const char *role, uint32_t 
 /* A plain tensor (dtype f32/f16/bf16/i32/i64), bytes as they are. */
 int q4nx_writer_plain(q4nx_writer *w, const char *name, const char *role, int dtype, int ndim, const uint64_t *shape,
                       const void *data, uint64_t nbytes, ogk_error *e);
+/* An extra top-level metadata key (not "q4nx", "model" or "source"), e.g. "complete"; value is stolen. */
+void q4nx_writer_meta(q4nx_writer *w, const char *key, json_t *value);
 /* Writes the metadata (model and source objects are copied in) and the footer. */
 int q4nx_writer_finish(q4nx_writer *w, const json_t *model, const json_t *source, ogk_error *e);
 uint64_t q4nx_writer_bytes(const q4nx_writer *w); /* bytes written so far */
+int q4nx_writer_write_failed(const q4nx_writer *w); /* 1 when a failure was the output's (disk, pipe) */
 void q4nx_writer_free(q4nx_writer *w);
 
 #endif

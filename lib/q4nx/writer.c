@@ -25,6 +25,7 @@ struct q4nx_writer {
     uint8_t *buf;
     size_t capbuf;
     int failed;
+    json_t *extra;
 };
 
 static int wr(q4nx_writer *w, const void *p, size_t n, ogk_error *e)
@@ -110,6 +111,17 @@ q4nx_writer *q4nx_writer_new(int fd, int layout, ogk_error *e)
 }
 
 uint64_t q4nx_writer_bytes(const q4nx_writer *w) { return w->pos; }
+int q4nx_writer_write_failed(const q4nx_writer *w) { return w->failed; }
+
+void q4nx_writer_meta(q4nx_writer *w, const char *key, json_t *value)
+{
+    if (!w->extra)
+        w->extra = json_object();
+    if (strcmp(key, "q4nx") && strcmp(key, "model") && strcmp(key, "source"))
+        json_object_set_new(w->extra, key, value);
+    else
+        json_decref(value);
+}
 
 int q4nx_writer_asset(q4nx_writer *w, const char *name, const void *data, size_t len, ogk_error *e)
 {
@@ -281,6 +293,8 @@ int q4nx_writer_finish(q4nx_writer *w, const json_t *model, const json_t *source
                              "layout_version", Q4NX_LAYOUT_VERSION, "layout", q4nx_layout_name(w->layout), "tensors",
                              (json_int_t)w->nt, "assets", (json_int_t)w->na, "model", (json_t *)model, "source",
                              (json_t *)source);
+    if (meta && w->extra)
+        json_object_update_missing(meta, w->extra);
     char *js = meta ? json_dumps(meta, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
     json_decref(meta);
     if (!js)
@@ -335,5 +349,6 @@ void q4nx_writer_free(q4nx_writer *w)
     free(w->asset_names);
     free(w->str);
     free(w->buf);
+    json_decref(w->extra);
     free(w);
 }
