@@ -157,3 +157,60 @@ bad_case() {
     grep -q "bad_case $n " "$BATS_TEST_FILENAME" || { echo "no case for $n"; return 1; }
   done
 }
+
+@test "oga-info survives hostile model.onnx and genai_config.json (truncations, byte flips): exit 0 or 3, never a crash" {
+  local src dst=$BATS_TEST_TMPDIR/p i n off rc
+  src=$(fixture qwen3 amd tied)
+  mkdir -p "$dst"
+  for f in "$src"/*; do ln -s "$f" "$dst/"; done
+  n=$(stat -c %s "$src/model.onnx")
+  RANDOM=7
+  for i in $(seq 60); do
+    rm -f "$dst/model.onnx" "$dst/genai_config.json"
+    cp "$src/model.onnx" "$dst/model.onnx"
+    cp "$src/genai_config.json" "$dst/genai_config.json"
+    off=$(( (RANDOM * 32768 + RANDOM) % n ))
+    case $((i % 4)) in
+      0) truncate -s "$off" "$dst/model.onnx" ;;
+      1|2) printf "\\x$(printf %02x $((RANDOM % 256)))" | dd of="$dst/model.onnx" bs=1 seek="$off" conv=notrunc status=none ;;
+      3) truncate -s $((RANDOM % $(stat -c %s "$src/genai_config.json"))) "$dst/genai_config.json" ;;
+    esac
+    rc=0
+    oga-info -q "$dst" >/dev/null 2>&1 || rc=$?
+    [ "$rc" -eq 0 ] || [ "$rc" -eq 3 ] || { echo "mutation $i (offset $off): exit $rc"; return 1; }
+  done
+}
+
+# edge cases the malformed fixtures do not cover (t/pack-mutate.py edits a good fixture)
+mutated() { # STYLE MUTATION -> path
+  local d=$BATS_TEST_TMPDIR/mut-$1-$2
+  /usr/bin/python3 "$TOP/t/pack-mutate.py" "$(fixture qwen2 "$1" tied)" "$d" "$2" && echo "$d"
+}
+mutation_case() { # MUTATION CODE WHAT-substring
+  local s d
+  for s in cpu amd; do
+    d=$(mutated "$s" "$1")
+    run --separate-stderr oga-info -q "$d"
+    [ "$status" -eq 3 ] || { echo "$s: status $status"; return 1; }
+    echo "$output" | jq -e --arg c "$2" --arg w "$3" '[.refusals[] | select(.code == $c and (.what | contains($w)))] | length > 0' >/dev/null ||
+      { echo "$s:"; echo "$output" | jq -c .refusals; return 1; }
+  done
+}
+
+@test "refused: an external location outside the pack"      { mutation_case escape-location external_data scales; }
+@test "refused: MatMulNBits float zero points"               { mutation_case float-zeros tensor_dtype float_zero_points; }
+@test "refused: MatMulNBits K contradicting its weight"      { mutation_case k-mismatch tensor_shape "layers.0."; }
+@test "refused: an unquantised lm_head"                      { mutation_case plain-lm-head unsupported_op lm_head.weight; }
+@test "refused: a weight the graph walk cannot place"        { mutation_case unassigned unassigned stray.weight; }
+
+@test "inline initializers (raw_data, float_data, fp16 in int32_data) import byte for byte" {
+  local s d
+  for s in cpu amd; do
+    d=$(mutated "$s" inline-norms)
+    run oga-info -q "$d"
+    [ "$status" -eq 0 ] || { echo "$output" | jq -c .refusals; return 1; }
+    oga-extract -o "$BATS_TEST_TMPDIR/s.ogax" "$d"
+    run /usr/bin/python3 "$TOP/t/oga-extract-check.py" "$d" "$BATS_TEST_TMPDIR/s.ogax"
+    [ "$status" -eq 0 ] || { echo "$s: $output"; return 1; }
+  done
+}
