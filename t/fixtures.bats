@@ -137,3 +137,89 @@ EOF
   run "$TOP/tools/fixture.sh" bad no-such-thing
   [ "$status" -eq 2 ]
 }
+
+@test "fixture.sh --list-bad lists every malformed pack, each is produced with bad.json" {
+  run "$TOP/tools/fixture.sh" --list-bad
+  [ "$status" -eq 0 ]
+  for want in truncated-data offset-past-end not-protobuf config-missing-key config-wrong-type \
+              dims-contradict bits8 gidx block16 no-tokenizer amd-npu; do
+    grep -qx -- "$want" <<<"$output"
+  done
+  for b in $output; do
+    p=$(fixture bad "$b")
+    [ "$(jq -r .name "$p/bad.json")" = "$b" ]
+    [ -f "$p/genai_config.json" ]
+  done
+}
+
+@test "bad packs have exactly the defect they claim" {
+  run /usr/bin/python3 - "$TOP/.cache/fixtures" <<'EOF'
+import json, os, sys, onnx
+root = sys.argv[1]
+P = lambda n, *f: os.path.join(root, "bad-" + n, *f)
+def ext(t):
+    return {e.key: e.value for e in t.external_data}
+def model(n, f="model.onnx"):
+    return onnx.load(P(n, f), load_external_data=False)
+def attrs(node):
+    return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+# truncated-data: some initializer ends past the file, and the file is shorter than in a good pack
+m = model("truncated-data"); sz = os.path.getsize(P("truncated-data", "model.onnx.data"))
+ends = [int(ext(t)["offset"]) + int(ext(t)["length"]) for t in m.graph.initializer]
+assert max(ends) > sz and min(ends) <= sz, (max(ends), sz)
+# offset-past-end: exactly one initializer past the end, the file is whole
+m = model("offset-past-end"); sz = os.path.getsize(P("offset-past-end", "model.onnx.data"))
+past = [t.name for t in m.graph.initializer if int(ext(t)["offset"]) + int(ext(t)["length"]) > sz]
+assert past == ["model.layers.1.mlp.down_proj.MatMul.weight_Q4"], past
+# not-protobuf
+try:
+    model("not-protobuf"); raise SystemExit("not-protobuf parsed")
+except Exception as e:
+    if isinstance(e, SystemExit): raise
+gc = lambda n: json.load(open(P(n, "genai_config.json")))["model"]["decoder"]
+assert "num_hidden_layers" not in gc("config-missing-key")
+assert gc("config-wrong-type")["num_attention_heads"] == "8"
+assert gc("dims-contradict")["hidden_size"] == 96
+m = model("dims-contradict")
+assert [list(t.dims) for t in m.graph.initializer if t.name == "model.layers.0.input_layernorm.weight"] == [[64]]
+n = [x for x in model("bits8").graph.node if x.name == "/model/layers.0/mlp/down_proj/MatMul_Q4"][0]
+assert attrs(n)["bits"] == 8
+n = [x for x in model("gidx").graph.node if x.name == "/model/layers.0/attn/q_proj/MatMulNBits"][0]
+assert len(n.input) == 5 and n.input[4].endswith(".g_idx"), list(n.input)
+bs = {attrs(x)["block_size"] for x in model("block16").graph.node if x.op_type in ("MatMulNBits", "GatherBlockQuantized")}
+assert bs == {16}, bs
+assert not os.path.exists(P("no-tokenizer", "tokenizer.json")) and not os.path.exists(P("no-tokenizer", "tokenizer_config.json"))
+# amd-npu
+assert json.load(open(P("amd-npu", "genai_config.json")))["model"]["decoder"]["filename"] == "fusion.onnx"
+m = model("amd-npu", "fusion.onnx")
+assert any(x.domain == "com.ryzenai" for x in m.graph.node)
+meta = json.load(open(P("amd-npu", ".cache", "MatMulNBits_2_0_meta.json")))
+files = {v["file_name"].replace("\\", "/") for v in meta["tensor_map"].values()}
+assert files and all(os.path.isfile(P("amd-npu", f)) for f in files), files
+for f in ("prefill.bin", "prefill.pb.bin", "rai_config.json", "tokenizer.json", "fusion.onnx.data"):
+    assert os.path.isfile(P("amd-npu", f)), f
+print("ok")
+EOF
+  echo "$output"
+  [ "$status" -eq 0 ]
+}
+
+@test "bad packs: onnxruntime refuses the broken files, runs the valid ones" {
+  for b in truncated-data offset-past-end not-protobuf amd-npu; do
+    run node "$TOP/tools/ort-ref.js" "$(fixture bad $b)" generate --ids '[1,2]' -n 1
+    echo "$b: $output"
+    [ "$status" -eq 4 ]
+  done
+  for b in bits8 gidx block16 no-tokenizer; do
+    run node "$TOP/tools/ort-ref.js" "$(fixture bad $b)" generate --ids '[1,2]' -n 1 --no-logits
+    echo "$b: $output"
+    [ "$status" -eq 0 ]
+  done
+  # block16 is a valid pack: the numpy reference agrees with onnxruntime on it
+  pack=$(fixture bad block16)
+  /usr/bin/python3 "$TOP/tools/npref.py" "$pack" --ids "$ids" >"$BATS_TEST_TMPDIR/np.json"
+  node "$TOP/tools/ort-ref.js" "$pack" teacher --ids "$ids" >"$BATS_TEST_TMPDIR/ort.json"
+  d=$(maxdiff "$BATS_TEST_TMPDIR/np.json" "$BATS_TEST_TMPDIR/ort.json")
+  echo "block16: $d"
+  /usr/bin/python3 -c "import sys; sys.exit(0 if $d <= 1e-3 else 1)"
+}

@@ -29,7 +29,8 @@ esac
 
 if [ "$1" = bad ]; then
   [ $# -eq 2 ] || die "usage: fixture.sh bad NAME"
-  "$py" "$here/mkbad.py" --list | grep -qx -- "$2" || die "bad: unknown NAME '$2' (see --list-bad)"
+  names=$("$py" "$here/mkbad.py" --list) || die "mkbad.py --list failed" 4
+  grep -qx -- "$2" <<<"$names" || die "bad: unknown NAME '$2' (see --list-bad)"
   name="bad-$2"
   gen=("$py" "$here/mkpack.py" --bad "$2")
   stamp=$(cat "$here/mkpack.py" "$here/mkbad.py" | sha256sum | cut -c1-64)

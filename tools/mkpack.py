@@ -221,7 +221,7 @@ def np_to_onnx(dtype):
             np.dtype(np.int32): TensorProto.INT32}[np.dtype(dtype)]
 
 
-def build(cfg, W, style, acc, io):
+def build(cfg, W, style, acc, io, block=None):
     """Returns (Graph, extra) for the decoder."""
     g = Graph(io)
     fam = cfg["family"]
@@ -229,7 +229,7 @@ def build(cfg, W, style, acc, io):
     eps = cfg["eps"]
     V = cfg["vocab"]
     amd = style == "amd"
-    block = 128 if amd else 32
+    block = block or (128 if amd else 32)
     sym = not amd
     iot = g.io_onnx
     f = lambda a: np.asarray(a, np.float32).astype(io)
@@ -522,9 +522,9 @@ def write_json(path, obj):
     os.replace(path + ".tmp", path)
 
 
-def write_pack(cfg, W, style, acc, io, out, tokdir):
+def write_pack(cfg, W, style, acc, io, out, tokdir, block=None):
     os.makedirs(out, exist_ok=True)
-    g = build(cfg, W, style, acc, io)
+    g = build(cfg, W, style, acc, io, block)
     write_model(g, out)
     write_json(os.path.join(out, "genai_config.json"), genai_config(cfg, style))
     write_json(os.path.join(out, "config.json"), hf_config(cfg))
@@ -606,6 +606,7 @@ def main(argv=None):
     ap.add_argument("--accuracy-level", type=int, choices=[0, 1, 2, 3, 4], default=0)
     ap.add_argument("--io-dtype", choices=["fp32", "fp16"])
     ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--block-size", type=int, help="MatMulNBits block size (default 32 cpu, 128 amd)")
     ap.add_argument("--config", help="Hugging Face config.json (with --weights)")
     ap.add_argument("--weights", help=".npz of float32 arrays with Hugging Face names")
     ap.add_argument("--tokenizer-dir", help="directory with tokenizer.json, tokenizer_config.json")
@@ -633,7 +634,9 @@ def main(argv=None):
         if a.tokenizer_dir:
             tokdir = a.tokenizer_dir
         W = random_weights(cfg, a.seed)
-    write_pack(cfg, W, a.style, a.accuracy_level, io, a.out, tokdir)
+    if a.block_size is not None and (a.block_size < 16 or a.block_size & (a.block_size - 1)):
+        die("--block-size: a power of two >= 16")
+    write_pack(cfg, W, a.style, a.accuracy_level, io, a.out, tokdir, a.block_size)
     return 0
 
 
