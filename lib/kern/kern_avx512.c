@@ -13,6 +13,9 @@
 #include <string.h>
 
 #define INLINE static inline __attribute__((always_inline))
+#ifndef PF_BYTES
+#define PF_BYTES 1024 /* software prefetch distance per row-block stream in the M = 1 kernels */
+#endif
 
 INLINE __m512 load_scales(const q4nx_tensor *W, size_t gi)
 {
@@ -71,7 +74,11 @@ INLINE void tile_f32(const kern_job *j, uint32_t rb, const int RB, const int MT,
             __m512i w[4];
 #pragma GCC unroll 4
             for (int r = 0; r < RB; r++)
+            {
                 w[r] = _mm512_loadu_si512(cb[r] + ((size_t)g * cpg + c) * 64);
+                if (PF_BYTES && MT == 1)
+                    _mm_prefetch((const char *)cb[r] + ((size_t)g * cpg + c) * 64 + PF_BYTES, _MM_HINT_T0);
+            }
 #pragma GCC unroll 4
             for (int i = 0; i < 4; i++) {
 #pragma GCC unroll 4
@@ -137,6 +144,8 @@ INLINE void tile_i8(const kern_job *j, uint32_t rb, const int RB, const int MT, 
 #pragma GCC unroll 4
             for (int r = 0; r < RB; r++) {
                 __m512i w = _mm512_loadu_si512(cb[r] + ((size_t)g * cpg + c) * 64);
+                if (PF_BYTES && MT == 1)
+                    _mm_prefetch((const char *)cb[r] + ((size_t)g * cpg + c) * 64 + PF_BYTES, _MM_HINT_T0);
                 __m512i lo = _mm512_and_si512(w, m4), hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), m4);
 #pragma GCC unroll 8
                 for (int m = 0; m < MT; m++) {

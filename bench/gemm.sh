@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# bench/gemm.sh — lib/kern against onnxruntime's MatMulNBits (accuracy_level 4, same weights, same
+# thread count) on the Qwen2.5-0.5B role shapes (the qwen05b fixture's geometry), plus the M = 1
+# pass over a whole model's weights against the DRAM read bandwidth measured in the same run.
+# A benchmark, not a test: run it on a quiet machine. Every number is the median of RUNS (>= 5) runs;
+# each npu-gemm run is itself the median of its launches, each onnxruntime run the interquartile
+# mean of its profiled MatMulNBits kernel times.
+#   usage: bench/gemm.sh [-t THREADS] [-r RUNS] [-m MODEL.q4nx] [-o RESULTS.jsonl] [--quick]
+# Prints a markdown table on stdout; raw JSON lines go to RESULTS.jsonl (default: a temp file).
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+build=${OGAKIT_BUILD:-$top/build}
+G=$build/bin/npu-gemm
+threads=2 runs=5 model="" out="" quick=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -t) threads=$2; shift 2 ;;
+    -r) runs=$2; shift 2 ;;
+    -m) model=$2; shift 2 ;;
+    -o) out=$2; shift 2 ;;
+    --quick) quick=1; shift ;;
+    *) echo "gemm.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+[ -x "$G" ] || { echo "gemm.sh: $G not built (make BUILD=... $G)" >&2; exit 4; }
+[ "$runs" -ge 5 ] || [ "$quick" = 1 ] || { echo "gemm.sh: -r must be >= 5" >&2; exit 2; }
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+[ -n "$out" ] || out=$work/results.jsonl
+: >"$out"
+
+med() { sort -g | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
+# run_ours FIELD ARGS...: median over runs of .FIELD
+run_ours() {
+  local field=$1; shift
+  for _ in $(seq "$runs"); do
+    "$G" -t "$threads" "$@" | jq -c . | tee -a "$out" | jq -r ".$field"
+  done | med
+}
+
+shapes_role=(qkv o gate/up down lm_head)
+shapes_nk=(1152,896 896,896 4864,896 896,4864 151936,896)
+styles=("cpu:--block 32" "amd:--block 128 --asym --scale-dtype f16")
+[ "$quick" = 1 ] && shapes_role=(qkv down) && shapes_nk=(1152,896 896,4864)
+
+echo "# bench/gemm.sh — $(date -u +%Y-%m-%dT%H:%MZ), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), threads $threads, runs $runs"
+echo "# kernel path: $("$G" --shape 16,32 --reps 1 --check-rows 0 | jq -r .kernel); load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo
+
+# 1. DRAM read bandwidth, measured by this run
+bw=$(for _ in $(seq "$runs"); do "$G" --list-devices -t "$threads" | jq -c . | tee -a "$out" | jq -r '.devices[0].dram_read_GBps'; done | med)
+
+# 2. M = 1 over a whole model's weights (Qwen2.5-0.5B: 24 layers of qkv, o, gate, up, down, and lm_head)
+spec="1152x896*24,896x896*24,4864x896*48,896x4864*24,151936x896"
+echo "## M = 1 over a whole model's weights vs DRAM read bandwidth ($(printf '%.1f' "$bw") GB/s, median of $runs probes)"
+echo
+echo "| weights | mode | MB | ms per pass | GB/s | % of DRAM read |"
+echo "|---|---|---:|---:|---:|---:|"
+for st in "${styles[@]}"; do
+  name=${st%%:*} args=${st#*:}
+  for mode in f32 i8; do
+    # shellcheck disable=SC2086
+    ms=$(run_ours ms --model-pass --shapes "$spec" $args --mode $mode --check-rows 4 --time 1)
+    mb=$(tail -1 "$out" | jq -r '.weight_bytes / 1e6')
+    gbs=$(awk -v mb="$mb" -v ms="$ms" 'BEGIN{printf "%.1f", mb / ms}')
+    pct=$(awk -v g="$gbs" -v b="$bw" 'BEGIN{printf "%.0f", 100 * g / b}')
+    echo "| qwen05b synthetic, $name style | $mode | $(printf '%.0f' "$mb") | $(printf '%.2f' "$ms") | $gbs | $pct % |"
+  done
+done
+if [ -n "$model" ]; then
+  for mode in f32 i8; do
+    ms=$(run_ours ms --model-pass -m "$model" --mode $mode --check-rows 4 --time 1)
+    mb=$(tail -1 "$out" | jq -r '.weight_bytes / 1e6')
+    gbs=$(awk -v mb="$mb" -v ms="$ms" 'BEGIN{printf "%.1f", mb / ms}')
+    echo "| $(basename "$model") | $mode | $(printf '%.0f' "$mb") | $(printf '%.2f' "$ms") | $gbs | $(awk -v g="$gbs" -v b="$bw" 'BEGIN{printf "%.0f", 100 * g / b}') % |"
+  done
+fi
+echo
+
+# 3. per role shape: ours (f32, i8) vs onnxruntime MatMulNBits accuracy_level 4
+echo "## Per role shape: ms per launch (median of $runs runs), onnxruntime MatMulNBits accuracy_level 4 vs ours"
+echo
+echo "| role | N x K | style | M | ORT kernel ms | ORT run ms | ours i8 ms | ours f32 ms | ORT / i8 | ORT / f32 |"
+echo "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"
+for i in "${!shapes_role[@]}"; do
+  role=${shapes_role[$i]} nk=${shapes_nk[$i]}
+  for st in "${styles[@]}"; do
+    name=${st%%:*} args=${st#*:}
+    d=$work/w && rm -rf "$d"
+    # shellcheck disable=SC2086
+    "$G" --shape "$nk" $args --dump-source "$d" --reps 1 --check-rows 0 >/dev/null
+    /usr/bin/python3 "$top/bench/mk-matmulnbits.py" "$d" "$d/m.onnx" 4
+    for M in 1 128; do
+      ort=$(node "$top/bench/ort-matmulnbits.js" "$d/m.onnx" "$M" "${nk#*,}" "$threads" 0 "$runs")
+      echo "$ort" >>"$out"
+      ok=$(echo "$ort" | jq -r .kernel_ms) orun=$(echo "$ort" | jq -r .run_ms)
+      # shellcheck disable=SC2086
+      i8=$(run_ours ms --shape "$nk" $args --rows "$M" --mode i8 --check-rows 16)
+      # shellcheck disable=SC2086
+      f32=$(run_ours ms --shape "$nk" $args --rows "$M" --mode f32 --check-rows 16)
+      printf '| %s | %s | %s | %d | %.4f | %.4f | %.4f | %.4f | %.2fx | %.2fx |\n' "$role" "${nk/,/ x }" "$name" "$M" \
+        "$ok" "$orun" "$i8" "$f32" "$(awk -v a="$ok" -v b="$i8" 'BEGIN{print a/b}')" \
+        "$(awk -v a="$ok" -v b="$f32" 'BEGIN{print a/b}')"
+    done
+  done
+done
+echo
+echo "raw results: $out"
