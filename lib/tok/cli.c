@@ -36,17 +36,18 @@ static const char chat_usage[] =
     "  template variables, or a JSON array of messages. bos_token / eos_token come from the tokenizer.\n"
     "  --family NAME  built-in template (llama2, mistral, phi3, chatml, qwen2, llama3) when the tokenizer has none\n"
     "  --jsonl        every input line is one conversation; print one JSON string per line\n"
-    "  --ids          print the token ids of the rendered prompt instead of the text\n";
+    "  --ids          print the token ids of the rendered prompt instead of the text\n"
+    "  --show-template  print the template source that would be used, and exit\n";
 
 typedef struct {
     const char *dir, *model, *file, *template_file, *family;
-    int no_special, lines, jsonl, skip_special, cleanup, stream, ids, gen, bench;
+    int no_special, lines, jsonl, skip_special, cleanup, stream, ids, gen, bench, show_template;
     int nargs;
     char **args;
 } cli_opts;
 
 enum { O_TOKENIZER = 300, O_NOSPECIAL, O_LINES, O_JSONL, O_SKIP, O_CLEAN, O_NOCLEAN, O_STREAM, O_TEMPLATE,
-       O_FAMILY, O_IDS, O_GEN, O_NOGEN, O_BENCH };
+       O_FAMILY, O_IDS, O_GEN, O_NOGEN, O_BENCH, O_SHOWTPL };
 
 static void cli_parse(int argc, char **argv, cli_opts *o, const char *usage)
 {
@@ -59,7 +60,8 @@ static void cli_parse(int argc, char **argv, cli_opts *o, const char *usage)
         {"template", required_argument, 0, O_TEMPLATE},   {"family", required_argument, 0, O_FAMILY},
         {"ids", no_argument, 0, O_IDS},                   {"add-generation-prompt", no_argument, 0, O_GEN},
         {"no-generation-prompt", no_argument, 0, O_NOGEN}, {"bench", required_argument, 0, O_BENCH},
-        {"help", no_argument, 0, 'h'},                    {0, 0, 0, 0},
+        {"show-template", no_argument, 0, O_SHOWTPL},     {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
     };
     memset(o, 0, sizeof *o);
     o->cleanup = -1;
@@ -83,6 +85,7 @@ static void cli_parse(int argc, char **argv, cli_opts *o, const char *usage)
         case O_IDS: o->ids = 1; break;
         case O_GEN: o->gen = 1; break;
         case O_NOGEN: o->gen = 0; break;
+        case O_SHOWTPL: o->show_template = 1; break;
         case O_BENCH: o->bench = (int)ogk_parse_long("--bench", optarg, 1, 1000000); break;
         case 'h': fputs(usage, stdout); exit(0);
         default: fputs(usage, stderr); exit(OGK_EXIT_USAGE);
@@ -488,6 +491,14 @@ int tok_cmd_chat(int argc, char **argv)
     chat_ctx c = {t, &o, file_tpl, family};
     if (!c.tpl && t && !tok_chat_template(t) && model_tpl)
         c.tpl = model_tpl;
+    if (o.show_template) {
+        const char *src = c.tpl ? c.tpl : tok_chat_template_for(t, family);
+        if (!src)
+            ogk_die(OGK_EXIT_INPUT, "chat: no chat template: the tokenizer has none and there is no built-in one for "
+                                    "family '%s'", family ? family : "(unknown)");
+        fputs(src, stdout);
+        exit(fflush(stdout) ? OGK_EXIT_INPUT : 0);
+    }
     if (o.nargs > 1)
         ogk_die(OGK_EXIT_USAGE, "chat: one input file at most");
     if (o.nargs == 1)

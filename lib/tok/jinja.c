@@ -1252,7 +1252,8 @@ static void parse_body(parser *p, nodes *l, const char *e1, const char *e2, cons
     while (!(at_stmt(p, e1) || (e2 && at_stmt(p, e2)) || (e3 && at_stmt(p, e3)))) {
         if (p->i >= p->n) {
             char msg[96];
-            snprintf(msg, sizeof msg, "missing {%% %s %%}", e1);
+            const char *end = !strncmp(e1, "end", 3) ? e1 : e2 && !strncmp(e2, "end", 3) ? e2 : e3 ? e3 : e1;
+            snprintf(msg, sizeof msg, "missing {%% %s %%}", end);
             perr(p, msg);
         }
         npush(p->c, l, parse_any(p));

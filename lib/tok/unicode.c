@@ -231,7 +231,8 @@ char *tok_normalize(tok_nf form, const char *s, size_t len, size_t *out_len)
         }
         uint32_t cp;
         i += (size_t)tok_utf8_dec(u + i, &cp);
-        touch = (uflag(cp) & need) != 0;
+        /* Hangul syllables are algorithmic (not flagged): they change only under decomposition */
+        touch = (uflag(cp) & need) != 0 || (!comp && cp >= SBase && cp < SBase + SCount);
     }
     if (!touch) {
         char *o = malloc(len + 1);

