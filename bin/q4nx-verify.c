@@ -6,6 +6,7 @@
  * through lib/q4nx's layout code. Two controls (nibbles swapped, zero points dropped) run on every
  * comparison: if either still matches, the comparison cannot tell right from wrong and verify fails. */
 #include <getopt.h>
+#include <immintrin.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
@@ -101,12 +102,55 @@ static float read_scale(const matmulnbits *m, size_t i)
     return m->sdt == Q4NX_F16 ? ogk_f16_to_f32(h) : ogk_bf16_to_f32(h);
 }
 
-/* W[k, row] for k in [0, K): (q - zp) * scale. The 16 possible values of a block are computed first
- * (the same float operation, just once per code value) and the codes index them. */
+/* One block of n values, packed two per byte with the first value in the low nibble (both
+ * MatMulNBits and GatherBlockQuantized store 4-bit data this way): o[j] = (q_j - zp) * scale. With
+ * swap the nibbles are read the wrong way round (the control). */
+static void block_scalar(const uint8_t *q, uint32_t n, int zp, float scale, int swap, float *o)
+{
+    int lo_shift = swap ? 4 : 0, hi_shift = swap ? 0 : 4;
+    for (uint32_t j = 0; j < n; j++)
+        o[j] = (float)(((q[j / 2] >> (j % 2 ? hi_shift : lo_shift)) & 0x0F) - zp) * scale;
+}
+
+/* The same with AVX2: bytes b0..b3 are spread to b0 b0 b1 b1 b2 b2 b3 b3, shifted by 0/4 and masked;
+ * int -> float is exact and the one multiply rounds once, so the bits equal block_scalar's. */
+__attribute__((target("avx2"))) static void block_avx2(const uint8_t *q, uint32_t n, int zp, float scale, int swap,
+                                                      float *o)
+{
+    const __m128i dup = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+    const __m256i sh = swap ? _mm256_setr_epi32(4, 0, 4, 0, 4, 0, 4, 0) : _mm256_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4);
+    const __m256i low4 = _mm256_set1_epi32(15), z = _mm256_set1_epi32(zp);
+    const __m256 s = _mm256_set1_ps(scale);
+    uint32_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        int32_t x;
+        memcpy(&x, q + j / 2, 4);
+        __m256i v = _mm256_cvtepu8_epi32(_mm_shuffle_epi8(_mm_cvtsi32_si128(x), dup));
+        v = _mm256_and_si256(_mm256_srlv_epi32(v, sh), low4);
+        _mm256_storeu_ps(o + j, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(v, z)), s));
+    }
+    if (j < n)
+        block_scalar(q + j / 2, n - j, zp, scale, swap, o + j);
+}
+
+static int simd = -1;
+static void decode_block(const uint8_t *q, uint32_t n, int zp, float scale, int swap, float *o)
+{
+    if (simd < 0) {
+        const char *k = getenv("OGAKIT_KERNEL"); /* the kernels' switch: "ref" means scalar */
+        __builtin_cpu_init();
+        simd = __builtin_cpu_supports("avx2") && !(k && !strcmp(k, "ref"));
+    }
+    if (simd)
+        block_avx2(q, n, zp, scale, swap, o);
+    else
+        block_scalar(q, n, zp, scale, swap, o);
+}
+
+/* W[k, row] for k in [0, K): (q - zp) * scale, block by block. */
 static void mnb_row(const matmulnbits *m, uint32_t row, int control, float *out)
 {
     size_t blob = m->block / 2, zrow = (m->kb + 1) / 2;
-    int lo_shift = control == CTRL_SWAP ? 4 : 0, hi_shift = control == CTRL_SWAP ? 0 : 4;
     for (uint32_t blk = 0; blk < m->kb; blk++) {
         float scale = read_scale(m, (size_t)row * m->kb + blk);
         int zp = 8;
@@ -114,19 +158,9 @@ static void mnb_row(const matmulnbits *m, uint32_t row, int control, float *out)
             zp = (m->zp[row * zrow + blk / 2] >> (blk % 2 ? 4 : 0)) & 0x0F;
         if (control == CTRL_NOZP)
             zp = 0;
-        float value[16];
-        for (int q = 0; q < 16; q++)
-            value[q] = (float)(q - zp) * scale;
-        const uint8_t *q = m->b + ((size_t)row * m->kb + blk) * blob;
         uint32_t n = m->k - blk * m->block < m->block ? m->k - blk * m->block : m->block;
-        float *o = out + (size_t)blk * m->block;
-        uint32_t j = 0;
-        for (; j + 1 < n; j += 2) {
-            o[j] = value[(q[j / 2] >> lo_shift) & 0x0F];
-            o[j + 1] = value[(q[j / 2] >> hi_shift) & 0x0F];
-        }
-        if (j < n)
-            o[j] = value[(q[j / 2] >> lo_shift) & 0x0F];
+        decode_block(m->b + ((size_t)row * m->kb + blk) * blob, n, zp, scale, control == CTRL_SWAP,
+                     out + (size_t)blk * m->block);
     }
 }
 
@@ -279,15 +313,16 @@ static uint32_t pick_row(uint32_t n, long sample, uint32_t i)
 }
 static uint32_t row_count(uint32_t n, long sample) { return (sample <= 0 || (uint64_t)sample >= n) ? n : (uint32_t)sample; }
 
-static float *wa, *wb;
+static float *wa, *wb, *wc;
 static size_t wcap;
 static void work_bufs(size_t floats)
 {
     if (floats > wcap) {
-        free(wa), free(wb);
+        free(wa), free(wb), free(wc);
         wa = malloc(floats * sizeof(float));
         wb = malloc(floats * sizeof(float));
-        if (!wa || !wb)
+        wc = malloc(floats * sizeof(float));
+        if (!wa || !wb || !wc)
             ogk_die(OGK_EXIT_INIT, "out of memory (%zu floats)", floats);
         wcap = floats;
     }
@@ -297,6 +332,32 @@ static void work_bufs(size_t floats)
 #define CONTROL_ROWS 8
 
 /* ---------- container vs pack ---------- */
+/* GatherBlockQuantized (bits 4, gather_axis 0, quantize_axis 1) for row v: data [V, K/2] uint8 with
+ * the first element in the low nibble, row stride `stride` bytes, scales [V, k_blocks], zero points
+ * packed [V, ceil(k_blocks/2)] or, for uint8 data, 2^(bits-1) when absent. */
+static void gbq_row(const uint8_t *data, size_t stride, const matmulnbits *sc, uint32_t v, float *out)
+{
+    const uint8_t *row = data + (size_t)v * stride;
+    for (uint32_t blk = 0; blk < sc->kb; blk++) {
+        int zp = sc->zp ? (sc->zp[(size_t)v * ((sc->kb + 1) / 2) + blk / 2] >> ((blk & 1) * 4)) & 15 : 8;
+        float s = read_scale(sc, (size_t)v * sc->kb + blk);
+        uint32_t k0 = blk * sc->block, k1 = k0 + sc->block < sc->k ? k0 + sc->block : sc->k;
+        decode_block(row + k0 / 2, k1 - k0, zp, s, 0, out + k0);
+    }
+}
+
+/* The tied check's reference, set up from the graph by tied_check and evaluated on the lm_head rows
+ * compare_q4 has already dequantised (so the container side is decoded once). */
+typedef struct {
+    int active;
+    const uint8_t *data;
+    size_t stride;
+    matmulnbits sc;
+    cmpstat st;
+    char *node, *src;
+} tiedref;
+static tiedref tied;
+
 typedef struct {
     int vacuous;
     uint64_t groups, exact, tensors, qtensors, bytes;
@@ -329,6 +390,7 @@ static json_t *compare_q4(const char *role, const q4nx_tensor *t, const pack_ten
                 break; /* all identical: nothing more to measure */
             memset(&st, 0, sizeof st);
         }
+        int with_tied = !full && tied.active && !strcmp(role, "lm_head");
         if (nr == t->n) {
             for (uint32_t r0 = 0; r0 < t->n; r0 += WINDOW) {
                 uint32_t w = t->n - r0 < WINDOW ? t->n - r0 : WINDOW;
@@ -336,6 +398,10 @@ static json_t *compare_q4(const char *role, const q4nx_tensor *t, const pack_ten
                 for (uint32_t r = 0; r < w; r++) {
                     mnb_row(&m, r0 + r, CTRL_NONE, wb);
                     cmp_row(&st, wa + (size_t)r * t->k, wb, t->k, t->block, full);
+                    if (with_tied) {
+                        gbq_row(tied.data, tied.stride, &tied.sc, r0 + r, wc);
+                        cmp_row(&tied.st, wa + (size_t)r * t->k, wc, t->k, t->block, 0);
+                    }
                 }
             }
         } else {
@@ -344,6 +410,10 @@ static json_t *compare_q4(const char *role, const q4nx_tensor *t, const pack_ten
                 q4nx_q4_dequant_rows(t, row, 1, wa);
                 mnb_row(&m, row, CTRL_NONE, wb);
                 cmp_row(&st, wa, wb, t->k, t->block, full);
+                if (with_tied) {
+                    gbq_row(tied.data, tied.stride, &tied.sc, row, wc);
+                    cmp_row(&tied.st, wa, wc, t->k, t->block, 0);
+                }
             }
         }
     }
@@ -425,22 +495,8 @@ static int64_t attr_i(const Onnx__NodeProto *n, const char *name, int64_t dflt)
     return dflt;
 }
 
-/* GatherBlockQuantized (bits 4, gather_axis 0, quantize_axis 1) for row v: data [V, K/2] uint8 with
- * the first element in the low nibble, row stride `stride` bytes, scales [V, k_blocks], zero points
- * packed [V, ceil(k_blocks/2)] or, for uint8 data, 2^(bits-1) when absent. */
-static void gbq_row(const uint8_t *data, size_t stride, const matmulnbits *sc, uint32_t v, float *out)
-{
-    const uint8_t *row = data + (size_t)v * stride;
-    for (uint32_t blk = 0; blk < sc->kb; blk++) {
-        int zp = sc->zp ? (sc->zp[(size_t)v * ((sc->kb + 1) / 2) + blk / 2] >> ((blk & 1) * 4)) & 15 : 8;
-        float s = read_scale(sc, (size_t)v * sc->kb + blk);
-        uint32_t k1 = (blk + 1) * sc->block < sc->k ? (blk + 1) * sc->block : sc->k;
-        for (uint32_t k = blk * sc->block; k < k1; k++)
-            out[k] = (float)(((row[k / 2] >> ((k & 1) * 4)) & 15) - zp) * s;
-    }
-}
-
-static json_t *tied_check(const char *dir, pack *pk, q4nx_file *f, long sample)
+/* NULL when the tied check is armed (tied.active), else its final result (skipped or failed). */
+static json_t *tied_check(const char *dir, pack *pk, q4nx_file *f)
 {
     if (!json_is_true(json_object_get(q4nx_model(f), "tie_embeddings")))
         return json_pack("{s:s}", "result", "skipped \u2014 no independent reference");
@@ -507,32 +563,14 @@ static json_t *tied_check(const char *dir, pack *pk, q4nx_file *f, long sample)
                         "embedding_node", emb->name);
         goto out;
     }
-    /* same bytes by name; now the values through GatherBlockQuantized's own reading */
-    matmulnbits sc = {p->codes, p->scales, p->zeros, p->scale_dtype, p->n, p->k, p->block, p->k_blocks};
-    cmpstat st = {0};
-    uint32_t nr = row_count(lm->n, sample);
-    work_bufs((size_t)WINDOW * lm->k);
-    for (int full = 0; full < 2; full++) {
-        if (full) {
-            if (st.exact == st.groups)
-                break;
-            memset(&st, 0, sizeof st);
-        }
-        for (uint32_t i = 0; i < nr; i++) {
-            uint32_t v = pick_row(lm->n, sample, i);
-            q4nx_q4_dequant_rows(lm, v, 1, wa);
-            gbq_row(p->codes, (size_t)p->k_blocks * p->block / 2, &sc, v, wb);
-            cmp_row(&st, wa, wb, lm->k, lm->block, full);
-        }
-    }
-    res = json_pack("{s:s,s:s,s:s,s:I}", "result", st.exact == st.groups ? "ok" : "FAILED", "embedding_node", emb->name,
-                    "data", src, "rows_checked", (json_int_t)nr);
-    json_t *sj = stat_json(&st);
-    json_object_update(res, sj);
-    json_decref(sj);
-    if (st.exact != st.groups)
-        fail("tied check: %" PRIu64 " of %" PRIu64 " embedding groups differ from the container's lm_head",
-             st.groups - st.exact, st.groups);
+    /* same bytes by name; the values through GatherBlockQuantized's own reading are compared while
+     * compare_q4 walks the lm_head (tied_result) */
+    tied.active = 1;
+    tied.data = p->codes;
+    tied.stride = (size_t)p->k_blocks * p->block / 2;
+    tied.sc = (matmulnbits){p->codes, p->scales, p->zeros, p->scale_dtype, p->n, p->k, p->block, p->k_blocks};
+    tied.node = strdup(emb->name);
+    tied.src = strdup(src);
 out:
     if (mod)
         onnx__model_proto__free_unpacked(mod, NULL);
@@ -541,6 +579,40 @@ out:
         res = json_pack("{s:s}", "result", "FAILED: graph unreadable");
     }
     ogk_map_close(&mp);
+    return res;
+}
+
+/* The tied check's result once the lm_head has been compared (or, when that comparison could not run,
+ * after walking the rows here); full statistics only when some group differs. */
+static json_t *tied_result(q4nx_file *f, long sample)
+{
+    const q4nx_tensor *lm = q4nx_find(f, "lm_head");
+    uint32_t nr = row_count(lm->n, sample);
+    work_bufs((size_t)WINDOW * lm->k);
+    for (int full = tied.st.groups ? 1 : 0; full < 2; full++) {
+        if (full) {
+            if (tied.st.exact == tied.st.groups)
+                break;
+            memset(&tied.st, 0, sizeof tied.st);
+        }
+        for (uint32_t i = 0; i < nr; i++) {
+            uint32_t v = pick_row(lm->n, sample, i);
+            q4nx_q4_dequant_rows(lm, v, 1, wa);
+            gbq_row(tied.data, tied.stride, &tied.sc, v, wb);
+            cmp_row(&tied.st, wa, wb, lm->k, lm->block, full);
+        }
+    }
+    const cmpstat *st = &tied.st;
+    json_t *res = json_pack("{s:s,s:s,s:s,s:I}", "result", st->exact == st->groups ? "ok" : "FAILED", "embedding_node",
+                            tied.node, "data", tied.src, "rows_checked", (json_int_t)nr);
+    json_t *sj = stat_json(st);
+    json_object_update(res, sj);
+    json_decref(sj);
+    if (st->exact != st->groups)
+        fail("tied check: %" PRIu64 " of %" PRIu64 " embedding groups differ from the container's lm_head",
+             st->groups - st->exact, st->groups);
+    free(tied.node);
+    free(tied.src);
     return res;
 }
 
@@ -558,6 +630,7 @@ static json_t *compare_pack(const char *dir, q4nx_file *f, long sample, json_t *
     double t0 = ogk_now();
     totals tot = {0};
     json_t *arr = json_array();
+    json_t *tied_res = tied_check(dir, pk, f);
     for (size_t i = 0; i < q4nx_tensor_count(f); i++) {
         const q4nx_tensor *t = q4nx_tensor_at(f, i);
         const pack_tensor *p = pack_find(pk, t->role);
@@ -585,7 +658,7 @@ static json_t *compare_pack(const char *dir, q4nx_file *f, long sample, json_t *
         if (!q4nx_find(f, p->role))
             fail("pack tensor %s (role %s): missing from the container", p->name, p->role);
     }
-    json_t *tied = tied_check(dir, pk, f, sample);
+    json_t *tied = tied_res ? tied_res : tied_result(f, sample);
     double dt = ogk_now() - t0;
     json_object_set_new(summary, "tensors_compared", json_integer((json_int_t)tot.tensors));
     json_object_set_new(summary, "quantised", json_integer((json_int_t)tot.qtensors));
@@ -754,6 +827,6 @@ int main(int argc, char **argv)
     json_decref(report);
     q4nx_close(f);
     q4nx_close(g);
-    free(wa), free(wb);
+    free(wa), free(wb), free(wc);
     return ok ? OGK_EXIT_OK : OGK_EXIT_CHECK;
 }

@@ -1,6 +1,7 @@
 /* The rm and b8 weight layouts (see q4nx.h for the byte-level definition). */
 #include "q4nx.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "util/util.h"
@@ -231,7 +232,28 @@ void q4nx_q4_dequant_row(const q4nx_tensor *t, uint32_t row, float *out)
     }
 }
 
+static float scale_at(const q4nx_tensor *t, size_t i) { return scale_value(t->scale_dtype, t->scales, i); }
+
+/* dequant_avx2.c; chosen once from cpuid */
+void q4nx_q4_dequant_rows_b8_avx2(const q4nx_tensor *t, uint32_t row0, uint32_t nrows, float *out,
+                                  float (*scale_of)(const q4nx_tensor *, size_t));
+static int use_avx2 = -1;
+
 void q4nx_q4_dequant_rows(const q4nx_tensor *t, uint32_t row0, uint32_t nrows, float *out)
+{
+    if (use_avx2 < 0) {
+        /* the kernels' switch: OGAKIT_KERNEL=ref forces the scalar code everywhere */
+        const char *k = getenv("OGAKIT_KERNEL");
+        __builtin_cpu_init();
+        use_avx2 = __builtin_cpu_supports("avx2") && !(k && !strcmp(k, "ref"));
+    }
+    if (t->layout == Q4NX_B8 && use_avx2)
+        q4nx_q4_dequant_rows_b8_avx2(t, row0, nrows, out, scale_at);
+    else
+        q4nx_q4_dequant_rows_ref(t, row0, nrows, out);
+}
+
+void q4nx_q4_dequant_rows_ref(const q4nx_tensor *t, uint32_t row0, uint32_t nrows, float *out)
 {
     /* each (row, group) first tabulates its 16 possible values (code - zp) * scale */
     uint32_t K = t->k, B = t->block, kb = t->k_blocks, r1 = row0 + nrows;

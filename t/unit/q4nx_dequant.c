@@ -1,4 +1,4 @@
-/* q4nx_q4_dequant_rows (storage-order walk) agrees bit for bit with the per-element accessor path
+/* q4nx_q4_dequant_rows (storage-order walk; AVX2 for b8 where available) and its scalar version agree bit for bit with the per-element accessor path
  * q4nx_q4_dequant_row, for both layouts, odd shapes and arbitrary row windows; q4nx_q4_relayout zeroes
  * every padding code, scale and zero point as q4nx.h defines. */
 #include "tap.h"
@@ -53,14 +53,16 @@ static int check(int layout, uint32_t n, uint32_t k, uint32_t block, int sdt, in
                 pad_ok = 0;
     if (!pad_ok)
         printf("# padding not zero\n");
-    float *fast = malloc(sizeof(float) * nr * k), *slow = malloc(sizeof(float) * k);
+    float *fast = malloc(sizeof(float) * nr * k), *ref = malloc(sizeof(float) * nr * k), *slow = malloc(sizeof(float) * k);
     q4nx_q4_dequant_rows(&t, r0, nr, fast);
+    q4nx_q4_dequant_rows_ref(&t, r0, nr, ref);
     int ok = 1;
     for (uint32_t r = 0; r < nr; r++) {
         q4nx_q4_dequant_row(&t, r0 + r, slow);
-        if (memcmp(slow, fast + (size_t)r * k, sizeof(float) * k))
+        if (memcmp(slow, fast + (size_t)r * k, sizeof(float) * k) || memcmp(slow, ref + (size_t)r * k, sizeof(float) * k))
             ok = 0;
     }
+    free(ref);
     free(src), free(ssc), free(szp), free(codes), free(scales), free(zeros), free(fast), free(slow);
     return ok && pad_ok;
 }

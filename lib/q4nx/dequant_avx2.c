@@ -1,0 +1,46 @@
+/* AVX2 dequantisation of b8 row windows: the same (float)(code - zp) * scale as the scalar path in
+ * layout.c (int -> float is exact for these values, and the one multiply rounds once, no FMA), so the
+ * results are bit-identical; q4nx_q4_dequant_rows picks this at run time when the CPU has AVX2. */
+#include <immintrin.h>
+#include <string.h>
+
+#include "q4nx.h"
+
+void q4nx_q4_dequant_rows_b8_avx2(const q4nx_tensor *t, uint32_t row0, uint32_t nrows, float *out,
+                                  float (*scale_of)(const q4nx_tensor *, size_t));
+void q4nx_q4_dequant_rows_b8_avx2(const q4nx_tensor *t, uint32_t row0, uint32_t nrows, float *out,
+                                  float (*scale_of)(const q4nx_tensor *, size_t))
+{
+    uint32_t K = t->k, B = t->block, kb = t->k_blocks, r1 = row0 + nrows;
+    const __m256i shifts = _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4), low4 = _mm256_set1_epi32(15);
+    for (uint32_t rb = row0 / 16; rb * 16 < r1; rb++) {
+        uint32_t ra = rb * 16 < row0 ? row0 - rb * 16 : 0, rz = rb * 16 + 16 > r1 ? r1 - rb * 16 : 16;
+        for (uint32_t g = 0; g < kb; g++) {
+            size_t gi = ((size_t)rb * kb + g) * 16;
+            const uint8_t *chunk = t->codes + gi / 16 * (size_t)B * 8;
+            uint32_t cols = g * B + B <= K ? B : K - g * B;
+            for (uint32_t r = ra; r < rz; r++) {
+                float sc = scale_of(t, gi + r);
+                int zp = t->has_zp ? t->zeros[gi + r] : 8;
+                float *o = out + (size_t)(rb * 16 + r - row0) * K + (size_t)g * B;
+                const uint8_t *p = chunk + r * 4;
+                if (cols == B) {
+                    const __m256 scv = _mm256_set1_ps(sc);
+                    const __m256i zpv = _mm256_set1_epi32(zp);
+                    for (uint32_t c = 0; c < B / 8; c++, p += 64, o += 8) {
+                        int32_t x;
+                        memcpy(&x, p, 4);
+                        __m256i q = _mm256_cvtepu8_epi32(_mm_set1_epi32(x)); /* b0 b1 b2 b3 b0 b1 b2 b3 */
+                        q = _mm256_and_si256(_mm256_srlv_epi32(q, shifts), low4);
+                        _mm256_storeu_ps(o, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(q, zpv)), scv));
+                    }
+                } else {
+                    for (uint32_t w = 0; w < cols; w++) {
+                        uint8_t b = p[(w / 8) * 64 + (w & 3)];
+                        o[w] = (float)((int)((w & 4) ? b >> 4 : b & 15) - zp) * sc;
+                    }
+                }
+            }
+        }
+    }
+}
