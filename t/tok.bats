@@ -73,6 +73,32 @@ same_text() {
   [ "$(head -1 "$W/llama2.ids")" = "[1]" ]
 }
 
+@test "variants of the real files (GPT-2 ByteLevel regex, NFKC, Strip/NFD, Digits, Metaspace, Replace regex, Split Removed/invert, WhitespaceSplit, lstrip/rstrip/normalized added tokens) encode and decode identically" {
+  mk() { # NAME BASE JQ-EXPR
+    mkdir -p "$W/var/$1"
+    jq "$3" "$(tokdir "$2")/tokenizer.json" > "$W/var/$1/tokenizer.json"
+    cp "$(tokdir "$2")/tokenizer_config.json" "$W/var/$1/"
+  }
+  mk A qwen3 '.normalizer={"type":"NFKC"} | .pre_tokenizer={"type":"ByteLevel","add_prefix_space":true,"use_regex":true,"trim_offsets":true} | .added_tokens += [{"id":151669,"content":" hello","single_word":false,"lstrip":true,"rstrip":true,"normalized":true,"special":false},{"id":151670,"content":"<extra>","single_word":false,"lstrip":true,"rstrip":true,"normalized":false,"special":true}]'
+  mk B llama2 '.normalizer={"type":"Sequence","normalizers":[{"type":"Strip","strip_left":true,"strip_right":true},{"type":"NFD"}]} | .pre_tokenizer={"type":"Sequence","pretokenizers":[{"type":"Digits","individual_digits":true},{"type":"Metaspace","replacement":"▁","prepend_scheme":"first","split":false}]} | .decoder={"type":"Metaspace","replacement":"▁","prepend_scheme":"first"}'
+  mk C qwen3 '.normalizer={"type":"Replace","pattern":{"Regex":"[0-9]+"},"content":"#"} | .pre_tokenizer={"type":"Sequence","pretokenizers":[{"type":"Split","pattern":{"String":" "},"behavior":"Removed","invert":false},{"type":"Split","pattern":{"Regex":"\\p{L}+|\\p{N}+|[^\\p{L}\\p{N}]"},"behavior":"Isolated","invert":true},{"type":"ByteLevel","add_prefix_space":false,"use_regex":false}]}'
+  mk D llama3 '.pre_tokenizer={"type":"Sequence","pretokenizers":[{"type":"WhitespaceSplit"},{"type":"ByteLevel","add_prefix_space":false,"use_regex":false}]} | .model.ignore_merges=false'
+  head -400 "$W/in.jsonl" > "$W/var/in.jsonl"
+  for v in A B C D; do
+    d=$W/var/$v
+    golden encode "$d" < "$W/var/in.jsonl" > "$d/gold.ids"
+    npu-forward tokenize --jsonl --tokenizer "$d" < "$W/var/in.jsonl" > "$d/ids"
+    run golden compare "$d/gold.ids" "$d/ids"
+    echo "$v encode: $output"
+    [ "$status" -eq 0 ]
+    golden decode "$d" < "$d/gold.ids" > "$d/gold.txt"
+    npu-forward detokenize --jsonl --tokenizer "$d" < "$d/gold.ids" > "$d/txt"
+    run golden compare "$d/gold.txt" "$d/txt"
+    echo "$v decode: $output"
+    [ "$status" -eq 0 ]
+  done
+}
+
 @test "detokenize: identical text for all three, with and without --skip-special" {
   for t in qwen3 llama3 llama2; do
     run same_text $t

@@ -253,8 +253,6 @@ int tok_cmd_tokenize(int argc, char **argv)
     if (o.bench) {
         double t0 = ogk_now();
         for (int r = 0; r < o.bench; r++) {
-            enc_ctx c = {t, !o.no_special, 0};
-            (void)c;
             int32_t *ids;
             size_t k;
             if (o.lines) {

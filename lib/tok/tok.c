@@ -53,12 +53,22 @@ typedef struct {
 #define WORD_CLASS_BODY "\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\x{B2}\\x{B3}\\x{B9}\\x{BC}-\\x{BE}"
 static int regex_translate(const char *re, size_t n, tok_buf *o)
 {
-    int fold_depth = -1, depth = 0, in_class = 0, rc = 0;
+    int fold_depth = -1, depth = 0, in_class = 0, rc = 0, last_quant = 0;
     for (size_t i = 0; i < n && !rc; i++) {
         char c = re[i];
         int fold = fold_depth >= 0;
         if (c == '\\' && i + 1 < n) {
             char d = re[++i];
+            last_quant = 0;
+            if ((d == 'p' || d == 'P' || d == 'x') && i + 1 < n && re[i + 1] == '{') {
+                const char *close = memchr(re + i, '}', n - i);
+                if (!close)
+                    return -2;
+                size_t k = (size_t)(close - (re + i)) + 1;
+                rc = tok_buf_put(o, "\\", 1) || tok_buf_put(o, re + i, k);
+                i += k - 1;
+                continue;
+            }
             switch (d) {
             case 's': rc = tok_buf_puts(o, "\\p{White_Space}"); break;
             case 'S': rc = tok_buf_puts(o, "\\P{White_Space}"); break;
@@ -96,6 +106,25 @@ static int regex_translate(const char *re, size_t n, tok_buf *o)
             rc = tok_buf_put(o, &c, 1);
             continue;
         }
+        /* quantifiers; a '+' right after one is dropped as the reference does (no possessive forms) */
+        if (c == '+' || c == '*' || c == '?') {
+            if (!(c == '+' && last_quant))
+                rc = tok_buf_put(o, &c, 1);
+            last_quant = 1;
+            continue;
+        }
+        if (c == '{') {
+            size_t j = i + 1, digits = 0;
+            while (j < n && ((re[j] >= '0' && re[j] <= '9') || re[j] == ','))
+                digits += re[j] != ',', j++;
+            if (j < n && re[j] == '}' && digits) {
+                rc = tok_buf_put(o, re + i, j - i + 1);
+                i = j;
+                last_quant = 1;
+                continue;
+            }
+        }
+        last_quant = 0;
         switch (c) {
         case '[':
             in_class = 1;
@@ -462,8 +491,8 @@ static int load_norm(tok *t, const tj *c, tnorm *n, ogk_error *e)
         n->strn = p->n;
     } else if (tj_streq(ty, "Strip")) {
         n->type = N_STRIP;
-        n->left = tj_bool(tj_get(c, "strip_left"), 1);
-        n->right = tj_bool(tj_get(c, "strip_right"), 1);
+        n->left = tj_bool(tj_get(c, "strip_left"), 0);
+        n->right = tj_bool(tj_get(c, "strip_right"), 0);
     } else if (tj_streq(ty, "Sequence")) {
         n->type = N_SEQ;
         const tj *l = tj_get(c, "normalizers");
