@@ -20,7 +20,7 @@
  *   node tools/ort-ref.js PACK --bench [--threads T] [--runs R] [--decode N]
  *       Prefill tok/s at 128 and 512 tokens, decode tok/s (N tokens after a 128-token
  *       prefill, default 32); medians of R runs (default 5) after one warm-up.
- * Common options: --threads T (intra-op threads, default 2), --accuracy-note (none).
+ * Common options: --threads T (intra-op threads, default 2).
  * --logits-f32 FILE (generate, teacher): write the logits rows to FILE as raw little-endian
  *   float32 [rows][V] instead of into the JSON (which then says "logits_f32": FILE).
  * Floats are printed with 9 significant digits (exact for fp32; fp16 outputs are widened).
