@@ -173,6 +173,16 @@ EOF
   done
 }
 
+@test "chat: a template exercising the whole supported subset renders identically (t/corpus/constructs.jinja)" {
+  jq -c . "$TOP/t/corpus/constructs.json" > "$W/constructs.jsonl"
+  golden chat --template "$TOP/t/corpus/constructs.jinja" < "$W/constructs.jsonl" > "$W/constructs.gold"
+  ! grep -q '"error"' "$W/constructs.gold"
+  npu-forward chat --jsonl --template "$TOP/t/corpus/constructs.jinja" < "$W/constructs.jsonl" > "$W/constructs.out"
+  run golden compare "$W/constructs.gold" "$W/constructs.out"
+  echo "$output"
+  [ "$status" -eq 0 ]
+}
+
 @test "chat: --ids tokenizes the rendered prompt with specials parsed" {
   echo '[{"role":"user","content":"hi"}]' > "$W/one.json"
   npu-forward chat --tokenizer "$(tokdir qwen3)" --add-generation-prompt "$W/one.json" > "$W/one.txt"

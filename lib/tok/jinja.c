@@ -1873,9 +1873,39 @@ static int strict_eq(jv a, jv b)
     }
 }
 
+/* String(value) of the underlying JS value, which `~` and string `+` use (not the rendering: 2.0 -> "2") */
+static jv raw_string(jctx *c, jv v)
+{
+    char num[64];
+    switch (v.t) {
+    case V_INT:
+    case V_FLOAT:
+        js_num(v.u.num, num, sizeof num);
+        return v_str(jstrdup(c, num, strlen(num)), strlen(num));
+    case V_ARR: {
+        tok_buf b = {0};
+        for (size_t i = 0; i < v.u.arr->n; i++) {
+            jv e = v.u.arr->v[i];
+            jv s = e.t == V_NULL || e.t == V_UNDEF ? v_cstr("") : to_string(c, e);
+            if ((i && tok_buf_put(&b, ",", 1)) || tok_buf_put(&b, s.u.str.s, s.u.str.n)) {
+                free(b.p);
+                jfail(c, "out of memory");
+            }
+        }
+        jv r = v_str(jstrdup(c, b.p ? b.p : "", b.n), b.n);
+        free(b.p);
+        return r;
+    }
+    case V_OBJ:
+    case V_NS:
+    case V_KW: return v_cstr("[object Map]");
+    default: return to_string(c, v);
+    }
+}
+
 static jv concat(jctx *c, jv a, jv b)
 {
-    jv x = to_string(c, a), y = to_string(c, b);
+    jv x = raw_string(c, a), y = raw_string(c, b);
     char *p = jalloc(c, x.u.str.n + y.u.str.n + 1);
     memcpy(p, x.u.str.s, x.u.str.n);
     memcpy(p + x.u.str.n, y.u.str.s, y.u.str.n);
@@ -2053,6 +2083,41 @@ static jv get_attr_path(jv item, const char *path, size_t n)
     return v;
 }
 
+/* compareRuntimeValues: numbers (and booleans) numerically, strings by code unit (case-folded unless
+ * case_sensitive), null with null, undefined with undefined; anything else is an error */
+static int compare_values(jctx *c, jv a, jv b, int case_sensitive)
+{
+    if (a.t == V_NULL && b.t == V_NULL)
+        return 0;
+    if (a.t == V_NULL || b.t == V_NULL || a.t == V_UNDEF || b.t == V_UNDEF) {
+        if (a.t == V_UNDEF && b.t == V_UNDEF)
+            return 0;
+        jfail(c, "Cannot compare %s with %s", type_name(a), type_name(b));
+    }
+    int an = a.t == V_INT || a.t == V_FLOAT || a.t == V_BOOL, bn = b.t == V_INT || b.t == V_FLOAT || b.t == V_BOOL;
+    if (an && bn) {
+        double x = a.t == V_BOOL ? a.u.b : a.u.num, y = b.t == V_BOOL ? b.u.b : b.u.num;
+        return x < y ? -1 : x > y ? 1 : 0;
+    }
+    if (a.t != b.t)
+        jfail(c, "Cannot compare different types: %s and %s", type_name(a), type_name(b));
+    if (a.t != V_STR)
+        jfail(c, "Cannot compare type: %s", type_name(a));
+    if (!case_sensitive && (!ascii_only(a) || !ascii_only(b)))
+        jfail(c, "unsupported: case-insensitive sort of non-ASCII text");
+    size_t n = a.u.str.n < b.u.str.n ? a.u.str.n : b.u.str.n;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char x = (unsigned char)a.u.str.s[i], y = (unsigned char)b.u.str.s[i];
+        if (!case_sensitive) {
+            x = x >= 'A' && x <= 'Z' ? (unsigned char)(x + 32) : x;
+            y = y >= 'A' && y <= 'Z' ? (unsigned char)(y + 32) : y;
+        }
+        if (x != y)
+            return x < y ? -1 : 1;
+    }
+    return a.u.str.n < b.u.str.n ? -1 : a.u.str.n > b.u.str.n ? 1 : 0;
+}
+
 static int run_test(interp *I, const char *name, size_t n, jv v, int line)
 {
 #define T(w) (n == strlen(w) && !memcmp(name, w, n))
@@ -2210,6 +2275,49 @@ static jv apply_filter(interp *I, node *x, jv v, env *E)
         }
         if (F("string"))
             return json_value(c, v, &JSON_PRINT);
+        if (F("sort")) {
+            jv rev = np > 0 ? args[0] : kwarg(args, nargs, "reverse");
+            jv cs = np > 1 ? args[1] : kwarg(args, nargs, "case_sensitive");
+            jv attr = np > 2 ? args[2] : kwarg(args, nargs, "attribute");
+            if ((rev.t != V_UNDEF && rev.t != V_BOOL) || (cs.t != V_UNDEF && cs.t != V_BOOL))
+                jfail(c, "reverse and case_sensitive must be booleans");
+            if (attr.t != V_UNDEF && attr.t != V_NULL && attr.t != V_STR && attr.t != V_INT)
+                jfail(c, "attribute must be a string, integer, or null");
+            char ab[32];
+            const char *ap = NULL;
+            size_t an = 0;
+            if (attr.t == V_STR) {
+                ap = attr.u.str.s;
+                an = attr.u.str.n;
+            } else if (attr.t == V_INT) {
+                snprintf(ab, sizeof ab, "%.0f", attr.u.num);
+                ap = ab;
+                an = strlen(ab);
+            }
+            jv out = v_arr(c, a->n), *key = jalloc(c, (a->n + 1) * sizeof *key);
+            for (size_t i = 0; i < a->n; i++) {
+                out.u.arr->v[i] = a->v[i];
+                key[i] = ap ? get_attr_path(a->v[i], ap, an) : a->v[i];
+            }
+            /* stable insertion sort, as Array.prototype.sort is stable */
+            for (size_t i = 1; i < a->n; i++) {
+                jv xv = out.u.arr->v[i], xk = key[i];
+                size_t j = i;
+                while (j > 0) {
+                    int r = compare_values(c, key[j - 1], xk, cs.t == V_BOOL && cs.u.b);
+                    if (rev.t == V_BOOL && rev.u.b)
+                        r = -r;
+                    if (r <= 0)
+                        break;
+                    out.u.arr->v[j] = out.u.arr->v[j - 1];
+                    key[j] = key[j - 1];
+                    j--;
+                }
+                out.u.arr->v[j] = xv;
+                key[j] = xk;
+            }
+            return out;
+        }
         if (F("selectattr") || F("rejectattr")) {
             int sel = F("selectattr");
             for (size_t i = 0; i < x->nkids; i++)
