@@ -115,6 +115,5 @@ bad_case() {
 @test "extract bad dims-contradict"     { bad_case dims-contradict config_dims; }
 @test "extract bad bits8"               { bad_case bits8 unsupported_bits; }
 @test "extract bad gidx"                { bad_case gidx g_idx; }
-@test "extract bad block16"             { bad_case block16 unsupported_block; }
 @test "extract bad no-tokenizer"        { bad_case no-tokenizer tokenizer_missing; }
 @test "extract bad amd-npu"             { bad_case amd-npu npu_packed; }

@@ -136,7 +136,10 @@ bad_case() {
   [[ "$stderr" == *"oga-info: refused: "*"[$code]"* ]]
 }
 
-@test "bad pack truncated-data: truncated, exit 3"          { bad_case truncated-data truncated model.onnx.data; }
+@test "bad pack truncated-data: truncated, exit 3"          {
+  bad_case truncated-data truncated model.onnx.data
+  echo "$output" | jq -e '[.refusals[] | select(.code == "external_data" and (.what | startswith("tensor ")))] | length > 0'
+}
 @test "bad pack offset-past-end: external_data, exit 3"     { bad_case offset-past-end external_data tensor; }
 @test "bad pack not-protobuf: not_protobuf, exit 3"         { bad_case not-protobuf not_protobuf model.onnx; }
 @test "bad pack config-missing-key: config_missing, exit 3" { bad_case config-missing-key config_missing genai_config.json; }
@@ -144,17 +147,36 @@ bad_case() {
 @test "bad pack dims-contradict: config_dims, exit 3"       { bad_case dims-contradict config_dims; }
 @test "bad pack bits8: unsupported_bits, exit 3"            { bad_case bits8 unsupported_bits tensor; }
 @test "bad pack gidx: g_idx, exit 3"                        { bad_case gidx g_idx tensor; }
-@test "bad pack block16: unsupported_block, exit 3"         { bad_case block16 unsupported_block tensor; }
+@test "pack block16 (valid per spec): imported and extracted byte for byte" {
+  local pack
+  pack=$(fixture bad block16) || skip "fixture bad block16 not available yet (tools/mkbad.py)"
+  run oga-info -q "$pack"
+  [ "$status" -eq 0 ] && [ "$(echo "$output" | jq -c .quantization.block_sizes)" = "[16]" ]
+  [ "$(echo "$output" | jq .tie_embeddings)" = true ]
+  oga-extract -o "$BATS_TEST_TMPDIR/s.ogax" "$pack"
+  run /usr/bin/python3 "$TOP/t/oga-extract-check.py" "$pack" "$BATS_TEST_TMPDIR/s.ogax"
+  [ "$status" -eq 0 ] || { echo "$output"; return 1; }
+}
 @test "bad pack no-tokenizer: tokenizer_missing, exit 3"    { bad_case no-tokenizer tokenizer_missing tokenizer.json; }
 @test "bad pack amd-npu: npu_packed and flavour amd-npu"    {
   bad_case amd-npu npu_packed
   [ "$(echo "$output" | jq -r .flavour)" = amd-npu ]
+  # the dispatch node and every weight its _meta.json packs into .const buffers, by name
+  echo "$output" | jq -e '[.refusals[] | select(.code == "npu_packed") | .what] | index("node /model/DynamicDispatch_0")'
+  local pack; pack=$(fixture bad amd-npu)
+  for t in $(jq -r '.tensor_map | keys[]' "$pack/.cache/MatMulNBits_2_0_meta.json"); do
+    echo "$output" | jq -e --arg w "tensor $t" '[.refusals[].what] | index($w)' >/dev/null || { echo "not refused: $t"; return 1; }
+  done
+  # what is readable is read: config, tokenizer, the float embedding
+  [ "$(echo "$output" | jq -c '[.family, .dims.hidden_size, .dims.vocab_size]')" = \
+    "$(jq -c '[.model.type, .model.decoder.hidden_size, .model.vocab_size]' "$pack/genai_config.json")" ]
+  [ "$(echo "$output" | jq -r '.by_role | keys | join(",")')" = embed ]
 }
 
 @test "every bad pack listed by fixture.sh --list-bad has a case here" {
   local n
   for n in $("$TOP/tools/fixture.sh" --list-bad); do
-    grep -q "bad_case $n " "$BATS_TEST_FILENAME" || { echo "no case for $n"; return 1; }
+    grep -Eq "bad_case $n |fixture bad $n\)" "$BATS_TEST_FILENAME" || { echo "no case for $n"; return 1; }
   done
 }
 

@@ -244,11 +244,11 @@ static int resolve(G *g, int vi)
             return -1;
         }
         r->dims[i] = (uint64_t)t->dims[i];
-        r->numel *= r->dims[i];
-        if (r->numel > ((uint64_t)1 << 44)) {
+        if (r->dims[i] && r->numel > ((uint64_t)1 << 44) / r->dims[i]) {
             pack_refuse(p, what, "tensor_shape", "too many elements");
             return -1;
         }
+        r->numel *= r->dims[i];
     }
     size_t es = onnx_dtype_size(r->dtype);
     uint64_t want = r->dtype == T_UINT4 || r->dtype == T_INT4 ? (r->numel + 1) / 2 : r->numel * es;
@@ -290,7 +290,6 @@ static int resolve(G *g, int vi)
             return -1; /* the file is refused once */
         if (off > x->m.size || len > x->m.size - off) {
             x->past_end++;
-            x->straddle += off < x->m.size;
             if (off + len > x->need_end)
                 x->need_end = off + len;
             pack_refuse(p, what, "external_data",
@@ -299,6 +298,8 @@ static int resolve(G *g, int vi)
             return -1;
         }
         r->data = x->m.data ? x->m.data + off : NULL;
+        if (off + len > x->inb_end)
+            x->inb_end = off + len;
     } else if (t->has_raw_data) {
         if (t->raw_data.len != want) {
             pack_refuse(p, what, "tensor_shape", "raw data is %zu bytes, shape x %s needs %" PRIu64, t->raw_data.len,
@@ -469,14 +470,9 @@ static const pack_tensor *emit_mnb(G *g, int n, const char *role)
                     nname(g, n), bits);
         return NULL;
     }
-    if (!pow2((uint64_t)block) || block < 16) {
-        pack_refuse(p, what, "unsupported_block", "MatMulNBits %s: block_size %" PRId64 " is not a power of two >= 16",
-                    nname(g, n), block);
-        return NULL;
-    }
-    if (block < 32 || block > 256) {
+    if (!pow2((uint64_t)block) || block < 16 || block > 4096) {
         pack_refuse(p, what, "unsupported_block",
-                    "MatMulNBits %s: block_size %" PRId64 " (ogakit takes block sizes 32, 64, 128, 256)", nname(g, n), block);
+                    "MatMulNBits %s: block_size %" PRId64 " is not a power of two in 16..4096", nname(g, n), block);
         return NULL;
     }
     if (in(g, n, 4)) {
@@ -582,9 +578,9 @@ static void emit_gbq(G *g, int n, int dvi, int sliced)
                     nname(g, n), bits);
         return;
     }
-    if (!pow2((uint64_t)block) || block < 32 || block > 256) {
-        pack_refuse(p, what, "unsupported_block", "GatherBlockQuantized %s: block_size %" PRId64 " (ogakit takes 32..256)",
-                    nname(g, n), block);
+    if (!pow2((uint64_t)block) || block < 16 || block > 4096) {
+        pack_refuse(p, what, "unsupported_block",
+                    "GatherBlockQuantized %s: block_size %" PRId64 " is not a power of two in 16..4096", nname(g, n), block);
         return;
     }
     if (resolve(g, dvi) < 0 || resolve(g, svi) < 0 || (zvi >= 0 && resolve(g, zvi) < 0))
@@ -739,11 +735,12 @@ typedef struct {
     int bias_node;   /* Add with an initializer operand, -1 */
     const char *bias_val;
     int norm_node[3]; /* per slot: q/k norm node, -1 */
+    long budget;      /* path steps left: a hostile graph of diamonds must not take forever */
 } proj_info;
 
 static void trace(G *g, int n, int attn, int depth, int *path, int plen, proj_info *pi, const char *inblock)
 {
-    if (depth > 24)
+    if (depth > 24 || --pi->budget < 0)
         return;
     Onnx__NodeProto *nd = node(g, n);
     for (size_t o = 0; o < nd->n_output; o++) {
@@ -847,6 +844,7 @@ static void walk_attention(G *g, int layer, const char *start, int *nodes, size_
             x->lin = n;
             x->bias_node = -1;
             x->norm_node[0] = x->norm_node[1] = x->norm_node[2] = -1;
+            x->budget = 100000;
             int path[32];
             trace(g, n, attn, 0, path, 0, x, inblock);
         } else {
@@ -984,6 +982,34 @@ static int elem_dtype(const Onnx__ValueInfoProto *vi)
     return float_dtype(vi->type->tensor_type->elem_type);
 }
 
+/* The embedding: a float Gather table, lm_head's own codes (tied), or its own GatherBlockQuantized. */
+static void emit_embed(G *g, int emb, int lm)
+{
+    pack *p = g->p;
+    if (is_op(g, emb, "Gather"))
+        emit_plain(g, emb, in(g, emb, 0), "embed");
+    else {
+        int sliced = 0, dvi = init_of(g, in(g, emb, 0), &sliced);
+        if (dvi < 0)
+            pack_refuse(p, "graph", "graph", "GatherBlockQuantized %s: data is not an initializer", nname(g, emb));
+        else if (lm >= 0 && dvi == g->lm_head_b && is_op(g, lm, "MatMulNBits")) {
+            /* tied: the same codes; scales and zero points must be the lm_head's too */
+            int s1 = init_of(g, in(g, emb, 2), NULL), s2 = init_of(g, in(g, lm, 2), NULL);
+            int z1 = in(g, emb, 3) ? init_of(g, in(g, emb, 3), NULL) : -2, z2 = in(g, lm, 3) ? init_of(g, in(g, lm, 3), NULL) : -2;
+            if (s1 != s2 || z1 != z2)
+                pack_refuse(p, "tensor embed", "graph",
+                            "GatherBlockQuantized %s shares lm_head's codes but not its scales / zero points", nname(g, emb));
+            else if (attr_i(g, emb, "block_size", 128, NULL) != attr_i(g, lm, "block_size", 0, NULL) ||
+                     attr_i(g, emb, "bits", 4, NULL) != attr_i(g, lm, "bits", 0, NULL))
+                pack_refuse(p, "tensor embed", "graph", "GatherBlockQuantized %s: bits/block_size differ from lm_head's",
+                            nname(g, emb));
+            else
+                p->g.tied = 1;
+        } else
+            emit_gbq(g, emb, dvi, sliced);
+    }
+}
+
 static void walk(G *g)
 {
     pack *p = g->p;
@@ -1046,8 +1072,11 @@ static void walk(G *g)
             break;
     }
     if (norms.n < 3 || norms.n % 2 == 0) {
-        pack_refuse(p, "graph", "graph", "cannot follow the residual stream: %zu norms after the embedding (want 2 per layer + 1)",
-                    norms.n);
+        /* an NPU dispatch node holding the decoder body is refused by name (pack_read_graph) */
+        if (!p->g.ryzenai_nodes)
+            pack_refuse(p, "graph", "graph",
+                        "cannot follow the residual stream: %zu norms after the embedding (want 2 per layer + 1)", norms.n);
+        emit_embed(g, emb, -1);
         free(norms.v);
         return;
     }
@@ -1093,29 +1122,7 @@ static void walk(G *g)
         g->lm_head_b = init_of(g, in(g, lm, 1), NULL);
         g->lm_head = emit_linear(g, lm, "lm_head");
     }
-    /* the embedding */
-    if (is_op(g, emb, "Gather"))
-        emit_plain(g, emb, in(g, emb, 0), "embed");
-    else {
-        int sliced = 0, dvi = init_of(g, in(g, emb, 0), &sliced);
-        if (dvi < 0)
-            pack_refuse(p, "graph", "graph", "GatherBlockQuantized %s: data is not an initializer", nname(g, emb));
-        else if (lm >= 0 && dvi == g->lm_head_b && is_op(g, lm, "MatMulNBits")) {
-            /* tied: the same codes; scales and zero points must be the lm_head's too */
-            int s1 = init_of(g, in(g, emb, 2), NULL), s2 = init_of(g, in(g, lm, 2), NULL);
-            int z1 = in(g, emb, 3) ? init_of(g, in(g, emb, 3), NULL) : -2, z2 = in(g, lm, 3) ? init_of(g, in(g, lm, 3), NULL) : -2;
-            if (s1 != s2 || z1 != z2)
-                pack_refuse(p, "tensor embed", "graph",
-                            "GatherBlockQuantized %s shares lm_head's codes but not its scales / zero points", nname(g, emb));
-            else if (attr_i(g, emb, "block_size", 128, NULL) != attr_i(g, lm, "block_size", 0, NULL) ||
-                     attr_i(g, emb, "bits", 4, NULL) != attr_i(g, lm, "bits", 0, NULL))
-                pack_refuse(p, "tensor embed", "graph", "GatherBlockQuantized %s: bits/block_size differ from lm_head's",
-                            nname(g, emb));
-            else
-                p->g.tied = 1;
-        } else
-            emit_gbq(g, emb, dvi, sliced);
-    }
+    emit_embed(g, emb, lm);
     free(mark);
     free(norms.v);
 }
@@ -1186,8 +1193,12 @@ void pack_read_graph(pack *p)
     /* facts used by the flavour and the model description */
     for (size_t n = 0; n < g.g->n_node; n++) {
         const char *dom = g.g->node[n]->domain;
-        if (dom && !strcmp(dom, "com.ryzenai"))
+        if (dom && !strcmp(dom, "com.ryzenai")) {
             p->g.ryzenai_nodes++;
+            pack_refuse(p, pack_printf(p, "node %s", nname(&g, (int)n)), "npu_packed",
+                        "com.ryzenai.%s: runs on the Ryzen AI NPU from buffers whose format is not publicly documented",
+                        g.g->node[n]->op_type ? g.g->node[n]->op_type : "?");
+        }
     }
     p->g.has_position_ids = val_find(&g, "position_ids") >= 0 && g.v[val_find(&g, "position_ids")].is_input;
     for (size_t i = 0; i < g.g->n_output; i++)
@@ -1206,6 +1217,11 @@ void pack_read_graph(pack *p)
         p->g.rope_rows = cos->shape[0];
         p->g.rope_dim = (int)cos->shape[1] * 2;
     }
+    /* bounds of every external initializer, used or not: the data file must hold them all */
+    for (size_t i = 0; i < g.nv; i++)
+        if (g.v[i].init && !g.v[i].state && g.v[i].init->has_data_location &&
+            g.v[i].init->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL)
+            resolve(&g, (int)i);
     /* every initializer the walk did not use: weights are refused, plumbing constants counted */
     for (size_t i = 0; i < g.nv; i++) {
         gval *v = &g.v[i];
@@ -1233,7 +1249,9 @@ void pack_read_graph(pack *p)
     }
     /* a data file shorter than what its initializers need: say it once, on the file */
     for (size_t i = 0; i < p->n_ext; i++)
-        if (p->ext[i].ok && (p->ext[i].past_end > 1 || p->ext[i].straddle))
+        /* cut short: several initializers past the end, or one and the file ends inside a tensor
+         * (data files are written densely, so an intact file ends where its last tensor ends) */
+        if (p->ext[i].ok && (p->ext[i].past_end > 1 || (p->ext[i].past_end == 1 && p->ext[i].inb_end < p->ext[i].m.size)))
             pack_refuse(p, pack_printf(p, "file %s", p->ext[i].loc), "truncated",
                         "%zu bytes, but %d initializer%s extend%s to byte %" PRIu64 ": the file is cut short", p->ext[i].m.size,
                         p->ext[i].past_end, p->ext[i].past_end == 1 ? "" : "s", p->ext[i].past_end == 1 ? "s" : "",

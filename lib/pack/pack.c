@@ -335,9 +335,29 @@ static int npu_file(const char *name)
 {
     size_t n = strlen(name);
 #define ENDS(s) (n >= sizeof(s) - 1 && !strcmp(name + n - (sizeof(s) - 1), s))
-    return ENDS(".const") || ENDS(".fconst") || ENDS(".state") || !strcmp(name, "fusion.onnx") ||
+    return ENDS(".const") || ENDS(".fconst") || ENDS(".state") ||
            !strcmp(name, "prefill.bin") || !strcmp(name, "prefill.pb.bin") || !strcmp(name, "rai_config.json");
 #undef ENDS
+}
+
+/* A DynamicDispatch _meta.json names the weights it packed into .const buffers: refuse each by name. */
+static void refuse_meta_tensors(pack *p, const char *name)
+{
+    char *path = join(p, name);
+    json_t *m = json_load_file(path, JSON_DECODE_INT_AS_REAL, NULL);
+    free(path);
+    json_t *tm = json_object_get(m, "tensor_map");
+    const char *k;
+    json_t *v;
+    json_object_foreach(tm, k, v)
+    {
+        const char *label = json_string_value(json_object_get(v, "packed_buffer_label"));
+        const char *file = json_string_value(json_object_get(v, "file_name"));
+        if (label && !strcmp(label, "const"))
+            pack_refuse(p, pack_printf(p, "tensor %s", k), "npu_packed",
+                        "packed into the Ryzen AI buffer %s (%s): format not publicly documented", file ? file : "?", name);
+    }
+    json_decref(m);
 }
 
 static void scan_npu_files(pack *p)
@@ -375,6 +395,9 @@ static void scan_npu_files(pack *p)
             if (strcmp(names[i], "rai_config.json"))
                 pack_refuse(p, pack_printf(p, "file %s", names[i]), "npu_packed",
                             "Ryzen AI NPU artefact: its buffer format is not publicly documented");
+            size_t n = strlen(names[i]);
+            if (n > 10 && !strcmp(names[i] + n - 10, "_meta.json"))
+                refuse_meta_tensors(p, names[i]);
         }
         free(names);
     }

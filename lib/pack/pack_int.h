@@ -13,7 +13,7 @@ typedef struct {
     int ok;
     uint64_t need_end;  /* largest offset+length any initializer asks for */
     int past_end;       /* initializers running past the end */
-    int straddle;       /* of which start inside the file: the file was cut short */
+    uint64_t inb_end;   /* largest offset+length of the initializers inside the file */
 } pack_ext;
 
 /* What the graph walk learned besides the tensors (used for the model description). */
