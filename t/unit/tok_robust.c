@@ -163,8 +163,9 @@ static void jinja_fuzz(void)
     TAP_OK(crashes == 0, "3000 random template sources render or fail with a message");
     ogk_error e;
     size_t len;
-    char *o = tok_jinja_render("{% for m in messages %}{{ m.content | upper }}{% endfor %}",
-                               json_pack("{s:[{s:s}]}", "messages", "content", "ok"), &len, &e);
+    json_t *v = json_pack("{s:[{s:s}]}", "messages", "content", "ok");
+    char *o = tok_jinja_render("{% for m in messages %}{{ m.content | upper }}{% endfor %}", v, &len, &e);
+    json_decref(v);
     TAP_OK(o && !strcmp(o, "OK"), "a simple loop renders");
     free(o);
 }
