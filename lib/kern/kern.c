@@ -1,6 +1,6 @@
 /* kern_matmul: checks the tensor, picks the path, prepares X per 128-row chunk (padding, group sums,
  * int8 quantisation) and hands row blocks to the pool. The per-ISA micro-kernels live in
- * kern_avx2.c / kern_avx512.c; the portable kernel below serves the rm layout on every fast path. */
+ * kern_avx2.c / kern_avx512.c; the rm layout is moved band by band into b8 order for them. */
 #include "kern_int.h"
 
 #include <pthread.h>
@@ -72,17 +72,18 @@ int kern_path_set(int path)
 static pthread_key_t scratch_key;
 static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
 typedef struct {
-    void *p;
-    size_t cap;
+    void *p[2];
+    size_t cap[2];
 } scratch;
 static void scratch_free(void *s)
 {
     if (s)
-        free(((scratch *)s)->p);
+        free(((scratch *)s)->p[0]), free(((scratch *)s)->p[1]);
     free(s);
 }
 static void scratch_init(void) { pthread_key_create(&scratch_key, scratch_free); }
-static void *scratch_get(size_t n)
+/* slot 0: the prepared X (calling thread); slot 1: an rm band converted to b8 (any worker) */
+static void *scratch_get(int slot, size_t n)
 {
     pthread_once(&scratch_once, scratch_init);
     scratch *s = pthread_getspecific(scratch_key);
@@ -92,12 +93,12 @@ static void *scratch_get(size_t n)
             return NULL;
         pthread_setspecific(scratch_key, s);
     }
-    if (s->cap < n) {
-        free(s->p);
-        s->p = aligned_alloc(64, (n + 63) & ~(size_t)63);
-        s->cap = s->p ? n : 0;
+    if (s->cap[slot] < n) {
+        free(s->p[slot]);
+        s->p[slot] = aligned_alloc(64, (n + 63) & ~(size_t)63);
+        s->cap[slot] = s->p[slot] ? n : 0;
     }
-    return s->p;
+    return s->p[slot];
 }
 
 /* ---- X preparation ---- */
@@ -137,52 +138,6 @@ static void prep_rows(void *a, size_t m0, size_t m1, int worker)
     }
 }
 
-/* ---- the portable kernel (any layout; the rm layout's path on SIMD builds) ---- */
-static inline uint8_t code_at(const q4nx_tensor *W, uint32_t n, uint32_t c)
-{
-    if (W->layout == Q4NX_B8) {
-        uint32_t B = W->block, g = c / B, w = c % B;
-        size_t p = (((size_t)(n / 16) * W->k_blocks + g) * (B / 8) + w / 8) * 64 + (n % 16) * 4 + (w & 3);
-        return (uint8_t)((W->codes[p] >> ((w & 4) ? 4 : 0)) & 15);
-    }
-    uint32_t ntc = (W->k_blocks * W->block + 255) / 256, R = n % 32;
-    size_t p = ((size_t)(n / 32) * ntc + c / 256) * 4096 + (R / 16) * 2048 + (size_t)(c % 256) * 8 + (R % 16) / 2;
-    return (uint8_t)((W->codes[p] >> ((R & 1) ? 4 : 0)) & 15);
-}
-
-void kern_rows_portable(const kern_job *j, uint32_t n0, uint32_t n1, void *scratch_buf)
-{
-    const q4nx_tensor *W = j->W;
-    uint32_t B = W->block, kb = W->k_blocks, kp = j->kp;
-    uint8_t *code = scratch_buf;
-    for (uint32_t n = n0; n < n1; n++) {
-        for (uint32_t c = 0; c < kp; c++)
-            code[c] = code_at(W, n, c);
-        for (int m = 0; m < j->M; m++) {
-            float y = 0.0f;
-            for (uint32_t g = 0; g < kb; g++) {
-                float s = q4nx_q4_scale(W, n, g), z = (float)q4nx_q4_zero(W, n, g);
-                const uint8_t *cg = code + (size_t)g * B;
-                if (j->mode == KERN_I8) {
-                    const int8_t *q = j->xq + (size_t)m * kp + (size_t)g * B;
-                    int32_t acc = 0;
-                    for (uint32_t c = 0; c < B; c++)
-                        acc += cg[c] * q[c];
-                    float t = (float)acc - z * (float)j->xqs[(size_t)m * kb + g];
-                    y += s * j->xd[(size_t)m * kb + g] * t;
-                } else {
-                    const float *x = j->xf + (size_t)m * kp + (size_t)g * B;
-                    float acc = 0.0f;
-                    for (uint32_t c = 0; c < B; c++)
-                        acc += (float)cg[c] * x[c];
-                    y += s * (acc - z * j->xs[(size_t)m * kb + g]);
-                }
-            }
-            j->Y[(size_t)m * j->ldy + n] = y;
-        }
-    }
-}
-
 /* ---- dispatch ---- */
 typedef struct {
     kern_job *j;
@@ -201,15 +156,65 @@ static void run_b8(void *a, size_t b, size_t e, int worker)
         kern_b8_avx2(ra->j, (uint32_t)b, (uint32_t)e);
 }
 
-static void run_portable(void *a, size_t b, size_t e, int worker)
+/* rm on a fast path: each 32-row band (one row of rm tiles) is moved into b8 order in per-thread
+ * scratch (codes, scales, zero points: a bijection, see q4nx.h) and multiplied by the path's b8
+ * micro-kernel, once for all M rows of the chunk. */
+void kern_rm_band_to_b8(const q4nx_tensor *W, uint32_t band, uint8_t *codes, void *scales, uint8_t *zeros, int vbmi)
+{
+    uint32_t B = W->block, kb = W->k_blocks, cpg = B / 8, ntc = (kb * B + 255) / 256, gpt = 256 / B;
+    size_t ss = q4nx_dtype_size(W->scale_dtype);
+    for (uint32_t h = 0; h < 2; h++) {
+        for (uint32_t g = 0; g < kb; g++) {
+            for (uint32_t c = 0; c < cpg; c++) {
+                uint32_t col = g * B + c * 8;
+                const uint8_t *in = W->codes + ((size_t)band * ntc + col / 256) * 4096 + h * 2048 + (size_t)(col % 256) * 8;
+                uint8_t *out = codes + (((size_t)h * kb + g) * cpg + c) * 64;
+                if (vbmi)
+                    kern_rm_chunk_avx512(in, out);
+                else
+                    for (int r = 0; r < 16; r++)
+                        for (int i = 0; i < 4; i++) {
+                            uint8_t lo = (uint8_t)(in[i * 8 + r / 2] >> (4 * (r & 1)) & 15);
+                            uint8_t hi = (uint8_t)(in[(4 + i) * 8 + r / 2] >> (4 * (r & 1)) & 15);
+                            out[r * 4 + i] = (uint8_t)(lo | hi << 4);
+                        }
+            }
+            /* 16 consecutive entries per (tile, group, half) in rm; [rb][g][16] in b8 */
+            size_t src = ((size_t)band * ntc + g / gpt) * gpt * 32 + (size_t)(g % gpt) * 32 + h * 16;
+            memcpy((uint8_t *)scales + ((size_t)h * kb + g) * 16 * ss, (const uint8_t *)W->scales + src * ss, 16 * ss);
+            if (W->has_zp)
+                memcpy(zeros + ((size_t)h * kb + g) * 16, W->zeros + src, 16);
+        }
+    }
+}
+
+static void run_rm_bands(void *a, size_t b, size_t e, int worker)
 {
     (void)worker;
     run_arg *ra = a;
-    void *buf = malloc(ra->j->kp);
+    const q4nx_tensor *W = ra->j->W;
+    size_t kb = W->k_blocks, ss = q4nx_dtype_size(W->scale_dtype);
+    size_t cbytes = 2 * kb * W->block * 8, sbytes = 2 * kb * 16 * ss, zbytes = W->has_zp ? 2 * kb * 16 : 0;
+    uint8_t *buf = scratch_get(1, cbytes + sbytes + zbytes + 128);
     if (!buf)
         abort();
-    kern_rows_portable(ra->j, (uint32_t)b, (uint32_t)e, buf);
-    free(buf);
+    for (size_t band = b; band < e; band++) {
+        q4nx_tensor sub = *W;
+        sub.layout = Q4NX_B8;
+        sub.n = W->n - (uint32_t)band * 32 < 32 ? W->n - (uint32_t)band * 32 : 32;
+        sub.codes = buf;
+        sub.scales = buf + cbytes;
+        sub.zeros = W->has_zp ? buf + cbytes + sbytes : NULL;
+        kern_rm_band_to_b8(W, (uint32_t)band, buf, buf + cbytes, buf + cbytes + sbytes,
+                           ra->path == KERN_PATH_AVX512 && kern_rm_chunk_avx512_ok());
+        kern_job j = *ra->j;
+        j.W = &sub;
+        j.Y = ra->j->Y + band * 32;
+        if (ra->path == KERN_PATH_AVX512)
+            kern_b8_avx512(&j, 0, (sub.n + 15) / 16);
+        else
+            kern_b8_avx2(&j, 0, (sub.n + 15) / 16);
+    }
 }
 
 static void run_ref(void *a, size_t b, size_t e, int worker)
@@ -258,7 +263,7 @@ int kern_matmul_path(int path, kern_pool *p, const q4nx_tensor *W, const float *
     uint32_t kb = W->k_blocks, kp = j.kp;
     int mc_max = M < KERN_CHUNK_M ? M : KERN_CHUNK_M;
     size_t per_row = mode == KERN_I8 ? (size_t)kp + (size_t)kb * 8 : (size_t)kp * 4 + (size_t)kb * 4;
-    uint8_t *buf = scratch_get(per_row * mc_max + 64);
+    uint8_t *buf = scratch_get(0, per_row * mc_max + 64);
     if (!buf)
         return ogk_fail(e, "out of memory for %d x %u activations", mc_max, kp);
     for (int m0 = 0; m0 < M; m0 += KERN_CHUNK_M) {
@@ -282,7 +287,7 @@ int kern_matmul_path(int path, kern_pool *p, const q4nx_tensor *W, const float *
             grain = (grain + unit - 1) / unit * unit;
             kern_pool_for(p, nb, grain, run_b8, &ra);
         } else {
-            kern_pool_for(p, W->n, 0, run_portable, &ra);
+            kern_pool_for(p, (W->n + 31) / 32, 0, run_rm_bands, &ra);
         }
     }
     return 0;

@@ -27,8 +27,9 @@
  *
  * Paths: "ref" (scalar, both layouts, the definition), "avx2" and "avx512" (AVX-512 F/BW/VL/VNNI).
  * The best supported path is picked once (first call) from cpuid; OGAKIT_KERNEL=ref|avx2|avx512
- * forces one (an unsupported or unknown name is an error reported by kern_path_init). The rm layout
- * is computed by the portable code on every path (the b8 layout is the fast one).
+ * forces one (an unsupported or unknown name is an error reported by kern_path_init). The b8 layout
+ * is the fast one; rm is moved one 32-row band at a time into b8 order in per-thread scratch (with
+ * AVX-512 VBMI byte shuffles when present) and then multiplied by the same micro-kernels.
  */
 #ifndef OGK_KERN_H
 #define OGK_KERN_H

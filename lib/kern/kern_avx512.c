@@ -36,6 +36,22 @@ INLINE __m512 load_zeros(const q4nx_tensor *W, size_t gi)
     return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(W->zeros + gi))));
 }
 
+/* the scales and zero points of a group PF_BYTES of codes ahead (their own streams) */
+INLINE void prefetch_groups(const q4nx_tensor *W, uint32_t rb, const int RB, uint32_t g)
+{
+    uint32_t ahead = PF_BYTES / (W->block * 8) + 1, kb = W->k_blocks;
+    if (g + ahead >= kb)
+        return;
+    size_t ss = W->scale_dtype == Q4NX_F32 ? 4 : 2;
+#pragma GCC unroll 4
+    for (int r = 0; r < RB; r++) {
+        size_t gi = ((size_t)(rb + r) * kb + g + ahead) * 16;
+        _mm_prefetch((const char *)W->scales + gi * ss, _MM_HINT_T0);
+        if (W->has_zp)
+            _mm_prefetch((const char *)W->zeros + gi, _MM_HINT_T0);
+    }
+}
+
 INLINE void store_rows(const kern_job *j, uint32_t rb, int m, __m512 v)
 {
     float *y = j->Y + (size_t)m * j->ldy + (size_t)rb * 16;
@@ -61,6 +77,8 @@ INLINE void tile_f32(const kern_job *j, uint32_t rb, const int RB, const int MT,
             y[r][m] = _mm512_setzero_ps();
     }
     for (uint32_t g = 0; g < kb; g++) {
+        if (PF_BYTES && MT == 1)
+            prefetch_groups(W, rb, RB, g);
 #pragma GCC unroll 4
         for (int r = 0; r < RB; r++)
 #pragma GCC unroll 8
@@ -131,6 +149,8 @@ INLINE void tile_i8(const kern_job *j, uint32_t rb, const int RB, const int MT, 
             y[r][m] = _mm512_setzero_ps();
     }
     for (uint32_t g = 0; g < kb; g++) {
+        if (PF_BYTES && MT == 1)
+            prefetch_groups(W, rb, RB, g);
 #pragma GCC unroll 4
         for (int r = 0; r < RB; r++)
 #pragma GCC unroll 8
@@ -266,4 +286,37 @@ uint64_t kern_read_avx512(const uint8_t *p, size_t n)
     }
     a = _mm512_xor_si512(_mm512_xor_si512(a, b), _mm512_xor_si512(c, d));
     return (uint64_t)_mm512_reduce_add_epi64(a);
+}
+
+/* One rm chunk (8 columns x 16 rows: byte j*8 + b holds rows 2b (low nibble) and 2b+1 of column j)
+ * to one b8 chunk (byte r*4 + i = code(r, i) | code(r, 4 + i) << 4): split the nibbles into two
+ * 64-byte tables and pick with two vpermi2b (AVX-512 VBMI). */
+int kern_rm_chunk_avx512_ok(void)
+{
+    static int ok = -1;
+    if (ok < 0) {
+        __builtin_cpu_init();
+        ok = __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512bw");
+    }
+    return ok;
+}
+
+__attribute__((target("avx512vbmi"))) void kern_rm_chunk_avx512(const uint8_t *in, uint8_t *out)
+{
+    static uint8_t idx_lo[64], idx_hi[64];
+    static int init;
+    if (!init) { /* racy but idempotent: every thread writes the same bytes */
+        for (int r = 0; r < 16; r++)
+            for (int i = 0; i < 4; i++) {
+                idx_lo[r * 4 + i] = (uint8_t)((r & 1) * 64 + i * 8 + r / 2);
+                idx_hi[r * 4 + i] = (uint8_t)((r & 1) * 64 + (4 + i) * 8 + r / 2);
+            }
+        __atomic_store_n(&init, 1, __ATOMIC_RELEASE);
+    }
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    __m512i v = _mm512_loadu_si512(in);
+    __m512i L = _mm512_and_si512(v, m4), H = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+    __m512i lo = _mm512_permutex2var_epi8(L, _mm512_loadu_si512(idx_lo), H);
+    __m512i hi = _mm512_permutex2var_epi8(L, _mm512_loadu_si512(idx_hi), H);
+    _mm512_storeu_si512(out, _mm512_or_si512(lo, _mm512_slli_epi16(hi, 4)));
 }

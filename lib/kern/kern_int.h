@@ -22,10 +22,15 @@ typedef struct {
 /* b8 kernels over row blocks [rb0, rb1) (16 rows each; rows >= N are not written). */
 void kern_b8_avx2(const kern_job *j, uint32_t rb0, uint32_t rb1);
 void kern_b8_avx512(const kern_job *j, uint32_t rb0, uint32_t rb1);
-/* Portable kernel for any layout over rows [n0, n1); scratch holds kp floats / bytes. */
-void kern_rows_portable(const kern_job *j, uint32_t n0, uint32_t n1, void *scratch);
 /* int8 quantisation of M rows (identical results to kern_quant_row_i8). */
 void kern_quant_rows_avx512(const float *x, int M, uint32_t k, uint32_t block, int8_t *q, float *d, int32_t *qs);
+
+/* rm -> b8: one 32-row band of rm tiles into b8 order (2 row blocks); the 64-byte chunk shuffle in
+ * AVX-512 VBMI when vbmi (the avx512 path on a CPU with kern_rm_chunk_avx512_ok), else scalar (the
+ * avx2 path), so the tests exercise both. */
+void kern_rm_band_to_b8(const q4nx_tensor *W, uint32_t band, uint8_t *codes, void *scales, uint8_t *zeros, int vbmi);
+int kern_rm_chunk_avx512_ok(void);
+void kern_rm_chunk_avx512(const uint8_t *in, uint8_t *out);
 
 /* XOR of every 64-bit word of [p, p+n) (n multiple of 256): the bandwidth probe's read loop. */
 uint64_t kern_read_avx512(const uint8_t *p, size_t n);
