@@ -40,6 +40,13 @@ measure() {
 for l in b8 rm; do
   measure "extract | q4nx-pack -l $l > /dev/null" "oga-extract '$pack' | q4nx-pack -l $l > /dev/null"
 done
+# the two halves on their own: extract to /dev/null, and pack from a stream file in the page cache
+measure "oga-extract > /dev/null" "oga-extract '$pack' > /dev/null"
+oga-extract "$pack" > "$work/s.ogax"
+for l in b8 rm; do
+  measure "q4nx-pack -l $l < stream file > /dev/null" "q4nx-pack -l $l < '$work/s.ogax' > /dev/null"
+done
+rm -f "$work/s.ogax"
 oga-extract "$pack" | q4nx-pack -l b8 -o "$work/b8.q4nx"
 oga-extract "$pack" | q4nx-pack -l rm -o "$work/rm.q4nx"
 for l in b8 rm; do

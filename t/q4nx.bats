@@ -238,3 +238,22 @@ sys.stdout.buffer.write(b)' > "$W/bad.ogax"
     [ "$(jq '[.pack.tensors[] | select(.dtype=="q4") | .controls.nibbles_swapped.corr] | length' "$W/ref.json")" -gt 0 ]
   done
 }
+
+@test "q4nx-pack -o: a run interrupted by SIGTERM leaves neither the file nor its temp file" {
+  pack=$(fixture qwen2 cpu untied)
+  oga-extract "$pack" | head -c 200000 > "$W/part.ogax" || true
+  mkfifo "$W/fifo"
+  q4nx-pack -o "$W/out.q4nx" < "$W/fifo" 2>/dev/null &
+  pid=$!
+  exec 7>"$W/fifo"
+  cat "$W/part.ogax" >&7
+  for _ in $(seq 50); do ls "$W" | grep -q 'out.q4nx.tmp' && break; sleep 0.1; done
+  ls "$W" | grep -q 'out.q4nx.tmp'   # the temp file exists while the stream is open
+  kill -TERM "$pid"
+  rc=0
+  wait "$pid" || rc=$?
+  exec 7>&-
+  [ "$rc" -ne 0 ]
+  [ ! -e "$W/out.q4nx" ]
+  ! ls "$W" | grep -q 'out.q4nx.tmp'
+}
