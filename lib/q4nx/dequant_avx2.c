@@ -1,4 +1,4 @@
-/* AVX2 dequantisation of b8 row windows: the same (float)(code - zp) * scale as the scalar path in
+/* AVX2 dequantisation of b8 and rm row windows: the same (float)(code - zp) * scale as the scalar path in
  * layout.c (int -> float is exact for these values, and the one multiply rounds once, no FMA), so the
  * results are bit-identical; q4nx_q4_dequant_rows picks this at run time when the CPU has AVX2. */
 #include <immintrin.h>
@@ -39,6 +39,52 @@ void q4nx_q4_dequant_rows_b8_avx2(const q4nx_tensor *t, uint32_t row0, uint32_t 
                         uint8_t b = p[(w / 8) * 64 + (w & 3)];
                         o[w] = (float)((int)((w & 4) ? b >> 4 : b & 15) - zp) * sc;
                     }
+                }
+            }
+        }
+    }
+}
+
+/* rm: element (R, c) of a tile is byte (R/16)*2048 + c*8 + (R%16)/2, low nibble for even R. Eight
+ * consecutive c are the low dwords' first bytes of 64 consecutive bytes; the last 8 columns of a row
+ * in a tile are done in scalar code so no load reaches past the byte the layout puts last. */
+void q4nx_q4_dequant_rows_rm_avx2(const q4nx_tensor *t, uint32_t row0, uint32_t nrows, float *out,
+                                  float (*scale_of)(const q4nx_tensor *, size_t));
+void q4nx_q4_dequant_rows_rm_avx2(const q4nx_tensor *t, uint32_t row0, uint32_t nrows, float *out,
+                                  float (*scale_of)(const q4nx_tensor *, size_t))
+{
+    uint32_t K = t->k, B = t->block, kb = t->k_blocks, r1 = row0 + nrows;
+    uint32_t ntc = (kb * B + 255) / 256, gpt = 256 / B;
+    const __m256i order = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7), low4 = _mm256_set1_epi32(15);
+    for (uint32_t tr = row0 / 32; tr * 32 < r1; tr++) {
+        uint32_t ra = tr * 32 < row0 ? row0 - tr * 32 : 0, rz = tr * 32 + 32 > r1 ? r1 - tr * 32 : 32;
+        for (uint32_t tc = 0; tc < ntc; tc++) {
+            size_t tile = (size_t)tr * ntc + tc;
+            const uint8_t *tp = t->codes + tile * 4096;
+            uint32_t cols = tc * 256 + 256 <= K ? 256 : K - tc * 256;
+            for (uint32_t R = ra; R < rz; R++) {
+                float *o = out + (size_t)(tr * 32 + R - row0) * K + (size_t)tc * 256;
+                const uint8_t *p = tp + (R / 16) * 2048 + (R % 16) / 2;
+                int sh = (R & 1) * 4;
+                const __m256i shv = _mm256_set1_epi32(sh);
+                for (uint32_t cg = 0; cg * B < cols; cg++) {
+                    size_t gi = tile * gpt * 32 + (size_t)cg * 32 + R;
+                    float sc = scale_of(t, gi);
+                    int zp = t->has_zp ? t->zeros[gi] : 8;
+                    const __m256 scv = _mm256_set1_ps(sc);
+                    const __m256i zpv = _mm256_set1_epi32(zp);
+                    uint32_t c = cg * B, c1 = cg * B + B < cols ? cg * B + B : cols;
+                    for (; c + 8 <= c1 && c + 8 < cols; c += 8) {
+                        __m256i v0 = _mm256_loadu_si256((const __m256i *)(p + (size_t)c * 8));
+                        __m256i v1 = _mm256_loadu_si256((const __m256i *)(p + (size_t)c * 8 + 32));
+                        __m256i d = _mm256_castps_si256(
+                            _mm256_shuffle_ps(_mm256_castsi256_ps(v0), _mm256_castsi256_ps(v1), _MM_SHUFFLE(2, 0, 2, 0)));
+                        d = _mm256_permutevar8x32_epi32(d, order);
+                        __m256i q = _mm256_and_si256(_mm256_srlv_epi32(d, shv), low4);
+                        _mm256_storeu_ps(o + c, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(q, zpv)), scv));
+                    }
+                    for (; c < c1; c++)
+                        o[c] = (float)((int)((p[(size_t)c * 8] >> sh) & 15) - zp) * sc;
                 }
             }
         }

@@ -237,6 +237,8 @@ static float scale_at(const q4nx_tensor *t, size_t i) { return scale_value(t->sc
 /* dequant_avx2.c; chosen once from cpuid */
 void q4nx_q4_dequant_rows_b8_avx2(const q4nx_tensor *t, uint32_t row0, uint32_t nrows, float *out,
                                   float (*scale_of)(const q4nx_tensor *, size_t));
+void q4nx_q4_dequant_rows_rm_avx2(const q4nx_tensor *t, uint32_t row0, uint32_t nrows, float *out,
+                                  float (*scale_of)(const q4nx_tensor *, size_t));
 static int use_avx2 = -1;
 
 void q4nx_q4_dequant_rows(const q4nx_tensor *t, uint32_t row0, uint32_t nrows, float *out)
@@ -249,6 +251,8 @@ void q4nx_q4_dequant_rows(const q4nx_tensor *t, uint32_t row0, uint32_t nrows, f
     }
     if (t->layout == Q4NX_B8 && use_avx2)
         q4nx_q4_dequant_rows_b8_avx2(t, row0, nrows, out, scale_at);
+    else if (t->layout == Q4NX_RM && use_avx2)
+        q4nx_q4_dequant_rows_rm_avx2(t, row0, nrows, out, scale_at);
     else
         q4nx_q4_dequant_rows_ref(t, row0, nrows, out);
 }

@@ -84,7 +84,7 @@ void q4nx_q4_dequant_row(const q4nx_tensor *t, uint32_t row, float *out);
 /* The same for rows [row0, row0 + nrows) into out[nrows][K], walking the layout in storage order (fast:
  * verification of whole models). Bit-identical to q4nx_q4_dequant_row. */
 void q4nx_q4_dequant_rows(const q4nx_tensor *t, uint32_t row0, uint32_t nrows, float *out);
-/* Its scalar version (q4nx_q4_dequant_rows uses AVX2 for b8 when the CPU has it, unless
+/* Its scalar version (q4nx_q4_dequant_rows uses AVX2 when the CPU has it, unless
  * OGAKIT_KERNEL=ref); both give the same bits. */
 void q4nx_q4_dequant_rows_ref(const q4nx_tensor *t, uint32_t row0, uint32_t nrows, float *out);
 
