@@ -30,11 +30,11 @@ run_variant() {
 @test "phi3 cpu tied/untied run in onnxruntime" { run_variant phi3 cpu tied; run_variant phi3 cpu untied; }
 @test "phi3 amd tied/untied run in onnxruntime" { run_variant phi3 amd tied; run_variant phi3 amd untied; }
 
-# max |a-b| over all teacher-forced logits of two JSON files
+# maxdiff A B: max |a-b| over two raw float32 logits files of the same size (all finite)
 maxdiff() {
-  /usr/bin/python3 -c 'import json,sys,numpy as np
-a=np.array(json.load(open(sys.argv[1]))["logits"]); b=np.array(json.load(open(sys.argv[2]))["logits"])
-assert a.shape==b.shape, (a.shape,b.shape); assert np.isfinite(a).all() and np.isfinite(b).all()
+  /usr/bin/python3 -c 'import sys,numpy as np
+a=np.fromfile(sys.argv[1],"<f4"); b=np.fromfile(sys.argv[2],"<f4")
+assert a.size==b.size and a.size>0, (a.size,b.size); assert np.isfinite(a).all() and np.isfinite(b).all()
 print("%.3g" % np.abs(a-b).max())' "$1" "$2"
 }
 
@@ -42,9 +42,9 @@ print("%.3g" % np.abs(a-b).max())' "$1" "$2"
 npref_agrees() {
   local pack d
   pack=$(fixture "$1" "$2" "$3")
-  /usr/bin/python3 "$TOP/tools/npref.py" "$pack" --ids "$ids" >"$BATS_TEST_TMPDIR/np.json"
-  node "$TOP/tools/ort-ref.js" "$pack" teacher --ids "$ids" >"$BATS_TEST_TMPDIR/ort.json"
-  d=$(maxdiff "$BATS_TEST_TMPDIR/np.json" "$BATS_TEST_TMPDIR/ort.json")
+  /usr/bin/python3 "$TOP/tools/npref.py" "$pack" --ids "$ids" --logits-f32 "$BATS_TEST_TMPDIR/np.f32" >/dev/null
+  node "$TOP/tools/ort-ref.js" "$pack" teacher --ids "$ids" --logits-f32 "$BATS_TEST_TMPDIR/ort.f32" >/dev/null
+  d=$(maxdiff "$BATS_TEST_TMPDIR/np.f32" "$BATS_TEST_TMPDIR/ort.f32")
   echo "$1 $2 $3: max|numpy-onnxruntime| = $d (tol $4)"
   /usr/bin/python3 -c "import sys; sys.exit(0 if $d <= $4 else 1)"
 }
@@ -67,9 +67,9 @@ npref_agrees() {
   local pack
   for v in "qwen2 cpu tied" "llama amd untied"; do
     pack=$(fixture $v)
-    node "$TOP/tools/ort-ref.js" "$pack" teacher --ids "$ids" >"$BATS_TEST_TMPDIR/a.json"
-    node "$TOP/tools/ort-ref.js" "$pack" teacher --feed step --ids "$ids" >"$BATS_TEST_TMPDIR/b.json"
-    d=$(maxdiff "$BATS_TEST_TMPDIR/a.json" "$BATS_TEST_TMPDIR/b.json")
+    node "$TOP/tools/ort-ref.js" "$pack" teacher --ids "$ids" --logits-f32 "$BATS_TEST_TMPDIR/a.f32" >/dev/null
+    node "$TOP/tools/ort-ref.js" "$pack" teacher --feed step --ids "$ids" --logits-f32 "$BATS_TEST_TMPDIR/b.f32" >/dev/null
+    d=$(maxdiff "$BATS_TEST_TMPDIR/a.f32" "$BATS_TEST_TMPDIR/b.f32")
     echo "$v: $d"
     /usr/bin/python3 -c "import sys; sys.exit(0 if $d <= 0.05 else 1)"
   done
@@ -217,9 +217,9 @@ EOF
   done
   # block16 is a valid pack: the numpy reference agrees with onnxruntime on it
   pack=$(fixture bad block16)
-  /usr/bin/python3 "$TOP/tools/npref.py" "$pack" --ids "$ids" >"$BATS_TEST_TMPDIR/np.json"
-  node "$TOP/tools/ort-ref.js" "$pack" teacher --ids "$ids" >"$BATS_TEST_TMPDIR/ort.json"
-  d=$(maxdiff "$BATS_TEST_TMPDIR/np.json" "$BATS_TEST_TMPDIR/ort.json")
+  /usr/bin/python3 "$TOP/tools/npref.py" "$pack" --ids "$ids" --logits-f32 "$BATS_TEST_TMPDIR/np.f32" >/dev/null
+  node "$TOP/tools/ort-ref.js" "$pack" teacher --ids "$ids" --logits-f32 "$BATS_TEST_TMPDIR/ort.f32" >/dev/null
+  d=$(maxdiff "$BATS_TEST_TMPDIR/np.f32" "$BATS_TEST_TMPDIR/ort.f32")
   echo "block16: $d"
   /usr/bin/python3 -c "import sys; sys.exit(0 if $d <= 1e-3 else 1)"
 }

@@ -2,7 +2,9 @@
 """npref.py - an independent numpy forward pass over an OGA fixture pack, to check that the
 pack's graph means what the Hugging Face model means (the check on mkpack.py itself).
 
-  npref.py PACK --ids '[1,2,3]'   -> JSON {"logits": [[V floats] per position]} on stdout
+  npref.py PACK --ids '[1,2,3]' [--logits-f32 FILE]
+      -> JSON {"logits": [[V floats] per position]} on stdout, or the rows as raw
+         little-endian float32 [positions][V] in FILE (as ort-ref.js --logits-f32 writes)
 
 Reads weights from the pack's initializers by name and dequantises them with the documented
 MatMulNBits formula W[k,n] = (q - zp) * scale (zp 8 when absent); RoPE from config.json's
@@ -137,8 +139,14 @@ def forward(pack, ids):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 4 or sys.argv[2] != "--ids":
+    a = sys.argv[1:]
+    if len(a) not in (3, 5) or a[1] != "--ids" or (len(a) == 5 and a[3] != "--logits-f32"):
         sys.stderr.write(__doc__)
         sys.exit(2)
-    logits = forward(sys.argv[1], json.loads(sys.argv[3]))
-    json.dump({"logits": logits.astype(np.float32).tolist()}, sys.stdout)
+    logits = forward(a[0], json.loads(a[2])).astype(np.float32)
+    if len(a) == 5:
+        # raw little-endian float32 [positions][V], as ort-ref.js --logits-f32 writes
+        logits.astype("<f4").tofile(a[4])
+        json.dump({"positions": logits.shape[0], "logits_f32": a[4]}, sys.stdout)
+    else:
+        json.dump({"logits": logits.tolist()}, sys.stdout)
