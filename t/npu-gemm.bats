@@ -119,10 +119,16 @@ teardown() { rm -rf "$tmp"; }
 @test "-m --tensor and --sweep on a packed fixture" {
   command -v oga-extract >/dev/null && command -v q4nx-pack >/dev/null || skip "oga-extract/q4nx-pack not built"
   pack=$(fixture qwen2 amd untied tiny)
-  oga-extract "$pack" | q4nx-pack -l b8 -o "$tmp/m.q4nx" -
+  oga-extract "$pack" | q4nx-pack -l b8 -o "$tmp/m.q4nx"
   run npu-gemm -m "$tmp/m.q4nx" --tensor layers.0.attn.q --rows 3 --reps 2
   [ "$status" -eq 0 ]
   echo "$output" | jq -e '.M == 3 and .within_bound and .role == "layers.0.attn.q"'
+  oga-extract "$pack" | q4nx-pack -l rm -o "$tmp/rm.q4nx"
+  for m in f32 i8; do
+    run npu-gemm -m "$tmp/rm.q4nx" --tensor lm_head --rows 5 --reps 1 --mode $m --check-rows 100
+    [ "$status" -eq 0 ]
+    echo "$output" | jq -e '.layout == "rm" and .within_bound and .checked_rows == 100'
+  done
   run npu-gemm --sweep -m "$tmp/m.q4nx" --reps 2 --check-rows 4
   [ "$status" -eq 0 ]
   echo "$output" | jq -e '(.launches | length) >= 12 and (.fit.floor_ms | type) == "number"

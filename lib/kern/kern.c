@@ -282,9 +282,14 @@ int kern_matmul_path(int path, kern_pool *p, const q4nx_tensor *W, const float *
         kern_pool_for(mc >= 8 ? p : NULL, (size_t)mc, 0, prep_rows, &pa);
         run_arg ra = {.j = &j, .path = path};
         if (W->layout == Q4NX_B8) {
+            /* ranges of about 4 per thread, but at most ~128 KB of weights each at M = 1, so that on a
+             * shared machine a thread that keeps running can take over the work of one that is not */
             size_t nb = (W->n + 15) / 16, unit = mc == 1 ? 4 : 2;
+            size_t rb_bytes = (size_t)kb * W->block * 8 + (size_t)kb * 16 * (q4nx_dtype_size(W->scale_dtype) + W->has_zp);
             size_t grain = (nb + (size_t)nt * 4 - 1) / ((size_t)nt * 4);
-            grain = (grain + unit - 1) / unit * unit;
+            if (mc == 1 && grain * rb_bytes > (128u << 10))
+                grain = (128u << 10) / rb_bytes;
+            grain = grain < unit ? unit : (grain + unit - 1) / unit * unit;
             kern_pool_for(p, nb, grain, run_b8, &ra);
         } else {
             kern_pool_for(p, (W->n + 31) / 32, 0, run_rm_bands, &ra);
