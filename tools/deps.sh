@@ -11,6 +11,7 @@ apt_pkgs=(
   libjansson-dev libdrm-dev libmicrohttpd-dev libcurl4-openssl-dev libpcre2-dev
   bats jq
   python3-onnx python3-numpy
+  unicode-data
 )
 missing=()
 for p in "${apt_pkgs[@]}"; do
