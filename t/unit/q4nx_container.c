@@ -232,6 +232,7 @@ int main(void)
         /* a tensor pointing past the data region */
         free(m);
     }
+    TAP_OK(ogk_crc32c(0, "123456789", 9) == 0xE3069283u, "checksums are CRC32C as q4nx.5 defines it (check value)");
     unlink(path);
     free(file_bytes);
     free(a.codes), free(a.scales32), free(b.codes), free(b.scales16), free(b.zp);
