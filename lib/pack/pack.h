@@ -19,7 +19,7 @@
  *
  * Refusals: whatever cannot be represented exactly is listed as {what, code, reason}, never dropped
  * silently. A pack is importable iff it has no refusals. Codes (stable, for scripts and tests):
- *   not_a_pack, file_missing, file_unreadable, not_protobuf, config_json, config_missing, config_type,
+ *   file_missing, file_unreadable, not_protobuf, config_json, config_missing, config_type,
  *   config_dims, tokenizer_missing, external_data, truncated, unsupported_bits, unsupported_block,
  *   g_idx, tensor_shape, tensor_dtype, unsupported_op, graph, unassigned, npu_packed.
  */
