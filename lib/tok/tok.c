@@ -310,7 +310,8 @@ struct tok {
     char **special_strs; /* special added tokens + additional_special_tokens */
     uint32_t *special_n;
     int nspecial;
-    /* work */
+    /* work: reused across calls (a tok is used by one thread at a time) */
+    void *bw;
     pcre2_match_data *md;
     cache_ent *cache;
     /* bytes_to_unicode */
@@ -664,6 +665,8 @@ static void free_dec(tdec *d)
         free_dec(&d->kids[i]);
 }
 
+static void bpe_work_free(void *p);
+
 void tok_free(tok *t)
 {
     if (!t)
@@ -688,6 +691,7 @@ void tok_free(tok *t)
     free(t->pp_items);
     if (t->md)
         pcre2_match_data_free(t->md);
+    bpe_work_free(t->bw);
     if (t->cache) {
         for (uint32_t i = 0; i < CACHE_SIZE; i++) {
             free(t->cache[i].key);
@@ -1432,6 +1436,20 @@ typedef struct {
     size_t cap, hn, hcap;
 } bpe_work;
 
+static void bpe_work_free(void *p)
+{
+    bpe_work *w = p;
+    if (!w)
+        return;
+    free(w->sym);
+    free(w->prev);
+    free(w->next);
+    free(w->start);
+    free(w->len);
+    free(w->heap);
+    free(w);
+}
+
 static int heap_push(bpe_work *w, hent e)
 {
     if (w->hn == w->hcap) {
@@ -1740,7 +1758,9 @@ int tok_encode(tok *t, const char *text, size_t len, int add_special, int32_t **
     sections raw = {0}, sub = {0};
     spans in = {0}, out = {0};
     idvec ids = {0};
-    bpe_work bw = {0};
+    bpe_work *bwp = t->bw;
+    if (!bwp && !(bwp = t->bw = calloc(1, sizeof(bpe_work))))
+        return ogk_fail(e, "out of memory");
     int rc = -1;
     if (tok_buf_put(&w, text, len) || split_added(t, w.p, 0, (uint32_t)len, 0, &raw))
         goto oom;
@@ -1761,7 +1781,7 @@ int tok_encode(tok *t, const char *text, size_t len, int add_special, int32_t **
             continue;
         }
         uint32_t off = sec.off, slen = sec.len;
-        if (t->norm) {
+        if (t->norm && !(t->norm->type <= N_NFKD && tok_nf_unchanged((tok_nf)t->norm->type, w.p + sec.off, sec.len))) {
             if (normalize_text(t, t->norm, w.p + sec.off, sec.len, &nb))
                 goto oom;
             if (!nb.n)
@@ -1796,7 +1816,7 @@ int tok_encode(tok *t, const char *text, size_t len, int add_special, int32_t **
             }
             size_t from = ids.n;
             for (size_t k = 0; k < pieces->n; k++)
-                if (bpe_word(t, &bw, w.p + pieces->v[k].off, pieces->v[k].len, &ids))
+                if (bpe_word(t, bwp, w.p + pieces->v[k].off, pieces->v[k].len, &ids))
                     goto oom;
             fuse_unk(t, &ids, from);
         }
@@ -1826,12 +1846,6 @@ done:
     free(in.v);
     free(out.v);
     free(ids.v);
-    free(bw.sym);
-    free(bw.prev);
-    free(bw.next);
-    free(bw.start);
-    free(bw.len);
-    free(bw.heap);
     return rc;
 }
 

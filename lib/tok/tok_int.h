@@ -64,6 +64,9 @@ int tok_utf8_sanitize(const unsigned char *s, size_t len, char **out, size_t *n,
 /* JS String.prototype.trim whitespace (WhiteSpace + LineTerminator) */
 int tok_js_space(uint32_t cp);
 
+/* 1 when normalizing valid UTF-8 s to form cannot change it (quick check, no allocation) */
+int tok_nf_unchanged(tok_nf form, const char *s, size_t len);
+
 /* ---- generated UCD tables (unicode_tables.c) ---- */
 typedef struct {
     uint32_t cp;

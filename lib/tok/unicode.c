@@ -215,16 +215,13 @@ static uint32_t compose_pair(uint32_t a, uint32_t b)
     return lo < tok_uc_ncomp && tok_uc_comp[lo].key == key ? tok_uc_comp[lo].cp : 0;
 }
 
-char *tok_normalize(tok_nf form, const char *s, size_t len, size_t *out_len)
+/* Quick check: 1 when normalizing valid UTF-8 s to form cannot change it (no flagged code point). */
+int tok_nf_unchanged(tok_nf form, const char *s, size_t len)
 {
-    if (tok_utf8_check(s, len) != len)
-        return NULL;
-    int compat = form == TOK_NFKC || form == TOK_NFKD;
-    int comp = form == TOK_NFC || form == TOK_NFKC;
+    int compat = form == TOK_NFKC || form == TOK_NFKD, comp = form == TOK_NFC || form == TOK_NFKC;
     unsigned need = compat ? 2 : 1;
     const unsigned char *u = (const unsigned char *)s;
-    int touch = 0;
-    for (size_t i = 0; i < len && !touch;) {
+    for (size_t i = 0; i < len;) {
         if (u[i] < 0x80 || (form == TOK_NFC && u[i] < 0xCC)) { /* nothing below U+0300 changes under NFC */
             i += tok_utf8_len(u[i]);
             continue;
@@ -232,8 +229,20 @@ char *tok_normalize(tok_nf form, const char *s, size_t len, size_t *out_len)
         uint32_t cp;
         i += (size_t)tok_utf8_dec(u + i, &cp);
         /* Hangul syllables are algorithmic (not flagged): they change only under decomposition */
-        touch = (uflag(cp) & need) != 0 || (!comp && cp >= SBase && cp < SBase + SCount);
+        if ((uflag(cp) & need) != 0 || (!comp && cp >= SBase && cp < SBase + SCount))
+            return 0;
     }
+    return 1;
+}
+
+char *tok_normalize(tok_nf form, const char *s, size_t len, size_t *out_len)
+{
+    if (tok_utf8_check(s, len) != len)
+        return NULL;
+    int compat = form == TOK_NFKC || form == TOK_NFKD;
+    int comp = form == TOK_NFC || form == TOK_NFKC;
+    const unsigned char *u = (const unsigned char *)s;
+    int touch = !tok_nf_unchanged(form, s, len);
     if (!touch) {
         char *o = malloc(len + 1);
         if (!o)
