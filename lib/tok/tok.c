@@ -263,7 +263,7 @@ typedef struct {
     uint32_t keyn, nids;
     int32_t *ids;
 } cache_ent;
-#define CACHE_SIZE (1u << 14)
+#define CACHE_SIZE (1u << 16)
 
 struct tok {
     tok_arena arena;
