@@ -262,3 +262,18 @@ EOF
   [ "$status" -eq 3 ]
   [[ "$output" == *"model.layers.1.mlp.up_proj.weight: shape (3, 3)"* ]]
 }
+
+@test "fixture.sh: parallel callers get one whole pack; a pack damaged in place is regenerated" {
+  export OGAKIT_FIXTURES=$BATS_TEST_TMPDIR/fx
+  for i in 1 2 3; do "$TOP/tools/fixture.sh" phi3 cpu untied >"$BATS_TEST_TMPDIR/p$i" & done
+  wait
+  p=$(cat "$BATS_TEST_TMPDIR/p1")
+  [ "$p" = "$OGAKIT_FIXTURES/phi3-cpu-untied-tiny-acc0" ]
+  [ "$(cat "$BATS_TEST_TMPDIR/p2")" = "$p" ] && [ "$(cat "$BATS_TEST_TMPDIR/p3")" = "$p" ]
+  [ "$(ls -A "$OGAKIT_FIXTURES" | grep -c -e '^\.tmp-' -e '^\.old-')" -eq 0 ]
+  cmp "$p/model.onnx.data" "$(OGAKIT_FIXTURES= fixture phi3 cpu untied)/model.onnx.data"
+  size=$(stat -c %s "$p/model.onnx.data")
+  truncate -s 100 "$p/model.onnx.data"
+  [ "$("$TOP/tools/fixture.sh" phi3 cpu untied)" = "$p" ]
+  [ "$(stat -c %s "$p/model.onnx.data")" -eq "$size" ]
+}

@@ -8,18 +8,19 @@
 #   tools/fixture.sh bad NAME     a malformed pack (.cache/fixtures/bad-NAME/)
 #   tools/fixture.sh --list-bad   the NAMEs, one per line
 #
-# Packs are cached and stamped with the sha256 of the generator scripts; a changed generator
-# regenerates them. Generation holds a per-pack flock, so parallel test runs do not race, and
+# Packs are cached and stamped with the sha256 of the generator scripts and each file's size
+# and mtime; a changed generator, or a pack damaged in place, is regenerated. Generation holds a per-pack flock, so parallel test runs do not race, and
 # writes to a temporary directory renamed into place, so a pack is either whole or absent.
+# OGAKIT_FIXTURES=DIR puts the cache elsewhere (tests of this script).
 # Exit status: 0 ok, 2 usage, 4 generation failed.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 top=$(dirname "$here")
-root=$top/.cache/fixtures
+root=${OGAKIT_FIXTURES:-$top/.cache/fixtures}   # override for isolated tests
 py=/usr/bin/python3
 
 die() { echo "fixture.sh: $1" >&2; exit "${2:-2}"; }
-usage() { sed -n '2,14s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; }
+usage() { sed -n '2,16s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; }
 
 [ $# -ge 1 ] || { usage >&2; exit 2; }
 case "$1" in
@@ -52,7 +53,10 @@ else
 fi
 
 dir=$root/$name
-fresh() { [ -f "$dir/.stamp" ] && [ "$(cat "$dir/.stamp")" = "$stamp" ]; }
+# The stamp is the generator's hash plus every file's size and mtime, so a pack that a test
+# damaged in place (instead of copying it first) is noticed and regenerated too.
+listing() { (cd "$1" && find . -type f ! -name .stamp -printf '%p %s %T@\n' | LC_ALL=C sort); }
+fresh() { [ -f "$dir/.stamp" ] && [ "$(cat "$dir/.stamp")" = "$(printf '%s\n%s' "$stamp" "$(listing "$dir")")" ]; }
 if ! fresh; then
   mkdir -p "$root"
   exec 9>"$root/.$name.lock"
@@ -64,9 +68,12 @@ if ! fresh; then
       rm -rf "$tmp"
       die "generating $name failed: $log" 4
     fi
-    echo "$stamp" > "$tmp/.stamp"
-    rm -rf "$dir"
+    printf '%s\n%s\n' "$stamp" "$(listing "$tmp")" > "$tmp/.stamp"
+    # two renames: readers see the old pack or the new one, never a half-deleted directory
+    old=
+    if [ -e "$dir" ]; then old=$(mktemp -u "$root/.old-$name.XXXXXX"); mv "$dir" "$old"; fi
     mv "$tmp" "$dir"
+    [ -z "$old" ] || rm -rf "$old"
   fi
   exec 9>&-
 fi
