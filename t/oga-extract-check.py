@@ -14,6 +14,7 @@ import re
 import struct
 import sys
 
+import numpy as np
 import onnx
 from onnx import numpy_helper
 
@@ -50,7 +51,7 @@ def role_from_name(name):
         return "rope." + name[:3]
     if name.startswith("lm_head."):
         return "lm_head"
-    if name == "model.embed_tokens.weight":
+    if name in ("model.embed_tokens.weight", "embed.gbq.data"):
         return "embed"
     if not m:
         return None
@@ -76,6 +77,7 @@ def main():
     g = model.graph
     inits = {t.name: t for t in g.initializer}
     mnb = {n.input[1]: n for n in g.node if n.op_type == "MatMulNBits"}
+    gbq = {n.input[0]: n for n in g.node if n.op_type == "GatherBlockQuantized"}
     attrs = lambda n: {a.name: onnx.helper.get_attribute_value(a) for a in n.attribute}
     genai = json.load(open(os.path.join(pack, "genai_config.json")))["model"]
     hf = json.load(open(os.path.join(pack, "config.json")))
@@ -113,7 +115,25 @@ def main():
         if name not in inits:
             fail("tensor %s is not an initializer" % name)
         parts = {p["name"]: payload[p["offset"]:p["offset"] + p["size"]] for p in hdr["parts"]}
-        if hdr["dtype"] == "q4":
+        if hdr["dtype"] == "q4" and hdr["quant"]["source_op"] == "GatherBlockQuantized":
+            n = gbq.get(name)
+            if n is None:
+                fail("tensor %s: not the data of a GatherBlockQuantized" % name)
+            a = attrs(n)
+            data = numpy_helper.to_array(inits[name])
+            V, K, B = data.shape[0], data.shape[1] * 2, a["block_size"]
+            kb = (K + B - 1) // B
+            padded = np.zeros((V, kb * B // 2), np.uint8)   # MatMulNBits rows are whole blocks
+            padded[:, :K // 2] = data
+            if hdr["shape"] != [V, K] or parts["codes"] != padded.tobytes():
+                fail("tensor %s: GatherBlockQuantized codes or shape differ" % name)
+            for part, slot in (("scales", 2), ("zeros", 3)):
+                if len(n.input) > slot and n.input[slot]:
+                    if parts.get(part) != numpy_helper.to_array(inits[n.input[slot]]).tobytes():
+                        fail("tensor %s: part %s differs" % (name, part))
+                    seen.add(n.input[slot])
+            seen.add(name)
+        elif hdr["dtype"] == "q4":
             n = mnb.get(name)
             if n is None:
                 fail("q4 tensor %s is not a MatMulNBits weight" % name)

@@ -236,3 +236,30 @@ mutation_case() { # MUTATION CODE WHAT-substring
     [ "$status" -eq 0 ] || { echo "$s: $output"; return 1; }
   done
 }
+
+# importable variants of the builder graph: the independent checker derives every role from the
+# builder's initializer names and compares every byte with what onnx loads
+importable_mutation() { # FAMILY TIE MUTATION
+  local s d
+  for s in cpu amd; do
+    d=$BATS_TEST_TMPDIR/mut-$s-$3
+    /usr/bin/python3 "$TOP/t/pack-mutate.py" "$(fixture "$1" "$s" "$2")" "$d" "$3"
+    run oga-info -q "$d"
+    [ "$status" -eq 0 ] || { echo "$s:"; echo "$output" | jq -c .refusals; return 1; }
+    oga-extract -o "$BATS_TEST_TMPDIR/s.ogax" "$d"
+    run /usr/bin/python3 "$TOP/t/oga-extract-check.py" "$d" "$BATS_TEST_TMPDIR/s.ogax"
+    [ "$status" -eq 0 ] || { echo "$s: $output"; return 1; }
+  done
+}
+
+@test "residual stream as Add + SimplifiedLayerNormalization (no Skip norms): same roles, same bytes" {
+  importable_mutation qwen3 tied add-residual
+}
+
+@test "an embedding with its own GatherBlockQuantized (block 32 symmetric; block 128 padded, zero points)" {
+  importable_mutation llama untied gbq-embed
+  run oga-info -t -q "$BATS_TEST_TMPDIR/mut-amd-gbq-embed"
+  [ "$(echo "$output" | jq -c '.tensors[] | select(.role == "embed") | [.dtype, .quant.source_op, .quant.block_size, .quant.zero_points]')" = \
+    '["q4","GatherBlockQuantized",128,"u4"]' ]
+  [ "$(echo "$output" | jq .tie_embeddings)" = false ]
+}

@@ -10,6 +10,11 @@ Mutations:
   plain-lm-head     lm_head as an unquantised MatMul over a float initializer    -> unsupported_op
   unassigned        an extra float weight read by a node the walk does not know  -> unassigned
   inline-norms      norm weights inline: raw_data, float_data, fp16 in int32_data -> still importable
+  add-residual      every SkipSimplifiedLayerNormalization as Add + SimplifiedLayerNormalization
+                    (older builders) -> still importable, same roles
+  gbq-embed         (untied packs) the float Gather embedding re-quantised here into its own
+                    GatherBlockQuantized (uint8 [V, K/2], 2-D scales, zero points on amd packs)
+                    -> importable, embed with source_op GatherBlockQuantized
 """
 import os
 import sys
@@ -76,6 +81,46 @@ def main():
                 t.float_data.extend(arr.tolist())
             else:
                 t.int32_data.extend(arr.view(np.uint16).astype(np.int32).tolist())
+    elif what == "add-residual":
+        nodes = list(g.node)
+        del g.node[:]
+        for n in nodes:
+            if n.op_type != "SkipSimplifiedLayerNormalization":
+                g.node.append(n)
+                continue
+            eps = [a for a in n.attribute if a.name == "epsilon"]
+            res = n.output[3] if len(n.output) > 3 and n.output[3] else n.name + "/residual"
+            g.node.append(helper.make_node("Add", [n.input[0], n.input[1]], [res], name=n.name + "/Add"))
+            sln = helper.make_node("SimplifiedLayerNormalization", [res, n.input[2]], [n.output[0]], name=n.name + "/SLN",
+                                   axis=-1, stash_type=1)
+            sln.attribute.extend(eps)
+            g.node.append(sln)
+    elif what == "gbq-embed":
+        emb = [n for n in g.node if n.op_type == "Gather" and "input_ids" in n.input][0]
+        t = inits[emb.input[0]]
+        data = open(os.path.join(src, "model.onnx.data"), "rb").read()
+        loc = {e.key: e.value for e in t.external_data}
+        dt = np.float16 if t.data_type == TensorProto.FLOAT16 else np.float32
+        w = np.frombuffer(data[int(loc["offset"]):int(loc["offset"]) + int(loc["length"])], dt).reshape(tuple(t.dims))
+        amd = dt == np.float16
+        block = 128 if amd else 32
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
+        import mkpack
+        blob, scale, zp = mkpack.quantize(w.astype(np.float32), block, not amd, dt)
+        V, K = w.shape
+        codes = np.ascontiguousarray(blob.reshape(V, -1)[:, :K // 2])  # GatherBlockQuantized rows are not padded
+        g.initializer.remove(t)
+        g.initializer.extend([numpy_helper.from_array(codes, "embed.gbq.data"),
+                              numpy_helper.from_array(np.ascontiguousarray(scale), "embed.gbq.scales")])
+        ins = ["embed.gbq.data", "input_ids", "embed.gbq.scales"]
+        if zp is not None:
+            g.initializer.append(numpy_helper.from_array(mkpack.pack_zero_points(zp), "embed.gbq.zeros"))
+            ins.append("embed.gbq.zeros")
+        gbq = helper.make_node("GatherBlockQuantized", ins, list(emb.output), name="/model/embed_tokens/GatherBlockQuantized",
+                               domain="com.microsoft", bits=4, block_size=block, gather_axis=0, quantize_axis=1)
+        idx = list(g.node).index(emb)
+        g.node.remove(emb)
+        g.node.insert(idx, gbq)
     else:
         sys.exit("unknown mutation " + what)
     onnx.save(m, os.path.join(dst, "model.onnx"))
