@@ -277,3 +277,28 @@ EOF
   [ "$("$TOP/tools/fixture.sh" phi3 cpu untied)" = "$p" ]
   [ "$(stat -c %s "$p/model.onnx.data")" -eq "$size" ]
 }
+
+@test "ort-ref.js: usage errors exit 2, unreadable packs 3, --help 0" {
+  pack=$(fixture phi3 cpu tied)
+  run node "$TOP/tools/ort-ref.js" --help
+  [ "$status" -eq 0 ] && [[ "$output" == *"teacher"* ]]
+  run node "$TOP/tools/ort-ref.js" "$pack" generate
+  [ "$status" -eq 2 ]
+  run node "$TOP/tools/ort-ref.js" "$pack" generate --ids '[1,"x"]'
+  [ "$status" -eq 2 ]
+  run node "$TOP/tools/ort-ref.js" "$pack" dance --ids '[1]'
+  [ "$status" -eq 2 ]
+  run node "$TOP/tools/ort-ref.js" "$pack" teacher --ids '[1]' --feed sideways
+  [ "$status" -eq 2 ]
+  run node "$TOP/tools/ort-ref.js" "$BATS_TEST_TMPDIR/nope" teacher --ids '[1]'
+  [ "$status" -eq 3 ]
+  run node "$TOP/tools/ort-ref.js" "$(fixture bad config-missing-key)" teacher --ids '[1]'
+  [ "$status" -eq 3 ] && [[ "$output" == *num_hidden_layers* ]]
+}
+
+@test "ort-ref.js --bench reports medians as positive numbers" {
+  run node "$TOP/tools/ort-ref.js" "$(fixture phi3 cpu tied)" --bench --runs 1 --decode 2 --threads 1
+  [ "$status" -eq 0 ]
+  echo "$output" | jq -e '.mode == "bench" and .threads == 1 and .prefill128_tok_s > 0 and .prefill512_tok_s > 0
+     and .decode_tok_s > 0' >/dev/null
+}

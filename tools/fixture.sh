@@ -9,8 +9,9 @@
 #   tools/fixture.sh --list-bad   the NAMEs, one per line
 #
 # Packs are cached and stamped with the sha256 of the generator scripts and each file's size
-# and mtime; a changed generator, or a pack damaged in place, is regenerated. Generation holds a per-pack flock, so parallel test runs do not race, and
-# writes to a temporary directory renamed into place, so a pack is either whole or absent.
+# and mtime; a changed generator, or a pack damaged in place, is regenerated. Generation holds
+# a per-pack flock, so parallel test runs do not race, and writes to a temporary directory
+# renamed into place, so a pack is either whole or absent.
 # OGAKIT_FIXTURES=DIR puts the cache elsewhere (tests of this script).
 # Exit status: 0 ok, 2 usage, 4 generation failed.
 set -euo pipefail
@@ -20,7 +21,7 @@ root=${OGAKIT_FIXTURES:-$top/.cache/fixtures}   # override for isolated tests
 py=/usr/bin/python3
 
 die() { echo "fixture.sh: $1" >&2; exit "${2:-2}"; }
-usage() { sed -n '2,16s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; }
+usage() { sed -n '2,17s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; }
 
 [ $# -ge 1 ] || { usage >&2; exit 2; }
 case "$1" in

@@ -236,9 +236,16 @@ function topk(row, k) {
 
 function record(rows, a) {
   if (a.logitsF32) {
-    const fd = fs.openSync(a.logitsF32, 'w');
-    for (const r of rows) fs.writeSync(fd, new Uint8Array(r.buffer, r.byteOffset, r.byteLength));
-    fs.closeSync(fd);
+    const tmp = a.logitsF32 + '.tmp' + process.pid;  // whole file or none
+    try {
+      const fd = fs.openSync(tmp, 'w');
+      for (const r of rows) fs.writeSync(fd, new Uint8Array(r.buffer, r.byteOffset, r.byteLength));
+      fs.closeSync(fd);
+      fs.renameSync(tmp, a.logitsF32);
+    } catch (e) {
+      try { fs.unlinkSync(tmp); } catch (e2) { /* not there */ }
+      die(a.logitsF32 + ': ' + e.message, 4);
+    }
     return { logits_f32: a.logitsF32 };
   }
   if (a.topk > 0) return { topk: rows.map((r) => topk(r, a.topk)) };
