@@ -1,0 +1,589 @@
+/* npu-forward — run an imported model: generate text, teacher-forced logits, benchmark, and the
+ * tokenizer subcommands. Thin: option parsing and output; the work is in lib/model and lib/tok. */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kern/kern.h"
+#include "model/model.h"
+#include "tok/tok.h"
+#include "util/util.h"
+
+static const char usage_text[] =
+    "usage: npu-forward COMMAND [options]\n"
+    "commands:\n"
+    "  run        -m MODEL (-p TEXT | -f FILE | --ids FILE) [--chat [--system TEXT]] [-n N]\n"
+    "             [--temp T] [--top-k K] [--top-p P] [--seed S] [--stop STR]... [--ignore-eos] [--json]\n"
+    "             generate text, streamed to stdout\n"
+    "  logits     -m MODEL --ids FILE [--topk K] [--feed prefill|verify|step] [--out-f32 FILE]\n"
+    "             logits at every position (teacher forcing), JSON\n"
+    "  bench      -m MODEL [-l 128,512,2048] [-g 128] [-r 5] [--warmup 1] [--json]\n"
+    "             prompt processing and token generation speed\n"
+    "  info       -m MODEL   the model's configuration, JSON\n"
+    "  tokenize | detokenize | chat   tokenizer tools (see npu-forward tokenize --help)\n"
+    "common options: -t THREADS (default: online CPUs), -c CONTEXT (default: the model's),\n"
+    "  --mode f32|i8 (activations fp32, or int8 per block like accuracy_level 4; default f32)\n"
+    "environment: OGAKIT_PROF=1 prints per-pass phase timings on stderr; OGAKIT_KERNEL=ref|avx2|avx512.\n"
+    "exit status: 0 ok, 2 usage, 3 input refused (not a container, prompt too long), 4 init failed.\n";
+
+static _Noreturn void usage(int code)
+{
+    fputs(usage_text, code ? stderr : stdout);
+    exit(code);
+}
+
+/* ---- options shared by run / logits / bench / info ---- */
+typedef struct {
+    const char *model, *prompt, *prompt_file, *ids_file, *system, *out_f32, *feed, *lens;
+    int chat, n, top_k, threads, context, mode, json, ignore_eos, topk, gen, reps, warmup;
+    float temp, top_p;
+    uint64_t seed;
+    char **stops;
+    int n_stops;
+} opts;
+
+enum {
+    O_CHAT = 256, O_SYSTEM, O_TEMP, O_TOPK_S, O_TOPP, O_SEED, O_STOP, O_MODE, O_JSON, O_IDS, O_IGNORE_EOS,
+    O_TOPK, O_FEED, O_OUT_F32, O_WARMUP
+};
+
+static const struct option long_opts[] = {
+    {"model", required_argument, 0, 'm'},     {"prompt", required_argument, 0, 'p'},
+    {"file", required_argument, 0, 'f'},      {"n-predict", required_argument, 0, 'n'},
+    {"threads", required_argument, 0, 't'},   {"context", required_argument, 0, 'c'},
+    {"chat", no_argument, 0, O_CHAT},         {"system", required_argument, 0, O_SYSTEM},
+    {"temp", required_argument, 0, O_TEMP},   {"top-k", required_argument, 0, O_TOPK_S},
+    {"top-p", required_argument, 0, O_TOPP},  {"seed", required_argument, 0, O_SEED},
+    {"stop", required_argument, 0, O_STOP},   {"mode", required_argument, 0, O_MODE},
+    {"json", no_argument, 0, O_JSON},         {"ids", required_argument, 0, O_IDS},
+    {"ignore-eos", no_argument, 0, O_IGNORE_EOS}, {"topk", required_argument, 0, O_TOPK},
+    {"feed", required_argument, 0, O_FEED},   {"out-f32", required_argument, 0, O_OUT_F32},
+    {"warmup", required_argument, 0, O_WARMUP}, {"help", no_argument, 0, 'h'},
+    {0, 0, 0, 0},
+};
+
+static void parse(int argc, char **argv, opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->n = 256, o->threads = 0, o->top_p = 1, o->feed = "prefill", o->lens = "128,512,2048", o->gen = 128;
+    o->reps = 5, o->warmup = 1;
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "m:p:f:n:t:c:l:g:r:h", long_opts, NULL)) != -1) {
+        switch (c) {
+        case 'm': o->model = optarg; break;
+        case 'p': o->prompt = optarg; break;
+        case 'f': o->prompt_file = optarg; break;
+        case 'n': o->n = (int)ogk_parse_long("-n", optarg, 0, 1 << 24); break;
+        case 't': o->threads = (int)ogk_parse_long("-t", optarg, 1, 1024); break;
+        case 'c': o->context = (int)ogk_parse_long("-c", optarg, 1, 1 << 24); break;
+        case 'l': o->lens = optarg; break;
+        case 'g': o->gen = (int)ogk_parse_long("-g", optarg, 1, 1 << 20); break;
+        case 'r': o->reps = (int)ogk_parse_long("-r", optarg, 1, 10000); break;
+        case O_WARMUP: o->warmup = (int)ogk_parse_long("--warmup", optarg, 0, 100); break;
+        case O_CHAT: o->chat = 1; break;
+        case O_SYSTEM: o->system = optarg; break;
+        case O_TEMP: o->temp = (float)ogk_parse_double("--temp", optarg); break;
+        case O_TOPK_S: o->top_k = (int)ogk_parse_long("--top-k", optarg, 0, 1 << 24); break;
+        case O_TOPP: o->top_p = (float)ogk_parse_double("--top-p", optarg); break;
+        case O_SEED: o->seed = (uint64_t)ogk_parse_long("--seed", optarg, 0, 0x7fffffffffffffffL); break;
+        case O_STOP:
+            o->stops = realloc(o->stops, (size_t)(o->n_stops + 1) * sizeof *o->stops);
+            if (!o->stops)
+                ogk_die(OGK_EXIT_INIT, "out of memory");
+            o->stops[o->n_stops++] = optarg;
+            break;
+        case O_MODE:
+            if (!strcmp(optarg, "f32"))
+                o->mode = MODEL_F32;
+            else if (!strcmp(optarg, "i8"))
+                o->mode = MODEL_I8;
+            else
+                ogk_die(OGK_EXIT_USAGE, "--mode: '%s' is not f32 or i8", optarg);
+            break;
+        case O_JSON: o->json = 1; break;
+        case O_IDS: o->ids_file = optarg; break;
+        case O_IGNORE_EOS: o->ignore_eos = 1; break;
+        case O_TOPK: o->topk = (int)ogk_parse_long("--topk", optarg, 1, 1 << 24); break;
+        case O_FEED:
+            if (strcmp(optarg, "prefill") && strcmp(optarg, "verify") && strcmp(optarg, "step"))
+                ogk_die(OGK_EXIT_USAGE, "--feed: '%s' is not prefill, verify or step", optarg);
+            o->feed = optarg;
+            break;
+        case O_OUT_F32: o->out_f32 = optarg; break;
+        case 'h': usage(0);
+        default: usage(OGK_EXIT_USAGE);
+        }
+    }
+    if (optind < argc)
+        ogk_die(OGK_EXIT_USAGE, "unexpected argument '%s'", argv[optind]);
+    if (!o->model)
+        ogk_die(OGK_EXIT_USAGE, "%s: -m MODEL is required", argv[0]);
+    if (o->temp < 0 || o->top_p < 0 || o->top_p > 1)
+        ogk_die(OGK_EXIT_USAGE, "--temp must be >= 0 and --top-p in [0, 1]");
+}
+
+static model *open_model(const opts *o)
+{
+    ogk_error e;
+    int code;
+    if (kern_path_init(&e))
+        ogk_die(OGK_EXIT_INIT, "%s", e.msg);
+    model *m = model_open(o->model, &e, &code);
+    if (!m)
+        ogk_die(code, "%s", e.msg);
+    return m;
+}
+
+static model_state *new_state(const model *m, const opts *o, int logit_rows)
+{
+    ogk_error e;
+    if (o->context > m->c.context_length)
+        ogk_die(OGK_EXIT_USAGE, "-c %d: the model's context is %d", o->context, m->c.context_length);
+    model_state *s = model_state_new(m, o->context, logit_rows, o->mode, o->threads, &e);
+    if (!s)
+        ogk_die(OGK_EXIT_INIT, "%s", e.msg);
+    return s;
+}
+
+static tok *open_tok(const model *m)
+{
+    const uint8_t *tj, *tc = NULL;
+    size_t tjl, tcl = 0;
+    ogk_error e;
+    if (q4nx_asset(m->file, "tokenizer.json", &tj, &tjl))
+        ogk_die(OGK_EXIT_INIT, "the container has no tokenizer.json asset");
+    if (q4nx_asset(m->file, "tokenizer_config.json", &tc, &tcl))
+        tc = NULL, tcl = 0;
+    tok *t = tok_load((const char *)tj, tjl, (const char *)tc, tcl, &e);
+    if (!t)
+        ogk_die(OGK_EXIT_INIT, "tokenizer: %s", e.msg);
+    return t;
+}
+
+/* a JSON array of token ids from FILE ("-" = stdin) */
+static int *read_ids(const char *path, int *n)
+{
+    ogk_error e;
+    size_t len;
+    char *txt;
+    if (!strcmp(path, "-")) {
+        size_t cap = 1 << 16;
+        txt = malloc(cap);
+        len = 0;
+        ssize_t r;
+        while (txt && (r = ogk_read_full(0, txt + len, cap - len - 1)) > 0) {
+            len += (size_t)r;
+            if (len + 1 >= cap)
+                txt = realloc(txt, cap *= 2);
+        }
+        if (!txt)
+            ogk_die(OGK_EXIT_INIT, "out of memory");
+        txt[len] = 0;
+    } else if (!(txt = ogk_read_file(path, &len, &e))) {
+        ogk_die(OGK_EXIT_INPUT, "%s", e.msg);
+    }
+    json_error_t je;
+    json_t *j = json_loadb(txt, len, 0, &je);
+    free(txt);
+    if (!json_is_array(j) || json_array_size(j) == 0)
+        ogk_die(OGK_EXIT_INPUT, "%s: want a non-empty JSON array of token ids%s%s", path, j ? "" : ": ",
+                j ? "" : je.text);
+    *n = (int)json_array_size(j);
+    int *ids = malloc((size_t)*n * sizeof *ids);
+    for (int i = 0; i < *n; i++) {
+        json_t *v = json_array_get(j, (size_t)i);
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > 0x7fffffff)
+            ogk_die(OGK_EXIT_INPUT, "%s: element %d is not a token id", path, i);
+        ids[i] = (int)json_integer_value(v);
+    }
+    json_decref(j);
+    return ids;
+}
+
+static void check_ids(const model *m, const char *what, const int *ids, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (ids[i] >= m->c.vocab_size)
+            ogk_die(OGK_EXIT_INPUT, "%s: token id %d at %d is outside the vocabulary (%d)", what, ids[i], i,
+                    m->c.vocab_size);
+}
+
+/* ---------------------------------------------------------------- run */
+
+typedef struct {
+    tok_stream *ts;
+    model_stopper stop;
+    int *ids;
+    int n_ids, cap;
+    char *text; /* --json: everything released */
+    size_t text_len, text_cap;
+    int json;
+} run_ctx;
+
+static void emit(const char *s, size_t n, void *arg)
+{
+    run_ctx *r = arg;
+    if (r->json) {
+        if (r->text_len + n + 1 > r->text_cap) {
+            r->text_cap = (r->text_len + n + 1) * 2;
+            if (!(r->text = realloc(r->text, r->text_cap)))
+                ogk_die(OGK_EXIT_INIT, "out of memory");
+        }
+        memcpy(r->text + r->text_len, s, n);
+        r->text_len += n;
+        r->text[r->text_len] = 0;
+        return;
+    }
+    if (fwrite(s, 1, n, stdout) != n || fflush(stdout))
+        ogk_die(OGK_EXIT_INPUT, "stdout: write failed");
+}
+
+static int on_token(int id, void *arg)
+{
+    run_ctx *r = arg;
+    ogk_error e;
+    if (r->n_ids == r->cap && !(r->ids = realloc(r->ids, (size_t)(r->cap = r->cap * 2 + 64) * sizeof *r->ids)))
+        ogk_die(OGK_EXIT_INIT, "out of memory");
+    r->ids[r->n_ids++] = id;
+    size_t n;
+    const char *s = tok_stream_put(r->ts, id, &n, &e);
+    if (!s)
+        ogk_die(OGK_EXIT_INIT, "detokenize: %s", e.msg);
+    return model_stopper_feed(&r->stop, s, n, emit, r);
+}
+
+/* the prompt's token ids: --ids, or text (-p / -f) encoded, through the chat template with --chat */
+static int *prompt_ids(const model *m, tok *t, const opts *o, int *n)
+{
+    if (o->ids_file)
+        return read_ids(o->ids_file, n);
+    ogk_error e;
+    char *text;
+    size_t len;
+    if (o->prompt) {
+        text = strdup(o->prompt);
+        len = strlen(text);
+    } else if (!strcmp(o->prompt_file, "-")) {
+        size_t cap = 1 << 16;
+        ssize_t r;
+        text = malloc(cap), len = 0;
+        while (text && (r = ogk_read_full(0, text + len, cap - len - 1)) > 0)
+            if ((len += (size_t)r) + 1 >= cap)
+                text = realloc(text, cap *= 2);
+        if (!text)
+            ogk_die(OGK_EXIT_INIT, "out of memory");
+        text[len] = 0;
+    } else if (!(text = ogk_read_file(o->prompt_file, &len, &e))) {
+        ogk_die(OGK_EXIT_INPUT, "%s", e.msg);
+    }
+    int add_special = 1;
+    if (o->chat) {
+        /* the template writes the special tokens itself (as apply_chat_template does) */
+        json_t *msgs = json_array();
+        if (o->system)
+            json_array_append_new(msgs, json_pack("{s:s,s:s}", "role", "system", "content", o->system));
+        json_array_append_new(msgs, json_pack("{s:s,s:s%}", "role", "user", "content", text, len));
+        json_t *vars = json_pack("{s:o,s:b}", "messages", msgs, "add_generation_prompt", 1);
+        const json_t *tmpl = json_object_get(q4nx_model(m->file), "chat_template");
+        char *r = json_is_string(tmpl) && !tok_chat_template(t)
+                      ? tok_jinja_render(json_string_value(tmpl), vars, &len, &e)
+                      : tok_chat_render(t, m->c.family_name, vars, &len, &e);
+        json_decref(vars);
+        if (!r)
+            ogk_die(OGK_EXIT_INPUT, "chat template: %s", e.msg);
+        free(text);
+        text = r, add_special = 0;
+    }
+    int32_t *ids32;
+    size_t nn;
+    if (tok_encode(t, text, len, add_special, &ids32, &nn, &e))
+        ogk_die(OGK_EXIT_INPUT, "prompt: %s", e.msg);
+    free(text);
+    if (nn == 0)
+        ogk_die(OGK_EXIT_INPUT, "prompt: empty (no tokens)");
+    int *ids = malloc(nn * sizeof *ids);
+    for (size_t i = 0; i < nn; i++)
+        ids[i] = ids32[i];
+    free(ids32);
+    *n = (int)nn;
+    return ids;
+}
+
+static int cmd_run(int argc, char **argv)
+{
+    opts o;
+    parse(argc, argv, &o);
+    if (!!o.prompt + !!o.prompt_file + !!o.ids_file != 1)
+        ogk_die(OGK_EXIT_USAGE, "run: give exactly one of -p TEXT, -f FILE, --ids FILE");
+    if (o.chat && o.ids_file)
+        ogk_die(OGK_EXIT_USAGE, "run: --chat renders text; it does not apply to --ids");
+    model *m = open_model(&o);
+    tok *t = open_tok(m);
+    int n;
+    int *ids = prompt_ids(m, t, &o, &n);
+    check_ids(m, "prompt", ids, n);
+    model_state *s = new_state(m, &o, 1);
+    if (n > s->context)
+        ogk_die(OGK_EXIT_INPUT, "prompt: %d tokens do not fit the context of %d positions (-c, up to %d)", n,
+                s->context, m->c.context_length);
+    model_sampler sp;
+    if (model_sampler_init(&sp, m->c.vocab_size, o.temp, o.top_k, o.top_p, o.seed ? o.seed : (uint64_t)getpid()))
+        ogk_die(OGK_EXIT_INIT, "out of memory");
+    run_ctx r = {.ts = tok_stream_new(t, 1), .json = o.json};
+    if (!r.ts)
+        ogk_die(OGK_EXIT_INIT, "out of memory");
+    model_stopper_init(&r.stop, o.stops, o.n_stops);
+    model_gen g = {.max_new = o.n, .ignore_eos = o.ignore_eos, .on_token = on_token, .ctx = &r};
+    model_gen_stats st;
+    ogk_error e;
+    if (model_generate(s, &sp, ids, n, &g, &st, &e))
+        ogk_die(OGK_EXIT_INPUT, "%s", e.msg);
+    if (!r.stop.hit) {
+        size_t fl;
+        const char *tail = tok_stream_flush(r.ts, &fl, &e);
+        if (tail)
+            model_stopper_feed(&r.stop, tail, fl, emit, &r);
+        model_stopper_flush(&r.stop, emit, &r);
+    }
+    if (o.json) {
+        json_t *pj = json_array(), *gj = json_array();
+        for (int i = 0; i < n; i++)
+            json_array_append_new(pj, json_integer(ids[i]));
+        for (int i = 0; i < r.n_ids; i++)
+            json_array_append_new(gj, json_integer(r.ids[i]));
+        json_t *out = json_pack(
+            "{s:o,s:o,s:s%,s:s,s:{s:i,s:i,s:f,s:f,s:f,s:f}}", "prompt_ids", pj, "ids", gj, "text",
+            r.text ? r.text : "", r.text_len, "stop_reason", st.stop, "timings", "prompt_n", st.prompt_tokens,
+            "predicted_n", st.new_tokens, "prompt_ms", st.prefill_ms, "ttft_ms", st.ttft_ms, "predicted_ms",
+            st.decode_ms, "predicted_per_second",
+            st.decode_ms > 0 && st.new_tokens > 1 ? (st.new_tokens - 1) / (st.decode_ms / 1e3) : 0.0);
+        if (ogk_json_print(stdout, out))
+            ogk_die(OGK_EXIT_INPUT, "stdout: write failed");
+        json_decref(out);
+    }
+    if (s->prof_print)
+        fprintf(stderr, "npu-forward: prompt %d tokens %.1f ms (%.1f tok/s), %d generated in %.1f ms (%.2f tok/s), stop %s\n",
+                n, st.prefill_ms, n / (st.prefill_ms / 1e3), st.new_tokens, st.decode_ms,
+                st.new_tokens > 1 ? (st.new_tokens - 1) / (st.decode_ms / 1e3) : 0.0, st.stop);
+    model_stopper_free(&r.stop);
+    tok_stream_free(r.ts);
+    free(r.ids), free(r.text), free(ids), free(o.stops);
+    model_sampler_free(&sp);
+    model_state_free(s);
+    tok_free(t);
+    model_close(m);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- logits */
+
+static double logsumexp(const float *x, int n)
+{
+    float mx = x[0];
+    for (int i = 1; i < n; i++)
+        mx = x[i] > mx ? x[i] : mx;
+    double s = 0;
+    for (int i = 0; i < n; i++)
+        s += exp((double)x[i] - mx);
+    return mx + log(s);
+}
+
+/* the k largest (ties: lower id first) */
+static json_t *topk_json(const float *x, int V, int k)
+{
+    int *idx = malloc((size_t)k * sizeof *idx), n = 0;
+    for (int j = 0; j < V; j++) {
+        if (n < k || x[j] > x[idx[n - 1]]) {
+            int p = n < k ? n++ : k - 1;
+            while (p > 0 && x[idx[p - 1]] < x[j]) {
+                idx[p] = idx[p - 1];
+                p--;
+            }
+            idx[p] = j;
+        }
+    }
+    json_t *ids = json_array(), *lg = json_array();
+    for (int i = 0; i < n; i++) {
+        json_array_append_new(ids, json_integer(idx[i]));
+        json_array_append_new(lg, json_real(x[idx[i]]));
+    }
+    free(idx);
+    return json_pack("{s:o,s:o,s:f}", "ids", ids, "logits", lg, "lse", logsumexp(x, V));
+}
+
+static int cmd_logits(int argc, char **argv)
+{
+    opts o;
+    parse(argc, argv, &o);
+    if (!o.ids_file)
+        ogk_die(OGK_EXIT_USAGE, "logits: --ids FILE is required");
+    model *m = open_model(&o);
+    int n, V = m->c.vocab_size;
+    int *ids = read_ids(o.ids_file, &n);
+    check_ids(m, "ids", ids, n);
+    /* feed: prefill = passes of 128 rows (M = 128 kernels), verify = 16 (M <= 16), step = 1 (decode) */
+    int per = !strcmp(o.feed, "prefill") ? MODEL_CHUNK : !strcmp(o.feed, "verify") ? MODEL_VERIFY_MAX : 1;
+    model_state *s = new_state(m, &o, per);
+    if (n > s->context)
+        ogk_die(OGK_EXIT_INPUT, "ids: %d tokens do not fit the context of %d positions", n, s->context);
+    ogk_out out = {0};
+    ogk_error e;
+    if (o.out_f32 && ogk_out_open(&out, o.out_f32, &e))
+        ogk_die(OGK_EXIT_INPUT, "%s", e.msg);
+    json_t *rows = json_array();
+    for (int done = 0; done < n; done += per) {
+        int k = n - done < per ? n - done : per;
+        if (model_forward(s, ids + done, k, 1, &e))
+            ogk_die(OGK_EXIT_INPUT, "%s", e.msg);
+        model_prof_print(s, o.feed);
+        for (int r = 0; r < k; r++) {
+            const float *x = s->logits + (size_t)r * V;
+            if (o.out_f32) {
+                if (ogk_write_all(out.fd, x, (size_t)V * sizeof *x))
+                    ogk_die(OGK_EXIT_INPUT, "%s: write failed", o.out_f32);
+            } else if (o.topk) {
+                json_array_append_new(rows, topk_json(x, V, o.topk < V ? o.topk : V));
+            } else {
+                json_t *a = json_array();
+                for (int j = 0; j < V; j++)
+                    json_array_append_new(a, json_real(x[j]));
+                json_array_append_new(rows, a);
+            }
+        }
+    }
+    if (o.out_f32 && ogk_out_commit(&out, &e))
+        ogk_die(OGK_EXIT_INPUT, "%s", e.msg);
+    json_t *idj = json_array();
+    for (int i = 0; i < n; i++)
+        json_array_append_new(idj, json_integer(ids[i]));
+    json_t *res = json_pack("{s:s,s:s,s:s,s:i,s:o,s:i}", "mode", "teacher", "feed", o.feed, "accuracy",
+                            o.mode == MODEL_I8 ? "i8" : "f32", "vocab_size", V, "ids", idj, "positions", n);
+    if (o.out_f32)
+        json_object_set_new(res, "logits_f32", json_string(o.out_f32)), json_decref(rows);
+    else
+        json_object_set_new(res, o.topk ? "topk" : "logits", rows);
+    if (ogk_json_print(stdout, res))
+        ogk_die(OGK_EXIT_INPUT, "stdout: write failed");
+    json_decref(res);
+    free(ids);
+    model_state_free(s);
+    model_close(m);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- bench */
+
+static int cmd_bench(int argc, char **argv)
+{
+    opts o;
+    parse(argc, argv, &o);
+    int lens[64], nl = 0;
+    char *list = strdup(o.lens), *save = NULL;
+    for (char *p = strtok_r(list, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
+        if (nl == 64)
+            ogk_die(OGK_EXIT_USAGE, "-l: at most 64 lengths");
+        lens[nl++] = (int)ogk_parse_long("-l", p, 1, 1 << 24);
+    }
+    free(list);
+    if (!nl)
+        ogk_die(OGK_EXIT_USAGE, "-l: no prompt lengths");
+    model *m = open_model(&o);
+    int maxlen = 0;
+    for (int i = 0; i < nl; i++)
+        maxlen = lens[i] > maxlen ? lens[i] : maxlen;
+    opts oc = o;
+    if (!oc.context) /* a bench needs only what it runs: a smaller cache, a smaller RSS */
+        oc.context = maxlen + o.gen < m->c.context_length ? maxlen + o.gen : m->c.context_length;
+    model_state *s = new_state(m, &oc, 1);
+    model_bench_opts bo = {lens, nl, o.gen, o.reps, o.warmup};
+    ogk_error e;
+    json_t *r = model_bench(s, &bo, &e);
+    if (!r)
+        ogk_die(OGK_EXIT_INPUT, "%s", e.msg);
+    json_object_set_new(r, "kernel", json_string(kern_path_name(kern_path())));
+    if (o.json) {
+        ogk_json_print(stdout, r);
+    } else {
+        printf("model %s  family %s  threads %d  mode %s  kernel %s  weights/token %.1f MB\n", o.model,
+               m->c.family_name, kern_pool_threads(s->pool), o.mode == MODEL_I8 ? "i8" : "f32",
+               kern_path_name(kern_path()), m->weight_bytes / 1e6);
+        printf("%8s %6s %16s %20s %20s %14s\n", "prompt", "gen", "TTFT ms", "prefill tok/s", "decode tok/s", "E2E ms");
+        size_t i;
+        json_t *row;
+        json_array_foreach(json_object_get(r, "results"), i, row)
+        {
+#define MED(k) json_real_value(json_object_get(json_object_get(row, k), "median"))
+#define SD(k) json_real_value(json_object_get(json_object_get(row, k), "stddev"))
+            printf("%8d %6d %9.2f ± %-5.2f %12.1f ± %-6.1f %12.2f ± %-6.2f %14.1f\n",
+                   (int)json_integer_value(json_object_get(row, "prompt_tokens")),
+                   (int)json_integer_value(json_object_get(row, "gen_tokens")), MED("ttft_ms"), SD("ttft_ms"),
+                   MED("prefill_tok_s"), SD("prefill_tok_s"), MED("decode_tok_s"), SD("decode_tok_s"), MED("e2e_ms"));
+#undef MED
+#undef SD
+        }
+        printf("peak RSS %.1f MB (median of %d runs after %d warm-up)\n",
+               json_integer_value(json_object_get(r, "peak_rss_bytes")) / 1e6, o.reps, o.warmup);
+    }
+    json_decref(r);
+    model_state_free(s);
+    model_close(m);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- info */
+
+static int cmd_info(int argc, char **argv)
+{
+    opts o;
+    parse(argc, argv, &o);
+    model *m = open_model(&o);
+    const model_config *c = &m->c;
+    json_t *eos = json_array();
+    for (int i = 0; i < c->n_eos; i++)
+        json_array_append_new(eos, json_integer(c->eos_ids[i]));
+    json_t *r = json_pack("{s:s,s:s,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:b,s:b,s:b,s:o,s:I,s:s}", "model", o.model,
+                          "family", c->family_name, "vocab_size", c->vocab_size, "hidden_size", c->dim,
+                          "intermediate_size", c->hidden_dim, "num_layers", c->n_layers, "num_heads", c->n_heads,
+                          "num_kv_heads", c->n_kv_heads, "head_dim", c->head_dim, "context_length",
+                          c->context_length, "rope_dim", c->rope_dim, "qkv_bias", c->qkv_bias, "qk_norm", c->qk_norm,
+                          "tied", c->tied, "eos_token_ids", eos, "weight_bytes_per_token", (json_int_t)m->weight_bytes,
+                          "layout", q4nx_layout_name(q4nx_layout(m->file)));
+    ogk_json_print(stdout, r);
+    json_decref(r);
+    model_close(m);
+    return 0;
+}
+
+static const struct {
+    const char *name;
+    int (*fn)(int, char **);
+} commands[] = {
+    {"run", cmd_run},
+    {"logits", cmd_logits},
+    {"bench", cmd_bench},
+    {"info", cmd_info},
+    {"tokenize", tok_cmd_tokenize},
+    {"detokenize", tok_cmd_detokenize},
+    {"chat", tok_cmd_chat},
+};
+
+int main(int argc, char **argv)
+{
+    ogk_prog_set(argv[0]);
+    if (argc < 2)
+        usage(OGK_EXIT_USAGE);
+    if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))
+        usage(0);
+    if (!strcmp(argv[1], "--version")) {
+        printf("npu-forward %s\n", OGAKIT_VERSION);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
+        if (!strcmp(argv[1], commands[i].name))
+            return commands[i].fn(argc - 1, argv + 1);
+    ogk_die(OGK_EXIT_USAGE, "unknown command '%s' (run, logits, bench, info, tokenize, detokenize, chat)", argv[1]);
+}
