@@ -183,6 +183,16 @@ EOF
   [ "$status" -eq 0 ]
 }
 
+@test "chat: strftime_now (date strings of Llama-3.x templates) formats as the reference" {
+  printf '{{ strftime_now("%%d %%b %%Y, %%B %%m/%%d, %%%%") }}' > "$W/date.jinja"
+  echo '{}' > "$W/date.jsonl"
+  golden chat --template "$W/date.jinja" < "$W/date.jsonl" > "$W/date.gold"
+  npu-forward chat --jsonl --template "$W/date.jinja" < "$W/date.jsonl" > "$W/date.out"
+  run golden compare "$W/date.gold" "$W/date.out"
+  echo "$output"
+  [ "$status" -eq 0 ]
+}
+
 @test "chat: --ids tokenizes the rendered prompt with specials parsed" {
   echo '[{"role":"user","content":"hi"}]' > "$W/one.json"
   npu-forward chat --tokenizer "$(tokdir qwen3)" --add-generation-prompt "$W/one.json" > "$W/one.txt"

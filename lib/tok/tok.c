@@ -312,6 +312,7 @@ struct tok {
     int nspecial;
     /* work: reused across calls (a tok is used by one thread at a time) */
     void *bw;
+    int regex_rc; /* a PCRE2 error (not "no match") from the last call, for the error message */
     pcre2_match_data *md;
     cache_ent *cache;
     /* bytes_to_unicode */
@@ -1143,8 +1144,12 @@ static int pat_replace(tok *t, const tpat *p, const char *s, size_t n, const cha
     size_t i = 0, start = 0;
     while (start <= n) {
         int rc = pcre2_match(p->re, (PCRE2_SPTR)s, n, start, PCRE2_NO_UTF_CHECK, t->md, NULL);
-        if (rc < 0)
+        if (rc == PCRE2_ERROR_NOMATCH)
             break;
+        if (rc < 0) {
+            t->regex_rc = rc;
+            return -1;
+        }
         PCRE2_SIZE *ov = pcre2_get_ovector_pointer(t->md);
         if (tok_buf_put(out, s + i, ov[0] - i) || tok_buf_put(out, rep, repn))
             return -1;
@@ -1251,8 +1256,12 @@ static int regex_pieces(tok *t, pcre2_code *re, const char *w, span in, int mode
     size_t n = in.len, prev = 0, start = 0;
     while (start <= n) {
         int rc = pcre2_match(re, (PCRE2_SPTR)s, n, start, PCRE2_NO_UTF_CHECK, t->md, NULL);
-        if (rc < 0)
+        if (rc == PCRE2_ERROR_NOMATCH)
             break;
+        if (rc < 0) {
+            t->regex_rc = rc;
+            return -1;
+        }
         PCRE2_SIZE *ov = pcre2_get_ovector_pointer(t->md);
         size_t a = ov[0], b = ov[1];
         if (mode != 1 && prev < a && spans_push(out, in.off + (uint32_t)prev, (uint32_t)(a - prev)))
@@ -1837,7 +1846,14 @@ int tok_encode(tok *t, const char *text, size_t len, int add_special, int32_t **
         rc = ogk_fail(e, "out of memory");
     goto done;
 oom:
-    ogk_fail(e, "out of memory");
+    if (t->regex_rc) {
+        PCRE2_UCHAR msg[160];
+        pcre2_get_error_message(t->regex_rc, msg, sizeof msg);
+        ogk_fail(e, "pre-tokenizer regex failed on this input: %s", (char *)msg);
+        t->regex_rc = 0;
+    } else {
+        ogk_fail(e, "out of memory");
+    }
 done:
     free(w.p);
     free(nb.p);
