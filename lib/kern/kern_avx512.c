@@ -138,7 +138,8 @@ INLINE void tile_i8(const kern_job *j, uint32_t rb, const int RB, const int MT, 
     const q4nx_tensor *W = j->W;
     const uint32_t B = W->block, kb = W->k_blocks, kp = j->kp, cpg = B / 8;
     const __m512i m4 = _mm512_set1_epi8(0x0F);
-    __m512 y[4][8];
+    /* the fp32 sums live in memory (touched once per group): registers go to the int32 accumulators */
+    float y[4][8][16] __attribute__((aligned(64)));
     __m512i a0[4][8], a1[4][8];
     const uint8_t *cb[4];
 #pragma GCC unroll 4
@@ -146,7 +147,7 @@ INLINE void tile_i8(const kern_job *j, uint32_t rb, const int RB, const int MT, 
         cb[r] = W->codes + (size_t)(rb + r) * kb * B * 8;
 #pragma GCC unroll 8
         for (int m = 0; m < MT; m++)
-            y[r][m] = _mm512_setzero_ps();
+            _mm512_store_ps(y[r][m], _mm512_setzero_ps());
     }
     for (uint32_t g = 0; g < kb; g++) {
         if (PF_BYTES && MT == 1)
@@ -161,22 +162,29 @@ INLINE void tile_i8(const kern_job *j, uint32_t rb, const int RB, const int MT, 
         for (int m = 0; m < MT; m++)
             q[m] = j->xq + (size_t)(m0 + m) * kp + (size_t)g * B;
         for (uint32_t c = 0; c < cpg; c++) {
+            __m512i lo[4], hi[4];
 #pragma GCC unroll 4
             for (int r = 0; r < RB; r++) {
                 __m512i w = _mm512_loadu_si512(cb[r] + ((size_t)g * cpg + c) * 64);
                 if (PF_BYTES && MT == 1)
                     _mm_prefetch((const char *)cb[r] + ((size_t)g * cpg + c) * 64 + PF_BYTES, _MM_HINT_T0);
-                __m512i lo = _mm512_and_si512(w, m4), hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), m4);
+                lo[r] = _mm512_and_si512(w, m4);
+                hi[r] = _mm512_and_si512(_mm512_srli_epi16(w, 4), m4);
+            }
+            /* activation rows outside, row blocks inside: two broadcasts live at a time */
 #pragma GCC unroll 8
-                for (int m = 0; m < MT; m++) {
-                    int32_t ql, qh;
-                    memcpy(&ql, q[m] + c * 8, 4);
-                    memcpy(&qh, q[m] + c * 8 + 4, 4);
-                    a0[r][m] = _mm512_dpbusd_epi32(a0[r][m], lo, _mm512_set1_epi32(ql));
+            for (int m = 0; m < MT; m++) {
+                int32_t ql, qh;
+                memcpy(&ql, q[m] + c * 8, 4);
+                memcpy(&qh, q[m] + c * 8 + 4, 4);
+                const __m512i bl = _mm512_set1_epi32(ql), bh = _mm512_set1_epi32(qh);
+#pragma GCC unroll 4
+                for (int r = 0; r < RB; r++) {
+                    a0[r][m] = _mm512_dpbusd_epi32(a0[r][m], lo[r], bl);
                     if (MT == 1)
-                        a1[r][m] = _mm512_dpbusd_epi32(a1[r][m], hi, _mm512_set1_epi32(qh));
+                        a1[r][m] = _mm512_dpbusd_epi32(a1[r][m], hi[r], bh);
                     else
-                        a0[r][m] = _mm512_dpbusd_epi32(a0[r][m], hi, _mm512_set1_epi32(qh));
+                        a0[r][m] = _mm512_dpbusd_epi32(a0[r][m], hi[r], bh);
                 }
             }
         }
@@ -190,7 +198,8 @@ INLINE void tile_i8(const kern_job *j, uint32_t rb, const int RB, const int MT, 
                 size_t xi = (size_t)(m0 + m) * kb + g;
                 /* exact: |Σ code·q|, zp·|Σq| < 2^24 for B <= 4096 */
                 __m512 t = _mm512_fnmadd_ps(z, _mm512_set1_ps((float)j->xqs[xi]), _mm512_cvtepi32_ps(it));
-                y[r][m] = _mm512_fmadd_ps(_mm512_mul_ps(s, _mm512_set1_ps(j->xd[xi])), t, y[r][m]);
+                _mm512_store_ps(y[r][m], _mm512_fmadd_ps(_mm512_mul_ps(s, _mm512_set1_ps(j->xd[xi])), t,
+                                                         _mm512_load_ps(y[r][m])));
             }
         }
     }
@@ -198,7 +207,7 @@ INLINE void tile_i8(const kern_job *j, uint32_t rb, const int RB, const int MT, 
     for (int r = 0; r < RB; r++)
 #pragma GCC unroll 8
         for (int m = 0; m < MT; m++)
-            store_rows(j, rb + r, m0 + m, y[r][m]);
+            store_rows(j, rb + r, m0 + m, _mm512_load_ps(y[r][m]));
 }
 
 #define TILE(mode, RB, MT)                                                                                             \
@@ -217,10 +226,12 @@ TILE(i8, 2, 3)
 TILE(i8, 2, 4)
 TILE(i8, 2, 5)
 TILE(i8, 2, 6)
+TILE(i8, 2, 7)
+TILE(i8, 2, 8)
 
 typedef void (*tile_fn)(const kern_job *, uint32_t, int);
 #define MT_F32 4
-#define MT_I8 6
+#define MT_I8 8
 
 void kern_b8_avx512(const kern_job *j, uint32_t rb0, uint32_t rb1)
 {
@@ -234,7 +245,7 @@ void kern_b8_avx512(const kern_job *j, uint32_t rb0, uint32_t rb1)
         return;
     }
     static const tile_fn f32_tiles[] = {0, f32_2_1, f32_2_2, f32_2_3, f32_2_4};
-    static const tile_fn i8_tiles[] = {0, i8_2_1, i8_2_2, i8_2_3, i8_2_4, i8_2_5, i8_2_6};
+    static const tile_fn i8_tiles[] = {0, i8_2_1, i8_2_2, i8_2_3, i8_2_4, i8_2_5, i8_2_6, i8_2_7, i8_2_8};
     int mt = i8 ? MT_I8 : MT_F32;
     for (; rb + 2 <= rb1; rb += 2)
         for (int m0 = 0; m0 < j->M; m0 += mt) {
