@@ -67,14 +67,15 @@ INLINE void tile_f32(const kern_job *j, uint32_t rb, const int RB, const int MT,
     const q4nx_tensor *W = j->W;
     const uint32_t B = W->block, kb = W->k_blocks, kp = j->kp, cpg = B / 8;
     const __m512 tbl = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    __m512 y[4][8], a0[4][8], a1[4][8];
+    float y[4][8][16] __attribute__((aligned(64))); /* fp32 sums in memory, touched once per group */
+    __m512 a0[4][8], a1[4][8];
     const uint8_t *cb[4];
 #pragma GCC unroll 4
     for (int r = 0; r < RB; r++) {
         cb[r] = W->codes + (size_t)(rb + r) * kb * B * 8;
 #pragma GCC unroll 8
         for (int m = 0; m < MT; m++)
-            y[r][m] = _mm512_setzero_ps();
+            _mm512_store_ps(y[r][m], _mm512_setzero_ps());
     }
     for (uint32_t g = 0; g < kb; g++) {
         if (PF_BYTES && MT == 1)
@@ -122,7 +123,7 @@ INLINE void tile_f32(const kern_job *j, uint32_t rb, const int RB, const int MT,
             for (int m = 0; m < MT; m++) {
                 __m512 t = MT == 1 ? _mm512_add_ps(a0[r][m], a1[r][m]) : a0[r][m];
                 t = _mm512_fnmadd_ps(z, _mm512_set1_ps(j->xs[(size_t)(m0 + m) * kb + g]), t);
-                y[r][m] = _mm512_fmadd_ps(s, t, y[r][m]);
+                _mm512_store_ps(y[r][m], _mm512_fmadd_ps(s, t, _mm512_load_ps(y[r][m])));
             }
         }
     }
@@ -130,7 +131,7 @@ INLINE void tile_f32(const kern_job *j, uint32_t rb, const int RB, const int MT,
     for (int r = 0; r < RB; r++)
 #pragma GCC unroll 8
         for (int m = 0; m < MT; m++)
-            store_rows(j, rb + r, m0 + m, y[r][m]);
+            store_rows(j, rb + r, m0 + m, _mm512_load_ps(y[r][m]));
 }
 
 INLINE void tile_i8(const kern_job *j, uint32_t rb, const int RB, const int MT, int m0)
@@ -218,6 +219,10 @@ TILE(f32, 2, 1)
 TILE(f32, 2, 2)
 TILE(f32, 2, 3)
 TILE(f32, 2, 4)
+TILE(f32, 2, 5)
+TILE(f32, 2, 6)
+TILE(f32, 2, 7)
+TILE(f32, 2, 8)
 TILE(i8, 4, 1)
 TILE(i8, 1, 1)
 TILE(i8, 2, 1)
@@ -230,7 +235,7 @@ TILE(i8, 2, 7)
 TILE(i8, 2, 8)
 
 typedef void (*tile_fn)(const kern_job *, uint32_t, int);
-#define MT_F32 4
+#define MT_F32 8
 #define MT_I8 8
 
 void kern_b8_avx512(const kern_job *j, uint32_t rb0, uint32_t rb1)
@@ -244,7 +249,7 @@ void kern_b8_avx512(const kern_job *j, uint32_t rb0, uint32_t rb1)
             (i8 ? i8_1_1 : f32_1_1)(j, rb, 0);
         return;
     }
-    static const tile_fn f32_tiles[] = {0, f32_2_1, f32_2_2, f32_2_3, f32_2_4};
+    static const tile_fn f32_tiles[] = {0, f32_2_1, f32_2_2, f32_2_3, f32_2_4, f32_2_5, f32_2_6, f32_2_7, f32_2_8};
     static const tile_fn i8_tiles[] = {0, i8_2_1, i8_2_2, i8_2_3, i8_2_4, i8_2_5, i8_2_6, i8_2_7, i8_2_8};
     int mt = i8 ? MT_I8 : MT_F32;
     for (; rb + 2 <= rb1; rb += 2)
