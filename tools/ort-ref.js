@@ -17,9 +17,10 @@
  *       Teacher forcing: feeds the given ids and records logits at every position
  *       (logits[i] predicts ids[i+1]). --feed prefill (default) runs the whole sequence in
  *       one call; --feed step runs one token per call through the KV cache.
- *   node tools/ort-ref.js PACK --bench [--threads T] [--runs R] [--decode N]
- *       Prefill tok/s at 128 and 512 tokens, decode tok/s (N tokens after a 128-token
- *       prefill, default 32); medians of R runs (default 5) after one warm-up.
+ *   node tools/ort-ref.js PACK --bench [--threads T] [--runs R] [--decode N] [--decode-ctx 128,512]
+ *       Prefill tok/s at 128 and 512 tokens, decode tok/s (N tokens, default 32, after a
+ *       prompt of each --decode-ctx length, default 128: "decode":[{context,tok_s}], and
+ *       decode_tok_s for the first); medians of R runs (default 5) after one warm-up.
  * Common options: --threads T (intra-op threads, default 2).
  * --logits-f32 FILE (generate, teacher): write the logits rows to FILE as raw little-endian
  *   float32 [rows][V] instead of into the JSON (which then says "logits_f32": FILE).
@@ -67,6 +68,7 @@ function parseArgs(argv) {
     else if (s === '--threads') a.threads = int(val());
     else if (s === '--runs') a.runs = int(val());
     else if (s === '--decode') a.decode = int(val());
+    else if (s === '--decode-ctx') a.decodeCtx = val().split(',').map(int);
     else if (s === '--bench') a.bench = true;
     else if (s === '--logits-f32') a.logitsF32 = val();
     else if (s.startsWith('-')) die('unknown option ' + s, 2);
@@ -314,23 +316,28 @@ async function bench(p, a) {
     }
     res['prefill' + n + '_tok_s'] = Number(median(tps).toFixed(2));
   }
-  const ids = prompt(128);
-  const tps = [];
-  for (let i = 0; i <= a.runs; i++) {
-    let r = await p.run(ids, p.emptyPast(), 0);
-    let pastLen = ids.length;
-    let tok = argmax(rowOf(r.logits, p.vocab, ids.length - 1));
-    const t0 = now();
-    for (let t = 0; t < a.decode; t++) {
-      r = await p.run([tok], r.past, pastLen);
-      pastLen++;
-      tok = argmax(rowOf(r.logits, p.vocab, 0));
+  // decode N tokens after a prompt of each --decode-ctx length (default 128)
+  res.decode = [];
+  for (const ctx of a.decodeCtx || [128]) {
+    const ids = prompt(ctx);
+    const tps = [];
+    for (let i = 0; i <= a.runs; i++) {
+      let r = await p.run(ids, p.emptyPast(), 0);
+      let pastLen = ids.length;
+      let tok = argmax(rowOf(r.logits, p.vocab, ids.length - 1));
+      const t0 = now();
+      for (let t = 0; t < a.decode; t++) {
+        r = await p.run([tok], r.past, pastLen);
+        pastLen++;
+        tok = argmax(rowOf(r.logits, p.vocab, 0));
+      }
+      if (i > 0) tps.push(a.decode / (now() - t0)); // run 0 is the warm-up
     }
-    if (i > 0) tps.push(a.decode / (now() - t0)); // run 0 is the warm-up
+    res.decode.push({ context: ctx, tok_s: Number(median(tps).toFixed(2)) });
   }
   res.decode_tokens = a.decode;
-  res.decode_context = 128;
-  res.decode_tok_s = Number(median(tps).toFixed(2));
+  res.decode_context = res.decode[0].context;
+  res.decode_tok_s = res.decode[0].tok_s;
   return res;
 }
 
