@@ -327,7 +327,7 @@ static json_t *cpu_json(kern_pool *pool)
     }
     json_object_set_new(j, "name", json_string(name));
     json_t *feat = json_array();
-    static const char *fs[] = {"avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512vnni", "avx512bf16"};
+    static const char *fs[] = {"avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512vnni", "avx512bf16", "avx512vbmi"};
     __builtin_cpu_init();
     for (size_t i = 0; i < sizeof fs / sizeof *fs; i++) {
         int has = 0;
@@ -340,6 +340,7 @@ static json_t *cpu_json(kern_pool *pool)
         case 5: has = __builtin_cpu_supports("avx512vl"); break;
         case 6: has = __builtin_cpu_supports("avx512vnni"); break;
         case 7: has = __builtin_cpu_supports("avx512bf16"); break;
+        case 8: has = __builtin_cpu_supports("avx512vbmi"); break;
         }
         if (has)
             json_array_append_new(feat, json_string(fs[i]));
