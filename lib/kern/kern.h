@@ -5,8 +5,9 @@
  * Shapes and memory: W is a q4nx_tensor (Q4NX_Q4, layout b8 or rm, N rows x K columns). X is M x K
  * fp32, row-major with row stride K; Y is M x N fp32, row-major with row stride N. Y is overwritten.
  * Any M >= 1 works: M = 1 is decode (GEMV), 2..16 a verify batch, larger M (prefill) is worked in
- * chunks of KERN_CHUNK_M rows so scratch stays small. Nothing is allocated per call beyond a
- * per-thread scratch buffer that grows once to the largest K seen.
+ * chunks of KERN_CHUNK_M rows so scratch stays small. The fast paths allocate nothing per call:
+ * per-thread scratch buffers (prepared X; an rm band) grow to the largest size seen and are freed
+ * at thread exit. (The ref path allocates; it is the definition, not a fast path.)
  *
  * Accuracy modes (like MatMulNBits' accuracy_level):
  *   KERN_F32  activations stay fp32. Result = Σ_k W[n,k]·X[m,k] with W[n,k] = (code − zp)·scale, up to
