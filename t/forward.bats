@@ -156,18 +156,28 @@ greedy() {
 }
 
 # ---- text in, text out ----
-@test "run -p: prompt ids are the reference tokenizer's; --json text is the decode of ids; --stop" {
-  local m
+@test "run -p/-f: prompt ids are the reference tokenizer's; streamed text is the --json text; --stop" {
+  local m text streamed stop want
   m=$(container qwen2 cpu tied b8)
-  run npu-forward run -m "$m" -p "$(jq -r '.prompts[1].text' "$TOP/share/prompts/gates.json")" -n 8 --json
+  jq -j '.prompts[1].text' "$TOP/share/prompts/gates.json" >"$W/code.txt" # keeps the final newline
+  run npu-forward run -m "$m" -f "$W/code.txt" -n 12 --ignore-eos --json
   [ "$status" -eq 0 ]
   [ "$(echo "$output" | jq -c .prompt_ids)" = "$(prompt_ids qwen2 1)" ]
-  [ "$(echo "$output" | jq '.ids | length')" -le 8 ]
-  # streamed text equals the --json text
-  local text streamed
+  [ "$(echo "$output" | jq '.ids | length')" -eq 12 ]
   text=$(echo "$output" | jq -j .text)
-  streamed=$(npu-forward run -m "$m" -p "$(jq -r '.prompts[1].text' "$TOP/share/prompts/gates.json")" -n 8)
+  streamed=$(npu-forward run -m "$m" -f "$W/code.txt" -n 12 --ignore-eos)
   [ "$streamed" = "$text" ]
+  # -p with the same text (no trailing newline here, so compare with the ids minus the last)
+  run npu-forward run -m "$m" -p "$(jq -r '.prompts[0].text' "$TOP/share/prompts/gates.json")" -n 1 --json
+  [ "$(echo "$output" | jq -c .prompt_ids)" = "$(prompt_ids qwen2 0)" ]
+  # --stop: the text up to the first occurrence of a string taken from the middle of the output
+  stop=${text:$((${#text} / 2)):3}
+  want=${text%%"$stop"*}
+  streamed=$(npu-forward run -m "$m" -f "$W/code.txt" -n 12 --ignore-eos --stop "$stop")
+  echo "# stop '$stop': '$streamed'" >&3
+  [ "$streamed" = "$want" ]
+  run npu-forward run -m "$m" -f "$W/code.txt" -n 12 --ignore-eos --stop "$stop" --json
+  [ "$(echo "$output" | jq -r .stop_reason)" = stop ]
 }
 
 @test "run --temp/--top-k/--top-p/--seed: same seed same text, different seeds differ" {
