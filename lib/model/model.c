@@ -514,6 +514,21 @@ typedef struct {
     int layer, pos0, rows;
 } attn_job;
 
+/* q·k with independent partial sums, so the compiler can keep them in vector lanes */
+static inline float dot(const float *a, const float *b, int n)
+{
+    float acc[16] = {0}, d = 0;
+    int i = 0;
+    for (; i + 16 <= n; i += 16)
+        for (int l = 0; l < 16; l++)
+            acc[l] += a[i + l] * b[i + l];
+    for (; i < n; i++)
+        d += a[i] * b[i];
+    for (int l = 0; l < 16; l++)
+        d += acc[l];
+    return d;
+}
+
 static void attention_head(attn_job *j, int h)
 {
     model_state *s = j->s;
@@ -527,11 +542,7 @@ static void attention_head(attn_job *j, int h)
         /* scores, softmax */
         float mx = -INFINITY;
         for (int t = 0; t < n; t++) {
-            const float *k = kc + (size_t)t * hd;
-            float d = 0;
-            for (int i = 0; i < hd; i++)
-                d += q[i] * k[i];
-            att[t] = d * scale;
+            att[t] = dot(q, kc + (size_t)t * hd, hd) * scale;
             mx = att[t] > mx ? att[t] : mx;
         }
         float sum = 0;
@@ -540,9 +551,10 @@ static void attention_head(attn_job *j, int h)
         /* weighted sum of the values, into q's place */
         for (int i = 0; i < hd; i++)
             q[i] = 0;
+        float inv = 1.0f / sum;
         for (int t = 0; t < n; t++) {
             const float *v = vc + (size_t)t * hd;
-            float a = att[t] / sum;
+            float a = att[t] * inv;
             for (int i = 0; i < hd; i++)
                 q[i] += a * v[i];
         }
