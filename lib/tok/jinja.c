@@ -1660,8 +1660,18 @@ static jv call_method(interp *I, jfn *f, jv *args, size_t nargs)
                 jfail(c, "replace() count argument must be a number or null");
             return str_replace(c, s, args[0], args[1], cnt.t == V_NULL ? -1 : cnt.u.num);
         }
-        if (M("title") || M("capitalize"))
-            jfail(c, "unsupported method '%s'", m);
+        if (M("title") || M("capitalize")) {
+            if (!ascii_only(s))
+                jfail(c, "unsupported: %s() of non-ASCII text", m);
+            char *o = jstrdup(c, s.u.str.s, s.u.str.n);
+            for (size_t i = 0; i < s.u.str.n; i++) {
+                /* title: /\b\w/ upper-cased (ASCII word chars); capitalize: the first character only */
+                int start = M("capitalize") ? i == 0 : is_word(o[i]) && (i == 0 || !is_word(o[i - 1]));
+                if (start && o[i] >= 'a' && o[i] <= 'z')
+                    o[i] = (char)(o[i] - 32);
+            }
+            return v_str(o, s.u.str.n);
+        }
     } else if (s.t == V_OBJ) {
         jobj *o = s.u.obj;
         if (M("get")) {
@@ -2382,6 +2392,10 @@ static jv apply_filter(interp *I, node *x, jv v, env *E)
             if (!ascii_only(v))
                 jfail(c, "unsupported: %.*s of non-ASCII text", (int)fn, f);
             return case_map(c, v, F("upper"));
+        }
+        if (F("title") || F("capitalize")) {
+            jfn m = {.kind = F_METHOD, .name = F("title") ? "title" : "capitalize", .self = v};
+            return call_method(I, &m, NULL, 0);
         }
         if (F("trim"))
             return js_trim(v, 1, 1);

@@ -86,9 +86,9 @@ size_t tok_utf8_check(const char *s, size_t len);
  * float, abs, string, safe), tests (defined, undefined, none, string, number, integer, boolean, mapping,
  * iterable, sequence, callable, true, false, odd, even, lower, upper), string methods (startswith,
  * endswith, split, strip, lstrip, rstrip, replace, upper, lower), dict methods (get, items, keys,
- * values), namespace(), range(), raise_exception(), strftime_now(). As in the reference, strip('x')
+ * values), title/capitalize (ASCII), namespace(), range(), raise_exception(), strftime_now(). As in the reference, strip('x')
  * ignores its argument and trims whitespace, and booleans render as "true"/"false". upper/lower of
- * non-ASCII text, dictsort, title/capitalize and other filters are named errors. */
+ * non-ASCII text, dictsort and other filters are named errors. */
 /* ---- chat templates ----
  * Render template src with the variables in vars (a JSON object: messages, tools,
  * add_generation_prompt, bos_token, eos_token, ...). Returns a malloc'd string, or NULL with e filled:
