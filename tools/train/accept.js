@@ -5,7 +5,7 @@
  * onnxruntime-node (CPU EP), on held-out prompts.
  *
  * Usage: node tools/train/accept.js TARGET_PACK DRAFT_PACK DUMP.json
- *            [--k 4] [--prompt-tokens 64] [--new 64] [--max-prompts N] [--threads 2]
+ *            [--k 4] [--prompt-tokens 64] [--new 64] [--max-prompts N] [--threads 1]
  *
  * DUMP.json is `bpe.py dump` output (held-out files with their texts). One prompt per
  * held-out file: the text from the start of the middle line that begins a def/class/
@@ -91,7 +91,7 @@ function prompts(dump, tok, P) {
 
 async function main() {
   const argv = process.argv.slice(2);
-  const o = { k: 4, 'prompt-tokens': 64, new: 64, 'max-prompts': 1e9, threads: 2 };
+  const o = { k: 4, 'prompt-tokens': 64, new: 64, 'max-prompts': 1e9, threads: 1 };
   const pos = [];
   for (let i = 0; i < argv.length; i++) {
     if (argv[i] === '-h' || argv[i] === '--help') {

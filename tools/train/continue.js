@@ -33,7 +33,7 @@ async function main() {
     const prompt = raw.replace(/\\n/g, '\n');
     const ids = tok.encode(prompt, { add_special_tokens: false }).ids;
     const out = JSON.parse(execFileSync('node', [path.join(TOP, 'tools/ort-ref.js'), pack, 'generate',
-      '--ids', JSON.stringify(ids), '-n', String(n), '--no-logits'], { maxBuffer: 1 << 26 }).toString());
+      '--ids', JSON.stringify(ids), '-n', String(n), '--no-logits', '--threads', '1'], { maxBuffer: 1 << 26 }).toString());
     let gen = out.ids;
     const e = gen.indexOf(eos);
     if (e >= 0) gen = gen.slice(0, e);

@@ -50,7 +50,26 @@ def load(split):
     return docs
 
 
+def manifest():
+    """path, bytes, crc32 of the content, split ('train', 'held' or 'skip' when not UTF-8)."""
+    for rel in files():
+        with open(os.path.join(ROOT, rel), "rb") as fh:
+            raw = fh.read()
+        try:
+            raw.decode("utf-8")
+            split = "held" if held_out(rel) else "train"
+        except UnicodeDecodeError:
+            split = "skip"
+        if not raw.strip():
+            split = "skip"
+        print(f"{rel}\t{len(raw)}\t{zlib.crc32(raw):08x}\t{split}")
+
+
 if __name__ == "__main__":
+    import sys
+    if sys.argv[1:] == ["--manifest"]:
+        manifest()
+        sys.exit(0)
     for split in ("train", "held"):
         d = load(split)
         print(split, len(d), "files", sum(len(t.encode()) for _, t in d), "bytes")

@@ -3,19 +3,19 @@
 # committed packs share/models/pytiny-target and share/models/pytiny-draft, and the
 # numbers in share/models/README.md. Run once (as root for deps.sh) from the repo top:
 #   sh tools/train/deps.sh && sh tools/train/run.sh [BUDGET_MINUTES]
-# Work files go to .cache/train/. Training runs under nice -n 19 with 2 threads.
+# Work files go to .cache/train/. Training runs under nice -n 19 with 1 thread (see train.py).
 set -eu
 cd "$(dirname "$0")/../.."
 W=.cache/train
 PY=/usr/bin/python3
 BUDGET=${1:-70}
 mkdir -p $W
-$PY tools/train/corpus.py
+$PY tools/train/corpus.py && $PY tools/train/corpus.py --manifest > share/models/corpus-manifest.tsv
 $PY tools/train/bpe.py train $W/tok
 $PY tools/train/bpe.py encode $W/tok $W/data
 $PY tools/train/bpe.py dump $W/tok $W/tokdump.json
 node tools/train/tokcheck.mjs $W/tok $W/tokdump.json
-nice -n 19 $PY tools/train/train.py $W/data $W/run --budget-min "$BUDGET"
+OMP_WAIT_POLICY=PASSIVE nice -n 19 $PY tools/train/train.py $W/data $W/run --budget-min "$BUDGET"
 for m in target draft; do
 	$PY tools/train/export.py $W/run/$m.pt $W/export-$m
 	$PY tools/mkpack.py --config $W/export-$m/config.json --weights $W/export-$m/weights.npz \
