@@ -39,6 +39,7 @@ MODS_UNIT_q4nx   = ogax q4nx util
 MODS_UNIT_ogax   = ogax q4nx util
 MODS_UNIT_kern   = kern q4nx util
 MODS_UNIT_npu    = npu util
+MODS_UNIT_model  = model kern q4nx util
 
 PROGS := $(patsubst bin/%.c,%,$(wildcard bin/*.c))
 MODULES := $(filter-out onnx,$(notdir $(wildcard lib/*)))

@@ -1,0 +1,123 @@
+/* lib/model sampling and stop strings against their definitions: greedy = argmax (lowest id on
+ * ties), softmax(logits / T) frequencies, top-k and top-p (nucleus) cuts, seeded reproducibility;
+ * stop strings split across pieces. Expected values are worked out from the definitions by hand. */
+#include <math.h>
+#include <string.h>
+
+#include "model/model.h"
+#include "tap.h"
+
+static int draws(model_sampler *sp, const float *lg, int n, int *count)
+{
+    memset(count, 0, 8 * sizeof *count);
+    for (int i = 0; i < n; i++)
+        count[model_sample(sp, lg)]++;
+    return n;
+}
+
+static char out[256];
+static size_t out_len;
+static void sink(const char *s, size_t n, void *ctx)
+{
+    (void)ctx;
+    memcpy(out + out_len, s, n);
+    out_len += n;
+    out[out_len] = 0;
+}
+
+int main(void)
+{
+    float tie[5] = {1, 3, 3, 2, -1};
+    TAP_OK(model_argmax(tie, 5) == 1, "argmax: first of equal maxima");
+
+    /* p = 0.5, 0.3, 0.2, ~0 */
+    float lg[4] = {logf(0.5f), logf(0.3f), logf(0.2f), -100};
+    model_sampler sp;
+    int c[8], N = 40000;
+    model_sampler_init(&sp, 4, 0, 0, 1, 1);
+    TAP_OK(model_sample(&sp, lg) == 0, "temperature 0 is greedy");
+    model_sampler_free(&sp);
+
+    model_sampler_init(&sp, 4, 1, 0, 1, 42);
+    draws(&sp, lg, N, c);
+    TAP_OK(fabs(c[0] / (double)N - 0.5) < 0.015 && fabs(c[1] / (double)N - 0.3) < 0.015 &&
+               fabs(c[2] / (double)N - 0.2) < 0.015 && c[3] == 0,
+           "T=1 draws follow softmax: %d %d %d %d of %d", c[0], c[1], c[2], c[3], N);
+    model_sampler_free(&sp);
+
+    /* T = 2: p ~ sqrt(0.5), sqrt(0.3), sqrt(0.2) -> 0.4154, 0.3218, 0.2628 */
+    model_sampler_init(&sp, 4, 2, 0, 1, 7);
+    draws(&sp, lg, N, c);
+    TAP_OK(fabs(c[0] / (double)N - 0.4154) < 0.015 && fabs(c[1] / (double)N - 0.3218) < 0.015 &&
+               fabs(c[2] / (double)N - 0.2628) < 0.015,
+           "T=2 flattens: %d %d %d of %d", c[0], c[1], c[2], N);
+    model_sampler_free(&sp);
+
+    /* top-k 2: 0.5/0.8 = 0.625, 0.375 */
+    model_sampler_init(&sp, 4, 1, 2, 1, 9);
+    draws(&sp, lg, N, c);
+    TAP_OK(c[2] == 0 && fabs(c[0] / (double)N - 0.625) < 0.015, "top-k 2 keeps two: %d %d %d", c[0], c[1], c[2]);
+    model_sampler_free(&sp);
+
+    /* top-p 0.6: 0.5 < 0.6 <= 0.8, so {0, 1} renormalised; top-p 0.5: {0} only */
+    model_sampler_init(&sp, 4, 1, 0, 0.6f, 11);
+    draws(&sp, lg, N, c);
+    TAP_OK(c[2] == 0 && fabs(c[0] / (double)N - 0.625) < 0.015, "top-p 0.6 keeps the nucleus: %d %d %d", c[0], c[1],
+           c[2]);
+    model_sampler_free(&sp);
+    model_sampler_init(&sp, 4, 1, 0, 0.5f, 11);
+    draws(&sp, lg, 2000, c);
+    TAP_OK(c[0] == 2000, "top-p 0.5 keeps the top token only");
+    model_sampler_free(&sp);
+
+    /* top-k 1 is greedy at any temperature */
+    model_sampler_init(&sp, 4, 5, 1, 1, 3);
+    draws(&sp, lg, 1000, c);
+    TAP_OK(c[0] == 1000, "top-k 1 is greedy");
+    model_sampler_free(&sp);
+
+    /* same seed, same draws; another seed, other draws */
+    int a[64], b[64], d[64];
+    model_sampler s1, s2, s3;
+    model_sampler_init(&s1, 4, 1, 0, 1, 123), model_sampler_init(&s2, 4, 1, 0, 1, 123);
+    model_sampler_init(&s3, 4, 1, 0, 1, 124);
+    for (int i = 0; i < 64; i++)
+        a[i] = model_sample(&s1, lg), b[i] = model_sample(&s2, lg), d[i] = model_sample(&s3, lg);
+    TAP_OK(!memcmp(a, b, sizeof a), "same seed, same draws");
+    TAP_OK(memcmp(a, d, sizeof a) != 0, "another seed, other draws");
+    model_sampler_free(&s1), model_sampler_free(&s2), model_sampler_free(&s3);
+
+    /* stop strings */
+    char *stops[] = {"</s>", "ab"};
+    model_stopper st;
+    model_stopper_init(&st, stops, 2);
+    out_len = 0;
+    int hit = model_stopper_feed(&st, "xx<", 3, sink, NULL);
+    TAP_OK(!hit && !strcmp(out, "xx"), "a possible stop prefix is held back ('%s')", out);
+    hit = model_stopper_feed(&st, "/", 1, sink, NULL);
+    hit = model_stopper_feed(&st, "s>yy", 4, sink, NULL);
+    TAP_OK(hit && !strcmp(out, "xx"), "a stop split over three pieces stops; text before it released ('%s')", out);
+    model_stopper_free(&st);
+
+    model_stopper_init(&st, stops, 2);
+    out_len = 0;
+    model_stopper_feed(&st, "a", 1, sink, NULL);
+    model_stopper_feed(&st, "c</", 3, sink, NULL);
+    model_stopper_feed(&st, "x", 1, sink, NULL);
+    model_stopper_flush(&st, sink, NULL);
+    TAP_OK(!st.hit && !strcmp(out, "ac</x"), "near misses are released in order ('%s')", out);
+    model_stopper_free(&st);
+
+    model_stopper_init(&st, stops, 2);
+    out_len = 0;
+    hit = model_stopper_feed(&st, "zab</s>", 7, sink, NULL);
+    TAP_OK(hit && !strcmp(out, "z"), "the earliest stop string wins ('%s')", out);
+    model_stopper_free(&st);
+
+    model_stopper_init(&st, NULL, 0);
+    out_len = 0;
+    model_stopper_feed(&st, "plain", 5, sink, NULL);
+    TAP_OK(!strcmp(out, "plain"), "no stop strings: text passes through");
+    model_stopper_free(&st);
+    return TAP_DONE();
+}
