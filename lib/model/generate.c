@@ -6,13 +6,24 @@
 
 #include "model.h"
 
+/* the largest value in lanes the compiler can vectorise, then its first index (lowest id on ties) */
 int model_argmax(const float *logits, int n)
 {
-    int best = 0;
-    for (int i = 1; i < n; i++)
-        if (logits[i] > logits[best])
-            best = i;
-    return best;
+    float lane[16], mx = logits[0];
+    int i = 0;
+    for (int l = 0; l < 16; l++)
+        lane[l] = logits[0];
+    for (; i + 16 <= n; i += 16)
+        for (int l = 0; l < 16; l++)
+            lane[l] = logits[i + l] > lane[l] ? logits[i + l] : lane[l];
+    for (; i < n; i++)
+        mx = logits[i] > mx ? logits[i] : mx;
+    for (int l = 0; l < 16; l++)
+        mx = lane[l] > mx ? lane[l] : mx;
+    for (i = 0; i < n - 1; i++)
+        if (logits[i] == mx)
+            break;
+    return i;
 }
 
 int model_sampler_init(model_sampler *sp, int vocab, float temperature, int top_k, float top_p, uint64_t seed)
@@ -184,6 +195,7 @@ int model_generate(model_state *s, model_sampler *sp, const int *prompt, int n, 
         return ogk_fail(e, "prompt of %d tokens does not fit the context of %d positions (-c sets it, up to %d)", n,
                         s->context - s->pos, m->c.context_length);
     double t0 = ogk_now();
+    s->prof.sampling_ms = 0;
     if (model_forward(s, prompt, n, 0, e))
         return -1;
     model_prof_print(s, "prefill");
@@ -194,7 +206,7 @@ int model_generate(model_state *s, model_sampler *sp, const int *prompt, int n, 
         int id = model_sample(sp, s->logits);
         double dt = (ogk_now() - ts) * 1e3;
         st->sampling_ms += dt;
-        s->prof.sampling_ms = dt;
+        s->prof.sampling_ms = dt; /* reported with the pass that runs this token */
         if (st->new_tokens == 0)
             st->ttft_ms = (ogk_now() - t0) * 1e3;
         st->new_tokens++;
@@ -216,6 +228,7 @@ int model_generate(model_state *s, model_sampler *sp, const int *prompt, int n, 
         if (model_forward(s, &id, 1, 0, e))
             return -1;
         model_prof_print(s, "decode");
+        s->prof.sampling_ms = 0;
         td += ogk_now() - tf;
     }
     st->decode_ms = td * 1e3;

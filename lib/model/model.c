@@ -667,7 +667,9 @@ int model_forward(model_state *s, const int *tokens, int n, int all_rows, ogk_er
     for (int i = 0; i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= c->vocab_size)
             return ogk_fail(e, "token id %d out of range [0, %d)", tokens[i], c->vocab_size);
+    double sampling = s->prof.sampling_ms; /* of the token this pass runs (set by the caller) */
     memset(&s->prof, 0, sizeof s->prof);
+    s->prof.sampling_ms = sampling;
     /* prefill in chunks of MODEL_CHUNK rows; only the last chunk's last row needs logits unless all do */
     for (int done = 0; done < n; done += MODEL_CHUNK) {
         int rows = n - done < MODEL_CHUNK ? n - done : MODEL_CHUNK;

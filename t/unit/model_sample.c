@@ -29,6 +29,15 @@ int main(void)
 {
     float tie[5] = {1, 3, 3, 2, -1};
     TAP_OK(model_argmax(tie, 5) == 1, "argmax: first of equal maxima");
+    static float big[1003];
+    for (int i = 0; i < 1003; i++)
+        big[i] = (float)((i * 37) % 101) * 0.01f;
+    big[517] = big[900] = 2.0f;
+    TAP_OK(model_argmax(big, 1003) == 517, "argmax over lanes and a tail: first of equal maxima");
+    big[1002] = 3.0f;
+    TAP_OK(model_argmax(big, 1003) == 1002, "argmax: the maximum in the tail");
+    big[0] = 4.0f;
+    TAP_OK(model_argmax(big, 1003) == 0, "argmax: the maximum first");
 
     /* p = 0.5, 0.3, 0.2, ~0 */
     float lg[4] = {logf(0.5f), logf(0.3f), logf(0.2f), -100};
