@@ -37,6 +37,8 @@ static void usage(FILE *f)
             "                      DIR/B.u8, DIR/scales.bin, DIR/zero_points.u8, DIR/meta.json, and the\n"
             "                      activations and result as raw float32: DIR/X.f32 (M x K), DIR/Y.f32 (M x N)\n"
             "  --bw-mb MB          bandwidth probe buffer for --list-devices (default 512)\n"
+            "  --probe-mb MB       --model-pass: alternate each pass with a DRAM read probe over MB\n"
+            "                      (0: off, the default) and report both and their ratio\n"
             "  -h, --help          this text\n"
             "Exit: 0 ok, 1 result outside the reference bound, 2 usage, 3 bad model/tensor, 4 device init failed.\n");
 }
@@ -44,7 +46,7 @@ static void usage(FILE *f)
 /* ---- options ---- */
 static struct {
     const char *model, *tensor, *shapes, *dump;
-    long n, k, block, rows, threads, reps, check_rows, seed, bw_mb;
+    long n, k, block, rows, threads, reps, check_rows, seed, bw_mb, probe_mb;
     int asym, sdt, layout, mode, device_npu, sweep, pass, list, kernel;
     double time_budget;
 } o = {.block = 32, .rows = 1, .check_rows = 64, .seed = 1, .bw_mb = 512, .sdt = Q4NX_F32, .layout = Q4NX_B8,
@@ -476,8 +478,35 @@ static int model_pass(kern_pool *pool, const q4nx_tensor *const *Ws, size_t nw, 
     int M = (int)o.rows;
     float *X = make_x(M, kmax), *Y = malloc((size_t)M * nmax * sizeof *Y);
     long reps;
-    double mn;
-    double ms = time_launches(pool, Ws, nw, X, M, Y, &reps, &mn);
+    double mn, ms, probe_gbs = 0, ratio = 0;
+    if (o.probe_mb > 0) {
+        /* probe pass, model pass, probe pass, ...: medians of each and of the pass-by-pass ratio */
+        kern_bw_probe *bp = kern_bw_probe_new((size_t)o.probe_mb << 20);
+        if (!bp)
+            ogk_die(OGK_EXIT_INIT, "out of memory for a %ld MB probe buffer", o.probe_mb);
+        for (size_t i = 0; i < nw; i++)
+            launch(pool, Ws[i], X, M, Y);
+        kern_bw_probe_pass(pool, bp);
+        reps = o.reps > 0 ? o.reps : 9;
+        double *t = malloc((size_t)reps * sizeof *t), *g = malloc((size_t)reps * sizeof *g),
+               *q = malloc((size_t)reps * sizeof *q);
+        for (long r = 0; r < reps; r++) {
+            g[r] = kern_bw_probe_pass(pool, bp);
+            double t0 = ogk_now();
+            for (size_t i = 0; i < nw; i++)
+                launch(pool, Ws[i], X, M, Y);
+            t[r] = (ogk_now() - t0) * 1e3;
+            q[r] = bytes / (t[r] * 1e-3) / 1e9 / g[r];
+        }
+        qsort(t, (size_t)reps, sizeof *t, cmp_double);
+        qsort(g, (size_t)reps, sizeof *g, cmp_double);
+        qsort(q, (size_t)reps, sizeof *q, cmp_double);
+        ms = t[reps / 2], mn = t[0], probe_gbs = g[reps / 2], ratio = q[reps / 2];
+        free(t), free(g), free(q);
+        kern_bw_probe_free(bp);
+    } else {
+        ms = time_launches(pool, Ws, nw, X, M, Y, &reps, &mn);
+    }
     /* check the last tensor (its output is still in Y) and one of every distinct shape */
     long checked = 0;
     double worst = 0;
@@ -506,6 +535,11 @@ static int model_pass(kern_pool *pool, const q4nx_tensor *const *Ws, size_t nw, 
     json_object_set_new(j, "ms_min", json_real(mn));
     json_object_set_new(j, "weight_bytes", json_integer((json_int_t)bytes));
     json_object_set_new(j, "GBps", json_real(bytes / (ms * 1e-3) / 1e9));
+    if (o.probe_mb > 0) {
+        json_object_set_new(j, "dram_read_GBps", json_real(probe_gbs));
+        json_object_set_new(j, "fraction_of_dram", json_real(ratio));
+        json_object_set_new(j, "probe_MB", json_integer(o.probe_mb));
+    }
     json_object_set_new(j, "checked_rows", json_integer(checked));
     json_object_set_new(j, "err_vs_bound", json_real(worst));
     json_object_set_new(j, "within_bound", json_boolean(*all_ok));
@@ -530,7 +564,7 @@ int main(int argc, char **argv)
 {
     ogk_prog_set(argv[0]);
     enum { O_SHAPE = 256, O_BLOCK, O_ASYM, O_SDT, O_LAYOUT, O_TENSOR, O_ROWS, O_MODE, O_DEVICE, O_KERNEL, O_REPS,
-           O_TIME, O_CHECK, O_SEED, O_SWEEP, O_PASS, O_SHAPES, O_LIST, O_BW, O_DUMP };
+           O_TIME, O_CHECK, O_SEED, O_SWEEP, O_PASS, O_SHAPES, O_LIST, O_BW, O_DUMP, O_PROBE };
     static const struct option lo[] = {
         {"shape", 1, 0, O_SHAPE},   {"block", 1, 0, O_BLOCK},   {"asym", 0, 0, O_ASYM},
         {"scale-dtype", 1, 0, O_SDT}, {"layout", 1, 0, O_LAYOUT}, {"model", 1, 0, 'm'},
@@ -539,7 +573,7 @@ int main(int argc, char **argv)
         {"reps", 1, 0, O_REPS},     {"time", 1, 0, O_TIME},     {"check-rows", 1, 0, O_CHECK},
         {"seed", 1, 0, O_SEED},     {"sweep", 0, 0, O_SWEEP},   {"model-pass", 0, 0, O_PASS},
         {"shapes", 1, 0, O_SHAPES}, {"list-devices", 0, 0, O_LIST}, {"bw-mb", 1, 0, O_BW},
-        {"dump-source", 1, 0, O_DUMP}, {"help", 0, 0, 'h'},     {0, 0, 0, 0}};
+        {"dump-source", 1, 0, O_DUMP}, {"probe-mb", 1, 0, O_PROBE}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     const char *shape = NULL;
     int c;
     while ((c = getopt_long(argc, argv, "m:t:h", lo, NULL)) != -1) {
@@ -586,6 +620,7 @@ int main(int argc, char **argv)
         case O_LIST: o.list = 1; break;
         case O_BW: o.bw_mb = ogk_parse_long("--bw-mb", optarg, 1, 1 << 20); break;
         case O_DUMP: o.dump = optarg; break;
+        case O_PROBE: o.probe_mb = ogk_parse_long("--probe-mb", optarg, 0, 1 << 20); break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return OGK_EXIT_USAGE;
         }

@@ -7,6 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#ifndef KERN_RANGE_BYTES
+#define KERN_RANGE_BYTES (128u << 10) /* weights per work range at M = 1 */
+#endif
+
 /* ---- path selection ---- */
 static int g_path = -1;
 
@@ -287,8 +291,8 @@ int kern_matmul_path(int path, kern_pool *p, const q4nx_tensor *W, const float *
             size_t nb = (W->n + 15) / 16, unit = mc == 1 ? 4 : 2;
             size_t rb_bytes = (size_t)kb * W->block * 8 + (size_t)kb * 16 * (q4nx_dtype_size(W->scale_dtype) + W->has_zp);
             size_t grain = (nb + (size_t)nt * 4 - 1) / ((size_t)nt * 4);
-            if (mc == 1 && grain * rb_bytes > (128u << 10))
-                grain = (128u << 10) / rb_bytes;
+            if (mc == 1 && grain * rb_bytes > (KERN_RANGE_BYTES))
+                grain = (KERN_RANGE_BYTES) / rb_bytes;
             grain = grain < unit ? unit : (grain + unit - 1) / unit * unit;
             kern_pool_for(p, nb, grain, run_b8, &ra);
         } else {
@@ -338,28 +342,58 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+struct kern_bw_probe {
+    bw_arg ba;
+    size_t nblk;
+};
+
+kern_bw_probe *kern_bw_probe_new(size_t bytes)
+{
+    kern_bw_probe *b = calloc(1, sizeof *b);
+    if (!b)
+        return NULL;
+    b->ba.block = 1 << 16;
+    b->ba.path = kern_path();
+    b->nblk = bytes / b->ba.block;
+    uint8_t *buf = b->nblk ? aligned_alloc(4096, b->nblk * b->ba.block) : NULL;
+    if (!buf) {
+        free(b);
+        return NULL;
+    }
+    memset(buf, 0x5A, b->nblk * b->ba.block); /* fault every page in before timing */
+    b->ba.buf = buf;
+    return b;
+}
+
+double kern_bw_probe_pass(kern_pool *p, kern_bw_probe *b)
+{
+    int nt = kern_pool_threads(p);
+    double t0 = ogk_now();
+    kern_pool_for(p, b->nblk, (b->nblk + nt - 1) / nt, bw_range, &b->ba);
+    return (double)(b->nblk * b->ba.block) / (ogk_now() - t0) / 1e9;
+}
+
+void kern_bw_probe_free(kern_bw_probe *b)
+{
+    if (b)
+        free((void *)b->ba.buf);
+    free(b);
+}
+
 double kern_read_bandwidth(kern_pool *p, size_t bytes, int reps)
 {
-    bw_arg ba = {.block = 1 << 16, .path = kern_path()};
-    size_t nblk = bytes / ba.block;
-    if (nblk == 0 || reps < 1)
+    if (reps < 1)
         return -1;
-    uint8_t *buf = aligned_alloc(4096, nblk * ba.block);
-    if (!buf)
+    kern_bw_probe *b = kern_bw_probe_new(bytes);
+    if (!b)
         return -1;
-    memset(buf, 0x5A, nblk * ba.block); /* fault every page in before timing */
-    ba.buf = buf;
     double *gbs = malloc((size_t)reps * sizeof *gbs);
-    int nt = kern_pool_threads(p);
-    kern_pool_for(p, nblk, (nblk + nt - 1) / nt, bw_range, &ba); /* warm-up pass */
-    for (int r = 0; r < reps; r++) {
-        double t0 = ogk_now();
-        kern_pool_for(p, nblk, (nblk + nt - 1) / nt, bw_range, &ba);
-        gbs[r] = (double)(nblk * ba.block) / (ogk_now() - t0) / 1e9;
-    }
+    kern_bw_probe_pass(p, b); /* warm-up pass */
+    for (int r = 0; r < reps; r++)
+        gbs[r] = kern_bw_probe_pass(p, b);
     qsort(gbs, (size_t)reps, sizeof *gbs, cmp_double);
     double med = gbs[reps / 2];
     free(gbs);
-    free(buf);
+    kern_bw_probe_free(b);
     return med;
 }

@@ -87,6 +87,12 @@ double kern_ref_bound(const q4nx_tensor *W, const float *x, uint32_t n, int mode
  * `bytes` buffer (make it much larger than the last-level cache) with the widest loads the CPU has;
  * the median of `reps` passes. -1 if the buffer cannot be allocated. */
 double kern_read_bandwidth(kern_pool *p, size_t bytes, int reps);
+/* The same probe as an object, to interleave single passes with other work (npu-gemm --model-pass
+ * alternates it with the model's weight stream so both see the same machine). */
+typedef struct kern_bw_probe kern_bw_probe;
+kern_bw_probe *kern_bw_probe_new(size_t bytes); /* allocates and faults in the buffer; NULL on failure */
+double kern_bw_probe_pass(kern_pool *p, kern_bw_probe *b); /* one timed pass: GB/s */
+void kern_bw_probe_free(kern_bw_probe *b);
 
 /* The int8 activation quantisation of KERN_I8 for one row of K values (kb = ceil(K/B) groups):
  * q[kb*B] (zero-padded), d[kb] scales, qs[kb] = Σ q per group. Exposed for tests and the docs. */

@@ -14,7 +14,7 @@
 
 #define INLINE static inline __attribute__((always_inline))
 #ifndef PF_BYTES
-#define PF_BYTES 1024 /* software prefetch distance per row-block stream in the M = 1 kernels */
+#define PF_BYTES 4096 /* software prefetch distance of the M = 1 kernels' code stream */
 #endif
 
 INLINE __m512 load_scales(const q4nx_tensor *W, size_t gi)
@@ -213,7 +213,6 @@ INLINE void tile_i8(const kern_job *j, uint32_t rb, const int RB, const int MT, 
 
 #define TILE(mode, RB, MT)                                                                                             \
     static void mode##_##RB##_##MT(const kern_job *j, uint32_t rb, int m0) { tile_##mode(j, rb, RB, MT, m0); }
-TILE(f32, 4, 1)
 TILE(f32, 1, 1)
 TILE(f32, 2, 1)
 TILE(f32, 2, 2)
@@ -223,7 +222,6 @@ TILE(f32, 2, 5)
 TILE(f32, 2, 6)
 TILE(f32, 2, 7)
 TILE(f32, 2, 8)
-TILE(i8, 4, 1)
 TILE(i8, 1, 1)
 TILE(i8, 2, 1)
 TILE(i8, 2, 2)
@@ -234,6 +232,87 @@ TILE(i8, 2, 6)
 TILE(i8, 2, 7)
 TILE(i8, 2, 8)
 
+/* M = 1 (decode): row blocks one after another, so codes and scales are each read as one linear
+ * stream (what DRAM prefetchers like best), with enough independent accumulators per row block to
+ * hide the FMA / vpdpbusd latency: 8 in f32 (one per k of a chunk), 4 in i8. */
+static void gemv_f32(const kern_job *j, uint32_t rb0, uint32_t rb1)
+{
+    const q4nx_tensor *W = j->W;
+    const uint32_t B = W->block, kb = W->k_blocks, cpg = B / 8;
+    const __m512 tbl = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    for (uint32_t rb = rb0; rb < rb1; rb++) {
+        const uint8_t *cb = W->codes + (size_t)rb * kb * B * 8;
+        __m512 y = _mm512_setzero_ps();
+        for (uint32_t g = 0; g < kb; g++) {
+            if (PF_BYTES)
+                prefetch_groups(W, rb, 1, g);
+            const float *x = j->xf + (size_t)g * B;
+            __m512 a[8];
+#pragma GCC unroll 8
+            for (int i = 0; i < 8; i++)
+                a[i] = _mm512_setzero_ps();
+            for (uint32_t c = 0; c < cpg; c++) {
+                const uint8_t *p = cb + ((size_t)g * cpg + c) * 64;
+                __m512i w = _mm512_loadu_si512(p);
+                if (PF_BYTES)
+                    _mm_prefetch((const char *)p + PF_BYTES, _MM_HINT_T0);
+#pragma GCC unroll 4
+                for (int i = 0; i < 4; i++) {
+                    __m512 lo = _mm512_permutexvar_ps(i ? _mm512_srli_epi32(w, 8 * i) : w, tbl);
+                    __m512 hi = _mm512_permutexvar_ps(_mm512_srli_epi32(w, 8 * i + 4), tbl);
+                    a[i] = _mm512_fmadd_ps(lo, _mm512_set1_ps(x[c * 8 + i]), a[i]);
+                    a[4 + i] = _mm512_fmadd_ps(hi, _mm512_set1_ps(x[c * 8 + 4 + i]), a[4 + i]);
+                }
+            }
+            __m512 t = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a[0], a[1]), _mm512_add_ps(a[2], a[3])),
+                                     _mm512_add_ps(_mm512_add_ps(a[4], a[5]), _mm512_add_ps(a[6], a[7])));
+            size_t gi = ((size_t)rb * kb + g) * 16;
+            t = _mm512_fnmadd_ps(load_zeros(W, gi), _mm512_set1_ps(j->xs[g]), t);
+            y = _mm512_fmadd_ps(load_scales(W, gi), t, y);
+        }
+        store_rows(j, rb, 0, y);
+    }
+}
+
+static void gemv_i8(const kern_job *j, uint32_t rb0, uint32_t rb1)
+{
+    const q4nx_tensor *W = j->W;
+    const uint32_t B = W->block, kb = W->k_blocks, cpg = B / 8;
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    for (uint32_t rb = rb0; rb < rb1; rb++) {
+        const uint8_t *cb = W->codes + (size_t)rb * kb * B * 8;
+        __m512 y = _mm512_setzero_ps();
+        for (uint32_t g = 0; g < kb; g++) {
+            if (PF_BYTES)
+                prefetch_groups(W, rb, 1, g);
+            const int8_t *q = j->xq + (size_t)g * B;
+            __m512i a[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(),
+                            _mm512_setzero_si512()};
+            for (uint32_t c = 0; c < cpg; c += 2) { /* B >= 16: cpg is even */
+#pragma GCC unroll 2
+                for (int h = 0; h < 2; h++) {
+                    const uint8_t *p = cb + ((size_t)g * cpg + c + h) * 64;
+                    __m512i w = _mm512_loadu_si512(p);
+                    if (PF_BYTES)
+                        _mm_prefetch((const char *)p + PF_BYTES, _MM_HINT_T0);
+                    int32_t ql, qh;
+                    memcpy(&ql, q + (c + h) * 8, 4);
+                    memcpy(&qh, q + (c + h) * 8 + 4, 4);
+                    a[2 * h] = _mm512_dpbusd_epi32(a[2 * h], _mm512_and_si512(w, m4), _mm512_set1_epi32(ql));
+                    a[2 * h + 1] = _mm512_dpbusd_epi32(a[2 * h + 1], _mm512_and_si512(_mm512_srli_epi16(w, 4), m4),
+                                                       _mm512_set1_epi32(qh));
+                }
+            }
+            __m512i it = _mm512_add_epi32(_mm512_add_epi32(a[0], a[1]), _mm512_add_epi32(a[2], a[3]));
+            size_t gi = ((size_t)rb * kb + g) * 16;
+            /* exact: |Σ code·q|, zp·|Σq| < 2^24 for B <= 4096 */
+            __m512 t = _mm512_fnmadd_ps(load_zeros(W, gi), _mm512_set1_ps((float)j->xqs[g]), _mm512_cvtepi32_ps(it));
+            y = _mm512_fmadd_ps(_mm512_mul_ps(load_scales(W, gi), _mm512_set1_ps(j->xd[g])), t, y);
+        }
+        store_rows(j, rb, 0, y);
+    }
+}
+
 typedef void (*tile_fn)(const kern_job *, uint32_t, int);
 #define MT_F32 8
 #define MT_I8 8
@@ -243,10 +322,7 @@ void kern_b8_avx512(const kern_job *j, uint32_t rb0, uint32_t rb1)
     int i8 = j->mode == KERN_I8;
     uint32_t rb = rb0;
     if (j->M == 1) {
-        for (; rb + 4 <= rb1; rb += 4)
-            (i8 ? i8_4_1 : f32_4_1)(j, rb, 0);
-        for (; rb < rb1; rb++)
-            (i8 ? i8_1_1 : f32_1_1)(j, rb, 0);
+        (i8 ? gemv_i8 : gemv_f32)(j, rb0, rb1);
         return;
     }
     static const tile_fn f32_tiles[] = {0, f32_2_1, f32_2_2, f32_2_3, f32_2_4, f32_2_5, f32_2_6, f32_2_7, f32_2_8};
