@@ -47,37 +47,34 @@ echo "# bench/gemm.sh — $(date -u +%Y-%m-%dT%H:%MZ), $(grep -m1 'model name' /
 echo "# kernel path: $("$G" --shape 16,32 --reps 1 --check-rows 0 | jq -r .kernel); load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 
-# 1+2. DRAM read bandwidth and the M = 1 pass over a whole model's weights (Qwen2.5-0.5B: 24 layers of
-# qkv, o, gate, up, down, and lm_head), interleaved run by run so both see the same machine
+# 1+2. The M = 1 pass over a whole model's weights (Qwen2.5-0.5B: 24 layers of qkv, o, gate, up,
+# down, and lm_head) against the DRAM read bandwidth: npu-gemm --model-pass --probe-mb alternates
+# each pass with one pass of the read probe in the same process, so both see the same machine; the
+# fraction is the median of the pass-by-pass ratios.
 spec="1152x896*24,896x896*24,4864x896*48,896x4864*24,151936x896"
 passes=("cpu f32" "cpu i8" "amd f32" "amd i8")
 [ -n "$model" ] && passes+=("model f32" "model i8")
-declare -A res
-for r in $(seq "$runs"); do
-  res[bw,$r]=$("$G" --list-devices -t "$threads" | jq -c . | tee -a "$out" | jq -r '.devices[0].dram_read_GBps')
-  for p in "${passes[@]}"; do
-    set -- $p
-    case $1 in
-      cpu) src=(--shapes "$spec" --block 32) ;;
-      amd) src=(--shapes "$spec" --block 128 --asym --scale-dtype f16) ;;
-      model) src=(-m "$model") ;;
-    esac
-    res[$1$2,$r]=$("$G" -t "$threads" --model-pass "${src[@]}" --mode "$2" --check-rows 4 --time 1 | jq -c . | tee -a "$out" | jq -r '[.ms, .weight_bytes] | @tsv')
-  done
-done
-bw=$(for r in $(seq "$runs"); do echo "${res[bw,$r]}"; done | med)
-echo "## M = 1 over a whole model's weights vs DRAM read bandwidth ($(printf '%.1f' "$bw") GB/s, median of $runs probes interleaved with the passes)"
+echo "## M = 1 over a whole model's weights vs the DRAM read bandwidth measured alongside"
 echo
-echo "| weights | mode | MB | ms per pass | GB/s | % of DRAM read |"
-echo "|---|---|---:|---:|---:|---:|"
+echo "| weights | mode | MB | ms per pass | GB/s | DRAM read GB/s | fraction of DRAM read |"
+echo "|---|---|---:|---:|---:|---:|---:|"
 for p in "${passes[@]}"; do
   set -- $p
-  ms=$(for r in $(seq "$runs"); do echo "${res[$1$2,$r]}" | cut -f1; done | med)
-  mb=$(echo "${res[$1$2,1]}" | cut -f2 | awk '{print $1 / 1e6}')
-  gbs=$(awk -v mb="$mb" -v ms="$ms" 'BEGIN{printf "%.1f", mb / ms}')
-  pct=$(awk -v g="$gbs" -v b="$bw" 'BEGIN{printf "%.0f", 100 * g / b}')
-  case $1 in cpu) what="qwen05b shapes, cpu style (block 32, f32 scales)" ;; amd) what="qwen05b shapes, amd style (block 128, f16 scales, zero points)" ;; *) what=$(basename "$model") ;; esac
-  echo "| $what | $2 | $(printf '%.0f' "$mb") | $(printf '%.2f' "$ms") | $gbs | $pct % |"
+  case $1 in
+    cpu) src=(--shapes "$spec" --block 32); what="qwen05b shapes, cpu style (block 32, f32 scales)" ;;
+    amd) src=(--shapes "$spec" --block 128 --asym --scale-dtype f16); what="qwen05b shapes, amd style (block 128, f16 scales, zero points)" ;;
+    model) src=(-m "$model"); what=$(basename "$model") ;;
+  esac
+  rows=$(for _ in $(seq "$runs"); do
+    "$G" -t "$threads" --model-pass "${src[@]}" --mode "$2" --check-rows 4 --probe-mb 512 --reps 9 | jq -c . | tee -a "$out" |
+      jq -r '[.ms, .weight_bytes, .dram_read_GBps, .fraction_of_dram] | @tsv'
+  done)
+  ms=$(echo "$rows" | cut -f1 | med)
+  mb=$(echo "$rows" | head -1 | cut -f2 | awk '{print $1 / 1e6}')
+  bw=$(echo "$rows" | cut -f3 | med)
+  fr=$(echo "$rows" | cut -f4 | med)
+  printf '| %s | %s | %.0f | %.2f | %.1f | %.1f | %.0f %% |\n' "$what" "$2" "$mb" "$ms" \
+    "$(awk -v mb="$mb" -v ms="$ms" 'BEGIN{print mb / ms}')" "$bw" "$(awk -v f="$fr" 'BEGIN{print 100 * f}')"
 done
 echo
 
