@@ -106,3 +106,27 @@ clean:
 	rm -rf build
 
 .PHONY: all check demo install clean
+
+# ---- fuzzing: `make fuzz` (not part of all/check; needs clang-14 + libclang-rt-14-dev), see fuzz/README.
+# The readers' modules are rebuilt with clang and the fuzzer/ASan/UBSan instrumentation into
+# $(BUILD)/fuzz/; each fuzz/<name>.c becomes the libFuzzer binary $(BUILD)/fuzz/<name>.
+FUZZ_CC ?= clang-14
+FUZZ_SAN = -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+FUZZ_CFLAGS = -std=gnu11 -O1 -g -Wall -Wextra -pthread -Ilib -I$(BUILD)/gen $(FUZZ_SAN)
+FUZZ_MODS = tok pack ogax q4nx util
+FUZZ_OBJS = $(patsubst lib/%.c,$(BUILD)/fuzz/obj/%.o,$(foreach m,$(FUZZ_MODS),$(wildcard lib/$(m)/*.c))) \
+  $(BUILD)/fuzz/obj/onnx/onnx.pb-c.o
+FUZZ_TARGETS = $(patsubst fuzz/%.c,$(BUILD)/fuzz/%,$(wildcard fuzz/*.c))
+$(BUILD)/fuzz/obj/%.o: lib/%.c $(GEN_HDR)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link $(ISA) -c -o $@ $<
+$(BUILD)/fuzz/obj/%_avx2.o: ISA = $(AVX2_FLAGS)
+$(BUILD)/fuzz/obj/onnx/onnx.pb-c.o: $(BUILD)/gen/onnx/onnx.pb-c.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -Wno-unused-parameter -c -o $@ $<
+$(BUILD)/fuzz/libogk.a: $(FUZZ_OBJS)
+	rm -f $@ && ar rcs $@ $^
+$(BUILD)/fuzz/%: fuzz/%.c fuzz/fuzz.h $(BUILD)/fuzz/libogk.a
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(BUILD)/fuzz/libogk.a $(LDLIBS)
+fuzz: $(FUZZ_TARGETS)
+.PHONY: fuzz

@@ -228,6 +228,17 @@ mutation_case() { # MUTATION CODE WHAT-substring
   done
 }
 
+# regression (fuzz/pack_onnx): the value table grew under a pending g->v[val_get(..)] store, which
+# wrote into the freed table when the compiler loaded g->v first (clang does; run under SAN=1 or make fuzz)
+@test "a graph with more values than the first value-table allocation reads clean" {
+  local s d
+  for s in cpu amd; do
+    d=$(mutated "$s" many-values)
+    run --separate-stderr oga-info -q "$d"
+    [ "$status" -eq 0 ] || { echo "$s: status $status $stderr"; echo "$output" | jq -c .refusals; return 1; }
+  done
+}
+
 # importable variants of the builder graph: the independent checker derives every role from the
 # builder's initializer names and compares every byte with what onnx loads
 importable_mutation() { # FAMILY TIE MUTATION

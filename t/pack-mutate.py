@@ -15,6 +15,9 @@ Mutations:
   gbq-embed         (untied packs) the float Gather embedding re-quantised here into its own
                     GatherBlockQuantized (uint8 [V, K/2], 2-D scales, zero points on amd packs)
                     -> importable, embed with source_op GatherBlockQuantized
+  many-values       300 extra (unused) graph inputs, so the reader's value table grows while it
+                    indexes inputs and nodes (a use-after-realloc found by fuzz/pack_onnx)
+                    -> still importable
 """
 import os
 import sys
@@ -121,6 +124,8 @@ def main():
         idx = list(g.node).index(emb)
         g.node.remove(emb)
         g.node.insert(idx, gbq)
+    elif what == "many-values":
+        g.input.extend([helper.make_tensor_value_info("unused_%d" % i, TensorProto.FLOAT, [1]) for i in range(300)])
     else:
         sys.exit("unknown mutation " + what)
     onnx.save(m, os.path.join(dst, "model.onnx"))

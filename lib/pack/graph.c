@@ -1139,15 +1139,19 @@ static void index_graph(G *g)
             pack_refuse(g->p, pack_printf(g->p, "tensor %s", t->name), "graph", "two initializers with this name");
         g->v[vi].init = t;
     }
+    /* val_get may move g->v: take the index first (g->v[val_get(..)] may read the old pointer) */
     for (size_t i = 0; i < gp->n_input; i++)
-        if (gp->input[i]->name)
-            g->v[val_get(g, gp->input[i]->name)].is_input = 1;
+        if (gp->input[i]->name) {
+            int vi = val_get(g, gp->input[i]->name);
+            g->v[vi].is_input = 1;
+        }
     for (size_t n = 0; n < gp->n_node; n++) {
         Onnx__NodeProto *nd = gp->node[n];
         for (size_t i = 0; i < nd->n_input; i++) {
             if (!nd->input[i][0])
                 continue;
-            gval *v = &g->v[val_get(g, nd->input[i])];
+            int vi = val_get(g, nd->input[i]);
+            gval *v = &g->v[vi];
             if (v->ncons == v->capcons) {
                 v->capcons = v->capcons ? 2 * v->capcons : 4;
                 v->cons = realloc(v->cons, (size_t)v->capcons * sizeof *v->cons);
@@ -1157,8 +1161,10 @@ static void index_graph(G *g)
             v->cons[v->ncons++] = (int)n;
         }
         for (size_t o = 0; o < nd->n_output; o++)
-            if (nd->output[o][0])
-                g->v[val_get(g, nd->output[o])].producer = (int)n;
+            if (nd->output[o][0]) {
+                int vi = val_get(g, nd->output[o]);
+                g->v[vi].producer = (int)n;
+            }
     }
 }
 

