@@ -1,9 +1,14 @@
 /* The thread pool: the caller is worker 0, the others spin for a short while after each job (decode
  * launches come back to back, and a futex wake-up costs more than a small GEMV) and then sleep.
- * Ranges are claimed from one 64-bit counter holding (job generation << 32 | next index), so a worker
- * that wakes late can never claim a range of a newer job with an older job's parameters; the caller
- * waits for ranges *done*, not for workers to check in, so a descheduled worker that claimed nothing
- * costs nothing (the machines are shared). */
+ *
+ * Work split: [0, n) is cut into one contiguous "home" share per worker, handed out in grain-sized
+ * ranges from a per-worker counter. A worker empties its own share first, then takes ranges from the
+ * others'. So when every thread runs, each streams one contiguous region and, launch after launch,
+ * finds its share of a small tensor still in its own L2; when the machine is shared and a thread is
+ * descheduled, the others take over its share instead of waiting for it.
+ * Each counter holds (job generation << 32 | next index), so a worker that wakes late can never
+ * claim a range of a newer job with an older job's parameters; the caller waits for ranges done,
+ * not for workers to check in. */
 #include "kern.h"
 
 #include <pthread.h>
@@ -11,19 +16,24 @@
 #include <stdlib.h>
 
 #define SPIN_ITERS 20000 /* pause instructions before sleeping: some tens of microseconds */
+#define MAX_WORKERS 256
+
+typedef struct {
+    _Alignas(64) atomic_uint_fast64_t ctr; /* gen << 32 | next index of this share */
+    atomic_size_t hi;                      /* end of this share */
+} share;
 
 struct kern_pool {
     int n, started;
     pthread_t *th;
+    share *sh;
     pthread_mutex_t mu;
     pthread_cond_t cv_start, cv_done;
-    atomic_uint gen;
-    atomic_uint_fast64_t ctr;
-    atomic_size_t done;
+    _Alignas(64) atomic_uint gen;
+    atomic_size_t done, items, grain;
     atomic_int sleepers, stop;
-    size_t items, grain;
-    kern_range_fn fn;
-    void *arg;
+    _Atomic(kern_range_fn) fn;
+    _Atomic(void *) arg;
 };
 
 typedef struct {
@@ -38,25 +48,42 @@ static inline void cpu_relax(void)
 #endif
 }
 
+/* claim one range of job g from share s: 1 and [*b, *e), or 0 when the share is empty or stale */
+static int claim(kern_pool *p, int s, unsigned g, size_t *b, size_t *e)
+{
+    share *sh = &p->sh[s];
+    uint64_t v = atomic_load(&sh->ctr);
+    for (;;) {
+        if ((unsigned)(v >> 32) != g)
+            return 0;
+        size_t hi = atomic_load_explicit(&sh->hi, memory_order_relaxed);
+        size_t grain = atomic_load_explicit(&p->grain, memory_order_relaxed);
+        size_t next = v & 0xFFFFFFFFu;
+        if (next >= hi)
+            return 0;
+        size_t end = next + grain < hi ? next + grain : hi;
+        if (atomic_compare_exchange_weak(&sh->ctr, &v, ((uint64_t)g << 32) | end)) {
+            *b = next, *e = end;
+            return 1;
+        }
+    }
+}
+
 static void run_ranges(kern_pool *p, int id, unsigned g)
 {
-    for (;;) {
-        uint64_t v = atomic_load(&p->ctr), b;
-        size_t items, grain;
-        do {
-            if ((unsigned)(v >> 32) != g)
-                return;
-            items = p->items, grain = p->grain; /* valid while the counter still says job g */
-            b = v & 0xFFFFFFFFu;
-            if (b >= items)
-                return;
-        } while (!atomic_compare_exchange_weak(&p->ctr, &v, v + grain));
-        size_t e = b + grain < items ? b + grain : items;
-        p->fn(p->arg, b, e, id);
-        if (atomic_fetch_add(&p->done, e - b) + (e - b) == items) {
-            pthread_mutex_lock(&p->mu);
-            pthread_cond_broadcast(&p->cv_done);
-            pthread_mutex_unlock(&p->mu);
+    kern_range_fn fn = atomic_load(&p->fn);
+    void *arg = atomic_load(&p->arg);
+    size_t items = atomic_load(&p->items);
+    for (int k = 0; k < p->n; k++) {
+        int s = (id + k) % p->n; /* own share first, then the others' */
+        size_t b, e;
+        while (claim(p, s, g, &b, &e)) {
+            fn(arg, b, e, id);
+            if (atomic_fetch_add(&p->done, e - b) + (e - b) == items) {
+                pthread_mutex_lock(&p->mu);
+                pthread_cond_broadcast(&p->cv_done);
+                pthread_mutex_unlock(&p->mu);
+            }
         }
     }
 }
@@ -90,16 +117,23 @@ kern_pool *kern_pool_new(int threads)
 {
     if (threads <= 0)
         threads = ogk_ncpu();
+    if (threads > MAX_WORKERS)
+        threads = MAX_WORKERS;
     kern_pool *p = calloc(1, sizeof *p);
     if (!p)
         return NULL;
     p->n = threads;
     p->th = calloc((size_t)threads, sizeof *p->th);
+    p->sh = aligned_alloc(64, ((size_t)threads * sizeof *p->sh + 63) & ~(size_t)63);
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv_start, NULL);
     pthread_cond_init(&p->cv_done, NULL);
-    if (!p->th)
+    if (!p->th || !p->sh)
         goto fail;
+    for (int i = 0; i < threads; i++) {
+        atomic_init(&p->sh[i].ctr, 0);
+        atomic_init(&p->sh[i].hi, 0);
+    }
     for (int i = 1; i < threads; i++) {
         worker_arg *wa = malloc(sizeof *wa);
         if (!wa)
@@ -131,6 +165,7 @@ void kern_pool_free(kern_pool *p)
     pthread_cond_destroy(&p->cv_start);
     pthread_cond_destroy(&p->cv_done);
     free(p->th);
+    free(p->sh);
     free(p);
 }
 
@@ -151,8 +186,18 @@ void kern_pool_for(kern_pool *p, size_t n, size_t grain, kern_range_fn fn, void 
         return;
     }
     unsigned g = atomic_load(&p->gen) + 1;
-    atomic_store(&p->ctr, (uint64_t)g << 32); /* first: invalidates claims on the previous job */
-    p->fn = fn, p->arg = arg, p->items = n, p->grain = grain;
+    /* shares: contiguous, whole grains, as even as possible */
+    size_t chunks = (n + grain - 1) / grain;
+    for (int w = 0; w < nt; w++) {
+        size_t lo = chunks * (size_t)w / (size_t)nt * grain, hi = chunks * (size_t)(w + 1) / (size_t)nt * grain;
+        /* first: invalidates every claim on the previous job */
+        atomic_store(&p->sh[w].ctr, ((uint64_t)g << 32) | (lo < n ? lo : n));
+        atomic_store(&p->sh[w].hi, hi < n ? hi : n);
+    }
+    atomic_store(&p->fn, fn);
+    atomic_store(&p->arg, arg);
+    atomic_store(&p->items, n);
+    atomic_store(&p->grain, grain);
     atomic_store(&p->done, 0);
     atomic_store(&p->gen, g);
     if (atomic_load(&p->sleepers) > 0) {
