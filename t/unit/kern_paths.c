@@ -15,6 +15,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 void kern_quant_rows_avx512(const float *x, int M, uint32_t k, uint32_t block, int8_t *q, float *d, int32_t *qs);
 
@@ -191,6 +192,25 @@ static void count_fn(void *arg, size_t b, size_t e, int worker)
         __atomic_add_fetch(&hits[i], 1, __ATOMIC_RELAXED);
 }
 
+typedef struct {
+    int hits[400];
+    int by_caller;
+} slow_arg;
+
+static void slow_fn(void *arg, size_t b, size_t e, int worker)
+{
+    slow_arg *a = arg;
+    if (worker != 0) {
+        struct timespec ts = {0, 2000000}; /* a descheduled worker: 2 ms per range */
+        nanosleep(&ts, NULL);
+    }
+    for (size_t i = b; i < e; i++) {
+        __atomic_add_fetch(&a->hits[i], 1, __ATOMIC_RELAXED);
+        if (worker == 0)
+            __atomic_add_fetch(&a->by_caller, 1, __ATOMIC_RELAXED);
+    }
+}
+
 int main(void)
 {
     ogk_prog_set("kern_paths");
@@ -210,6 +230,16 @@ int main(void)
                 free(hits);
             }
     TAP_OK(pool_ok, "kern_pool_for covers every index exactly once");
+    {
+        slow_arg a = {{0}, 0};
+        kern_pool_for(pool, 400, 10, slow_fn, &a);
+        int once = 1;
+        for (int i = 0; i < 400; i++)
+            once &= a.hits[i] == 1;
+        /* the workers' shares are 2/3 of the items; a slow worker does at most a few ranges */
+        TAP_OK(once && a.by_caller > 200, "slow workers: their shares are taken over (caller did %d of 400)",
+               a.by_caller);
+    }
 
     /* the int8 quantisation: properties, and SIMD == scalar bit for bit */
     int qprop = 1, qsame = 1;
