@@ -18,7 +18,10 @@ static void check_q4(const q4nx_tensor *t)
     for (int i = 0; i < 2; i++) {
         for (int j = 0; j < 2; j++)
             fuzz_sink += q4nx_q4_code(t, rows[i], cols[j]);
-        fuzz_sink += (unsigned)q4nx_q4_scale(t, rows[i], t->k_blocks - 1) + q4nx_q4_zero(t, rows[i], 0);
+        float sc = q4nx_q4_scale(t, rows[i], t->k_blocks - 1);
+        uint32_t bits;
+        memcpy(&bits, &sc, 4);
+        fuzz_sink += bits + q4nx_q4_zero(t, rows[i], 0);
     }
     if (t->k > (1u << 22))
         return;

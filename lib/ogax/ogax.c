@@ -160,8 +160,10 @@ int ogax_next(ogax_reader *r, ogax_frame *f, ogk_error *e)
     }
     int is_model = !strcmp(type, "model"), is_end = !strcmp(type, "end");
     if (!r->seen_model && !is_model) {
+        /* type points into h: format the message before releasing it */
+        ogk_fail(e, "frame at byte %" PRIu64 ": stream must start with a model frame, got \"%s\"", f->at, type);
         json_decref(h);
-        return ogk_fail(e, "frame at byte %" PRIu64 ": stream must start with a model frame, got \"%s\"", f->at, type);
+        return -1;
     }
     if (r->seen_model && is_model) {
         json_decref(h);
