@@ -305,6 +305,9 @@ int model_is_eos(const model *m, int id)
 
 /* ---------------------------------------------------------------- state */
 
+static void attend_row(float *q, const float *kc, const float *vc, int n, int hd, float scale, float *att);
+void model_attend_avx512(float *q, const float *kc, const float *vc, int n, int hd, float scale, float *att);
+
 model_state *model_state_new(const model *m, int context, int logit_rows, int mode, int threads, ogk_error *e)
 {
     const model_config *c = &m->c;
@@ -346,6 +349,9 @@ model_state *model_state_new(const model *m, int context, int logit_rows, int mo
         ogk_fail(e, "out of memory for a context of %d positions (-c lowers it)", context);
         return NULL;
     }
+    /* the attention inner loops follow the kernels' instruction set (OGAKIT_KERNEL=ref: portable) */
+    s->attend = kern_path() == KERN_PATH_AVX512 && c->head_dim % 16 == 0 && c->head_dim <= 256 ? model_attend_avx512
+                                                                                                   : attend_row;
     const char *p = getenv("OGAKIT_PROF");
     s->prof_print = p && *p && strcmp(p, "0");
     return s;
@@ -514,21 +520,34 @@ typedef struct {
     int layer, pos0, rows;
 } attn_job;
 
-/* q·k with independent partial sums, so the compiler can keep them in vector lanes */
-static inline float dot(const float *a, const float *b, int n)
+/* one query row over n cached positions of its kv head: scores q·k / sqrt(head_dim), softmax,
+ * weighted sum of the values written over q. Portable; attention_avx512.c has the AVX-512 one. */
+static void attend_row(float *q, const float *kc, const float *vc, int n, int hd, float scale, float *att)
 {
-    float acc[16] = {0}, d = 0;
-    int i = 0;
-    for (; i + 16 <= n; i += 16)
-        for (int l = 0; l < 16; l++)
-            acc[l] += a[i + l] * b[i + l];
-    for (; i < n; i++)
-        d += a[i] * b[i];
-    for (int l = 0; l < 16; l++)
-        d += acc[l];
-    return d;
+    float mx = -INFINITY;
+    for (int t = 0; t < n; t++) {
+        const float *k = kc + (size_t)t * hd;
+        float d = 0;
+        for (int i = 0; i < hd; i++)
+            d += q[i] * k[i];
+        att[t] = d * scale;
+        mx = att[t] > mx ? att[t] : mx;
+    }
+    float sum = 0;
+    for (int t = 0; t < n; t++)
+        sum += att[t] = expf(att[t] - mx);
+    float inv = 1.0f / sum;
+    for (int i = 0; i < hd; i++)
+        q[i] = 0;
+    for (int t = 0; t < n; t++) {
+        const float *v = vc + (size_t)t * hd;
+        float a = att[t] * inv;
+        for (int i = 0; i < hd; i++)
+            q[i] += a * v[i];
+    }
 }
 
+/* causal grouped-query attention of one query head, every row of the pass; output over q */
 static void attention_head(attn_job *j, int h)
 {
     model_state *s = j->s;
@@ -536,29 +555,8 @@ static void attention_head(attn_job *j, int h)
     int hd = c->head_dim, kvh = h / (c->n_heads / c->n_kv_heads);
     float scale = 1.0f / sqrtf((float)hd), *att = s->att + (size_t)h * s->context;
     const float *kc = cache_at(s, s->key_cache, j->layer, kvh, 0), *vc = cache_at(s, s->value_cache, j->layer, kvh, 0);
-    for (int r = 0; r < j->rows; r++) {
-        float *q = s->q + ((size_t)r * c->n_heads + h) * hd;
-        int n = j->pos0 + r + 1;
-        /* scores, softmax */
-        float mx = -INFINITY;
-        for (int t = 0; t < n; t++) {
-            att[t] = dot(q, kc + (size_t)t * hd, hd) * scale;
-            mx = att[t] > mx ? att[t] : mx;
-        }
-        float sum = 0;
-        for (int t = 0; t < n; t++)
-            sum += att[t] = expf(att[t] - mx);
-        /* weighted sum of the values, into q's place */
-        for (int i = 0; i < hd; i++)
-            q[i] = 0;
-        float inv = 1.0f / sum;
-        for (int t = 0; t < n; t++) {
-            const float *v = vc + (size_t)t * hd;
-            float a = att[t] * inv;
-            for (int i = 0; i < hd; i++)
-                q[i] += a * v[i];
-        }
-    }
+    for (int r = 0; r < j->rows; r++)
+        s->attend(s->q + ((size_t)r * c->n_heads + h) * hd, kc, vc, j->pos0 + r + 1, hd, scale, att);
 }
 
 static void attention_heads(void *arg, size_t h0, size_t h1, int worker)

@@ -102,6 +102,8 @@ typedef struct model_state {
     float *key_cache, *value_cache;
     model_prof prof;
     int prof_print; /* OGAKIT_PROF set */
+    /* one query row's attention (portable or AVX-512, chosen with the kernel path) */
+    void (*attend)(float *q, const float *kc, const float *vc, int n, int hd, float scale, float *att);
 } model_state;
 
 /* Open a container and bind the model to it. NULL on failure with e filled and *code set:
