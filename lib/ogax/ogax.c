@@ -275,6 +275,9 @@ int ogax_tensor_parse(const ogax_frame *f, ogax_tensor *t, ogk_error *e)
         if (!json_is_integer(d) || json_integer_value(d) <= 0 || json_integer_value(d) > (1ll << 32))
             return ogk_fail(e, "tensor %s: shape[%d] is not a positive integer", nm, i);
         t->shape[i] = (uint64_t)json_integer_value(d);
+        /* bounded so no size below wraps (2^32 x 2^32 f32 would "need" 0 bytes) */
+        if (count > OGAX_MAX_ELEMENTS / t->shape[i])
+            return ogk_fail(e, "tensor %s: shape has more than 2^50 elements", nm);
         count *= t->shape[i];
     }
     json_t *parts = json_object_get(h, "parts");
@@ -289,8 +292,8 @@ int ogax_tensor_parse(const ogax_frame *f, ogax_tensor *t, ogk_error *e)
             return ogk_fail(e, "tensor %s: q4 tensor without a complete quant object", nm);
         if (bits != 4)
             return ogk_fail(e, "tensor %s: bits %" PRIu64 " (only 4 is supported)", nm, bits);
-        if (t->ndim != 2)
-            return ogk_fail(e, "tensor %s: q4 shape must be [N, K]", nm);
+        if (t->ndim != 2 || t->shape[0] > UINT32_MAX || t->shape[1] > UINT32_MAX)
+            return ogk_fail(e, "tensor %s: q4 shape must be [N, K] with N, K < 2^32", nm);
         if (block < 16 || block > 4096 || (block & (block - 1)))
             return ogk_fail(e, "tensor %s: block_size %" PRIu64 " is not a power of two in 16..4096", nm, block);
         t->n = (uint32_t)t->shape[0];

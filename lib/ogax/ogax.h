@@ -31,6 +31,7 @@
 
 #define OGAX_VERSION 1
 #define OGAX_MAX_HEADER (16u << 20)
+#define OGAX_MAX_ELEMENTS ((uint64_t)1 << 50) /* per tensor: sizes cannot wrap */
 
 typedef struct {
     uint64_t offset, size;

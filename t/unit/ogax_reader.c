@@ -46,5 +46,39 @@ int main(void)
            "a stream not starting with a model frame is refused and names the frame type (%s)", e.msg);
     close(fd);
 
+    /* shapes whose byte counts wrap 64 bits must be refused, not accepted with a 0-byte payload */
+    static const struct {
+        const char *hdr, *why;
+    } wrap[] = {
+        {"{\"type\":\"tensor\",\"name\":\"w\",\"role\":\"embed\",\"dtype\":\"f32\",\"shape\":[4294967296,4294967296],"
+         "\"parts\":[{\"name\":\"data\",\"offset\":0,\"size\":0,\"crc32c\":0}]}",
+         "more than 2^50 elements"},
+        {"{\"type\":\"tensor\",\"name\":\"w\",\"role\":\"embed\",\"dtype\":\"i64\",\"shape\":[65536,65536,65536,65536],"
+         "\"parts\":[{\"name\":\"data\",\"offset\":0,\"size\":0,\"crc32c\":0}]}",
+         "more than 2^50 elements"},
+        {"{\"type\":\"tensor\",\"name\":\"q\",\"role\":\"lm_head\",\"dtype\":\"q4\",\"shape\":[4294967296,32],"
+         "\"quant\":{\"bits\":4,\"block_size\":32,\"k_blocks\":1,\"scale_dtype\":\"f32\",\"zero_points\":\"none\"},"
+         "\"parts\":[{\"name\":\"codes\",\"offset\":0,\"size\":0,\"crc32c\":0},"
+         "{\"name\":\"scales\",\"offset\":0,\"size\":0,\"crc32c\":0}]}",
+         "N, K < 2^32"},
+    };
+    for (size_t i = 0; i < sizeof wrap / sizeof wrap[0]; i++) {
+        n = put_frame(buf, 0, "{\"type\":\"model\",\"ogax\":1,\"model\":{},\"source\":{}}", 0);
+        n = put_frame(buf, n, wrap[i].hdr, 0);
+        fd = stream_fd(buf, n);
+        ogax_reader_init(&r, fd);
+        rc = ogax_next(&r, &f, &e);
+        json_decref(rc == 1 ? f.hdr : NULL);
+        rc = ogax_next(&r, &f, &e);
+        ogax_tensor t;
+        memset(&e, 0, sizeof e);
+        int prc = rc == 1 ? ogax_tensor_parse(&f, &t, &e) : 0;
+        TAP_OK(rc == 1 && prc == -1 && strstr(e.msg, wrap[i].why), "a tensor whose sizes wrap 64 bits is refused (%s)",
+               e.msg);
+        if (rc == 1)
+            json_decref(f.hdr);
+        close(fd);
+    }
+
     return TAP_DONE();
 }
