@@ -235,10 +235,25 @@ TILE(i8, 2, 8)
 /* M = 1 (decode): row blocks one after another, so codes and scales are each read as one linear
  * stream (what DRAM prefetchers like best), with enough independent accumulators per row block to
  * hide the FMA / vpdpbusd latency: 8 in f32 (one per k of a chunk), 4 in i8. */
+/* start of a range: request its first PF_BYTES of codes (and their scales) at once, so the stream
+ * does not begin with a run of demand misses while the prefetchers ramp up */
+INLINE void prime_range(const q4nx_tensor *W, uint32_t rb0, uint32_t rb1)
+{
+    const uint8_t *c = W->codes + (size_t)rb0 * W->k_blocks * W->block * 8;
+    size_t n = (size_t)(rb1 - rb0) * W->k_blocks * W->block * 8;
+    for (size_t o = 0; o < PF_BYTES && o < n; o += 64)
+        _mm_prefetch((const char *)c + o, _MM_HINT_T0);
+    size_t ss = W->scale_dtype == Q4NX_F32 ? 4 : 2, gi = (size_t)rb0 * W->k_blocks * 16;
+    for (size_t o = 0; o < PF_BYTES / 8; o += 64)
+        _mm_prefetch((const char *)W->scales + gi * ss + o, _MM_HINT_T0);
+}
+
 static void gemv_f32(const kern_job *j, uint32_t rb0, uint32_t rb1)
 {
     const q4nx_tensor *W = j->W;
     const uint32_t B = W->block, kb = W->k_blocks, cpg = B / 8;
+    if (PF_BYTES)
+        prime_range(W, rb0, rb1);
     const __m512 tbl = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     for (uint32_t rb = rb0; rb < rb1; rb++) {
         const uint8_t *cb = W->codes + (size_t)rb * kb * B * 8;
@@ -278,6 +293,8 @@ static void gemv_i8(const kern_job *j, uint32_t rb0, uint32_t rb1)
 {
     const q4nx_tensor *W = j->W;
     const uint32_t B = W->block, kb = W->k_blocks, cpg = B / 8;
+    if (PF_BYTES)
+        prime_range(W, rb0, rb1);
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     for (uint32_t rb = rb0; rb < rb1; rb++) {
         const uint8_t *cb = W->codes + (size_t)rb * kb * B * 8;
