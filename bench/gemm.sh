@@ -56,8 +56,11 @@ passes=("cpu f32" "cpu i8" "amd f32" "amd i8")
 [ -n "$model" ] && passes+=("model f32" "model i8")
 echo "## M = 1 over a whole model's weights vs the DRAM read bandwidth measured alongside"
 echo
-echo "| weights | mode | MB | ms per pass | GB/s | DRAM read GB/s | fraction of DRAM read |"
-echo "|---|---|---:|---:|---:|---:|---:|"
+echo "| weights | mode | threads | MB | ms per pass | GB/s | DRAM read GB/s | fraction of DRAM read |"
+echo "|---|---|---:|---:|---:|---:|---:|---:|"
+tlist=("$threads")
+[ "$threads" != 1 ] && tlist+=(1) # the 1-thread row shows the kernel apart from thread scheduling
+for th in "${tlist[@]}"; do
 for p in "${passes[@]}"; do
   set -- $p
   case $1 in
@@ -66,15 +69,16 @@ for p in "${passes[@]}"; do
     model) src=(-m "$model"); what=$(basename "$model") ;;
   esac
   rows=$(for _ in $(seq "$runs"); do
-    "$G" -t "$threads" --model-pass "${src[@]}" --mode "$2" --check-rows 4 --probe-mb 512 --reps 9 | jq -c . | tee -a "$out" |
+    "$G" -t "$th" --model-pass "${src[@]}" --mode "$2" --check-rows 4 --probe-mb 512 --reps 9 | jq -c . | tee -a "$out" |
       jq -r '[.ms, .weight_bytes, .dram_read_GBps, .fraction_of_dram] | @tsv'
   done)
   ms=$(echo "$rows" | cut -f1 | med)
   mb=$(echo "$rows" | head -1 | cut -f2 | awk '{print $1 / 1e6}')
   bw=$(echo "$rows" | cut -f3 | med)
   fr=$(echo "$rows" | cut -f4 | med)
-  printf '| %s | %s | %.0f | %.2f | %.1f | %.1f | %.0f %% |\n' "$what" "$2" "$mb" "$ms" \
+  printf '| %s | %s | %d | %.0f | %.2f | %.1f | %.1f | %.0f %% |\n' "$what" "$2" "$th" "$mb" "$ms" \
     "$(awk -v mb="$mb" -v ms="$ms" 'BEGIN{print mb / ms}')" "$bw" "$(awk -v f="$fr" 'BEGIN{print 100 * f}')"
+done
 done
 echo
 
