@@ -671,8 +671,8 @@ int main(int argc, char **argv)
         long n = strtol(shape, &end, 10), k = *end == ',' ? strtol(end + 1, &end, 10) : 0;
         if (*end || n <= 0 || k <= 0 || n > (1L << 24) || k > (1L << 24))
             ogk_die(OGK_EXIT_USAGE, "--shape %s: expected N,K (positive integers)", shape);
-        if (o.block & (o.block - 1))
-            ogk_die(OGK_EXIT_USAGE, "--block %ld: must be a power of two >= 16", o.block);
+        if ((o.block & (o.block - 1)) || o.block > 4096)
+            ogk_die(OGK_EXIT_USAGE, "--block %ld: must be a power of two from 16 to 4096", o.block);
         const char *why = q4nx_q4_layout_refusal(o.layout, (uint32_t)n, (uint32_t)k, (uint32_t)o.block);
         if (why)
             ogk_die(OGK_EXIT_USAGE, "--shape %s --block %ld --layout %s: %s", shape, o.block,

@@ -235,6 +235,9 @@ static int check_tensor(const q4nx_tensor *W, int M, int mode, ogk_error *e)
     const char *why = q4nx_q4_layout_refusal(W->layout, W->n, W->k, W->block);
     if (why)
         return ogk_fail(e, "tensor %s: %s", W->name ? W->name : "?", why);
+    if (W->block > 4096) /* keeps the i8 group sums below 2^24, where fp32 holds them exactly */
+        return ogk_fail(e, "tensor %s: block %u > 4096 is not supported by the kernels", W->name ? W->name : "?",
+                        W->block);
     if (W->k_blocks != (W->k + W->block - 1) / W->block)
         return ogk_fail(e, "tensor %s: k_blocks %u != ceil(K/block)", W->name ? W->name : "?", W->k_blocks);
     if (W->scale_dtype != Q4NX_F32 && W->scale_dtype != Q4NX_F16 && W->scale_dtype != Q4NX_BF16)

@@ -23,6 +23,7 @@
  *             sum over groups: |Δ| <= (kb + 4) · 2^-23 · Σ_g |scale·d·(Σ code·q − zp·Σ q)| and less.
  *             Its error against KERN_F32 is the quantisation error of X (measured in t/unit/kern_paths.c
  *             and documented in npu-gemm(1)).
+ * Blocks (B) are powers of two from 16 to 4096.
  * Columns K..kb·B of the last group are multiplied by zero (the layouts keep whatever codes the
  * source had there).
  *
