@@ -215,6 +215,7 @@ mutation_case() { # MUTATION CODE WHAT-substring
 @test "refused: MatMulNBits K contradicting its weight"      { mutation_case k-mismatch tensor_shape "layers.0."; }
 @test "refused: an unquantised lm_head"                      { mutation_case plain-lm-head unsupported_op lm_head.weight; }
 @test "refused: a weight the graph walk cannot place"        { mutation_case unassigned unassigned stray.weight; }
+@test "refused: a node without an op_type (no crash)"         { mutation_case no-op-type graph "layer 0"; }
 
 @test "inline initializers (raw_data, float_data, fp16 in int32_data) import byte for byte" {
   local s d

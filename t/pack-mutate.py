@@ -18,6 +18,8 @@ Mutations:
   many-values       300 extra (unused) graph inputs, so the reader's value table grows while it
                     indexes inputs and nodes (a use-after-realloc found by fuzz/pack_onnx)
                     -> still importable
+  no-op-type        the first MatMulNBits node without an op_type (optional in the proto; was a
+                    strcmp on NULL, fuzz/pack_onnx)                              -> refused, no crash
 """
 import os
 import sys
@@ -126,6 +128,8 @@ def main():
         g.node.insert(idx, gbq)
     elif what == "many-values":
         g.input.extend([helper.make_tensor_value_info("unused_%d" % i, TensorProto.FLOAT, [1]) for i in range(300)])
+    elif what == "no-op-type":
+        mnb[0].ClearField("op_type")
     else:
         sys.exit("unknown mutation " + what)
     onnx.save(m, os.path.join(dst, "model.onnx"))

@@ -160,8 +160,15 @@ static const char *out(const G *g, int n, size_t slot)
     Onnx__NodeProto *nd = node(g, n);
     return slot < nd->n_output && nd->output[slot][0] ? nd->output[slot] : NULL;
 }
-static int is_op(const G *g, int n, const char *op) { return n >= 0 && !strcmp(node(g, n)->op_type, op); }
-static const char *nname(const G *g, int n) { return node(g, n)->name ? node(g, n)->name : node(g, n)->op_type; }
+/* op_type is optional in the proto: a node without one (NULL here) is no op we know */
+static int is_op(const G *g, int n, const char *op)
+{
+    return n >= 0 && node(g, n)->op_type && !strcmp(node(g, n)->op_type, op);
+}
+static const char *nname(const G *g, int n)
+{
+    return node(g, n)->name ? node(g, n)->name : node(g, n)->op_type ? node(g, n)->op_type : "?";
+}
 
 static Onnx__AttributeProto *attr(const G *g, int n, const char *name)
 {
