@@ -21,6 +21,9 @@
  *       Prefill tok/s at 128 and 512 tokens, decode tok/s (N tokens, default 32, after a
  *       prompt of each --decode-ctx length, default 128: "decode":[{context,tok_s}], and
  *       decode_tok_s for the first); medians of R runs (default 5) after one warm-up.
+ * --ids may also hold an array of sequences (a batch): each runs as above, one after the other in
+ *   the one session; the JSON then has "batch":[per-sequence objects] and the logits rows (or
+ *   --logits-f32 rows) of all sequences in order.
  * Common options: --threads T (intra-op threads, default 2).
  * --logits-f32 FILE (generate, teacher): write the logits rows to FILE as raw little-endian
  *   float32 [rows][V] instead of into the JSON (which then says "logits_f32": FILE).
@@ -91,9 +94,11 @@ function readIds(a) {
   } else die('--ids or --ids-file required', 2);
   let ids;
   try { ids = JSON.parse(txt); } catch (e) { die('ids: not JSON: ' + e.message, 2); }
-  if (!Array.isArray(ids) || ids.length === 0 || !ids.every((x) => Number.isInteger(x) && x >= 0))
-    die('ids: want a non-empty JSON array of non-negative integers', 2);
-  return ids;
+  const ok = (v) => Array.isArray(v) && v.length > 0 && v.every((x) => Number.isInteger(x) && x >= 0);
+  // a batch: an array of sequences, run one after the other in this one session
+  if (Array.isArray(ids) && ids.length > 0 && ids.every(ok)) return { batch: true, seqs: ids };
+  if (!ok(ids)) die('ids: want a non-empty JSON array of non-negative integers (or an array of them)', 2);
+  return { batch: false, seqs: [ids] };
 }
 
 // ---- fp16 <-> fp32
@@ -255,8 +260,7 @@ function record(rows, a) {
   return { logits: rows.map((r) => Array.from(r, fmt)) };
 }
 
-async function generate(p, a) {
-  const prompt = readIds(a);
+async function generate(p, a, prompt) {
   let past = p.emptyPast();
   let r = await p.run(prompt, past, 0);
   let pastLen = prompt.length;
@@ -272,11 +276,10 @@ async function generate(p, a) {
     pastLen += 1;
     row = rowOf(r.logits, p.vocab, 0);
   }
-  return Object.assign({ mode: 'generate', feed: 'prefill+step', prompt_ids: prompt, ids }, record(rows, a));
+  return { head: { mode: 'generate', feed: 'prefill+step', prompt_ids: prompt, ids }, rows };
 }
 
-async function teacher(p, a) {
-  const ids = readIds(a);
+async function teacher(p, a, ids) {
   const rows = [];
   if (a.feed === 'prefill') {
     const r = await p.run(ids, p.emptyPast(), 0);
@@ -289,7 +292,7 @@ async function teacher(p, a) {
       rows.push(Float32Array.from(rowOf(r.logits, p.vocab, 0)));
     }
   }
-  return Object.assign({ mode: 'teacher', feed: a.feed, ids, positions: ids.length }, record(rows, a));
+  return { head: { mode: 'teacher', feed: a.feed, ids, positions: ids.length }, rows };
 }
 
 function median(xs) {
@@ -348,9 +351,20 @@ async function main() {
   const p = new Pack(a.pack);
   await p.open(a.threads);
   let out;
-  if (a.mode === 'generate') out = await generate(p, a);
-  else if (a.mode === 'teacher') out = await teacher(p, a);
-  else out = await bench(p, a);
+  if (a.mode === 'bench') out = await bench(p, a);
+  else {
+    const { batch, seqs } = readIds(a);
+    const heads = [];
+    let rows = [];
+    for (const seq of seqs) {
+      const r = a.mode === 'generate' ? await generate(p, a, seq) : await teacher(p, a, seq);
+      heads.push(r.head);
+      rows = rows.concat(r.rows);
+    }
+    out = batch ? { mode: a.mode, feed: heads[0].feed, batch: heads } : heads[0];
+    if (batch && a.mode === 'teacher') out.positions = rows.length;
+    out = Object.assign(out, record(rows, a));
+  }
   out = Object.assign({ pack: path.resolve(a.pack), onnxruntime: ort.env.versions ? ort.env.versions.common : '1.30.0',
     io_dtype: p.kvType, vocab_size: p.vocab }, out);
   process.stdout.write(JSON.stringify(out) + '\n');
