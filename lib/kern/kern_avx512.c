@@ -14,7 +14,7 @@
 
 #define INLINE static inline __attribute__((always_inline))
 #ifndef PF_BYTES
-#define PF_BYTES 4096 /* software prefetch distance of the M = 1 kernels' code stream */
+#define PF_BYTES 8192 /* software prefetch distance of the M = 1 kernels' code stream */
 #endif
 
 INLINE __m512 load_scales(const q4nx_tensor *W, size_t gi)
