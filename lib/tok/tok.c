@@ -1621,7 +1621,8 @@ static int bpe_word(tok *t, bpe_work *w, const char *s, uint32_t n, idvec *out)
         if (ids && key) {
             free(ce->key);
             free(ce->ids);
-            memcpy(ids, out->v + before, k * sizeof *ids);
+            if (k) /* out->v is NULL while nothing was emitted yet */
+                memcpy(ids, out->v + before, k * sizeof *ids);
             memcpy(key, s, n);
             ce->key = key;
             ce->ids = ids;

@@ -25,6 +25,24 @@ static uint32_t rnd(void)
     return (uint32_t)rng;
 }
 
+/* regression (fuzz/tok_json): a first word that emits no ids (no unk_token: unknown symbols are
+ * dropped) cached its ids with memcpy from a NULL output array. Expected ids from
+ * @huggingface/tokenizers 0.x: Tokenizer({BPE vocab {a:0}, WhitespaceSplit}).encode("xyz a") = [0]. */
+static void unknown_first_word(void)
+{
+    const char *j = "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[]},\"added_tokens\":[],"
+                    "\"normalizer\":null,\"pre_tokenizer\":{\"type\":\"WhitespaceSplit\"},\"post_processor\":null,"
+                    "\"decoder\":{\"type\":\"Fuse\"}}";
+    ogk_error e;
+    tok *t = tok_load(j, strlen(j), NULL, 0, &e);
+    int32_t *ids = NULL;
+    size_t n = 0;
+    int rc = t ? tok_encode(t, "xyz a", 5, 0, &ids, &n, &e) : -1;
+    TAP_OK(rc == 0 && n == 1 && ids[0] == 0, "BPE without unk: an unknown first word is dropped (\"xyz a\" -> [0])");
+    free(ids);
+    tok_free(t);
+}
+
 static void truncated(const char *json, size_t n)
 {
     int all_fail = 1;
@@ -196,5 +214,6 @@ int main(void)
         tok_free(t);
     }
     jinja_fuzz();
+    unknown_first_word();
     return TAP_DONE();
 }
