@@ -396,9 +396,13 @@ static int sym_grow(tok *t, int32_t need)
     return 0;
 }
 
-/* Define token id as string s (copied); ids may be sparse. */
+/* Define token id as string s (copied); ids may be sparse. Redefining an id as the same string is
+ * fine (added_tokens repeat vocab entries); as another string it is -2: one id cannot decode to two
+ * strings, and the string -> id map would lose the first one. */
 static int tok_define(tok *t, int32_t id, const char *s, size_t n)
 {
+    if (id < t->symcap && t->is_tok[id])
+        return t->symn[id] == n && !memcmp(t->sym[id], s, n) ? 0 : -2;
     if (sym_grow(t, id + 1 > t->nsym ? id + 1 : t->nsym))
         return -1;
     char *c = tok_arena_strdup(&t->arena, s, n);
@@ -857,7 +861,11 @@ static int load_model(tok *t, const tj *m, const tj *added, ogk_error *e)
         return ogk_fail(e, "out of memory");
     for (uint32_t i = 0; i < vocab->n; i++) {
         const tj *k = &vocab->u.items[2 * i];
-        if (tok_define(t, (int32_t)vocab->u.items[2 * i + 1].u.num, k->u.s, k->n))
+        int32_t id = (int32_t)vocab->u.items[2 * i + 1].u.num;
+        int rc = tok_define(t, id, k->u.s, k->n);
+        if (rc == -2)
+            return ogk_fail(e, "tokenizer.json: vocab: id %d is given to two tokens", id);
+        if (rc)
             return ogk_fail(e, "out of memory");
     }
     t->byte_fallback = tj_bool(tj_get(m, "byte_fallback"), 0);
@@ -945,7 +953,10 @@ static int load_added(tok *t, const tj *list, ogk_error *e)
         at->rstrip = tj_bool(tj_get(a, "rstrip"), 0);
         at->special = tj_bool(tj_get(a, "special"), 0);
         at->normalized = tj_bool(tj_get(a, "normalized"), !at->special);
-        if (tok_define(t, at->id, at->s, at->n))
+        int rc = tok_define(t, at->id, at->s, at->n);
+        if (rc == -2)
+            return ogk_fail(e, "tokenizer.json: added_tokens[%u]: id %d already belongs to another token", i, at->id);
+        if (rc)
             return ogk_fail(e, "out of memory");
     }
     uint32_t cap = 16;

@@ -43,6 +43,37 @@ static void unknown_first_word(void)
     tok_free(t);
 }
 
+/* regression (fuzz/tok_json): one id given to two different strings (in the vocab, or an added token
+ * reusing a vocab id) left id -> string and string -> id disagreeing; such a file is refused by name.
+ * The same string repeated under its own id (what real added_tokens do) still loads. */
+static void id_collisions(void)
+{
+    static const struct {
+        const char *json, *want;
+    } c[] = {
+        {"{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":0},\"merges\":[]}}", "id 0 is given to two tokens"},
+        {"{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1},\"merges\":[]},"
+         "\"added_tokens\":[{\"id\":1,\"content\":\"<s>\",\"special\":true}]}",
+         "added_tokens[0]: id 1 already belongs to another token"},
+        {"{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[]},"
+         "\"added_tokens\":[{\"id\":5,\"content\":\"<s>\"},{\"id\":5,\"content\":\"</s>\"}]}",
+         "added_tokens[1]: id 5 already belongs to another token"},
+        {"{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"<s>\":1},\"merges\":[]},"
+         "\"added_tokens\":[{\"id\":1,\"content\":\"<s>\",\"special\":true}]}",
+         NULL},
+    };
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        ogk_error e;
+        e.msg[0] = 0;
+        tok *t = tok_load(c[i].json, strlen(c[i].json), NULL, 0, &e);
+        if (c[i].want)
+            TAP_OK(!t && strstr(e.msg, c[i].want), "id collision %zu refused: %s", i, e.msg);
+        else
+            TAP_OK(t && tok_token_to_id(t, "<s>", 3) == 1, "an added token repeating its vocab entry loads");
+        tok_free(t);
+    }
+}
+
 static void truncated(const char *json, size_t n)
 {
     int all_fail = 1;
@@ -215,5 +246,6 @@ int main(void)
     }
     jinja_fuzz();
     unknown_first_word();
+    id_collisions();
     return TAP_DONE();
 }
