@@ -5,11 +5,33 @@
 #include "fuzz.h"
 #include "tok/tok.h"
 
+#include <jansson.h>
+
 static const char TEXT[] =
     "<|im_start|>user\nHello, world! It's 2024-06-01: 3.14159 x 42  tabs\there\r\n"
     "\xe4\xbd\xa0\xe5\xa5\xbd\xe4\xb8\x96\xe7\x95\x8c \xf0\x9f\x98\x80\xf0\x9f\x91\x8d\xf0\x9f\x8f\xbd "
     "cafe\xcc\x81 caf\xc3\xa9 \xef\xbc\xa1\xef\xbc\xa2 <s></s><|endoftext|><|begin_of_text|>"
     "<|eot_id|><|im_end|>   trailing   ";
+
+/* tok.h: the stream equals tok_decode except under a Strip decoder with start > 1 or stop > 0 */
+static int strip_breaks_stream(const json_t *d)
+{
+    if (!json_is_object(d))
+        return 0;
+    const char *ty = json_string_value(json_object_get(d, "type"));
+    if (ty && !strcmp(ty, "Strip")) {
+        json_t *st = json_object_get(d, "start"), *sp = json_object_get(d, "stop");
+        return (json_is_number(st) && json_number_value(st) > 1) || (json_is_number(sp) && json_number_value(sp) != 0);
+    }
+    size_t i;
+    json_t *v;
+    json_array_foreach(json_object_get(d, "decoders"), i, v)
+    {
+        if (strip_breaks_stream(v))
+            return 1;
+    }
+    return 0;
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -20,6 +42,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_CHECK(e.msg[0]);
         return 0;
     }
+    json_t *root = json_loadb((const char *)data, size, 0, NULL);
+    int stream_exact = !strip_breaks_stream(json_object_get(root, "decoder"));
+    json_decref(root);
     int32_t vs = tok_vocab_size(t);
     FUZZ_CHECK(vs >= 0);
     for (int special = 0; special < 2; special++) {
@@ -63,7 +88,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                     cat = realloc(cat, got + l);
                 memcpy(cat + got, o, l);
                 got += l;
-                FUZZ_CHECK(got == len && !memcmp(cat, s, len));
+                if (stream_exact)
+                    FUZZ_CHECK(got == len && !memcmp(cat, s, len));
             }
             free(cat);
         }

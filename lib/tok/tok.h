@@ -50,7 +50,10 @@ char *tok_decode(tok *t, const int32_t *ids, size_t n, int skip_special, int cle
 
 /* Incremental decoder for streaming: feed ids one at a time; each call returns the new text (possibly
  * empty, never a broken UTF-8 sequence; valid until the next call). tok_stream_flush returns what is
- * held back at the end. Concatenating all outputs gives tok_decode(ids, cleanup=0). */
+ * held back at the end. Concatenating all outputs gives tok_decode(ids, cleanup=0) -- for every decoder
+ * except a Strip that removes more than one leading character (start > 1) or any trailing ones (stop > 0):
+ * each step decodes a window that starts one token back, and such a Strip cuts the window's edges where
+ * the whole text has none (no released tokenizer uses one; Llama/Mistral's is start 1, stop 0). */
 typedef struct tok_stream tok_stream;
 tok_stream *tok_stream_new(tok *t, int skip_special);
 const char *tok_stream_put(tok_stream *s, int32_t id, size_t *len, ogk_error *e);
