@@ -2154,10 +2154,11 @@ static const char *stream_step(tok_stream *s, int final, size_t *len, ogk_error 
     free(s->out);
     s->out = NULL;
     *len = 0;
-    char *pt = tok_decode(s->t, s->ids.v + s->prefix, s->read - s->prefix, s->skip_special, 0, &pn, e);
+    const int32_t *win = s->ids.v ? s->ids.v + s->prefix : NULL; /* NULL: flushed before any id */
+    char *pt = tok_decode(s->t, win, s->read - s->prefix, s->skip_special, 0, &pn, e);
     if (!pt)
         return NULL;
-    char *nt = tok_decode(s->t, s->ids.v + s->prefix, s->ids.n - s->prefix, s->skip_special, 0, &nn, e);
+    char *nt = tok_decode(s->t, win, s->ids.n - s->prefix, s->skip_special, 0, &nn, e);
     if (!nt) {
         free(pt);
         return NULL;

@@ -74,6 +74,21 @@ static void id_collisions(void)
     }
 }
 
+/* regression (fuzz/tok_json): flushing a stream that was never fed (a generation that produced no
+ * token) did pointer arithmetic on the NULL id array; it gives the empty text. */
+static void empty_stream(void)
+{
+    const char *j = "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[]}}";
+    ogk_error e;
+    tok *t = tok_load(j, strlen(j), NULL, 0, &e);
+    tok_stream *s = t ? tok_stream_new(t, 0) : NULL;
+    size_t len = 99;
+    const char *o = s ? tok_stream_flush(s, &len, &e) : NULL;
+    TAP_OK(o && len == 0 && !*o, "a stream flushed before any id gives the empty text");
+    tok_stream_free(s);
+    tok_free(t);
+}
+
 static void truncated(const char *json, size_t n)
 {
     int all_fail = 1;
@@ -247,5 +262,6 @@ int main(void)
     jinja_fuzz();
     unknown_first_word();
     id_collisions();
+    empty_stream();
     return TAP_DONE();
 }
