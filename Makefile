@@ -129,4 +129,10 @@ $(BUILD)/fuzz/libogk.a: $(FUZZ_OBJS)
 $(BUILD)/fuzz/%: fuzz/%.c fuzz/fuzz.h $(BUILD)/fuzz/libogk.a
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(BUILD)/fuzz/libogk.a $(LDLIBS)
 fuzz: $(FUZZ_TARGETS)
-.PHONY: fuzz
+# replay the inputs of fixed bugs (fuzz/regress/<target>/) through the fuzz build: seconds, no fuzzing
+fuzz-regress: $(FUZZ_TARGETS)
+	@export OGAKIT_FUZZ_PACK=$${OGAKIT_FUZZ_PACK:-$$(tools/fixture.sh qwen2 cpu tied tiny)}; \
+	for d in fuzz/regress/*/; do t=$$(basename $$d); \
+	  out=$$($(BUILD)/fuzz/$$t -runs=0 $$d 2>&1) || { echo "$$out" | tail -30; echo "fuzz-regress: $$t FAILED"; exit 1; }; \
+	  echo "$$t: $$(echo "$$out" | grep '^Done')"; done
+.PHONY: fuzz fuzz-regress
