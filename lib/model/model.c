@@ -569,7 +569,9 @@ static void attention_heads(void *arg, size_t h0, size_t h1, int worker)
 static void attention(model_state *s, int layer, int pos0, int rows)
 {
     attn_job j = {s, layer, pos0, rows};
-    kern_pool_for(s->pool, (size_t)s->m->c.n_heads, 1, attention_heads, &j);
+    /* a decode step's attention is microseconds: waking the pool would cost more than it saves */
+    size_t work = (size_t)rows * (size_t)(pos0 + rows) * (size_t)s->m->c.n_heads;
+    kern_pool_for(work < 65536 ? NULL : s->pool, (size_t)s->m->c.n_heads, 1, attention_heads, &j);
 }
 
 /* SwiGLU: hb = silu(gate) * up */
