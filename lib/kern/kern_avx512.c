@@ -5,8 +5,10 @@
  *        shift + one permute give 16 rows' codes for one k as fp32, then one FMA per activation row.
  *   i8:  (chunk & 0x0F) and (chunk >> 4 & 0x0F) are 16 rows x 4 u8 codes; vpdpbusd against 4
  *        broadcast int8 activations accumulates 16 rows in int32.
- * Per group: y += scale · (Σ code·x − zp · Σx). Tiles: RB row blocks x MT activation rows, all
- * accumulators in registers; M = 1 uses two accumulator sets to hide FMA latency. */
+ * Per group: y += scale · (Σ code·x − zp · Σx).
+ * M = 1 (decode, memory-bound): gemv_* walk row blocks in memory order with software prefetch, so
+ * codes and scales are two linear streams. M > 1: tiles of RB = 2 row blocks x MT <= 8 activation
+ * rows, integer/fp32 accumulators in registers, the per-group fp32 sums in memory. */
 #include "kern_int.h"
 
 #include <immintrin.h>
