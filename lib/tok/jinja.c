@@ -66,11 +66,19 @@ struct env {
 /* ------------------------------------------------------------------------------------------------ */
 /* interpreter state                                                                                 */
 
+/* A text buffer held across calls that may jfail (macro bodies, block sets, joins, tojson): its struct
+ * is in the arena and linked into the context, so the error path frees its malloc'd text too. */
+typedef struct tbuf {
+    tok_buf b; /* first: a tok_buf * is a tbuf * */
+    struct tbuf *prev;
+} tbuf;
+
 typedef struct {
     tok_arena a;
     jmp_buf jb;
     ogk_error *e;
     int depth;
+    tbuf *bufs; /* open tbufs, innermost first */
 } jctx;
 
 static _Noreturn void jfail(jctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -89,6 +97,22 @@ static void *jalloc(jctx *c, size_t n)
     if (!p)
         jfail(c, "out of memory");
     return p;
+}
+
+static tok_buf *tbuf_open(jctx *c)
+{
+    tbuf *t = jalloc(c, sizeof *t);
+    memset(t, 0, sizeof *t);
+    t->prev = c->bufs;
+    c->bufs = t;
+    return &t->b;
+}
+static void tbuf_close(jctx *c, tok_buf *b)
+{
+    tbuf *t = (tbuf *)b; /* buffers nest: b is the innermost open one */
+    free(t->b.p);
+    t->b.p = NULL;
+    c->bufs = t->prev;
 }
 
 static char *jstrdup(jctx *c, const char *s, size_t n)
@@ -399,10 +423,10 @@ static void to_json(jctx *c, tok_buf *b, jv v, const json_opts *o, int depth)
 
 static jv json_value(jctx *c, jv v, const json_opts *o)
 {
-    tok_buf b = {0};
-    to_json(c, &b, v, o, 0);
-    jv r = v_str(jstrdup(c, b.p ? b.p : "", b.n), b.n);
-    free(b.p);
+    tok_buf *b = tbuf_open(c);
+    to_json(c, b, v, o, 0);
+    jv r = v_str(jstrdup(c, b->p ? b->p : "", b->n), b->n);
+    tbuf_close(c, b);
     return r;
 }
 
@@ -1810,10 +1834,10 @@ static jv call_fn(interp *I, jv fnv, jv *args, size_t nargs, env *E)
             }
             setvar(c, ME, par->s, par->n, v);
         }
-        tok_buf b = {0};
-        exec_block(I, m->body, m->nbody, ME, &b);
-        jv r = v_str(jstrdup(c, b.p ? b.p : "", b.n), b.n);
-        free(b.p);
+        tok_buf *b = tbuf_open(c);
+        exec_block(I, m->body, m->nbody, ME, b);
+        jv r = v_str(jstrdup(c, b->p ? b->p : "", b->n), b->n);
+        tbuf_close(c, b);
         return r;
     }
     }
@@ -1893,17 +1917,15 @@ static jv raw_string(jctx *c, jv v)
         js_num(v.u.num, num, sizeof num);
         return v_str(jstrdup(c, num, strlen(num)), strlen(num));
     case V_ARR: {
-        tok_buf b = {0};
+        tok_buf *b = tbuf_open(c);
         for (size_t i = 0; i < v.u.arr->n; i++) {
             jv e = v.u.arr->v[i];
             jv s = e.t == V_NULL || e.t == V_UNDEF ? v_cstr("") : to_string(c, e);
-            if ((i && tok_buf_put(&b, ",", 1)) || tok_buf_put(&b, s.u.str.s, s.u.str.n)) {
-                free(b.p);
+            if ((i && tok_buf_put(b, ",", 1)) || tok_buf_put(b, s.u.str.s, s.u.str.n))
                 jfail(c, "out of memory");
-            }
         }
-        jv r = v_str(jstrdup(c, b.p ? b.p : "", b.n), b.n);
-        free(b.p);
+        jv r = v_str(jstrdup(c, b->p ? b->p : "", b->n), b->n);
+        tbuf_close(c, b);
         return r;
     }
     case V_OBJ:
@@ -2237,30 +2259,29 @@ static jv apply_filter(interp *I, node *x, jv v, env *E)
             sep = v_cstr("");
         if (sep.t != V_STR)
             jfail(c, "separator must be a string");
-        tok_buf b = {0};
+        tok_buf *b = tbuf_open(c);
         if (v.t == V_ARR) {
             for (size_t i = 0; i < v.u.arr->n; i++) {
                 if (i)
-                    tok_buf_put(&b, sep.u.str.s, sep.u.str.n);
+                    tok_buf_put(b, sep.u.str.s, sep.u.str.n);
                 jv s = to_string(c, v.u.arr->v[i]);
                 if (v.u.arr->v[i].t == V_NULL || v.u.arr->v[i].t == V_UNDEF)
                     s = v_cstr(""); /* JS Array.join renders null/undefined as "" */
-                tok_buf_put(&b, s.u.str.s, s.u.str.n);
+                tok_buf_put(b, s.u.str.s, s.u.str.n);
             }
         } else if (v.t == V_STR) {
             for (size_t i = 0; i < v.u.str.n;) {
                 int k = tok_utf8_len((unsigned char)v.u.str.s[i]);
                 if (i)
-                    tok_buf_put(&b, sep.u.str.s, sep.u.str.n);
-                tok_buf_put(&b, v.u.str.s + i, (size_t)k);
+                    tok_buf_put(b, sep.u.str.s, sep.u.str.n);
+                tok_buf_put(b, v.u.str.s + i, (size_t)k);
                 i += (size_t)k;
             }
         } else {
-            free(b.p);
             jfail(c, "Cannot apply filter \"join\" to type: %s", type_name(v));
         }
-        jv r = v_str(jstrdup(c, b.p ? b.p : "", b.n), b.n);
-        free(b.p);
+        jv r = v_str(jstrdup(c, b->p ? b->p : "", b->n), b->n);
+        tbuf_close(c, b);
         return r;
     }
     if (v.t == V_ARR) {
@@ -2682,10 +2703,10 @@ static void exec_block(interp *I, node **body, size_t n, env *E, tok_buf *out)
             if (x->b) {
                 v = eval(I, x->b, E);
             } else {
-                tok_buf b = {0};
-                exec_block(I, x->body, x->nbody, E, &b);
-                v = v_str(jstrdup(c, b.p ? b.p : "", b.n), b.n);
-                free(b.p);
+                tok_buf *b = tbuf_open(c);
+                exec_block(I, x->body, x->nbody, E, b);
+                v = v_str(jstrdup(c, b->p ? b->p : "", b->n), b->n);
+                tbuf_close(c, b);
             }
             assign(I, x->a, v, E);
             break;
@@ -2792,6 +2813,8 @@ char *tok_jinja_render(const char *src, const json_t *vars, size_t *len, ogk_err
     }
     if (setjmp(c.jb)) {
         free(out.p);
+        for (tbuf *t = c.bufs; t; t = t->prev)
+            free(t->b.p);
         tok_arena_free(&c.a);
         return NULL;
     }

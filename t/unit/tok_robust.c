@@ -89,6 +89,28 @@ static void empty_stream(void)
     tok_free(t);
 }
 
+/* regression (fuzz/jinja, LeakSanitizer): an error raised while a macro body, a block set or a join
+ * was being collected leaked that text buffer (longjmp past its free). Under make SAN=1 a leak fails
+ * this binary at exit. */
+static void jinja_error_in_buffer(void)
+{
+    static const char *src[] = {
+        "{% macro m() %}some text{{ raise_exception('in macro') }}{% endmacro %}{{ m() }}",
+        "{% set x %}some text{{ raise_exception('in set') }}{% endset %}{{ x }}",
+        "{% macro m() %}outer {% set y %}inner{{ raise_exception('nested') }}{% endset %}{% endmacro %}{{ m() }}",
+    };
+    json_t *vars = json_object();
+    for (size_t i = 0; i < sizeof src / sizeof src[0]; i++) {
+        ogk_error e;
+        e.msg[0] = 0;
+        size_t len = 0;
+        char *out = tok_jinja_render(src[i], vars, &len, &e);
+        TAP_OK(!out && strstr(e.msg, "template raised"), "error inside a collected block %zu: %s", i, e.msg);
+        free(out);
+    }
+    json_decref(vars);
+}
+
 static void truncated(const char *json, size_t n)
 {
     int all_fail = 1;
@@ -263,5 +285,6 @@ int main(void)
     unknown_first_word();
     id_collisions();
     empty_stream();
+    jinja_error_in_buffer();
     return TAP_DONE();
 }
