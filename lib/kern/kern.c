@@ -10,6 +10,9 @@
 #ifndef KERN_RANGE_BYTES
 #define KERN_RANGE_BYTES (128u << 10) /* weights per work range at M = 1 */
 #endif
+#ifndef KERN_INLINE_BYTES
+#define KERN_INLINE_BYTES (96u << 10) /* below this (rows x weight bytes) a launch stays on the caller */
+#endif
 
 /* ---- path selection ---- */
 static int g_path = -1;
@@ -297,7 +300,9 @@ int kern_matmul_path(int path, kern_pool *p, const q4nx_tensor *W, const float *
             if (mc == 1 && grain * rb_bytes > (KERN_RANGE_BYTES))
                 grain = (KERN_RANGE_BYTES) / rb_bytes;
             grain = grain < unit ? unit : (grain + unit - 1) / unit * unit;
-            kern_pool_for(p, nb, grain, run_b8, &ra);
+            /* small launches run on the calling thread: waking a worker costs more than the work */
+            int small = (size_t)mc * nb * rb_bytes < KERN_INLINE_BYTES;
+            kern_pool_for(small ? NULL : p, nb, grain, run_b8, &ra);
         } else {
             kern_pool_for(p, (W->n + 31) / 32, 0, run_rm_bands, &ra);
         }
