@@ -33,7 +33,6 @@ MODS_q4nx-pack   = q4nx ogax util
 MODS_q4nx-verify = q4nx pack ogax onnx util
 MODS_npu-gemm    = kern npu q4nx util
 MODS_npu-forward = model tok kern q4nx util
-MODS_spec-replay = util
 MODS_UNIT_util   = util
 MODS_UNIT_q4nx   = ogax q4nx util
 MODS_UNIT_ogax   = ogax q4nx util
@@ -119,7 +118,7 @@ FUZZ_OBJS = $(patsubst lib/%.c,$(BUILD)/fuzz/obj/%.o,$(foreach m,$(FUZZ_MODS),$(
 FUZZ_TARGETS = $(patsubst fuzz/%.c,$(BUILD)/fuzz/%,$(wildcard fuzz/*.c))
 $(BUILD)/fuzz/obj/%.o: lib/%.c $(GEN_HDR)
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link $(ISA) -c -o $@ $<
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link $(ISA) -MMD -MP -c -o $@ $<
 $(BUILD)/fuzz/obj/%_avx2.o: ISA = $(AVX2_FLAGS)
 $(BUILD)/fuzz/obj/onnx/onnx.pb-c.o: $(BUILD)/gen/onnx/onnx.pb-c.c
 	@mkdir -p $(dir $@)
@@ -128,6 +127,7 @@ $(BUILD)/fuzz/libogk.a: $(FUZZ_OBJS)
 	rm -f $@ && ar rcs $@ $^
 $(BUILD)/fuzz/%: fuzz/%.c fuzz/fuzz.h $(BUILD)/fuzz/libogk.a
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(BUILD)/fuzz/libogk.a $(LDLIBS)
+-include $(shell find $(BUILD)/fuzz/obj -name '*.d' 2>/dev/null)
 fuzz: $(FUZZ_TARGETS)
 # replay the inputs of fixed bugs (fuzz/regress/<target>/) through the fuzz build: seconds, no fuzzing
 fuzz-regress: $(FUZZ_TARGETS)

@@ -20,17 +20,15 @@ trap 'rm -rf "$work"' EXIT
 step() { printf '\n== %s\n' "$*" >&2; }
 
 step "oga-info $pack"
-oga-info "$pack" | jq -c '{flavour, family, layers: .dims.num_layers, hidden: .dims.hidden_size, vocab: .dims.vocab_size, tensors: .tensor_count, refusals: (.refusals|length)}' 2>/dev/null || oga-info "$pack"
+oga-info "$pack" | jq -c '{flavour, family, importable, layers: .dims.num_layers, hidden: .dims.hidden_size, vocab: .dims.vocab_size, tensors: .tensor_count, refusals: (.refusals|length)}'
 
 step "oga-extract | q4nx-pack -l b8 -o model.q4nx"
 oga-extract "$pack" | q4nx-pack -l b8 -o "$work/model.q4nx"
 ls -l "$work/model.q4nx" >&2
 
 step "q4nx-verify model.q4nx --pack --all"
-q4nx-verify "$work/model.q4nx" --pack "$pack" --all | jq -c '.summary // .' 2>/dev/null
+q4nx-verify "$work/model.q4nx" --pack "$pack" --all | jq -c '{ok, summary}'
 
-if command -v npu-forward >/dev/null && npu-forward --help 2>&1 | grep -q '\brun\b'; then
-  step "npu-forward run -n 64 -p \"$prompt\""
-  npu-forward run -m "$work/model.q4nx" -n 64 -p "$prompt"
-  echo
-fi
+step "npu-forward run -m model.q4nx -n 64 -p \"$prompt\""
+npu-forward run -m "$work/model.q4nx" -n 64 -p "$prompt"
+echo
