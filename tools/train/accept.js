@@ -4,10 +4,11 @@
  * accept.js - drafter acceptance against the target, greedy speculative decoding, in
  * onnxruntime-node (CPU EP), on held-out prompts.
  *
- * Usage: node tools/train/accept.js TARGET_PACK DRAFT_PACK DUMP.json
+ * Usage: node tools/train/accept.js TARGET_PACK DRAFT_PACK HELD
  *            [--k 4] [--prompt-tokens 64] [--new 64] [--max-prompts N] [--threads 1]
  *
- * DUMP.json is `bpe.py dump` output (held-out files with their texts). One prompt per
+ * HELD is share/models/corpus-manifest.tsv (its "held" rows, read from /usr/lib/python3.11;
+ * a file whose crc32 differs from the manifest's is skipped) or `bpe.py dump` JSON. One prompt per
  * held-out file: the text from the start of the middle line that begins a def/class/
  * if/for/return/with statement, tokenised with @huggingface/tokenizers, first
  * --prompt-tokens ids. Each round the drafter proposes k tokens greedily, the target
@@ -73,6 +74,30 @@ class Model {
   }
 }
 
+function crc32(buf) {
+  let c, crc = 0xffffffff;
+  for (let i = 0; i < buf.length; i++) {
+    c = (crc ^ buf[i]) & 0xff;
+    for (let k = 0; k < 8; k++) c = c & 1 ? (c >>> 1) ^ 0xedb88320 : c >>> 1;
+    crc = (crc >>> 8) ^ c;
+  }
+  return (crc ^ 0xffffffff) >>> 0;
+}
+
+function heldTexts(file) {
+  if (!file.endsWith('.tsv')) return JSON.parse(fs.readFileSync(file, 'utf8'));
+  const out = [];
+  for (const line of fs.readFileSync(file, 'utf8').split('\n')) {
+    const [rel, , crc, split] = line.split('\t');
+    if (split !== 'held') continue;
+    let raw;
+    try { raw = fs.readFileSync(path.join('/usr/lib/python3.11', rel)); } catch (e) { continue; }
+    if (crc32(raw).toString(16).padStart(8, '0') !== crc) continue;
+    out.push({ name: rel, text: raw.toString('utf8') });
+  }
+  return out;
+}
+
 function prompts(dump, tok, P) {
   const out = [];
   for (const d of dump) {
@@ -105,13 +130,13 @@ async function main() {
       o[k] = parseInt(argv[++i], 10);
     } else pos.push(argv[i]);
   }
-  if (pos.length !== 3) die('usage: accept.js TARGET_PACK DRAFT_PACK DUMP.json [options]', 2);
+  if (pos.length !== 3) die('usage: accept.js TARGET_PACK DRAFT_PACK HELD [options]', 2);
   const { Tokenizer } = await import(path.join(NM, '@huggingface/tokenizers/dist/tokenizers.mjs'));
   const tok = new Tokenizer(JSON.parse(fs.readFileSync(path.join(pos[0], 'tokenizer.json'), 'utf8')),
     JSON.parse(fs.readFileSync(path.join(pos[0], 'tokenizer_config.json'), 'utf8')));
   const T = await Model.open(pos[0], o.threads);
   const D = await Model.open(pos[1], o.threads);
-  const ps = prompts(JSON.parse(fs.readFileSync(pos[2], 'utf8')), tok, o['prompt-tokens']).slice(0, o['max-prompts']);
+  const ps = prompts(heldTexts(pos[2]), tok, o['prompt-tokens']).slice(0, o['max-prompts']);
   if (!ps.length) die('no prompts', 3);
   let rounds = 0, emitted = 0, accepted = 0, mismatch = 0;
   const per = [];

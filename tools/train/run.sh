@@ -24,4 +24,4 @@ for m in target draft; do
 done
 node tools/train/continue.js share/models/pytiny-target -n 48 \
 	'def fibonacci(n):' 'class Stack:' 'import os\n' 'def read_lines(path):' 'for i in range('
-nice -n 19 node tools/train/accept.js share/models/pytiny-target share/models/pytiny-draft $W/tokdump.json --k 4
+nice -n 19 node tools/train/accept.js share/models/pytiny-target share/models/pytiny-draft share/models/corpus-manifest.tsv --k 4
