@@ -22,6 +22,8 @@ for m in target draft; do
 		--tokenizer-dir $W/tok --out share/models/pytiny-$m --style cpu --accuracy-level 0
 	nice -n 19 $PY tools/train/packeval.py $W/run/$m.pt share/models/pytiny-$m $W/data/held.npy
 done
+node tools/train/continue.js share/models/pytiny-target -n 64 'def fibonacci(n):\n' 'class Stack:\n' \
+	'import os\nimport sys\n\n' 'def fibonacci(n):\n    if n < 2:\n        return n\n' 'class Stack:\n    def __init__(self):\n'
 node tools/train/continue.js share/models/pytiny-target -n 48 \
 	'def fibonacci(n):' 'class Stack:' 'import os\n' 'def read_lines(path):' 'for i in range('
 nice -n 19 node tools/train/accept.js share/models/pytiny-target share/models/pytiny-draft share/models/corpus-manifest.tsv --k 4
