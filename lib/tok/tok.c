@@ -470,6 +470,29 @@ static void merge_put(tok *t, int32_t a, int32_t b, uint32_t rank, int32_t res)
 /* ------------------------------------------------------------------------------------------------ */
 /* loading                                                                                           */
 
+/* The error for a normalizer/pre_tokenizer/decoder/post_processor "type" this loader does not know. */
+static int unsupported_type(ogk_error *e, const char *what, const tj *ty)
+{
+    return ogk_fail(e, "unsupported %s type '%.*s'", what, ty && ty->type == TJ_STR ? (int)ty->n : 4,
+                    ty && ty->type == TJ_STR ? ty->u.s : "none");
+}
+
+/* A "Sequence" component's list c[key], and its kids array: l->n + 1 zeroed elements of elsz bytes.
+ * NULL (e set) when the list is missing. */
+static void *load_seq(tok *t, const tj *c, const char *what, const char *key, size_t elsz, const tj **lp,
+                      ogk_error *e)
+{
+    const tj *l = tj_get(c, key);
+    if (!l || l->type != TJ_ARR) {
+        ogk_fail(e, "%s Sequence: no %s list", what, key);
+        return NULL;
+    }
+    void *kids = tok_arena_alloc(&t->arena, (l->n + 1) * elsz);
+    memset(kids, 0, (l->n + 1) * elsz);
+    *lp = l;
+    return kids;
+}
+
 static int load_norm(tok *t, const tj *c, tnorm *n, ogk_error *e)
 {
     const tj *ty = tj_get(c, "type");
@@ -501,18 +524,15 @@ static int load_norm(tok *t, const tj *c, tnorm *n, ogk_error *e)
         n->right = tj_bool(tj_get(c, "strip_right"), 0);
     } else if (tj_streq(ty, "Sequence")) {
         n->type = N_SEQ;
-        const tj *l = tj_get(c, "normalizers");
-        if (!l || l->type != TJ_ARR)
-            return ogk_fail(e, "normalizer Sequence: no normalizers list");
-        n->kids = tok_arena_alloc(&t->arena, (l->n + 1) * sizeof *n->kids);
-        memset(n->kids, 0, (l->n + 1) * sizeof *n->kids);
+        const tj *l;
+        if (!(n->kids = load_seq(t, c, "normalizer", "normalizers", sizeof *n->kids, &l, e)))
+            return -1;
         n->nkids = (int)l->n;
         for (uint32_t i = 0; i < l->n; i++)
             if (load_norm(t, &l->u.items[i], &n->kids[i], e))
                 return -1;
     } else {
-        return ogk_fail(e, "unsupported normalizer type '%.*s'", ty && ty->type == TJ_STR ? (int)ty->n : 4,
-                        ty && ty->type == TJ_STR ? ty->u.s : "none");
+        return unsupported_type(e, "normalizer", ty);
     }
     return 0;
 }
@@ -575,18 +595,15 @@ static int load_pre(tok *t, const tj *c, tpre *p, ogk_error *e)
             return -1;
     } else if (tj_streq(ty, "Sequence")) {
         p->type = P_SEQ;
-        const tj *l = tj_get(c, "pretokenizers");
-        if (!l || l->type != TJ_ARR)
-            return ogk_fail(e, "pre_tokenizer Sequence: no pretokenizers list");
-        p->kids = tok_arena_alloc(&t->arena, (l->n + 1) * sizeof *p->kids);
-        memset(p->kids, 0, (l->n + 1) * sizeof *p->kids);
+        const tj *l;
+        if (!(p->kids = load_seq(t, c, "pre_tokenizer", "pretokenizers", sizeof *p->kids, &l, e)))
+            return -1;
         p->nkids = (int)l->n;
         for (uint32_t i = 0; i < l->n; i++)
             if (load_pre(t, &l->u.items[i], &p->kids[i], e))
                 return -1;
     } else {
-        return ogk_fail(e, "unsupported pre_tokenizer type '%.*s'", ty && ty->type == TJ_STR ? (int)ty->n : 4,
-                        ty && ty->type == TJ_STR ? ty->u.s : "none");
+        return unsupported_type(e, "pre_tokenizer", ty);
     }
     return 0;
 }
@@ -622,18 +639,15 @@ static int load_dec(tok *t, const tj *c, tdec *d, ogk_error *e)
         d->str = tok_arena_strdup(&t->arena, d->strn ? ct->u.s : "", d->strn);
     } else if (tj_streq(ty, "Sequence")) {
         d->type = D_SEQ;
-        const tj *l = tj_get(c, "decoders");
-        if (!l || l->type != TJ_ARR)
-            return ogk_fail(e, "decoder Sequence: no decoders list");
-        d->kids = tok_arena_alloc(&t->arena, (l->n + 1) * sizeof *d->kids);
-        memset(d->kids, 0, (l->n + 1) * sizeof *d->kids);
+        const tj *l;
+        if (!(d->kids = load_seq(t, c, "decoder", "decoders", sizeof *d->kids, &l, e)))
+            return -1;
         d->nkids = (int)l->n;
         for (uint32_t i = 0; i < l->n; i++)
             if (load_dec(t, &l->u.items[i], &d->kids[i], e))
                 return -1;
     } else {
-        return ogk_fail(e, "unsupported decoder type '%.*s'", ty && ty->type == TJ_STR ? (int)ty->n : 4,
-                        ty && ty->type == TJ_STR ? ty->u.s : "none");
+        return unsupported_type(e, "decoder", ty);
     }
     return 0;
 }
@@ -1031,8 +1045,7 @@ static int load_post(tok *t, const tj *pp, ogk_error *e)
         }
         return 0;
     }
-    return ogk_fail(e, "unsupported post_processor type '%.*s'", ty && ty->type == TJ_STR ? (int)ty->n : 4,
-                    ty && ty->type == TJ_STR ? ty->u.s : "none");
+    return unsupported_type(e, "post_processor", ty);
 }
 
 tok *tok_load(const char *json, size_t len, const char *config, size_t config_len, ogk_error *e)
