@@ -54,18 +54,25 @@ void tok_arena_free(tok_arena *a)
     a->used = a->cap = 0;
 }
 
+int tok_buf_reserve(tok_buf *b, size_t n)
+{
+    if (b->n + n + 1 <= b->cap)
+        return 0;
+    size_t cap = b->cap ? b->cap : 64;
+    while (cap < b->n + n + 1)
+        cap *= 2;
+    char *p = realloc(b->p, cap);
+    if (!p)
+        return -1;
+    b->p = p;
+    b->cap = cap;
+    return 0;
+}
+
 int tok_buf_put(tok_buf *b, const void *s, size_t n)
 {
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 64;
-        while (cap < b->n + n + 1)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p)
-            return -1;
-        b->p = p;
-        b->cap = cap;
-    }
+    if (tok_buf_reserve(b, n))
+        return -1;
     if (n)
         memcpy(b->p + b->n, s, n);
     b->n += n;

@@ -1300,22 +1300,6 @@ static int regex_pieces(tok *t, pcre2_code *re, const char *w, span in, int mode
     return 0;
 }
 
-/* room for n more bytes (and the NUL) without reallocating */
-static int buf_reserve(tok_buf *b, size_t n)
-{
-    if (b->n + n + 1 <= b->cap)
-        return 0;
-    size_t cap = b->cap ? b->cap : 64;
-    while (cap < b->n + n + 1)
-        cap *= 2;
-    char *p = realloc(b->p, cap);
-    if (!p)
-        return -1;
-    b->p = p;
-    b->cap = cap;
-    return 0;
-}
-
 static int pretokenize(tok *t, const tpre *p, tok_buf *w, spans *in, spans *out, int section_index)
 {
     out->n = 0;
@@ -1370,7 +1354,7 @@ static int pretokenize(tok *t, const tpre *p, tok_buf *w, spans *in, spans *out,
             if (p->add_prefix_space && !(sp.len && w->p[sp.off] == ' ')) {
                 /* prefix a space: copy " " + piece to the end of the work buffer */
                 base = (uint32_t)w->n;
-                rc = buf_reserve(w, sp.len + 1) || tok_buf_put(w, " ", 1) || tok_buf_put(w, w->p + sp.off, sp.len);
+                rc = tok_buf_reserve(w, sp.len + 1) || tok_buf_put(w, " ", 1) || tok_buf_put(w, w->p + sp.off, sp.len);
                 sp.off = base;
                 sp.len++;
             }
@@ -1380,7 +1364,7 @@ static int pretokenize(tok *t, const tpre *p, tok_buf *w, spans *in, spans *out,
                 rc = spans_push(&words, sp.off, sp.len);
             for (size_t j = 0; j < words.n && !rc; j++) {
                 uint32_t o = (uint32_t)w->n;
-                if ((rc = buf_reserve(w, (size_t)words.v[j].len * 2)) != 0)
+                if ((rc = tok_buf_reserve(w, (size_t)words.v[j].len * 2)) != 0)
                     break;
                 const unsigned char *src = (const unsigned char *)w->p + words.v[j].off;
                 char *dst = w->p + w->n;

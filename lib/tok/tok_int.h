@@ -94,6 +94,8 @@ typedef struct {
     char *p;
     size_t n, cap;
 } tok_buf;
+/* room for n more bytes (and the NUL) so the next puts do not reallocate; 0 or -1 on OOM */
+int tok_buf_reserve(tok_buf *b, size_t n);
 int tok_buf_put(tok_buf *b, const void *s, size_t n); /* 0 or -1 on OOM; keeps a NUL after the data */
 static inline int tok_buf_puts(tok_buf *b, const char *s) { return tok_buf_put(b, s, __builtin_strlen(s)); }
 
