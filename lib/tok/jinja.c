@@ -1154,35 +1154,21 @@ static node *bin(parser *p, const char *op, size_t opn, node *l, node *r)
     return x;
 }
 
-static node *parse_pow(parser *p)
+/* One left-associative binary level: operands from next, joined by the operator tokens of type kind, or
+ * (kw not NULL) by the keyword kw. */
+static node *parse_lassoc(parser *p, int kind, const char *kw, node *(*next)(parser *))
 {
-    node *l = parse_test(p);
-    while (at(p, T_POW)) {
+    node *l = next(p);
+    while (kw ? at_ident(p, kw) : at(p, kind)) {
         jtok *t = &p->t[p->i++];
-        l = bin(p, t->s, t->n, l, parse_test(p));
+        l = kw ? bin(p, kw, strlen(kw), l, next(p)) : bin(p, t->s, t->n, l, next(p));
     }
     return l;
 }
 
-static node *parse_mul(parser *p)
-{
-    node *l = parse_pow(p);
-    while (at(p, T_MUL)) {
-        jtok *t = &p->t[p->i++];
-        l = bin(p, t->s, t->n, l, parse_pow(p));
-    }
-    return l;
-}
-
-static node *parse_add(parser *p)
-{
-    node *l = parse_mul(p);
-    while (at(p, T_ADD)) {
-        jtok *t = &p->t[p->i++];
-        l = bin(p, t->s, t->n, l, parse_mul(p));
-    }
-    return l;
-}
+static node *parse_pow(parser *p) { return parse_lassoc(p, T_POW, NULL, parse_test); }
+static node *parse_mul(parser *p) { return parse_lassoc(p, T_MUL, NULL, parse_pow); }
+static node *parse_add(parser *p) { return parse_lassoc(p, T_ADD, NULL, parse_mul); }
 
 static node *parse_cmp(parser *p)
 {
@@ -1224,25 +1210,8 @@ static node *parse_not(parser *p)
     return r ? r : parse_cmp(p);
 }
 
-static node *parse_and(parser *p)
-{
-    node *l = parse_not(p);
-    while (at_ident(p, "and")) {
-        p->i++;
-        l = bin(p, "and", 3, l, parse_not(p));
-    }
-    return l;
-}
-
-static node *parse_or(parser *p)
-{
-    node *l = parse_and(p);
-    while (at_ident(p, "or")) {
-        p->i++;
-        l = bin(p, "or", 2, l, parse_and(p));
-    }
-    return l;
-}
+static node *parse_and(parser *p) { return parse_lassoc(p, 0, "and", parse_not); }
+static node *parse_or(parser *p) { return parse_lassoc(p, 0, "or", parse_and); }
 
 static node *parse_expr(parser *p)
 {
