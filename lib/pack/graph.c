@@ -446,6 +446,35 @@ static void emit_plain(G *g, int n, const char *val, const char *role)
 
 static int pow2(uint64_t x) { return x && !(x & (x - 1)); }
 
+/* The q4 entry MatMulNBits and GatherBlockQuantized share: [N, K] in blocks of block (kb per row) from the
+ * value dvi of node n, scales from value svi (dtype sdt), zero points from value zvi (none when zvi < 0).
+ * The caller sets codes, codes_size and what is particular to its op. */
+static pack_tensor *add_q4(G *g, int n, int dvi, int svi, int zvi, uint64_t N, uint64_t K, uint64_t block, uint64_t kb,
+                           int sdt, const char *op)
+{
+    const rtensor *S = &g->v[svi].rt, *Z = zvi >= 0 ? &g->v[zvi].rt : NULL;
+    pack_tensor *t = pack_add_tensor(g->p);
+    t->name = g->v[dvi].name;
+    t->role = g->v[dvi].role;
+    t->node = nname(g, n);
+    t->dtype = Q4NX_Q4;
+    t->ndim = 2;
+    t->shape[0] = t->n = (uint32_t)N;
+    t->shape[1] = t->k = (uint32_t)K;
+    t->block = (uint32_t)block;
+    t->k_blocks = (uint32_t)kb;
+    t->scale_dtype = sdt;
+    t->has_zp = Z != NULL;
+    t->source_op = op;
+    t->scales_name = g->v[svi].name;
+    t->zeros_name = Z ? g->v[zvi].name : NULL;
+    t->scales = S->data;
+    t->scales_size = S->size;
+    t->zeros = Z ? Z->data : NULL;
+    t->zeros_size = Z ? Z->size : 0;
+    return t;
+}
+
 /* A MatMulNBits node's weight: checked against the node's attributes. */
 static const pack_tensor *emit_mnb(G *g, int n, const char *role)
 {
@@ -533,28 +562,10 @@ static const pack_tensor *emit_mnb(G *g, int n, const char *role)
             return NULL;
         }
     }
-    pack_tensor *t = pack_add_tensor(p);
-    t->name = g->v[bvi].name;
-    t->role = g->v[bvi].role;
-    t->node = nname(g, n);
-    t->dtype = Q4NX_Q4;
-    t->ndim = 2;
-    t->shape[0] = t->n = (uint32_t)N;
-    t->shape[1] = t->k = (uint32_t)K;
-    t->block = (uint32_t)block;
-    t->k_blocks = (uint32_t)kb;
-    t->scale_dtype = sdt;
-    t->has_zp = Z != NULL;
+    pack_tensor *t = add_q4(g, n, bvi, svi, zvi, (uint64_t)N, (uint64_t)K, (uint64_t)block, kb, sdt, "MatMulNBits");
     t->accuracy_level = (int)acc;
-    t->source_op = "MatMulNBits";
-    t->scales_name = g->v[svi].name;
-    t->zeros_name = Z ? g->v[zvi].name : NULL;
     t->codes = B->data;
     t->codes_size = B->size;
-    t->scales = S->data;
-    t->scales_size = S->size;
-    t->zeros = Z ? Z->data : NULL;
-    t->zeros_size = Z ? Z->size : 0;
     if (in(g, n, 5)) { /* fused bias */
         char *br = pack_printf(p, "%s_bias", role);
         emit_plain(g, n, in(g, n, 5), br);
@@ -614,27 +625,9 @@ static void emit_gbq(G *g, int n, int dvi, int sliced)
             memcpy(c + r * row, D->data + r * (K / 2), K / 2);
         codes = c;
     }
-    pack_tensor *t = pack_add_tensor(p);
-    t->name = g->v[dvi].name;
-    t->role = g->v[dvi].role;
-    t->node = nname(g, n);
-    t->dtype = Q4NX_Q4;
-    t->ndim = 2;
-    t->shape[0] = t->n = (uint32_t)V;
-    t->shape[1] = t->k = (uint32_t)K;
-    t->block = (uint32_t)block;
-    t->k_blocks = (uint32_t)kb;
-    t->scale_dtype = sdt;
-    t->has_zp = Z != NULL;
-    t->source_op = "GatherBlockQuantized";
-    t->scales_name = g->v[svi].name;
-    t->zeros_name = Z ? g->v[zvi].name : NULL;
+    pack_tensor *t = add_q4(g, n, dvi, svi, zvi, V, K, (uint64_t)block, kb, sdt, "GatherBlockQuantized");
     t->codes = codes;
     t->codes_size = V * kb * (uint64_t)block / 2;
-    t->scales = S->data;
-    t->scales_size = S->size;
-    t->zeros = Z ? Z->data : NULL;
-    t->zeros_size = Z ? Z->size : 0;
 }
 
 /* ---- the walk ---- */
