@@ -1008,6 +1008,29 @@ static node *parse_call(parser *p, node *callee)
     return x;
 }
 
+/* A list literal, or (pairs) an object literal of key ':' value items, after its opening token and up to close;
+ * the kids are the items (keys and values alternating for an object). */
+static node *parse_coll(parser *p, int kind, int close, int pairs)
+{
+    node *x = mk(p, kind);
+    nodes l = {0};
+    while (!at(p, close)) {
+        if (p->i >= p->n)
+            perr(p, pairs ? "unterminated object literal" : "unterminated list literal");
+        npush(p->c, &l, parse_expr(p));
+        if (pairs) {
+            expect(p, T_COLON, "expected ':' in an object literal");
+            npush(p->c, &l, parse_expr(p));
+        }
+        if (at(p, T_COMMA))
+            p->i++;
+    }
+    p->i++;
+    x->kids = l.v;
+    x->nkids = l.n;
+    return x;
+}
+
 static node *parse_primary(parser *p)
 {
     if (p->i >= p->n)
@@ -1046,38 +1069,8 @@ static node *parse_primary(parser *p)
         expect(p, T_RPAREN, "expected ')'");
         return x;
     }
-    case T_LBRACKET: {
-        node *x = mk(p, E_ARR);
-        nodes l = {0};
-        while (!at(p, T_RBRACKET)) {
-            if (p->i >= p->n)
-                perr(p, "unterminated list literal");
-            npush(p->c, &l, parse_expr(p));
-            if (at(p, T_COMMA))
-                p->i++;
-        }
-        p->i++;
-        x->kids = l.v;
-        x->nkids = l.n;
-        return x;
-    }
-    case T_LBRACE: {
-        node *x = mk(p, E_OBJ);
-        nodes l = {0};
-        while (!at(p, T_RBRACE)) {
-            if (p->i >= p->n)
-                perr(p, "unterminated object literal");
-            npush(p->c, &l, parse_expr(p));
-            expect(p, T_COLON, "expected ':' in an object literal");
-            npush(p->c, &l, parse_expr(p));
-            if (at(p, T_COMMA))
-                p->i++;
-        }
-        p->i++;
-        x->kids = l.v;
-        x->nkids = l.n;
-        return x;
-    }
+    case T_LBRACKET: return parse_coll(p, E_ARR, T_RBRACKET, 0);
+    case T_LBRACE: return parse_coll(p, E_OBJ, T_RBRACE, 1);
     default:
         p->i--;
         perr(p, "unexpected token");
