@@ -226,17 +226,21 @@ static const char *json_type_name(const json_t *j)
     }
 }
 
+/* cfg_get, refusing an absent key when it is required */
+static int cfg_need(pack *p, const char *file, json_t *obj, const char *path, int required, json_t **j)
+{
+    int r = cfg_get(p, file, obj, path, j);
+    if (r == 0 && required)
+        pack_refuse(p, pack_printf(p, "%s: %s", file, path), "config_missing", "required key is missing");
+    return r;
+}
+
 static int cfg_int(pack *p, const char *file, json_t *obj, const char *path, int required, long long *v)
 {
     json_t *j;
-    int r = cfg_get(p, file, obj, path, &j);
-    if (r < 0)
-        return -1;
-    if (r == 0) {
-        if (required)
-            pack_refuse(p, pack_printf(p, "%s: %s", file, path), "config_missing", "required key is missing");
-        return 0;
-    }
+    int r = cfg_need(p, file, obj, path, required, &j);
+    if (r <= 0)
+        return r;
     if (!json_is_integer(j) || json_integer_value(j) < 0) {
         pack_refuse(p, pack_printf(p, "%s: %s", file, path), "config_type", "expected a non-negative integer, got %s",
                     json_type_name(j));
@@ -264,14 +268,9 @@ static int cfg_num(pack *p, const char *file, json_t *obj, const char *path, dou
 static int cfg_str(pack *p, const char *file, json_t *obj, const char *path, int required, const char **v)
 {
     json_t *j;
-    int r = cfg_get(p, file, obj, path, &j);
-    if (r < 0)
-        return -1;
-    if (r == 0) {
-        if (required)
-            pack_refuse(p, pack_printf(p, "%s: %s", file, path), "config_missing", "required key is missing");
-        return 0;
-    }
+    int r = cfg_need(p, file, obj, path, required, &j);
+    if (r <= 0)
+        return r;
     if (!json_is_string(j)) {
         pack_refuse(p, pack_printf(p, "%s: %s", file, path), "config_type", "expected a string, got %s",
                     json_type_name(j));
