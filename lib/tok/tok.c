@@ -1148,6 +1148,26 @@ tok *tok_load_dir(const char *dir, ogk_error *e)
 /* ------------------------------------------------------------------------------------------------ */
 /* normalizers                                                                                       */
 
+/* The next match of re in s[0, n) from *start on: its span [*a, *b), and *start moved past it (one character
+ * past an empty match, as JS regex iteration does). 1 found, 0 no more, -1 match error (t->regex_rc set). */
+static int next_match(tok *t, pcre2_code *re, const char *s, size_t n, size_t *start, size_t *a, size_t *b)
+{
+    if (*start > n)
+        return 0;
+    int rc = pcre2_match(re, (PCRE2_SPTR)s, n, *start, PCRE2_NO_UTF_CHECK, t->md, NULL);
+    if (rc == PCRE2_ERROR_NOMATCH)
+        return 0;
+    if (rc < 0) {
+        t->regex_rc = rc;
+        return -1;
+    }
+    PCRE2_SIZE *ov = pcre2_get_ovector_pointer(t->md);
+    *a = ov[0];
+    *b = ov[1];
+    *start = *b > *a ? *b : *b + (*b < n ? (size_t)tok_utf8_len((unsigned char)s[*b]) : 1);
+    return 1;
+}
+
 /* Replace every (non-overlapping, JS replaceAll) match of pattern p in s with rep, appending to out. */
 static int pat_replace(tok *t, const tpat *p, const char *s, size_t n, const char *rep, size_t repn, tok_buf *out)
 {
@@ -1165,21 +1185,15 @@ static int pat_replace(tok *t, const tpat *p, const char *s, size_t n, const cha
         }
         return tok_buf_put(out, s + i, n - i);
     }
-    size_t i = 0, start = 0;
-    while (start <= n) {
-        int rc = pcre2_match(p->re, (PCRE2_SPTR)s, n, start, PCRE2_NO_UTF_CHECK, t->md, NULL);
-        if (rc == PCRE2_ERROR_NOMATCH)
-            break;
-        if (rc < 0) {
-            t->regex_rc = rc;
+    size_t i = 0, start = 0, a, b;
+    int rc;
+    while ((rc = next_match(t, p->re, s, n, &start, &a, &b)) > 0) {
+        if (tok_buf_put(out, s + i, a - i) || tok_buf_put(out, rep, repn))
             return -1;
-        }
-        PCRE2_SIZE *ov = pcre2_get_ovector_pointer(t->md);
-        if (tok_buf_put(out, s + i, ov[0] - i) || tok_buf_put(out, rep, repn))
-            return -1;
-        i = ov[1];
-        start = ov[1] > ov[0] ? ov[1] : ov[1] + (ov[1] < n ? (size_t)tok_utf8_len((unsigned char)s[ov[1]]) : 1);
+        i = b;
     }
+    if (rc < 0)
+        return -1;
     return tok_buf_put(out, s + i, n - i);
 }
 
@@ -1277,24 +1291,17 @@ static int spans_push(spans *s, uint32_t off, uint32_t len)
 static int regex_pieces(tok *t, pcre2_code *re, const char *w, span in, int mode, spans *out)
 {
     const char *s = w + in.off;
-    size_t n = in.len, prev = 0, start = 0;
-    while (start <= n) {
-        int rc = pcre2_match(re, (PCRE2_SPTR)s, n, start, PCRE2_NO_UTF_CHECK, t->md, NULL);
-        if (rc == PCRE2_ERROR_NOMATCH)
-            break;
-        if (rc < 0) {
-            t->regex_rc = rc;
-            return -1;
-        }
-        PCRE2_SIZE *ov = pcre2_get_ovector_pointer(t->md);
-        size_t a = ov[0], b = ov[1];
+    size_t n = in.len, prev = 0, start = 0, a, b;
+    int rc;
+    while ((rc = next_match(t, re, s, n, &start, &a, &b)) > 0) {
         if (mode != 1 && prev < a && spans_push(out, in.off + (uint32_t)prev, (uint32_t)(a - prev)))
             return -1;
         if (mode != 2 && b > a && spans_push(out, in.off + (uint32_t)a, (uint32_t)(b - a)))
             return -1;
         prev = b;
-        start = b > a ? b : b + (b < n ? (size_t)tok_utf8_len((unsigned char)s[b]) : 1);
     }
+    if (rc < 0)
+        return -1;
     if (mode != 1 && prev < n && spans_push(out, in.off + (uint32_t)prev, (uint32_t)(n - prev)))
         return -1;
     return 0;
