@@ -119,7 +119,7 @@ ssize_t ogk_read_full(int fd, void *buf, size_t n)
 /* One pending temp file per process is enough for our filters; removed on fatal signals and at exit. */
 static char *pending_tmp;
 
-static void remove_pending(void)
+void ogk_out_remove_pending(void)
 {
     if (pending_tmp)
         unlink(pending_tmp);
@@ -166,7 +166,7 @@ int ogk_out_open(ogk_out *o, const char *path, ogk_error *e)
     static int hooked;
     if (!hooked) {
         hooked = 1;
-        atexit(remove_pending);
+        atexit(ogk_out_remove_pending);
         int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
         for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
             signal(sigs[i], on_fatal_signal);

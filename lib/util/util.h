@@ -64,6 +64,8 @@ typedef struct {
 int ogk_out_open(ogk_out *o, const char *path, ogk_error *e);
 int ogk_out_commit(ogk_out *o, ogk_error *e);
 void ogk_out_abort(ogk_out *o);
+/* Remove the pending temp file now (exit and fatal-signal paths call this). */
+void ogk_out_remove_pending(void);
 /* Exit with OGK_EXIT_USAGE and a named error when stdout is a terminal (binary output). */
 void ogk_refuse_tty_stdout(const char *what);
 
