@@ -33,7 +33,7 @@ static uint8_t *grow(buffer *b, uint64_t n)
     if (n > b->cap) {
         free(b->buf);
         b->cap = n > 2 * b->cap ? n : 2 * b->cap;
-        b->buf = malloc(b->cap ? b->cap : 1);
+        b->buf = ogk_big_alloc(b->cap);
         if (!b->buf)
             ogk_die(OGK_EXIT_INIT, "out of memory (%" PRIu64 " bytes)", n);
     }

@@ -74,7 +74,7 @@ static uint8_t *scratch(q4nx_writer *w, size_t n, ogk_error *e)
 {
     if (n > w->capbuf) {
         free(w->buf);
-        w->buf = malloc(n);
+        w->buf = ogk_big_alloc(n);
         w->capbuf = w->buf ? n : 0;
         if (!w->buf) {
             ogk_fail(e, "out of memory (%zu bytes)", n);

@@ -50,6 +50,19 @@ void ogk_map_close(ogk_map *m)
     m->size = 0;
 }
 
+void *ogk_big_alloc(size_t n)
+{
+    const size_t huge = (size_t)2 << 20;
+    if (n < huge)
+        return malloc(n ? n : 1);
+    void *p = NULL;
+    size_t rounded = (n + huge - 1) / huge * huge;
+    if (posix_memalign(&p, huge, rounded) != 0)
+        return NULL;
+    madvise(p, rounded, MADV_HUGEPAGE); /* advice only: failure just means small pages */
+    return p;
+}
+
 char *ogk_read_file(const char *path, size_t *len, ogk_error *e)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);

@@ -45,6 +45,9 @@ typedef struct {
 /* Read-only mmap of a whole file. Returns 0, or -1 with e filled ("PATH: reason"). */
 int ogk_map_open(ogk_map *m, const char *path, ogk_error *e);
 void ogk_map_close(ogk_map *m);
+/* A large scratch buffer (free() it): 2 MiB aligned and, from 2 MiB up, asked to be backed by
+ * transparent huge pages, so streaming tools do not spend their time in page faults. NULL on failure. */
+void *ogk_big_alloc(size_t n);
 /* Whole small file into a NUL-terminated heap buffer. */
 char *ogk_read_file(const char *path, size_t *len, ogk_error *e);
 /* Write all bytes or fail (handles short writes and EINTR). 0 or -1 (errno set). */
