@@ -20,12 +20,14 @@ static const char usage_text[] =
     "             generate text, streamed to stdout\n"
     "  logits     -m MODEL --ids FILE [--topk K] [--feed prefill|verify|step] [--out-f32 FILE]\n"
     "             logits at every position (teacher forcing), JSON\n"
-    "  bench      -m MODEL [-l 128,512,2048] [-g 128] [-r 5] [--warmup 1] [--json]\n"
-    "             prompt processing and token generation speed\n"
+    "  bench      -m MODEL [-l 128,512,2048] [-g 128] [-r 5] [--warmup 1] [--probe] [--json]\n"
+    "             prompt processing and token generation speed; --probe: a DRAM read pass over\n"
+    "             the weights' memory before every run, and decode's fraction of it\n"
     "  info       -m MODEL   the model's configuration, JSON\n"
     "  tokenize | detokenize | chat   tokenizer tools (see npu-forward tokenize --help)\n"
     "common options: -t THREADS (default: online CPUs), -c CONTEXT (default: the model's),\n"
-    "  --mode f32|i8 (activations fp32, or int8 per block like accuracy_level 4; default f32)\n"
+    "  --mode f32|i8 (activations fp32, or int8 per block like accuracy_level 4; default f32),\n"
+    "  --no-mmap (read the weights into 2 MiB huge pages instead of mapping the file: faster decode)\n"
     "environment: OGAKIT_PROF=1 prints per-pass phase timings on stderr; OGAKIT_KERNEL=ref|avx2|avx512.\n"
     "exit status: 0 ok, 2 usage, 3 input refused (not a container, prompt too long), 4 init failed.\n";
 
@@ -38,7 +40,7 @@ static _Noreturn void usage(int code)
 /* ---- options shared by run / logits / bench / info ---- */
 typedef struct {
     const char *model, *prompt, *prompt_file, *ids_file, *system, *out_f32, *feed, *lens;
-    int chat, n, top_k, threads, context, mode, json, ignore_eos, topk, gen, reps, warmup;
+    int chat, n, top_k, threads, context, mode, json, ignore_eos, topk, gen, reps, warmup, no_mmap, probe;
     float temp, top_p;
     uint64_t seed;
     char **stops;
@@ -47,7 +49,7 @@ typedef struct {
 
 enum {
     O_CHAT = 256, O_SYSTEM, O_TEMP, O_TOPK_S, O_TOPP, O_SEED, O_STOP, O_MODE, O_JSON, O_IDS, O_IGNORE_EOS,
-    O_TOPK, O_FEED, O_OUT_F32, O_WARMUP
+    O_TOPK, O_FEED, O_OUT_F32, O_WARMUP, O_NO_MMAP, O_PROBE
 };
 
 static const struct option long_opts[] = {
@@ -61,7 +63,9 @@ static const struct option long_opts[] = {
     {"json", no_argument, 0, O_JSON},         {"ids", required_argument, 0, O_IDS},
     {"ignore-eos", no_argument, 0, O_IGNORE_EOS}, {"topk", required_argument, 0, O_TOPK},
     {"feed", required_argument, 0, O_FEED},   {"out-f32", required_argument, 0, O_OUT_F32},
-    {"warmup", required_argument, 0, O_WARMUP}, {"help", no_argument, 0, 'h'},
+    {"warmup", required_argument, 0, O_WARMUP}, {"no-mmap", no_argument, 0, O_NO_MMAP},
+    {"probe", no_argument, 0, O_PROBE},
+    {"help", no_argument, 0, 'h'},
     {0, 0, 0, 0},
 };
 
@@ -105,6 +109,8 @@ static void parse(int argc, char **argv, opts *o)
                 ogk_die(OGK_EXIT_USAGE, "--mode: '%s' is not f32 or i8", optarg);
             break;
         case O_JSON: o->json = 1; break;
+        case O_NO_MMAP: o->no_mmap = 1; break;
+        case O_PROBE: o->probe = 1; break;
         case O_IDS: o->ids_file = optarg; break;
         case O_IGNORE_EOS: o->ignore_eos = 1; break;
         case O_TOPK: o->topk = (int)ogk_parse_long("--topk", optarg, 1, 1 << 24); break;
@@ -132,7 +138,7 @@ static model *open_model(const opts *o)
     int code;
     if (kern_path_init(&e))
         ogk_die(OGK_EXIT_INIT, "%s", e.msg);
-    model *m = model_open(o->model, &e, &code);
+    model *m = model_open_flags(o->model, o->no_mmap ? Q4NX_OPEN_LOAD : 0, &e, &code);
     if (!m)
         ogk_die(code, "%s", e.msg);
     return m;
@@ -499,7 +505,7 @@ static int cmd_bench(int argc, char **argv)
     if (!oc.context) /* a bench needs only what it runs: a smaller cache, a smaller RSS */
         oc.context = maxlen + o.gen < m->c.context_length ? maxlen + o.gen : m->c.context_length;
     model_state *s = new_state(m, &oc, 1);
-    model_bench_opts bo = {lens, nl, o.gen, o.reps, o.warmup};
+    model_bench_opts bo = {lens, nl, o.gen, o.reps, o.warmup, o.probe};
     ogk_error e;
     json_t *r = model_bench(s, &bo, &e);
     if (!r)

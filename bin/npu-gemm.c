@@ -38,7 +38,9 @@ static void usage(FILE *f)
             "                      activations and result as raw float32: DIR/X.f32 (M x K), DIR/Y.f32 (M x N)\n"
             "  --bw-mb MB          bandwidth probe buffer for --list-devices (default 512)\n"
             "  --probe-mb MB       --model-pass: alternate each pass with a DRAM read probe over MB\n"
-            "                      (0: off, the default) and report both and their ratio\n"
+            "                      (0: off, the default) and report both and their ratio; with -m the\n"
+            "                      probe reads the container's own memory (the weights' pages) instead\n"
+            "  --no-mmap           -m: read the container into 2 MiB huge pages instead of mapping it\n"
             "  -h, --help          this text\n"
             "Exit: 0 ok, 1 result outside the reference bound, 2 usage, 3 bad model/tensor, 4 device init failed.\n");
 }
@@ -47,7 +49,7 @@ static void usage(FILE *f)
 static struct {
     const char *model, *tensor, *shapes, *dump;
     long n, k, block, rows, threads, reps, check_rows, seed, bw_mb, probe_mb;
-    int asym, sdt, layout, mode, device_npu, sweep, pass, list, kernel;
+    int asym, sdt, layout, mode, device_npu, sweep, pass, list, kernel, no_mmap;
     double time_budget;
 } o = {.block = 32, .rows = 1, .check_rows = 64, .seed = 1, .bw_mb = 512, .sdt = Q4NX_F32, .layout = Q4NX_B8,
        .mode = KERN_F32, .kernel = -1, .time_budget = 0.3};
@@ -466,6 +468,8 @@ static int sweep(kern_pool *pool, q4nx_file *f, int *all_ok)
 }
 
 /* ---- --model-pass: every tensor once per launch, M = --rows ---- */
+static const uint8_t *probe_mem; /* -m: the container's bytes, read by the probe */
+static size_t probe_len;
 static int model_pass(kern_pool *pool, const q4nx_tensor *const *Ws, size_t nw, int *all_ok)
 {
     uint32_t kmax = 0, nmax = 0;
@@ -481,7 +485,7 @@ static int model_pass(kern_pool *pool, const q4nx_tensor *const *Ws, size_t nw, 
     double mn, ms, probe_gbs = 0, ratio = 0;
     if (o.probe_mb > 0) {
         /* probe pass, model pass, probe pass, ...: medians of each and of the pass-by-pass ratio */
-        kern_bw_probe *bp = kern_bw_probe_new((size_t)o.probe_mb << 20);
+        kern_bw_probe *bp = probe_mem ? kern_bw_probe_over(probe_mem, probe_len) : kern_bw_probe_new((size_t)o.probe_mb << 20);
         if (!bp)
             ogk_die(OGK_EXIT_INIT, "out of memory for a %ld MB probe buffer", o.probe_mb);
         for (size_t i = 0; i < nw; i++)
@@ -538,7 +542,8 @@ static int model_pass(kern_pool *pool, const q4nx_tensor *const *Ws, size_t nw, 
     if (o.probe_mb > 0) {
         json_object_set_new(j, "dram_read_GBps", json_real(probe_gbs));
         json_object_set_new(j, "fraction_of_dram", json_real(ratio));
-        json_object_set_new(j, "probe_MB", json_integer(o.probe_mb));
+        json_object_set_new(j, "probe_MB", json_integer(probe_mem ? (json_int_t)(probe_len >> 20) : o.probe_mb));
+        json_object_set_new(j, "probe_memory", json_string(probe_mem ? "container" : "buffer"));
     }
     json_object_set_new(j, "checked_rows", json_integer(checked));
     json_object_set_new(j, "err_vs_bound", json_real(worst));
@@ -564,7 +569,7 @@ int main(int argc, char **argv)
 {
     ogk_prog_set(argv[0]);
     enum { O_SHAPE = 256, O_BLOCK, O_ASYM, O_SDT, O_LAYOUT, O_TENSOR, O_ROWS, O_MODE, O_DEVICE, O_KERNEL, O_REPS,
-           O_TIME, O_CHECK, O_SEED, O_SWEEP, O_PASS, O_SHAPES, O_LIST, O_BW, O_DUMP, O_PROBE };
+           O_TIME, O_CHECK, O_SEED, O_SWEEP, O_PASS, O_SHAPES, O_LIST, O_BW, O_DUMP, O_PROBE, O_NO_MMAP };
     static const struct option lo[] = {
         {"shape", 1, 0, O_SHAPE},   {"block", 1, 0, O_BLOCK},   {"asym", 0, 0, O_ASYM},
         {"scale-dtype", 1, 0, O_SDT}, {"layout", 1, 0, O_LAYOUT}, {"model", 1, 0, 'm'},
@@ -573,7 +578,7 @@ int main(int argc, char **argv)
         {"reps", 1, 0, O_REPS},     {"time", 1, 0, O_TIME},     {"check-rows", 1, 0, O_CHECK},
         {"seed", 1, 0, O_SEED},     {"sweep", 0, 0, O_SWEEP},   {"model-pass", 0, 0, O_PASS},
         {"shapes", 1, 0, O_SHAPES}, {"list-devices", 0, 0, O_LIST}, {"bw-mb", 1, 0, O_BW},
-        {"dump-source", 1, 0, O_DUMP}, {"probe-mb", 1, 0, O_PROBE}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+        {"dump-source", 1, 0, O_DUMP}, {"probe-mb", 1, 0, O_PROBE}, {"no-mmap", 0, 0, O_NO_MMAP}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     const char *shape = NULL;
     int c;
     while ((c = getopt_long(argc, argv, "m:t:h", lo, NULL)) != -1) {
@@ -621,6 +626,7 @@ int main(int argc, char **argv)
         case O_BW: o.bw_mb = ogk_parse_long("--bw-mb", optarg, 1, 1 << 20); break;
         case O_DUMP: o.dump = optarg; break;
         case O_PROBE: o.probe_mb = ogk_parse_long("--probe-mb", optarg, 0, 1 << 20); break;
+        case O_NO_MMAP: o.no_mmap = 1; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return OGK_EXIT_USAGE;
         }
@@ -713,9 +719,10 @@ int main(int argc, char **argv)
         free(ss), free(Ws);
     } else {
         int code = OGK_EXIT_INPUT;
-        q4nx_file *f = q4nx_open(o.model, &e, &code);
+        q4nx_file *f = q4nx_open_flags(o.model, o.no_mmap ? Q4NX_OPEN_LOAD : 0, &e, &code);
         if (!f)
             ogk_die(code, "%s", e.msg);
+        probe_mem = q4nx_bytes(f, &probe_len);
         if (o.sweep) {
             rc = sweep(pool, f, &all_ok);
         } else if (o.pass) {

@@ -245,6 +245,42 @@ greedy() {
   [[ "$output" == *"TTFT"* && "$output" == *"peak RSS"* ]]
 }
 
+@test "bench --probe: DRAM read GB/s over the weights' memory and decode's fraction of it, per length" {
+  local m
+  m=$(container qwen2 cpu tied b8)
+  run npu-forward bench -m "$m" -l 16,32 -g 8 -r 3 --probe --json
+  [ "$status" -eq 0 ]
+  echo "$output" | jq -e '.results | length == 2'
+  echo "$output" | jq -e '[.results[] | .dram_read_GBps.median > 0 and .decode_fraction_of_dram.median > 0] | all'
+  # the fraction is the run-by-run ratio: it must agree with tok/s x bytes / GB/s within the spread
+  echo "$output" | jq -e '.weight_bytes_per_token as $w | [.results[] |
+    (.decode_tok_s.median * $w / 1e9 / .dram_read_GBps.median) / .decode_fraction_of_dram.median |
+    . > 0.5 and . < 2] | all'
+  run npu-forward bench -m "$m" -l 16 -g 4 -r 1 --json
+  echo "$output" | jq -e '.results[0] | has("dram_read_GBps") | not'
+}
+
+@test "--no-mmap: weights read into huge pages give bit-identical logits and text" {
+  local m big
+  m=$(container qwen2 amd untied b8)
+  echo "$(prompt_ids qwen2 0)" >"$W/nm.ids"
+  npu-forward logits -m "$m" --ids "$W/nm.ids" --out-f32 "$W/nm.map.f32" >/dev/null
+  npu-forward logits -m "$m" --ids "$W/nm.ids" --out-f32 "$W/nm.load.f32" --no-mmap >/dev/null
+  [ -s "$W/nm.map.f32" ]
+  cmp "$W/nm.map.f32" "$W/nm.load.f32"
+  # the bundled model's container is over 2 MiB: the huge-page buffer path, not the small one
+  big=$W/pytiny.q4nx
+  [ -s "$big" ] || oga-extract "$TOP/share/models/pytiny-target" | q4nx-pack -l b8 -o "$big"
+  [ "$(stat -c %s "$big")" -gt $((2 << 20)) ]
+  a=$(npu-forward run -m "$big" -p "def main(" -n 24 --ignore-eos --json | jq -c .ids)
+  b=$(npu-forward run -m "$big" -p "def main(" -n 24 --ignore-eos --json --no-mmap | jq -c .ids)
+  [ "$(echo "$a" | jq length)" -eq 24 ]
+  [ "$a" = "$b" ]
+  run npu-forward run -m "$W/missing.q4nx" -p x --no-mmap
+  [ "$status" -eq 3 ]
+  [[ "$output" == *"missing.q4nx"* ]]
+}
+
 @test "OGAKIT_PROF=1 prints per-pass phase lines on stderr" {
   local m
   m=$(container qwen2 cpu tied b8)

@@ -353,7 +353,24 @@ static int cmp_double(const void *a, const void *b)
 struct kern_bw_probe {
     bw_arg ba;
     size_t nblk;
+    int owned;
 };
+
+kern_bw_probe *kern_bw_probe_over(const void *buf, size_t bytes)
+{
+    kern_bw_probe *b = calloc(1, sizeof *b);
+    if (!b)
+        return NULL;
+    b->ba.block = 1 << 16;
+    b->ba.path = kern_path();
+    b->nblk = ((uintptr_t)buf & 63) ? 0 : bytes / b->ba.block;
+    b->ba.buf = buf;
+    if (!b->nblk) {
+        free(b);
+        return NULL;
+    }
+    return b;
+}
 
 kern_bw_probe *kern_bw_probe_new(size_t bytes)
 {
@@ -370,6 +387,7 @@ kern_bw_probe *kern_bw_probe_new(size_t bytes)
     }
     memset(buf, 0x5A, b->nblk * b->ba.block); /* fault every page in before timing */
     b->ba.buf = buf;
+    b->owned = 1;
     return b;
 }
 
@@ -383,7 +401,7 @@ double kern_bw_probe_pass(kern_pool *p, kern_bw_probe *b)
 
 void kern_bw_probe_free(kern_bw_probe *b)
 {
-    if (b)
+    if (b && b->owned)
         free((void *)b->ba.buf);
     free(b);
 }

@@ -92,6 +92,9 @@ double kern_read_bandwidth(kern_pool *p, size_t bytes, int reps);
  * alternates it with the model's weight stream so both see the same machine). */
 typedef struct kern_bw_probe kern_bw_probe;
 kern_bw_probe *kern_bw_probe_new(size_t bytes); /* allocates and faults in the buffer; NULL on failure */
+/* a probe that reads existing memory (64-byte aligned; the last partial 64 KiB is not read), e.g. the
+ * mapping that holds a model's weights, so probe and kernels see the same pages */
+kern_bw_probe *kern_bw_probe_over(const void *buf, size_t bytes);
 double kern_bw_probe_pass(kern_pool *p, kern_bw_probe *b); /* one timed pass: GB/s */
 void kern_bw_probe_free(kern_bw_probe *b);
 

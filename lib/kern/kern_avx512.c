@@ -15,6 +15,9 @@
 #include <string.h>
 
 #define INLINE static inline __attribute__((always_inline))
+#ifndef PF_HINT
+#define PF_HINT _MM_HINT_T0
+#endif
 #ifndef PF_BYTES
 #define PF_BYTES 8192 /* software prefetch distance of the M = 1 kernels' code stream */
 #endif
@@ -48,9 +51,9 @@ INLINE void prefetch_groups(const q4nx_tensor *W, uint32_t rb, const int RB, uin
 #pragma GCC unroll 4
     for (int r = 0; r < RB; r++) {
         size_t gi = ((size_t)(rb + r) * kb + g + ahead) * 16;
-        _mm_prefetch((const char *)W->scales + gi * ss, _MM_HINT_T0);
+        _mm_prefetch((const char *)W->scales + gi * ss, PF_HINT);
         if (W->has_zp)
-            _mm_prefetch((const char *)W->zeros + gi, _MM_HINT_T0);
+            _mm_prefetch((const char *)W->zeros + gi, PF_HINT);
     }
 }
 
@@ -98,7 +101,7 @@ INLINE void tile_f32(const kern_job *j, uint32_t rb, const int RB, const int MT,
             {
                 w[r] = _mm512_loadu_si512(cb[r] + ((size_t)g * cpg + c) * 64);
                 if (PF_BYTES && MT == 1)
-                    _mm_prefetch((const char *)cb[r] + ((size_t)g * cpg + c) * 64 + PF_BYTES, _MM_HINT_T0);
+                    _mm_prefetch((const char *)cb[r] + ((size_t)g * cpg + c) * 64 + PF_BYTES, PF_HINT);
             }
 #pragma GCC unroll 4
             for (int i = 0; i < 4; i++) {
@@ -170,7 +173,7 @@ INLINE void tile_i8(const kern_job *j, uint32_t rb, const int RB, const int MT, 
             for (int r = 0; r < RB; r++) {
                 __m512i w = _mm512_loadu_si512(cb[r] + ((size_t)g * cpg + c) * 64);
                 if (PF_BYTES && MT == 1)
-                    _mm_prefetch((const char *)cb[r] + ((size_t)g * cpg + c) * 64 + PF_BYTES, _MM_HINT_T0);
+                    _mm_prefetch((const char *)cb[r] + ((size_t)g * cpg + c) * 64 + PF_BYTES, PF_HINT);
                 lo[r] = _mm512_and_si512(w, m4);
                 hi[r] = _mm512_and_si512(_mm512_srli_epi16(w, 4), m4);
             }
@@ -244,35 +247,59 @@ INLINE void prime_range(const q4nx_tensor *W, uint32_t rb0, uint32_t rb1)
     const uint8_t *c = W->codes + (size_t)rb0 * W->k_blocks * W->block * 8;
     size_t n = (size_t)(rb1 - rb0) * W->k_blocks * W->block * 8;
     for (size_t o = 0; o < PF_BYTES && o < n; o += 64)
-        _mm_prefetch((const char *)c + o, _MM_HINT_T0);
+        _mm_prefetch((const char *)c + o, PF_HINT);
     size_t ss = W->scale_dtype == Q4NX_F32 ? 4 : 2, gi = (size_t)rb0 * W->k_blocks * 16;
     for (size_t o = 0; o < PF_BYTES / 8; o += 64)
-        _mm_prefetch((const char *)W->scales + gi * ss + o, _MM_HINT_T0);
+        _mm_prefetch((const char *)W->scales + gi * ss + o, PF_HINT);
 }
 
-static void gemv_f32(const kern_job *j, uint32_t rb0, uint32_t rb1)
+/* One loop body per (block, scale dtype, zero points) combination, so that the per-group work is
+ * straight-line code: the group's chunk loop unrolls for B = 32 and 128, the scale conversion and
+ * the zero-point term are fixed, and the prefetch addresses are a pointer plus a constant. Scales and
+ * zero points are prefetched by address, one stream each, across row-block boundaries. */
+INLINE __m512 scales_at(const void *s, int dt)
+{
+    switch (dt) {
+    case Q4NX_F32: return _mm512_loadu_ps(s);
+    case Q4NX_F16: return _mm512_cvtph_ps(_mm256_loadu_si256(s));
+    default: return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(s)), 16));
+    }
+}
+
+INLINE __m512 zeros_at(const uint8_t *z, int zp)
+{
+    return zp ? _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)z))) : _mm512_set1_ps(8.0f);
+}
+
+INLINE void gemv_f32_body(const kern_job *j, uint32_t rb0, uint32_t rb1, const uint32_t B, const int dt, const int zp)
 {
     const q4nx_tensor *W = j->W;
-    const uint32_t B = W->block, kb = W->k_blocks, cpg = B / 8;
+    const uint32_t kb = W->k_blocks, cpg = B / 8;
+    const size_t ss = dt == Q4NX_F32 ? 4 : 2, ahead = PF_BYTES / (B * 8) + 1;
     if (PF_BYTES)
         prime_range(W, rb0, rb1);
     const __m512 tbl = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const uint8_t *cp = W->codes + (size_t)rb0 * kb * B * 8;
+    const char *sp = (const char *)W->scales + (size_t)rb0 * kb * 16 * ss;
+    const uint8_t *zpp = zp ? W->zeros + (size_t)rb0 * kb * 16 : NULL;
     for (uint32_t rb = rb0; rb < rb1; rb++) {
-        const uint8_t *cb = W->codes + (size_t)rb * kb * B * 8;
         __m512 y = _mm512_setzero_ps();
-        for (uint32_t g = 0; g < kb; g++) {
-            if (PF_BYTES)
-                prefetch_groups(W, rb, 1, g);
+        for (uint32_t g = 0; g < kb; g++, cp += B * 8, sp += 16 * ss, zpp += zp ? 16 : 0) {
+            if (PF_BYTES) {
+                _mm_prefetch(sp + ahead * 16 * ss, PF_HINT);
+                if (zp)
+                    _mm_prefetch((const char *)zpp + ahead * 16, PF_HINT);
+            }
             const float *x = j->xf + (size_t)g * B;
             __m512 a[8];
 #pragma GCC unroll 8
             for (int i = 0; i < 8; i++)
                 a[i] = _mm512_setzero_ps();
+#pragma GCC unroll 16
             for (uint32_t c = 0; c < cpg; c++) {
-                const uint8_t *p = cb + ((size_t)g * cpg + c) * 64;
-                __m512i w = _mm512_loadu_si512(p);
+                __m512i w = _mm512_loadu_si512(cp + c * 64);
                 if (PF_BYTES)
-                    _mm_prefetch((const char *)p + PF_BYTES, _MM_HINT_T0);
+                    _mm_prefetch((const char *)cp + c * 64 + PF_BYTES, PF_HINT);
 #pragma GCC unroll 4
                 for (int i = 0; i < 4; i++) {
                     __m512 lo = _mm512_permutexvar_ps(i ? _mm512_srli_epi32(w, 8 * i) : w, tbl);
@@ -283,37 +310,42 @@ static void gemv_f32(const kern_job *j, uint32_t rb0, uint32_t rb1)
             }
             __m512 t = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a[0], a[1]), _mm512_add_ps(a[2], a[3])),
                                      _mm512_add_ps(_mm512_add_ps(a[4], a[5]), _mm512_add_ps(a[6], a[7])));
-            size_t gi = ((size_t)rb * kb + g) * 16;
-            t = _mm512_fnmadd_ps(load_zeros(W, gi), _mm512_set1_ps(j->xs[g]), t);
-            y = _mm512_fmadd_ps(load_scales(W, gi), t, y);
+            t = _mm512_fnmadd_ps(zeros_at(zpp, zp), _mm512_set1_ps(j->xs[g]), t);
+            y = _mm512_fmadd_ps(scales_at(sp, dt), t, y);
         }
         store_rows(j, rb, 0, y);
     }
 }
 
-static void gemv_i8(const kern_job *j, uint32_t rb0, uint32_t rb1)
+INLINE void gemv_i8_body(const kern_job *j, uint32_t rb0, uint32_t rb1, const uint32_t B, const int dt, const int zp)
 {
     const q4nx_tensor *W = j->W;
-    const uint32_t B = W->block, kb = W->k_blocks, cpg = B / 8;
+    const uint32_t kb = W->k_blocks, cpg = B / 8;
+    const size_t ss = dt == Q4NX_F32 ? 4 : 2, ahead = PF_BYTES / (B * 8) + 1;
     if (PF_BYTES)
         prime_range(W, rb0, rb1);
     const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const uint8_t *cp = W->codes + (size_t)rb0 * kb * B * 8;
+    const char *sp = (const char *)W->scales + (size_t)rb0 * kb * 16 * ss;
+    const uint8_t *zpp = zp ? W->zeros + (size_t)rb0 * kb * 16 : NULL;
     for (uint32_t rb = rb0; rb < rb1; rb++) {
-        const uint8_t *cb = W->codes + (size_t)rb * kb * B * 8;
         __m512 y = _mm512_setzero_ps();
-        for (uint32_t g = 0; g < kb; g++) {
-            if (PF_BYTES)
-                prefetch_groups(W, rb, 1, g);
+        for (uint32_t g = 0; g < kb; g++, cp += B * 8, sp += 16 * ss, zpp += zp ? 16 : 0) {
+            if (PF_BYTES) {
+                _mm_prefetch(sp + ahead * 16 * ss, PF_HINT);
+                if (zp)
+                    _mm_prefetch((const char *)zpp + ahead * 16, PF_HINT);
+            }
             const int8_t *q = j->xq + (size_t)g * B;
             __m512i a[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(),
                             _mm512_setzero_si512()};
+#pragma GCC unroll 8
             for (uint32_t c = 0; c < cpg; c += 2) { /* B >= 16: cpg is even */
 #pragma GCC unroll 2
                 for (int h = 0; h < 2; h++) {
-                    const uint8_t *p = cb + ((size_t)g * cpg + c + h) * 64;
-                    __m512i w = _mm512_loadu_si512(p);
+                    __m512i w = _mm512_loadu_si512(cp + (c + h) * 64);
                     if (PF_BYTES)
-                        _mm_prefetch((const char *)p + PF_BYTES, _MM_HINT_T0);
+                        _mm_prefetch((const char *)cp + (c + h) * 64 + PF_BYTES, PF_HINT);
                     int32_t ql, qh;
                     memcpy(&ql, q + (c + h) * 8, 4);
                     memcpy(&qh, q + (c + h) * 8 + 4, 4);
@@ -323,13 +355,39 @@ static void gemv_i8(const kern_job *j, uint32_t rb0, uint32_t rb1)
                 }
             }
             __m512i it = _mm512_add_epi32(_mm512_add_epi32(a[0], a[1]), _mm512_add_epi32(a[2], a[3]));
-            size_t gi = ((size_t)rb * kb + g) * 16;
             /* exact: |Σ code·q|, zp·|Σq| < 2^24 for B <= 4096 */
-            __m512 t = _mm512_fnmadd_ps(load_zeros(W, gi), _mm512_set1_ps((float)j->xqs[g]), _mm512_cvtepi32_ps(it));
-            y = _mm512_fmadd_ps(_mm512_mul_ps(load_scales(W, gi), _mm512_set1_ps(j->xd[g])), t, y);
+            __m512 t = _mm512_fnmadd_ps(zeros_at(zpp, zp), _mm512_set1_ps((float)j->xqs[g]), _mm512_cvtepi32_ps(it));
+            y = _mm512_fmadd_ps(_mm512_mul_ps(scales_at(sp, dt), _mm512_set1_ps(j->xd[g])), t, y);
         }
         store_rows(j, rb, 0, y);
     }
+}
+
+#define GEMV_DT(mode, B, zp)                                                                                           \
+    static void gemv_##mode##_##B##_##zp(const kern_job *j, uint32_t rb0, uint32_t rb1, int dt)                        \
+    {                                                                                                                  \
+        uint32_t b = (B) ? (B) : j->W->block;                                                                          \
+        switch (dt) {                                                                                                  \
+        case Q4NX_F32: gemv_##mode##_body(j, rb0, rb1, b, Q4NX_F32, zp); break;                                        \
+        case Q4NX_F16: gemv_##mode##_body(j, rb0, rb1, b, Q4NX_F16, zp); break;                                        \
+        default: gemv_##mode##_body(j, rb0, rb1, b, Q4NX_BF16, zp); break;                                             \
+        }                                                                                                              \
+    }
+#define GEMV(mode) GEMV_DT(mode, 32, 0) GEMV_DT(mode, 32, 1) GEMV_DT(mode, 128, 0) GEMV_DT(mode, 128, 1) \
+    GEMV_DT(mode, 0, 0) GEMV_DT(mode, 0, 1)
+GEMV(f32)
+GEMV(i8)
+
+static void gemv(const kern_job *j, uint32_t rb0, uint32_t rb1)
+{
+    typedef void (*fn)(const kern_job *, uint32_t, uint32_t, int);
+    static const fn f32[3][2] = {{gemv_f32_32_0, gemv_f32_32_1}, {gemv_f32_128_0, gemv_f32_128_1},
+                                 {gemv_f32_0_0, gemv_f32_0_1}};
+    static const fn i8[3][2] = {{gemv_i8_32_0, gemv_i8_32_1}, {gemv_i8_128_0, gemv_i8_128_1},
+                                {gemv_i8_0_0, gemv_i8_0_1}};
+    const q4nx_tensor *W = j->W;
+    int bi = W->block == 32 ? 0 : W->block == 128 ? 1 : 2;
+    (j->mode == KERN_I8 ? i8 : f32)[bi][W->has_zp != 0](j, rb0, rb1, W->scale_dtype);
 }
 
 typedef void (*tile_fn)(const kern_job *, uint32_t, int);
@@ -341,7 +399,7 @@ void kern_b8_avx512(const kern_job *j, uint32_t rb0, uint32_t rb1)
     int i8 = j->mode == KERN_I8;
     uint32_t rb = rb0;
     if (j->M == 1) {
-        (i8 ? gemv_i8 : gemv_f32)(j, rb0, rb1);
+        gemv(j, rb0, rb1);
         return;
     }
     static const tile_fn f32_tiles[] = {0, f32_2_1, f32_2_2, f32_2_3, f32_2_4, f32_2_5, f32_2_6, f32_2_7, f32_2_8};

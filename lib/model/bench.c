@@ -54,7 +54,17 @@ json_t *model_bench(model_state *s, const model_bench_opts *o, ogk_error *e)
     int *ids = malloc((size_t)maxlen * sizeof *ids);
     int R = o->reps > 0 ? o->reps : 1;
     double *ttft = malloc(sizeof(double) * R), *pp = malloc(sizeof(double) * R), *tg = malloc(sizeof(double) * R),
-           *e2e = malloc(sizeof(double) * R);
+           *e2e = malloc(sizeof(double) * R), *bw = malloc(sizeof(double) * R), *fr = malloc(sizeof(double) * R);
+    kern_bw_probe *probe = NULL;
+    if (o->probe) {
+        size_t fsz;
+        const uint8_t *fb = q4nx_bytes(m->file, &fsz);
+        if (!(probe = kern_bw_probe_over(fb, fsz))) {
+            ogk_fail(e, "the container is too small for a bandwidth probe");
+            free(ids), free(ttft), free(pp), free(tg), free(e2e), free(bw), free(fr);
+            return NULL;
+        }
+    }
     json_t *rows = json_array();
     model_sampler sp;
     model_sampler_init(&sp, m->c.vocab_size, 0, 0, 0, 1);
@@ -65,6 +75,7 @@ json_t *model_bench(model_state *s, const model_bench_opts *o, ogk_error *e)
             model_gen g = {.max_new = o->gen + 1, .ignore_eos = 1};
             model_gen_stats st;
             model_state_reset(s);
+            double gbs = probe && r >= 0 ? kern_bw_probe_pass(s->pool, probe) : 0;
             if (model_generate(s, &sp, ids, L, &g, &st, e))
                 goto fail;
             if (r < 0)
@@ -73,21 +84,29 @@ json_t *model_bench(model_state *s, const model_bench_opts *o, ogk_error *e)
             pp[r] = L / (st.prefill_ms / 1e3);
             tg[r] = o->gen / (st.decode_ms / 1e3);
             e2e[r] = st.prefill_ms + st.decode_ms + st.sampling_ms;
+            bw[r] = gbs;
+            fr[r] = gbs > 0 ? tg[r] * (double)m->weight_bytes / 1e9 / gbs : 0;
         }
         json_t *row = json_pack("{s:i,s:i,s:o,s:o,s:o,s:o}", "prompt_tokens", L, "gen_tokens", o->gen, "ttft_ms",
                                 stat(ttft, R, 3), "prefill_tok_s", stat(pp, R, 2), "decode_tok_s", stat(tg, R, 2),
                                 "e2e_ms", stat(e2e, R, 3));
+        if (probe) {
+            json_object_set_new(row, "dram_read_GBps", stat(bw, R, 2));
+            json_object_set_new(row, "decode_fraction_of_dram", stat(fr, R, 4));
+        }
         json_array_append_new(rows, row);
     }
     model_sampler_free(&sp);
-    free(ids), free(ttft), free(pp), free(tg), free(e2e);
+    kern_bw_probe_free(probe);
+    free(ids), free(ttft), free(pp), free(tg), free(e2e), free(bw), free(fr);
     return json_pack("{s:s,s:i,s:i,s:s,s:i,s:I,s:o,s:I}", "family", m->c.family_name, "threads",
                      kern_pool_threads(s->pool), "context", s->context, "mode", s->mode == MODEL_I8 ? "i8" : "f32",
                      "reps", R, "weight_bytes_per_token", (json_int_t)m->weight_bytes, "results", rows, "peak_rss_bytes",
                      (json_int_t)ogk_peak_rss());
 fail:
     model_sampler_free(&sp);
-    free(ids), free(ttft), free(pp), free(tg), free(e2e);
+    kern_bw_probe_free(probe);
+    free(ids), free(ttft), free(pp), free(tg), free(e2e), free(bw), free(fr);
     json_decref(rows);
     return NULL;
 }

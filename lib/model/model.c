@@ -260,6 +260,11 @@ static int bind_weights(model *m, ogk_error *e)
 
 model *model_open(const char *path, ogk_error *e, int *code)
 {
+    return model_open_flags(path, 0, e, code);
+}
+
+model *model_open_flags(const char *path, int flags, ogk_error *e, int *code)
+{
     model *m = calloc(1, sizeof *m);
     if (!m) {
         *code = OGK_EXIT_INIT;
@@ -267,7 +272,7 @@ model *model_open(const char *path, ogk_error *e, int *code)
         return NULL;
     }
     *code = OGK_EXIT_INPUT;
-    if (!(m->file = q4nx_open(path, e, code))) {
+    if (!(m->file = q4nx_open_flags(path, flags, e, code))) {
         free(m);
         return NULL;
     }
@@ -566,12 +571,15 @@ static void attention_heads(void *arg, size_t h0, size_t h1, int worker)
         attention_head(arg, (int)h);
 }
 
+#ifndef ATTN_POOL_WORK
+#define ATTN_POOL_WORK 1024 /* rows x positions x heads: from here the pool splits heads (ctx 512 decode: +10 %) */
+#endif
 static void attention(model_state *s, int layer, int pos0, int rows)
 {
     attn_job j = {s, layer, pos0, rows};
-    /* a decode step's attention is microseconds: waking the pool would cost more than it saves */
+    /* a short decode step's attention is microseconds: waking the pool would cost more than it saves */
     size_t work = (size_t)rows * (size_t)(pos0 + rows) * (size_t)s->m->c.n_heads;
-    kern_pool_for(work < 65536 ? NULL : s->pool, (size_t)s->m->c.n_heads, 1, attention_heads, &j);
+    kern_pool_for(work < ATTN_POOL_WORK ? NULL : s->pool, (size_t)s->m->c.n_heads, 1, attention_heads, &j);
 }
 
 /* SwiGLU: hb = silu(gate) * up */

@@ -109,6 +109,8 @@ typedef struct model_state {
 /* Open a container and bind the model to it. NULL on failure with e filled and *code set:
  * 3 not a container / malformed, 4 a model this code cannot run (family, missing or misshapen tensor). */
 model *model_open(const char *path, ogk_error *e, int *code);
+/* model_open with q4nx_open_flags flags (Q4NX_OPEN_LOAD: weights copied into huge pages). */
+model *model_open_flags(const char *path, int flags, ogk_error *e, int *code);
 void model_close(model *m);
 
 /* Allocate the state for a context of `context` positions (0: the model's). logit_rows is the most rows
@@ -184,9 +186,11 @@ typedef struct model_bench_opts {
     int gen;    /* tokens generated after each prompt (decode passes) */
     int reps;   /* measured repetitions per length (after one warm-up) */
     int warmup; /* warm-up runs per length */
+    int probe;  /* before every measured run, one DRAM read pass over the container's bytes */
 } model_bench_opts;
 /* JSON result: per prompt length TTFT / prefill tok/s / decode tok/s / E2E (median and stddev), peak
- * RSS, weight bytes per token. NULL with e filled when a length does not fit the context. */
+ * RSS, weight bytes per token; with probe, per length the probe's GB/s and decode's fraction of it
+ * (weight bytes per token x decode tok/s / probe GB/s, the median of the run-by-run ratios). NULL with e filled when a length does not fit the context. */
 json_t *model_bench(model_state *s, const model_bench_opts *o, ogk_error *e);
 /* The deterministic prompt the benchmark uses (same LCG as tools/ort-ref.js --bench). */
 void model_bench_prompt(int *ids, int n, int vocab);

@@ -165,14 +165,25 @@ static q4nx_file *open_fail(q4nx_file *f, int *code, int c)
     return NULL;
 }
 
+const uint8_t *q4nx_bytes(const q4nx_file *f, size_t *size)
+{
+    *size = f->map.size;
+    return f->map.data;
+}
+
 q4nx_file *q4nx_open(const char *path, ogk_error *e, int *code)
+{
+    return q4nx_open_flags(path, 0, e, code);
+}
+
+q4nx_file *q4nx_open_flags(const char *path, int flags, ogk_error *e, int *code)
 {
     q4nx_file *f = calloc(1, sizeof *f);
     if (!f) {
         ogk_fail(e, "out of memory");
         return open_fail(f, code, OGK_EXIT_INIT);
     }
-    if (ogk_map_open(&f->map, path, e))
+    if ((flags & Q4NX_OPEN_LOAD ? ogk_map_load : ogk_map_open)(&f->map, path, e))
         return open_fail(f, code, OGK_EXIT_INPUT);
     const uint8_t *p = f->map.data;
     uint64_t size = f->map.size;

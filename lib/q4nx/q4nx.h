@@ -94,7 +94,13 @@ typedef struct q4nx_file q4nx_file;
  * vs shapes and layout). Checksums are not read here (q4nx_verify_checksums does that). On failure:
  * NULL, e says what and where; *code (if given) is the exit code to use (3 malformed / not a container). */
 q4nx_file *q4nx_open(const char *path, ogk_error *e, int *code);
+/* q4nx_open with flags: Q4NX_OPEN_LOAD reads the file into huge-page memory (ogk_map_load) instead
+ * of mapping it in place. */
+#define Q4NX_OPEN_LOAD 1
+q4nx_file *q4nx_open_flags(const char *path, int flags, ogk_error *e, int *code);
 void q4nx_close(q4nx_file *f);
+/* the whole file's bytes as opened (mapped, or the Q4NX_OPEN_LOAD copy) */
+const uint8_t *q4nx_bytes(const q4nx_file *f, size_t *size);
 const json_t *q4nx_model(const q4nx_file *f);  /* the normalised model description (OGAX "model") */
 const json_t *q4nx_source(const q4nx_file *f); /* provenance: pack, flavour, tool, version */
 int q4nx_layout(const q4nx_file *f);           /* layout of its quantised tensors */

@@ -11,10 +11,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-int ogk_map_open(ogk_map *m, const char *path, ogk_error *e)
+static int map_file(ogk_map *m, const char *path, int load, ogk_error *e)
 {
     m->data = NULL;
     m->size = 0;
+    m->copied = 0;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return ogk_fail(e, "%s: %s", path, strerror(errno));
@@ -28,7 +29,30 @@ int ogk_map_open(ogk_map *m, const char *path, ogk_error *e)
         close(fd);
         return ogk_fail(e, "%s: not a regular file", path);
     }
-    if (st.st_size > 0) {
+    if (st.st_size > 0 && load) {
+        size_t n = (size_t)st.st_size, got = 0;
+        /* page aligned like a mapping, whatever the size */
+        uint8_t *p = n >= ((size_t)2 << 20) ? ogk_big_alloc(n) : aligned_alloc(4096, (n + 4095) & ~(size_t)4095);
+        if (!p) {
+            close(fd);
+            return ogk_fail(e, "%s: out of memory for a %zu-byte copy", path, n);
+        }
+        while (got < n) {
+            ssize_t r = read(fd, p + got, n - got);
+            if (r < 0 && errno == EINTR)
+                continue;
+            if (r <= 0) {
+                int err = r < 0 ? errno : 0;
+                free(p);
+                close(fd);
+                return ogk_fail(e, "%s: read: %s", path, err ? strerror(err) : "file shrank while being read");
+            }
+            got += (size_t)r;
+        }
+        m->data = p;
+        m->size = n;
+        m->copied = 1;
+    } else if (st.st_size > 0) {
         void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
         if (p == MAP_FAILED) {
             int err = errno;
@@ -42,9 +66,21 @@ int ogk_map_open(ogk_map *m, const char *path, ogk_error *e)
     return 0;
 }
 
+int ogk_map_open(ogk_map *m, const char *path, ogk_error *e)
+{
+    return map_file(m, path, 0, e);
+}
+
+int ogk_map_load(ogk_map *m, const char *path, ogk_error *e)
+{
+    return map_file(m, path, 1, e);
+}
+
 void ogk_map_close(ogk_map *m)
 {
-    if (m->data)
+    if (m->data && m->copied)
+        free((void *)m->data);
+    else if (m->data)
         munmap((void *)m->data, m->size);
     m->data = NULL;
     m->size = 0;
