@@ -399,7 +399,10 @@ static void matmul(model_state *s, float *y, const float *x, int rows, const q4n
 {
     ogk_error e;
     /* every tensor was checked to be Q4 of the right shape at load, so the kernels cannot refuse it */
-    if (kern_matmul(s->pool, w, x, rows, y, s->mode == MODEL_I8 ? KERN_I8 : KERN_F32, &e))
+    /* i8 mode: every projection rounds its activations to int8, except the classifier, whose error
+     * would land on the logits unfiltered (see npu-forward.1, --mode) */
+    int mode = s->mode == MODEL_I8 && w != s->m->w.lm_head ? KERN_I8 : KERN_F32;
+    if (kern_matmul(s->pool, w, x, rows, y, mode, &e))
         ogk_die(OGK_EXIT_INIT, "%s: %s", w->role, e.msg);
     s->prof.launches++;
 }
@@ -630,8 +633,10 @@ static void forward_rows(model_state *s, const int *tokens, int rows, int want, 
         rope(s, pos0, rows);
 
         /* save key, value at these time steps into the kv cache; attend */
+        double ta = ogk_now();
         kv_store(s, l, pos0, rows);
         attention(s, l, pos0, rows);
+        s->prof.attn_ms += (ogk_now() - ta) * 1e3;
 
         /* output projection, residual connection back into x */
         matmul(s, s->xb, s->q, rows, L->wo);
@@ -691,7 +696,9 @@ void model_prof_print(const model_state *s, const char *pass)
 {
     if (!s->prof_print)
         return;
-    fprintf(stderr, "%s: prof %s rows=%d launches=%d embed=%.3fms layers=%.3fms head=%.3fms sampling=%.3fms\n",
-            ogk_prog(), pass, s->prof.rows, s->prof.launches, s->prof.embed_ms, s->prof.layers_ms, s->prof.head_ms,
-            s->prof.sampling_ms);
+    fprintf(stderr,
+            "%s: prof %s rows=%d launches=%d embed=%.3fms layers=%.3fms (attention=%.3fms) head=%.3fms "
+            "sampling=%.3fms\n",
+            ogk_prog(), pass, s->prof.rows, s->prof.launches, s->prof.embed_ms, s->prof.layers_ms, s->prof.attn_ms,
+            s->prof.head_ms, s->prof.sampling_ms);
 }

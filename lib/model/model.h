@@ -78,7 +78,7 @@ typedef struct model {
 
 /* Per-pass phase timings (OGAKIT_PROF=1 prints them). */
 typedef struct model_prof {
-    double embed_ms, layers_ms, head_ms, sampling_ms;
+    double embed_ms, layers_ms, attn_ms, head_ms, sampling_ms; /* attn_ms: part of layers_ms */
     int rows, launches;
 } model_prof;
 
