@@ -1,6 +1,7 @@
-/* One query row's causal attention over a head's KV cache with AVX-512 (head_dim a multiple of 16):
- * scores q·k scaled, softmax with a vector exp, weighted sum of the values. The portable version is
- * attend_row() in model.c; model_state_new picks this one when lib/kern's path is avx512. */
+/* One query row's causal attention for g query heads that share a KV head, with AVX-512 (head_dim a
+ * multiple of 16): scores q·k scaled, softmax with a vector exp, weighted sum of the values. The
+ * portable version is attend_rows() in model.c; model_state_new picks this one when lib/kern's path
+ * is avx512. */
 #include <immintrin.h>
 #include <math.h>
 
@@ -10,7 +11,10 @@
  * (relative error < 1e-8 before fp32 rounding); 2^n by vscalefps. Below -87 the result is 0-ish. */
 static inline __m512 exp512(__m512 x)
 {
-    x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
+    /* below e^-80 the result is 0 exactly: no subnormal results (each costs a microcode assist in
+     * the value sums), and nothing lost, as the largest term of every softmax is 1 */
+    __mmask16 keep = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-80.0f), _CMP_GE_OQ);
+    x = _mm512_max_ps(x, _mm512_set1_ps(-80.0f));
     __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
@@ -23,10 +27,10 @@ static inline __m512 exp512(__m512 x)
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    return _mm512_scalef_ps(p, n);
+    return _mm512_maskz_mov_ps(keep, _mm512_scalef_ps(p, n));
 }
 
-void model_attend_avx512(float *q, const float *kc, const float *vc, int n, int hd, float scale, float *att)
+static void attend_one(float *q, const float *kc, const float *vc, int n, int hd, float scale, float *att)
 {
     int nv = hd / 16;
     __m512 qv[16]; /* head_dim <= 256 */
@@ -70,4 +74,111 @@ void model_attend_avx512(float *q, const float *kc, const float *vc, int n, int 
     }
     for (int i = 0; i < nv; i++)
         _mm512_storeu_ps(q + 16 * i, o[i]);
+}
+
+/* G query heads that share one KV head, head_dim = 16 NV: each key and value row is loaded once for
+ * all G heads, and the G heads' dot products and sums are independent chains. */
+static inline __attribute__((always_inline)) void attend_heads(float *q, const float *kc, const float *vc, int n,
+                                                               float scale, float *att, size_t as, const int G,
+                                                               const int NV)
+{
+    const int hd = 16 * NV;
+    __m512 qv[4][8];
+    #pragma GCC unroll 8
+    for (int g = 0; g < G; g++)
+        #pragma GCC unroll 8
+        for (int i = 0; i < NV; i++)
+            qv[g][i] = _mm512_loadu_ps(q + (size_t)g * hd + 16 * i);
+    float mx[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
+    for (int t = 0; t < n; t++) {
+        const float *k = kc + (size_t)t * hd;
+        __m512 kv[8];
+        #pragma GCC unroll 8
+        for (int i = 0; i < NV; i++)
+            kv[i] = _mm512_loadu_ps(k + 16 * i);
+        #pragma GCC unroll 8
+        for (int g = 0; g < G; g++) {
+            __m512 acc = _mm512_mul_ps(qv[g][0], kv[0]);
+            #pragma GCC unroll 8
+            for (int i = 1; i < NV; i++)
+                acc = _mm512_fmadd_ps(qv[g][i], kv[i], acc);
+            float d = _mm512_reduce_add_ps(acc) * scale;
+            att[g * as + (size_t)t] = d;
+            mx[g] = d > mx[g] ? d : mx[g];
+        }
+    }
+    float inv[4];
+    #pragma GCC unroll 8
+    for (int g = 0; g < G; g++) {
+        float *a = att + g * as;
+        __m512 vmx = _mm512_set1_ps(mx[g]), vsum = _mm512_setzero_ps();
+        int t = 0;
+        for (; t + 16 <= n; t += 16) {
+            __m512 e = exp512(_mm512_sub_ps(_mm512_loadu_ps(a + t), vmx));
+            _mm512_storeu_ps(a + t, e);
+            vsum = _mm512_add_ps(vsum, e);
+        }
+        if (t < n) {
+            __mmask16 m = (__mmask16)((1u << (n - t)) - 1);
+            __m512 e = exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, a + t), vmx));
+            _mm512_mask_storeu_ps(a + t, m, e);
+            vsum = _mm512_add_ps(vsum, _mm512_maskz_mov_ps(m, e));
+        }
+        inv[g] = 1.0f / _mm512_reduce_add_ps(vsum);
+    }
+    __m512 o[4][8];
+    #pragma GCC unroll 8
+    for (int g = 0; g < G; g++)
+        #pragma GCC unroll 8
+        for (int i = 0; i < NV; i++)
+            o[g][i] = _mm512_setzero_ps();
+    for (int t = 0; t < n; t++) {
+        const float *v = vc + (size_t)t * hd;
+        __m512 vv[8];
+        #pragma GCC unroll 8
+        for (int i = 0; i < NV; i++)
+            vv[i] = _mm512_loadu_ps(v + 16 * i);
+        #pragma GCC unroll 8
+        for (int g = 0; g < G; g++) {
+            __m512 a = _mm512_set1_ps(att[g * as + (size_t)t] * inv[g]);
+            #pragma GCC unroll 8
+            for (int i = 0; i < NV; i++)
+                o[g][i] = _mm512_fmadd_ps(a, vv[i], o[g][i]);
+        }
+    }
+    #pragma GCC unroll 8
+    for (int g = 0; g < G; g++)
+        #pragma GCC unroll 8
+        for (int i = 0; i < NV; i++)
+            _mm512_storeu_ps(q + (size_t)g * hd + 16 * i, o[g][i]);
+}
+
+#define HEADS(G, NV)                                                                                                  \
+    static void heads_##G##_##NV(float *q, const float *kc, const float *vc, int n, float scale, float *att, size_t as) \
+    {                                                                                                                  \
+        attend_heads(q, kc, vc, n, scale, att, as, G, NV);                                                            \
+    }
+HEADS(1, 4)
+HEADS(2, 4)
+HEADS(3, 4)
+HEADS(4, 4)
+HEADS(1, 8)
+HEADS(2, 8)
+
+void model_attend_avx512(float *q, int g, const float *kc, const float *vc, int n, int hd, float scale, float *att,
+                         size_t as)
+{
+    typedef void (*fn)(float *, const float *, const float *, int, float, float *, size_t);
+    static const fn h4[] = {0, heads_1_4, heads_2_4, heads_3_4, heads_4_4};
+    static const fn h8[] = {0, heads_1_8, heads_2_8};
+    while (g > 0) {
+        int k = hd == 64 ? (g < 4 ? g : 4) : hd == 128 ? (g < 2 ? g : 2) : 1;
+        if (hd == 64)
+            h4[k](q, kc, vc, n, scale, att, as);
+        else if (hd == 128)
+            h8[k](q, kc, vc, n, scale, att, as);
+        else
+            attend_one(q, kc, vc, n, hd, scale, att);
+        q += (size_t)k * hd, att += (size_t)k * as, g -= k;
+    }
 }

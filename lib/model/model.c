@@ -310,8 +310,10 @@ int model_is_eos(const model *m, int id)
 
 /* ---------------------------------------------------------------- state */
 
-static void attend_row(float *q, const float *kc, const float *vc, int n, int hd, float scale, float *att);
-void model_attend_avx512(float *q, const float *kc, const float *vc, int n, int hd, float scale, float *att);
+static void attend_rows(float *q, int g, const float *kc, const float *vc, int n, int hd, float scale, float *att,
+                        size_t as);
+void model_attend_avx512(float *q, int g, const float *kc, const float *vc, int n, int hd, float scale, float *att,
+                         size_t as);
 
 model_state *model_state_new(const model *m, int context, int logit_rows, int mode, int threads, ogk_error *e)
 {
@@ -356,7 +358,7 @@ model_state *model_state_new(const model *m, int context, int logit_rows, int mo
     }
     /* the attention inner loops follow the kernels' instruction set (OGAKIT_KERNEL=ref: portable) */
     s->attend = kern_path() == KERN_PATH_AVX512 && c->head_dim % 16 == 0 && c->head_dim <= 256 ? model_attend_avx512
-                                                                                                   : attend_row;
+                                                                                                   : attend_rows;
     const char *p = getenv("OGAKIT_PROF");
     s->prof_print = p && *p && strcmp(p, "0");
     return s;
@@ -555,23 +557,35 @@ static void attend_row(float *q, const float *kc, const float *vc, int n, int hd
     }
 }
 
-/* causal grouped-query attention of one query head, every row of the pass; output over q */
-static void attention_head(attn_job *j, int h)
+static void attend_rows(float *q, int g, const float *kc, const float *vc, int n, int hd, float scale, float *att,
+                        size_t as)
+{
+    for (int i = 0; i < g; i++)
+        attend_row(q + (size_t)i * hd, kc, vc, n, hd, scale, att + (size_t)i * as);
+}
+
+/* causal grouped-query attention, one task = up to ATTN_GROUP query heads of one KV head (so each
+ * key/value row is read once for all of them), every row of the pass; output over q */
+#define ATTN_GROUP 4
+static void attention_task(attn_job *j, int task)
 {
     model_state *s = j->s;
     const model_config *c = &s->m->c;
-    int hd = c->head_dim, kvh = h / (c->n_heads / c->n_kv_heads);
-    float scale = 1.0f / sqrtf((float)hd), *att = s->att + (size_t)h * s->context;
+    int hd = c->head_dim, G = c->n_heads / c->n_kv_heads, nsub = (G + ATTN_GROUP - 1) / ATTN_GROUP;
+    int kvh = task / nsub, h0 = kvh * G + task % nsub * ATTN_GROUP;
+    int g = kvh * G + G - h0 < ATTN_GROUP ? kvh * G + G - h0 : ATTN_GROUP;
+    float scale = 1.0f / sqrtf((float)hd), *att = s->att + (size_t)h0 * s->context;
     const float *kc = cache_at(s, s->key_cache, j->layer, kvh, 0), *vc = cache_at(s, s->value_cache, j->layer, kvh, 0);
     for (int r = 0; r < j->rows; r++)
-        s->attend(s->q + ((size_t)r * c->n_heads + h) * hd, kc, vc, j->pos0 + r + 1, hd, scale, att);
+        s->attend(s->q + ((size_t)r * c->n_heads + h0) * hd, g, kc, vc, j->pos0 + r + 1, hd, scale, att,
+                  (size_t)s->context);
 }
 
-static void attention_heads(void *arg, size_t h0, size_t h1, int worker)
+static void attention_tasks(void *arg, size_t t0, size_t t1, int worker)
 {
     (void)worker;
-    for (size_t h = h0; h < h1; h++)
-        attention_head(arg, (int)h);
+    for (size_t t = t0; t < t1; t++)
+        attention_task(arg, (int)t);
 }
 
 #ifndef ATTN_POOL_WORK
@@ -582,7 +596,9 @@ static void attention(model_state *s, int layer, int pos0, int rows)
     attn_job j = {s, layer, pos0, rows};
     /* a short decode step's attention is microseconds: waking the pool would cost more than it saves */
     size_t work = (size_t)rows * (size_t)(pos0 + rows) * (size_t)s->m->c.n_heads;
-    kern_pool_for(work < ATTN_POOL_WORK ? NULL : s->pool, (size_t)s->m->c.n_heads, 1, attention_heads, &j);
+    const model_config *c = &s->m->c;
+    size_t tasks = (size_t)c->n_kv_heads * ((c->n_heads / c->n_kv_heads + ATTN_GROUP - 1) / ATTN_GROUP);
+    kern_pool_for(work < ATTN_POOL_WORK ? NULL : s->pool, tasks, 1, attention_tasks, &j);
 }
 
 /* SwiGLU: hb = silu(gate) * up */

@@ -103,7 +103,10 @@ typedef struct model_state {
     model_prof prof;
     int prof_print; /* OGAKIT_PROF set */
     /* one query row's attention (portable or AVX-512, chosen with the kernel path) */
-    void (*attend)(float *q, const float *kc, const float *vc, int n, int hd, float scale, float *att);
+    /* one query row's attention for g query heads sharing a KV head (q and att slices consecutive,
+     * att slices as floats apart) */
+    void (*attend)(float *q, int g, const float *kc, const float *vc, int n, int hd, float scale, float *att,
+                   size_t as);
 } model_state;
 
 /* Open a container and bind the model to it. NULL on failure with e filled and *code set:
