@@ -28,25 +28,27 @@ pack4=$("$top/tools/fixture.sh" qwen2 cpu tied qwen05b 4)
 oga-extract "$pack0" | q4nx-pack -l b8 -o "$work/model.q4nx"
 cmp -s "$pack0/model.onnx.data" "$pack4/model.onnx.data" || echo "note: the acc0 and acc4 packs' weights differ" >&2
 
-echo "# bench/forward.sh: qwen05b fixture, $threads threads, $runs runs, tg$gen; $(date -u +%FT%TZ); load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# bench/forward.sh: qwen05b fixture, $threads threads, $runs rounds, tg$gen; $(date -u +%FT%TZ); load $(cut -d' ' -f1-3 /proc/loadavg)"
 
 
 nice_run() { nice -n 5 "$@"; }
-# ours: one bench per mode over 128 and 512 prompts (TTFT = prefill of the prompt, then gen decode passes)
-for mode in i8 f32; do
-  nice_run npu-forward bench -m "$work/model.q4nx" -l 128,512 -g "$gen" -r "$runs" -t "$threads" --mode "$mode" --probe --json >"$work/ours-$mode.json"
-done
-# and i8 with the weights read into 2 MiB pages instead of mapped (--no-mmap; the probe reads those pages)
-nice_run npu-forward bench -m "$work/model.q4nx" -l 128,512 -g "$gen" -r "$runs" -t "$threads" --mode i8 --probe --no-mmap --json >"$work/ours-i8h.json"
-# onnxruntime: the same shapes
-for acc in 4 0; do
-  p=$pack4; [ "$acc" = 0 ] && p=$pack0
-  nice_run node "$top/tools/ort-ref.js" "$p" --bench --threads "$threads" --runs "$runs" --decode "$gen" --decode-ctx 128,512 >"$work/ort-$acc.json"
+# RUNS rounds; each round runs every contender once (after its own warm-up), one after the other,
+# so a change of the machine's bandwidth from minute to minute hits all of them alike; the table
+# shows the median over the rounds of each number.
+ob() { nice_run npu-forward bench -m "$work/model.q4nx" -l 128,512 -g "$gen" -r 1 -t "$threads" --probe --json "$@"; }
+for r in $(seq "$runs"); do
+  ob --mode i8 >"$work/ours-i8.$r.json"
+  nice_run node "$top/tools/ort-ref.js" "$pack4" --bench --threads "$threads" --runs 1 --decode "$gen" --decode-ctx 128,512 >"$work/ort-4.$r.json"
+  ob --mode f32 >"$work/ours-f32.$r.json"
+  nice_run node "$top/tools/ort-ref.js" "$pack0" --bench --threads "$threads" --runs 1 --decode "$gen" --decode-ctx 128,512 >"$work/ort-0.$r.json"
+  # i8 with the weights read into 2 MiB pages instead of mapped (the probe reads those pages)
+  ob --mode i8 --no-mmap >"$work/ours-i8h.$r.json"
 done
 
-wbytes=$(jq .weight_bytes_per_token "$work/ours-f32.json")
-ours() { jq -r --argjson l "$2" ".results[] | select(.prompt_tokens == \$l) | .$3.median" "$work/ours-$1.json"; }
-ortv() { jq -r "$2" "$work/ort-$1.json"; }
+med() { sort -g | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
+wbytes=$(jq .weight_bytes_per_token "$work/ours-f32.1.json")
+ours() { jq -r --argjson l "$2" ".results[] | select(.prompt_tokens == \$l) | .$3.median" "$work"/ours-$1.*.json | med; }
+ortv() { jq -r "$2" "$work"/ort-$1.*.json | med; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2fx", a / b }'; }
 roof() { awk -v f="$(ours "$1" "$2" decode_fraction_of_dram)" 'BEGIN { printf "%.0f%%", 100 * f }'; }
 bw() { ours "$1" "$2" dram_read_GBps; }
@@ -70,6 +72,7 @@ for l in 128 512; do
 done
 printf '\nTTFT ms (median): pp128 i8 %s, f32 %s; pp512 i8 %s, f32 %s. Peak RSS %s MB.\n' \
   "$(ours i8 128 ttft_ms)" "$(ours f32 128 ttft_ms)" "$(ours i8 512 ttft_ms)" "$(ours f32 512 ttft_ms)" \
-  "$(jq '.peak_rss_bytes / 1e6 | floor' "$work/ours-f32.json")"
-echo "roofline column: i8/f32 decode tok/s x weight bytes per token / the DRAM read probe run before each"
-echo "run over the same memory (median of the run-by-run ratios); --no-mmap row: weights in 2 MiB pages"
+  "$(jq '.peak_rss_bytes / 1e6 | floor' "$work"/ours-f32.*.json | med)"
+echo "roofline column: i8/f32 decode tok/s x weight bytes per token / the DRAM read probe run just before"
+echo "over the same memory (median over the rounds); --no-mmap row: weights in 2 MiB pages. Every number"
+echo "is the median over $runs rounds, each round running all five contenders once in turn."

@@ -51,8 +51,8 @@ echo
 # down, and lm_head) against the DRAM read bandwidth: npu-gemm --model-pass --probe-mb alternates
 # each pass with one pass of the read probe in the same process, so both see the same machine; the
 # fraction is the median of the pass-by-pass ratios. Synthetic weights and the probe buffer are
-# both ordinary 4 KiB-page allocations; with -m the probe reads the container's own memory, so
-# probe and kernels always see the same kind of pages (2 MiB ones with --no-mmap).
+# both 2 MiB-page allocations; with -m the probe reads the container's own memory (its 4 KiB-page
+# mapping, or its 2 MiB-page --no-mmap copy), so probe and kernels always see the same kind of pages.
 spec="1152x896*24,896x896*24,4864x896*48,896x4864*24,151936x896"
 passes=("cpu f32" "cpu i8" "amd f32" "amd i8")
 [ -n "$model" ] && passes+=("model f32" "model i8" "model-huge i8")

@@ -93,9 +93,10 @@ static void synth_make(synth *s, uint32_t n, uint32_t k, uint32_t block, int sdt
     for (size_t i = 0; asym && i < nz; i++)
         s->src_zp[i] = (uint8_t)rnd();
     size_t cb = q4nx_q4_codes_bytes(layout, n, k, block), ng = q4nx_q4_groups(layout, n, k, block);
-    s->codes = aligned_alloc(4096, (cb + 4095) & ~(size_t)4095);
-    s->scales = aligned_alloc(64, (ng * ss + 63) & ~(size_t)63);
-    s->zeros = asym ? aligned_alloc(64, (ng + 63) & ~(size_t)63) : NULL;
+    /* in 2 MiB pages (from 2 MiB up), like the probe buffer and a --no-mmap container */
+    s->codes = ogk_big_alloc((cb + 4095) & ~(size_t)4095);
+    s->scales = ogk_big_alloc((ng * ss + 63) & ~(size_t)63);
+    s->zeros = asym ? ogk_big_alloc((ng + 63) & ~(size_t)63) : NULL;
     if (!s->codes || !s->scales || (asym && !s->zeros))
         ogk_die(OGK_EXIT_INIT, "out of memory for a %ux%u tensor", n, k);
     q4nx_q4_relayout(layout, n, k, block, sdt, s->src_codes, s->src_scales, s->src_zp, s->codes, s->scales, s->zeros);
