@@ -30,6 +30,25 @@ static inline __m512 exp512(__m512 x)
     return _mm512_maskz_mov_ps(keep, _mm512_scalef_ps(p, n));
 }
 
+/* a[0..n) = e^(a - mx) in place; returns 1 / their sum */
+static inline float softmax_exp(float *a, int n, float mx)
+{
+    __m512 vmx = _mm512_set1_ps(mx), vsum = _mm512_setzero_ps();
+    int t = 0;
+    for (; t + 16 <= n; t += 16) {
+        __m512 e = exp512(_mm512_sub_ps(_mm512_loadu_ps(a + t), vmx));
+        _mm512_storeu_ps(a + t, e);
+        vsum = _mm512_add_ps(vsum, e);
+    }
+    if (t < n) {
+        __mmask16 m = (__mmask16)((1u << (n - t)) - 1);
+        __m512 e = exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, a + t), vmx));
+        _mm512_mask_storeu_ps(a + t, m, e);
+        vsum = _mm512_add_ps(vsum, _mm512_maskz_mov_ps(m, e));
+    }
+    return 1.0f / _mm512_reduce_add_ps(vsum);
+}
+
 static void attend_one(float *q, const float *kc, const float *vc, int n, int hd, float scale, float *att)
 {
     int nv = hd / 16;
@@ -47,26 +66,12 @@ static void attend_one(float *q, const float *kc, const float *vc, int n, int hd
         att[t] = d;
         mx = d > mx ? d : mx;
     }
-    /* softmax numerators and their sum */
-    __m512 vmx = _mm512_set1_ps(mx), vsum = _mm512_setzero_ps();
-    int t = 0;
-    for (; t + 16 <= n; t += 16) {
-        __m512 e = exp512(_mm512_sub_ps(_mm512_loadu_ps(att + t), vmx));
-        _mm512_storeu_ps(att + t, e);
-        vsum = _mm512_add_ps(vsum, e);
-    }
-    if (t < n) {
-        __mmask16 m = (__mmask16)((1u << (n - t)) - 1);
-        __m512 e = exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, att + t), vmx));
-        _mm512_mask_storeu_ps(att + t, m, e);
-        vsum = _mm512_add_ps(vsum, _mm512_maskz_mov_ps(m, e));
-    }
-    float inv = 1.0f / _mm512_reduce_add_ps(vsum);
+    float inv = softmax_exp(att, n, mx); /* softmax numerators; 1 / their sum */
     /* weighted sum of the values */
     __m512 o[16];
     for (int i = 0; i < nv; i++)
         o[i] = _mm512_setzero_ps();
-    for (t = 0; t < n; t++) {
+    for (int t = 0; t < n; t++) {
         const float *v = vc + (size_t)t * hd;
         __m512 a = _mm512_set1_ps(att[t] * inv);
         for (int i = 0; i < nv; i++)
@@ -84,22 +89,22 @@ static inline __attribute__((always_inline)) void attend_heads(float *q, const f
 {
     const int hd = 16 * NV;
     __m512 qv[4][8];
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int g = 0; g < G; g++)
-        #pragma GCC unroll 8
+#pragma GCC unroll 8
         for (int i = 0; i < NV; i++)
             qv[g][i] = _mm512_loadu_ps(q + (size_t)g * hd + 16 * i);
     float mx[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
     for (int t = 0; t < n; t++) {
         const float *k = kc + (size_t)t * hd;
         __m512 kv[8];
-        #pragma GCC unroll 8
+#pragma GCC unroll 8
         for (int i = 0; i < NV; i++)
             kv[i] = _mm512_loadu_ps(k + 16 * i);
-        #pragma GCC unroll 8
+#pragma GCC unroll 8
         for (int g = 0; g < G; g++) {
             __m512 acc = _mm512_mul_ps(qv[g][0], kv[0]);
-            #pragma GCC unroll 8
+#pragma GCC unroll 8
             for (int i = 1; i < NV; i++)
                 acc = _mm512_fmadd_ps(qv[g][i], kv[i], acc);
             float d = _mm512_reduce_add_ps(acc) * scale;
@@ -108,47 +113,32 @@ static inline __attribute__((always_inline)) void attend_heads(float *q, const f
         }
     }
     float inv[4];
-    #pragma GCC unroll 8
-    for (int g = 0; g < G; g++) {
-        float *a = att + g * as;
-        __m512 vmx = _mm512_set1_ps(mx[g]), vsum = _mm512_setzero_ps();
-        int t = 0;
-        for (; t + 16 <= n; t += 16) {
-            __m512 e = exp512(_mm512_sub_ps(_mm512_loadu_ps(a + t), vmx));
-            _mm512_storeu_ps(a + t, e);
-            vsum = _mm512_add_ps(vsum, e);
-        }
-        if (t < n) {
-            __mmask16 m = (__mmask16)((1u << (n - t)) - 1);
-            __m512 e = exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, a + t), vmx));
-            _mm512_mask_storeu_ps(a + t, m, e);
-            vsum = _mm512_add_ps(vsum, _mm512_maskz_mov_ps(m, e));
-        }
-        inv[g] = 1.0f / _mm512_reduce_add_ps(vsum);
-    }
-    __m512 o[4][8];
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int g = 0; g < G; g++)
-        #pragma GCC unroll 8
+        inv[g] = softmax_exp(att + g * as, n, mx[g]);
+    __m512 o[4][8];
+#pragma GCC unroll 8
+    for (int g = 0; g < G; g++)
+#pragma GCC unroll 8
         for (int i = 0; i < NV; i++)
             o[g][i] = _mm512_setzero_ps();
     for (int t = 0; t < n; t++) {
         const float *v = vc + (size_t)t * hd;
         __m512 vv[8];
-        #pragma GCC unroll 8
+#pragma GCC unroll 8
         for (int i = 0; i < NV; i++)
             vv[i] = _mm512_loadu_ps(v + 16 * i);
-        #pragma GCC unroll 8
+#pragma GCC unroll 8
         for (int g = 0; g < G; g++) {
             __m512 a = _mm512_set1_ps(att[g * as + (size_t)t] * inv[g]);
-            #pragma GCC unroll 8
+#pragma GCC unroll 8
             for (int i = 0; i < NV; i++)
                 o[g][i] = _mm512_fmadd_ps(a, vv[i], o[g][i]);
         }
     }
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int g = 0; g < G; g++)
-        #pragma GCC unroll 8
+#pragma GCC unroll 8
         for (int i = 0; i < NV; i++)
             _mm512_storeu_ps(q + (size_t)g * hd + 16 * i, o[g][i]);
 }
