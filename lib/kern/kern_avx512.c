@@ -454,7 +454,7 @@ uint64_t kern_read_avx512(const uint8_t *p, size_t n)
         d = _mm512_xor_si512(d, _mm512_load_si512(p + i + 192));
     }
     a = _mm512_xor_si512(_mm512_xor_si512(a, b), _mm512_xor_si512(c, d));
-    return (uint64_t)_mm512_reduce_add_epi64(a);
+    return (uint64_t)_mm512_reduce_or_epi64(a); /* a sink for the loads; or, not add: no signed overflow */
 }
 
 /* One rm chunk (8 columns x 16 rows: byte j*8 + b holds rows 2b (low nibble) and 2b+1 of column j)
