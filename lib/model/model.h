@@ -102,9 +102,8 @@ typedef struct model_state {
     float *key_cache, *value_cache;
     model_prof prof;
     int prof_print; /* OGAKIT_PROF set */
-    /* one query row's attention (portable or AVX-512, chosen with the kernel path) */
     /* one query row's attention for g query heads sharing a KV head (q and att slices consecutive,
-     * att slices as floats apart) */
+     * att slices as floats apart); portable or AVX-512, chosen with the kernel path */
     void (*attend)(float *q, int g, const float *kc, const float *vc, int n, int hd, float scale, float *att,
                    size_t as);
 } model_state;
