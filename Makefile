@@ -33,12 +33,13 @@ MODS_q4nx-pack   = q4nx ogax util
 MODS_q4nx-verify = q4nx pack ogax onnx util
 MODS_npu-gemm    = kern npu q4nx util
 MODS_npu-forward = model tok kern q4nx util
+MODS_spec-replay = model tok kern q4nx util
 MODS_UNIT_util   = util
 MODS_UNIT_q4nx   = ogax q4nx util
 MODS_UNIT_ogax   = ogax q4nx util
 MODS_UNIT_kern   = kern q4nx util
 MODS_UNIT_npu    = npu util
-MODS_UNIT_model  = model kern q4nx util
+MODS_UNIT_model  = model tok kern q4nx util
 
 PROGS := $(patsubst bin/%.c,%,$(wildcard bin/*.c))
 MODULES := $(filter-out onnx,$(notdir $(wildcard lib/*)))

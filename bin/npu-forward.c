@@ -157,16 +157,10 @@ static model_state *new_state(const model *m, const opts *o, int logit_rows)
 
 static tok *open_tok(const model *m)
 {
-    const uint8_t *tj, *tc = NULL;
-    size_t tjl, tcl = 0;
     ogk_error e;
-    if (q4nx_asset(m->file, "tokenizer.json", &tj, &tjl))
-        ogk_die(OGK_EXIT_INIT, "the container has no tokenizer.json asset");
-    if (q4nx_asset(m->file, "tokenizer_config.json", &tc, &tcl))
-        tc = NULL, tcl = 0;
-    tok *t = tok_load((const char *)tj, tjl, (const char *)tc, tcl, &e);
+    tok *t = model_tokenizer(m, &e);
     if (!t)
-        ogk_die(OGK_EXIT_INIT, "tokenizer: %s", e.msg);
+        ogk_die(OGK_EXIT_INIT, "%s", e.msg);
     return t;
 }
 
@@ -174,39 +168,9 @@ static tok *open_tok(const model *m)
 static int *read_ids(const char *path, int *n)
 {
     ogk_error e;
-    size_t len;
-    char *txt;
-    if (!strcmp(path, "-")) {
-        size_t cap = 1 << 16;
-        txt = malloc(cap);
-        len = 0;
-        ssize_t r;
-        while (txt && (r = ogk_read_full(0, txt + len, cap - len - 1)) > 0) {
-            len += (size_t)r;
-            if (len + 1 >= cap)
-                txt = realloc(txt, cap *= 2);
-        }
-        if (!txt)
-            ogk_die(OGK_EXIT_INIT, "out of memory");
-        txt[len] = 0;
-    } else if (!(txt = ogk_read_file(path, &len, &e))) {
+    int *ids = model_read_ids(path, n, &e);
+    if (!ids)
         ogk_die(OGK_EXIT_INPUT, "%s", e.msg);
-    }
-    json_error_t je;
-    json_t *j = json_loadb(txt, len, 0, &je);
-    free(txt);
-    if (!json_is_array(j) || json_array_size(j) == 0)
-        ogk_die(OGK_EXIT_INPUT, "%s: want a non-empty JSON array of token ids%s%s", path, j ? "" : ": ",
-                j ? "" : je.text);
-    *n = (int)json_array_size(j);
-    int *ids = malloc((size_t)*n * sizeof *ids);
-    for (int i = 0; i < *n; i++) {
-        json_t *v = json_array_get(j, (size_t)i);
-        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > 0x7fffffff)
-            ogk_die(OGK_EXIT_INPUT, "%s: element %d is not a token id", path, i);
-        ids[i] = (int)json_integer_value(v);
-    }
-    json_decref(j);
     return ids;
 }
 
@@ -273,17 +237,7 @@ static int *prompt_ids(const model *m, tok *t, const opts *o, int *n)
     if (o->prompt) {
         text = strdup(o->prompt);
         len = strlen(text);
-    } else if (!strcmp(o->prompt_file, "-")) {
-        size_t cap = 1 << 16;
-        ssize_t r;
-        text = malloc(cap), len = 0;
-        while (text && (r = ogk_read_full(0, text + len, cap - len - 1)) > 0)
-            if ((len += (size_t)r) + 1 >= cap)
-                text = realloc(text, cap *= 2);
-        if (!text)
-            ogk_die(OGK_EXIT_INIT, "out of memory");
-        text[len] = 0;
-    } else if (!(text = ogk_read_file(o->prompt_file, &len, &e))) {
+    } else if (!(text = model_read_text(o->prompt_file, &len, &e))) {
         ogk_die(OGK_EXIT_INPUT, "%s", e.msg);
     }
     int add_special = 1;
@@ -304,18 +258,10 @@ static int *prompt_ids(const model *m, tok *t, const opts *o, int *n)
         free(text);
         text = r, add_special = 0;
     }
-    int32_t *ids32;
-    size_t nn;
-    if (tok_encode(t, text, len, add_special, &ids32, &nn, &e))
-        ogk_die(OGK_EXIT_INPUT, "prompt: %s", e.msg);
+    int *ids = model_encode(t, text, len, add_special, n, &e);
     free(text);
-    if (nn == 0)
-        ogk_die(OGK_EXIT_INPUT, "prompt: empty (no tokens)");
-    int *ids = malloc(nn * sizeof *ids);
-    for (size_t i = 0; i < nn; i++)
-        ids[i] = ids32[i];
-    free(ids32);
-    *n = (int)nn;
+    if (!ids)
+        ogk_die(OGK_EXIT_INPUT, "prompt: %s", e.msg);
     return ids;
 }
 

@@ -16,6 +16,7 @@
 
 #include "kern/kern.h"
 #include "q4nx/q4nx.h"
+#include "tok/tok.h"
 #include "util/util.h"
 
 #define MODEL_CHUNK 128     /* prefill rows per pass: the M = 128 kernels */
@@ -180,6 +181,36 @@ typedef struct model_gen_stats {
  * e filled (the prompt does not fit the context). */
 int model_generate(model_state *s, model_sampler *sp, const int *prompt, int n, const model_gen *g,
                    model_gen_stats *st, ogk_error *e);
+
+/* ---- prompts (prompt.c): shared by the programs that run models. NULL with e filled on failure ---- */
+tok *model_tokenizer(const model *m, ogk_error *e); /* the container's tokenizer.json (+ config) */
+char *model_read_text(const char *path, size_t *len, ogk_error *e); /* a file, or stdin for "-" */
+int *model_read_ids(const char *path, int *n, ogk_error *e);        /* a JSON array of token ids */
+int *model_encode(tok *t, const char *text, size_t len, int add_special, int *n, ogk_error *e);
+
+/* ---- greedy speculative decoding (spec.c) ----
+ * The target prefills all of the prompt but its last token; every round the drafter proposes k
+ * tokens greedily, the target runs [last accepted token, drafts] in one verify pass (k+1 rows of
+ * logits), the longest prefix of drafts equal to the target's argmax is accepted and the target's
+ * own next token appended; both KV caches are rewound past what was rejected. Rounds repeat until
+ * max_new tokens exist (the last round may overshoot; the excess is dropped) or, unless ignore_eos,
+ * an EOS id is produced (not included). The output equals the target's plain greedy decoding up to
+ * near-ties between the verify pass's and a decode step's float rounding. */
+typedef struct model_spec_stats {
+    int rounds, drafted, accepted, new_tokens;
+    int draft_tokens_run;                   /* tokens the drafter's forward passes ran */
+    double prefill_ms, draft_ms, verify_ms; /* draft/verify: the rounds' passes */
+    double decode_ms;                       /* all rounds, wall */
+    const char *stop;                       /* "eos", "length", "context" */
+} model_spec_stats;
+/* out: room for max_new ids. T needs logit_rows >= k + 1. 0, or -1 with e filled. */
+int model_spec_greedy(model_state *T, model_state *D, const int *prompt, int n, int max_new, int k, int ignore_eos,
+                      int *out, model_spec_stats *st, ogk_error *e);
+/* Plain greedy decoding over the same rule (prompt all but last, then one token per pass), for
+ * comparison: ids into out, top-1 minus top-2 logit of every step into gap (may be NULL), time of
+ * the decode passes into *decode_ms. Returns the number of new tokens, or -1 with e filled. */
+int model_greedy(model_state *T, const int *prompt, int n, int max_new, int ignore_eos, int *out, float *gap,
+                 double *decode_ms, ogk_error *e);
 
 /* ---- benchmark (bench.c), like onnxruntime-genai's model_benchmark ---- */
 typedef struct model_bench_opts {

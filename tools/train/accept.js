@@ -6,6 +6,9 @@
  *
  * Usage: node tools/train/accept.js TARGET_PACK DRAFT_PACK HELD
  *            [--k 4] [--prompt-tokens 64] [--new 64] [--max-prompts N] [--threads 1]
+ *        node tools/train/accept.js TARGET_PACK DRAFT_PACK --ids FILE [--k 4] [--new 64] ...
+ *
+ * --ids FILE: the prompts are FILE's JSON array of token-id arrays (no held-out texts needed).
  *
  * HELD is share/models/corpus-manifest.tsv (its "held" rows, read from /usr/lib/python3.11;
  * a file whose crc32 differs from the manifest's is skipped) or `bpe.py dump` JSON. One prompt per
@@ -124,19 +127,24 @@ async function main() {
       process.stdout.write(c.replace(/^ \* ?/gm, '').trim() + '\n');
       return 0;
     }
-    if (argv[i].startsWith('--')) {
+    if (argv[i] === '--ids') {
+      if (i + 1 >= argv.length) die('--ids needs a FILE', 2);
+      o.ids = argv[++i];
+    } else if (argv[i].startsWith('--')) {
       const k = argv[i].slice(2);
       if (!(k in o) || i + 1 >= argv.length || !/^[0-9]+$/.test(argv[i + 1])) die('bad option ' + argv[i], 2);
       o[k] = parseInt(argv[++i], 10);
     } else pos.push(argv[i]);
   }
-  if (pos.length !== 3) die('usage: accept.js TARGET_PACK DRAFT_PACK HELD [options]', 2);
+  if (pos.length !== (o.ids ? 2 : 3)) die('usage: accept.js TARGET_PACK DRAFT_PACK (HELD | --ids FILE) [options]', 2);
   const { Tokenizer } = await import(path.join(NM, '@huggingface/tokenizers/dist/tokenizers.mjs'));
   const tok = new Tokenizer(JSON.parse(fs.readFileSync(path.join(pos[0], 'tokenizer.json'), 'utf8')),
     JSON.parse(fs.readFileSync(path.join(pos[0], 'tokenizer_config.json'), 'utf8')));
   const T = await Model.open(pos[0], o.threads);
   const D = await Model.open(pos[1], o.threads);
-  const ps = prompts(heldTexts(pos[2]), tok, o['prompt-tokens']).slice(0, o['max-prompts']);
+  const ps = (o.ids
+    ? JSON.parse(fs.readFileSync(o.ids, 'utf8')).map((ids, i) => ({ name: `ids[${i}]`, ids }))
+    : prompts(heldTexts(pos[2]), tok, o['prompt-tokens'])).slice(0, o['max-prompts']);
   if (!ps.length) die('no prompts', 3);
   let rounds = 0, emitted = 0, accepted = 0, mismatch = 0;
   const per = [];
@@ -165,7 +173,8 @@ async function main() {
     rounds += r;
     accepted += acc;
     emitted += o.new;
-    per.push({ name: p.name, rounds: r, tokens_per_round: +(o.new / r).toFixed(3), same_as_target_greedy: same });
+    per.push({ name: p.name, rounds: r, accepted: acc, tokens_per_round: +(o.new / r).toFixed(3),
+      same_as_target_greedy: same });
   }
   const res = {
     k: o.k, prompts: ps.length, prompt_tokens: o['prompt-tokens'], new_tokens_per_prompt: o.new,
