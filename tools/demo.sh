@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job on the bundled default model: pack dir -> oga-info -> oga-extract | q4nx-pack ->
-# q4nx-verify --all -> npu-forward run. Uses share/models/pytiny-target when present, else a generated
-# fixture pack. Each stage's failure stops the demo with that stage's exit code.
+# q4nx-verify --all -> npu-forward run, then spec-replay with the bundled drafter. Uses
+# share/models/pytiny-target when present, else a generated fixture pack. Each stage's failure stops
+# the demo with that stage's exit code.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 bin=${OGAKIT_BUILD:-$top/build}/bin
@@ -32,3 +33,11 @@ q4nx-verify "$work/model.q4nx" --pack "$pack" --all | jq -c '{ok, summary}'
 step "npu-forward run -m model.q4nx -n 64 -p \"$prompt\""
 npu-forward run -m "$work/model.q4nx" -n 64 -p "$prompt"
 echo
+
+# the bundled drafter, when the pack is the bundled target: speculative decoding, measured
+draft=$top/share/models/pytiny-draft
+if [ "$pack" = "$top/share/models/pytiny-target" ] && [ -d "$draft" ]; then
+  step "oga-extract pytiny-draft | q4nx-pack; spec-replay -m model.q4nx -d draft.q4nx -n 64 -k 4"
+  oga-extract "$draft" | q4nx-pack -l b8 -o "$work/draft.q4nx"
+  spec-replay -m "$work/model.q4nx" -d "$work/draft.q4nx" -n 64 -k 4 -p "$prompt"
+fi
