@@ -15,6 +15,9 @@
 #include <string.h>
 
 #define INLINE static inline __attribute__((always_inline))
+#ifndef KERN_PF_MAX_M
+#define KERN_PF_MAX_M 16 /* tiles of launches up to this many rows prefetch their weights (verify batches) */
+#endif
 #ifndef PF_HINT
 #define PF_HINT _MM_HINT_T0
 #endif
@@ -83,7 +86,7 @@ INLINE void tile_f32(const kern_job *j, uint32_t rb, const int RB, const int MT,
             _mm512_store_ps(y[r][m], _mm512_setzero_ps());
     }
     for (uint32_t g = 0; g < kb; g++) {
-        if (PF_BYTES && MT == 1)
+        if (PF_BYTES && j->M <= KERN_PF_MAX_M)
             prefetch_groups(W, rb, RB, g);
 #pragma GCC unroll 4
         for (int r = 0; r < RB; r++)
@@ -100,7 +103,7 @@ INLINE void tile_f32(const kern_job *j, uint32_t rb, const int RB, const int MT,
             for (int r = 0; r < RB; r++)
             {
                 w[r] = _mm512_loadu_si512(cb[r] + ((size_t)g * cpg + c) * 64);
-                if (PF_BYTES && MT == 1)
+                if (PF_BYTES && j->M <= KERN_PF_MAX_M)
                     _mm_prefetch((const char *)cb[r] + ((size_t)g * cpg + c) * 64 + PF_BYTES, PF_HINT);
             }
 #pragma GCC unroll 4
@@ -156,7 +159,7 @@ INLINE void tile_i8(const kern_job *j, uint32_t rb, const int RB, const int MT, 
             _mm512_store_ps(y[r][m], _mm512_setzero_ps());
     }
     for (uint32_t g = 0; g < kb; g++) {
-        if (PF_BYTES && MT == 1)
+        if (PF_BYTES && j->M <= KERN_PF_MAX_M)
             prefetch_groups(W, rb, RB, g);
 #pragma GCC unroll 4
         for (int r = 0; r < RB; r++)
@@ -172,7 +175,7 @@ INLINE void tile_i8(const kern_job *j, uint32_t rb, const int RB, const int MT, 
 #pragma GCC unroll 4
             for (int r = 0; r < RB; r++) {
                 __m512i w = _mm512_loadu_si512(cb[r] + ((size_t)g * cpg + c) * 64);
-                if (PF_BYTES && MT == 1)
+                if (PF_BYTES && j->M <= KERN_PF_MAX_M)
                     _mm_prefetch((const char *)cb[r] + ((size_t)g * cpg + c) * 64 + PF_BYTES, PF_HINT);
                 lo[r] = _mm512_and_si512(w, m4);
                 hi[r] = _mm512_and_si512(_mm512_srli_epi16(w, 4), m4);

@@ -35,6 +35,7 @@ int model_greedy(model_state *T, const int *prompt, int n, int max_new, int igno
             break;
         if (model_forward(T, &last, 1, 0, e))
             return -1;
+        model_prof_print(T, "decode");
         int id = model_argmax(T->logits, V);
         if (gap) {
             float top2 = -3.4e38f;
@@ -93,6 +94,7 @@ int model_spec_greedy(model_state *T, model_state *D, const int *prompt, int n, 
         /* verify: k + 1 rows; row i predicts the token after run[i] */
         if (model_forward(T, run, k + 1, 1, e))
             return -1;
+        model_prof_print(T, "verify");
         st->verify_ms += (ogk_now() - tv) * 1e3;
         int j = 0;
         while (j < k && run[j + 1] == argmax_row(T, j))
