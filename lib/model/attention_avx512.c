@@ -5,29 +5,15 @@
 #include <immintrin.h>
 #include <math.h>
 
+#include "exp_avx512.h"
 #include "model.h"
 
-/* e^x for x <= 0 (x - max): x = n ln2 + r, |r| <= ln2/2; e^r by its degree-7 Taylor polynomial
- * (relative error < 1e-8 before fp32 rounding); 2^n by vscalefps. Below -87 the result is 0-ish. */
+/* e^x for x <= 0 (x - max). Below e^-80 the result is 0 exactly: no subnormal results (each costs
+ * a microcode assist in the value sums), and nothing lost, as the largest term of every softmax is 1 */
 static inline __m512 exp512(__m512 x)
 {
-    /* below e^-80 the result is 0 exactly: no subnormal results (each costs a microcode assist in
-     * the value sums), and nothing lost, as the largest term of every softmax is 1 */
     __mmask16 keep = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-80.0f), _CMP_GE_OQ);
-    x = _mm512_max_ps(x, _mm512_set1_ps(-80.0f));
-    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-    __m512 p = _mm512_set1_ps(1.0f / 5040);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    return _mm512_maskz_mov_ps(keep, _mm512_scalef_ps(p, n));
+    return _mm512_maskz_mov_ps(keep, model_exp512(_mm512_max_ps(x, _mm512_set1_ps(-80.0f))));
 }
 
 /* a[0..n) = e^(a - mx) in place; returns 1 / their sum */

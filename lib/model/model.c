@@ -314,6 +314,8 @@ static void attend_rows(float *q, int g, const float *kc, const float *vc, int n
                         size_t as);
 void model_attend_avx512(float *q, int g, const float *kc, const float *vc, int n, int hd, float scale, float *att,
                          size_t as);
+static void swiglu_rows(float *g, const float *up, size_t n);
+void model_swiglu_avx512(float *g, const float *up, size_t n);
 
 model_state *model_state_new(const model *m, int context, int logit_rows, int mode, int threads, ogk_error *e)
 {
@@ -359,6 +361,7 @@ model_state *model_state_new(const model *m, int context, int logit_rows, int mo
     /* the attention inner loops follow the kernels' instruction set (OGAKIT_KERNEL=ref: portable) */
     s->attend = kern_path() == KERN_PATH_AVX512 && c->head_dim % 16 == 0 && c->head_dim <= 256 ? model_attend_avx512
                                                                                                    : attend_rows;
+    s->swiglu = kern_path() == KERN_PATH_AVX512 ? model_swiglu_avx512 : swiglu_rows;
     const char *p = getenv("OGAKIT_PROF");
     s->prof_print = p && *p && strcmp(p, "0");
     return s;
@@ -601,14 +604,24 @@ static void attention(model_state *s, int layer, int pos0, int rows)
     kern_pool_for(work < ATTN_POOL_WORK ? NULL : s->pool, tasks, 1, attention_tasks, &j);
 }
 
-/* SwiGLU: hb = silu(gate) * up */
+/* SwiGLU: hb = silu(gate) * up; the rows split over the pool when there are many */
+static void swiglu_rows(float *g, const float *up, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        g[i] = g[i] / (1.0f + expf(-g[i])) * up[i];
+}
+
+static void swiglu_range(void *arg, size_t r0, size_t r1, int worker)
+{
+    (void)worker;
+    model_state *s = arg;
+    size_t h = (size_t)s->m->c.hidden_dim;
+    s->swiglu(s->hb + r0 * h, s->hb2 + r0 * h, (r1 - r0) * h);
+}
+
 static void swiglu(model_state *s, int rows)
 {
-    size_t n = (size_t)rows * s->m->c.hidden_dim;
-    for (size_t i = 0; i < n; i++) {
-        float g = s->hb[i];
-        s->hb[i] = g / (1.0f + expf(-g)) * s->hb2[i];
-    }
+    kern_pool_for(rows >= 8 ? s->pool : NULL, (size_t)rows, 0, swiglu_range, s);
 }
 
 static void residual(float *x, const float *y, size_t n)

@@ -107,6 +107,8 @@ typedef struct model_state {
      * att slices as floats apart); portable or AVX-512, chosen with the kernel path */
     void (*attend)(float *q, int g, const float *kc, const float *vc, int n, int hd, float scale, float *att,
                    size_t as);
+    /* g[i] = silu(g[i]) * up[i] over n values (portable or AVX-512, as attend) */
+    void (*swiglu)(float *g, const float *up, size_t n);
 } model_state;
 
 /* Open a container and bind the model to it. NULL on failure with e filled and *code set:
