@@ -10,9 +10,6 @@
 #ifndef KERN_RANGE_BYTES
 #define KERN_RANGE_BYTES (128u << 10) /* weights per work range at M = 1 */
 #endif
-#ifndef KERN_M1_UNIT
-#define KERN_M1_UNIT 4 /* row blocks per range step at M = 1 */
-#endif
 #ifndef KERN_INLINE_BYTES
 #define KERN_INLINE_BYTES (96u << 10) /* below this (rows x weight bytes) a launch stays on the caller */
 #endif
@@ -297,7 +294,7 @@ int kern_matmul_path(int path, kern_pool *p, const q4nx_tensor *W, const float *
         if (W->layout == Q4NX_B8) {
             /* ranges of about 4 per thread, but at most ~128 KB of weights each at M = 1, so that on a
              * shared machine a thread that keeps running can take over the work of one that is not */
-            size_t nb = (W->n + 15) / 16, unit = mc == 1 ? KERN_M1_UNIT : 2;
+            size_t nb = (W->n + 15) / 16, unit = mc == 1 ? 4 : 2;
             size_t rb_bytes = (size_t)kb * W->block * 8 + (size_t)kb * 16 * (q4nx_dtype_size(W->scale_dtype) + W->has_zp);
             size_t grain = (nb + (size_t)nt * 4 - 1) / ((size_t)nt * 4);
             if (mc == 1 && grain * rb_bytes > (KERN_RANGE_BYTES))
@@ -377,20 +374,17 @@ kern_bw_probe *kern_bw_probe_over(const void *buf, size_t bytes)
 
 kern_bw_probe *kern_bw_probe_new(size_t bytes)
 {
-    kern_bw_probe *b = calloc(1, sizeof *b);
-    if (!b)
-        return NULL;
-    b->ba.block = 1 << 16;
-    b->ba.path = kern_path();
-    b->nblk = bytes / b->ba.block;
+    size_t n = bytes / (1 << 16) * (1 << 16);
     /* 2 MiB pages where the kernel grants them: the probe measures DRAM, not page walks */
-    uint8_t *buf = b->nblk ? ogk_big_alloc(b->nblk * b->ba.block) : NULL;
-    if (!buf) {
-        free(b);
+    uint8_t *buf = n ? ogk_big_alloc(n) : NULL;
+    if (!buf)
+        return NULL;
+    memset(buf, 0x5A, n); /* fault every page in before timing */
+    kern_bw_probe *b = kern_bw_probe_over(buf, n);
+    if (!b) {
+        free(buf);
         return NULL;
     }
-    memset(buf, 0x5A, b->nblk * b->ba.block); /* fault every page in before timing */
-    b->ba.buf = buf;
     b->owned = 1;
     return b;
 }

@@ -274,60 +274,67 @@ INLINE __m512 zeros_at(const uint8_t *z, int zp)
     return zp ? _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)z))) : _mm512_set1_ps(8.0f);
 }
 
-INLINE void gemv_f32_body(const kern_job *j, uint32_t rb0, uint32_t rb1, const uint32_t B, const int dt, const int zp)
+/* one group's 16 row sums for M = 1, before the zero-point term: fp32 activations (8 accumulators,
+ * one per k of a chunk) or int8 ones (4 int32 accumulators, converted exactly) */
+INLINE __m512 group_f32(const kern_job *j, const uint8_t *cp, uint32_t cpg, uint32_t g, uint32_t B)
 {
-    const q4nx_tensor *W = j->W;
-    const uint32_t kb = W->k_blocks, cpg = B / 8;
-    const size_t ss = dt == Q4NX_F32 ? 4 : 2, ahead = PF_BYTES / (B * 8) + 1;
-    if (PF_BYTES)
-        prime_range(W, rb0, rb1);
     const __m512 tbl = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    const uint8_t *cp = W->codes + (size_t)rb0 * kb * B * 8;
-    const char *sp = (const char *)W->scales + (size_t)rb0 * kb * 16 * ss;
-    const uint8_t *zpp = zp ? W->zeros + (size_t)rb0 * kb * 16 : NULL;
-    for (uint32_t rb = rb0; rb < rb1; rb++) {
-        __m512 y = _mm512_setzero_ps();
-        for (uint32_t g = 0; g < kb; g++, cp += B * 8, sp += 16 * ss, zpp += zp ? 16 : 0) {
-            if (PF_BYTES) {
-                _mm_prefetch(sp + ahead * 16 * ss, PF_HINT);
-                if (zp)
-                    _mm_prefetch((const char *)zpp + ahead * 16, PF_HINT);
-            }
-            const float *x = j->xf + (size_t)g * B;
-            __m512 a[8];
+    const float *x = j->xf + (size_t)g * B;
+    __m512 a[8];
 #pragma GCC unroll 8
-            for (int i = 0; i < 8; i++)
-                a[i] = _mm512_setzero_ps();
+    for (int i = 0; i < 8; i++)
+        a[i] = _mm512_setzero_ps();
 #pragma GCC unroll 16
-            for (uint32_t c = 0; c < cpg; c++) {
-                __m512i w = _mm512_loadu_si512(cp + c * 64);
-                if (PF_BYTES)
-                    _mm_prefetch((const char *)cp + c * 64 + PF_BYTES, PF_HINT);
+    for (uint32_t c = 0; c < cpg; c++) {
+        __m512i w = _mm512_loadu_si512(cp + c * 64);
+        if (PF_BYTES)
+            _mm_prefetch((const char *)cp + c * 64 + PF_BYTES, PF_HINT);
 #pragma GCC unroll 4
-                for (int i = 0; i < 4; i++) {
-                    __m512 lo = _mm512_permutexvar_ps(i ? _mm512_srli_epi32(w, 8 * i) : w, tbl);
-                    __m512 hi = _mm512_permutexvar_ps(_mm512_srli_epi32(w, 8 * i + 4), tbl);
-                    a[i] = _mm512_fmadd_ps(lo, _mm512_set1_ps(x[c * 8 + i]), a[i]);
-                    a[4 + i] = _mm512_fmadd_ps(hi, _mm512_set1_ps(x[c * 8 + 4 + i]), a[4 + i]);
-                }
-            }
-            __m512 t = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a[0], a[1]), _mm512_add_ps(a[2], a[3])),
-                                     _mm512_add_ps(_mm512_add_ps(a[4], a[5]), _mm512_add_ps(a[6], a[7])));
-            t = _mm512_fnmadd_ps(zeros_at(zpp, zp), _mm512_set1_ps(j->xs[g]), t);
-            y = _mm512_fmadd_ps(scales_at(sp, dt), t, y);
+        for (int i = 0; i < 4; i++) {
+            __m512 lo = _mm512_permutexvar_ps(i ? _mm512_srli_epi32(w, 8 * i) : w, tbl);
+            __m512 hi = _mm512_permutexvar_ps(_mm512_srli_epi32(w, 8 * i + 4), tbl);
+            a[i] = _mm512_fmadd_ps(lo, _mm512_set1_ps(x[c * 8 + i]), a[i]);
+            a[4 + i] = _mm512_fmadd_ps(hi, _mm512_set1_ps(x[c * 8 + 4 + i]), a[4 + i]);
         }
-        store_rows(j, rb, 0, y);
     }
+    return _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a[0], a[1]), _mm512_add_ps(a[2], a[3])),
+                         _mm512_add_ps(_mm512_add_ps(a[4], a[5]), _mm512_add_ps(a[6], a[7])));
 }
 
-INLINE void gemv_i8_body(const kern_job *j, uint32_t rb0, uint32_t rb1, const uint32_t B, const int dt, const int zp)
+INLINE __m512 group_i8(const kern_job *j, const uint8_t *cp, uint32_t cpg, uint32_t g, uint32_t B)
+{
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const int8_t *q = j->xq + (size_t)g * B;
+    __m512i a[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512()};
+#pragma GCC unroll 8
+    for (uint32_t c = 0; c < cpg; c += 2) { /* B >= 16: cpg is even */
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            __m512i w = _mm512_loadu_si512(cp + (c + h) * 64);
+            if (PF_BYTES)
+                _mm_prefetch((const char *)cp + (c + h) * 64 + PF_BYTES, PF_HINT);
+            int32_t ql, qh;
+            memcpy(&ql, q + (c + h) * 8, 4);
+            memcpy(&qh, q + (c + h) * 8 + 4, 4);
+            a[2 * h] = _mm512_dpbusd_epi32(a[2 * h], _mm512_and_si512(w, m4), _mm512_set1_epi32(ql));
+            a[2 * h + 1] =
+                _mm512_dpbusd_epi32(a[2 * h + 1], _mm512_and_si512(_mm512_srli_epi16(w, 4), m4), _mm512_set1_epi32(qh));
+        }
+    }
+    /* exact: |Σ code·q|, zp·|Σq| < 2^24 for B <= 4096 */
+    return _mm512_cvtepi32_ps(_mm512_add_epi32(_mm512_add_epi32(a[0], a[1]), _mm512_add_epi32(a[2], a[3])));
+}
+
+/* M = 1: row blocks in memory order; per group y += scale · (Σ code·x − zp · Σx), with the
+ * activation block scale folded into the weight scale in i8 mode */
+INLINE void gemv_body(const kern_job *j, uint32_t rb0, uint32_t rb1, const uint32_t B, const int dt, const int zp,
+                      const int i8)
 {
     const q4nx_tensor *W = j->W;
     const uint32_t kb = W->k_blocks, cpg = B / 8;
     const size_t ss = dt == Q4NX_F32 ? 4 : 2, ahead = PF_BYTES / (B * 8) + 1;
     if (PF_BYTES)
         prime_range(W, rb0, rb1);
-    const __m512i m4 = _mm512_set1_epi8(0x0F);
     const uint8_t *cp = W->codes + (size_t)rb0 * kb * B * 8;
     const char *sp = (const char *)W->scales + (size_t)rb0 * kb * 16 * ss;
     const uint8_t *zpp = zp ? W->zeros + (size_t)rb0 * kb * 16 : NULL;
@@ -339,47 +346,29 @@ INLINE void gemv_i8_body(const kern_job *j, uint32_t rb0, uint32_t rb1, const ui
                 if (zp)
                     _mm_prefetch((const char *)zpp + ahead * 16, PF_HINT);
             }
-            const int8_t *q = j->xq + (size_t)g * B;
-            __m512i a[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(),
-                            _mm512_setzero_si512()};
-#pragma GCC unroll 8
-            for (uint32_t c = 0; c < cpg; c += 2) { /* B >= 16: cpg is even */
-#pragma GCC unroll 2
-                for (int h = 0; h < 2; h++) {
-                    __m512i w = _mm512_loadu_si512(cp + (c + h) * 64);
-                    if (PF_BYTES)
-                        _mm_prefetch((const char *)cp + (c + h) * 64 + PF_BYTES, PF_HINT);
-                    int32_t ql, qh;
-                    memcpy(&ql, q + (c + h) * 8, 4);
-                    memcpy(&qh, q + (c + h) * 8 + 4, 4);
-                    a[2 * h] = _mm512_dpbusd_epi32(a[2 * h], _mm512_and_si512(w, m4), _mm512_set1_epi32(ql));
-                    a[2 * h + 1] = _mm512_dpbusd_epi32(a[2 * h + 1], _mm512_and_si512(_mm512_srli_epi16(w, 4), m4),
-                                                       _mm512_set1_epi32(qh));
-                }
-            }
-            __m512i it = _mm512_add_epi32(_mm512_add_epi32(a[0], a[1]), _mm512_add_epi32(a[2], a[3]));
-            /* exact: |Σ code·q|, zp·|Σq| < 2^24 for B <= 4096 */
-            __m512 t = _mm512_fnmadd_ps(zeros_at(zpp, zp), _mm512_set1_ps((float)j->xqs[g]), _mm512_cvtepi32_ps(it));
-            y = _mm512_fmadd_ps(_mm512_mul_ps(scales_at(sp, dt), _mm512_set1_ps(j->xd[g])), t, y);
+            __m512 t = i8 ? group_i8(j, cp, cpg, g, B) : group_f32(j, cp, cpg, g, B);
+            t = _mm512_fnmadd_ps(zeros_at(zpp, zp), _mm512_set1_ps(i8 ? (float)j->xqs[g] : j->xs[g]), t);
+            __m512 s = scales_at(sp, dt);
+            y = _mm512_fmadd_ps(i8 ? _mm512_mul_ps(s, _mm512_set1_ps(j->xd[g])) : s, t, y);
         }
         store_rows(j, rb, 0, y);
     }
 }
 
-#define GEMV_DT(mode, B, zp)                                                                                           \
+#define GEMV_DT(mode, I8, B, zp)                                                                                         \
     static void gemv_##mode##_##B##_##zp(const kern_job *j, uint32_t rb0, uint32_t rb1, int dt)                        \
     {                                                                                                                  \
         uint32_t b = (B) ? (B) : j->W->block;                                                                          \
         switch (dt) {                                                                                                  \
-        case Q4NX_F32: gemv_##mode##_body(j, rb0, rb1, b, Q4NX_F32, zp); break;                                        \
-        case Q4NX_F16: gemv_##mode##_body(j, rb0, rb1, b, Q4NX_F16, zp); break;                                        \
-        default: gemv_##mode##_body(j, rb0, rb1, b, Q4NX_BF16, zp); break;                                             \
+        case Q4NX_F32: gemv_body(j, rb0, rb1, b, Q4NX_F32, zp, I8); break;                                             \
+        case Q4NX_F16: gemv_body(j, rb0, rb1, b, Q4NX_F16, zp, I8); break;                                             \
+        default: gemv_body(j, rb0, rb1, b, Q4NX_BF16, zp, I8); break;                                                  \
         }                                                                                                              \
     }
-#define GEMV(mode) GEMV_DT(mode, 32, 0) GEMV_DT(mode, 32, 1) GEMV_DT(mode, 128, 0) GEMV_DT(mode, 128, 1) \
-    GEMV_DT(mode, 0, 0) GEMV_DT(mode, 0, 1)
-GEMV(f32)
-GEMV(i8)
+#define GEMV(mode, I8) GEMV_DT(mode, I8, 32, 0) GEMV_DT(mode, I8, 32, 1) GEMV_DT(mode, I8, 128, 0) \
+    GEMV_DT(mode, I8, 128, 1) GEMV_DT(mode, I8, 0, 0) GEMV_DT(mode, I8, 0, 1)
+GEMV(f32, 0)
+GEMV(i8, 1)
 
 static void gemv(const kern_job *j, uint32_t rb0, uint32_t rb1)
 {
