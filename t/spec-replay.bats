@@ -73,7 +73,7 @@ teardown_file() { rm -rf "$W"; }
   echo "$output" | jq -e '.new_tokens == .plain.new_tokens and .identical_to_greedy'
 }
 
-@test "errors: usage (2), missing or bad files (3), a drafter with another vocabulary (4)" {
+@test "errors: usage (2), missing, truncated or bad files (3), a drafter with another vocabulary (4)" {
   run spec-replay -m "$W/t.q4nx" -p x
   [ "$status" -eq 2 ]
   [[ "$output" == *"-d DRAFT"* ]]
@@ -84,6 +84,14 @@ teardown_file() { rm -rf "$W"; }
   run spec-replay -m "$W/t.q4nx" -d "$W/missing.q4nx" -p x
   [ "$status" -eq 3 ]
   [[ "$output" == *"missing.q4nx"* ]]
+  echo 'not json' >"$W/bad.json"
+  run spec-replay -m "$W/t.q4nx" -d "$W/d.q4nx" --ids "$W/bad.json"
+  [ "$status" -eq 3 ]
+  [[ "$output" == *"JSON array of token ids"* ]]
+  head -c 4096 "$W/d.q4nx" >"$W/trunc.q4nx"
+  run spec-replay -m "$W/t.q4nx" -d "$W/trunc.q4nx" -p x
+  [ "$status" -eq 3 ]
+  [[ "$output" == *"trunc.q4nx"* ]]
   echo '[1, 2, 999999]' >"$W/bad.json"
   run spec-replay -m "$W/t.q4nx" -d "$W/d.q4nx" --ids "$W/bad.json"
   [ "$status" -eq 3 ]
