@@ -194,8 +194,10 @@ int *model_encode(tok *t, const char *text, size_t len, int add_special, int *n,
  * The target prefills all of the prompt but its last token; every round the drafter proposes k
  * tokens greedily, the target runs [last accepted token, drafts] in one verify pass (k+1 rows of
  * logits), the longest prefix of drafts equal to the target's argmax is accepted and the target's
- * own next token appended; both KV caches are rewound past what was rejected. Rounds repeat until
- * max_new tokens exist (the last round may overshoot; the excess is dropped) or, unless ignore_eos,
+ * own next token appended; both KV caches are rewound past what was rejected. A round offers
+ * min(k, tokens still wanted) drafts (lib/spec's replay rule), so drafted counts only drafts that
+ * could be kept; rounds repeat until max_new tokens exist (a last round whose drafts are all accepted
+ * computes one token past max_new; it is dropped) or, unless ignore_eos,
  * an EOS id is produced (not included). The output equals the target's plain greedy decoding up to
  * near-ties between the verify pass's and a decode step's float rounding. */
 typedef struct model_spec_stats {

@@ -71,11 +71,13 @@ int model_spec_greedy(model_state *T, model_state *D, const int *prompt, int n, 
     int feed[2] = {last}, nfeed = 1; /* accepted tokens the drafter has not run yet */
     double r0 = ogk_now();
     while (st->new_tokens < max_new) {
-        if (T->pos + k + 1 > T->context || D->pos + nfeed + k - 1 > D->context) {
+        /* no drafts past max_new: the last round offers only what is still wanted */
+        int kk = k < max_new - st->new_tokens ? k : max_new - st->new_tokens;
+        if (T->pos + kk + 1 > T->context || D->pos + nfeed + kk - 1 > D->context) {
             st->stop = "context";
             break;
         }
-        /* draft k tokens greedily */
+        /* draft kk tokens greedily */
         int run[SPEC_MAX_K + 1];
         double td = ogk_now();
         if (model_forward(D, feed, nfeed, 0, e))
@@ -83,7 +85,7 @@ int model_spec_greedy(model_state *T, model_state *D, const int *prompt, int n, 
         st->draft_tokens_run += nfeed;
         run[0] = last;
         run[1] = argmax_row(D, 0);
-        for (int i = 1; i < k; i++) {
+        for (int i = 1; i < kk; i++) {
             if (model_forward(D, &run[i], 1, 0, e))
                 return -1;
             st->draft_tokens_run++;
@@ -91,23 +93,23 @@ int model_spec_greedy(model_state *T, model_state *D, const int *prompt, int n, 
         }
         double tv = ogk_now();
         st->draft_ms += (tv - td) * 1e3;
-        /* verify: k + 1 rows; row i predicts the token after run[i] */
-        if (model_forward(T, run, k + 1, 1, e))
+        /* verify: kk + 1 rows; row i predicts the token after run[i] */
+        if (model_forward(T, run, kk + 1, 1, e))
             return -1;
         model_prof_print(T, "verify");
         st->verify_ms += (ogk_now() - tv) * 1e3;
         int j = 0;
-        while (j < k && run[j + 1] == argmax_row(T, j))
+        while (j < kk && run[j + 1] == argmax_row(T, j))
             j++;
         int next = argmax_row(T, j);
-        st->rounds++, st->drafted += k, st->accepted += j;
-        /* the target keeps last + run[1..j]; the drafter ran feed + run[1..k-1] */
-        model_rewind(T, k - j);
-        if (j < k) {
-            model_rewind(D, k - 1 - j);
+        st->rounds++, st->drafted += kk, st->accepted += j;
+        /* the target keeps last + run[1..j]; the drafter ran feed + run[1..kk-1] */
+        model_rewind(T, kk - j);
+        if (j < kk) {
+            model_rewind(D, kk - 1 - j);
             feed[0] = next, nfeed = 1;
         } else {
-            feed[0] = run[k], feed[1] = next, nfeed = 2;
+            feed[0] = run[kk], feed[1] = next, nfeed = 2;
         }
         run[j + 1] = next;
         for (int i = 1; i <= j + 1 && st->new_tokens < max_new; i++) {

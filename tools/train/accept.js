@@ -14,7 +14,7 @@
  * a file whose crc32 differs from the manifest's is skipped) or `bpe.py dump` JSON. One prompt per
  * held-out file: the text from the start of the middle line that begins a def/class/
  * if/for/return/with statement, tokenised with @huggingface/tokenizers, first
- * --prompt-tokens ids. Each round the drafter proposes k tokens greedily, the target
+ * --prompt-tokens ids. Each round the drafter proposes min(k, tokens still wanted) tokens greedily, the target
  * scores prefix+drafts in one run, the longest prefix of drafts equal to the target's
  * argmax is accepted and the target's own next token is appended (1 + accepted tokens
  * per round). Every run recomputes the whole sequence (empty past): slower than a KV
@@ -146,7 +146,7 @@ async function main() {
     ? JSON.parse(fs.readFileSync(o.ids, 'utf8')).map((ids, i) => ({ name: `ids[${i}]`, ids }))
     : prompts(heldTexts(pos[2]), tok, o['prompt-tokens'])).slice(0, o['max-prompts']);
   if (!ps.length) die('no prompts', 3);
-  let rounds = 0, emitted = 0, accepted = 0, mismatch = 0;
+  let rounds = 0, emitted = 0, accepted = 0, offered = 0, mismatch = 0;
   const per = [];
   for (const p of ps) {
     // plain target greedy, the reference
@@ -159,10 +159,13 @@ async function main() {
     while (seq.length < goal) {
       const ctx = seq.slice();
       const drafts = [];
-      for (let j = 0; j < o.k; j++) { const d = await D.next(ctx); drafts.push(d); ctx.push(d); }
+      // no drafts past the goal: the last round offers only the tokens still wanted
+      const kk = Math.min(o.k, goal - seq.length);
+      for (let j = 0; j < kk; j++) { const d = await D.next(ctx); drafts.push(d); ctx.push(d); }
       const lg = await T.logits(ctx);
       let a = 0;
-      while (a < o.k && T.argmaxAt(lg, seq.length - 1 + a) === drafts[a]) a++;
+      while (a < kk && T.argmaxAt(lg, seq.length - 1 + a) === drafts[a]) a++;
+      offered += kk;
       const add = drafts.slice(0, a).concat([T.argmaxAt(lg, seq.length - 1 + a)]);
       for (const t of add) if (seq.length < goal) seq.push(t);
       r++;
@@ -179,7 +182,7 @@ async function main() {
   const res = {
     k: o.k, prompts: ps.length, prompt_tokens: o['prompt-tokens'], new_tokens_per_prompt: o.new,
     rounds, emitted, tokens_per_round: +(emitted / rounds).toFixed(3),
-    draft_acceptance: +(accepted / (rounds * o.k)).toFixed(3), mismatches: mismatch, per_prompt: per,
+    offered, draft_acceptance: +(accepted / offered).toFixed(3), mismatches: mismatch, per_prompt: per,
   };
   console.log(JSON.stringify(res, null, 1));
   return mismatch ? 1 : 0;

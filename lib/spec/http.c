@@ -1,0 +1,292 @@
+/* An OpenAI-compatible server as target or drafter: greedy completions of token-id prompts over
+ * libcurl. POST /v1/completions {"prompt": [ids], "max_tokens", "temperature": 0, "return_tokens": true,
+ * "logprobs": 2} is read for choices[0].tokens / .text / .finish_reason / .logprobs; a server whose
+ * reply has no token ids there is asked llama-server's way (POST /completion, "tokens"). */
+#include <curl/curl.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "spec.h"
+
+struct spec_http {
+    char *base;
+    long timeout_ms;
+    CURL *c;
+    int llama; /* 1: the server answered /v1/completions without ids; use /completion */
+};
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static void curl_init_once(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }
+
+spec_http *spec_http_new(const char *url, double timeout_s, ogk_error *e)
+{
+    if (strncmp(url, "http://", 7) && strncmp(url, "https://", 8)) {
+        ogk_fail(e, "%s: want an http:// URL", url);
+        return NULL;
+    }
+    pthread_once(&curl_once, curl_init_once);
+    spec_http *h = calloc(1, sizeof *h);
+    if (!h || !(h->base = strdup(url)) || !(h->c = curl_easy_init())) {
+        spec_http_free(h);
+        ogk_fail(e, "out of memory (curl)");
+        return NULL;
+    }
+    size_t n = strlen(h->base);
+    while (n > 0 && h->base[n - 1] == '/')
+        h->base[--n] = 0;
+    h->timeout_ms = (long)(timeout_s * 1e3);
+    return h;
+}
+
+void spec_http_free(spec_http *h)
+{
+    if (!h)
+        return;
+    if (h->c)
+        curl_easy_cleanup(h->c);
+    free(h->base);
+    free(h);
+}
+
+typedef struct {
+    char *p;
+    size_t n, cap;
+} buf;
+
+static size_t on_data(char *d, size_t sz, size_t nm, void *ctx)
+{
+    buf *b = ctx;
+    size_t add = sz * nm;
+    if (b->n + add + 1 > b->cap) {
+        size_t cap = (b->n + add + 1) * 2;
+        char *p = realloc(b->p, cap);
+        if (!p)
+            return 0;
+        b->p = p, b->cap = cap;
+    }
+    memcpy(b->p + b->n, d, add);
+    b->n += add;
+    b->p[b->n] = 0;
+    return add;
+}
+
+/* one request; body NULL: GET. The parsed JSON reply, or NULL with e filled. */
+static json_t *request(spec_http *h, const char *path, const json_t *body, ogk_error *e)
+{
+    char url[1024];
+    snprintf(url, sizeof url, "%s%s", h->base, path);
+    buf b = {0};
+    char *js = body ? json_dumps(body, JSON_COMPACT) : NULL;
+    struct curl_slist *hd = curl_slist_append(NULL, "Content-Type: application/json");
+    CURL *c = h->c;
+    curl_easy_reset(c);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, h->timeout_ms);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
+    if (js) {
+        curl_easy_setopt(c, CURLOPT_HTTPHEADER, hd);
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, js);
+    }
+    CURLcode rc = curl_easy_perform(c);
+    long status = 0;
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    curl_slist_free_all(hd);
+    free(js);
+    json_t *j = NULL;
+    if (rc != CURLE_OK) {
+        ogk_fail(e, "%s: unreachable: %s", url, curl_easy_strerror(rc));
+    } else if (status < 200 || status > 299) {
+        ogk_fail(e, "%s: HTTP %ld: %.200s", url, status, b.p ? b.p : "");
+    } else {
+        json_error_t je;
+        j = b.p ? json_loadb(b.p, b.n, 0, &je) : NULL;
+        if (!j)
+            ogk_fail(e, "%s: the reply is not JSON%s%s", url, b.p ? ": " : "", b.p ? je.text : "");
+    }
+    free(b.p);
+    return j;
+}
+
+char *spec_http_model_id(spec_http *h)
+{
+    ogk_error e;
+    json_t *j = request(h, "/v1/models", NULL, &e);
+    const json_t *id = json_object_get(json_array_get(json_object_get(j, "data"), 0), "id");
+    char *s = json_is_string(id) ? strdup(json_string_value(id)) : NULL;
+    json_decref(j);
+    return s;
+}
+
+void spec_completion_free(spec_completion *c)
+{
+    free(c->ids), free(c->text), free(c->gaps);
+    memset(c, 0, sizeof *c);
+}
+
+/* top-1 minus top-2 of one step's alternatives: an object {token: logprob} (OpenAI completions), or an
+ * array of {"logprob"} / {"prob"} objects (llama.cpp). NAN when fewer than two. */
+static float gap_of(const json_t *alts)
+{
+    double v[2] = {-INFINITY, -INFINITY}, x;
+    int n = 0;
+    const char *k;
+    json_t *a;
+    size_t i;
+    if (json_is_object(alts)) {
+        json_object_foreach((json_t *)alts, k, a) if (json_is_number(a))
+        {
+            x = json_number_value(a), n++;
+            if (x > v[0])
+                v[1] = v[0], v[0] = x;
+            else if (x > v[1])
+                v[1] = x;
+        }
+    } else if (json_is_array(alts)) {
+        json_array_foreach(alts, i, a)
+        {
+            const json_t *lp = json_object_get(a, "logprob"), *p = json_object_get(a, "prob");
+            if (json_is_number(lp))
+                x = json_number_value(lp);
+            else if (json_is_number(p) && json_number_value(p) > 0)
+                x = log(json_number_value(p));
+            else
+                continue;
+            n++;
+            if (x > v[0])
+                v[1] = v[0], v[0] = x;
+            else if (x > v[1])
+                v[1] = x;
+        }
+    }
+    return n >= 2 ? (float)(v[0] - v[1]) : NAN;
+}
+
+static int read_ids(const json_t *a, spec_completion *c, ogk_error *e)
+{
+    c->n = (int)json_array_size(a);
+    c->ids = malloc(sizeof(int) * (size_t)(c->n + 1));
+    if (!c->ids)
+        return ogk_fail(e, "out of memory");
+    for (int i = 0; i < c->n; i++) {
+        const json_t *v = json_array_get(a, (size_t)i);
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > 0x7fffffff)
+            return ogk_fail(e, "the reply's token %d is not a token id", i);
+        c->ids[i] = (int)json_integer_value(v);
+    }
+    return 0;
+}
+
+static void take_gaps(spec_completion *c, const json_t *steps, int (*alts_of)(const json_t *, const json_t **))
+{
+    if (!json_is_array(steps) || (int)json_array_size(steps) < c->n || !c->n)
+        return;
+    c->gaps = malloc(sizeof(float) * (size_t)c->n);
+    for (int i = 0; c->gaps && i < c->n; i++) {
+        const json_t *alts;
+        float g = alts_of(json_array_get(steps, (size_t)i), &alts) ? NAN : gap_of(alts);
+        if (isnan(g)) {
+            free(c->gaps);
+            c->gaps = NULL;
+            return;
+        }
+        c->gaps[i] = g;
+    }
+}
+
+static int openai_alts(const json_t *step, const json_t **alts)
+{
+    *alts = step;
+    return 0;
+}
+static int llama_alts(const json_t *step, const json_t **alts)
+{
+    *alts = json_object_get(step, "top_logprobs");
+    if (!*alts)
+        *alts = json_object_get(step, "probs");
+    return *alts ? 0 : -1;
+}
+
+int spec_http_complete(spec_http *h, const int *prompt, int n, int max_tokens, int ignore_eos, int want_gaps,
+                       spec_completion *c, ogk_error *e)
+{
+    memset(c, 0, sizeof *c);
+    json_t *ids = json_array();
+    for (int i = 0; i < n; i++)
+        json_array_append_new(ids, json_integer(prompt[i]));
+    double t0 = ogk_now();
+    json_t *rep = NULL, *body;
+    if (!h->llama) {
+        body = json_pack("{s:O,s:i,s:i,s:b,s:b,s:b}", "prompt", ids, "max_tokens", max_tokens, "temperature", 0,
+                         "return_tokens", 1, "ignore_eos", ignore_eos, "stream", 0);
+        if (want_gaps)
+            json_object_set_new(body, "logprobs", json_integer(2));
+        rep = request(h, "/v1/completions", body, e);
+        json_decref(body);
+        if (!rep) {
+            json_decref(ids);
+            return -1;
+        }
+        const json_t *ch = json_array_get(json_object_get(rep, "choices"), 0);
+        const json_t *tk = json_object_get(ch, "tokens");
+        if (json_is_array(tk)) {
+            const json_t *tx = json_object_get(ch, "text"), *fr = json_object_get(ch, "finish_reason");
+            int rc = read_ids(tk, c, e);
+            c->text = json_is_string(tx) ? strdup(json_string_value(tx)) : NULL;
+            snprintf(c->stop, sizeof c->stop, "%s",
+                     json_is_string(fr) && !strcmp(json_string_value(fr), "stop") ? "eos" : "length");
+            const json_t *lp = json_object_get(ch, "logprobs");
+            if (!rc && want_gaps)
+                take_gaps(c, json_object_get(lp, "top_logprobs"), openai_alts);
+            c->ms = (ogk_now() - t0) * 1e3;
+            json_decref(rep), json_decref(ids);
+            if (rc)
+                spec_completion_free(c);
+            return rc;
+        }
+        json_decref(rep);
+        h->llama = 1; /* no ids in an OpenAI reply: llama-server's native endpoint */
+    }
+    body = json_pack("{s:O,s:i,s:i,s:b,s:b,s:b}", "prompt", ids, "n_predict", max_tokens, "temperature", 0,
+                     "return_tokens", 1, "cache_prompt", 0, "ignore_eos", ignore_eos);
+    if (want_gaps)
+        json_object_set_new(body, "n_probs", json_integer(2));
+    json_decref(ids);
+    rep = request(h, "/completion", body, e);
+    json_decref(body);
+    if (!rep)
+        return -1;
+    const json_t *tk = json_object_get(rep, "tokens");
+    if (!json_is_array(tk)) {
+        json_decref(rep);
+        return ogk_fail(e, "%s: neither /v1/completions (choices[0].tokens) nor /completion (tokens) returned token "
+                           "ids",
+                        h->base);
+    }
+    int rc = read_ids(tk, c, e);
+    const json_t *tx = json_object_get(rep, "content"), *se = json_object_get(rep, "stopped_eos");
+    c->text = json_is_string(tx) ? strdup(json_string_value(tx)) : NULL;
+    snprintf(c->stop, sizeof c->stop, "%s", json_is_true(se) ? "eos" : "length");
+    if (!rc && want_gaps)
+        take_gaps(c, json_object_get(rep, "completion_probabilities"), llama_alts);
+    c->ms = (ogk_now() - t0) * 1e3;
+    json_decref(rep);
+    if (rc)
+        spec_completion_free(c);
+    return rc;
+}
+
+int spec_http_draft(void *self, const int *prefix, int n, int k, int *out, ogk_error *e)
+{
+    spec_completion c;
+    if (spec_http_complete(self, prefix, n, k, 1, 0, &c, e))
+        return -1;
+    int got = c.n < k ? c.n : k;
+    memcpy(out, c.ids, sizeof(int) * (size_t)got);
+    spec_completion_free(&c);
+    return got;
+}
