@@ -4,6 +4,7 @@
 # output against plain greedy decoding; its self-draft case against what must hold (every draft
 # accepted). Timings are reported, never asserted.
 load helpers
+bats_require_minimum_version 1.5.0
 
 setup_file() {
   export W=$(mktemp -d "${BATS_FILE_TMPDIR:-/tmp}/ogk-spec.XXXXXX")
@@ -46,8 +47,10 @@ teardown_file() { rm -rf "$W"; }
     [ "$(echo "$out" | jq .identical_to_greedy)" = true ]
     [ "$(echo "$out" | jq .new_tokens)" -eq 40 ]
     [ "$(echo "$out" | jq .plain.new_tokens)" -eq 40 ]
-    echo "$out" | jq -e --argjson k "$k" '.drafted == .rounds * $k and .accepted <= .drafted and
-      .new_tokens <= .accepted + .rounds and .new_tokens > .accepted + .rounds - 1 - $k and
+    # a round offers min(k, tokens still wanted) drafts; only a last round whose drafts all hit ends
+    # without the target's extra token
+    echo "$out" | jq -e --argjson k "$k" '.drafted <= .rounds * $k and .drafted >= .rounds and .accepted <= .drafted and
+      (.new_tokens == .accepted + .rounds or .new_tokens == .accepted + .rounds - 1) and
       (.tokens_per_round - .new_tokens / .rounds | fabs) < 1e-9 and .first_difference == null'
     echo "$out" | jq -e '.cost_ratio > 0 and .verify_cost > 0 and .predicted_speedup > 0 and .measured_speedup > 0'
     # every k yields the same tokens
@@ -105,4 +108,218 @@ teardown_file() { rm -rf "$W"; }
   run spec-replay --help
   [ "$status" -eq 0 ]
   [ -f "$TOP/man/man1/spec-replay.1" ]
+}
+
+# ---- record / replay (lib/spec) ----
+
+@test "spec-replay --selftest: every arm of the replay rule, the economics and the refusals passes" {
+  run spec-replay --selftest
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"1..29"* ]]
+  [[ "$output" != *"not ok"* ]]
+  [[ "$output" == *"2 rounds accepting [4,2], 6 offered"* ]]
+}
+
+@test "record: prompt ids are the tokenizer's, continuations are npu-forward run's greedy ids; identity fields" {
+  spec-replay record -m "$W/t.q4nx" --tokens 24 --ignore-eos -t 1 -o "$W/rec.json"
+  [ ! -e "$W/rec.json.tmp."* ] 2>/dev/null || false
+  jq -e '.format == "ogakit-spec-recording" and .version == 1 and .vocab_size > 0 and
+    (.target.checksum | test("^crc32c:[0-9a-f]{8}$")) and .target.name == "t.q4nx" and
+    (.tokenizer.hash | test("^crc32c:[0-9a-f]{8}$")) and (.prompts | length) == 5 and
+    ([.prompts[].kind] | index("code") != null) and
+    all(.prompts[]; (.continuation_ids | length) == 24 and (.gaps | length) == 24 and .stop == "length")' "$W/rec.json"
+  local i n text
+  n=$(jq '.prompts | length' "$W/rec.json")
+  for ((i = 0; i < n; i++)); do
+    jq -j ".prompts[$i].text" "$W/rec.json" >"$W/text"
+    [ "$(npu-forward tokenize -m "$W/t.q4nx" -f "$W/text" | jq -c .)" = "$(jq -c ".prompts[$i].prompt_ids" "$W/rec.json")" ]
+    [ "$(npu-forward run -m "$W/t.q4nx" -f "$W/text" -n 24 --ignore-eos --json -t 1 | jq -c .ids)" = \
+      "$(jq -c ".prompts[$i].continuation_ids" "$W/rec.json")" ]
+  done
+  # EOS honoured without --ignore-eos, as npu-forward run honours it (the bundled target rarely ends)
+  spec-replay record -m "$W/t.q4nx" --prompts <(echo '{"prompts":[{"text":"def main("}]}') --tokens 100 -t 1 >"$W/eos.json"
+  jq -e '.settings.ignore_eos == false and (.prompts[0] |
+    .stop == (if (.continuation_ids | length) == 100 then "length" else "eos" end))' "$W/eos.json"
+  [ "$(npu-forward run -m "$W/t.q4nx" -p "def main(" -n 100 --json -t 1 | jq -c .ids)" = "$(jq -c '.prompts[0].continuation_ids' "$W/eos.json")" ]
+}
+
+@test "record --twice: the continuations are identical (exit 0, said on stderr, in the document)" {
+  run --separate-stderr spec-replay record -m "$W/t.q4nx" --tokens 16 --twice -t 1
+  [ "$status" -eq 0 ]
+  [[ "$stderr" == *"identical"* ]]
+  echo "$output" | jq -e '.determinism == {"runs": 2, "identical": true}'
+}
+
+@test "replay of the bundled drafter against a recording = live mode's rounds and accepted drafts, k = 1, 2, 4, 7" {
+  spec-replay record -m "$W/t.q4nx" --tokens 32 --ignore-eos -t 1 -o "$W/rec32.json"
+  spec-replay -d "$W/d.q4nx" -k 1,2,4,7 -t 1 --json <"$W/rec32.json" >"$W/rep.json"
+  local k i n live rep
+  n=$(jq '.prompts | length' "$W/rec32.json")
+  for k in 1 2 4 7; do
+    for ((i = 0; i < n; i++)); do
+      jq -c ".prompts[$i].prompt_ids" "$W/rec32.json" >"$W/p.json"
+      live=$(spec-replay -m "$W/t.q4nx" -d "$W/d.q4nx" --ids "$W/p.json" -n 32 -k "$k" --ignore-eos -t 1 --json |
+        jq -c '[.rounds, .accepted, .drafted, .identical_to_greedy]')
+      rep=$(jq -c ".results[] | select(.k == $k) | .measured.per_prompt[$i] | [.rounds, .accepted, .offered, true]" "$W/rep.json")
+      echo "# k $k prompt $i: live $live replay $rep" >&3
+      [ "$live" = "$rep" ]
+    done
+  done
+  # totals and per-round lists are consistent with the per-prompt numbers
+  jq -e 'all(.results[]; .measured as $m | $m.rounds == ([$m.per_prompt[].rounds] | add) and
+    $m.accepted == ([$m.per_prompt[].accepted] | add) and
+    all($m.per_prompt[]; (.accepts | length) == .rounds and (.accepts | add) == .accepted and .tokens == 32) and
+    .projected == null)' "$W/rep.json"
+}
+
+@test "replay: the target as its own drafter accepts everything, with a warning; 32 tokens at k 4 take 7 rounds" {
+  run --separate-stderr spec-replay -d "$W/t.q4nx" -k 4 -t 1 --json --recording "$W/rec32.json"
+  [ "$status" -eq 0 ]
+  [[ "$stderr" == *"every draft accepted"* ]]
+  # 32 = 6 rounds of 5 + a last round of 2 drafts, both accepted, no extra token
+  echo "$output" | jq -e 'all(.results[0].measured.per_prompt[]; .rounds == 7 and .accepts == [4,4,4,4,4,4,2] and .offered == 26)'
+}
+
+@test "replay economics: given costs give the formulas' bars and speed-ups; measured and projected apart" {
+  spec-replay -d "$W/d.q4nx" -k 2,4 --step-ms 2 --pass-ms 3,4 -t 1 --json <"$W/rec32.json" >"$W/eco.json"
+  jq -e 'all(.results[]; .measured.tokens_per_round > 0 and .projected.costs == "given" and .projected.step_ms == 2)' "$W/eco.json"
+  # independent arithmetic: v = pass/step, d = drafter ms per round / step, bars v+d and v+1+d, speed-up tpr / bar
+  jq -e 'all(.results[]; .measured as $m | .projected as $p | ($p.pass_ms / 2) as $v |
+    ($m.drafter_ms_per_round / 2) as $d |
+    (($p.break_even_tokens_per_round.one_pass - ($v + $d)) | fabs) < 1e-9 and
+    (($p.break_even_tokens_per_round.two_pass - ($v + 1 + $d)) | fabs) < 1e-9 and
+    (($p.speedup.one_pass - $m.tokens_per_round / ($v + $d)) | fabs) < 1e-9 and
+    (($p.speedup.two_pass - $m.tokens_per_round / ($v + 1 + $d)) | fabs) < 1e-9)' "$W/eco.json"
+  [ "$(jq '[.results[].projected.pass_ms]' -c "$W/eco.json")" = "[3,4]" ]
+  # the table says which numbers are measured and which projected
+  run spec-replay -d "$W/d.q4nx" -k 4 --step-ms 2 --pass-ms 3 -t 1 <"$W/rec32.json"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"measured (replay)"* && "$output" == *"projected"* ]]
+  # --measure times this machine's passes on the target
+  spec-replay -d "$W/d.q4nx" -k 1,4 --measure -m "$W/t.q4nx" -t 1 --json <"$W/rec32.json" >"$W/meas.json"
+  jq -e 'all(.results[]; .projected.costs == "measured" and .projected.step_ms > 0 and
+    .projected.pass_ms >= .projected.step_ms and .projected.speedup.one_pass > 0)' "$W/meas.json"
+}
+
+@test "replay refusals: malformed, truncated, another vocabulary, a prompt the drafter tokenizes otherwise (3); half-specified (2)" {
+  echo 'not json' >"$W/bad.json"
+  run spec-replay -d "$W/d.q4nx" --recording "$W/bad.json"
+  [ "$status" -eq 3 ]
+  [[ "$output" == *"bad.json"*"not a complete JSON document"* ]]
+  head -c 700 "$W/rec32.json" >"$W/trunc.json"
+  run spec-replay -d "$W/d.q4nx" <"$W/trunc.json"
+  [ "$status" -eq 3 ]
+  [[ "$output" == *"stdin: not a complete JSON document"* ]]
+  jq '.version = 2' "$W/rec32.json" >"$W/v2.json"
+  run spec-replay -d "$W/d.q4nx" --recording "$W/v2.json"
+  [ "$status" -eq 3 ]
+  [[ "$output" == *"newer"* ]]
+  oga-extract "$(fixture qwen2 cpu tied tiny 0)" | q4nx-pack -l b8 -o "$W/tiny2.q4nx"
+  run spec-replay -d "$W/tiny2.q4nx" --recording "$W/rec32.json"
+  [ "$status" -eq 3 ]
+  [[ "$output" == *"vocabulary mismatch"* ]]
+  jq '.prompts[1].text = "something else entirely"' "$W/rec32.json" >"$W/retok.json"
+  run spec-replay -d "$W/d.q4nx" --recording "$W/retok.json"
+  [ "$status" -eq 3 ]
+  [[ "$output" == *"prompt 1 (code): its text does not tokenize"* ]]
+  run spec-replay -d "$W/d.q4nx" --pass-ms 3 --recording "$W/rec32.json"
+  [ "$status" -eq 2 ]
+  [[ "$output" == *"--pass-ms needs --step-ms"* ]]
+  run spec-replay -d "$W/d.q4nx" --step-ms 3 --recording "$W/rec32.json"
+  [ "$status" -eq 2 ]
+  run spec-replay -d "$W/d.q4nx" --step-ms 3 --pass-ms 2 --recording "$W/rec32.json"
+  [ "$status" -eq 2 ]
+  [[ "$output" == *"at least one"* ]]
+  run spec-replay -d "$W/d.q4nx" --measure --recording "$W/rec32.json"
+  [ "$status" -eq 2 ]
+  [[ "$output" == *"--measure needs -m"* ]]
+  run spec-replay -k 4 --recording "$W/rec32.json"
+  [ "$status" -eq 2 ]
+  [[ "$output" == *"drafter"* ]]
+  run spec-replay -m "$W/t.q4nx" -d "$W/d.q4nx" -p x -k 1,2
+  [ "$status" -eq 2 ]
+  run spec-replay record --tokens 4
+  [ "$status" -eq 2 ]
+  [[ "$output" == *"-m TARGET.q4nx or --url URL"* ]]
+  run spec-replay record -m "$W/t.q4nx" --prompts "$W/bad.json"
+  [ "$status" -eq 3 ]
+  run spec-replay record -m "$W/t.q4nx" --tokens 4 -o "$W/nodir/x.json"
+  [ "$status" -eq 3 ]
+  [ ! -e "$W/nodir" ]
+}
+
+# the HTTP client against t/fake-oai.js (127.0.0.1, a free port, killed by the teardown)
+start_fake() { # MODE -> $URL
+  local pf=$W/fake-$1.port i
+  rm -f "$pf" "$pf.log"
+  node "$TOP/t/fake-oai.js" "$pf" "$1" 3>&- &
+  echo $! >>"$W/fake.pids"
+  for ((i = 0; i < 100; i++)); do [ -s "$pf" ] && break; sleep 0.05; done
+  [ -s "$pf" ]
+  URL=http://127.0.0.1:$(cat "$pf")
+}
+teardown() { [ ! -e "$W/fake.pids" ] || { xargs -r kill <"$W/fake.pids" 2>/dev/null; rm -f "$W/fake.pids"; }; }
+
+# the fake's rule, written again here: next = (7 * last + second-to-last + 3) mod 97
+fake_continuation() { # IDS_JSON N
+  jq -c --argjson n "$2" 'reduce range($n) as $i ({s: ., out: []};
+    ((.s[-1] * 7 + (if (.s | length) > 1 then .s[-2] else 0 end) + 3) % 97) as $t | .s += [$t] | .out += [$t]) | .out' <<<"$1"
+}
+
+@test "record --url: an OpenAI-compatible server's greedy ids, gaps from its top-2 logprobs, its model id" {
+  start_fake target
+  echo '{"prompts":[{"name":"a","ids":[5,9,12]},{"name":"b","kind":"code","ids":[1]}]}' >"$W/ids.json"
+  spec-replay record --url "$URL" --prompts "$W/ids.json" --tokens 20 >"$W/url.json"
+  jq -e '.target == {"url": "'"$URL"'", "model": "fake-target"} and .tokenizer == null and .vocab_size == null' "$W/url.json"
+  [ "$(jq -c '.prompts[0].continuation_ids' "$W/url.json")" = "$(fake_continuation '[5,9,12]' 20)" ]
+  [ "$(jq -c '.prompts[1].continuation_ids' "$W/url.json")" = "$(fake_continuation '[1]' 20)" ]
+  # gap at step i: 0.5 + ((prompt length + i) mod 5)
+  jq -e '.prompts[0] | [range(20) as $i | .gaps[$i] == 0.5 + ((3 + $i) % 5)] | all' "$W/url.json"
+  # the requests: token ids, temperature 0, top-2 logprobs
+  grep '/v1/completions' "$W/fake-target.port.log" | head -1 | jq -e '.body | fromjson |
+    .prompt == [5,9,12] and .temperature == 0 and .max_tokens == 20 and .logprobs == 2 and .return_tokens'
+  # llama-server's /completion when /v1/completions has no ids: the same recording
+  start_fake llama
+  spec-replay record --url "$URL" --prompts "$W/ids.json" --tokens 20 >"$W/llama.json"
+  [ "$(jq -c '[.prompts[] | .continuation_ids, .gaps]' "$W/llama.json")" = "$(jq -c '[.prompts[] | .continuation_ids, .gaps]' "$W/url.json")" ]
+  grep -q '"/completion"' "$W/fake-llama.port.log"
+}
+
+@test "replay --draft-url: a perfect and an always-wrong drafter over HTTP give the rule's counts" {
+  start_fake target
+  local tgt=$URL
+  echo '{"prompts":[{"name":"a","ids":[5,9,12]}]}' >"$W/ids1.json"
+  spec-replay record --url "$tgt" --prompts "$W/ids1.json" --tokens 20 >"$W/u20.json"
+  run --separate-stderr spec-replay --draft-url "$tgt" -k 4,7 --json --recording "$W/u20.json"
+  [ "$status" -eq 0 ]
+  [[ "$stderr" == *"every draft accepted"* ]]
+  # k 4: 20 = 3 rounds of 5 + a last round of 4 drafts + 1; k 7: 8 + 8 + a last round of 4 drafts, no extra
+  echo "$output" | jq -e '.results[0].measured.per_prompt[0].accepts == [4,4,4,4] and
+    .results[1].measured.per_prompt[0].accepts == [7,7,4] and .results[1].measured.offered == 18 and
+    .drafter.url != null'
+  # the drafter saw every committed prefix: 3 + 0, 5, 10, 15 tokens at k 4
+  grep '/v1/completions' "$W/fake-target.port.log" | tail -7 | head -4 | jq -s -e '[.[].body | fromjson | .prompt | length] == [3,8,13,18]'
+  start_fake wrong
+  run --separate-stderr spec-replay --draft-url "$URL" -k 3 --json --step-ms 1 --pass-ms 1 --recording "$W/u20.json"
+  [ "$status" -eq 0 ]
+  [[ "$stderr" == *"no draft accepted"* ]]
+  echo "$output" | jq -e '.results[0].measured | .rounds == 20 and .accepted == 0 and (.accepts // .per_prompt[0].accepts | add) == 0'
+  echo "$output" | jq -e '.results[0].projected.speedup.one_pass < 1'
+}
+
+@test "HTTP peers: unreachable, or answering with errors, is refused with exit 3 naming the URL" {
+  local port
+  port=$(node -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})')
+  run spec-replay record --url "http://127.0.0.1:$port" --prompts <(echo '[{"ids":[1,2]}]') --tokens 4 --timeout 5
+  [ "$status" -eq 3 ]
+  [[ "$output" == *"127.0.0.1:$port"*"unreachable"* ]]
+  start_fake error
+  run spec-replay record --url "$URL" --prompts <(echo '[{"ids":[1,2]}]') --tokens 4
+  [ "$status" -eq 3 ]
+  [[ "$output" == *"HTTP 500"* ]]
+  run spec-replay --draft-url "$URL" --recording "$W/rec32.json"
+  [ "$status" -eq 3 ]
+  run spec-replay record --url "$URL" --prompts <(echo '[{"text":"hello"}]') --tokens 4
+  [ "$status" -eq 2 ]
+  [[ "$output" == *"--tokenizer"* ]]
 }

@@ -1,0 +1,59 @@
+#!/usr/bin/env node
+// A tiny stand-in for an OpenAI-compatible server, for spec-replay's HTTP client tests: 127.0.0.1, a free
+// port written to PORTFILE, greedy "model" next(seq) = (7 * last + second-to-last + 3) mod 97.
+//   node t/fake-oai.js PORTFILE MODE    MODE: target | wrong (drafts next + 1) | llama (only /completion
+//   returns ids) | error (HTTP 500 on completions)
+// POST /v1/completions {"prompt": [ids], "max_tokens"} -> choices[0].tokens / .text / .logprobs.top_logprobs
+// (two alternatives per step; top-1 minus top-2 is 0.5 + (position mod 5)). Requests are appended to
+// PORTFILE.log as JSON lines.
+'use strict';
+const http = require('http');
+const fs = require('fs');
+const [portFile, mode] = process.argv.slice(2);
+const V = 97;
+const next = (s) => (7 * s[s.length - 1] + (s.length > 1 ? s[s.length - 2] : 0) + 3) % V;
+function gen(prompt, n) {
+  const s = prompt.slice(), out = [], tops = [];
+  for (let i = 0; i < n; i++) {
+    let t = next(s);
+    const g = 0.5 + (s.length % 5);
+    if (mode === 'wrong') t = (t + 1) % V;
+    tops.push({ ['t' + t]: -0.25, alt: -0.25 - g });
+    out.push(t);
+    s.push(t);
+  }
+  return { out, tops };
+}
+const srv = http.createServer((req, res) => {
+  let body = '';
+  req.on('data', (d) => (body += d));
+  req.on('end', () => {
+    fs.appendFileSync(portFile + '.log', JSON.stringify({ url: req.url, body }) + '\n');
+    const send = (code, o) => { res.writeHead(code, { 'Content-Type': 'application/json' }); res.end(JSON.stringify(o)); };
+    if (req.url === '/health') return send(200, { status: 'ok' });
+    if (req.url === '/v1/models') return send(200, { object: 'list', data: [{ id: 'fake-' + mode, object: 'model' }] });
+    if (mode === 'error') return send(500, { error: { message: 'the fake is broken on purpose' } });
+    let q;
+    try { q = JSON.parse(body); } catch (e) { return send(400, { error: 'bad json' }); }
+    if (!Array.isArray(q.prompt) || q.temperature !== 0) return send(400, { error: 'want token ids, temperature 0' });
+    if (req.url === '/v1/completions') {
+      const n = q.max_tokens;
+      const { out, tops } = gen(q.prompt, n);
+      const c = { index: 0, text: out.map((t) => 't' + t).join(' '), finish_reason: 'length' };
+      if (mode !== 'llama') {
+        c.tokens = out;
+        if (q.logprobs) c.logprobs = { tokens: out.map((t) => 't' + t), token_logprobs: out.map(() => -0.25), top_logprobs: tops };
+      }
+      return send(200, { id: 'x', object: 'text_completion', model: 'fake', choices: [c] });
+    }
+    if (req.url === '/completion' && mode === 'llama') {
+      const { out, tops } = gen(q.prompt, q.n_predict);
+      const probs = tops.map((t) => ({ top_logprobs: Object.values(t).map((lp) => ({ logprob: lp })) }));
+      return send(200, { content: out.map((t) => 't' + t).join(' '), tokens: out, stopped_eos: false,
+        completion_probabilities: q.n_probs ? probs : undefined });
+    }
+    send(404, { error: 'not found' });
+  });
+});
+srv.listen(0, '127.0.0.1', () => fs.writeFileSync(portFile, String(srv.address().port)));
+setTimeout(() => process.exit(0), 300e3).unref(); // never outlive a test run by much
