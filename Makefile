@@ -99,6 +99,7 @@ demo: all
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man5 $(DESTDIR)$(PREFIX)/share/ogakit
 	install -m 755 $(addprefix $(BUILD)/bin/,$(PROGS)) $(DESTDIR)$(PREFIX)/bin/
+	install -m 755 tools/oga_pack_probe.sh $(DESTDIR)$(PREFIX)/bin/oga_pack_probe
 	for f in man/man1/*.1; do [ -e "$$f" ] && install -m 644 "$$f" $(DESTDIR)$(PREFIX)/share/man/man1/; done; true
 	for f in man/man5/*.5; do [ -e "$$f" ] && install -m 644 "$$f" $(DESTDIR)$(PREFIX)/share/man/man5/; done; true
 	cp -R share/. $(DESTDIR)$(PREFIX)/share/ogakit/

@@ -9,10 +9,11 @@ teardown_file() { rm -rf "$W"; }
 
 P=$TOP/tools/oga_pack_probe.sh
 
-@test "a good pack passes import, extract, verify, run and the onnxruntime oracle; -o keeps the container" {
-  run "$P" --oracle -l rm -o "$W/kept.q4nx" "$TOP/share/models/pytiny-target"
+@test "a good pack passes import, extract, verify, run, the onnxruntime oracle, serve, health, completion; -o keeps the container" {
+  run --separate-stderr "$P" --oracle -l rm -o "$W/kept.q4nx" "$TOP/share/models/pytiny-target"
   [ "$status" -eq 0 ]
-  [ "$(echo "$output" | jq -s -c '[.[].gate]')" = '["import","extract","verify","run","oracle"]' ]
+  [ "$(echo "$output" | jq -s -c '[.[].gate]')" = '["import","extract","verify","run","oracle","serve","health","completion"]' ]
+  [[ "$stderr" == *"all gates passed: import extract verify run oracle serve health completion"* ]]
   [ "$(echo "$output" | jq -s '[.[].ok] | all')" = true ]
   q4nx-verify "$W/kept.q4nx" --pack "$TOP/share/models/pytiny-target" --all >/dev/null
   [ "$(npu-forward info -m "$W/kept.q4nx" | jq -r .layout)" = rm ]
@@ -59,7 +60,72 @@ EOS
   [ "$status" -eq 2 ]
   run "$P" --frobnicate x
   [ "$status" -eq 2 ]
+  run "$P" x 80 81
+  [ "$status" -eq 2 ]
+  run "$P" "$TOP/share/models/pytiny-target" 80x
+  [ "$status" -eq 2 ]
+  [[ "$output" == *"PORT 80x"* ]]
   run "$P" --help
   [ "$status" -eq 0 ]
-  [[ "$output" == *"verify"* && "$output" == *"oracle"* ]]
+  [[ "$output" == *"verify"* && "$output" == *"oracle"* && "$output" == *"health"* ]]
+  # only the header comment: no line of the script's code
+  [[ "$output" != *"pipefail"* && "$output" != *"top="* && "$output" != *"#"* ]]
+  [ -f "$TOP/man/man1/oga_pack_probe.1" ]
+  # make install installs the probe and its man page (a dry run)
+  make -s -n -C "$TOP" install PREFIX=/usr/local DESTDIR="$W/inst" >"$W/install.txt"
+  grep -q 'tools/oga_pack_probe.sh .*/usr/local/bin/oga_pack_probe' "$W/install.txt"
+  grep -q 'man/man1/\*.1' "$W/install.txt"
+}
+
+# a stand-in npu-forward whose serve command misbehaves as FAKE_SERVE says (exit4 | unhealthy |
+# wrong), its other commands the real ones; the fake server writes its pid to $W/fake.pid
+fake_serve_bin() {
+  mkdir -p "$W/fs/bin"
+  for p in "$OGAKIT_BUILD"/bin/*; do ln -sf "$p" "$W/fs/bin/"; done
+  rm "$W/fs/bin/npu-forward"
+  cat >"$W/fs/serve.js" <<'EOS'
+const http = require('http'), fs = require('fs');
+const a = process.argv, port = +a[a.indexOf('--port') + 1], mode = process.env.FAKE_SERVE;
+if (mode === 'exit4') { console.error('npu-forward: model.q4nx: cannot load (fake)'); process.exit(4); }
+fs.writeFileSync(process.env.FAKE_PIDFILE, String(process.pid));
+http.createServer((q, r) => {
+  let b = ''; q.on('data', (d) => (b += d)); q.on('end', () => {
+    if (q.url === '/health') { r.writeHead(mode === 'unhealthy' ? 503 : 200); return r.end('{}'); }
+    r.writeHead(200, { 'Content-Type': 'application/json' });
+    r.end(JSON.stringify({ choices: [{ text: 'x', tokens: [1, 2, 3], finish_reason: 'length' }] }));
+  });
+}).listen(port, '127.0.0.1');
+setTimeout(() => process.exit(0), 120e3).unref();
+EOS
+  cat >"$W/fs/bin/npu-forward" <<EOS
+#!/usr/bin/env bash
+if [ "\$1" = serve ]; then
+  [ "\$2" != --help ] || exit 0
+  exec node "$W/fs/serve.js" "\$@"
+fi
+exec "$OGAKIT_BUILD/bin/npu-forward" "\$@"
+EOS
+  chmod +x "$W/fs/bin/npu-forward"
+}
+
+@test "serve gates: init failure exits 4 at serve, no /health 200 exits 5 at health, other ids exit 1 at completion; the server is always killed" {
+  fake_serve_bin
+  export FAKE_PIDFILE=$W/fake.pid
+  run --separate-stderr env OGAKIT_BUILD="$W/fs" FAKE_SERVE=exit4 "$P" "$TOP/share/models/pytiny-target"
+  [ "$status" -eq 4 ]
+  [ "$(echo "$output" | jq -s -c '[.[].gate]')" = '["import","extract","verify","run","serve"]' ]
+  [[ "$stderr" == *"gate 'serve' failed (exit 4)"*"exited with 4"* ]]
+  rm -f "$FAKE_PIDFILE"
+  run --separate-stderr env OGAKIT_BUILD="$W/fs" FAKE_SERVE=unhealthy OGK_PROBE_HEALTH_S=2 "$P" "$TOP/share/models/pytiny-target"
+  [ "$status" -eq 5 ]
+  [ "$(echo "$output" | jq -s -c '[.[] | [.gate, .ok]] | .[-2:]')" = '[["serve",true],["health",false]]' ]
+  [[ "$stderr" == *"gate 'health' failed (exit 5)"*"within 2 s"* ]]
+  ! kill -0 "$(cat "$FAKE_PIDFILE")" 2>/dev/null
+  rm -f "$FAKE_PIDFILE"
+  run --separate-stderr env OGAKIT_BUILD="$W/fs" FAKE_SERVE=wrong "$P" "$TOP/share/models/pytiny-target" \
+    "$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+  [ "$status" -eq 1 ]
+  [ "$(echo "$output" | jq -s -c '[.[] | [.gate, .ok]] | .[-3:]')" = '[["serve",true],["health",true],["completion",false]]' ]
+  [[ "$stderr" == *"gate 'completion' failed (exit 1)"*"not npu-forward run's"* ]]
+  ! kill -0 "$(cat "$FAKE_PIDFILE")" 2>/dev/null
 }

@@ -2,7 +2,7 @@
 # oga_pack_probe.sh - run an OGA pack through ogakit's gates in order, stop at the first that fails,
 # and say which one failed: its name on stderr and in the JSON, its program's exit code as ours.
 #
-#   tools/oga_pack_probe.sh [-l b8|rm] [-o OUT.q4nx] [-p PROMPT] [-t THREADS] [--oracle] PACK
+#   tools/oga_pack_probe.sh [-l b8|rm] [-o OUT.q4nx] [-p PROMPT] [-t THREADS] [--oracle] [--no-serve] PACK [PORT]
 #
 # Gates:
 #   import   oga-info PACK: the pack parses and nothing in it is refused      (fails with 3)
@@ -11,16 +11,23 @@
 #   run      npu-forward run: the model loads and generates 8 tokens greedily   (4 init, 3)
 #   oracle   (--oracle) teacher-forced top-1 ids equal onnxruntime's on the prompt and those 8
 #            tokens, wherever onnxruntime's top-1/top-2 gap exceeds 1e-2     (1; 3 no onnxruntime)
-# stdout: one JSON object per gate that ran ({gate, ok, exit, seconds, detail}); exit 0 when all
-# pass, 2 on usage errors. The container is removed unless -o names where to keep it.
+#   serve    npu-forward serve -m the container --port PORT (default: a free one) starts and
+#            answers HTTP on 127.0.0.1 within OGK_PROBE_START_S seconds (default 30)  (4)
+#   health   GET /health answers 200 within OGK_PROBE_HEALTH_S seconds (default 60)   (5)
+#   completion  POST /v1/completions, greedy, 8 tokens: the run gate's ids           (1; 3)
+# The server is killed on every way out. stdout: one JSON object per gate that ran ({gate, ok, exit,
+# seconds, detail}); exit 0 when all pass, 2 on usage errors. The container is removed unless -o
+# names where to keep it. See oga_pack_probe(1).
 set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
-export PATH="${OGAKIT_BUILD:-$top/build}/bin:$PATH"
+# the build's programs, or (installed as PREFIX/bin/oga_pack_probe) the programs beside this script
+export PATH="${OGAKIT_BUILD:-$top/build}/bin:$(cd "$(dirname "$0")" && pwd):$PATH"
 me=oga_pack_probe
-usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; }
+# the header comment, up to the first line that is not a comment
+usage() { awk 'NR == 1 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"; }
 die_usage() { echo "$me: $*" >&2; exit 2; }
 
-layout=b8 out="" prompt="def main():" threads="" oracle=0 pack=""
+layout=b8 out="" prompt="def main():" threads="" oracle=0 serve=1 pack="" port=""
 while [ $# -gt 0 ]; do
   case "$1" in
     -l) [ $# -ge 2 ] || die_usage "-l needs b8 or rm"; layout=$2; shift 2 ;;
@@ -28,17 +35,29 @@ while [ $# -gt 0 ]; do
     -p) [ $# -ge 2 ] || die_usage "-p needs a prompt"; prompt=$2; shift 2 ;;
     -t) [ $# -ge 2 ] || die_usage "-t needs a thread count"; threads="-t $2"; shift 2 ;;
     --oracle) oracle=1; shift ;;
+    --no-serve) serve=0; shift ;;
     -h | --help) usage; exit 0 ;;
     -*) die_usage "unknown option $1 (see --help)" ;;
-    *) [ -z "$pack" ] || die_usage "one PACK only"; pack=$1; shift ;;
+    *)
+      if [ -z "$pack" ]; then pack=$1
+      elif [ -z "$port" ]; then port=$1
+      else die_usage "one PACK and one PORT only"; fi
+      shift ;;
   esac
 done
 [ -n "$pack" ] || die_usage "a PACK directory is required (see --help)"
 case "$layout" in b8 | rm) ;; *) die_usage "-l $layout: expected b8 or rm" ;; esac
+case "$port" in "" | [1-9] | [1-9][0-9] | [1-9][0-9][0-9] | [1-9][0-9][0-9][0-9] | [1-9][0-9][0-9][0-9][0-9]) ;;
+  *) die_usage "PORT $port: expected a TCP port number" ;; esac
 command -v jq >/dev/null || { echo "$me: jq is required" >&2; exit 4; }
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/ogk-probe.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+spid="" passed=()
+# the server (when one was started) and the work directory go on every way out
+cleanup() { [ -z "$spid" ] || { kill "$spid" 2>/dev/null; wait "$spid" 2>/dev/null; }; rm -rf "$work"; }
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 model=$work/model.q4nx
 
 # gate NAME CMD...: runs CMD (stdout to $work/NAME.out, stderr to $work/NAME.err), prints the gate's
@@ -57,6 +76,7 @@ gate() {
     echo "$me: gate '$name' failed (exit $rc): ${detail:-no message}" >&2
     exit "$rc"
   fi
+  passed+=("$name")
 }
 
 import() { oga-info "$pack" >"$work/info.json" || return; jq -e '.refusals | length == 0' "$work/info.json" >/dev/null || { jq -r '.refusals[] | "refused: \(.)"' "$work/info.json" >&2; return 3; }; }
@@ -78,10 +98,66 @@ oracle_check() {
   echo "top-1 equals onnxruntime's at every position with a gap > 1e-2" >&2
 }
 
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+# serve: the server process starts and answers HTTP (any status: it may still be loading)
+serve_start() {
+  if ! npu-forward serve --help >/dev/null 2>&1; then
+    echo "serve: npu-forward has no serve command" >&2
+    return 4
+  fi
+  [ -n "$port" ] || port=$(free_port) || { echo "no free port found" >&2; return 4; }
+  # shellcheck disable=SC2086
+  npu-forward serve -m "$model" --port "$port" $threads >"$work/server.out" 2>"$work/server.err" &
+  spid=$!
+  local t_end=$((SECONDS + ${OGK_PROBE_START_S:-30})) code
+  while [ "$SECONDS" -lt "$t_end" ]; do
+    if ! kill -0 "$spid" 2>/dev/null; then
+      wait "$spid"; code=$?; spid=""
+      tail -n 3 "$work/server.err" >&2
+      echo "npu-forward serve exited with $code before answering" >&2
+      return 4
+    fi
+    code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "http://127.0.0.1:$port/health") || code=000
+    [ "$code" = 000 ] || { echo "serving on 127.0.0.1:$port (pid $spid, /health $code)" >&2; return 0; }
+    sleep 0.2
+  done
+  echo "npu-forward serve did not answer on 127.0.0.1:$port within ${OGK_PROBE_START_S:-30} s" >&2
+  return 4
+}
+health() {
+  local t_end=$((SECONDS + ${OGK_PROBE_HEALTH_S:-60})) code=000
+  while [ "$SECONDS" -lt "$t_end" ]; do
+    code=$(curl -s -o "$work/health.json" -w '%{http_code}' --max-time 5 "http://127.0.0.1:$port/health") || code=000
+    [ "$code" != 200 ] || { echo "GET /health 200" >&2; return 0; }
+    kill -0 "$spid" 2>/dev/null || { echo "the server died (last /health: $code)" >&2; return 5; }
+    sleep 0.2
+  done
+  echo "GET /health did not answer 200 within ${OGK_PROBE_HEALTH_S:-60} s (last: $code)" >&2
+  return 5
+}
+completion() {
+  local code
+  jq -c '{prompt: .prompt_ids, max_tokens: 8, temperature: 0, ignore_eos: true, return_tokens: true}' "$work/run.json" >"$work/req.json"
+  code=$(curl -s -o "$work/completion.json" -w '%{http_code}' --max-time 120 -H 'Content-Type: application/json' \
+    --data-binary @"$work/req.json" "http://127.0.0.1:$port/v1/completions") || { echo "POST /v1/completions: no answer" >&2; return 3; }
+  [ "$code" = 200 ] || { echo "POST /v1/completions: HTTP $code: $(head -c 200 "$work/completion.json")" >&2; return 3; }
+  jq -e --slurpfile r "$work/run.json" '.choices[0].tokens == $r[0].ids' "$work/completion.json" >/dev/null || {
+    echo "the completion's ids $(jq -c '.choices[0].tokens' "$work/completion.json") are not npu-forward run's $(jq -c .ids "$work/run.json")" >&2
+    return 1
+  }
+  jq -c '{text: .choices[0].text, tokens: .choices[0].tokens}' "$work/completion.json"
+}
+
 gate import import
 gate extract extract
 gate verify verify
 gate run run
 [ "$oracle" = 0 ] || gate oracle oracle_check
+if [ "$serve" = 1 ]; then
+  gate serve serve_start
+  gate health health
+  gate completion completion
+fi
 [ -z "$out" ] || mv "$model" "$out" || exit 3
+echo "$me: all gates passed: ${passed[*]}" >&2
 exit 0
