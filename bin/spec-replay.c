@@ -719,11 +719,11 @@ static int replay(void)
         ds = new_state(D, ctx, 1);
         if (spec_model_drafter_init(&md, ds, &e))
             ogk_die(OGK_EXIT_INIT, "%s", e.msg);
-        drafter = (spec_drafter){spec_model_draft, &md};
+        drafter = (spec_drafter){spec_model_draft, spec_model_prefill, &md};
     } else {
         if (!(h = spec_http_new(o.draft_url, o.timeout, &e)))
             ogk_die(OGK_EXIT_USAGE, "--draft-url: %s", e.msg);
-        drafter = (spec_drafter){spec_http_draft, h};
+        drafter = (spec_drafter){spec_http_draft, NULL, h};
         ogk_err("note: a drafter behind %s: its vocabulary and tokenizer cannot be checked against the recording",
                 o.draft_url);
     }
@@ -769,13 +769,11 @@ static int replay(void)
     for (int ki = 0; ki < o.nk; ki++) {
         int k = o.ks[ki];
         int R = 0, off = 0, acc = 0, com = 0;
-        double dms = 0;
+        double dms = 0, pms = 0; /* drafting, and the drafter's prompt prefills (not a round's cost) */
         json_t *per = json_array();
         for (int i = 0; i < r->n; i++) {
             const spec_prompt *p = &r->p[i];
             spec_result sr;
-            if (D)
-                spec_model_drafter_forget(&md);
             if (spec_replay(p->ids, p->n_ids, p->cont, p->n_cont, k, &drafter, &sr, &e))
                 ogk_die(OGK_EXIT_INPUT, "prompt %d (%s), k %d: %s", i, prompt_name(p, i), k, e.msg);
             json_t *al = json_array();
@@ -803,7 +801,7 @@ static int replay(void)
             json_object_set_new(pp, "drafter_ms_per_drafted_token", json_real(sr.offered ? sr.draft_ms / sr.offered : 0));
             json_object_set_new(pp, "warning", warn ? json_string(warn) : json_null());
             json_array_append_new(per, pp);
-            R += sr.rounds, off += sr.offered, acc += sr.accepted, com += sr.committed, dms += sr.draft_ms;
+            R += sr.rounds, off += sr.offered, acc += sr.accepted, com += sr.committed, dms += sr.draft_ms, pms += sr.prefill_ms;
             spec_result_free(&sr);
         }
         double tpr = R ? (double)com / R : 0;
@@ -817,6 +815,7 @@ static int replay(void)
         json_object_set_new(meas, "drafter_ms", json_real(dms));
         json_object_set_new(meas, "drafter_ms_per_drafted_token", json_real(off ? dms / off : 0));
         json_object_set_new(meas, "drafter_ms_per_round", json_real(R ? dms / R : 0));
+        json_object_set_new(meas, "drafter_prefill_ms", json_real(pms));
         json_object_set_new(meas, "per_prompt", per);
         json_t *row = json_pack("{s:i,s:o}", "k", k, "measured", meas);
         if (cost_source) {

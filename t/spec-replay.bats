@@ -169,6 +169,7 @@ teardown_file() { rm -rf "$W"; }
   jq -e 'all(.results[]; .measured as $m | $m.rounds == ([$m.per_prompt[].rounds] | add) and
     $m.accepted == ([$m.per_prompt[].accepted] | add) and
     all($m.per_prompt[]; (.accepts | length) == .rounds and (.accepts | add) == .accepted and .tokens == 32) and
+    $m.drafter_prefill_ms > 0 and $m.drafter_ms > 0 and
     .projected == null)' "$W/rep.json"
 }
 

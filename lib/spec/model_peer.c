@@ -102,8 +102,10 @@ int spec_model_time_passes(model_state *s, const int *prompt, int np, int rows, 
     return 0;
 }
 
-void spec_model_drafter_forget(spec_model_drafter *md)
+int spec_model_prefill(void *self, const int *prompt, int n, ogk_error *e)
 {
+    spec_model_drafter *md = self;
     md->n_held = 0;
     model_state_reset(md->s);
+    return n > 1 ? run(md, prompt, n - 1, e) : 0;
 }

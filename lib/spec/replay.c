@@ -21,6 +21,16 @@ int spec_replay(const int *prompt, int np, const int *cont, int nc, int k, const
     }
     memcpy(seq, prompt, sizeof(int) * (size_t)np);
     memcpy(seq + np, cont, sizeof(int) * (size_t)nc);
+    if (d->prefill) {
+        double t0 = ogk_now();
+        int rc = d->prefill(d->self, prompt, np, e);
+        r->prefill_ms = (ogk_now() - t0) * 1e3;
+        if (rc) {
+            free(seq);
+            spec_result_free(r);
+            return -1;
+        }
+    }
     int c = 0; /* continuation tokens committed */
     while (c < nc) {
         int left = nc - c, kk = k < left ? k : left, drafts[SPEC_K_MAX];

@@ -62,13 +62,17 @@ typedef struct spec_drafter {
     /* up to k greedy tokens following prefix[0..n) into out; returns how many (0..k), or -1 with e
      * filled. Fewer than k (an HTTP drafter that stopped) are all that round offers. */
     int (*draft)(void *self, const int *prefix, int n, int k, int *out, ogk_error *e);
+    /* optional: take in a new prompt before its first round (timed apart from the drafting, as a
+     * target's prefill is apart from its decode steps). 0, or -1 with e filled. */
+    int (*prefill)(void *self, const int *prompt, int n, ogk_error *e);
     void *self;
 } spec_drafter;
 
 typedef struct spec_result {
     int rounds, offered, accepted, committed;
     int *accepts;    /* [rounds] drafts accepted per round */
-    double draft_ms; /* wall time inside draft() */
+    double draft_ms;   /* wall time inside draft() */
+    double prefill_ms; /* wall time inside prefill() */
 } spec_result;
 
 /* Refusals before a replay. spec_check_vocab: the drafter's vocabulary (0 unknown) must be the
@@ -115,9 +119,9 @@ typedef struct spec_model_drafter {
 } spec_model_drafter;
 int spec_model_drafter_init(spec_model_drafter *md, struct model_state *s, ogk_error *e);
 void spec_model_drafter_free(spec_model_drafter *md);
-/* forget the cache: the next prompt starts fresh, exactly as the live loop starts one */
-void spec_model_drafter_forget(spec_model_drafter *md);
 int spec_model_draft(void *self, const int *prefix, int n, int k, int *out, ogk_error *e);
+/* the prompt but its last token into a fresh cache (the live loop's prefill) */
+int spec_model_prefill(void *self, const int *prompt, int n, ogk_error *e);
 /* Median over reps (after one warm-up) of one decode step and of one verify pass of rows tokens
  * (all_rows logits), at the position after prompt[0..np). s needs logit_rows >= rows. */
 int spec_model_time_passes(struct model_state *s, const int *prompt, int np, int rows, int reps, double *step_ms,
