@@ -324,3 +324,33 @@ fake_continuation() { # IDS_JSON N
   [ "$status" -eq 2 ]
   [[ "$output" == *"--tokenizer"* ]]
 }
+
+# two real servers: `npu-forward serve` (the serve issue) for the target and the drafter
+start_serve() { # MODEL -> $URL (waits for GET /health 200, at most 60 s)
+  local port i
+  port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  npu-forward serve -m "$1" --port "$port" -t 1 >"$W/serve-$port.log" 2>&1 3>&- &
+  echo $! >>"$W/fake.pids"
+  URL=http://127.0.0.1:$port
+  for ((i = 0; i < 600; i++)); do
+    [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$URL/health")" = 200 ] && return 0
+    sleep 0.1
+  done
+  cat "$W/serve-$port.log" >&3
+  return 1
+}
+
+@test "through two npu-forward serve instances: the --url recording is -m's, --draft-url replays are -d's" {
+  npu-forward serve --help >/dev/null 2>&1 || skip "npu-forward has no serve command"
+  start_serve "$W/t.q4nx"
+  local turl=$URL
+  start_serve "$W/d.q4nx"
+  local durl=$URL
+  spec-replay record --url "$turl" --tokenizer "$W/t.q4nx" --tokens 32 --ignore-eos -o "$W/viaurl.json"
+  [ "$(jq -c '[.prompts[] | .prompt_ids, .continuation_ids]' "$W/viaurl.json")" = \
+    "$(jq -c '[.prompts[] | .prompt_ids, .continuation_ids]' "$W/rec32.json")" ]
+  jq -e --arg u "$turl" '.target.url == $u and .tokenizer.hash != null' "$W/viaurl.json"
+  spec-replay --draft-url "$durl" -k 1,2,4,7 --json <"$W/rec32.json" 2>/dev/null >"$W/rep-url.json"
+  [ "$(jq -c '[.results[] | .k, [.measured.per_prompt[] | .rounds, .accepted, .offered, .accepts]]' "$W/rep-url.json")" = \
+    "$(jq -c '[.results[] | .k, [.measured.per_prompt[] | .rounds, .accepted, .offered, .accepts]]' "$W/rep.json")" ]
+}

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The main job on the bundled default model: pack dir -> oga-info -> oga-extract | q4nx-pack ->
-# q4nx-verify --all -> npu-forward run, then spec-replay with the bundled drafter. Uses
+# q4nx-verify --all -> npu-forward run, then spec-replay with the bundled drafter (live, then a
+# recording of the target replayed at k = 1, 2, 4, 7 with this machine's costs). Uses
 # share/models/pytiny-target when present, else a generated fixture pack. Each stage's failure stops
 # the demo with that stage's exit code.
 set -euo pipefail
@@ -40,4 +41,7 @@ if [ "$pack" = "$top/share/models/pytiny-target" ] && [ -d "$draft" ]; then
   step "oga-extract pytiny-draft | q4nx-pack; spec-replay -m model.q4nx -d draft.q4nx -n 64 -k 4"
   oga-extract "$draft" | q4nx-pack -l b8 -o "$work/draft.q4nx"
   spec-replay -m "$work/model.q4nx" -d "$work/draft.q4nx" -n 64 -k 4 -p "$prompt"
+  step "spec-replay record -m model.q4nx --tokens 64 | spec-replay -d draft.q4nx -k 1,2,4,7 --measure"
+  spec-replay record -m "$work/model.q4nx" --tokens 64 -o "$work/target.json"
+  spec-replay -d "$work/draft.q4nx" -k 1,2,4,7 --measure -m "$work/model.q4nx" <"$work/target.json"
 fi
