@@ -2,7 +2,7 @@
 // A tiny stand-in for an OpenAI-compatible server, for spec-replay's HTTP client tests: 127.0.0.1, a free
 // port written to PORTFILE, greedy "model" next(seq) = (7 * last + second-to-last + 3) mod 97.
 //   node t/fake-oai.js PORTFILE MODE    MODE: target | wrong (drafts next + 1) | llama (only /completion
-//   returns ids) | error (HTTP 500 on completions)
+//   returns ids) | error (HTTP 500 on completions) | flaky (the n-th request's first token is shifted by n)
 // POST /v1/completions {"prompt": [ids], "max_tokens"} -> choices[0].tokens / .text / .logprobs.top_logprobs
 // (two alternatives per step; top-1 minus top-2 is 0.5 + (position mod 5)). Requests are appended to
 // PORTFILE.log as JSON lines.
@@ -11,6 +11,7 @@ const http = require('http');
 const fs = require('fs');
 const [portFile, mode] = process.argv.slice(2);
 const V = 97;
+let requests = 0;
 const next = (s) => (7 * s[s.length - 1] + (s.length > 1 ? s[s.length - 2] : 0) + 3) % V;
 function gen(prompt, n) {
   const s = prompt.slice(), out = [], tops = [];
@@ -18,6 +19,7 @@ function gen(prompt, n) {
     let t = next(s);
     const g = 0.5 + (s.length % 5);
     if (mode === 'wrong') t = (t + 1) % V;
+    if (mode === 'flaky' && i === 0) t = (t + requests) % V;
     tops.push({ ['t' + t]: -0.25, alt: -0.25 - g });
     out.push(t);
     s.push(t);
@@ -37,6 +39,7 @@ const srv = http.createServer((req, res) => {
     try { q = JSON.parse(body); } catch (e) { return send(400, { error: 'bad json' }); }
     if (!Array.isArray(q.prompt) || q.temperature !== 0) return send(400, { error: 'want token ids, temperature 0' });
     if (req.url === '/v1/completions') {
+      requests++;
       const n = q.max_tokens;
       const { out, tops } = gen(q.prompt, n);
       const c = { index: 0, text: out.map((t) => 't' + t).join(' '), finish_reason: 'length' };

@@ -286,6 +286,14 @@ fake_continuation() { # IDS_JSON N
   grep -q '"/completion"' "$W/fake-llama.port.log"
 }
 
+@test "record --twice: a target whose continuations change between runs fails with exit 1" {
+  start_fake flaky
+  run --separate-stderr spec-replay record --url "$URL" --prompts <(echo '[{"ids":[3,4]}]') --tokens 5 --twice
+  [ "$status" -eq 1 ]
+  [[ "$stderr" == *"differ"* ]]
+  echo "$output" | jq -e '.determinism.identical == false'
+}
+
 @test "replay --draft-url: a perfect and an always-wrong drafter over HTTP give the rule's counts" {
   start_fake target
   local tgt=$URL
