@@ -153,6 +153,15 @@ static model_state *new_state(const model *m, int context, int logit_rows)
 }
 
 
+/* text, token ids and tokenizers for the record and replay modes: the one place they call the
+ * shared prompt helpers (so those can move without touching the modes) */
+static char *read_text(const char *path, size_t *len, ogk_error *e) { return model_read_text(path, len, e); }
+static tok *container_tokenizer(const model *m, ogk_error *e) { return model_tokenizer(m, e); }
+static int *encode_text(tok *t, const char *text, size_t len, int *n, ogk_error *e)
+{
+    return model_encode(t, text, len, 1, n, e);
+}
+
 /* ---- live: both models in this process ---- */
 static int live(void)
 {
@@ -355,7 +364,7 @@ static json_t *load_prompts(const char *path)
 {
     ogk_error e;
     size_t len;
-    char *txt = model_read_text(path, &len, &e);
+    char *txt = read_text(path, &len, &e);
     if (!txt)
         ogk_die(OGK_EXIT_INPUT, "--prompts: %s", e.msg);
     json_error_t je;
@@ -399,7 +408,7 @@ static int *prompt_of(const json_t *p, tok *t, const char *where, size_t i, int 
     }
     if (!t)
         ogk_die(OGK_EXIT_USAGE, "%s: prompts[%zu] is text: --url needs --tokenizer T to turn it into ids", where, i);
-    v = model_encode(t, json_string_value(text), json_string_length(text), 1, n, &e);
+    v = encode_text(t, json_string_value(text), json_string_length(text), n, &e);
     if (!v)
         ogk_die(OGK_EXIT_INPUT, "%s: prompts[%zu]: %s", where, i, e.msg);
     return v;
@@ -536,7 +545,7 @@ static int record_main(int argc, char **argv)
             ogk_die(OGK_EXIT_INIT, "%s", e.msg);
         rp.T = open_model(o.target);
         vocab = rp.T->c.vocab_size;
-        rp.t = model_tokenizer(rp.T, &e); /* NULL: ids-only prompts still work */
+        rp.t = container_tokenizer(rp.T, &e); /* NULL: ids-only prompts still work */
         const uint8_t *tj;
         size_t tl;
         if (!q4nx_asset(rp.T->file, "tokenizer.json", &tj, &tl)) {
@@ -641,7 +650,7 @@ static void check_drafter_tokenizer(const spec_rec *r, const model *D)
     if (r->tokenizer_hash && strcmp(hash, r->tokenizer_hash))
         ogk_err("warning: %s: its tokenizer.json (%s) is not the recorded target's (%s); checking each prompt", o.draft,
                 hash, r->tokenizer_hash);
-    tok *t = model_tokenizer(D, &e);
+    tok *t = container_tokenizer(D, &e);
     if (!t)
         ogk_die(OGK_EXIT_INPUT, "%s: %s", o.draft, e.msg);
     for (int i = 0; i < r->n; i++) {
@@ -649,7 +658,7 @@ static void check_drafter_tokenizer(const spec_rec *r, const model *D)
         if (!p->text)
             continue;
         int n;
-        int *ids = model_encode(t, p->text, strlen(p->text), 1, &n, &e);
+        int *ids = encode_text(t, p->text, strlen(p->text), &n, &e);
         if (!ids)
             ogk_die(OGK_EXIT_INPUT, "prompt %d (%s): the drafter's tokenizer: %s", i, prompt_name(p, i), e.msg);
         if (spec_check_prefix(p, i, ids, n, &e))
@@ -685,7 +694,7 @@ static int replay(void)
         ogk_die(OGK_EXIT_USAGE, "no recording: give --recording FILE or one on standard input (see --help)");
     const char *where = o.recording ? o.recording : "stdin";
     size_t len;
-    char *txt = model_read_text(o.recording ? o.recording : "-", &len, &e);
+    char *txt = read_text(o.recording ? o.recording : "-", &len, &e);
     if (!txt)
         ogk_die(OGK_EXIT_INPUT, "%s", e.msg);
     spec_rec *r = spec_rec_parse(txt, len, where, &e);
