@@ -354,11 +354,13 @@ start_serve() { # MODEL -> $URL (waits for GET /health 200, at most 60 s)
   local turl=$URL
   start_serve "$W/d.q4nx"
   local durl=$URL
+  spec-replay record -m "$W/t.q4nx" --tokens 32 --ignore-eos -t 1 -o "$W/viam.json"
   spec-replay record --url "$turl" --tokenizer "$W/t.q4nx" --tokens 32 --ignore-eos -o "$W/viaurl.json"
   [ "$(jq -c '[.prompts[] | .prompt_ids, .continuation_ids]' "$W/viaurl.json")" = \
-    "$(jq -c '[.prompts[] | .prompt_ids, .continuation_ids]' "$W/rec32.json")" ]
-  jq -e --arg u "$turl" '.target.url == $u and .tokenizer.hash != null' "$W/viaurl.json"
-  spec-replay --draft-url "$durl" -k 1,2,4,7 --json <"$W/rec32.json" 2>/dev/null >"$W/rep-url.json"
+    "$(jq -c '[.prompts[] | .prompt_ids, .continuation_ids]' "$W/viam.json")" ]
+  jq -e --arg u "$turl" '.target.url == $u and .tokenizer.hash == ($m[0].tokenizer.hash)' --slurpfile m "$W/viam.json" "$W/viaurl.json"
+  spec-replay -d "$W/d.q4nx" -k 1,2,4,7 -t 1 --json <"$W/viam.json" 2>/dev/null >"$W/rep-m.json"
+  spec-replay --draft-url "$durl" -k 1,2,4,7 --json <"$W/viam.json" 2>/dev/null >"$W/rep-url.json"
   [ "$(jq -c '[.results[] | .k, [.measured.per_prompt[] | .rounds, .accepted, .offered, .accepts]]' "$W/rep-url.json")" = \
-    "$(jq -c '[.results[] | .k, [.measured.per_prompt[] | .rounds, .accepted, .offered, .accepts]]' "$W/rep.json")" ]
+    "$(jq -c '[.results[] | .k, [.measured.per_prompt[] | .rounds, .accepted, .offered, .accepts]]' "$W/rep-m.json")" ]
 }
