@@ -239,6 +239,9 @@ teardown_file() { rm -rf "$W"; }
   [[ "$output" == *"drafter"* ]]
   run spec-replay -m "$W/t.q4nx" -d "$W/d.q4nx" -p x -k 1,2
   [ "$status" -eq 2 ]
+  run spec-replay record --help
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"--twice"* && "$output" == *"--url"* ]]
   run spec-replay record --tokens 4
   [ "$status" -eq 2 ]
   [[ "$output" == *"-m TARGET.q4nx or --url URL"* ]]
