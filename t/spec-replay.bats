@@ -17,6 +17,8 @@ import sys
 class Config(object):" "    for key, value in sorted(items):"; do
     npu-forward tokenize -m "$W/t.q4nx" "$p"
   done | jq -s -c . >"$W/prompts.json"
+  # a recording of the target: 32 tokens of each default prompt (the replay tests share it)
+  spec-replay record -m "$W/t.q4nx" --tokens 32 --ignore-eos -t 1 -o "$W/rec32.json"
 }
 teardown_file() { rm -rf "$W"; }
 
@@ -151,7 +153,6 @@ teardown_file() { rm -rf "$W"; }
 }
 
 @test "replay of the bundled drafter against a recording = live mode's rounds and accepted drafts, k = 1, 2, 4, 7" {
-  spec-replay record -m "$W/t.q4nx" --tokens 32 --ignore-eos -t 1 -o "$W/rec32.json"
   spec-replay -d "$W/d.q4nx" -k 1,2,4,7 -t 1 --json <"$W/rec32.json" >"$W/rep.json"
   local k i n live rep
   n=$(jq '.prompts | length' "$W/rec32.json")
