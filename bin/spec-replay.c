@@ -157,9 +157,26 @@ static model_state *new_state(const model *m, int context, int logit_rows)
  * shared prompt helpers (so those can move without touching the modes) */
 static char *read_text(const char *path, size_t *len, ogk_error *e) { return model_read_text(path, len, e); }
 static tok *container_tokenizer(const model *m, ogk_error *e) { return model_tokenizer(m, e); }
+/* text to ids with the post-processor's special tokens (as the live mode's -p and npu-forward run) */
 static int *encode_text(tok *t, const char *text, size_t len, int *n, ogk_error *e)
 {
-    return model_encode(t, text, len, 1, n, e);
+    int32_t *v;
+    size_t nn;
+    if (tok_encode(t, text, len, 1, &v, &nn, e))
+        return NULL;
+    if (!nn) {
+        free(v);
+        ogk_fail(e, "empty (no tokens)");
+        return NULL;
+    }
+    int *ids = malloc(sizeof(int) * nn);
+    for (size_t i = 0; ids && i < nn; i++)
+        ids[i] = v[i];
+    free(v);
+    if (!ids)
+        ogk_fail(e, "out of memory");
+    *n = (int)nn;
+    return ids;
 }
 
 /* ---- live: both models in this process ---- */
