@@ -477,7 +477,7 @@ static json_t *record_once(rec_peer *rp, json_t *ps, json_t *target, json_t *tok
         p.kind = json_is_string(kd) ? (char *)json_string_value(kd) : NULL;
         p.text = json_is_string(tx) ? (char *)json_string_value(tx) : NULL;
         p.ids = prompt_of(pj, rp->t, o.prompts, i, rp->T ? rp->T->c.vocab_size : 0, &p.n_ids);
-        p.decode_ms = -1;
+        p.decode_ms = p.request_ms = -1;
         spec_completion c = {0};
         if (rp->T) {
             if (p.n_ids + o.tokens + 1 > rp->ts->context)
@@ -492,7 +492,7 @@ static json_t *record_once(rec_peer *rp, json_t *ps, json_t *target, json_t *tok
         } else {
             if (spec_http_complete(rp->h, p.ids, p.n_ids, o.tokens, o.ignore_eos, 1, &c, &e))
                 ogk_die(OGK_EXIT_INPUT, "prompt '%s': %s", p.name, e.msg);
-            p.cont = c.ids, p.n_cont = c.n, p.gaps = c.gaps, p.stop = c.stop;
+            p.cont = c.ids, p.n_cont = c.n, p.gaps = c.gaps, p.stop = c.stop, p.request_ms = c.ms;
             c.ids = NULL, c.gaps = NULL;
         }
         p.cont_text = rp->t ? decode_text(rp->t, p.cont, p.n_cont) : (c.text ? strdup(c.text) : NULL);

@@ -129,7 +129,8 @@ teardown_file() { rm -rf "$W"; }
     (.target.checksum | test("^crc32c:[0-9a-f]{8}$")) and .target.name == "t.q4nx" and
     (.tokenizer.hash | test("^crc32c:[0-9a-f]{8}$")) and (.prompts | length) == 5 and
     ([.prompts[].kind] | index("code") != null) and
-    all(.prompts[]; (.continuation_ids | length) == 24 and (.gaps | length) == 24 and .stop == "length")' "$W/rec.json"
+    all(.prompts[]; (.continuation_ids | length) == 24 and (.gaps | length) == 24 and .stop == "length" and
+      .timings.decode_ms > 0 and .continuation_text != null)' "$W/rec.json"
   local i n text
   n=$(jq '.prompts | length' "$W/rec.json")
   for ((i = 0; i < n; i++)); do
@@ -275,7 +276,8 @@ fake_continuation() { # IDS_JSON N
   start_fake target
   echo '{"prompts":[{"name":"a","ids":[5,9,12]},{"name":"b","kind":"code","ids":[1]}]}' >"$W/ids.json"
   spec-replay record --url "$URL" --prompts "$W/ids.json" --tokens 20 >"$W/url.json"
-  jq -e '.target == {"url": "'"$URL"'", "model": "fake-target"} and .tokenizer == null and .vocab_size == null' "$W/url.json"
+  jq -e '.target == {"url": "'"$URL"'", "model": "fake-target"} and .tokenizer == null and .vocab_size == null and
+    all(.prompts[]; .timings.request_ms > 0)' "$W/url.json"
   [ "$(jq -c '.prompts[0].continuation_ids' "$W/url.json")" = "$(fake_continuation '[5,9,12]' 20)" ]
   [ "$(jq -c '.prompts[1].continuation_ids' "$W/url.json")" = "$(fake_continuation '[1]' 20)" ]
   # gap at step i: 0.5 + ((prompt length + i) mod 5)

@@ -56,6 +56,8 @@ int spec_rec_add(json_t *doc, const spec_prompt *p, ogk_error *e)
         json_object_set_new(o, "timings",
                             json_pack("{s:f,s:f}", "decode_ms", p->decode_ms, "ms_per_token",
                                       p->n_cont ? p->decode_ms / p->n_cont : 0.0));
+    else if (p->request_ms >= 0)
+        json_object_set_new(o, "timings", json_pack("{s:f}", "request_ms", p->request_ms));
     else
         json_object_set_new(o, "timings", json_null());
     if (json_array_append_new(json_object_get(doc, "prompts"), o))
@@ -182,7 +184,7 @@ spec_rec *spec_rec_parse(const char *buf, size_t len, const char *where, ogk_err
         const json_t *o = json_array_get(ps, i);
         spec_prompt *p = &r->p[r->n++];
         int bad = 0, pi = (int)i;
-        p->decode_ms = -1;
+        p->decode_ms = p->request_ms = -1;
         if (!json_is_object(o)) {
             ogk_fail(e, "%s: prompts[%d] is not an object", where, pi);
             goto fail;
@@ -225,6 +227,8 @@ spec_rec *spec_rec_parse(const char *buf, size_t len, const char *where, ogk_err
         const json_t *t = json_object_get(o, "timings");
         if (json_is_object(t) && json_is_number(json_object_get(t, "decode_ms")))
             p->decode_ms = json_number_value(json_object_get(t, "decode_ms"));
+        if (json_is_object(t) && json_is_number(json_object_get(t, "request_ms")))
+            p->request_ms = json_number_value(json_object_get(t, "request_ms"));
     }
     return r;
 fail:

@@ -140,7 +140,7 @@ int spec_selftest(void (*report)(int ok, const char *name, void *ctx), void *ctx
     int ids[2] = {5, 6}, cont[3] = {7, 8, 9};
     float gaps[3] = {1.5f, 0.25f, 0.0f};
     spec_prompt p = {.name = "a", .kind = "prose", .text = "hi", .ids = ids, .n_ids = 2, .cont = cont, .n_cont = 3,
-                     .cont_text = "xyz", .gaps = gaps, .stop = "length", .decode_ms = 3};
+                     .cont_text = "xyz", .gaps = gaps, .stop = "length", .decode_ms = 3, .request_ms = -1};
     spec_rec_add(d, &p, &e);
     char *s = json_dumps(d, JSON_COMPACT);
     spec_rec *rr = spec_rec_parse(s, strlen(s), "t.json", &e);

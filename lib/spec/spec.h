@@ -24,7 +24,8 @@ typedef struct spec_prompt {
     char *cont_text;          /* may be NULL */
     float *gaps;              /* [n_cont] top-1 minus top-2 logit per step, or NULL (unknown) */
     char *stop;               /* "eos", "length", "context" */
-    double decode_ms;         /* < 0: unknown */
+    double decode_ms;         /* decode passes (a container); < 0: unknown */
+    double request_ms;        /* the HTTP request, prefill included (a server); < 0: unknown */
 } spec_prompt;
 
 typedef struct spec_rec {
