@@ -870,10 +870,12 @@ static int replay(void)
         const char *tname = json_string_value(json_object_get(tg, json_object_get(tg, "name") ? "name" : "url"));
         printf("recording: target %s, %d prompts; drafter %s\n", tname ? tname : "?", r->n,
                o.draft ? o.draft : o.draft_url);
-        printf("measured (replay)%48s", "");
         if (cost_source)
-            printf("| projected (step %.3f ms, passes %s)", step_ms, cost_source);
-        printf("\n  k  rounds  tokens  tok/round  offered  accepted  rate    draft ms/tok ");
+            printf("%-73s| projected (step %.3f ms, passes %s)\n", "measured (replay)", step_ms, cost_source);
+        else
+            printf("measured (replay)\n");
+        printf("%3s  %6s  %6s  %9s  %7s  %8s  %7s  %12s ", "k", "rounds", "tokens", "tok/round", "offered", "accepted",
+               "rate", "draft ms/tok");
         if (cost_source)
             printf("| verify steps  break-even 1p / 2p  speed-up 1p / 2p");
         printf("\n");
@@ -899,9 +901,10 @@ static int replay(void)
             size_t j;
             json_t *pp;
             json_array_foreach(json_object_get(m, "per_prompt"), j, pp)
-            printf("     %-22.22s %6d  %6d  %9.3f  %7d  %8d  %5.1f %%\n", json_string_value(json_object_get(pp, "name")),
-                   (int)NUM(pp, "rounds"), (int)NUM(pp, "tokens"), NUM(pp, "tokens_per_round"), (int)NUM(pp, "offered"),
-                   (int)NUM(pp, "accepted"), 100 * NUM(pp, "acceptance_rate"));
+            printf("%3s  %6d  %6d  %9.3f  %7d  %8d  %5.1f %%  %12.4f   %s\n", "", (int)NUM(pp, "rounds"),
+                   (int)NUM(pp, "tokens"), NUM(pp, "tokens_per_round"), (int)NUM(pp, "offered"), (int)NUM(pp, "accepted"),
+                   100 * NUM(pp, "acceptance_rate"), NUM(pp, "drafter_ms_per_drafted_token"),
+                   json_string_value(json_object_get(pp, "name")));
 #undef NUM
         }
         if (fflush(stdout))
