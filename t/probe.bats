@@ -11,6 +11,13 @@ P=$TOP/tools/oga_pack_probe.sh
 
 @test "a good pack passes import, extract, verify, run, the onnxruntime oracle, serve, health, completion; -o keeps the container" {
   run --separate-stderr "$P" --oracle -l rm -o "$W/kept.q4nx" "$TOP/share/models/pytiny-target"
+  if ! npu-forward serve --help >/dev/null 2>&1; then
+    # a build without the serve command: the serve gate says so, honestly, with 4
+    [ "$status" -eq 4 ]
+    [ "$(echo "$output" | jq -s -c '[.[] | [.gate, .ok]] | .[-2:]')" = '[["oracle",true],["serve",false]]' ]
+    [[ "$stderr" == *"gate 'serve' failed (exit 4): serve: npu-forward has no serve command"* ]]
+    skip "npu-forward has no serve command: the serve, health and completion gates were not reached"
+  fi
   [ "$status" -eq 0 ]
   [ "$(echo "$output" | jq -s -c '[.[].gate]')" = '["import","extract","verify","run","oracle","serve","health","completion"]' ]
   [[ "$stderr" == *"all gates passed: import extract verify run oracle serve health completion"* ]]
