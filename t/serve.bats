@@ -333,7 +333,7 @@ metric() { curl -s -m 10 "http://127.0.0.1:$PORT/metrics" | awk -v k="ogakit_$1"
   run timeout 120 node "$TOP/t/serve-sdk.mjs" "http://127.0.0.1:$PORT/v1" target "$BATS_TEST_TMPDIR/want.json"
   echo "$output"
   [ "$status" = 0 ]
-  [ "$(echo "$output" | grep -c '^ok:')" = 8 ]
+  [ "$(echo "$output" | grep -c '^ok:')" = 9 ]
 }
 
 @test "serve: load: 64 connections, 2000 short requests, 0 errors, 0 lost, RSS flat" {

@@ -716,6 +716,7 @@ static enum MHD_Result metrics(server *srv, struct MHD_Connection *c)
     pthread_mutex_lock(&S->mu);
     uint64_t req = S->requests, pt = S->prompt_tokens, gt = S->gen_tokens, ct = S->cache_tokens;
     double ps = S->prompt_s, gs = S->gen_s;
+    uint64_t steps = S->steps, rows = S->step_rows;
     int busy = S->busy, q = S->q_len;
     long kv = S->kv_used;
     pthread_mutex_unlock(&S->mu);
@@ -742,6 +743,10 @@ static enum MHD_Result metrics(server *srv, struct MHD_Connection *c)
       ps > 0 ? pt / ps : 0.0);
     M("predicted_tokens_per_second", "gauge", "Generated tokens per second of generation time per request, since start.",
       "%.3f", gs > 0 ? gt / gs : 0.0);
+    M("decode_steps_total", "counter", "Decode passes (every busy slot's next token in one pass).", "%llu",
+      (unsigned long long)steps);
+    M("decode_rows_total", "counter", "Rows those passes ran (divided by the steps: the mean batch).", "%llu",
+      (unsigned long long)rows);
     M("requests_queued", "gauge", "Requests waiting for a slot.", "%d", q);
     M("slots_busy", "gauge", "Slots serving a request.", "%d", busy);
     M("slots_total", "gauge", "Slots (--parallel).", "%d", S->n_slots);

@@ -446,6 +446,9 @@ static void decode_step(serve_sched *S)
             finish(S, rows[i], "stop", e.msg);
         return;
     }
+    pthread_mutex_lock(&S->mu);
+    S->steps++, S->step_rows += (uint64_t)n;
+    pthread_mutex_unlock(&S->mu);
     for (int i = 0; i < n; i++) {
         rows[i]->hist[rows[i]->s->pos - 1] = tokens[i];
         next_token(S, rows[i]);

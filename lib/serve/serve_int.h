@@ -99,6 +99,7 @@ typedef struct serve_sched {
     pthread_t th;
     /* metrics, under mu */
     uint64_t requests, prompt_tokens, gen_tokens, cache_tokens, admitted;
+    uint64_t steps, step_rows; /* decode passes and the rows they ran (rows / steps = mean batch) */
     double prompt_s, gen_s;
     int busy;
     long kv_used;
