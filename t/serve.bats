@@ -8,6 +8,7 @@ load helpers
 setup_file() {
   export W=$(mktemp -d "${BATS_FILE_TMPDIR:-/tmp}/ogk-serve.XXXXXX")
   oga-extract "$TOP/share/models/pytiny-target" 2>/dev/null | q4nx-pack -l b8 -o "$W/target.q4nx" 2>/dev/null
+  oga-extract "$TOP/share/models/pytiny-draft" 2>/dev/null | q4nx-pack -l b8 -o "$W/draft.q4nx" 2>/dev/null
 }
 teardown_file() { rm -rf "$W"; }
 teardown() { stop_servers; }
@@ -350,4 +351,32 @@ metric() { curl -s -m 10 "http://127.0.0.1:$PORT/metrics" | awk -v k="ogakit_$1"
   echo "RSS after warm-up ${r0} kB, after 2000 more requests ${r1} kB"
   [ $((r1 - r0)) -lt 16384 ]
   [ "$(metric requests_total)" = 2200 ]
+}
+
+@test "serve: --draft: greedy text identical with and without the drafter (f32 and i8, 4 at once), drafts reported" {
+  prompts=("def fibonacci(n):" "class Stack:" "import os" "def add(a, b):")
+  for mode in f32 i8; do
+    start_server --parallel 4 --mode "$mode" --draft "$W/draft.q4nx" --draft-max 4
+    for i in "${!prompts[@]}"; do
+      curl -s -m 60 -H 'Content-Type: application/json' "http://127.0.0.1:$PORT/v1/completions" \
+        -d "$(jq -nc --arg p "${prompts[$i]}" '{prompt: $p, max_tokens: 48, temperature: 0, ignore_eos: true, return_tokens: true}')" \
+        >"$BATS_TEST_TMPDIR/d$i" &
+      cpids+=($!)
+    done
+    wait "${cpids[@]}"
+    cpids=()
+    for i in "${!prompts[@]}"; do
+      want=$(npu-forward run -m "$W/target.q4nx" -t 1 --mode "$mode" --json -n 48 --ignore-eos -p "${prompts[$i]}" | jq -c .ids)
+      [ "$(jq -c '.choices[0].tokens' "$BATS_TEST_TMPDIR/d$i")" = "$want" ]
+      jq -e '.timings.draft_n > 0 and .timings.draft_n_accepted >= 0 and .timings.draft_n_accepted <= .timings.draft_n
+        and .usage.completion_tokens == 48' "$BATS_TEST_TMPDIR/d$i"
+    done
+    # sampled requests are not drafted
+    post /v1/completions '{"prompt": "def f(x):", "max_tokens": 8, "temperature": 0.8, "seed": 1}'
+    [ "$(echo "$BODY" | jq -r .timings.draft_n)" = 0 ]
+    stop_servers
+  done
+  echo "not a container" >"$BATS_TEST_TMPDIR/bad.q4nx"
+  run timeout 30 npu-forward serve -m "$W/target.q4nx" --draft "$BATS_TEST_TMPDIR/bad.q4nx" --port 0 -t 1
+  [ "$status" = 4 ] && [[ "$output" == *"bad.q4nx"* ]]
 }

@@ -40,16 +40,24 @@ int model_forward_batch(model_state *work, model_state *const *states, const int
     const model_config *c = &m->c;
     if (n <= 0 || n > MODEL_CHUNK)
         return ogk_fail(e, "batch of %d rows (1..%d)", n, MODEL_CHUNK);
+    /* off[r]: row r's place among the consecutive rows of its state (0 for the first) */
+    int off[MODEL_CHUNK], base[MODEL_CHUNK];
     for (int i = 0; i < n; i++) {
-        if (states[i]->m != m || states[i]->mode != work->mode)
+        model_state *s = states[i];
+        off[i] = i > 0 && states[i - 1] == s ? off[i - 1] + 1 : 0;
+        base[i] = s->pos;
+        if (s->m != m || s->mode != work->mode)
             return ogk_fail(e, "batch row %d: a state of another model or mode", i);
-        if (states[i]->pos + 1 > states[i]->context)
-            return ogk_fail(e, "batch row %d: context full (%d positions)", i, states[i]->context);
+        if (s->pos + off[i] + 1 > s->context)
+            return ogk_fail(e, "batch row %d: context full (%d positions)", i, s->context);
+        if (off[i] >= s->logit_rows)
+            return ogk_fail(e, "batch row %d: row %d of its state, which holds %d rows of logits", i, off[i] + 1,
+                            s->logit_rows);
         if (tokens[i] < 0 || tokens[i] >= c->vocab_size)
             return ogk_fail(e, "token id %d out of range [0, %d)", tokens[i], c->vocab_size);
-        for (int j = 0; j < i; j++)
-            if (states[j] == states[i])
-                return ogk_fail(e, "batch rows %d and %d share a state", j, i);
+        for (int j = 0; j < i - off[i]; j++)
+            if (states[j] == s)
+                return ogk_fail(e, "batch rows %d and %d: the rows of one state must be consecutive", j, i);
     }
     int dim = c->dim, hd = c->head_dim, qd = c->n_heads * hd, kvd = c->n_kv_heads * hd;
     size_t nx = (size_t)n * dim;
@@ -83,7 +91,9 @@ int model_forward_batch(model_state *work, model_state *const *states, const int
             memcpy(s->q, work->q + (size_t)r * qd, (size_t)qd * sizeof(float));
             memcpy(s->k, work->k + (size_t)r * kvd, (size_t)kvd * sizeof(float));
             memcpy(s->v, work->v + (size_t)r * kvd, (size_t)kvd * sizeof(float));
+            s->pos = base[r] + off[r]; /* rows of one state: consecutive positions, each after the last's KV */
             model_step_attention(s, L, l, 1);
+            s->pos = base[r];
             memcpy(work->q + (size_t)r * qd, s->q, (size_t)qd * sizeof(float));
         }
         work->prof.attn_ms += (ogk_now() - ta) * 1e3;
@@ -104,11 +114,12 @@ int model_forward_batch(model_state *work, model_state *const *states, const int
 
     /* final rmsnorm; classifier into each row's own logits */
     model_step_rmsnorm(work->xb, work->x, m->w.final_norm, n, dim, c->rms_eps);
-    for (int r = 0; r < n; r++) {
-        if (matmul(work, states[r]->logits, work->xb + (size_t)r * dim, 1, m->w.lm_head, e))
+    for (int r = 0; r < n; r++)
+        if (matmul(work, states[r]->logits + (size_t)off[r] * c->vocab_size, work->xb + (size_t)r * dim, 1,
+                   m->w.lm_head, e))
             return -1;
-        states[r]->pos++;
-    }
+    for (int r = 0; r < n; r++)
+        states[r]->pos = base[r] + off[r] + 1;
     work->prof.rows = n;
     work->prof.layers_ms = (t1 - t0) * 1e3;
     work->prof.head_ms = (ogk_now() - t1) * 1e3;

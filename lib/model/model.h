@@ -142,12 +142,13 @@ int model_is_eos(const model *m, int id);
 const char *model_family_name(int family);
 
 /* ---- continuous batching (batch.c) ----
- * One pass of n rows, row i the next token of states[i] (n distinct states of one model) at
- * states[i]->pos: the projections of all rows run as one matmul of M = n rows through work's
- * activation buffers (work: any state of the model, its KV cache is not touched), so the weights
- * stream once for all of them; RoPE, the KV write and attention run per row against that row's own
- * cache. Row i's logits land in states[i]->logits row 0 and states[i]->pos advances by one.
- * Each row's result is bit-identical to model_forward(states[i], &tokens[i], 1, 0): in i8 mode the
+ * One pass of n rows, row i a token of states[i] (states of one model) at states[i]->pos: the
+ * projections of all rows run as one matmul of M = n rows through work's activation buffers (work:
+ * any state of the model, its KV cache is not touched), so the weights stream once for all of them;
+ * RoPE, the KV write and attention run per row against that row's own cache. A state may take
+ * several consecutive rows (a speculative verify: tokens at consecutive positions, up to its
+ * logit_rows); its r-th row's logits land in logits row r, and its pos advances by its row count.
+ * Each row's result is bit-identical to model_forward(state, &token, 1, 0) one token at a time: in i8 mode the
  * kernels' result for a row does not depend on M (exact integer dot products, then the same fp32
  * steps per group in the same order); fp32 activations (f32 mode, and the classifier in both modes)
  * are summed in a different order by the M = 1 and M > 1 kernels, so those matmuls run row by row at

@@ -27,7 +27,7 @@
 
 typedef struct server {
     const serve_opts *o;
-    model *m;
+    model *m, *dm;
     tok *t;
     pthread_mutex_t tok_mu;
     serve_sched S;
@@ -972,15 +972,17 @@ int serve_run(const serve_opts *o, ogk_error *e, int *code)
     }
     if (serve_sched_init(&srv->S, srv->m, srv->t, &srv->tok_mu, o->parallel > 0 ? o->parallel : 4,
                          o->queue > 0 ? o->queue : 256, o->context, o->mode, o->threads, o->prefix_cache, &me) ||
+        (o->draft_path && !(srv->dm = model_open_flags(o->draft_path, o->no_mmap ? Q4NX_OPEN_LOAD : 0, &me, &mcode))) ||
+        (srv->dm && serve_sched_drafter(&srv->S, srv->dm, o->draft_max > 0 ? o->draft_max : 4, &me)) ||
         serve_sched_start(&srv->S, &me)) {
         ogk_fail(e, "%s", me.msg);
         goto out;
     }
     srv->sched_ok = 1;
     __atomic_store_n(&srv->ready, 1, __ATOMIC_RELEASE);
-    logf_(srv, "ready: model %s, %d slots of %d positions, mode %s, %d threads, kernel %s", srv->model_id,
+    logf_(srv, "ready: model %s, %d slots of %d positions, mode %s, %d threads, kernel %s%s%s", srv->model_id,
           srv->S.n_slots, srv->S.context, o->mode == MODEL_I8 ? "i8" : "f32", kern_pool_threads(srv->S.pool),
-          kern_path_name(kern_path()));
+          kern_path_name(kern_path()), srv->dm ? ", drafter " : "", srv->dm ? o->draft_path : "");
     while (!o->stop || !*o->stop)
         usleep(50 * 1000);
 
@@ -999,6 +1001,7 @@ out:
     if (srv->S.slots || srv->S.queue || srv->S.pool)
         serve_sched_free(&srv->S);
     tok_free(srv->t);
+    model_close(srv->dm);
     model_close(srv->m);
     pthread_mutex_destroy(&srv->tok_mu);
     free(srv);

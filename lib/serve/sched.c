@@ -23,6 +23,8 @@ enum { SLOT_FREE, SLOT_PREFILL, SLOT_DECODE };
 
 struct serve_slot {
     model_state *s;
+    model_state *d; /* the drafter's cache: ids hist[0..d->pos) */
+    int *dfeed;     /* scratch: what the drafter has not run yet */
     serve_job *j;
     int phase;
     int done; /* prompt positions in the cache */
@@ -110,9 +112,35 @@ int serve_sched_init(serve_sched *S, const model *m, tok *t, pthread_mutex_t *to
     return 0;
 }
 
+int serve_sched_drafter(serve_sched *S, const model *dm, int k, ogk_error *e)
+{
+    if (dm->c.vocab_size != S->m->c.vocab_size)
+        return ogk_fail(e, "the drafter's vocabulary (%d) differs from the target's (%d)", dm->c.vocab_size,
+                        S->m->c.vocab_size);
+    if (k < 1 || k + 1 > MODEL_VERIFY_MAX || S->n_slots * (k + 1) > MODEL_CHUNK)
+        return ogk_fail(e, "--draft-max %d: want 1..%d, and --parallel x (draft-max + 1) <= %d", k,
+                        MODEL_VERIFY_MAX - 1, MODEL_CHUNK);
+    S->dm = dm, S->draft_max = k;
+    for (int i = 0; i < S->n_slots; i++) {
+        serve_slot *sl = &S->slots[i];
+        model_state *t = model_state_new_shared(S->m, S->context, k + 1, sl->s->mode, S->pool, e);
+        if (!t)
+            return -1;
+        model_state_free(sl->s);
+        sl->s = t;
+        if (!(sl->d = model_state_new_shared(dm, S->context, 1, sl->s->mode, S->pool, e)))
+            return -1;
+        if (!(sl->dfeed = malloc(((size_t)S->context + 1) * sizeof *sl->dfeed)))
+            return ogk_fail(e, "out of memory");
+    }
+    return 0;
+}
+
 void serve_sched_free(serve_sched *S)
 {
     for (int i = 0; S->slots && i < S->n_slots; i++) {
+        model_state_free(S->slots[i].d);
+        free(S->slots[i].dfeed);
         model_state_free(S->slots[i].s);
         free(S->slots[i].hist);
     }
@@ -223,6 +251,8 @@ static void start_job(serve_sched *S, serve_slot *sl, serve_job *j)
     r = reusable(S, sl, j->prompt, j->n_prompt);
     sl->j = j, sl->phase = SLOT_PREFILL, sl->done = r, sl->gen = 0, sl->t_prompt_done = 0;
     sl->s->pos = r;
+    if (sl->d && sl->d->pos > r)
+        sl->d->pos = r;
     if (sl->n_full > r)
         sl->n_full = r;
     model_stopper_init(&sl->st, j->stops, j->n_stops);
@@ -350,13 +380,13 @@ static int job_grow(serve_job *j, int top)
     return 0;
 }
 
-/* sample the slot's next token from its logits and hand it to the job; decides whether it goes on
- * (the same rules, in the same order, as model_generate) */
-static void next_token(serve_sched *S, serve_slot *sl)
+/* sample the slot's next token from logits and hand it to the job; decides whether it goes on (the
+ * same rules, in the same order, as model_generate). 1: it goes on, 0: the job is over. */
+static int next_token(serve_sched *S, serve_slot *sl, const float *logits)
 {
     serve_job *j = sl->j;
     const model *m = S->m;
-    int id = model_sample(&sl->sp, sl->s->logits);
+    int id = model_sample(&sl->sp, logits);
     sl->gen++;
     pthread_mutex_lock(&j->mu);
     j->n_eval++;
@@ -365,18 +395,18 @@ static void next_token(serve_sched *S, serve_slot *sl)
     pthread_mutex_unlock(&j->mu);
     if (!j->ignore_eos && model_is_eos(m, id)) {
         finish(S, sl, "stop", NULL);
-        return;
+        return 0;
     }
     int top = j->top_n > 0 ? j->top_n : 0;
     float lp = 0, tl[SERVE_MAX_TOP];
     int ti[SERVE_MAX_TOP];
     if (j->top_n >= 0)
-        logprobs(sl->s->logits, m->c.vocab_size, id, top, &lp, ti, tl);
+        logprobs(logits, m->c.vocab_size, id, top, &lp, ti, tl);
     pthread_mutex_lock(&j->mu);
     if (job_grow(j, top)) {
         pthread_mutex_unlock(&j->mu);
         finish(S, sl, "stop", "out of memory");
-        return;
+        return 0;
     }
     if (j->top_n >= 0) {
         j->lps[j->n_ids] = lp;
@@ -393,17 +423,18 @@ static void next_token(serve_sched *S, serve_slot *sl)
     pthread_mutex_unlock(S->tok_mu);
     if (!piece) {
         finish(S, sl, "stop", e.msg);
-        return;
+        return 0;
     }
     if (model_stopper_feed(&sl->st, piece, n, job_text, j)) {
         finish(S, sl, "stop", NULL);
-        return;
+        return 0;
     }
     if (sl->gen >= j->max_tokens || sl->s->pos + 1 > sl->s->context) {
         finish(S, sl, "length", NULL);
-        return;
+        return 0;
     }
     sl->next = id, sl->phase = SLOT_DECODE;
+    return 1;
 }
 
 /* ---------------------------------------------------------------- the loop */
@@ -424,34 +455,97 @@ static void prefill_chunk(serve_sched *S, serve_slot *sl)
     sl->done += n;
     if (sl->done == j->n_prompt) {
         sl->t_prompt_done = ogk_now();
-        next_token(S, sl);
+        next_token(S, sl, sl->s->logits);
     }
+}
+
+/* the drafter catches up with the slot's cache and the token to feed, then proposes up to k tokens
+ * greedily into run[1..]; returns how many (0: decode this slot plainly) */
+static int draft(serve_sched *S, serve_slot *sl, int *run)
+{
+    serve_job *j = sl->j;
+    model_state *T = sl->s, *D = sl->d;
+    int k = S->draft_max, left = j->max_tokens - sl->gen; /* tokens this job may still produce */
+    if (!D || j->temperature > 0 || left < 2)
+        return 0;
+    k = k < left - 1 ? k : left - 1;
+    if (T->pos + k + 1 > T->context)
+        k = T->context - T->pos - 1;
+    if (k < 1)
+        return 0;
+    int n = 0;
+    for (int p = D->pos; p < T->pos; p++)
+        sl->dfeed[n++] = sl->hist[p];
+    sl->dfeed[n++] = sl->next;
+    ogk_error e;
+    if (model_forward(D, sl->dfeed, n, 0, &e))
+        return 0;
+    run[0] = sl->next;
+    run[1] = model_argmax(D->logits, D->m->c.vocab_size);
+    for (int i = 1; i < k; i++) {
+        if (model_forward(D, &run[i], 1, 0, &e))
+            return i - 1 > 0 ? i - 1 : 0; /* cannot happen: the context was checked */
+        run[i + 1] = model_argmax(D->logits, D->m->c.vocab_size);
+    }
+    return k;
 }
 
 static void decode_step(serve_sched *S)
 {
     model_state *states[MODEL_CHUNK];
-    serve_slot *rows[MODEL_CHUNK];
     int tokens[MODEL_CHUNK], n = 0;
+    int nk[MODEL_CHUNK]; /* per slot: drafts in this pass (0: one plain row) */
+    int run[MODEL_CHUNK][MODEL_VERIFY_MAX + 1];
+    int any = 0;
     for (int i = 0; i < S->n_slots; i++) {
         serve_slot *sl = &S->slots[i];
-        if (sl->j && sl->phase == SLOT_DECODE)
-            states[n] = sl->s, tokens[n] = sl->next, rows[n++] = sl;
+        nk[i] = -1;
+        if (!sl->j || sl->phase != SLOT_DECODE)
+            continue;
+        nk[i] = draft(S, sl, run[i]);
+        any = 1;
+        states[n] = sl->s, tokens[n++] = sl->next;
+        for (int r = 1; r <= nk[i]; r++)
+            states[n] = sl->s, tokens[n++] = run[i][r];
     }
-    if (!n)
+    if (!any)
         return;
     ogk_error e;
     if (model_forward_batch(S->work, states, tokens, n, &e)) {
-        for (int i = 0; i < n; i++)
-            finish(S, rows[i], "stop", e.msg);
+        for (int i = 0; i < S->n_slots; i++)
+            if (nk[i] >= 0)
+                finish(S, &S->slots[i], "stop", e.msg);
         return;
     }
     pthread_mutex_lock(&S->mu);
     S->steps++, S->step_rows += (uint64_t)n;
     pthread_mutex_unlock(&S->mu);
-    for (int i = 0; i < n; i++) {
-        rows[i]->hist[rows[i]->s->pos - 1] = tokens[i];
-        next_token(S, rows[i]);
+    int V = S->m->c.vocab_size;
+    for (int i = 0; i < S->n_slots; i++) {
+        serve_slot *sl = &S->slots[i];
+        if (nk[i] < 0)
+            continue;
+        int k = nk[i], P = sl->s->pos - (k + 1); /* the position `next` went to */
+        if (!k) {
+            sl->hist[P] = sl->next;
+            next_token(S, sl, sl->s->logits);
+            continue;
+        }
+        /* the longest run of drafts the target agrees with; both caches keep only what was accepted */
+        int a = 0;
+        while (a < k && run[i][a + 1] == model_argmax(sl->s->logits + (size_t)a * V, V))
+            a++;
+        model_rewind(sl->s, k - a);
+        if (sl->d->pos > sl->s->pos)
+            model_rewind(sl->d, sl->d->pos - sl->s->pos);
+        for (int r = 0; r <= a; r++)
+            sl->hist[P + r] = run[i][r];
+        pthread_mutex_lock(&sl->j->mu);
+        sl->j->draft_n += k, sl->j->draft_accepted += a;
+        pthread_mutex_unlock(&sl->j->mu);
+        for (int r = 0; r <= a; r++)
+            if (!next_token(S, sl, sl->s->logits + (size_t)r * V))
+                break;
     }
 }
 

@@ -29,6 +29,8 @@ typedef struct serve_opts {
     int no_mmap;
     int prefix_cache;    /* reuse a slot's KV for a shared prompt prefix */
     const char *api_key; /* NULL: none */
+    const char *draft_path; /* a drafter container (same vocabulary): greedy requests decode speculatively */
+    int draft_max;          /* tokens it proposes per step (0: 4) */
     size_t body_limit;   /* bytes; 0: 8 MiB */
     /* set (e.g. by a signal handler) to stop: stop accepting, finish in-flight requests, return 0 */
     volatile sig_atomic_t *stop;

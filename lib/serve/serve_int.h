@@ -85,6 +85,8 @@ void serve_job_unref(serve_job *j);
 typedef struct serve_slot serve_slot;
 typedef struct serve_sched {
     const model *m;
+    const model *dm; /* the drafter, or NULL */
+    int draft_max;   /* tokens it proposes per step */
     tok *t;
     pthread_mutex_t *tok_mu; /* tok is not thread-safe: every call under this */
     kern_pool *pool;
@@ -108,6 +110,9 @@ typedef struct serve_sched {
 /* Slots of `context` positions on a shared pool. 0, or -1 with e filled. */
 int serve_sched_init(serve_sched *S, const model *m, tok *t, pthread_mutex_t *tok_mu, int n_slots, int queue,
                      int context, int mode, int threads, int prefix_cache, ogk_error *e);
+/* Greedy requests are decoded speculatively: dm proposes up to k tokens, the target checks them as k + 1
+ * rows of the step's pass (before serve_sched_start). 0, or -1 with e filled. */
+int serve_sched_drafter(serve_sched *S, const model *dm, int k, ogk_error *e);
 int serve_sched_start(serve_sched *S, ogk_error *e);
 /* Queue a job (takes a reference). 0, or -1: the queue is full or the server is stopping. */
 int serve_sched_submit(serve_sched *S, serve_job *j);
