@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The main job on the bundled default model: pack dir -> oga-info -> oga-extract | q4nx-pack ->
-# q4nx-verify --all -> npu-forward run, then spec-replay with the bundled drafter. Uses
+# q4nx-verify --all -> npu-forward run, then spec-replay with the bundled drafter, then npu-forward
+# serve on a free loopback port, asked one chat question with curl, and stopped. Uses
 # share/models/pytiny-target when present, else a generated fixture pack. Each stage's failure stops
 # the demo with that stage's exit code.
 set -euo pipefail
@@ -17,7 +18,8 @@ if [ -z "$pack" ]; then
   fi
 fi
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+server=
+trap '[ -n "$server" ] && kill "$server" 2>/dev/null; rm -rf "$work"' EXIT
 step() { printf '\n== %s\n' "$*" >&2; }
 
 step "oga-info $pack"
@@ -41,3 +43,18 @@ if [ "$pack" = "$top/share/models/pytiny-target" ] && [ -d "$draft" ]; then
   oga-extract "$draft" | q4nx-pack -l b8 -o "$work/draft.q4nx"
   spec-replay -m "$work/model.q4nx" -d "$work/draft.q4nx" -n 64 -k 4 -p "$prompt"
 fi
+
+# the model behind an OpenAI-compatible server: one chat question with curl, then SIGTERM
+step "npu-forward serve -m model.q4nx --port 0; curl /v1/chat/completions; stop"
+npu-forward serve -m "$work/model.q4nx" --port 0 --parallel 2 2>"$work/serve.log" &
+server=$!
+for _ in $(seq 200); do grep -q 'ready:' "$work/serve.log" && break; kill -0 "$server" 2>/dev/null || break; sleep 0.05; done
+grep -q 'ready:' "$work/serve.log" || { cat "$work/serve.log" >&2; exit 4; }
+port=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$work/serve.log" | head -1)
+curl -s -m 60 "http://127.0.0.1:$port/v1/chat/completions" -H 'Content-Type: application/json' \
+  -d "$(jq -nc --arg q "${DEMO_QUESTION:-Write a Python function that adds two numbers.}" \
+        '{messages: [{role: "user", content: $q}], max_tokens: 48, temperature: 0}')" |
+  jq -c '{answer: .choices[0].message.content, finish_reason: .choices[0].finish_reason, usage, predicted_per_second: .timings.predicted_per_second}'
+kill -TERM "$server"
+wait "$server"
+server=
