@@ -380,3 +380,27 @@ metric() { curl -s -m 10 "http://127.0.0.1:$PORT/metrics" | awk -v k="ogakit_$1"
   run timeout 30 npu-forward serve -m "$W/target.q4nx" --draft "$BATS_TEST_TMPDIR/bad.q4nx" --port 0 -t 1
   [ "$status" = 4 ] && [[ "$output" == *"bad.q4nx"* ]]
 }
+
+@test "serve-cluster: 2 replicas behind nginx; one killed mid-run, no request lost" {
+  command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || skip "nginx not installed (tools/deps.sh installs nginx-light)"
+  lport=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  "$TOP/tools/serve-cluster.sh" 2 "$W/target.q4nx" --port "$lport" --dir "$BATS_TEST_TMPDIR/cluster" -- -t 1 \
+    2>"$BATS_TEST_TMPDIR/cluster.log" &
+  echo $! >>"$BATS_TEST_TMPDIR/pids"
+  for _ in $(seq 300); do grep -q 'nginx on' "$BATS_TEST_TMPDIR/cluster.log" && break; sleep 0.05; done
+  grep -q 'nginx on' "$BATS_TEST_TMPDIR/cluster.log" || { cat "$BATS_TEST_TMPDIR/cluster.log" >&2; false; }
+  [ "$(wc -l <"$BATS_TEST_TMPDIR/cluster/replicas")" = 2 ]
+  [ "$(curl -s -m 10 "http://127.0.0.1:$lport/health" | jq -r .status)" = ok ]
+  victim=$(head -n 1 "$BATS_TEST_TMPDIR/cluster/replicas" | cut -d' ' -f1)
+  node "$TOP/t/serve-load.mjs" "$lport" 16 3000 >"$BATS_TEST_TMPDIR/load.json" &
+  lpid=$!
+  sleep 0.5
+  kill -0 "$lpid" # the load is still running when the replica dies
+  kill -KILL "$victim"
+  wait "$lpid"
+  cat "$BATS_TEST_TMPDIR/load.json"
+  [ "$(jq -r '.ok, .errors, .lost' "$BATS_TEST_TMPDIR/load.json" | tr '\n' ' ')" = "3000 0 0 " ]
+  ! kill -0 "$victim" 2>/dev/null
+  # the survivor keeps serving
+  [ "$(curl -s -m 10 "http://127.0.0.1:$lport/v1/completions" -d '{"prompt": "x", "max_tokens": 2}' | jq -r '.usage.completion_tokens')" = 2 ]
+}

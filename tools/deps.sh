@@ -12,6 +12,7 @@ apt_pkgs=(
   bats jq
   python3-onnx python3-numpy
   unicode-data
+  nginx-light
 )
 missing=()
 for p in "${apt_pkgs[@]}"; do
