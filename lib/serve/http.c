@@ -515,9 +515,12 @@ static enum MHD_Result completion(server *srv, struct MHD_Connection *c, conn *c
         j->n_stops = r.n_stops;
     }
     r.n_stops = 0;
-    if (serve_sched_submit(&srv->S, j)) {
+    int sub = serve_sched_submit(&srv->S, j);
+    if (sub) {
         serve_job_unref(j);
         serve_req_free(&r);
+        if (sub == -2)
+            return fail(srv, c, 503, NULL, "shutting_down", "the server is shutting down");
         return fail(srv, c, 503, NULL, "server_busy", "all %d slots are busy and the queue is full; retry later",
                     srv->S.n_slots);
     }

@@ -158,9 +158,10 @@ void serve_sched_free(serve_sched *S)
 int serve_sched_submit(serve_sched *S, serve_job *j)
 {
     pthread_mutex_lock(&S->mu);
-    if (S->stopping || S->q_len == S->q_cap || S->fatal[0]) {
+    if (S->stopping || S->q_len == S->q_cap) {
+        int rc = S->stopping ? -2 : -1;
         pthread_mutex_unlock(&S->mu);
-        return -1;
+        return rc;
     }
     pthread_mutex_lock(&j->mu);
     j->refs++;

@@ -105,7 +105,6 @@ typedef struct serve_sched {
     double prompt_s, gen_s;
     int busy;
     long kv_used;
-    char fatal[256]; /* a pass failed: the scheduler stopped */
 } serve_sched;
 /* Slots of `context` positions on a shared pool. 0, or -1 with e filled. */
 int serve_sched_init(serve_sched *S, const model *m, tok *t, pthread_mutex_t *tok_mu, int n_slots, int queue,
@@ -114,7 +113,7 @@ int serve_sched_init(serve_sched *S, const model *m, tok *t, pthread_mutex_t *to
  * rows of the step's pass (before serve_sched_start). 0, or -1 with e filled. */
 int serve_sched_drafter(serve_sched *S, const model *dm, int k, ogk_error *e);
 int serve_sched_start(serve_sched *S, ogk_error *e);
-/* Queue a job (takes a reference). 0, or -1: the queue is full or the server is stopping. */
+/* Queue a job (takes a reference). 0; -1 the queue is full; -2 the server is stopping. */
 int serve_sched_submit(serve_sched *S, serve_job *j);
 void serve_sched_wake(serve_sched *S);
 /* Stop: queued jobs fail, running ones finish (cancelled after grace_s seconds); joins the thread. */
