@@ -27,7 +27,7 @@ static const char usage_text[] =
     "             the weights' memory before every run, and decode's fraction of it\n"
     "  info       -m MODEL   the model's configuration, JSON\n"
     "  serve      -m MODEL [--host 127.0.0.1] [--port 8080] [--parallel 4] [--queue 256] [--api-key KEY]\n"
-    "             [--prefix-cache on|off] [--draft D.q4nx [--draft-max 4]]\n"
+    "             [--prefix-cache on|off] [--draft D.q4nx [--draft-max 4]] [--shutdown-grace 5]\n"
     "             an OpenAI-compatible HTTP server (see npu-forward(1))\n"
     "  tokenize | detokenize | chat   tokenizer tools (see npu-forward tokenize --help)\n"
     "common options: -t THREADS (default: online CPUs), -c CONTEXT (default: the model's),\n"
@@ -548,7 +548,7 @@ static void serve_log(const char *line, void *ctx) { (void)ctx, ogk_err("%s", li
 
 static int cmd_serve(int argc, char **argv)
 {
-    enum { S_HOST = 300, S_PORT, S_PARALLEL, S_QUEUE, S_API_KEY, S_PREFIX, S_MODE, S_NO_MMAP, S_DRAFT, S_DRAFT_MAX };
+    enum { S_HOST = 300, S_PORT, S_PARALLEL, S_QUEUE, S_API_KEY, S_PREFIX, S_MODE, S_NO_MMAP, S_DRAFT, S_DRAFT_MAX, S_GRACE };
     static const struct option so[] = {
         {"model", required_argument, 0, 'm'},     {"threads", required_argument, 0, 't'},
         {"context", required_argument, 0, 'c'},   {"host", required_argument, 0, S_HOST},
@@ -556,10 +556,11 @@ static int cmd_serve(int argc, char **argv)
         {"queue", required_argument, 0, S_QUEUE}, {"api-key", required_argument, 0, S_API_KEY},
         {"prefix-cache", required_argument, 0, S_PREFIX}, {"mode", required_argument, 0, S_MODE},
         {"no-mmap", no_argument, 0, S_NO_MMAP},   {"draft", required_argument, 0, S_DRAFT},
-        {"draft-max", required_argument, 0, S_DRAFT_MAX}, {"help", no_argument, 0, 'h'},
+        {"draft-max", required_argument, 0, S_DRAFT_MAX}, {"shutdown-grace", required_argument, 0, S_GRACE},
+        {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
-    serve_opts o = {.port = 8080, .parallel = 4, .queue = 256, .prefix_cache = 1, .stop = &serve_stop,
+    serve_opts o = {.port = 8080, .parallel = 4, .queue = 256, .prefix_cache = 1, .shutdown_grace = 5, .stop = &serve_stop,
                     .log = serve_log};
     int c;
     optind = 1;
@@ -585,6 +586,7 @@ static int cmd_serve(int argc, char **argv)
             break;
         case S_NO_MMAP: o.no_mmap = 1; break;
         case S_DRAFT: o.draft_path = optarg; break;
+        case S_GRACE: o.shutdown_grace = (double)ogk_parse_long("--shutdown-grace", optarg, 0, 86400); break;
         case S_DRAFT_MAX: o.draft_max = (int)ogk_parse_long("--draft-max", optarg, 1, MODEL_VERIFY_MAX - 1); break;
         case 'h': usage(0);
         default: usage(OGK_EXIT_USAGE);

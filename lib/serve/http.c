@@ -994,7 +994,7 @@ int serve_run(const serve_opts *o, ogk_error *e, int *code)
     MHD_socket lfd = MHD_quiesce_daemon(d);
     if (lfd != MHD_INVALID_SOCKET)
         close(lfd);
-    serve_sched_stop(&srv->S, SHUTDOWN_GRACE_S);
+    serve_sched_stop(&srv->S, o->shutdown_grace >= 0 ? o->shutdown_grace : SHUTDOWN_GRACE_S);
     rc = 0, *code = 0;
 out:
     if (d)

@@ -32,6 +32,7 @@ typedef struct serve_opts {
     const char *draft_path; /* a drafter container (same vocabulary): greedy requests decode speculatively */
     int draft_max;          /* tokens it proposes per step (0: 4) */
     size_t body_limit;   /* bytes; 0: 8 MiB */
+    double shutdown_grace; /* seconds in-flight requests get to finish after *stop (< 0: 5) */
     /* set (e.g. by a signal handler) to stop: stop accepting, finish in-flight requests, return 0 */
     volatile sig_atomic_t *stop;
     /* status lines (listening, loaded, stopping): the program decides where they go; may be NULL */
