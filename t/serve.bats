@@ -256,7 +256,8 @@ metric() { curl -s -m 10 "http://127.0.0.1:$PORT/metrics" | awk -v k="ogakit_$1"
   curl -s -m 300 -H 'Content-Type: application/json' "http://127.0.0.1:$PORT/v1/completions" \
     -d '{"prompt": "def f(x):", "max_tokens": 60, "temperature": 0, "ignore_eos": true}' >"$BATS_TEST_TMPDIR/inflight" &
   cpid=$!
-  for _ in $(seq 100); do [ "$(metric slots_busy)" = 1 ] && break; sleep 0.02; done
+  for _ in $(seq 400); do [ "$(metric slots_busy)" = 1 ] && break; sleep 0.05; done
+  [ "$(metric slots_busy)" = 1 ] # in flight when the signal comes
   kill -TERM "$SPID"
   wait "$cpid"
   [ "$(jq -r '.usage.completion_tokens' "$BATS_TEST_TMPDIR/inflight")" = 60 ]
