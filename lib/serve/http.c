@@ -36,13 +36,14 @@ typedef struct server {
     char model_id[256];
     size_t body_limit;
     uint64_t http_requests, http_errors; /* atomic */
+    int inflight; /* atomic: completion requests not yet fully answered (shutdown waits for them) */
 } server;
 
 typedef struct conn {
     server *srv;
     char *body;
     size_t len, cap;
-    int too_big, responded;
+    int too_big, responded, counted;
 } conn;
 
 /* ---------------------------------------------------------------- small helpers */
@@ -154,17 +155,24 @@ static int peer_gone(int fd)
 }
 
 /* wait until the job has more text than text_seen, more tokens than toks_seen (unless < 0) or is
- * done; -1 when the client is gone (the job is cancelled) */
+ * done (toks_seen -2: only done); -1 when the client is gone (the job is cancelled) */
 static int job_wait(serve_job *j, int fd, size_t text_seen, int toks_seen)
 {
+    double checked = ogk_now();
     pthread_mutex_lock(&j->mu);
-    while (!j->done && j->text_len == text_seen && (toks_seen < 0 || j->n_ids == toks_seen)) {
+    while (!j->done && (toks_seen == -2 || (j->text_len == text_seen && (toks_seen < 0 || j->n_ids == toks_seen)))) {
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
         ts.tv_nsec += 100 * 1000000L;
         if (ts.tv_nsec >= 1000000000L)
             ts.tv_sec++, ts.tv_nsec -= 1000000000L;
-        if (pthread_cond_timedwait(&j->cv, &j->mu, &ts) == ETIMEDOUT && peer_gone(fd)) {
+        pthread_cond_timedwait(&j->cv, &j->mu, &ts);
+        /* every 100 ms, woken or not (a busy job wakes this many times a second) */
+        double now = ogk_now();
+        if (now - checked < 0.1)
+            continue;
+        checked = now;
+        if (peer_gone(fd)) {
             __atomic_store_n(&j->cancel, 1, __ATOMIC_RELAXED);
             pthread_mutex_unlock(&j->mu);
             return -1;
@@ -557,19 +565,11 @@ static enum MHD_Result completion(server *srv, struct MHD_Connection *c, conn *c
     }
 
     /* not streamed: wait for the whole answer (the client leaving cancels it) */
-    for (;;) {
-        pthread_mutex_lock(&j->mu);
-        int done = j->done;
-        size_t tl = j->text_len;
-        pthread_mutex_unlock(&j->mu);
-        if (done)
-            break;
-        if (job_wait(j, fd, tl, -1)) {
-            serve_sched_wake(&srv->S);
-            serve_job_unref(j);
-            serve_req_free(&r);
-            return MHD_NO; /* nobody to answer */
-        }
+    if (job_wait(j, fd, 0, -2)) {
+        serve_sched_wake(&srv->S);
+        serve_job_unref(j);
+        serve_req_free(&r);
+        return MHD_NO; /* nobody to answer */
     }
     if (j->failed) {
         enum MHD_Result ret = fail(srv, c, 503, NULL, "generation_failed", "%s", j->err);
@@ -865,8 +865,11 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     switch (route) {
     case 0: return models(srv, c);
     case 1: return metrics(srv, c);
-    case 2: return completion(srv, c, cn, REQ_COMPLETION);
-    case 3: return completion(srv, c, cn, REQ_CHAT);
+    case 2:
+    case 3:
+        cn->counted = 1;
+        __atomic_add_fetch(&srv->inflight, 1, __ATOMIC_ACQ_REL);
+        return completion(srv, c, cn, route == 2 ? REQ_COMPLETION : REQ_CHAT);
     case 4: return tokenize(srv, c, cn);
     default: return detokenize(srv, c, cn);
     }
@@ -874,9 +877,12 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
 
 static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe)
 {
-    (void)cls, (void)c, (void)toe;
+    (void)c, (void)toe;
+    server *srv = cls;
     conn *cn = *con_cls;
     if (cn) {
+        if (cn->counted)
+            __atomic_sub_fetch(&srv->inflight, 1, __ATOMIC_ACQ_REL);
         free(cn->body);
         free(cn);
     }
@@ -994,7 +1000,11 @@ int serve_run(const serve_opts *o, ogk_error *e, int *code)
     MHD_socket lfd = MHD_quiesce_daemon(d);
     if (lfd != MHD_INVALID_SOCKET)
         close(lfd);
-    serve_sched_stop(&srv->S, o->shutdown_grace >= 0 ? o->shutdown_grace : SHUTDOWN_GRACE_S);
+    double grace = o->shutdown_grace >= 0 ? o->shutdown_grace : SHUTDOWN_GRACE_S;
+    serve_sched_stop(&srv->S, grace);
+    /* every job is over: let their answers reach the clients before the connections close */
+    for (double t0 = ogk_now(); __atomic_load_n(&srv->inflight, __ATOMIC_ACQUIRE) > 0 && ogk_now() - t0 < 5;)
+        usleep(10 * 1000);
     rc = 0, *code = 0;
 out:
     if (d)
