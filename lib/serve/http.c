@@ -1,0 +1,1022 @@
+/* The HTTP side: libmicrohttpd with one thread per connection (a request's thread may block until
+ * its job is done, or stream it), routing, the API key, the body limit, responses in OpenAI's shapes
+ * (llama.cpp's timings added), SSE streaming, /tokenize, /detokenize, /metrics; and serve_run, which
+ * binds, loads the model while /health answers 503, and shuts down on *stop. */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kern/kern.h"
+#include "serve_int.h"
+
+#define DEFAULT_BODY_LIMIT ((size_t)8 << 20)
+#define DEFAULT_COMPLETION_TOKENS 16 /* OpenAI's default max_tokens for /v1/completions */
+#define SHUTDOWN_GRACE_S 5
+
+typedef struct server {
+    const serve_opts *o;
+    model *m, *dm;
+    tok *t;
+    pthread_mutex_t tok_mu;
+    serve_sched S;
+    int sched_ok;
+    int ready; /* atomic: the model is loaded */
+    char model_id[256];
+    size_t body_limit;
+    uint64_t http_requests, http_errors; /* atomic */
+    int inflight; /* atomic: completion requests not yet fully answered (shutdown waits for them) */
+} server;
+
+typedef struct conn {
+    server *srv;
+    char *body;
+    size_t len, cap;
+    int too_big, responded, counted;
+} conn;
+
+/* ---------------------------------------------------------------- small helpers */
+
+static void logf_(const server *srv, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void logf_(const server *srv, const char *fmt, ...)
+{
+    if (!srv->o->log)
+        return;
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    srv->o->log(line, srv->o->log_ctx);
+}
+
+/* a JSON string of bytes that may not be valid UTF-8 (decoded pieces are; be safe anyway) */
+static json_t *jstr(const char *s, size_t n)
+{
+    json_t *j = json_stringn(s ? s : "", s ? n : 0);
+    if (j)
+        return j;
+    char *c = malloc(n * 3 + 1);
+    size_t o = 0;
+    for (size_t i = 0; c && i < n;) {
+        size_t ok = tok_utf8_check(s + i, n - i); /* length of the valid prefix */
+        memcpy(c + o, s + i, ok);
+        o += ok, i += ok;
+        if (i < n)
+            memcpy(c + o, "\xEF\xBF\xBD", 3), o += 3, i++;
+    }
+    j = json_stringn(c ? c : "", c ? o : 0);
+    free(c);
+    return j ? j : json_string("");
+}
+
+static enum MHD_Result send_text(struct MHD_Connection *c, int status, const char *type, char *buf, size_t len,
+                                 const char *retry_after)
+{
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, buf, MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(buf);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    if (retry_after)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, retry_after);
+    enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+static enum MHD_Result send_json(struct MHD_Connection *c, int status, json_t *j)
+{
+    char *s = json_dumps(j, JSON_COMPACT);
+    json_decref(j);
+    if (!s)
+        return MHD_NO;
+    return send_text(c, status, "application/json", s, strlen(s), NULL);
+}
+
+static json_t *err_json(const serve_err *err)
+{
+    return json_pack("{s:{s:s,s:s,s:s?,s:s?}}", "error", "message", err->message, "type", err->type, "param",
+                     err->param, "code", err->code);
+}
+
+static enum MHD_Result send_err(server *srv, struct MHD_Connection *c, const serve_err *err)
+{
+    __atomic_add_fetch(&srv->http_errors, 1, __ATOMIC_RELAXED);
+    json_t *j = err_json(err);
+    char *s = json_dumps(j, JSON_COMPACT);
+    json_decref(j);
+    if (!s)
+        return MHD_NO;
+    return send_text(c, err->status, "application/json", s, strlen(s), err->status == 503 ? "1" : NULL);
+}
+
+static enum MHD_Result fail(server *srv, struct MHD_Connection *c, int status, const char *param, const char *code,
+                            const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+static enum MHD_Result fail(server *srv, struct MHD_Connection *c, int status, const char *param, const char *code,
+                            const char *fmt, ...)
+{
+    serve_err err;
+    char msg[384];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    serve_err_set(&err, status, param, code, "%s", msg);
+    return send_err(srv, c, &err);
+}
+
+static int conn_fd(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    return ci ? ci->connect_fd : -1;
+}
+
+/* the client closed its end (or the socket failed): nobody will read the answer */
+static int peer_gone(int fd)
+{
+    if (fd < 0)
+        return 0;
+    char b;
+    ssize_t r = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    return r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+/* wait until the job has more text than text_seen, more tokens than toks_seen (unless < 0) or is
+ * done (toks_seen -2: only done); -1 when the client is gone (the job is cancelled) */
+static int job_wait(serve_job *j, int fd, size_t text_seen, int toks_seen)
+{
+    double checked = ogk_now();
+    pthread_mutex_lock(&j->mu);
+    while (!j->done && (toks_seen == -2 || (j->text_len == text_seen && (toks_seen < 0 || j->n_ids == toks_seen)))) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_nsec += 100 * 1000000L;
+        if (ts.tv_nsec >= 1000000000L)
+            ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+        pthread_cond_timedwait(&j->cv, &j->mu, &ts);
+        /* every 100 ms, woken or not (a busy job wakes this many times a second) */
+        double now = ogk_now();
+        if (now - checked < 0.1)
+            continue;
+        checked = now;
+        if (peer_gone(fd)) {
+            __atomic_store_n(&j->cancel, 1, __ATOMIC_RELAXED);
+            pthread_mutex_unlock(&j->mu);
+            return -1;
+        }
+    }
+    pthread_mutex_unlock(&j->mu);
+    return 0;
+}
+
+static void new_id(char *buf, size_t n, const char *prefix)
+{
+    uint64_t r = 0;
+    if (getrandom(&r, sizeof r, GRND_NONBLOCK) != sizeof r)
+        r = (uint64_t)(ogk_now() * 1e9) ^ (uint64_t)pthread_self();
+    snprintf(buf, n, "%s%016llx", prefix, (unsigned long long)r);
+}
+
+/* ---------------------------------------------------------------- the prompt */
+
+static int check_model(server *srv, const serve_req *r, serve_err *err)
+{
+    if (!r->model || !strcmp(r->model, srv->model_id) || !strcmp(r->model, srv->o->model_path))
+        return 0;
+    return serve_err_set(err, 404, "model", "model_not_found", "The model '%s' does not exist (this server has '%s')",
+                         r->model, srv->model_id);
+}
+
+/* token ids of a request's prompt: given ids (checked), text encoded, or messages through the chat
+ * template. NULL with err filled. */
+static int *prompt_ids(server *srv, const serve_req *r, int *n, serve_err *err)
+{
+    const model *m = srv->m;
+    if (r->prompt_ids) {
+        for (int i = 0; i < r->n_prompt_ids; i++)
+            if (r->prompt_ids[i] >= m->c.vocab_size) {
+                serve_err_set(err, 400, "prompt", "invalid_value",
+                              "prompt[%d]: token id %d is outside the vocabulary (%d)", i, r->prompt_ids[i],
+                              m->c.vocab_size);
+                return NULL;
+            }
+        int *ids = malloc((size_t)r->n_prompt_ids * sizeof *ids);
+        if (!ids) {
+            serve_err_set(err, 500, NULL, NULL, "out of memory");
+            return NULL;
+        }
+        memcpy(ids, r->prompt_ids, (size_t)r->n_prompt_ids * sizeof *ids);
+        *n = r->n_prompt_ids;
+        return ids;
+    }
+    ogk_error e;
+    char *text = r->prompt;
+    size_t len = r->prompt_len;
+    int add_special = 1, *ids = NULL;
+    pthread_mutex_lock(&srv->tok_mu);
+    if (r->kind == REQ_CHAT) {
+        /* the template writes the special tokens itself (as apply_chat_template does) */
+        json_t *vars = json_pack("{s:O,s:b}", "messages", r->messages, "add_generation_prompt", 1);
+        const json_t *tmpl = json_object_get(q4nx_model(m->file), "chat_template");
+        text = json_is_string(tmpl) && !tok_chat_template(srv->t)
+                   ? tok_jinja_render(json_string_value(tmpl), vars, &len, &e)
+                   : tok_chat_render(srv->t, m->c.family_name, vars, &len, &e);
+        json_decref(vars);
+        add_special = 0;
+        if (!text) {
+            pthread_mutex_unlock(&srv->tok_mu);
+            serve_err_set(err, 400, "messages", "invalid_value", "chat template: %s", e.msg);
+            return NULL;
+        }
+    }
+    ids = model_encode(srv->t, text, len, add_special, n, &e);
+    pthread_mutex_unlock(&srv->tok_mu);
+    if (text != r->prompt)
+        free(text);
+    if (!ids)
+        serve_err_set(err, 400, r->kind == REQ_CHAT ? "messages" : "prompt", "invalid_value", "prompt: %s", e.msg);
+    return ids;
+}
+
+/* ---------------------------------------------------------------- response pieces */
+
+static json_t *usage_json(const serve_job *j)
+{
+    return json_pack("{s:i,s:i,s:i}", "prompt_tokens", j->n_prompt, "completion_tokens", j->n_eval, "total_tokens",
+                     j->n_prompt + j->n_eval);
+}
+
+/* llama.cpp's timings: prompt = the positions evaluated (cached ones not), predicted = tokens sampled */
+static json_t *timings_json(const serve_job *j)
+{
+    double pms = (j->t_first - j->t_start) * 1e3, gms = (j->t_end - j->t_first) * 1e3;
+    int pn = j->n_prompt - j->cache_n, gn = j->n_eval;
+    if (pms < 0)
+        pms = 0;
+    if (gms < 0)
+        gms = 0;
+    return json_pack("{s:i,s:i,s:f,s:f,s:f,s:i,s:f,s:f,s:f,s:i,s:i}", "cache_n", j->cache_n, "prompt_n", pn,
+                     "prompt_ms", pms, "prompt_per_token_ms", pn ? pms / pn : 0.0, "prompt_per_second",
+                     pms > 0 ? pn / (pms / 1e3) : 0.0, "predicted_n", gn, "predicted_ms", gms,
+                     "predicted_per_token_ms", gn > 1 ? gms / (gn - 1) : 0.0, "predicted_per_second",
+                     gms > 0 && gn > 1 ? (gn - 1) / (gms / 1e3) : 0.0, "draft_n", j->draft_n, "draft_n_accepted",
+                     j->draft_accepted);
+}
+
+/* one id's text alone, for logprobs (caller holds tok_mu) */
+static json_t *piece_json(server *srv, int id, json_t **bytes)
+{
+    ogk_error e;
+    int32_t v = id;
+    size_t n = 0;
+    char *s = tok_decode(srv->t, &v, 1, 0, 0, &n, &e);
+    json_t *j = jstr(s, s ? n : 0);
+    if (bytes) {
+        *bytes = json_array();
+        for (size_t i = 0; s && i < n; i++)
+            json_array_append_new(*bytes, json_integer((unsigned char)s[i]));
+    }
+    free(s);
+    return j;
+}
+
+/* logprobs of generated tokens [t0, t1): the completions shape or the chat shape */
+static json_t *logprobs_json(server *srv, const serve_job *j, int kind, int t0, int t1, size_t *offset)
+{
+    int top = j->top_n > 0 ? j->top_n : 0;
+    pthread_mutex_lock(&srv->tok_mu);
+    json_t *out;
+    if (kind == REQ_CHAT) {
+        json_t *content = json_array();
+        for (int i = t0; i < t1; i++) {
+            json_t *b, *tops = json_array();
+            json_t *tokj = piece_json(srv, j->ids[i], &b);
+            for (int k = 0; k < top; k++) {
+                json_t *tb, *tj = piece_json(srv, j->top_ids[(size_t)i * top + k], &tb);
+                json_array_append_new(tops, json_pack("{s:o,s:f,s:o}", "token", tj, "logprob",
+                                                      (double)j->top_lps[(size_t)i * top + k], "bytes", tb));
+            }
+            json_array_append_new(content, json_pack("{s:o,s:f,s:o,s:o}", "token", tokj, "logprob", (double)j->lps[i],
+                                                     "bytes", b, "top_logprobs", tops));
+        }
+        out = json_pack("{s:o,s:n}", "content", content, "refusal");
+    } else {
+        json_t *toks = json_array(), *lps = json_array(), *tops = json_array(), *offs = json_array();
+        for (int i = t0; i < t1; i++) {
+            json_t *tj = piece_json(srv, j->ids[i], NULL);
+            json_array_append_new(offs, json_integer((json_int_t)*offset));
+            *offset += json_string_length(tj);
+            json_array_append_new(toks, tj);
+            json_array_append_new(lps, json_real(j->lps[i]));
+            json_t *o = json_object();
+            for (int k = 0; k < top; k++) {
+                json_t *kj = piece_json(srv, j->top_ids[(size_t)i * top + k], NULL);
+                if (!json_object_get(o, json_string_value(kj))) /* two ids may decode alike: keep the likelier */
+                    json_object_set_new(o, json_string_value(kj), json_real(j->top_lps[(size_t)i * top + k]));
+                json_decref(kj);
+            }
+            json_array_append_new(tops, o);
+        }
+        out = json_pack("{s:o,s:o,s:o,s:o}", "tokens", toks, "token_logprobs", lps, "top_logprobs", tops,
+                        "text_offset", offs);
+    }
+    pthread_mutex_unlock(&srv->tok_mu);
+    return out;
+}
+
+static json_t *ids_json(const int *ids, int n)
+{
+    json_t *a = json_array();
+    for (int i = 0; i < n; i++)
+        json_array_append_new(a, json_integer(ids[i]));
+    return a;
+}
+
+/* ---------------------------------------------------------------- streaming */
+
+typedef struct stream {
+    server *srv;
+    serve_job *j;
+    serve_req r; /* kind, logprobs, return_tokens, echo */
+    int fd;
+    char id[48];
+    long created;
+    size_t text_sent, offset;
+    int toks_sent, stage; /* 0 nothing sent, 1 streaming, 2 final chunk sent, 3 [DONE] sent */
+    char *pend;
+    size_t pend_len, pend_off;
+    char *echo;
+    size_t echo_len;
+} stream;
+
+static json_t *chunk_base(stream *st, json_t *choice)
+{
+    json_t *c = json_pack("{s:s,s:s,s:I,s:s,s:[o]}", "id", st->id, "object",
+                          st->r.kind == REQ_CHAT ? "chat.completion.chunk" : "text_completion", "created",
+                          (json_int_t)st->created, "model", st->srv->model_id, "choices", choice);
+    return c;
+}
+
+static void set_pending(stream *st, json_t *chunk)
+{
+    char *s = json_dumps(chunk, JSON_COMPACT);
+    json_decref(chunk);
+    free(st->pend);
+    st->pend = NULL, st->pend_len = st->pend_off = 0;
+    if (s && asprintf(&st->pend, "data: %s\n\n", s) > 0)
+        st->pend_len = strlen(st->pend);
+    free(s);
+}
+
+/* the next SSE event: a piece of text (and its tokens), the final chunk, then [DONE]; 0 at the end */
+static int next_event(stream *st)
+{
+    serve_job *j = st->j;
+    if (st->stage == 3)
+        return 0;
+    if (st->stage == 2) {
+        free(st->pend);
+        st->pend = strdup("data: [DONE]\n\n");
+        st->pend_len = strlen(st->pend), st->pend_off = 0, st->stage = 3;
+        return 1;
+    }
+    if (st->stage == 0 && (st->r.kind == REQ_CHAT || st->echo)) {
+        json_t *choice;
+        if (st->r.kind == REQ_CHAT)
+            choice = json_pack("{s:i,s:{s:s,s:s},s:n,s:n}", "index", 0, "delta", "role", "assistant", "content", "",
+                               "logprobs", "finish_reason");
+        else
+            choice = json_pack("{s:o,s:i,s:n,s:n}", "text", jstr(st->echo, st->echo_len), "index", 0, "logprobs",
+                               "finish_reason");
+        st->stage = 1;
+        set_pending(st, chunk_base(st, choice));
+        return 1;
+    }
+    st->stage = 1;
+    int lp = st->r.logprobs >= 0;
+    if (job_wait(j, st->fd, st->text_sent, lp ? st->toks_sent : -1))
+        return -1;
+    pthread_mutex_lock(&j->mu);
+    int failed = j->failed, n_ids = j->n_ids;
+    size_t tl = j->text_len;
+    json_t *text = jstr(j->text + st->text_sent, tl - st->text_sent);
+    pthread_mutex_unlock(&j->mu);
+    if (failed) {
+        json_decref(text);
+        serve_err err;
+        serve_err_set(&err, 500, NULL, "generation_failed", "%s", j->err);
+        set_pending(st, err_json(&err));
+        st->stage = 2;
+        return 1;
+    }
+    /* with logprobs, every event carries the tokens since the last one; otherwise only new text counts */
+    if (tl > st->text_sent || (lp && n_ids > st->toks_sent)) {
+        json_t *lpj = lp ? logprobs_json(st->srv, j, st->r.kind, st->toks_sent, n_ids, &st->offset) : json_null();
+        json_t *choice = st->r.kind == REQ_CHAT
+                             ? json_pack("{s:i,s:{s:o},s:o,s:n}", "index", 0, "delta", "content", text, "logprobs",
+                                         lpj, "finish_reason")
+                             : json_pack("{s:o,s:i,s:o,s:n}", "text", text, "index", 0, "logprobs", lpj,
+                                         "finish_reason");
+        if (st->r.return_tokens)
+            json_object_set_new(choice, "tokens", ids_json(j->ids + st->toks_sent, n_ids - st->toks_sent));
+        st->text_sent = tl, st->toks_sent = n_ids;
+        set_pending(st, chunk_base(st, choice));
+        return 1;
+    }
+    json_decref(text);
+    /* done, everything sent: the final chunk with the finish reason, usage and timings */
+    json_t *choice = st->r.kind == REQ_CHAT ? json_pack("{s:i,s:{},s:n,s:s}", "index", 0, "delta", "logprobs",
+                                                        "finish_reason", j->finish)
+                                            : json_pack("{s:s,s:i,s:n,s:s}", "text", "", "index", 0, "logprobs",
+                                                        "finish_reason", j->finish);
+    if (st->r.return_tokens)
+        json_object_set_new(choice, "tokens", ids_json(j->ids + st->toks_sent, n_ids - st->toks_sent));
+    json_t *c = chunk_base(st, choice);
+    json_object_set_new(c, "usage", usage_json(j));
+    json_object_set_new(c, "timings", timings_json(j));
+    set_pending(st, c);
+    st->stage = 2;
+    return 1;
+}
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    (void)pos;
+    stream *st = cls;
+    while (st->pend_off == st->pend_len) {
+        int r = next_event(st);
+        if (r < 0)
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+        if (r == 0)
+            return MHD_CONTENT_READER_END_OF_STREAM;
+    }
+    size_t n = st->pend_len - st->pend_off < max ? st->pend_len - st->pend_off : max;
+    memcpy(buf, st->pend + st->pend_off, n);
+    st->pend_off += n;
+    return (ssize_t)n;
+}
+
+static void stream_free(void *cls)
+{
+    stream *st = cls;
+    /* a client that left mid-stream: its slot is freed at the scheduler's next step */
+    __atomic_store_n(&st->j->cancel, 1, __ATOMIC_RELAXED);
+    serve_sched_wake(&st->srv->S);
+    serve_job_unref(st->j);
+    serve_req_free(&st->r);
+    free(st->pend), free(st->echo);
+    free(st);
+}
+
+/* ---------------------------------------------------------------- completions */
+
+static enum MHD_Result completion(server *srv, struct MHD_Connection *c, conn *cn, int kind)
+{
+    serve_req r;
+    serve_err err;
+    if (serve_req_parse(cn->body ? cn->body : "", cn->len, kind, &r, &err))
+        return send_err(srv, c, &err);
+    int n = 0, *ids = NULL;
+    if (check_model(srv, &r, &err) || !(ids = prompt_ids(srv, &r, &n, &err))) {
+        serve_req_free(&r);
+        return send_err(srv, c, &err);
+    }
+    int ctx = srv->S.context;
+    if (n >= ctx) {
+        free(ids);
+        serve_req_free(&r);
+        return fail(srv, c, 400, kind == REQ_CHAT ? "messages" : "prompt", "context_length_exceeded",
+                    "This model's maximum context length is %d tokens; the prompt is %d tokens, leaving no room "
+                    "for a completion",
+                    ctx, n);
+    }
+    serve_job *j = serve_job_new();
+    if (!j) {
+        free(ids);
+        serve_req_free(&r);
+        return fail(srv, c, 500, NULL, NULL, "out of memory");
+    }
+    j->prompt = ids, j->n_prompt = n;
+    j->max_tokens = r.max_tokens ? r.max_tokens : kind == REQ_CHAT ? ctx - n : DEFAULT_COMPLETION_TOKENS;
+    j->temperature = (float)r.temperature, j->top_p = (float)r.top_p, j->top_k = r.top_k;
+    if (r.has_seed)
+        j->seed = r.seed ? r.seed : 0x9E3779B97F4A7C15ull;
+    else if (getrandom(&j->seed, sizeof j->seed, GRND_NONBLOCK) != sizeof j->seed || !j->seed)
+        j->seed = (uint64_t)(ogk_now() * 1e9) | 1;
+    j->top_n = r.logprobs, j->ignore_eos = r.ignore_eos;
+    if (r.n_stops && (j->stops = calloc((size_t)r.n_stops, sizeof *j->stops))) {
+        for (int i = 0; i < r.n_stops; i++)
+            j->stops[i] = r.stops[i], r.stops[i] = NULL;
+        j->n_stops = r.n_stops;
+    }
+    r.n_stops = 0;
+    int sub = serve_sched_submit(&srv->S, j);
+    if (sub) {
+        serve_job_unref(j);
+        serve_req_free(&r);
+        if (sub == -2)
+            return fail(srv, c, 503, NULL, "shutting_down", "the server is shutting down");
+        return fail(srv, c, 503, NULL, "server_busy", "all %d slots are busy and the queue is full; retry later",
+                    srv->S.n_slots);
+    }
+    char id[48];
+    new_id(id, sizeof id, kind == REQ_CHAT ? "chatcmpl-" : "cmpl-");
+    long created = (long)time(NULL);
+    int fd = conn_fd(c);
+
+    if (r.stream) {
+        stream *st = calloc(1, sizeof *st);
+        if (!st) {
+            __atomic_store_n(&j->cancel, 1, __ATOMIC_RELAXED);
+            serve_job_unref(j);
+            serve_req_free(&r);
+            return fail(srv, c, 500, NULL, NULL, "out of memory");
+        }
+        st->srv = srv, st->j = j, st->r = r, st->fd = fd, st->created = created;
+        snprintf(st->id, sizeof st->id, "%s", id);
+        if (r.echo && r.prompt) {
+            st->echo = strndup(r.prompt, r.prompt_len);
+            st->echo_len = st->echo ? r.prompt_len : 0;
+            st->offset = st->echo_len;
+        }
+        struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, st, stream_free);
+        if (!resp) {
+            stream_free(st);
+            return MHD_NO;
+        }
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+        enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, resp);
+        MHD_destroy_response(resp);
+        return ret;
+    }
+
+    /* not streamed: wait for the whole answer (the client leaving cancels it) */
+    if (job_wait(j, fd, 0, -2)) {
+        serve_sched_wake(&srv->S);
+        serve_job_unref(j);
+        serve_req_free(&r);
+        return MHD_NO; /* nobody to answer */
+    }
+    if (j->failed) {
+        enum MHD_Result ret = fail(srv, c, 503, NULL, "generation_failed", "%s", j->err);
+        serve_job_unref(j);
+        serve_req_free(&r);
+        return ret;
+    }
+    json_t *text;
+    if (r.echo && r.prompt) {
+        char *all = malloc(r.prompt_len + j->text_len + 1);
+        if (all) {
+            memcpy(all, r.prompt, r.prompt_len);
+            memcpy(all + r.prompt_len, j->text ? j->text : "", j->text_len);
+        }
+        text = jstr(all, all ? r.prompt_len + j->text_len : 0);
+        free(all);
+    } else {
+        text = jstr(j->text, j->text_len);
+    }
+    size_t off = 0;
+    json_t *lp = r.logprobs >= 0 ? logprobs_json(srv, j, kind, 0, j->n_ids, &off) : json_null();
+    json_t *choice = kind == REQ_CHAT ? json_pack("{s:i,s:{s:s,s:o},s:o,s:s}", "index", 0, "message", "role",
+                                                  "assistant", "content", text, "logprobs", lp, "finish_reason",
+                                                  j->finish)
+                                      : json_pack("{s:o,s:i,s:o,s:s}", "text", text, "index", 0, "logprobs", lp,
+                                                  "finish_reason", j->finish);
+    if (r.return_tokens)
+        json_object_set_new(choice, "tokens", ids_json(j->ids, j->n_ids));
+    json_t *out = json_pack("{s:s,s:s,s:I,s:s,s:[o],s:o,s:o}", "id", id, "object",
+                            kind == REQ_CHAT ? "chat.completion" : "text_completion", "created", (json_int_t)created,
+                            "model", srv->model_id, "choices", choice, "usage", usage_json(j), "timings",
+                            timings_json(j));
+    serve_job_unref(j);
+    serve_req_free(&r);
+    return send_json(c, 200, out);
+}
+
+/* ---------------------------------------------------------------- the other endpoints */
+
+static json_t *body_object(conn *cn, serve_err *err)
+{
+    json_error_t je;
+    json_t *j = json_loadb(cn->body ? cn->body : "", cn->len, JSON_REJECT_DUPLICATES, &je);
+    if (!j) {
+        serve_err_set(err, 400, NULL, "invalid_json", "malformed JSON body: %s (at byte %d)", je.text, je.position);
+        return NULL;
+    }
+    if (!json_is_object(j)) {
+        json_decref(j);
+        serve_err_set(err, 400, NULL, "invalid_json", "the body must be a JSON object");
+        return NULL;
+    }
+    return j;
+}
+
+/* llama-server's POST /tokenize: {"content", "add_special", "with_pieces"} -> {"tokens"} */
+static enum MHD_Result tokenize(server *srv, struct MHD_Connection *c, conn *cn)
+{
+    serve_err err;
+    json_t *b = body_object(cn, &err);
+    if (!b)
+        return send_err(srv, c, &err);
+    const json_t *content = json_object_get(b, "content"), *as = json_object_get(b, "add_special"),
+                 *wp = json_object_get(b, "with_pieces");
+    if (!json_is_string(content) || (as && !json_is_boolean(as)) || (wp && !json_is_boolean(wp))) {
+        json_decref(b);
+        return fail(srv, c, 400, json_is_string(content) ? (as && !json_is_boolean(as) ? "add_special" : "with_pieces")
+                                                         : "content",
+                    "invalid_type", "want {\"content\": string, \"add_special\": bool, \"with_pieces\": bool}");
+    }
+    int32_t *ids = NULL;
+    size_t n = 0;
+    ogk_error e;
+    pthread_mutex_lock(&srv->tok_mu);
+    int rc = tok_encode(srv->t, json_string_value(content), json_string_length(content), json_is_true(as), &ids, &n, &e);
+    json_t *toks = json_array();
+    for (size_t i = 0; !rc && i < n; i++) {
+        if (json_is_true(wp))
+            json_array_append_new(toks, json_pack("{s:i,s:o}", "id", ids[i], "piece", piece_json(srv, ids[i], NULL)));
+        else
+            json_array_append_new(toks, json_integer(ids[i]));
+    }
+    pthread_mutex_unlock(&srv->tok_mu);
+    free(ids);
+    json_decref(b);
+    if (rc) {
+        json_decref(toks);
+        return fail(srv, c, 400, "content", "invalid_value", "content: %s", e.msg);
+    }
+    return send_json(c, 200, json_pack("{s:o}", "tokens", toks));
+}
+
+/* llama-server's POST /detokenize: {"tokens": [ids]} -> {"content"} */
+static enum MHD_Result detokenize(server *srv, struct MHD_Connection *c, conn *cn)
+{
+    serve_err err;
+    json_t *b = body_object(cn, &err);
+    if (!b)
+        return send_err(srv, c, &err);
+    const json_t *a = json_object_get(b, "tokens");
+    if (!json_is_array(a)) {
+        json_decref(b);
+        return fail(srv, c, 400, "tokens", "invalid_type", "'tokens' must be an array of token ids");
+    }
+    size_t n = json_array_size(a);
+    int32_t *ids = malloc((n + 1) * sizeof *ids);
+    for (size_t i = 0; ids && i < n; i++) {
+        const json_t *v = json_array_get(a, i);
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= srv->m->c.vocab_size) {
+            free(ids);
+            json_decref(b);
+            return fail(srv, c, 400, "tokens", "invalid_value", "tokens[%zu] is not a token id in [0, %d)", i,
+                        srv->m->c.vocab_size);
+        }
+        ids[i] = (int32_t)json_integer_value(v);
+    }
+    json_decref(b);
+    if (!ids)
+        return fail(srv, c, 500, NULL, NULL, "out of memory");
+    ogk_error e;
+    size_t len = 0;
+    pthread_mutex_lock(&srv->tok_mu);
+    char *s = tok_decode(srv->t, ids, n, 0, -1, &len, &e);
+    pthread_mutex_unlock(&srv->tok_mu);
+    free(ids);
+    if (!s)
+        return fail(srv, c, 400, "tokens", "invalid_value", "tokens: %s", e.msg);
+    json_t *out = json_pack("{s:o}", "content", jstr(s, len));
+    free(s);
+    return send_json(c, 200, out);
+}
+
+static enum MHD_Result models(server *srv, struct MHD_Connection *c)
+{
+    const model_config *mc = &srv->m->c;
+    json_t *meta = json_pack("{s:s,s:i,s:i,s:i,s:i,s:i,s:I}", "family", mc->family_name, "n_vocab", mc->vocab_size,
+                             "n_ctx_train", mc->context_length, "n_ctx", srv->S.context, "n_embd", mc->dim,
+                             "n_layer", mc->n_layers, "weight_bytes", (json_int_t)srv->m->weight_bytes);
+    json_t *m = json_pack("{s:s,s:s,s:I,s:s,s:i,s:o}", "id", srv->model_id, "object", "model", "created",
+                          (json_int_t)time(NULL), "owned_by", "ogakit", "context_length", srv->S.context, "meta", meta);
+    return send_json(c, 200, json_pack("{s:s,s:[o]}", "object", "list", "data", m));
+}
+
+static enum MHD_Result metrics(server *srv, struct MHD_Connection *c)
+{
+    serve_sched *S = &srv->S;
+    pthread_mutex_lock(&S->mu);
+    uint64_t req = S->requests, pt = S->prompt_tokens, gt = S->gen_tokens, ct = S->cache_tokens;
+    double ps = S->prompt_s, gs = S->gen_s;
+    uint64_t steps = S->steps, rows = S->step_rows;
+    int busy = S->busy, q = S->q_len;
+    long kv = S->kv_used;
+    pthread_mutex_unlock(&S->mu);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f)
+        return MHD_NO;
+#define M(name, type, help, fmt, v) fprintf(f, "# HELP ogakit_" name " " help "\n# TYPE ogakit_" name " " type "\nogakit_" name " " fmt "\n", v)
+    M("requests_total", "counter", "Completion requests finished (done, stopped or cancelled).", "%llu",
+      (unsigned long long)req);
+    M("http_requests_total", "counter", "HTTP requests received.", "%llu",
+      (unsigned long long)__atomic_load_n(&srv->http_requests, __ATOMIC_RELAXED));
+    M("http_errors_total", "counter", "HTTP requests answered with an error status.", "%llu",
+      (unsigned long long)__atomic_load_n(&srv->http_errors, __ATOMIC_RELAXED));
+    M("prompt_tokens_total", "counter", "Prompt tokens evaluated (cached ones not counted).", "%llu",
+      (unsigned long long)pt);
+    M("prompt_tokens_cached_total", "counter", "Prompt tokens reused from the prefix cache.", "%llu",
+      (unsigned long long)ct);
+    M("tokens_predicted_total", "counter", "Tokens generated.", "%llu", (unsigned long long)gt);
+    M("prompt_seconds_total", "counter", "Time spent on prompts, summed over requests.", "%.6f", ps);
+    M("tokens_predicted_seconds_total", "counter", "Time spent generating, summed over requests.", "%.6f", gs);
+    M("prompt_tokens_per_second", "gauge", "Prompt tokens per second of prompt time, since start.", "%.3f",
+      ps > 0 ? pt / ps : 0.0);
+    M("predicted_tokens_per_second", "gauge", "Generated tokens per second of generation time per request, since start.",
+      "%.3f", gs > 0 ? gt / gs : 0.0);
+    M("decode_steps_total", "counter", "Decode passes (every busy slot's next token in one pass).", "%llu",
+      (unsigned long long)steps);
+    M("decode_rows_total", "counter", "Rows those passes ran (divided by the steps: the mean batch).", "%llu",
+      (unsigned long long)rows);
+    M("requests_queued", "gauge", "Requests waiting for a slot.", "%d", q);
+    M("slots_busy", "gauge", "Slots serving a request.", "%d", busy);
+    M("slots_total", "gauge", "Slots (--parallel).", "%d", S->n_slots);
+    M("kv_cells_used", "gauge", "KV cache positions holding tokens, over all slots.", "%ld", kv);
+    M("kv_cells_total", "gauge", "KV cache positions, over all slots.", "%ld", (long)S->context * S->n_slots);
+#undef M
+    fclose(f);
+    return send_text(c, 200, "text/plain; version=0.0.4", buf, len, NULL);
+}
+
+/* ---------------------------------------------------------------- routing */
+
+static int is(const char *url, const char *a, const char *b) { return !strcmp(url, a) || (b && !strcmp(url, b)); }
+
+static int authorised(server *srv, struct MHD_Connection *c)
+{
+    const char *key = srv->o->api_key;
+    if (!key || !*key)
+        return 1;
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    if (h && !strncasecmp(h, "Bearer ", 7)) {
+        h += 7;
+        while (*h == ' ')
+            h++;
+    } else {
+        h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "x-api-key");
+    }
+    if (!h || strlen(h) != strlen(key))
+        return 0;
+    unsigned char d = 0; /* compare in constant time */
+    for (size_t i = 0; key[i]; i++)
+        d |= (unsigned char)(h[i] ^ key[i]);
+    return d == 0;
+}
+
+static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                               const char *version, const char *upload, size_t *upload_size, void **con_cls)
+{
+    (void)version;
+    server *srv = cls;
+    conn *cn = *con_cls;
+    int post = !strcmp(method, "POST"), get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
+    if (!cn) {
+        if (!(cn = calloc(1, sizeof *cn)))
+            return MHD_NO;
+        cn->srv = srv;
+        *con_cls = cn;
+        __atomic_add_fetch(&srv->http_requests, 1, __ATOMIC_RELAXED);
+        /* refuse before reading a body: wrong key, announced size over the limit */
+        if (!is(url, "/health", "/v1/health") && !authorised(srv, c)) {
+            cn->responded = 1;
+            return fail(srv, c, 401, NULL, "invalid_api_key", "Invalid API key (send 'Authorization: Bearer KEY')");
+        }
+        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        if (cl && strtoull(cl, NULL, 10) > srv->body_limit) {
+            cn->responded = 1;
+            return fail(srv, c, 413, NULL, "request_too_large", "request body of %s bytes is over the limit of %zu",
+                        cl, srv->body_limit);
+        }
+        return MHD_YES;
+    }
+    if (cn->responded) { /* answered already: swallow the body */
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    if (*upload_size) {
+        size_t n = *upload_size;
+        *upload_size = 0;
+        if (cn->too_big || cn->len + n > srv->body_limit) {
+            cn->too_big = 1;
+            return MHD_YES;
+        }
+        if (cn->len + n + 1 > cn->cap) {
+            size_t cap = (cn->len + n + 1) * 2;
+            cap = cap > srv->body_limit + 1 ? srv->body_limit + 1 : cap;
+            char *b = realloc(cn->body, cap);
+            if (!b)
+                return MHD_NO;
+            cn->body = b, cn->cap = cap;
+        }
+        memcpy(cn->body + cn->len, upload, n);
+        cn->len += n;
+        cn->body[cn->len] = 0;
+        return MHD_YES;
+    }
+    cn->responded = 1;
+    if (cn->too_big)
+        return fail(srv, c, 413, NULL, "request_too_large", "request body over the limit of %zu bytes", srv->body_limit);
+    int ready = __atomic_load_n(&srv->ready, __ATOMIC_ACQUIRE);
+    if (is(url, "/health", "/v1/health")) {
+        if (!get)
+            return fail(srv, c, 405, NULL, "method_not_allowed", "%s %s: use GET", method, url);
+        if (!ready)
+            return fail(srv, c, 503, NULL, "model_loading", "Loading model");
+        return send_json(c, 200, json_pack("{s:s}", "status", "ok"));
+    }
+    struct {
+        const char *a, *b;
+        int post;
+    } routes[] = {{"/v1/models", "/models", 0},       {"/metrics", NULL, 0},     {"/v1/completions", "/completions", 1},
+                  {"/v1/chat/completions", "/chat/completions", 1}, {"/tokenize", NULL, 1}, {"/detokenize", NULL, 1}};
+    int route = -1;
+    for (int i = 0; i < (int)(sizeof routes / sizeof *routes); i++)
+        if (is(url, routes[i].a, routes[i].b))
+            route = i;
+    if (route < 0)
+        return fail(srv, c, 404, NULL, "not_found", "no endpoint %s %s", method, url);
+    if (routes[route].post ? !post : !get)
+        return fail(srv, c, 405, NULL, "method_not_allowed", "%s %s: use %s", method, url,
+                    routes[route].post ? "POST" : "GET");
+    if (!ready)
+        return fail(srv, c, 503, NULL, "model_loading", "Loading model");
+    switch (route) {
+    case 0: return models(srv, c);
+    case 1: return metrics(srv, c);
+    case 2:
+    case 3:
+        cn->counted = 1;
+        __atomic_add_fetch(&srv->inflight, 1, __ATOMIC_ACQ_REL);
+        return completion(srv, c, cn, route == 2 ? REQ_COMPLETION : REQ_CHAT);
+    case 4: return tokenize(srv, c, cn);
+    default: return detokenize(srv, c, cn);
+    }
+}
+
+static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe)
+{
+    (void)c, (void)toe;
+    server *srv = cls;
+    conn *cn = *con_cls;
+    if (cn) {
+        if (cn->counted)
+            __atomic_sub_fetch(&srv->inflight, 1, __ATOMIC_ACQ_REL);
+        free(cn->body);
+        free(cn);
+    }
+    *con_cls = NULL;
+}
+
+/* ---------------------------------------------------------------- start, run, stop */
+
+/* our own listening socket, so that "address in use" and friends are named */
+static int listen_on(const char *host, int port, int *bound_port, int *v6, ogk_error *e)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+    struct addrinfo *ai = NULL;
+    char ps[16];
+    snprintf(ps, sizeof ps, "%d", port);
+    int rc = getaddrinfo(host, ps, &hints, &ai);
+    if (rc)
+        return ogk_fail(e, "--host %s: %s", host, gai_strerror(rc));
+    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        freeaddrinfo(ai);
+        return ogk_fail(e, "socket: %s", strerror(errno));
+    }
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (bind(fd, ai->ai_addr, ai->ai_addrlen) || listen(fd, 512)) {
+        int err = errno;
+        close(fd);
+        freeaddrinfo(ai);
+        return ogk_fail(e, "cannot listen on %s:%d: %s", host, port, strerror(err));
+    }
+    *v6 = ai->ai_family == AF_INET6;
+    freeaddrinfo(ai);
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    *bound_port = port;
+    if (!getsockname(fd, (struct sockaddr *)&ss, &sl))
+        *bound_port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                                     : ((struct sockaddr_in *)&ss)->sin_port);
+    return fd;
+}
+
+static void model_name(const char *path, char *out, size_t n)
+{
+    const char *b = strrchr(path, '/');
+    b = b ? b + 1 : path;
+    size_t l = strlen(b);
+    if (l > 5 && !strcmp(b + l - 5, ".q4nx"))
+        l -= 5;
+    snprintf(out, n, "%.*s", (int)l, b);
+}
+
+int serve_run(const serve_opts *o, ogk_error *e, int *code)
+{
+    *code = OGK_EXIT_INIT;
+    server *srv = calloc(1, sizeof *srv);
+    if (!srv)
+        return ogk_fail(e, "out of memory");
+    srv->o = o;
+    srv->body_limit = o->body_limit ? o->body_limit : DEFAULT_BODY_LIMIT;
+    pthread_mutex_init(&srv->tok_mu, NULL);
+    model_name(o->model_path, srv->model_id, sizeof srv->model_id);
+    const char *host = o->host ? o->host : "127.0.0.1";
+    int port = 0, v6 = 0, rc = -1;
+    struct MHD_Daemon *d = NULL;
+    int fd = listen_on(host, o->port, &port, &v6, e);
+    if (fd < 0)
+        goto out;
+    d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC |
+                             (v6 ? MHD_USE_IPv6 : 0),
+                         0, NULL, NULL, handler, srv, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT,
+                         (unsigned)1024, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_NOTIFY_COMPLETED,
+                         completed, srv, MHD_OPTION_END);
+    if (!d) {
+        close(fd);
+        ogk_fail(e, "cannot start the HTTP server on %s:%d", host, port);
+        goto out;
+    }
+    logf_(srv, "listening on http://%s%s%s:%d (loading %s)", v6 ? "[" : "", host, v6 ? "]" : "", port, o->model_path);
+
+    /* the model: /health says 503 until it is ready */
+    ogk_error me;
+    int mcode;
+    if (kern_path_init(&me) || !(srv->m = model_open_flags(o->model_path, o->no_mmap ? Q4NX_OPEN_LOAD : 0, &me, &mcode))) {
+        ogk_fail(e, "%s", me.msg);
+        goto out;
+    }
+    if (o->context > srv->m->c.context_length) {
+        ogk_fail(e, "-c %d: the model's context is %d", o->context, srv->m->c.context_length);
+        *code = OGK_EXIT_USAGE;
+        goto out;
+    }
+    if (!(srv->t = model_tokenizer(srv->m, &me))) {
+        ogk_fail(e, "%s", me.msg);
+        goto out;
+    }
+    if (serve_sched_init(&srv->S, srv->m, srv->t, &srv->tok_mu, o->parallel > 0 ? o->parallel : 4,
+                         o->queue > 0 ? o->queue : 256, o->context, o->mode, o->threads, o->prefix_cache, &me) ||
+        (o->draft_path && !(srv->dm = model_open_flags(o->draft_path, o->no_mmap ? Q4NX_OPEN_LOAD : 0, &me, &mcode))) ||
+        (srv->dm && serve_sched_drafter(&srv->S, srv->dm, o->draft_max > 0 ? o->draft_max : 4, &me)) ||
+        serve_sched_start(&srv->S, &me)) {
+        ogk_fail(e, "%s", me.msg);
+        goto out;
+    }
+    srv->sched_ok = 1;
+    __atomic_store_n(&srv->ready, 1, __ATOMIC_RELEASE);
+    logf_(srv, "ready: model %s, %d slots of %d positions, mode %s, %d threads, kernel %s%s%s", srv->model_id,
+          srv->S.n_slots, srv->S.context, o->mode == MODEL_I8 ? "i8" : "f32", kern_pool_threads(srv->S.pool),
+          kern_path_name(kern_path()), srv->dm ? ", drafter " : "", srv->dm ? o->draft_path : "");
+    while (!o->stop || !*o->stop)
+        usleep(50 * 1000);
+
+    /* stop accepting; let the in-flight requests finish (cancelled after a grace period) */
+    logf_(srv, "stopping: finishing in-flight requests");
+    MHD_socket lfd = MHD_quiesce_daemon(d);
+    if (lfd != MHD_INVALID_SOCKET)
+        close(lfd);
+    double grace = o->shutdown_grace >= 0 ? o->shutdown_grace : SHUTDOWN_GRACE_S;
+    serve_sched_stop(&srv->S, grace);
+    /* every job is over: let their answers reach the clients before the connections close */
+    for (double t0 = ogk_now(); __atomic_load_n(&srv->inflight, __ATOMIC_ACQUIRE) > 0 && ogk_now() - t0 < 5;)
+        usleep(10 * 1000);
+    rc = 0, *code = 0;
+out:
+    if (d)
+        MHD_stop_daemon(d);
+    if (srv->sched_ok)
+        serve_sched_stop(&srv->S, 0);
+    if (srv->S.slots || srv->S.queue || srv->S.pool)
+        serve_sched_free(&srv->S);
+    tok_free(srv->t);
+    model_close(srv->dm);
+    model_close(srv->m);
+    pthread_mutex_destroy(&srv->tok_mu);
+    free(srv);
+    return rc;
+}

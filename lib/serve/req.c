@@ -1,0 +1,302 @@
+/* Request bodies of /v1/completions and /v1/chat/completions: JSON into a serve_req, every field
+ * checked for type and range, anything wrong a named 4xx in OpenAI's error shape. Unknown fields are
+ * ignored (as OpenAI-compatible servers do: clients send fields for other servers). */
+#define _GNU_SOURCE
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "serve_int.h"
+
+int serve_err_set(serve_err *err, int status, const char *param, const char *code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->message, sizeof err->message, fmt, ap);
+    va_end(ap);
+    err->status = status, err->param = param, err->code = code;
+    err->type = status == 401   ? "authentication_error"
+                : status == 404 ? "not_found_error"
+                : status == 503 ? "unavailable_error"
+                : status >= 500 ? "server_error"
+                                : "invalid_request_error";
+    return -1;
+}
+
+#define BAD(param, ...) serve_err_set(err, 400, param, "invalid_value", __VA_ARGS__)
+#define BADTYPE(param, want) serve_err_set(err, 400, param, "invalid_type", "'%s' must be %s", param, want)
+
+/* a field that is absent or null counts as not given */
+static const json_t *field(const json_t *o, const char *key)
+{
+    const json_t *v = json_object_get(o, key);
+    return v && !json_is_null(v) ? v : NULL;
+}
+
+static int get_number(const json_t *o, const char *key, double lo, double hi, double *out, serve_err *err)
+{
+    const json_t *v = field(o, key);
+    if (!v)
+        return 0;
+    if (!json_is_number(v))
+        return BADTYPE(key, "a number");
+    double x = json_number_value(v);
+    if (!isfinite(x) || x < lo || x > hi)
+        return BAD(key, "'%s' is %g, want a number in [%g, %g]", key, x, lo, hi);
+    *out = x;
+    return 0;
+}
+
+static int get_int(const json_t *o, const char *key, long long lo, long long hi, long long *out, serve_err *err)
+{
+    const json_t *v = field(o, key);
+    if (!v)
+        return 0;
+    if (json_is_real(v) && json_real_value(v) == floor(json_real_value(v)) && fabs(json_real_value(v)) < 9e15) {
+        long long x = (long long)json_real_value(v);
+        if (x < lo || x > hi)
+            return BAD(key, "'%s' is %lld, want an integer in [%lld, %lld]", key, x, lo, hi);
+        *out = x;
+        return 0;
+    }
+    if (!json_is_integer(v))
+        return BADTYPE(key, "an integer");
+    long long x = json_integer_value(v);
+    if (x < lo || x > hi)
+        return BAD(key, "'%s' is %lld, want an integer in [%lld, %lld]", key, x, lo, hi);
+    *out = x;
+    return 0;
+}
+
+static int get_bool(const json_t *o, const char *key, int *out, serve_err *err)
+{
+    const json_t *v = field(o, key);
+    if (!v)
+        return 0;
+    if (!json_is_boolean(v))
+        return BADTYPE(key, "a boolean");
+    *out = json_is_true(v);
+    return 0;
+}
+
+static int add_stop(serve_req *r, const json_t *s, serve_err *err)
+{
+    if (!json_is_string(s))
+        return BADTYPE("stop", "a string or an array of strings");
+    if (r->n_stops == SERVE_MAX_STOPS)
+        return BAD("stop", "at most %d stop strings", SERVE_MAX_STOPS);
+    if (json_string_length(s) == 0)
+        return 0; /* an empty stop string stops nothing */
+    if (json_string_length(s) > 256)
+        return BAD("stop", "a stop string longer than 256 bytes");
+    if (!(r->stops[r->n_stops] = strndup(json_string_value(s), json_string_length(s))))
+        return serve_err_set(err, 500, NULL, NULL, "out of memory");
+    r->n_stops++;
+    return 0;
+}
+
+/* chat content: a string, or an array of parts of which the text ones are joined */
+static json_t *content_text(const json_t *c, size_t i, serve_err *err)
+{
+    if (!c)
+        return json_string("");
+    if (json_is_string(c))
+        return json_incref((json_t *)c);
+    if (!json_is_array(c)) {
+        BAD("messages", "messages[%zu].content must be a string or an array of content parts", i);
+        return NULL;
+    }
+    char *buf = NULL;
+    size_t len = 0, k;
+    FILE *f = open_memstream(&buf, &len);
+    const json_t *p;
+    json_array_foreach(c, k, p)
+    {
+        const char *type = json_string_value(json_object_get(p, "type"));
+        const json_t *t = json_object_get(p, "text");
+        if (!json_is_object(p) || !type || strcmp(type, "text") || !json_is_string(t)) {
+            fclose(f), free(buf);
+            BAD("messages", "messages[%zu].content[%zu]: only {\"type\": \"text\", \"text\": ...} parts are supported", i,
+                k);
+            return NULL;
+        }
+        fwrite(json_string_value(t), 1, json_string_length(t), f);
+    }
+    fclose(f);
+    json_t *s = json_stringn(buf ? buf : "", len);
+    free(buf);
+    return s;
+}
+
+static int parse_messages(serve_req *r, const json_t *msgs, serve_err *err)
+{
+    if (!msgs)
+        return serve_err_set(err, 400, "messages", "missing_required_parameter", "'messages' is required");
+    if (!json_is_array(msgs))
+        return BADTYPE("messages", "an array");
+    if (json_array_size(msgs) == 0)
+        return BAD("messages", "'messages' is empty");
+    r->messages = json_array();
+    size_t i;
+    const json_t *m;
+    json_array_foreach(msgs, i, m)
+    {
+        if (!json_is_object(m))
+            return BAD("messages", "messages[%zu] is not an object", i);
+        const json_t *role = json_object_get(m, "role");
+        if (!json_is_string(role))
+            return BAD("messages", "messages[%zu].role must be a string", i);
+        const char *rs = json_string_value(role);
+        if (strcmp(rs, "system") && strcmp(rs, "user") && strcmp(rs, "assistant") && strcmp(rs, "developer") &&
+            strcmp(rs, "tool"))
+            return BAD("messages", "messages[%zu].role '%s' is not system, developer, user, assistant or tool", i, rs);
+        json_t *c = content_text(field(m, "content"), i, err);
+        if (!c)
+            return -1;
+        /* developer is OpenAI's newer name for system; templates know system */
+        json_array_append_new(r->messages, json_pack("{s:s,s:o}", "role", strcmp(rs, "developer") ? rs : "system",
+                                                     "content", c));
+    }
+    return 0;
+}
+
+static int parse_prompt(serve_req *r, const json_t *p, serve_err *err)
+{
+    if (!p)
+        return serve_err_set(err, 400, "prompt", "missing_required_parameter", "'prompt' is required");
+    if (json_is_string(p)) {
+        if (!(r->prompt = strndup(json_string_value(p), json_string_length(p))))
+            return serve_err_set(err, 500, NULL, NULL, "out of memory");
+        r->prompt_len = json_string_length(p);
+        return 0;
+    }
+    if (!json_is_array(p))
+        return BADTYPE("prompt", "a string or an array of token ids");
+    size_t n = json_array_size(p);
+    if (n == 1 && json_is_string(json_array_get(p, 0)))
+        return parse_prompt(r, json_array_get(p, 0), err);
+    if (n == 0)
+        return BAD("prompt", "'prompt' is empty");
+    if (n > (1u << 22))
+        return BAD("prompt", "'prompt' has %zu ids", n);
+    if (!(r->prompt_ids = malloc(n * sizeof *r->prompt_ids)))
+        return serve_err_set(err, 500, NULL, NULL, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        const json_t *v = json_array_get(p, i);
+        if (json_is_string(v) || json_is_array(v))
+            return BAD("prompt", "one prompt per request (a list of prompts is not supported)");
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > 0x7fffffff)
+            return BAD("prompt", "prompt[%zu] is not a token id", i);
+        r->prompt_ids[i] = (int)json_integer_value(v);
+    }
+    r->n_prompt_ids = (int)n;
+    return 0;
+}
+
+int serve_req_parse(const char *body, size_t len, int kind, serve_req *r, serve_err *err)
+{
+    memset(r, 0, sizeof *r);
+    r->kind = kind, r->temperature = 1.0, r->top_p = 1.0, r->logprobs = -1;
+    json_error_t je;
+    json_t *j = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+    if (!j)
+        return serve_err_set(err, 400, NULL, "invalid_json", "malformed JSON body: %s (at byte %d)", je.text,
+                             je.position);
+    int rc = -1;
+    if (!json_is_object(j)) {
+        serve_err_set(err, 400, NULL, "invalid_json", "the body must be a JSON object");
+        goto out;
+    }
+    const json_t *v;
+    if ((v = field(j, "model"))) {
+        if (!json_is_string(v)) {
+            BADTYPE("model", "a string");
+            goto out;
+        }
+        r->model = strdup(json_string_value(v));
+    }
+    if (kind == REQ_CHAT ? parse_messages(r, json_object_get(j, "messages"), err)
+                         : parse_prompt(r, field(j, "prompt"), err))
+        goto out;
+    long long x = 0;
+    /* max_tokens (completions and chat) or its newer chat name */
+    const char *mt = kind == REQ_CHAT && field(j, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
+    if (field(j, mt)) {
+        if (get_int(j, mt, 1, SERVE_MAX_TOKENS, &x, err))
+            goto out;
+        r->max_tokens = (int)x;
+    }
+    if (get_number(j, "temperature", 0, 100, &r->temperature, err) || get_number(j, "top_p", 0, 1, &r->top_p, err))
+        goto out;
+    x = 0;
+    if (get_int(j, "top_k", 0, 1 << 24, &x, err))
+        goto out;
+    r->top_k = (int)x;
+    if (field(j, "seed")) {
+        if (get_int(j, "seed", -(1LL << 62), 1LL << 62, &x, err))
+            goto out;
+        r->has_seed = 1, r->seed = (uint64_t)x;
+    }
+    x = 1;
+    if (get_int(j, "n", 1, 1, &x, err)) {
+        serve_err_set(err, 400, "n", "unsupported_value", "'n': only 1 choice per request is supported");
+        goto out;
+    }
+    if ((v = field(j, "stop"))) {
+        if (json_is_array(v)) {
+            size_t i;
+            const json_t *s;
+            json_array_foreach(v, i, s) if (add_stop(r, s, err)) goto out;
+        } else if (add_stop(r, v, err)) {
+            goto out;
+        }
+    }
+    if (get_bool(j, "stream", &r->stream, err) || get_bool(j, "return_tokens", &r->return_tokens, err) ||
+        get_bool(j, "ignore_eos", &r->ignore_eos, err))
+        goto out;
+    if (kind == REQ_CHAT) {
+        int lp = 0;
+        if (get_bool(j, "logprobs", &lp, err))
+            goto out;
+        x = -1;
+        if (get_int(j, "top_logprobs", 0, SERVE_MAX_TOP, &x, err))
+            goto out;
+        if (x >= 0 && !lp) {
+            BAD("top_logprobs", "'top_logprobs' needs 'logprobs': true");
+            goto out;
+        }
+        r->logprobs = lp ? (x < 0 ? 0 : (int)x) : -1;
+    } else {
+        x = -1;
+        if (get_int(j, "logprobs", 0, SERVE_MAX_TOP, &x, err))
+            goto out;
+        r->logprobs = (int)x;
+        if (get_bool(j, "echo", &r->echo, err))
+            goto out;
+        if (r->echo && r->logprobs >= 0) {
+            serve_err_set(err, 400, "echo", "unsupported_value", "'echo' together with 'logprobs' is not supported");
+            goto out;
+        }
+    }
+    if ((v = field(j, "stream_options")) && !json_is_object(v)) {
+        BADTYPE("stream_options", "an object");
+        goto out;
+    }
+    rc = 0;
+out:
+    json_decref(j);
+    if (rc)
+        serve_req_free(r);
+    return rc;
+}
+
+void serve_req_free(serve_req *r)
+{
+    free(r->model), free(r->prompt), free(r->prompt_ids);
+    json_decref(r->messages);
+    for (int i = 0; i < r->n_stops; i++)
+        free(r->stops[i]);
+    memset(r, 0, sizeof *r);
+}

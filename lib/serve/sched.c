@@ -1,0 +1,634 @@
+/* The scheduler: one thread owns the model. Each turn of its loop it admits queued jobs into free
+ * slots, runs one prefill chunk (at most MODEL_CHUNK prompt rows of one slot, round robin), then one
+ * decode step for every slot that has a token to feed, all of them as one model_forward_batch pass,
+ * and samples each slot's next token. A new prompt therefore waits at most one chunk per step and the
+ * others keep decoding meanwhile.
+ *
+ * Prefix cache: a slot remembers the ids whose KV it holds. A new job goes to the free slot sharing
+ * the longest prefix with its prompt and starts after it (at least its last prompt token is run, for
+ * the logits). Reuse is exact: in i8 mode any reused position is bit-identical to a recomputation
+ * (model.h); in f32 mode only positions that an earlier prefill computed in whole chunks aligned at
+ * 0 are reused, and the rest is prefilled in chunks aligned the same way, which is what a fresh
+ * model_forward over the prompt computes. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "serve_int.h"
+
+enum { SLOT_FREE, SLOT_PREFILL, SLOT_DECODE };
+
+struct serve_slot {
+    model_state *s;
+    model_state *d; /* the drafter's cache: ids hist[0..d->pos) */
+    int *dfeed;     /* scratch: what the drafter has not run yet */
+    serve_job *j;
+    int phase;
+    int done; /* prompt positions in the cache */
+    int next; /* the token the next decode step feeds */
+    model_sampler sp;
+    tok_stream *ts;
+    model_stopper st;
+    int gen;        /* tokens sampled */
+    int *hist;      /* ids whose KV the cache holds (s->pos of them) */
+    int cap_hist;
+    int n_full;     /* of hist: positions computed by whole prefill chunks aligned at 0 (f32 reuse) */
+    double t_prompt_done;
+    uint64_t used; /* when it last took a job: among equal prefixes the least recently used goes */
+};
+
+/* ---------------------------------------------------------------- jobs */
+
+serve_job *serve_job_new(void)
+{
+    serve_job *j = calloc(1, sizeof *j);
+    if (!j)
+        return NULL;
+    pthread_mutex_init(&j->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&j->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    j->refs = 1, j->top_n = -1;
+    return j;
+}
+
+void serve_job_unref(serve_job *j)
+{
+    if (!j)
+        return;
+    pthread_mutex_lock(&j->mu);
+    int left = --j->refs;
+    pthread_mutex_unlock(&j->mu);
+    if (left)
+        return;
+    pthread_mutex_destroy(&j->mu);
+    pthread_cond_destroy(&j->cv);
+    for (int i = 0; i < j->n_stops; i++)
+        free(j->stops[i]);
+    free(j->stops), free(j->prompt), free(j->ids), free(j->lps), free(j->top_ids), free(j->top_lps), free(j->text);
+    free(j);
+}
+
+static void job_text(const char *s, size_t n, void *arg);
+
+/* ---------------------------------------------------------------- setup */
+
+int serve_sched_init(serve_sched *S, const model *m, tok *t, pthread_mutex_t *tok_mu, int n_slots, int queue,
+                     int context, int mode, int threads, int prefix_cache, ogk_error *e)
+{
+    memset(S, 0, sizeof *S);
+    S->m = m, S->t = t, S->tok_mu = tok_mu, S->n_slots = n_slots, S->prefix_cache = prefix_cache;
+    pthread_mutex_init(&S->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&S->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    if (n_slots < 1 || n_slots > MODEL_CHUNK)
+        return ogk_fail(e, "--parallel %d: want 1..%d slots", n_slots, MODEL_CHUNK);
+    S->q_cap = queue > 0 ? queue : 1;
+    if (!(S->queue = calloc((size_t)S->q_cap, sizeof *S->queue)) ||
+        !(S->slots = calloc((size_t)n_slots, sizeof *S->slots)))
+        return ogk_fail(e, "out of memory");
+    if (!(S->pool = kern_pool_new(threads)))
+        return ogk_fail(e, "cannot start %d threads", threads);
+    /* the batch's activation rows: a state whose cache is never used (one position) */
+    if (!(S->work = model_state_new_shared(m, 1, 1, mode, S->pool, e)))
+        return -1;
+    for (int i = 0; i < n_slots; i++) {
+        serve_slot *sl = &S->slots[i];
+        if (!(sl->s = model_state_new_shared(m, context, 1, mode, S->pool, e)))
+            return -1;
+        sl->cap_hist = sl->s->context;
+        if (!(sl->hist = malloc((size_t)sl->cap_hist * sizeof *sl->hist)))
+            return ogk_fail(e, "out of memory");
+    }
+    S->context = S->slots[0].s->context;
+    return 0;
+}
+
+int serve_sched_drafter(serve_sched *S, const model *dm, int k, ogk_error *e)
+{
+    if (dm->c.vocab_size != S->m->c.vocab_size)
+        return ogk_fail(e, "the drafter's vocabulary (%d) differs from the target's (%d)", dm->c.vocab_size,
+                        S->m->c.vocab_size);
+    if (k < 1 || k + 1 > MODEL_VERIFY_MAX || S->n_slots * (k + 1) > MODEL_CHUNK)
+        return ogk_fail(e, "--draft-max %d: want 1..%d, and --parallel x (draft-max + 1) <= %d", k,
+                        MODEL_VERIFY_MAX - 1, MODEL_CHUNK);
+    S->dm = dm, S->draft_max = k;
+    for (int i = 0; i < S->n_slots; i++) {
+        serve_slot *sl = &S->slots[i];
+        model_state *t = model_state_new_shared(S->m, S->context, k + 1, sl->s->mode, S->pool, e);
+        if (!t)
+            return -1;
+        model_state_free(sl->s);
+        sl->s = t;
+        if (!(sl->d = model_state_new_shared(dm, S->context, 1, sl->s->mode, S->pool, e)))
+            return -1;
+        if (!(sl->dfeed = malloc(((size_t)S->context + 1) * sizeof *sl->dfeed)))
+            return ogk_fail(e, "out of memory");
+    }
+    return 0;
+}
+
+void serve_sched_free(serve_sched *S)
+{
+    for (int i = 0; S->slots && i < S->n_slots; i++) {
+        model_state_free(S->slots[i].d);
+        free(S->slots[i].dfeed);
+        model_state_free(S->slots[i].s);
+        free(S->slots[i].hist);
+    }
+    free(S->slots);
+    model_state_free(S->work);
+    kern_pool_free(S->pool);
+    for (int i = 0; i < S->q_len; i++)
+        serve_job_unref(S->queue[(S->q_head + i) % S->q_cap]);
+    free(S->queue);
+    pthread_mutex_destroy(&S->mu);
+    pthread_cond_destroy(&S->cv);
+    memset(S, 0, sizeof *S);
+}
+
+int serve_sched_submit(serve_sched *S, serve_job *j)
+{
+    pthread_mutex_lock(&S->mu);
+    if (S->stopping || S->q_len == S->q_cap) {
+        int rc = S->stopping ? -2 : -1;
+        pthread_mutex_unlock(&S->mu);
+        return rc;
+    }
+    pthread_mutex_lock(&j->mu);
+    j->refs++;
+    j->t_queued = ogk_now();
+    pthread_mutex_unlock(&j->mu);
+    S->queue[(S->q_head + S->q_len++) % S->q_cap] = j;
+    pthread_cond_signal(&S->cv);
+    pthread_mutex_unlock(&S->mu);
+    return 0;
+}
+
+void serve_sched_wake(serve_sched *S)
+{
+    pthread_mutex_lock(&S->mu);
+    pthread_cond_signal(&S->cv);
+    pthread_mutex_unlock(&S->mu);
+}
+
+/* ---------------------------------------------------------------- a job's end */
+
+/* the job is over (done, failed or cancelled): tell its HTTP side, account it, free the slot */
+static void finish(serve_sched *S, serve_slot *sl, const char *reason, const char *failure)
+{
+    serve_job *j = sl->j;
+    if (!failure && !sl->st.hit) { /* what the decoder and the stop-string filter still hold */
+        ogk_error e;
+        size_t n = 0;
+        pthread_mutex_lock(S->tok_mu);
+        const char *tail = tok_stream_flush(sl->ts, &n, &e);
+        pthread_mutex_unlock(S->tok_mu);
+        if (tail && n)
+            model_stopper_feed(&sl->st, tail, n, job_text, j);
+        model_stopper_flush(&sl->st, job_text, j);
+    }
+    double now = ogk_now();
+    pthread_mutex_lock(&j->mu);
+    j->finish = reason;
+    if (failure) {
+        j->failed = 1;
+        snprintf(j->err, sizeof j->err, "%s", failure);
+    }
+    if (!j->t_first)
+        j->t_first = now;
+    j->t_end = now;
+    j->done = 1;
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+    pthread_mutex_lock(&S->mu);
+    S->requests++;
+    S->prompt_tokens += (uint64_t)(sl->done - j->cache_n);
+    S->cache_tokens += (uint64_t)j->cache_n;
+    S->gen_tokens += (uint64_t)j->n_eval;
+    if (sl->t_prompt_done > 0) {
+        S->prompt_s += sl->t_prompt_done - j->t_start;
+        S->gen_s += now - sl->t_prompt_done;
+    }
+    pthread_mutex_unlock(&S->mu);
+    model_sampler_free(&sl->sp);
+    pthread_mutex_lock(S->tok_mu);
+    tok_stream_free(sl->ts);
+    pthread_mutex_unlock(S->tok_mu);
+    sl->ts = NULL;
+    model_stopper_free(&sl->st);
+    serve_job_unref(j);
+    sl->j = NULL, sl->phase = SLOT_FREE;
+}
+
+/* ---------------------------------------------------------------- admission */
+
+/* positions of slot sl's cache that a prompt can reuse */
+static int reusable(const serve_sched *S, const serve_slot *sl, const int *p, int n)
+{
+    if (!S->prefix_cache)
+        return 0;
+    int lim = sl->s->pos < n - 1 ? sl->s->pos : n - 1, c = 0;
+    while (c < lim && sl->hist[c] == p[c])
+        c++;
+    if (sl->s->mode != MODEL_I8) {
+        c = c < sl->n_full ? c : sl->n_full;
+        c -= c % MODEL_CHUNK;
+    }
+    return c;
+}
+
+static void start_job(serve_sched *S, serve_slot *sl, serve_job *j)
+{
+    int r = 0;
+    r = reusable(S, sl, j->prompt, j->n_prompt);
+    sl->j = j, sl->phase = SLOT_PREFILL, sl->done = r, sl->gen = 0, sl->t_prompt_done = 0;
+    sl->s->pos = r;
+    if (sl->d && sl->d->pos > r)
+        sl->d->pos = r;
+    if (sl->n_full > r)
+        sl->n_full = r;
+    model_stopper_init(&sl->st, j->stops, j->n_stops);
+    pthread_mutex_lock(S->tok_mu);
+    sl->ts = tok_stream_new(S->t, 1);
+    pthread_mutex_unlock(S->tok_mu);
+    int ok = sl->ts && !model_sampler_init(&sl->sp, S->m->c.vocab_size, j->temperature, j->top_k, j->top_p, j->seed);
+    pthread_mutex_lock(&j->mu);
+    j->t_start = ogk_now();
+    j->cache_n = r;
+    pthread_mutex_unlock(&j->mu);
+    if (!ok)
+        finish(S, sl, "stop", "out of memory");
+}
+
+/* under S->mu: queued jobs into free slots (the best prefix match first), cancelled ones dropped */
+static void admit(serve_sched *S)
+{
+    while (S->q_len) {
+        serve_job *j = S->queue[S->q_head];
+        if (__atomic_load_n(&j->cancel, __ATOMIC_RELAXED)) {
+            S->q_head = (S->q_head + 1) % S->q_cap, S->q_len--;
+            pthread_mutex_lock(&j->mu);
+            j->done = j->failed = 1;
+            snprintf(j->err, sizeof j->err, "cancelled");
+            pthread_cond_broadcast(&j->cv);
+            pthread_mutex_unlock(&j->mu);
+            serve_job_unref(j);
+            continue;
+        }
+        serve_slot *best = NULL;
+        int best_r = -1;
+        for (int i = 0; i < S->n_slots; i++) {
+            serve_slot *sl = &S->slots[i];
+            if (sl->j)
+                continue;
+            int r = reusable(S, sl, j->prompt, j->n_prompt);
+            if (r > best_r || (r == best_r && sl->used < best->used))
+                best = sl, best_r = r;
+        }
+        if (!best)
+            return;
+        S->q_head = (S->q_head + 1) % S->q_cap, S->q_len--;
+        best->used = ++S->admitted;
+        pthread_mutex_unlock(&S->mu);
+        start_job(S, best, j);
+        pthread_mutex_lock(&S->mu);
+    }
+}
+
+/* ---------------------------------------------------------------- tokens out */
+
+static void job_text(const char *s, size_t n, void *arg)
+{
+    serve_job *j = arg;
+    pthread_mutex_lock(&j->mu);
+    if (j->text_len + n + 1 > j->text_cap) {
+        size_t cap = (j->text_len + n + 1) * 2;
+        char *t = realloc(j->text, cap);
+        if (!t) {
+            pthread_mutex_unlock(&j->mu);
+            return;
+        }
+        j->text = t, j->text_cap = cap;
+    }
+    memcpy(j->text + j->text_len, s, n);
+    j->text_len += n;
+    j->text[j->text_len] = 0;
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+}
+
+/* log-softmax of the raw logits: the chosen id's and the top_n largest (ties: lower id first) */
+static void logprobs(const float *x, int V, int id, int top_n, float *lp, int *top_ids, float *top_lps)
+{
+    float mx = x[0];
+    for (int i = 1; i < V; i++)
+        mx = x[i] > mx ? x[i] : mx;
+    double s = 0;
+    for (int i = 0; i < V; i++)
+        s += exp((double)x[i] - mx);
+    double lse = mx + log(s);
+    *lp = (float)(x[id] - lse);
+    int n = 0;
+    for (int i = 0; i < V && top_n > 0; i++) {
+        if (n < top_n || x[i] > x[top_ids[n - 1]]) {
+            int p = n < top_n ? n++ : top_n - 1;
+            while (p > 0 && x[top_ids[p - 1]] < x[i]) {
+                top_ids[p] = top_ids[p - 1];
+                p--;
+            }
+            top_ids[p] = i;
+        }
+    }
+    for (int i = 0; i < n; i++)
+        top_lps[i] = (float)(x[top_ids[i]] - lse);
+}
+
+static int job_grow(serve_job *j, int top)
+{
+    if (j->n_ids < j->cap_ids)
+        return 0;
+    int cap = j->cap_ids * 2 + 16;
+    int *ids = realloc(j->ids, (size_t)cap * sizeof *ids);
+    if (!ids)
+        return -1;
+    j->ids = ids;
+    if (j->top_n >= 0) {
+        float *lps = realloc(j->lps, (size_t)cap * sizeof *lps);
+        if (!lps)
+            return -1;
+        j->lps = lps;
+        if (top) {
+            int *ti = realloc(j->top_ids, (size_t)cap * top * sizeof *ti);
+            if (!ti)
+                return -1;
+            j->top_ids = ti;
+            float *tl = realloc(j->top_lps, (size_t)cap * top * sizeof *tl);
+            if (!tl)
+                return -1;
+            j->top_lps = tl;
+        }
+    }
+    j->cap_ids = cap;
+    return 0;
+}
+
+/* sample the slot's next token from logits and hand it to the job; decides whether it goes on (the
+ * same rules, in the same order, as model_generate). 1: it goes on, 0: the job is over. */
+static int next_token(serve_sched *S, serve_slot *sl, const float *logits)
+{
+    serve_job *j = sl->j;
+    const model *m = S->m;
+    int id = model_sample(&sl->sp, logits);
+    sl->gen++;
+    pthread_mutex_lock(&j->mu);
+    j->n_eval++;
+    if (!j->t_first)
+        j->t_first = ogk_now();
+    pthread_mutex_unlock(&j->mu);
+    if (!j->ignore_eos && model_is_eos(m, id)) {
+        finish(S, sl, "stop", NULL);
+        return 0;
+    }
+    int top = j->top_n > 0 ? j->top_n : 0;
+    float lp = 0, tl[SERVE_MAX_TOP];
+    int ti[SERVE_MAX_TOP];
+    if (j->top_n >= 0)
+        logprobs(logits, m->c.vocab_size, id, top, &lp, ti, tl);
+    pthread_mutex_lock(&j->mu);
+    if (job_grow(j, top)) {
+        pthread_mutex_unlock(&j->mu);
+        finish(S, sl, "stop", "out of memory");
+        return 0;
+    }
+    if (j->top_n >= 0) {
+        j->lps[j->n_ids] = lp;
+        memcpy(j->top_ids + (size_t)j->n_ids * top, ti, (size_t)top * sizeof *ti);
+        memcpy(j->top_lps + (size_t)j->n_ids * top, tl, (size_t)top * sizeof *tl);
+    }
+    j->ids[j->n_ids++] = id;
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+    ogk_error e;
+    size_t n = 0;
+    pthread_mutex_lock(S->tok_mu);
+    const char *piece = tok_stream_put(sl->ts, id, &n, &e);
+    pthread_mutex_unlock(S->tok_mu);
+    if (!piece) {
+        finish(S, sl, "stop", e.msg);
+        return 0;
+    }
+    if (model_stopper_feed(&sl->st, piece, n, job_text, j)) {
+        finish(S, sl, "stop", NULL);
+        return 0;
+    }
+    if (sl->gen >= j->max_tokens || sl->s->pos + 1 > sl->s->context) {
+        finish(S, sl, "length", NULL);
+        return 0;
+    }
+    sl->next = id, sl->phase = SLOT_DECODE;
+    return 1;
+}
+
+/* ---------------------------------------------------------------- the loop */
+
+static void prefill_chunk(serve_sched *S, serve_slot *sl)
+{
+    serve_job *j = sl->j;
+    int n = j->n_prompt - sl->done;
+    n = n < MODEL_CHUNK ? n : MODEL_CHUNK;
+    ogk_error e;
+    if (model_forward(sl->s, j->prompt + sl->done, n, 0, &e)) {
+        finish(S, sl, "stop", e.msg);
+        return;
+    }
+    memcpy(sl->hist + sl->done, j->prompt + sl->done, (size_t)n * sizeof *sl->hist);
+    if (sl->n_full == sl->done && n == MODEL_CHUNK && sl->done % MODEL_CHUNK == 0)
+        sl->n_full += n;
+    sl->done += n;
+    if (sl->done == j->n_prompt) {
+        sl->t_prompt_done = ogk_now();
+        next_token(S, sl, sl->s->logits);
+    }
+}
+
+/* the drafter catches up with the slot's cache and the token to feed, then proposes up to k tokens
+ * greedily into run[1..]; returns how many (0: decode this slot plainly) */
+static int draft(serve_sched *S, serve_slot *sl, int *run)
+{
+    serve_job *j = sl->j;
+    model_state *T = sl->s, *D = sl->d;
+    int k = S->draft_max, left = j->max_tokens - sl->gen; /* tokens this job may still produce */
+    if (!D || j->temperature > 0 || left < 2)
+        return 0;
+    k = k < left - 1 ? k : left - 1;
+    if (T->pos + k + 1 > T->context)
+        k = T->context - T->pos - 1;
+    if (k < 1)
+        return 0;
+    int n = 0;
+    for (int p = D->pos; p < T->pos; p++)
+        sl->dfeed[n++] = sl->hist[p];
+    sl->dfeed[n++] = sl->next;
+    ogk_error e;
+    if (model_forward(D, sl->dfeed, n, 0, &e))
+        return 0;
+    run[0] = sl->next;
+    run[1] = model_argmax(D->logits, D->m->c.vocab_size);
+    for (int i = 1; i < k; i++) {
+        if (model_forward(D, &run[i], 1, 0, &e))
+            return i - 1 > 0 ? i - 1 : 0; /* cannot happen: the context was checked */
+        run[i + 1] = model_argmax(D->logits, D->m->c.vocab_size);
+    }
+    return k;
+}
+
+static void decode_step(serve_sched *S)
+{
+    model_state *states[MODEL_CHUNK];
+    int tokens[MODEL_CHUNK], n = 0;
+    int nk[MODEL_CHUNK]; /* per slot: drafts in this pass (0: one plain row) */
+    int run[MODEL_CHUNK][MODEL_VERIFY_MAX + 1];
+    int any = 0;
+    for (int i = 0; i < S->n_slots; i++) {
+        serve_slot *sl = &S->slots[i];
+        nk[i] = -1;
+        if (!sl->j || sl->phase != SLOT_DECODE)
+            continue;
+        nk[i] = draft(S, sl, run[i]);
+        any = 1;
+        states[n] = sl->s, tokens[n++] = sl->next;
+        for (int r = 1; r <= nk[i]; r++)
+            states[n] = sl->s, tokens[n++] = run[i][r];
+    }
+    if (!any)
+        return;
+    ogk_error e;
+    if (model_forward_batch(S->work, states, tokens, n, &e)) {
+        for (int i = 0; i < S->n_slots; i++)
+            if (nk[i] >= 0)
+                finish(S, &S->slots[i], "stop", e.msg);
+        return;
+    }
+    pthread_mutex_lock(&S->mu);
+    S->steps++, S->step_rows += (uint64_t)n;
+    pthread_mutex_unlock(&S->mu);
+    int V = S->m->c.vocab_size;
+    for (int i = 0; i < S->n_slots; i++) {
+        serve_slot *sl = &S->slots[i];
+        if (nk[i] < 0)
+            continue;
+        int k = nk[i], P = sl->s->pos - (k + 1); /* the position `next` went to */
+        if (!k) {
+            sl->hist[P] = sl->next;
+            next_token(S, sl, sl->s->logits);
+            continue;
+        }
+        /* the longest run of drafts the target agrees with; both caches keep only what was accepted */
+        int a = 0;
+        while (a < k && run[i][a + 1] == model_argmax(sl->s->logits + (size_t)a * V, V))
+            a++;
+        model_rewind(sl->s, k - a);
+        if (sl->d->pos > sl->s->pos)
+            model_rewind(sl->d, sl->d->pos - sl->s->pos);
+        for (int r = 0; r <= a; r++)
+            sl->hist[P + r] = run[i][r];
+        pthread_mutex_lock(&sl->j->mu);
+        sl->j->draft_n += k, sl->j->draft_accepted += a;
+        pthread_mutex_unlock(&sl->j->mu);
+        for (int r = 0; r <= a; r++)
+            if (!next_token(S, sl, sl->s->logits + (size_t)r * V))
+                break;
+    }
+}
+
+static void *sched_main(void *arg)
+{
+    serve_sched *S = arg;
+    int rr = 0;
+    double deadline = 0;
+    for (;;) {
+        pthread_mutex_lock(&S->mu);
+        if (!S->stopping)
+            admit(S);
+        int active = 0;
+        long kv = 0;
+        for (int i = 0; i < S->n_slots; i++) {
+            active += S->slots[i].j != NULL;
+            kv += S->slots[i].s->pos;
+        }
+        S->busy = active, S->kv_used = kv;
+        if (S->stopping && !deadline)
+            deadline = ogk_now() + (S->stopping > 1 ? S->stopping - 1 : 0);
+        if (!active) {
+            if (S->stopping) {
+                pthread_mutex_unlock(&S->mu);
+                break;
+            }
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            ts.tv_nsec += 100 * 1000000L;
+            if (ts.tv_nsec >= 1000000000L)
+                ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+            pthread_cond_timedwait(&S->cv, &S->mu, &ts);
+            pthread_mutex_unlock(&S->mu);
+            continue;
+        }
+        pthread_mutex_unlock(&S->mu);
+        /* clients that went away (and, past the shutdown grace, everyone) free their slots now */
+        int overdue = deadline && ogk_now() > deadline;
+        for (int i = 0; i < S->n_slots; i++) {
+            serve_slot *sl = &S->slots[i];
+            if (sl->j && (overdue || __atomic_load_n(&sl->j->cancel, __ATOMIC_RELAXED)))
+                finish(S, sl, "stop", overdue ? "the server is shutting down" : "cancelled");
+        }
+        /* one prefill chunk, round robin over the slots still reading their prompt */
+        for (int k = 0; k < S->n_slots; k++) {
+            serve_slot *sl = &S->slots[(rr + k) % S->n_slots];
+            if (sl->j && sl->phase == SLOT_PREFILL) {
+                prefill_chunk(S, sl);
+                rr = (int)(sl - S->slots) + 1;
+                break;
+            }
+        }
+        decode_step(S);
+    }
+    return NULL;
+}
+
+int serve_sched_start(serve_sched *S, ogk_error *e)
+{
+    if (pthread_create(&S->th, NULL, sched_main, S))
+        return ogk_fail(e, "cannot start the scheduler thread");
+    S->running = 1;
+    return 0;
+}
+
+void serve_sched_stop(serve_sched *S, double grace_s)
+{
+    pthread_mutex_lock(&S->mu);
+    S->stopping = 1 + (int)ceil(grace_s);
+    while (S->q_len) { /* never started: refused */
+        serve_job *j = S->queue[S->q_head];
+        S->q_head = (S->q_head + 1) % S->q_cap, S->q_len--;
+        pthread_mutex_lock(&j->mu);
+        j->done = j->failed = 1;
+        snprintf(j->err, sizeof j->err, "the server is shutting down");
+        pthread_cond_broadcast(&j->cv);
+        pthread_mutex_unlock(&j->mu);
+        serve_job_unref(j);
+    }
+    pthread_cond_signal(&S->cv);
+    pthread_mutex_unlock(&S->mu);
+    if (S->running)
+        pthread_join(S->th, NULL);
+    S->running = 0;
+}

@@ -1,0 +1,48 @@
+/* lib/serve — `npu-forward serve`: an OpenAI-compatible HTTP server over one model.
+ *
+ * Owns the HTTP side (libmicrohttpd: routing, API keys, body limits, SSE streaming, OpenAI's error
+ * shape), request parsing and validation (req.c), and the scheduler (sched.c): one thread owns the
+ * model and its slots (one KV cache each); every step it runs the next token of every decoding slot
+ * together as one pass of M = active rows (model_forward_batch), and prefills waiting prompts in
+ * chunks of MODEL_CHUNK rows between steps. A slot keeps the ids of what its cache holds, so a
+ * prompt that shares a prefix with the previous one served there reuses that KV (timings.cache_n).
+ * Greedy output never depends on who else is served (model.h: model_forward_batch).
+ * Must not touch argv, exit or signals (the program owns them), nor model or kernel internals.
+ */
+#ifndef OGK_SERVE_H
+#define OGK_SERVE_H
+
+#include <signal.h>
+#include <stddef.h>
+
+#include "util/util.h"
+
+typedef struct serve_opts {
+    const char *model_path;
+    const char *host;    /* NULL: 127.0.0.1 */
+    int port;            /* 0: any free port (reported through on_ready) */
+    int parallel;        /* slots, >= 1 */
+    int queue;           /* requests waiting for a slot before 503 */
+    int context;         /* positions per slot (0: the model's) */
+    int threads;         /* <= 0: online CPUs */
+    int mode;            /* enum model_mode */
+    int no_mmap;
+    int prefix_cache;    /* reuse a slot's KV for a shared prompt prefix */
+    const char *api_key; /* NULL: none */
+    const char *draft_path; /* a drafter container (same vocabulary): greedy requests decode speculatively */
+    int draft_max;          /* tokens it proposes per step (0: 4) */
+    size_t body_limit;   /* bytes; 0: 8 MiB */
+    double shutdown_grace; /* seconds in-flight requests get to finish after *stop (< 0: 5) */
+    /* set (e.g. by a signal handler) to stop: stop accepting, finish in-flight requests, return 0 */
+    volatile sig_atomic_t *stop;
+    /* status lines (listening, loaded, stopping): the program decides where they go; may be NULL */
+    void (*log)(const char *line, void *ctx);
+    void *log_ctx;
+} serve_opts;
+
+/* Serve until *o->stop is set. 0 after a clean shutdown; -1 with e filled and *code the exit status
+ * to use: 4 the server could not start (address in use, bad host, the model does not load), 2 bad
+ * options. */
+int serve_run(const serve_opts *o, ogk_error *e, int *code);
+
+#endif

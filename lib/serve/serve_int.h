@@ -1,0 +1,123 @@
+/* lib/serve internals shared by http.c, req.c and sched.c. */
+#ifndef OGK_SERVE_INT_H
+#define OGK_SERVE_INT_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "model/model.h"
+#include "serve.h"
+#include "tok/tok.h"
+
+#define SERVE_MAX_TOP 20          /* top logprobs per token */
+#define SERVE_MAX_STOPS 8
+#define SERVE_MAX_TOKENS (1 << 24) /* beyond this max_tokens is refused as absurd */
+
+/* ---- an error in OpenAI's shape: {"error": {"message", "type", "param", "code"}} ---- */
+typedef struct serve_err {
+    int status;
+    char message[384];
+    const char *type, *param, *code;
+} serve_err;
+int serve_err_set(serve_err *err, int status, const char *param, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6))); /* returns -1 */
+
+/* ---- a parsed request (req.c): plain fields, validated ---- */
+enum { REQ_COMPLETION, REQ_CHAT };
+typedef struct serve_req {
+    int kind;
+    char *model;                /* as asked, or NULL */
+    char *prompt;               /* completions: text */
+    size_t prompt_len;
+    int *prompt_ids, n_prompt_ids; /* completions: token ids */
+    json_t *messages;           /* chat: normalised [{role, content: string}] */
+    int max_tokens;             /* 0: not given */
+    double temperature, top_p;
+    int top_k;
+    int has_seed;
+    uint64_t seed;
+    char *stops[SERVE_MAX_STOPS];
+    int n_stops;
+    int stream;
+    int logprobs;               /* -1 off, else top entries per token (0..SERVE_MAX_TOP) */
+    int echo;
+    int return_tokens;
+    int ignore_eos;
+} serve_req;
+/* Parse and validate a request body. 0, or -1 with err filled (a 4xx). */
+int serve_req_parse(const char *body, size_t len, int kind, serve_req *r, serve_err *err);
+void serve_req_free(serve_req *r);
+
+/* ---- a request in flight, shared by its HTTP thread and the scheduler ---- */
+typedef struct serve_job {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int refs;
+    /* what to run (read-only once submitted) */
+    int *prompt, n_prompt;
+    int max_tokens;
+    float temperature, top_p;
+    int top_k;
+    uint64_t seed;
+    char **stops;
+    int n_stops;
+    int top_n; /* logprobs: -1 off */
+    int ignore_eos;
+    /* results, under mu */
+    int *ids, n_ids, cap_ids; /* generated ids (the EOS id, if any, is not among them) */
+    float *lps;               /* logprob of each generated id (with top_n >= 0) */
+    int *top_ids;             /* [cap_ids][top_n] */
+    float *top_lps;
+    char *text;               /* released text (stop strings applied) */
+    size_t text_len, text_cap;
+    int n_eval;               /* tokens sampled, EOS included (usage.completion_tokens) */
+    int done, failed;
+    const char *finish;       /* "stop" / "length" */
+    char err[256];
+    int cancel;               /* set by the HTTP side: the client is gone */
+    double t_queued, t_start, t_first, t_end; /* ogk_now() */
+    int cache_n, draft_n, draft_accepted;
+} serve_job;
+serve_job *serve_job_new(void);
+void serve_job_unref(serve_job *j);
+
+/* ---- the scheduler (sched.c) ---- */
+typedef struct serve_slot serve_slot;
+typedef struct serve_sched {
+    const model *m;
+    const model *dm; /* the drafter, or NULL */
+    int draft_max;   /* tokens it proposes per step */
+    tok *t;
+    pthread_mutex_t *tok_mu; /* tok is not thread-safe: every call under this */
+    kern_pool *pool;
+    model_state *work;
+    serve_slot *slots;
+    int n_slots, prefix_cache, context;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    serve_job **queue;
+    int q_head, q_len, q_cap;
+    int stopping, running;
+    pthread_t th;
+    /* metrics, under mu */
+    uint64_t requests, prompt_tokens, gen_tokens, cache_tokens, admitted;
+    uint64_t steps, step_rows; /* decode passes and the rows they ran (rows / steps = mean batch) */
+    double prompt_s, gen_s;
+    int busy;
+    long kv_used;
+} serve_sched;
+/* Slots of `context` positions on a shared pool. 0, or -1 with e filled. */
+int serve_sched_init(serve_sched *S, const model *m, tok *t, pthread_mutex_t *tok_mu, int n_slots, int queue,
+                     int context, int mode, int threads, int prefix_cache, ogk_error *e);
+/* Greedy requests are decoded speculatively: dm proposes up to k tokens, the target checks them as k + 1
+ * rows of the step's pass (before serve_sched_start). 0, or -1 with e filled. */
+int serve_sched_drafter(serve_sched *S, const model *dm, int k, ogk_error *e);
+int serve_sched_start(serve_sched *S, ogk_error *e);
+/* Queue a job (takes a reference). 0; -1 the queue is full; -2 the server is stopping. */
+int serve_sched_submit(serve_sched *S, serve_job *j);
+void serve_sched_wake(serve_sched *S);
+/* Stop: queued jobs fail, running ones finish (cancelled after grace_s seconds); joins the thread. */
+void serve_sched_stop(serve_sched *S, double grace_s);
+void serve_sched_free(serve_sched *S);
+
+#endif

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# tools/serve-cluster.sh N MODEL [--port P] [--dir DIR] [-- npu-forward serve options]
+# N `npu-forward serve` replicas of MODEL on free loopback ports, and nginx (Debian's nginx-light) on
+# 127.0.0.1:P (default 8080) balancing between them: least connections, passive health checks (a
+# replica that fails is out for 5 s: max_fails/fail_timeout) and proxy_next_upstream, so a request a
+# dead or full (503) replica cannot take goes to another one, POSTs included (non_idempotent: a
+# completion that got no answer yet is safe to repeat). Streams pass through unbuffered. Runs in the
+# foreground until SIGTERM/SIGINT, then stops nginx and every replica. DIR (default: a temp dir)
+# holds nginx.conf, the logs and `replicas` ("PID PORT" per line: the tests kill one).
+# Exit: 2 usage, 4 a replica or nginx did not start (named), 0 after a signal.
+set -euo pipefail
+prog=serve-cluster
+die() { echo "$prog: $2" >&2; exit "$1"; }
+[ $# -ge 2 ] || die 2 "usage: tools/serve-cluster.sh N MODEL [--port P] [--dir DIR] [-- serve options]"
+n=$1 model=$2
+shift 2
+port=8080 dir= extra=()
+while [ $# -gt 0 ]; do
+  case $1 in
+    --port) port=$2; shift 2 ;;
+    --dir) dir=$2; shift 2 ;;
+    --) shift; extra=("$@"); break ;;
+    *) die 2 "unknown option '$1'" ;;
+  esac
+done
+[[ $n =~ ^[1-9][0-9]?$ ]] || die 2 "N: '$n' is not 1..99"
+[ -r "$model" ] || die 2 "$model: not readable"
+nginx=$(command -v nginx || echo /usr/sbin/nginx)
+[ -x "$nginx" ] || die 4 "nginx not found (apt-get install nginx-light)"
+top=$(cd "$(dirname "$0")/.." && pwd)
+export PATH="${OGAKIT_BUILD:-$top/build}/bin:$PATH"
+[ -n "$dir" ] || { dir=$(mktemp -d); own_dir=1; }
+mkdir -p "$dir/tmp"
+: >"$dir/replicas"
+pids=()
+cleanup() {
+  trap - EXIT INT TERM
+  [ -f "$dir/nginx.pid" ] && kill "$(cat "$dir/nginx.pid")" 2>/dev/null || true
+  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  [ -n "${own_dir:-}" ] && rm -rf "$dir"
+}
+trap cleanup EXIT
+trap 'exit 0' INT TERM
+
+ports=()
+for i in $(seq "$n"); do
+  npu-forward serve -m "$model" --port 0 "${extra[@]}" 2>"$dir/replica$i.log" &
+  pids+=($!)
+done
+for i in $(seq "$n"); do
+  p=${pids[$((i - 1))]}
+  for _ in $(seq 600); do
+    grep -q 'ready:' "$dir/replica$i.log" && break
+    kill -0 "$p" 2>/dev/null || break
+    sleep 0.05
+  done
+  grep -q 'ready:' "$dir/replica$i.log" || { cat "$dir/replica$i.log" >&2; die 4 "replica $i did not start"; }
+  rp=$(sed -n 's/.*listening on http:\/\/[^ ]*:\([0-9]*\) .*/\1/p' "$dir/replica$i.log" | head -1)
+  ports+=("$rp")
+  echo "$p $rp" >>"$dir/replicas"
+done
+
+{
+  echo "worker_processes 1; daemon off; pid $dir/nginx.pid; error_log $dir/nginx.err warn;"
+  [ "$(id -u)" = 0 ] && echo "user root;"
+  echo "events { worker_connections 2048; }"
+  echo "http {"
+  echo "  access_log off;"
+  for t in client_body proxy fastcgi uwsgi scgi; do echo "  ${t}_temp_path $dir/tmp/$t;"; done
+  echo "  client_max_body_size 8m; client_body_buffer_size 8m;"
+  echo "  upstream ogakit {"
+  echo "    least_conn;"
+  for rp in "${ports[@]}"; do echo "    server 127.0.0.1:$rp max_fails=1 fail_timeout=5s;"; done
+  echo "    keepalive 64;"
+  echo "  }"
+  echo "  server {"
+  echo "    listen 127.0.0.1:$port;"
+  echo "    location / {"
+  echo "      proxy_pass http://ogakit;"
+  echo "      proxy_http_version 1.1; proxy_set_header Connection \"\";"
+  echo "      proxy_buffering off; proxy_read_timeout 600s; proxy_connect_timeout 2s;"
+  echo "      proxy_next_upstream error timeout http_502 http_503 non_idempotent;"
+  echo "    }"
+  echo "  }"
+  echo "}"
+} >"$dir/nginx.conf"
+"$nginx" -t -c "$dir/nginx.conf" -p "$dir" 2>"$dir/nginx.err" || { cat "$dir/nginx.err" >&2; die 4 "nginx: bad configuration"; }
+"$nginx" -c "$dir/nginx.conf" -p "$dir" 2>>"$dir/nginx.err" &
+ng=$!
+for _ in $(seq 100); do
+  curl -s -m 2 -o /dev/null "http://127.0.0.1:$port/health" && break
+  kill -0 "$ng" 2>/dev/null || { cat "$dir/nginx.err" >&2; die 4 "nginx did not start on 127.0.0.1:$port"; }
+  sleep 0.05
+done
+echo "$prog: nginx on http://127.0.0.1:$port -> ${ports[*]} (dir $dir)" >&2
+wait "$ng" || true
