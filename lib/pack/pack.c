@@ -4,6 +4,8 @@
 #define _GNU_SOURCE
 #include "pack_int.h"
 
+#include "mdesc/mdesc.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
@@ -567,6 +569,72 @@ static void build_model(pack *p)
         json_decref(g);
 }
 
+/* ---- runnable: the runtime's own check (lib/mdesc), so "importable" means "runs" ---- */
+
+/* the pack file and key a model-description key comes from */
+static const char *desc_source(pack *p, const char *key)
+{
+    static const char *const map[][2] = {
+        {"family", "genai_config.json: model.type"},
+        {"vocab_size", "genai_config.json: model.vocab_size"},
+        {"hidden_size", "genai_config.json: model.decoder.hidden_size"},
+        {"intermediate_size", "config.json: intermediate_size"},
+        {"num_layers", "genai_config.json: model.decoder.num_hidden_layers"},
+        {"num_heads", "genai_config.json: model.decoder.num_attention_heads"},
+        {"num_kv_heads", "genai_config.json: model.decoder.num_key_value_heads"},
+        {"head_dim", "genai_config.json: model.decoder.head_size"},
+        {"context_length", "genai_config.json: model.context_length"},
+        {"bos_token_id", "genai_config.json: model.bos_token_id"},
+        {"pad_token_id", "genai_config.json: model.pad_token_id"},
+        {"eos_token_ids", "genai_config.json: model.eos_token_id"},
+        {"rms_norm_eps", "config.json: rms_norm_eps"},
+    };
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+        if (!strcmp(key, map[i][0]))
+            return map[i][1];
+    return pack_printf(p, "model description: %s", key[0] ? key : "?");
+}
+
+static void check_runnable(pack *p)
+{
+    if (p->n_r)
+        return; /* already refused: the runtime's check would only repeat it */
+    model_config c;
+    ogk_error e;
+    mdesc_where w;
+    int code;
+    if (mdesc_config(&c, p->model, &e, &code, &w)) {
+        pack_refuse(p, desc_source(p, w.key), code == OGK_EXIT_INIT ? "model_unsupported" : "model_config", "%s", e.msg);
+        return;
+    }
+    mdesc_tensor *t = calloc(p->n_t + 1, sizeof *t);
+    if (!t)
+        abort();
+    for (size_t i = 0; i < p->n_t; i++) {
+        t[i].role = p->t[i].role;
+        t[i].dtype = p->t[i].dtype;
+        t[i].ndim = p->t[i].ndim;
+        memcpy(t[i].shape, p->t[i].shape, sizeof t[i].shape);
+    }
+    int rc = mdesc_check_tensors(&c, t, p->n_t, &e, &w);
+    free(t);
+    if (rc) {
+        pack_refuse(p, !strcmp(w.key, "family") ? desc_source(p, w.key) : w.key, "model_tensors", "%s", e.msg);
+        return;
+    }
+    const pack_asset *tj = NULL, *tc = NULL;
+    for (size_t i = 0; i < p->n_a; i++) {
+        if (!strcmp(p->a[i].name, "tokenizer.json"))
+            tj = &p->a[i];
+        if (!strcmp(p->a[i].name, "tokenizer_config.json"))
+            tc = &p->a[i];
+    }
+    tok *tk = tj ? mdesc_tokenizer(&c, tj->data, tj->size, tc ? tc->data : NULL, tc ? tc->size : 0, &e) : NULL;
+    if (tj && !tk)
+        pack_refuse(p, "file tokenizer.json", "tokenizer", "%s", e.msg);
+    tok_free(tk);
+}
+
 static void detect_flavour(pack *p)
 {
     const char *fn = p->onnx_name ? p->onnx_name : "";
@@ -631,6 +699,7 @@ pack *pack_open(const char *dir, ogk_error *e)
     read_assets(p);
     build_model(p);
     pack_check_dims(p);
+    check_runnable(p);
     detect_flavour(p);
     return p;
 }
