@@ -160,27 +160,62 @@ static char *join(const pack *p, const char *name)
     return s;
 }
 
+/* 1: NAME is a regular file (symlinks followed, as Hugging Face snapshot directories need), 0: absent,
+ * -1: present but something else (a FIFO would hang a reader): the caller refuses it by name. */
 static int exists(const pack *p, const char *name)
 {
     char *path = join(p, name);
     struct stat st;
-    int ok = stat(path, &st) == 0 && S_ISREG(st.st_mode);
+    int r = stat(path, &st) != 0 ? 0 : S_ISREG(st.st_mode) ? 1 : -1;
     free(path);
-    return ok;
+    return r;
+}
+
+static void refuse_irregular(pack *p, const char *name)
+{
+    char *path = join(p, name);
+    struct stat st;
+    const char *kind = stat(path, &st) == 0 ? ogk_file_kind(st.st_mode) : "unreadable";
+    free(path);
+    pack_refuse(p, pack_printf(p, "file %s", name), "file_unreadable", "not a regular file (%s)", kind);
+}
+
+/* JSON from a file through ogk_read_file (regular files only); NULL with e / je filled */
+static json_t *load_json(const char *path, int flags, json_error_t *je, ogk_error *e)
+{
+    size_t len;
+    char *buf = ogk_read_file(path, &len, e);
+    if (!buf) {
+        snprintf(je->text, sizeof je->text, "%.150s", e->msg);
+        je->line = 0;
+        return NULL;
+    }
+    json_t *j = json_loadb(buf, len, flags, je);
+    free(buf);
+    return j;
 }
 
 /* Parse a JSON file of the pack: NULL when absent (missing=1) or broken (refused). */
 static json_t *read_json(pack *p, const char *name, int flags, int *missing)
 {
     *missing = 0;
-    if (!exists(p, name)) {
-        *missing = 1;
+    int ex = exists(p, name);
+    if (ex <= 0) {
+        if (ex < 0)
+            refuse_irregular(p, name);
+        *missing = ex == 0;
         return NULL;
     }
     char *path = join(p, name);
     json_error_t je;
-    json_t *j = json_load_file(path, JSON_REJECT_DUPLICATES | flags, &je);
+    ogk_error e;
+    e.msg[0] = 0;
+    json_t *j = load_json(path, JSON_REJECT_DUPLICATES | flags, &je, &e);
     free(path);
+    if (!j && e.msg[0]) {
+        pack_refuse(p, pack_printf(p, "file %s", name), "file_unreadable", "%s", e.msg);
+        return NULL;
+    }
     if (!j) {
         pack_refuse(p, name, "config_json", "not valid JSON: %s (line %d)", je.text, je.line);
         return NULL;
@@ -296,7 +331,11 @@ static void read_assets(pack *p)
     json_t *present = json_array(), *missing = json_array();
     for (size_t i = 0; i < N_ASSETS; i++) {
         const char *name = ASSETS[i];
-        if (!exists(p, name)) {
+        int ex = exists(p, name);
+        if (ex < 0 && strcmp(name, "genai_config.json") && strcmp(name, "config.json") &&
+            strcmp(name, "tokenizer_config.json"))
+            refuse_irregular(p, name); /* the three JSON files were refused when they were read */
+        if (ex <= 0) {
             json_array_append_new(missing, json_string(name));
             continue;
         }
@@ -345,7 +384,9 @@ static int npu_file(const char *name)
 static void refuse_meta_tensors(pack *p, const char *name)
 {
     char *path = join(p, name);
-    json_t *m = json_load_file(path, JSON_DECODE_INT_AS_REAL, NULL);
+    json_error_t je;
+    ogk_error e;
+    json_t *m = load_json(path, JSON_DECODE_INT_AS_REAL, &je, &e);
     free(path);
     json_t *tm = json_object_get(m, "tensor_map");
     const char *k;
@@ -619,7 +660,9 @@ static void check_runnable(pack *p)
     int rc = mdesc_check_tensors(&c, t, p->n_t, &e, &w);
     free(t);
     if (rc) {
-        pack_refuse(p, !strcmp(w.key, "family") ? desc_source(p, w.key) : w.key, "model_tensors", "%s", e.msg);
+        size_t kl = strlen(w.key);
+        const char *why = !strncmp(e.msg, w.key, kl) && !strncmp(e.msg + kl, ": ", 2) ? e.msg + kl + 2 : e.msg;
+        pack_refuse(p, !strcmp(w.key, "family") ? desc_source(p, w.key) : w.key, "model_tensors", "%s", why);
         return;
     }
     const pack_asset *tj = NULL, *tc = NULL;

@@ -11,24 +11,52 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+const char *ogk_file_kind(mode_t mode)
+{
+    return S_ISREG(mode)    ? "a regular file"
+           : S_ISDIR(mode)  ? "a directory"
+           : S_ISFIFO(mode) ? "a FIFO"
+           : S_ISSOCK(mode) ? "a socket"
+           : S_ISCHR(mode)  ? "a character device"
+           : S_ISBLK(mode)  ? "a block device"
+                            : "not a regular file";
+}
+
+int ogk_open_regular(const char *path, struct stat *st, ogk_error *e)
+{
+    /* O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever; the check
+     * is on the opened file (symlinks followed), so nothing can swap it in between */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0)
+        return ogk_fail(e, "%s: %s", path, strerror(errno));
+    if (fstat(fd, st) != 0) {
+        int err = errno;
+        close(fd);
+        return ogk_fail(e, "%s: %s", path, strerror(err));
+    }
+    if (!S_ISREG(st->st_mode)) {
+        close(fd);
+        errno = EINVAL; /* callers tell "missing" (ENOENT) from "unreadable" by errno */
+        return ogk_fail(e, "%s: not a regular file (%s)", path, ogk_file_kind(st->st_mode));
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0) {
+        int err = errno;
+        close(fd);
+        return ogk_fail(e, "%s: %s", path, strerror(err));
+    }
+    return fd;
+}
+
 static int map_file(ogk_map *m, const char *path, int load, ogk_error *e)
 {
     m->data = NULL;
     m->size = 0;
     m->copied = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return ogk_fail(e, "%s: %s", path, strerror(errno));
     struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int err = errno;
-        close(fd);
-        return ogk_fail(e, "%s: %s", path, strerror(err));
-    }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return ogk_fail(e, "%s: not a regular file", path);
-    }
+    int fd = ogk_open_regular(path, &st, e);
+    if (fd < 0)
+        return -1;
     if (st.st_size > 0 && load) {
         size_t n = (size_t)st.st_size, got = 0;
         /* page aligned like a mapping, whatever the size */
@@ -101,17 +129,24 @@ void *ogk_big_alloc(size_t n)
 
 char *ogk_read_file(const char *path, size_t *len, ogk_error *e)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        ogk_fail(e, "%s: %s", path, strerror(errno));
+    struct stat st;
+    int fd = ogk_open_regular(path, &st, e);
+    if (fd < 0)
         return NULL;
-    }
     size_t cap = 1 << 16, n = 0;
     char *buf = malloc(cap + 1);
     for (;;) {
-        if (n == cap) {
+        if (buf && n == cap) {
+            char *b2 = realloc(buf, 2 * cap + 1);
+            if (!b2)
+                free(buf);
+            buf = b2;
             cap *= 2;
-            buf = realloc(buf, cap + 1);
+        }
+        if (!buf) {
+            close(fd);
+            ogk_fail(e, "%s: out of memory", path);
+            return NULL;
         }
         ssize_t r = read(fd, buf + n, cap - n);
         if (r < 0 && errno == EINTR)

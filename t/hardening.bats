@@ -1,0 +1,162 @@
+#!/usr/bin/env bats
+# Hostile packs and containers (issue 12): what one gate accepts, every later gate accepts; what the
+# runtime would refuse, oga-info refuses first, by name. Mutants are built here from fixture packs as
+# Hugging Face snapshot directories are laid out: symlinks to the real files, the mutated file a copy.
+load helpers
+bats_require_minimum_version 1.5.0
+
+setup() {
+  W=$BATS_TEST_TMPDIR
+}
+
+# linkpack SRC DIR: DIR holds a symlink to every file of SRC
+linkpack() {
+  mkdir -p "$2"
+  local f
+  for f in "$1"/*; do ln -s "$(realpath "$f")" "$2/"; done
+}
+
+# genai_edit DIR PYEXPR: replace DIR/genai_config.json by a copy with m (its "model" object) edited
+genai_edit() {
+  local src
+  src=$(realpath "$1/genai_config.json")
+  rm "$1/genai_config.json"
+  /usr/bin/python3 -c '
+import json, sys
+g = json.load(open(sys.argv[1])); m = g["model"]
+exec(sys.argv[3])
+json.dump(g, open(sys.argv[2], "w"), indent=1)' "$src" "$1/genai_config.json" "$2"
+}
+
+# refused DIR WHAT CODE: oga-info exits 3 naming WHAT with CODE, and oga-extract refuses too
+refused() {
+  run -3 timeout 60 oga-info -q "$1"
+  echo "$output" | jq -e --arg w "$2" --arg c "$3" \
+    '.importable == false and ([.refusals[] | select(.what == $w and .code == $c)] | length) == 1' >/dev/null ||
+    { echo "$output" | jq -c .refusals; return 1; }
+  run -3 timeout 60 oga-extract "$1" -o "$W/x.ogax"
+  [ ! -e "$W/x.ogax" ]
+}
+
+# ---- defect 3: a FIFO (or anything not a regular file) is refused, never waited on
+
+@test "hardening: a symlinked pack (Hugging Face snapshot layout) is importable" {
+  linkpack "$(fixture qwen2 cpu tied)" "$W/p"
+  run -0 timeout 60 oga-info -q "$W/p"
+}
+
+@test "hardening: a FIFO in place of any pack file is refused by name with exit 3, without hanging" {
+  local src f
+  src=$(fixture qwen2 cpu tied)
+  for f in model.onnx model.onnx.data genai_config.json config.json tokenizer.json tokenizer_config.json; do
+    rm -rf "$W/p"
+    linkpack "$src" "$W/p"
+    rm "$W/p/$f"
+    mkfifo "$W/p/$f"
+    run -3 timeout 20 oga-info -q "$W/p"
+    echo "$output" | jq -e --arg f "file $f" \
+      '[.refusals[] | select(.what == $f and .code == "file_unreadable" and (.reason | test("FIFO")))] | length == 1' \
+      >/dev/null || { echo "$f: $output"; return 1; }
+    run -3 timeout 20 oga-extract "$W/p" -o "$W/x.ogax"
+    [[ "$output" == *"$f"* ]] || { echo "$f: $output"; return 1; }
+  done
+}
+
+@test "hardening: a FIFO as a _meta.json of the .cache directory is not waited on" {
+  linkpack "$(fixture qwen2 cpu tied)" "$W/p"
+  mkdir "$W/p/.cache"
+  mkfifo "$W/p/.cache/x_meta.json"
+  run -3 timeout 20 oga-info -q "$W/p"
+}
+
+@test "hardening: a FIFO or a directory as the container, the pack or the ids file of the programs is refused" {
+  local pack
+  pack=$(fixture qwen2 cpu tied)
+  oga-extract "$pack" | q4nx-pack -o "$W/m.q4nx"
+  mkfifo "$W/fifo"
+  run -3 timeout 20 npu-forward run -m "$W/fifo" -p hi -n 1
+  [[ "$output" == *"$W/fifo: not a regular file (a FIFO)"* ]]
+  run -3 timeout 20 npu-forward logits -m "$W/m.q4nx" --ids "$W/fifo"
+  [[ "$output" == *"not a regular file (a FIFO)"* ]]
+  run -3 timeout 20 q4nx-verify "$W/fifo"
+  [[ "$output" == *"not a regular file (a FIFO)"* ]]
+  run -3 timeout 20 npu-forward run -m "$W" -p hi -n 1
+  [[ "$output" == *"not a regular file (a directory)"* ]]
+}
+
+# ---- defect 4: the gates agree; the runtime's load-time checks are oga-info's
+
+@test "hardening: model.type unknown or empty is refused by oga-info (the runtime has no such family)" {
+  local t
+  for t in unknown ""; do
+    rm -rf "$W/p"; linkpack "$(fixture qwen2 cpu tied)" "$W/p"
+    genai_edit "$W/p" "m['type'] = '$t'"
+    refused "$W/p" "genai_config.json: model.type" model_unsupported
+  done
+}
+
+@test "hardening: token ids outside the vocabulary (bos 2^40, pad 2^33, eos 2^40) are refused by oga-info" {
+  local k v
+  for kv in bos_token_id=2**40 pad_token_id=2**33 eos_token_id=2**40 "eos_token_id=[151645, 2**40]" bos_token_id=151669; do
+    k=${kv%%=*} v=${kv#*=}
+    rm -rf "$W/p"; linkpack "$(fixture qwen2 cpu tied)" "$W/p"
+    genai_edit "$W/p" "m['$k'] = $v"
+    refused "$W/p" "genai_config.json: model.$k" model_config || { echo "$kv"; return 1; }
+  done
+}
+
+@test "hardening: context_length 0 or 2^62 is refused by oga-info" {
+  local v
+  for v in 0 2**62; do
+    rm -rf "$W/p"; linkpack "$(fixture qwen2 cpu tied)" "$W/p"
+    genai_edit "$W/p" "m['context_length'] = $v"
+    refused "$W/p" "genai_config.json: model.context_length" model_config || { echo "$v"; return 1; }
+  done
+}
+
+@test "hardening: model.type llama, phi3 or qwen3 on a qwen2-shaped graph contradicts the graph" {
+  local t
+  for t in llama phi3 qwen3 mistral; do
+    rm -rf "$W/p"; linkpack "$(fixture qwen2 amd untied)" "$W/p"
+    genai_edit "$W/p" "m['type'] = '$t'"
+    refused "$W/p" "genai_config.json: model.type" model_tensors || { echo "$t"; return 1; }
+  done
+  # and the other way round: qwen2 on a graph without q/k/v biases
+  rm -rf "$W/p"; linkpack "$(fixture llama cpu tied)" "$W/p"
+  genai_edit "$W/p" "m['type'] = 'qwen2'"
+  refused "$W/p" "genai_config.json: model.type" model_tensors
+}
+
+@test "hardening: an empty, 100k-deep or 50 MB-string tokenizer.json is refused by oga-info" {
+  local how
+  for how in "''" "'[' * 100000 + ']' * 100000" "'{\"x\": \"' + 'a' * 50000000 + '\"}'"; do
+    rm -rf "$W/p"; linkpack "$(fixture qwen2 cpu tied)" "$W/p"
+    rm "$W/p/tokenizer.json"
+    /usr/bin/python3 -c "import sys; open(sys.argv[1], 'w').write($how)" "$W/p/tokenizer.json"
+    refused "$W/p" "file tokenizer.json" tokenizer || { echo "$how"; return 1; }
+  done
+}
+
+@test "hardening: a model.onnx edit that loses one layer's q bias is refused by oga-info" {
+  local src
+  src=$(fixture qwen2 amd untied)
+  linkpack "$src" "$W/p"
+  rm "$W/p/model.onnx"
+  /usr/bin/python3 -c '
+import onnx, sys
+m = onnx.load(sys.argv[1], load_external_data=False)
+n = [n for n in m.graph.node if n.name == "/model/layers.0/attn/q_proj/Add"][0]
+n.input[1] = n.input[1][:-1] + "5"   # one byte: the bias is no longer an initializer
+onnx.save(m, sys.argv[2])' "$src/model.onnx" "$W/p/model.onnx"
+  refused "$W/p" "tensor layers.0.attn.q_bias" model_tensors
+}
+
+@test "hardening: every fixture the gates import, npu-forward loads (the same check on both sides)" {
+  local v pack
+  for v in "qwen2 cpu tied" "qwen3 amd untied" "llama cpu untied" "phi3 amd tied"; do
+    pack=$(fixture $v)
+    run -0 oga-info -q "$pack"
+    oga-extract "$pack" | q4nx-pack -o "$W/m.q4nx"
+    run -0 npu-forward run -m "$W/m.q4nx" -p "hi" -n 1 --ignore-eos
+  done
+}
