@@ -756,7 +756,7 @@ static q4nx_file *open_or_die(const char *path)
 {
     ogk_error e;
     int code;
-    q4nx_file *f = q4nx_open(path, &e, &code);
+    q4nx_file *f = q4nx_open_flags(path, Q4NX_OPEN_NOCRC, &e, &code); /* it reports every checksum itself */
     if (!f)
         ogk_die(code ? code : OGK_EXIT_INPUT, "%s", e.msg);
     return f;

@@ -31,6 +31,7 @@ static void usage(FILE *f)
           "  --mode f32|i8       activations of both models (default f32)\n"
           "  --ignore-eos        keep going past EOS ids\n"
           "  --no-mmap           read both containers into 2 MiB huge pages\n"
+          "  --verify            check every weight's checksum of both containers first\n"
           "  --json              JSON instead of the table\n"
           "  -h, --help          this text\n"
           "Exit: 0 ok, 1 the speculative output differs from plain greedy at a step that is not a\n"
@@ -40,7 +41,7 @@ static void usage(FILE *f)
 
 static struct {
     const char *target, *draft, *prompt, *prompt_file, *ids_file;
-    int n, k, threads, context, mode, ignore_eos, json, no_mmap;
+    int n, k, threads, context, mode, ignore_eos, json, no_mmap, verify;
 } o = {.n = 128, .k = 4, .mode = MODEL_F32};
 
 static model *open_model(const char *path)
@@ -50,6 +51,8 @@ static model *open_model(const char *path)
     model *m = model_open_flags(path, o.no_mmap ? Q4NX_OPEN_LOAD : 0, &e, &code);
     if (!m)
         ogk_die(code, "%s", e.msg);
+    if (o.verify && q4nx_verify_weights(m->file, path, &e))
+        ogk_die(OGK_EXIT_INPUT, "%s", e.msg);
     return m;
 }
 
@@ -105,11 +108,12 @@ static model_state *new_state(const model *m, int context, int logit_rows)
 int main(int argc, char **argv)
 {
     ogk_prog_set(argv[0]);
-    enum { O_IDS = 256, O_MODE, O_IGNORE_EOS, O_JSON, O_NO_MMAP };
+    enum { O_IDS = 256, O_MODE, O_IGNORE_EOS, O_JSON, O_NO_MMAP, O_VERIFY };
     static const struct option lo[] = {
         {"model", 1, 0, 'm'},      {"draft", 1, 0, 'd'},  {"prompt", 1, 0, 'p'},
         {"file", 1, 0, 'f'},       {"ids", 1, 0, O_IDS},  {"mode", 1, 0, O_MODE},
         {"ignore-eos", 0, 0, O_IGNORE_EOS}, {"json", 0, 0, O_JSON}, {"no-mmap", 0, 0, O_NO_MMAP},
+        {"verify", 0, 0, O_VERIFY},
         {"help", 0, 0, 'h'},       {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "m:d:p:f:n:k:t:c:h", lo, NULL)) != -1) {
@@ -133,6 +137,7 @@ int main(int argc, char **argv)
             break;
         case O_IGNORE_EOS: o.ignore_eos = 1; break;
         case O_JSON: o.json = 1; break;
+        case O_VERIFY: o.verify = 1; break;
         case O_NO_MMAP: o.no_mmap = 1; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return OGK_EXIT_USAGE;

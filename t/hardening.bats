@@ -160,3 +160,71 @@ onnx.save(m, sys.argv[2])' "$src/model.onnx" "$W/p/model.onnx"
     run -0 npu-forward run -m "$W/m.q4nx" -p "hi" -n 1 --ignore-eos
   done
 }
+
+# ---- defect 6: a corrupted container is refused at open (small parts) or with --verify (weights)
+
+# flip C FILE WHAT: flip one byte of FILE's WHAT ("meta", "asset NAME" or "tensor ROLE"), parsed from
+# the container's footer and tables as q4nx(5) documents them (independently of lib/q4nx)
+flip() {
+  /usr/bin/python3 - "$1" "$2" <<'PY'
+import struct, sys
+path, what = sys.argv[1], sys.argv[2]
+b = bytearray(open(path, "rb").read())
+ft = len(b) - 64
+meta_off, meta_size, table_off = struct.unpack_from("<QQQ", b, ft)
+nt, na = struct.unpack_from("<II", b, ft + 24)
+str_off = struct.unpack_from("<Q", b, ft + 32)[0]
+def s(off, n): return bytes(b[str_off + off:str_off + off + n]).decode()
+if what == "meta":
+    at = meta_off + meta_size // 2
+else:
+    kind, name = what.split(" ", 1)
+    at = None
+    if kind == "tensor":
+        for i in range(nt):
+            e = table_off + 128 * i
+            ro, rl = struct.unpack_from("<II", b, e + 8)
+            if s(ro, rl) == name:
+                off, size = struct.unpack_from("<QQ", b, e + 64); at = off + size // 2
+    else:
+        for i in range(na):
+            e = table_off + 128 * nt + 32 * i
+            no, nl = struct.unpack_from("<II", b, e)
+            if s(no, nl) == name:
+                off, size = struct.unpack_from("<QQ", b, e + 8); at = off + size // 2
+    assert at is not None, what
+b[at] ^= 0x01
+open(path, "wb").write(b)
+PY
+}
+
+@test "hardening: npu-forward refuses a container whose metadata, tokenizer or norm bytes changed (exit 3, named)" {
+  oga-extract "$(fixture qwen2 cpu tied)" | q4nx-pack -o "$W/m.q4nx"
+  run -0 npu-forward run -m "$W/m.q4nx" -p hi -n 1
+  local w
+  for w in meta "asset tokenizer.json" "asset tokenizer_config.json" "tensor final_norm" "tensor layers.1.attn.qkv_bias"; do
+    cp "$W/m.q4nx" "$W/c.q4nx"
+    flip "$W/c.q4nx" "$w"
+    run -3 npu-forward run -m "$W/c.q4nx" -p hi -n 1
+    case "$w" in
+      meta) [[ "$output" == *"$W/c.q4nx: metadata checksum mismatch"* ]] ;;
+      asset*) [[ "$output" == *"$W/c.q4nx: asset ${w#asset }: checksum mismatch"* ]] ;;
+      tensor*) [[ "$output" == *"(role ${w#tensor }): checksum mismatch"* ]] ;;
+    esac || { echo "$w: $output"; return 1; }
+    run -3 npu-forward logits -m "$W/c.q4nx" --ids <(echo '[1, 2]')
+    # q4nx-verify still reports every checksum itself (exit 1, not a refusal at open)
+    run -1 q4nx-verify "$W/c.q4nx"
+  done
+}
+
+@test "hardening: npu-forward --verify (and spec-replay --verify) refuse flipped lm_head weights that a plain run does not see" {
+  oga-extract "$(fixture qwen2 cpu tied)" | q4nx-pack -o "$W/m.q4nx"
+  run -0 npu-forward run -m "$W/m.q4nx" -p hi -n 1 --verify
+  cp "$W/m.q4nx" "$W/c.q4nx"
+  flip "$W/c.q4nx" "tensor lm_head"
+  run -0 npu-forward run -m "$W/c.q4nx" -p hi -n 1
+  run -3 npu-forward run -m "$W/c.q4nx" -p hi -n 1 --verify
+  [[ "$output" == *"tensor "*"(role lm_head): checksum mismatch"* ]]
+  run -3 spec-replay -m "$W/c.q4nx" -d "$W/m.q4nx" -p hi -n 2 --verify
+  [[ "$output" == *"(role lm_head): checksum mismatch"* ]]
+}
