@@ -228,3 +228,91 @@ PY
   run -3 spec-replay -m "$W/c.q4nx" -d "$W/m.q4nx" -p hi -n 2 --verify
   [[ "$output" == *"(role lm_head): checksum mismatch"* ]]
 }
+
+# ---- defect 5: OGAX frame headers are covered by a checksum; roles are checked when packing
+
+# ogax_edit IN OUT FIX PYSTMT: rewrite the frames of stream IN into OUT, running PYSTMT on each header
+# h (a dict); FIX=1 recomputes the end frame's headers_crc32c (CRC32C written here from ogax(5)), so a
+# forged stream is consistent and only the role checks can catch it
+ogax_edit() {
+  /usr/bin/python3 - "$@" <<'PY'
+import json, struct, sys
+src, dst, fix, stmt = sys.argv[1], sys.argv[2], sys.argv[3] == "1", sys.argv[4]
+def crc32c(crc, data):
+    crc ^= 0xFFFFFFFF
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    return crc ^ 0xFFFFFFFF
+b = open(src, "rb").read()
+out, at, hcrc = bytearray(), 0, 0
+while at < len(b):
+    hl, pl = struct.unpack_from("<IQ", b, at + 4)
+    h = json.loads(b[at + 16:at + 16 + hl])
+    pay = b[at + 16 + hl:at + 16 + hl + pl]
+    at += 16 + hl + pl
+    if h["type"] == "end":
+        if fix:
+            h["headers_crc32c"] = hcrc
+    else:
+        exec(stmt)
+    hb = json.dumps(h, separators=(",", ":")).encode()
+    pre = b"OGAX" + struct.pack("<IQ", len(hb), len(pay))
+    if h["type"] != "end":
+        hcrc = crc32c(crc32c(hcrc, pre), hb)
+    out += pre + hb + pay
+open(dst, "wb").write(out)
+PY
+}
+
+@test "hardening: a changed role or name in an OGAX frame header is refused by q4nx-pack and oga-extract --check" {
+  oga-extract "$(fixture qwen2 cpu tied)" -o "$W/s.ogax"
+  # the issue's example: one byte of a role, "layers.0.mlp.up" -> "=ayers.0.mlp.up"
+  /usr/bin/python3 -c '
+import sys
+b = open(sys.argv[1], "rb").read()
+i = b.index(b"\"role\":\"layers.0.mlp.up\"")
+open(sys.argv[2], "wb").write(b[:i + 8] + b"=" + b[i + 9:])' "$W/s.ogax" "$W/r.ogax"
+  run -3 q4nx-pack -o "$W/m.q4nx" < "$W/r.ogax"
+  [[ "$output" == *"=ayers.0.mlp.up"*"not a known role"* ]]
+  [ ! -e "$W/m.q4nx" ]
+  run -3 oga-extract --check "$W/r.ogax"
+  [[ "$output" == *"not a known role"* ]]
+  # a name byte (no role check can see it): only the header checksum does
+  /usr/bin/python3 -c '
+import sys
+b = open(sys.argv[1], "rb").read()
+i = b.index(b"\"name\":\"model.layers.0.mlp.up_proj")
+open(sys.argv[2], "wb").write(b[:i + 8] + b"M" + b[i + 9:])' "$W/s.ogax" "$W/n.ogax"
+  run -3 q4nx-pack -o "$W/m.q4nx" < "$W/n.ogax"
+  [[ "$output" == *"frame headers checksum mismatch"* ]]
+  [ ! -e "$W/m.q4nx" ]
+  run -3 oga-extract --check "$W/n.ogax"
+  [[ "$output" == *"frame headers checksum mismatch"* ]]
+  # two layers' gate roles swapped keep every role valid and unique: the checksum catches it
+  ogax_edit "$W/s.ogax" "$W/l.ogax" 0 'sw = {"layers.0.mlp.gate": "layers.1.mlp.gate", "layers.1.mlp.gate": "layers.0.mlp.gate"}
+if h.get("role") in sw: h["role"] = sw[h["role"]]'
+  run -3 q4nx-pack -o "$W/m.q4nx" < "$W/l.ogax"
+  [[ "$output" == *"frame headers checksum mismatch"* ]]
+}
+
+@test "hardening: q4nx-pack checks roles against the known set and the model's layer count, even with consistent checksums" {
+  oga-extract "$(fixture qwen2 cpu tied)" -o "$W/s.ogax"
+  ogax_edit "$W/s.ogax" "$W/same.ogax" 1 'pass'
+  run -0 q4nx-pack -o "$W/ok.q4nx" < "$W/same.ogax"
+  local r
+  for r in "=ayers.0.mlp.up" "layers.2.mlp.up" "layers.01.mlp.up" "layers.0.mlp.upp" "lm_head " ""; do
+    ogax_edit "$W/s.ogax" "$W/f.ogax" 1 "h['role'] = '$r' if h.get('role') == 'layers.0.mlp.up' else h.get('role'); h.pop('role') if h['role'] is None else None"
+    run -3 q4nx-pack -o "$W/m.q4nx" < "$W/f.ogax"
+    [[ "$output" == *"role"* ]] || { echo "'$r': $output"; return 1; }
+    [ ! -e "$W/m.q4nx" ]
+  done
+}
+
+@test "hardening: a version 1 OGAX stream (no header checksum) is refused by name" {
+  oga-extract "$(fixture qwen2 cpu tied)" -o "$W/s.ogax"
+  ogax_edit "$W/s.ogax" "$W/v1.ogax" 1 'h["ogax"] = 1 if h["type"] == "model" else None; h.pop("ogax") if h.get("ogax") is None else None'
+  run -3 q4nx-pack -o "$W/m.q4nx" < "$W/v1.ogax"
+  [[ "$output" == *"OGAX version 1 stream"* ]]
+}
