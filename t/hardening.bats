@@ -316,3 +316,66 @@ if h.get("role") in sw: h["role"] = sw[h["role"]]'
   run -3 q4nx-pack -o "$W/m.q4nx" < "$W/v1.ogax"
   [[ "$output" == *"OGAX version 1 stream"* ]]
 }
+
+# ---- defect 7: a writer killed by SIGKILL leaves no temp file; stale ones of dead writers are removed
+
+# open_in PID DIR: wait until process PID has a file of DIR open for writing (up to 10 s)
+open_in() {
+  local _
+  for _ in $(seq 100); do
+    ls -l "/proc/$1/fd" 2>/dev/null | grep -q -- "-> $2/" && return 0
+    sleep 0.1
+  done
+  return 1
+}
+
+@test "hardening: kill -9 of q4nx-pack mid-write leaves no file and no temp file" {
+  oga-extract "$(fixture qwen2 cpu untied)" -o "$W/s.ogax"
+  mkdir "$W/out"
+  mkfifo "$W/fifo"
+  q4nx-pack -o "$W/out/m.q4nx" < "$W/fifo" 2>/dev/null &
+  local pid=$!
+  exec 7>"$W/fifo"
+  head -c 3000000 "$W/s.ogax" >&7   # part of the stream: the container is half written
+  open_in "$pid" "$W/out"
+  kill -9 "$pid"
+  wait "$pid" || true
+  exec 7>&-
+  [ -z "$(ls -A "$W/out")" ] || { ls -la "$W/out"; return 1; }
+}
+
+@test "hardening: kill -9 of oga-extract -o mid-write leaves no file and no temp file" {
+  local pack
+  pack=$(fixture qwen2 cpu tied qwen05b 4)
+  mkdir "$W/out"
+  oga-extract "$pack" -o "$W/out/s.ogax" &
+  local pid=$!
+  open_in "$pid" "$W/out"
+  kill -STOP "$pid"   # mid-write, whatever the machine's speed
+  ls -l "/proc/$pid/fd" | grep -q -- "-> $W/out/"
+  kill -9 "$pid"
+  wait "$pid" || true
+  [ -z "$(ls -A "$W/out")" ] || { ls -la "$W/out"; return 1; }
+}
+
+@test "hardening: a writer removes stale temp files of its output left by dead processes, and only those" {
+  oga-extract "$(fixture qwen2 cpu tied)" -o "$W/s.ogax"
+  mkdir "$W/out"
+  local dead
+  sh -c 'exit 0' & dead=$!
+  wait "$dead"
+  while kill -0 "$dead" 2>/dev/null; do dead=$((dead + 1)); done   # no such process now
+  echo stale > "$W/out/m.q4nx.tmp.$dead"
+  echo live > "$W/out/m.q4nx.tmp.$$"            # this shell is alive: not ours to remove
+  echo other > "$W/out/m.q4nx.tmp.notapid"
+  echo other > "$W/out/x.q4nx.tmp.$dead"        # another output's name
+  run -0 q4nx-pack -o "$W/out/m.q4nx" < "$W/s.ogax"
+  [ ! -e "$W/out/m.q4nx.tmp.$dead" ]
+  [ -e "$W/out/m.q4nx.tmp.$$" ] && [ -e "$W/out/m.q4nx.tmp.notapid" ] && [ -e "$W/out/x.q4nx.tmp.$dead" ]
+  [ -s "$W/out/m.q4nx" ]
+  # oga-extract -o does the same for its output
+  echo stale > "$W/out/t.ogax.tmp.$dead"
+  run -0 oga-extract "$(fixture qwen2 cpu tied)" -o "$W/out/t.ogax"
+  [ ! -e "$W/out/t.ogax.tmp.$dead" ]
+  cmp "$W/out/t.ogax" "$W/s.ogax"
+}

@@ -67,8 +67,11 @@ int ogk_write_all(int fd, const void *buf, size_t n);
 ssize_t ogk_read_full(int fd, void *buf, size_t n);
 
 /* Atomic output: path == NULL or "-" means stdout (refused when stdout is a terminal). A file is
- * written to "PATH.tmp.PID" and renamed on commit; abort (or a fatal signal, or exit without
- * commit) removes the temp file, so a failed run leaves nothing behind. */
+ * written to an unnamed file in PATH's directory (O_TMPFILE), named "PATH.tmp.PID" at commit
+ * (linkat) and renamed over PATH, so even SIGKILL leaves nothing behind. Where O_TMPFILE is not
+ * supported, it is written to "PATH.tmp.PID" from the start; abort, a fatal signal or exit without
+ * commit remove it. Either way, opening PATH first removes "PATH.tmp.PID" files whose PID is no
+ * longer a process (what a SIGKILL left). One file output at a time. */
 typedef struct {
     int fd;
     int is_stdout;
