@@ -69,8 +69,8 @@ typedef struct {
  * unknown family); where (may be NULL) names the key. */
 int mdesc_config(model_config *c, const json_t *model, ogk_error *e, int *code, mdesc_where *where);
 
-/* One tensor as the check sees it. dtype: the shared dtype numbers (1 f32, 2 f16, 3 bf16, 4 q4,
- * 5 i32, 6 i64, as enum q4nx_dtype); quantised tensors have ndim 2, shape [N, K]. */
+/* One tensor as the check sees it. dtype: MDESC_* below (callers map their dtype vocabulary onto
+ * it; 0 for any other dtype); quantised tensors have ndim 2, shape [N, K]. */
 typedef struct {
     const char *role;
     int dtype;

@@ -23,7 +23,8 @@ static int check_tensors(model *m, ogk_error *e)
     for (size_t i = 0; i < n; i++) {
         const q4nx_tensor *q = q4nx_tensor_at(m->file, i);
         t[i].role = q->role;
-        t[i].dtype = q->dtype;
+        t[i].dtype = q->dtype == Q4NX_F32 ? MDESC_F32 : q->dtype == Q4NX_F16 ? MDESC_F16 : q->dtype == Q4NX_BF16 ? MDESC_BF16
+                   : q->dtype == Q4NX_Q4 ? MDESC_Q4 : 0; /* mdesc has its own numbers */
         t[i].ndim = q->ndim;
         memcpy(t[i].shape, q->shape, sizeof t[i].shape);
     }

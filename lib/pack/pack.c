@@ -653,7 +653,8 @@ static void check_runnable(pack *p)
         abort();
     for (size_t i = 0; i < p->n_t; i++) {
         t[i].role = p->t[i].role;
-        t[i].dtype = p->t[i].dtype;
+        t[i].dtype = p->t[i].dtype == Q4NX_F32 ? MDESC_F32 : p->t[i].dtype == Q4NX_F16 ? MDESC_F16 : p->t[i].dtype == Q4NX_BF16 ? MDESC_BF16
+                   : p->t[i].dtype == Q4NX_Q4 ? MDESC_Q4 : 0; /* mdesc has its own numbers */
         t[i].ndim = p->t[i].ndim;
         memcpy(t[i].shape, p->t[i].shape, sizeof t[i].shape);
     }
