@@ -1,8 +1,9 @@
 /* Fuzz target: the config readers of a pack. Input byte 0 picks the file (0 genai_config.json,
  * 1 config.json, 2 tokenizer_config.json; the byte modulo 3), the rest is that file's content. At start-up a
  * pack directory is made in $TMPDIR linking every file of $OGAKIT_FUZZ_PACK (a fixture: tools/fixture.sh
- * qwen2 cpu tied tiny), tokenizer.json included, so a config the readers accept goes on through the
- * graph cross-checks and the runtime's own check (lib/mdesc, tokenizer loading). Each input replaces
+ * qwen2 cpu tied tiny) but tokenizer.json, which is a small valid stub (the real 11 MB one makes an
+ * exec take a second), so a config the readers accept goes on through the graph cross-checks and the
+ * runtime's own check (lib/mdesc, tokenizer loading). Each input replaces
  * the chosen file; pack_open, refusals, the model description and the oga-info report. */
 #include "fuzz.h"
 
@@ -31,7 +32,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     DIR *d = opendir(src_dir);
     struct dirent *de;
     while (d && (de = readdir(d))) {
-        if (de->d_name[0] == '.')
+        if (de->d_name[0] == '.' || !strcmp(de->d_name, "tokenizer.json"))
             continue;
         char from[PATH_MAX * 2], to[PATH_MAX * 2];
         snprintf(from, sizeof from, "%s/%s", src_dir, de->d_name);
@@ -43,6 +44,14 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     }
     if (d)
         closedir(d);
+    char tj[PATH_MAX * 2];
+    snprintf(tj, sizeof tj, "%s/tokenizer.json", dir);
+    FILE *f = fopen(tj, "w");
+    if (!f || fputs("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1,\"ab\":2},\"merges\":[\"a b\"]}}\n", f) < 0 ||
+        fclose(f)) {
+        perror(tj);
+        exit(4);
+    }
     fprintf(stderr, "pack_config: pack directory %s\n", dir);
     return 0;
 }
