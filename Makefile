@@ -27,20 +27,22 @@ AVX2_FLAGS = -mavx2 -mfma -mf16c -mbmi2
 AVX512_FLAGS = $(AVX2_FLAGS) -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16
 
 # modules each program links (dependencies after dependents)
-MODS_oga-info    = pack onnx util
-MODS_oga-extract = pack ogax q4nx onnx util
-MODS_q4nx-pack   = q4nx ogax util
-MODS_q4nx-verify = q4nx pack ogax onnx util
+MODS_oga-info    = pack mdesc tok onnx util
+MODS_oga-extract = pack ogax mdesc tok q4nx onnx util
+MODS_q4nx-pack   = q4nx ogax mdesc tok util
+MODS_q4nx-verify = verify q4nx pack ogax mdesc tok onnx util
 MODS_npu-gemm    = kern npu q4nx util
-MODS_npu-forward = serve model tok kern q4nx util
-MODS_spec-replay = spec model tok kern q4nx util
+MODS_npu-forward = serve model mdesc tok kern q4nx util
+MODS_spec-replay = spec model mdesc tok kern q4nx util
 MODS_UNIT_spec   = spec util
 MODS_UNIT_util   = util
-MODS_UNIT_q4nx   = ogax q4nx util
-MODS_UNIT_ogax   = ogax q4nx util
+MODS_UNIT_q4nx   = ogax mdesc tok q4nx util
+MODS_UNIT_ogax   = ogax mdesc tok q4nx util
 MODS_UNIT_kern   = kern q4nx util
 MODS_UNIT_npu    = npu util
-MODS_UNIT_model  = model tok kern q4nx util
+MODS_UNIT_model  = model mdesc tok kern q4nx util
+MODS_UNIT_mdesc  = mdesc tok util
+MODS_UNIT_pack   = pack mdesc tok onnx util
 
 PROGS := $(patsubst bin/%.c,%,$(wildcard bin/*.c))
 MODULES := $(filter-out onnx,$(notdir $(wildcard lib/*)))
@@ -122,7 +124,7 @@ clean:
 FUZZ_CC ?= clang-14
 FUZZ_SAN = -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 FUZZ_CFLAGS = -std=gnu11 -O1 -g -Wall -Wextra -pthread -Ilib -I$(BUILD)/gen $(FUZZ_SAN)
-FUZZ_MODS = serve tok spec pack ogax q4nx util
+FUZZ_MODS = serve spec pack ogax mdesc tok q4nx util
 FUZZ_OBJS = $(patsubst lib/%.c,$(BUILD)/fuzz/obj/%.o,$(foreach m,$(FUZZ_MODS),$(wildcard lib/$(m)/*.c))) \
   $(BUILD)/fuzz/obj/onnx/onnx.pb-c.o
 FUZZ_TARGETS = $(patsubst fuzz/%.c,$(BUILD)/fuzz/%,$(wildcard fuzz/*.c))

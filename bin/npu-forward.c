@@ -32,7 +32,8 @@ static const char usage_text[] =
     "  tokenize | detokenize | chat   tokenizer tools (see npu-forward tokenize --help)\n"
     "common options: -t THREADS (default: online CPUs), -c CONTEXT (default: the model's),\n"
     "  --mode f32|i8 (activations fp32, or int8 per block like accuracy_level 4; default f32),\n"
-    "  --no-mmap (read the weights into 2 MiB huge pages instead of mapping the file: faster decode)\n"
+    "  --no-mmap (read the weights into 2 MiB huge pages instead of mapping the file: faster decode),\n"
+    "  --verify (check every weight's checksum before running; the small parts are checked at every open)\n"
     "environment: OGAKIT_PROF=1 prints per-pass phase timings on stderr; OGAKIT_KERNEL=ref|avx2|avx512.\n"
     "exit status: 0 ok, 2 usage, 3 input refused (not a container, prompt too long), 4 init failed.\n";
 
@@ -45,7 +46,7 @@ static _Noreturn void usage(int code)
 /* ---- options shared by run / logits / bench / info ---- */
 typedef struct {
     const char *model, *prompt, *prompt_file, *ids_file, *system, *out_f32, *feed, *lens;
-    int chat, n, top_k, threads, context, mode, json, ignore_eos, topk, gen, reps, warmup, no_mmap, probe;
+    int chat, n, top_k, threads, context, mode, json, ignore_eos, topk, gen, reps, warmup, no_mmap, probe, verify;
     float temp, top_p;
     uint64_t seed;
     char **stops;
@@ -54,7 +55,7 @@ typedef struct {
 
 enum {
     O_CHAT = 256, O_SYSTEM, O_TEMP, O_TOPK_S, O_TOPP, O_SEED, O_STOP, O_MODE, O_JSON, O_IDS, O_IGNORE_EOS,
-    O_TOPK, O_FEED, O_OUT_F32, O_WARMUP, O_NO_MMAP, O_PROBE
+    O_TOPK, O_FEED, O_OUT_F32, O_WARMUP, O_NO_MMAP, O_PROBE, O_VERIFY
 };
 
 #define BENCH_DEFAULT_LENS "128,512,2048"
@@ -71,7 +72,7 @@ static const struct option long_opts[] = {
     {"ignore-eos", no_argument, 0, O_IGNORE_EOS}, {"topk", required_argument, 0, O_TOPK},
     {"feed", required_argument, 0, O_FEED},   {"out-f32", required_argument, 0, O_OUT_F32},
     {"warmup", required_argument, 0, O_WARMUP}, {"no-mmap", no_argument, 0, O_NO_MMAP},
-    {"probe", no_argument, 0, O_PROBE},
+    {"probe", no_argument, 0, O_PROBE},       {"verify", no_argument, 0, O_VERIFY},
     {"help", no_argument, 0, 'h'},
     {0, 0, 0, 0},
 };
@@ -118,6 +119,7 @@ static void parse(int argc, char **argv, opts *o)
         case O_JSON: o->json = 1; break;
         case O_NO_MMAP: o->no_mmap = 1; break;
         case O_PROBE: o->probe = 1; break;
+        case O_VERIFY: o->verify = 1; break;
         case O_IDS: o->ids_file = optarg; break;
         case O_IGNORE_EOS: o->ignore_eos = 1; break;
         case O_TOPK: o->topk = (int)ogk_parse_long("--topk", optarg, 1, 1 << 24); break;
@@ -148,6 +150,8 @@ static model *open_model(const opts *o)
     model *m = model_open_flags(o->model, o->no_mmap ? Q4NX_OPEN_LOAD : 0, &e, &code);
     if (!m)
         ogk_die(code, "%s", e.msg);
+    if (o->verify && q4nx_verify_weights(m->file, o->model, &e))
+        ogk_die(OGK_EXIT_INPUT, "%s", e.msg);
     return m;
 }
 

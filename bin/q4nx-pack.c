@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "mdesc/mdesc.h"
 #include "ogax/ogax.h"
 #include "q4nx/q4nx.h"
 #include "util/util.h"
@@ -140,7 +141,12 @@ int main(int argc, char **argv)
             }
         } else if (!strcmp(fr.type, "tensor")) {
             ogax_tensor t;
+            json_t *nl = json_object_get(model, "num_layers");
             if (ogax_tensor_parse(&fr, &t, &e)) {
+                rc = OGK_EXIT_INPUT;
+            } else if (json_is_integer(nl) && !mdesc_role_known(t.role, (int)json_integer_value(nl))) {
+                ogk_fail(&e, "tensor %s: role %s is not a role of a %" JSON_INTEGER_FORMAT "-layer model", t.name, t.role,
+                         json_integer_value(nl));
                 rc = OGK_EXIT_INPUT;
             } else if (t.dtype == Q4NX_Q4) {
                 if (part_crc_ok("codes", t.name, p, &t.codes, &e) || part_crc_ok("scales", t.name, p, &t.scales, &e) ||

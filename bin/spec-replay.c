@@ -48,6 +48,7 @@ static void usage(FILE *f)
           "  --mode f32|i8       activations of the models (default f32)\n"
           "  --ignore-eos        live: keep going past EOS ids\n"
           "  --no-mmap           read containers into 2 MiB huge pages\n"
+          "  --verify            check every weight's checksum of the containers first\n"
           "  --json              JSON instead of the table\n"
           "  --selftest          run the replay rule's and the economics' self-test (TAP)\n"
           "  -h, --help          this text\n"
@@ -80,7 +81,7 @@ static void record_usage(FILE *f)
 
 static struct {
     const char *target, *draft, *prompt, *prompt_file, *ids_file;
-    int n, k, threads, context, mode, ignore_eos, json, no_mmap;
+    int n, k, threads, context, mode, ignore_eos, json, no_mmap, verify;
     /* replay */
     const char *draft_url, *recording;
     int ks[SPEC_K_MAX], nk;
@@ -100,6 +101,8 @@ static model *open_model(const char *path)
     model *m = model_open_flags(path, o.no_mmap ? Q4NX_OPEN_LOAD : 0, &e, &code);
     if (!m)
         ogk_die(code, "%s", e.msg);
+    if (o.verify && q4nx_verify_weights(m->file, path, &e))
+        ogk_die(OGK_EXIT_INPUT, "%s", e.msg);
     return m;
 }
 
@@ -936,7 +939,7 @@ int main(int argc, char **argv)
     if (argc > 1 && !strcmp(argv[1], "record"))
         return record_main(argc - 1, argv + 1);
     enum { O_IDS = 256, O_MODE, O_IGNORE_EOS, O_JSON, O_NO_MMAP, O_DRAFT_URL, O_RECORDING, O_STEP, O_PASS, O_MEASURE,
-           O_SELFTEST, O_TIMEOUT };
+           O_SELFTEST, O_TIMEOUT, O_VERIFY };
     static const struct option lo[] = {
         {"model", 1, 0, 'm'},       {"draft", 1, 0, 'd'},         {"prompt", 1, 0, 'p'},
         {"file", 1, 0, 'f'},        {"ids", 1, 0, O_IDS},         {"mode", 1, 0, O_MODE},
@@ -944,6 +947,7 @@ int main(int argc, char **argv)
         {"draft-url", 1, 0, O_DRAFT_URL}, {"recording", 1, 0, O_RECORDING}, {"step-ms", 1, 0, O_STEP},
         {"pass-ms", 1, 0, O_PASS},  {"measure", 0, 0, O_MEASURE}, {"selftest", 0, 0, O_SELFTEST},
         {"timeout", 1, 0, O_TIMEOUT}, {"k", 1, 0, 'k'},          {"help", 0, 0, 'h'},
+        {"verify", 0, 0, O_VERIFY},
         {0, 0, 0, 0}};
     int c, k_given = 0;
     double v[SPEC_K_MAX];
@@ -974,6 +978,7 @@ int main(int argc, char **argv)
         case O_IGNORE_EOS: o.ignore_eos = 1; break;
         case O_JSON: o.json = 1; break;
         case O_NO_MMAP: o.no_mmap = 1; break;
+        case O_VERIFY: o.verify = 1; break;
         case O_DRAFT_URL: o.draft_url = optarg; break;
         case O_RECORDING: o.recording = optarg; break;
         case O_STEP:

@@ -352,6 +352,21 @@ greedy() {
   # this code does not run
   perl -0777 -pe 's/("family":\s*")qwen2"/$1gemma"/' "$m" >"$W/gemma.q4nx"
   if cmp -s "$m" "$W/gemma.q4nx"; then skip "family string not found in the metadata"; fi
+  # the metadata checksum (q4nx(5) footer: meta_crc32c over [meta_offset, size - 64)) is recomputed, so
+  # the container is well formed, not corrupt
+  /usr/bin/python3 - "$W/gemma.q4nx" <<'PY'
+import struct, sys
+b = bytearray(open(sys.argv[1], "rb").read())
+ft = len(b) - 64
+mo = struct.unpack_from("<Q", b, ft)[0]
+crc = 0xFFFFFFFF
+for x in b[mo:ft]:
+    crc ^= x
+    for _ in range(8):
+        crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+struct.pack_into("<I", b, ft + 48, crc ^ 0xFFFFFFFF)
+open(sys.argv[1], "wb").write(b)
+PY
   run npu-forward run -m "$W/gemma.q4nx" -p hi
   [ "$status" -eq 4 ]
   [[ "$output" == *"unsupported family"* ]]

@@ -247,8 +247,9 @@ sys.stdout.buffer.write(b)' > "$W/bad.ogax"
   pid=$!
   exec 7>"$W/fifo"
   cat "$W/part.ogax" >&7
-  for _ in $(seq 50); do ls "$W" | grep -q 'out.q4nx.tmp' && break; sleep 0.1; done
-  ls "$W" | grep -q 'out.q4nx.tmp'   # the temp file exists while the stream is open
+  # the output is open (an unnamed file in $W, or out.q4nx.tmp.PID where O_TMPFILE is missing)
+  for _ in $(seq 50); do ls -l /proc/$pid/fd 2>/dev/null | grep -q -- "-> $W/" && break; sleep 0.1; done
+  ls -l /proc/$pid/fd | grep -q -- "-> $W/"
   kill -TERM "$pid"
   rc=0
   wait "$pid" || rc=$?

@@ -12,94 +12,25 @@
 
 /* ---------------------------------------------------------------- loading */
 
-static const struct {
-    const char *name;
-    int family;
-} families[] = {
-    {"llama", FAMILY_LLAMA}, {"mistral", FAMILY_LLAMA}, {"qwen2", FAMILY_QWEN2}, {"qwen3", FAMILY_QWEN3}, {"phi3", FAMILY_PHI3},
-};
-
-const char *model_family_name(int family)
+/* The container's tensors as lib/mdesc sees them: the one check of a runnable model, shared with the
+ * pack reader (oga-info), so the binding below can only fail on memory. */
+static int check_tensors(model *m, ogk_error *e)
 {
-    for (size_t i = 0; i < sizeof families / sizeof *families; i++)
-        if (families[i].family == family)
-            return families[i].name;
-    return "?";
-}
-
-static int get_int(const json_t *o, const char *key, int *out, int required, ogk_error *e)
-{
-    const json_t *v = json_object_get(o, key);
-    if (!v || json_is_null(v)) {
-        if (required)
-            return ogk_fail(e, "model description: missing \"%s\"", key);
-        return 0;
+    size_t n = q4nx_tensor_count(m->file);
+    mdesc_tensor *t = calloc(n + 1, sizeof *t);
+    if (!t)
+        return ogk_fail(e, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        const q4nx_tensor *q = q4nx_tensor_at(m->file, i);
+        t[i].role = q->role;
+        t[i].dtype = q->dtype == Q4NX_F32 ? MDESC_F32 : q->dtype == Q4NX_F16 ? MDESC_F16 : q->dtype == Q4NX_BF16 ? MDESC_BF16
+                   : q->dtype == Q4NX_Q4 ? MDESC_Q4 : 0; /* mdesc has its own numbers */
+        t[i].ndim = q->ndim;
+        memcpy(t[i].shape, q->shape, sizeof t[i].shape);
     }
-    if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > (1 << 30))
-        return ogk_fail(e, "model description: \"%s\" is not a non-negative integer", key);
-    *out = (int)json_integer_value(v);
-    return 0;
-}
-
-static int config_from_json(model_config *c, const json_t *j, ogk_error *e, int *code)
-{
-    *code = OGK_EXIT_INPUT;
-    if (!json_is_object(j))
-        return ogk_fail(e, "container has no model description");
-    const char *fam = json_string_value(json_object_get(j, "family"));
-    if (!fam)
-        return ogk_fail(e, "model description: missing \"family\"");
-    c->family = -1;
-    for (size_t i = 0; i < sizeof families / sizeof *families; i++)
-        if (!strcmp(fam, families[i].name))
-            c->family = families[i].family;
-    if (c->family < 0) {
-        *code = OGK_EXIT_INIT;
-        return ogk_fail(e, "unsupported family \"%s\" (supported: llama, mistral, qwen2, qwen3, phi3)", fam);
-    }
-    snprintf(c->family_name, sizeof c->family_name, "%s", fam);
-    if (get_int(j, "vocab_size", &c->vocab_size, 1, e) || get_int(j, "hidden_size", &c->dim, 1, e) ||
-        get_int(j, "intermediate_size", &c->hidden_dim, 1, e) || get_int(j, "num_layers", &c->n_layers, 1, e) ||
-        get_int(j, "num_heads", &c->n_heads, 1, e) || get_int(j, "num_kv_heads", &c->n_kv_heads, 1, e) ||
-        get_int(j, "context_length", &c->context_length, 1, e))
-        return -1;
-    c->head_dim = c->n_heads ? c->dim / c->n_heads : 0;
-    if (get_int(j, "head_dim", &c->head_dim, 0, e))
-        return -1;
-    if (!c->vocab_size || !c->dim || !c->hidden_dim || !c->n_layers || !c->n_heads || !c->n_kv_heads ||
-        !c->head_dim || !c->context_length)
-        return ogk_fail(e, "model description: a dimension is zero");
-    if (c->n_heads % c->n_kv_heads)
-        return ogk_fail(e, "model description: num_heads %d is not a multiple of num_kv_heads %d", c->n_heads,
-                        c->n_kv_heads);
-    const json_t *eps = json_object_get(j, "rms_norm_eps");
-    c->rms_eps = json_is_number(eps) ? (float)json_number_value(eps) : 1e-6f;
-    const json_t *rope = json_object_get(j, "rope");
-    c->rope_dim = c->head_dim;
-    if (json_is_object(rope)) {
-        if (get_int(rope, "dim", &c->rope_dim, 0, e))
-            return -1;
-        c->rope_interleaved = json_is_true(json_object_get(rope, "interleaved"));
-    }
-    if (c->rope_dim > c->head_dim || c->rope_dim % 2)
-        return ogk_fail(e, "model description: rope dim %d does not fit head_dim %d", c->rope_dim, c->head_dim);
-    c->qkv_bias = json_is_true(json_object_get(j, "qkv_bias"));
-    c->qk_norm = json_is_true(json_object_get(j, "qk_norm"));
-    c->tied = json_is_true(json_object_get(j, "tie_embeddings"));
-    c->bos_id = c->pad_id = -1;
-    if (get_int(j, "bos_token_id", &c->bos_id, 0, e) || get_int(j, "pad_token_id", &c->pad_id, 0, e))
-        return -1;
-    const json_t *eos = json_object_get(j, "eos_token_ids");
-    if (json_is_integer(eos))
-        c->eos_ids[c->n_eos++] = (int)json_integer_value(eos);
-    size_t i;
-    const json_t *v;
-    json_array_foreach(eos, i, v)
-    {
-        if (json_is_integer(v) && c->n_eos < MODEL_MAX_EOS)
-            c->eos_ids[c->n_eos++] = (int)json_integer_value(v);
-    }
-    return 0;
+    int rc = mdesc_check_tensors(&m->c, t, n, e, NULL);
+    free(t);
+    return rc;
 }
 
 /* fp32 view of a small plain tensor of exactly `count` elements (first `count` when prefix): points
@@ -249,8 +180,6 @@ static int bind_weights(model *m, ogk_error *e)
     if (cs->ndim == 2 && cs->shape[1] * 2 != (uint64_t)c->rope_dim)
         return ogk_fail(e, "tensor rope.cos: %llu columns, want rope dim / 2 = %d", (unsigned long long)cs->shape[1],
                         c->rope_dim / 2);
-    if (cs->ndim == 2 && cs->shape[0] < (uint64_t)c->context_length)
-        m->c.context_length = (int)cs->shape[0]; /* positions the caches cover */
     uint64_t cnt = (uint64_t)m->c.context_length * (c->rope_dim / 2);
     if (!(m->w.rope_cos = plain_floats(m, "rope.cos", cs, cnt, 1, e)) ||
         !(m->w.rope_sin = plain_floats(m, "rope.sin", sn, cnt, 1, e)))
@@ -276,10 +205,10 @@ model *model_open_flags(const char *path, int flags, ogk_error *e, int *code)
         free(m);
         return NULL;
     }
-    if (config_from_json(&m->c, q4nx_model(m->file), e, code))
+    if (mdesc_config(&m->c, q4nx_model(m->file), e, code, NULL))
         goto fail;
     *code = OGK_EXIT_INIT;
-    if (bind_weights(m, e))
+    if (check_tensors(m, e) || bind_weights(m, e))
         goto fail;
     return m;
 fail:

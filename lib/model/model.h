@@ -15,39 +15,18 @@
 #include <stdint.h>
 
 #include "kern/kern.h"
+#include "mdesc/mdesc.h"
 #include "q4nx/q4nx.h"
 #include "tok/tok.h"
 #include "util/util.h"
 
 #define MODEL_CHUNK 128     /* prefill rows per pass: the M = 128 kernels */
 #define MODEL_VERIFY_MAX 16 /* rows of a speculative verify pass */
-#define MODEL_MAX_EOS 8
 
-enum model_family { FAMILY_LLAMA, FAMILY_QWEN2, FAMILY_QWEN3, FAMILY_PHI3 };
 enum model_mode { MODEL_F32 = 0, MODEL_I8 = 1 }; /* activations fp32, or int8 per block (kern modes) */
 
-typedef struct model_config {
-    int family;
-    char family_name[16];
-    int vocab_size;
-    int dim;        /* hidden_size */
-    int hidden_dim; /* intermediate_size (MLP) */
-    int n_layers;
-    int n_heads;
-    int n_kv_heads;
-    int head_dim;
-    int context_length; /* the model's */
-    float rms_eps;
-    int rope_dim;         /* rotary dims per head (<= head_dim), from the pack's cos/sin caches */
-    int rope_interleaved; /* 0: rotate halves (GroupQueryAttention / RotaryEmbedding default) */
-    int qkv_bias;         /* qwen2: q, k, v projections have biases */
-    int qk_norm;          /* qwen3: per-head RMSNorm of q and k before RoPE */
-    int tied;             /* embedding = dequantised rows of lm_head */
-    int bos_id;           /* -1 when none */
-    int eos_ids[MODEL_MAX_EOS];
-    int n_eos;
-    int pad_id;
-} model_config;
+/* model_config (dims and family switches, from the container's model description) is lib/mdesc's:
+ * the one check of what a runnable model is, shared with the pack reader. */
 
 typedef struct model_layer {
     const float *input_norm;     /* [dim] attention rmsnorm */
@@ -139,7 +118,6 @@ int model_forward(model_state *s, const int *tokens, int n, int all_rows, ogk_er
 void model_rewind(model_state *s, int n);
 
 int model_is_eos(const model *m, int id);
-const char *model_family_name(int family);
 
 /* ---- continuous batching (batch.c) ----
  * One pass of n rows, row i a token of states[i] (states of one model) at states[i]->pos: the

@@ -15,11 +15,7 @@ tok *model_tokenizer(const model *m, ogk_error *e)
     }
     if (q4nx_asset(m->file, "tokenizer_config.json", &tc, &tcl))
         tc = NULL, tcl = 0;
-    ogk_error te;
-    tok *t = tok_load((const char *)tj, tjl, (const char *)tc, tcl, &te);
-    if (!t)
-        ogk_fail(e, "tokenizer: %s", te.msg);
-    return t;
+    return mdesc_tokenizer(&m->c, tj, tjl, tc, tcl, e);
 }
 
 char *model_read_text(const char *path, size_t *len, ogk_error *e)

@@ -1,6 +1,8 @@
 /* OGAX framing: writer, reader, tensor header validation (format in ogax.h and ogax.5). */
 #include "ogax.h"
 
+#include "mdesc/mdesc.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -56,6 +58,7 @@ int ogax_write_frame(ogax_writer *w, json_t *hdr, const struct iovec *parts, int
     put_u32(fh + 4, (uint32_t)hl);
     put_u64(fh + 8, pl);
     int rc = ogk_write_all(w->fd, fh, sizeof fh) || ogk_write_all(w->fd, js, hl);
+    w->headers_crc = ogk_crc32c(ogk_crc32c(w->headers_crc, fh, sizeof fh), js, hl);
     free(js);
     for (int i = 0; !rc && i < nparts; i++)
         rc = ogk_write_all(w->fd, parts[i].iov_base, parts[i].iov_len);
@@ -74,9 +77,9 @@ int ogax_write_frame(ogax_writer *w, json_t *hdr, const struct iovec *parts, int
 
 int ogax_write_end(ogax_writer *w, ogk_error *e)
 {
-    json_t *h = json_pack("{s:s,s:I,s:I,s:I,s:I}", "type", "end", "frames", (json_int_t)w->frames, "tensors",
+    json_t *h = json_pack("{s:s,s:I,s:I,s:I,s:I,s:I}", "type", "end", "frames", (json_int_t)w->frames, "tensors",
                           (json_int_t)w->tensors, "assets", (json_int_t)w->assets, "payload_bytes",
-                          (json_int_t)w->payload_bytes);
+                          (json_int_t)w->payload_bytes, "headers_crc32c", (json_int_t)w->headers_crc);
     uint64_t frames = w->frames;
     int rc = ogax_write_frame(w, h, NULL, 0, e);
     w->frames = frames;
@@ -146,6 +149,7 @@ int ogax_next(ogax_reader *r, ogax_frame *f, ogk_error *e)
         return -1;
     }
     js[hl] = 0;
+    uint32_t hcrc = ogk_crc32c(ogk_crc32c(r->headers_crc, fh, sizeof fh), js, hl);
     json_error_t je;
     json_t *h = json_loadb(js, hl, JSON_REJECT_DUPLICATES, &je);
     free(js);
@@ -172,7 +176,11 @@ int ogax_next(ogax_reader *r, ogax_frame *f, ogk_error *e)
     if (is_model) {
         json_t *v = json_object_get(h, "ogax");
         if (!json_is_integer(v) || json_integer_value(v) != OGAX_VERSION) {
+            int v1 = json_is_integer(v) && json_integer_value(v) == 1;
             json_decref(h);
+            if (v1)
+                return ogk_fail(e, "OGAX version 1 stream: its frame headers carry no checksum; extract it again with "
+                                   "this oga-extract (version %d)", OGAX_VERSION);
             return ogk_fail(e, "unsupported OGAX version (want %d)", OGAX_VERSION);
         }
         r->seen_model = 1;
@@ -180,7 +188,7 @@ int ogax_next(ogax_reader *r, ogax_frame *f, ogk_error *e)
     if (is_end) {
         int ok = 1;
         uint64_t fr = jint(h, "frames", &ok), te = jint(h, "tensors", &ok), as = jint(h, "assets", &ok),
-                 pb = jint(h, "payload_bytes", &ok);
+                 pb = jint(h, "payload_bytes", &ok), hc = jint(h, "headers_crc32c", &ok);
         json_decref(h);
         if (!ok)
             return ogk_fail(e, "end frame at byte %" PRIu64 ": missing counts", f->at);
@@ -191,6 +199,11 @@ int ogax_next(ogax_reader *r, ogax_frame *f, ogk_error *e)
                             "end frame disagrees with the stream: frames %" PRIu64 "/%" PRIu64 ", tensors %" PRIu64
                             "/%" PRIu64 ", assets %" PRIu64 "/%" PRIu64 ", payload bytes %" PRIu64 "/%" PRIu64,
                             fr, r->frames, te, r->tensors, as, r->assets, pb, r->payload_bytes);
+        if (hc != r->headers_crc)
+            return ogk_fail(e,
+                            "frame headers checksum mismatch (end frame says 0x%08" PRIx64 ", the headers read give 0x%08x): "
+                            "a frame header (a role, name, shape) was changed",
+                            hc, r->headers_crc);
         uint8_t extra;
         ssize_t x = ogk_read_full(r->fd, &extra, 1);
         if (x != 0)
@@ -198,6 +211,7 @@ int ogax_next(ogax_reader *r, ogax_frame *f, ogk_error *e)
         r->seen_end = 1;
         return 0;
     }
+    r->headers_crc = hcrc;
     r->frames++;
     if (!strcmp(type, "tensor"))
         r->tensors++;
@@ -262,6 +276,9 @@ int ogax_tensor_parse(const ogax_frame *f, ogax_tensor *t, ogk_error *e)
     const char *nm = t->name ? t->name : "?";
     if (!t->name || !t->role)
         return ogk_fail(e, "tensor frame at byte %" PRIu64 ": missing name or role", f->at);
+    if (!mdesc_role_known(t->role, -1))
+        return ogk_fail(e, "tensor %.200s: role \"%.200s\" is not a known role (embed, lm_head, final_norm, rope.cos, "
+                           "rope.sin, layers.N.attn.*, layers.N.mlp.*, layers.N.*_norm)", nm, t->role);
     t->dtype = ogax_dtype_parse(json_string_value(json_object_get(h, "dtype")));
     if (t->dtype < 0)
         return ogk_fail(e, "tensor %s: unknown dtype", nm);

@@ -17,8 +17,12 @@
  *      payload = the parts back to back, in order, offsets from the payload start. q4 parts are in
  *      MatMulNBits source order: codes [N][kb][B/2], scales [N][kb], zeros u4-packed [N][ceil(kb/2)].
  *      q4 shape is [N, K]. Plain tensors have one part "data" of prod(shape)*sizeof(dtype) bytes.
- *   4. {"type":"end","frames":F,"tensors":T,"assets":A,"payload_bytes":P}  (F counts frames before end)
- * Anything after the end frame, a missing end frame, or counts that disagree are errors. */
+ *   4. {"type":"end","frames":F,"tensors":T,"assets":A,"payload_bytes":P,"headers_crc32c":H}
+ *      (F counts frames before end; H is the CRC32C of every earlier frame's 16-byte prefix and header
+ *      bytes, in stream order, so roles and names are covered as the parts' crc32c cover payloads)
+ * Anything after the end frame, a missing end frame, counts or a header checksum that disagree are
+ * errors. A tensor role must be one of lib/mdesc's vocabulary (mdesc_role_known).
+ * Version 2 added headers_crc32c and the role check; version 1 streams are refused by name. */
 #ifndef OGK_OGAX_H
 #define OGK_OGAX_H
 
@@ -29,7 +33,7 @@
 #include "q4nx/q4nx.h"
 #include "util/util.h"
 
-#define OGAX_VERSION 1
+#define OGAX_VERSION 2
 #define OGAX_MAX_HEADER (16u << 20)
 #define OGAX_MAX_ELEMENTS ((uint64_t)1 << 50) /* per tensor: sizes cannot wrap */
 
@@ -55,6 +59,7 @@ typedef struct {
 typedef struct {
     int fd;
     uint64_t frames, tensors, assets, payload_bytes, bytes_out;
+    uint32_t headers_crc; /* of the frame prefixes and headers written so far */
 } ogax_writer;
 void ogax_writer_init(ogax_writer *w, int fd);
 /* Writes hdr (must have "type") and the payload given as iovecs. 0 or -1 with e filled. */
@@ -71,6 +76,7 @@ typedef struct {
     uint64_t frames, tensors, assets, payload_bytes;
     uint64_t payload_left; /* of the current frame */
     int seen_model, seen_end;
+    uint32_t headers_crc; /* of the frame prefixes and headers read so far (end frame excluded) */
 } ogax_reader;
 typedef struct {
     json_t *hdr; /* owned by the caller after a successful read: json_decref it */
@@ -86,7 +92,7 @@ int ogax_next(ogax_reader *r, ogax_frame *f, ogk_error *e);
 /* Read n bytes of the current payload into buf; -1 on truncation. */
 int ogax_read(ogax_reader *r, void *buf, uint64_t n, ogk_error *e);
 int ogax_skip(ogax_reader *r, uint64_t n, ogk_error *e);
-/* Parse and self-check a tensor frame header. */
+/* Parse and self-check a tensor frame header (sizes, dtypes, and the role against the known set). */
 int ogax_tensor_parse(const ogax_frame *f, ogax_tensor *t, ogk_error *e);
 
 #endif

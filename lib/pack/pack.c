@@ -4,6 +4,8 @@
 #define _GNU_SOURCE
 #include "pack_int.h"
 
+#include "mdesc/mdesc.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
@@ -158,27 +160,62 @@ static char *join(const pack *p, const char *name)
     return s;
 }
 
+/* 1: NAME is a regular file (symlinks followed, as Hugging Face snapshot directories need), 0: absent,
+ * -1: present but something else (a FIFO would hang a reader): the caller refuses it by name. */
 static int exists(const pack *p, const char *name)
 {
     char *path = join(p, name);
     struct stat st;
-    int ok = stat(path, &st) == 0 && S_ISREG(st.st_mode);
+    int r = stat(path, &st) != 0 ? 0 : S_ISREG(st.st_mode) ? 1 : -1;
     free(path);
-    return ok;
+    return r;
+}
+
+static void refuse_irregular(pack *p, const char *name)
+{
+    char *path = join(p, name);
+    struct stat st;
+    const char *kind = stat(path, &st) == 0 ? ogk_file_kind(st.st_mode) : "unreadable";
+    free(path);
+    pack_refuse(p, pack_printf(p, "file %s", name), "file_unreadable", "not a regular file (%s)", kind);
+}
+
+/* JSON from a file through ogk_read_file (regular files only); NULL with e / je filled */
+static json_t *load_json(const char *path, int flags, json_error_t *je, ogk_error *e)
+{
+    size_t len;
+    char *buf = ogk_read_file(path, &len, e);
+    if (!buf) {
+        snprintf(je->text, sizeof je->text, "%.150s", e->msg);
+        je->line = 0;
+        return NULL;
+    }
+    json_t *j = json_loadb(buf, len, flags, je);
+    free(buf);
+    return j;
 }
 
 /* Parse a JSON file of the pack: NULL when absent (missing=1) or broken (refused). */
 static json_t *read_json(pack *p, const char *name, int flags, int *missing)
 {
     *missing = 0;
-    if (!exists(p, name)) {
-        *missing = 1;
+    int ex = exists(p, name);
+    if (ex <= 0) {
+        if (ex < 0)
+            refuse_irregular(p, name);
+        *missing = ex == 0;
         return NULL;
     }
     char *path = join(p, name);
     json_error_t je;
-    json_t *j = json_load_file(path, JSON_REJECT_DUPLICATES | flags, &je);
+    ogk_error e;
+    e.msg[0] = 0;
+    json_t *j = load_json(path, JSON_REJECT_DUPLICATES | flags, &je, &e);
     free(path);
+    if (!j && e.msg[0]) {
+        pack_refuse(p, pack_printf(p, "file %s", name), "file_unreadable", "%s", e.msg);
+        return NULL;
+    }
     if (!j) {
         pack_refuse(p, name, "config_json", "not valid JSON: %s (line %d)", je.text, je.line);
         return NULL;
@@ -294,7 +331,11 @@ static void read_assets(pack *p)
     json_t *present = json_array(), *missing = json_array();
     for (size_t i = 0; i < N_ASSETS; i++) {
         const char *name = ASSETS[i];
-        if (!exists(p, name)) {
+        int ex = exists(p, name);
+        if (ex < 0 && strcmp(name, "genai_config.json") && strcmp(name, "config.json") &&
+            strcmp(name, "tokenizer_config.json"))
+            refuse_irregular(p, name); /* the three JSON files were refused when they were read */
+        if (ex <= 0) {
             json_array_append_new(missing, json_string(name));
             continue;
         }
@@ -343,7 +384,9 @@ static int npu_file(const char *name)
 static void refuse_meta_tensors(pack *p, const char *name)
 {
     char *path = join(p, name);
-    json_t *m = json_load_file(path, JSON_DECODE_INT_AS_REAL, NULL);
+    json_error_t je;
+    ogk_error e;
+    json_t *m = load_json(path, JSON_DECODE_INT_AS_REAL, &je, &e);
     free(path);
     json_t *tm = json_object_get(m, "tensor_map");
     const char *k;
@@ -567,6 +610,75 @@ static void build_model(pack *p)
         json_decref(g);
 }
 
+/* ---- runnable: the runtime's own check (lib/mdesc), so "importable" means "runs" ---- */
+
+/* the pack file and key a model-description key comes from */
+static const char *desc_source(pack *p, const char *key)
+{
+    static const char *const map[][2] = {
+        {"family", "genai_config.json: model.type"},
+        {"vocab_size", "genai_config.json: model.vocab_size"},
+        {"hidden_size", "genai_config.json: model.decoder.hidden_size"},
+        {"intermediate_size", "config.json: intermediate_size"},
+        {"num_layers", "genai_config.json: model.decoder.num_hidden_layers"},
+        {"num_heads", "genai_config.json: model.decoder.num_attention_heads"},
+        {"num_kv_heads", "genai_config.json: model.decoder.num_key_value_heads"},
+        {"head_dim", "genai_config.json: model.decoder.head_size"},
+        {"context_length", "genai_config.json: model.context_length"},
+        {"bos_token_id", "genai_config.json: model.bos_token_id"},
+        {"pad_token_id", "genai_config.json: model.pad_token_id"},
+        {"eos_token_ids", "genai_config.json: model.eos_token_id"},
+        {"rms_norm_eps", "config.json: rms_norm_eps"},
+    };
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+        if (!strcmp(key, map[i][0]))
+            return map[i][1];
+    return pack_printf(p, "model description: %s", key[0] ? key : "?");
+}
+
+static void check_runnable(pack *p)
+{
+    if (p->n_r)
+        return; /* already refused: the runtime's check would only repeat it */
+    model_config c;
+    ogk_error e;
+    mdesc_where w;
+    int code;
+    if (mdesc_config(&c, p->model, &e, &code, &w)) {
+        pack_refuse(p, desc_source(p, w.key), code == OGK_EXIT_INIT ? "model_unsupported" : "model_config", "%s", e.msg);
+        return;
+    }
+    mdesc_tensor *t = calloc(p->n_t + 1, sizeof *t);
+    if (!t)
+        abort();
+    for (size_t i = 0; i < p->n_t; i++) {
+        t[i].role = p->t[i].role;
+        t[i].dtype = p->t[i].dtype == Q4NX_F32 ? MDESC_F32 : p->t[i].dtype == Q4NX_F16 ? MDESC_F16 : p->t[i].dtype == Q4NX_BF16 ? MDESC_BF16
+                   : p->t[i].dtype == Q4NX_Q4 ? MDESC_Q4 : 0; /* mdesc has its own numbers */
+        t[i].ndim = p->t[i].ndim;
+        memcpy(t[i].shape, p->t[i].shape, sizeof t[i].shape);
+    }
+    int rc = mdesc_check_tensors(&c, t, p->n_t, &e, &w);
+    free(t);
+    if (rc) {
+        size_t kl = strlen(w.key);
+        const char *why = !strncmp(e.msg, w.key, kl) && !strncmp(e.msg + kl, ": ", 2) ? e.msg + kl + 2 : e.msg;
+        pack_refuse(p, !strcmp(w.key, "family") ? desc_source(p, w.key) : w.key, "model_tensors", "%s", why);
+        return;
+    }
+    const pack_asset *tj = NULL, *tc = NULL;
+    for (size_t i = 0; i < p->n_a; i++) {
+        if (!strcmp(p->a[i].name, "tokenizer.json"))
+            tj = &p->a[i];
+        if (!strcmp(p->a[i].name, "tokenizer_config.json"))
+            tc = &p->a[i];
+    }
+    tok *tk = tj ? mdesc_tokenizer(&c, tj->data, tj->size, tc ? tc->data : NULL, tc ? tc->size : 0, &e) : NULL;
+    if (tj && !tk)
+        pack_refuse(p, "file tokenizer.json", "tokenizer", "%s", e.msg);
+    tok_free(tk);
+}
+
 static void detect_flavour(pack *p)
 {
     const char *fn = p->onnx_name ? p->onnx_name : "";
@@ -631,6 +743,7 @@ pack *pack_open(const char *dir, ogk_error *e)
     read_assets(p);
     build_model(p);
     pack_check_dims(p);
+    check_runnable(p);
     detect_flavour(p);
     return p;
 }

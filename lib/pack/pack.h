@@ -21,7 +21,12 @@
  * silently. A pack is importable iff it has no refusals. Codes (stable, for scripts and tests):
  *   file_missing, file_unreadable, not_protobuf, config_json, config_missing, config_type,
  *   config_dims, tokenizer_missing, external_data, truncated, unsupported_bits, unsupported_block,
- *   g_idx, tensor_shape, tensor_dtype, unsupported_op, graph, unassigned, npu_packed.
+ *   g_idx, tensor_shape, tensor_dtype, unsupported_op, graph, unassigned, npu_packed,
+ *   and, from the runtime's own check (lib/mdesc, run only when nothing else was refused, so that an
+ *   importable pack is one npu-forward runs): model_config (a description value the runtime refuses:
+ *   out of range, token id outside the vocabulary), model_unsupported (a family it does not run),
+ *   model_tensors (a tensor missing, misshapen, or contradicting the config), tokenizer (tokenizer.json
+ *   that the runtime's loader refuses).
  */
 #ifndef OGK_PACK_H
 #define OGK_PACK_H

@@ -1,7 +1,11 @@
 /* Reading a container: mmap it and check every structural fact before handing out a pointer (hostile
  * files are expected input: every offset and length is range-checked with overflow-free arithmetic).
- * Checksums are not computed here; q4nx-verify does that through q4nx_tensor_extent and friends. */
+ * The small parts are checksummed at every open (metadata, tables and strings; every asset; plain
+ * tensors under Q4NX_SMALL_TENSOR bytes): a few milliseconds at most, so a corrupted description,
+ * tokenizer or norm vector is refused instead of run. The weights' checksums are q4nx_verify_weights'
+ * (npu-forward --verify) and q4nx-verify's, which opens with Q4NX_OPEN_NOCRC to report every mismatch. */
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -157,6 +161,22 @@ static int parse_tensor(q4nx_file *f, size_t i, const uint8_t *ent, const uint8_
     return 0;
 }
 
+static const char *hex32(uint32_t v, char *buf)
+{
+    snprintf(buf, 12, "0x%08x", v);
+    return buf;
+}
+
+static int tensor_crc_fails(const q4nx_file *f, size_t i, const char *path, ogk_error *e)
+{
+    char h1[12], h2[12];
+    uint32_t got = ogk_crc32c(0, f->x[i].bytes, f->x[i].size);
+    if (got == f->x[i].crc32c)
+        return 0;
+    return ogk_fail(e, "%s: tensor %s (role %s): checksum mismatch (stored %s, computed %s): the container is corrupt",
+                    path, f->t[i].name, f->t[i].role, hex32(f->x[i].crc32c, h1), hex32(got, h2));
+}
+
 static q4nx_file *open_fail(q4nx_file *f, int *code, int c)
 {
     q4nx_close(f);
@@ -238,6 +258,13 @@ q4nx_file *q4nx_open_flags(const char *path, int flags, ogk_error *e, int *code)
     }
     f->meta_off = mo;
     f->meta_end = foot;
+    char h1[12], h2[12];
+    uint32_t got;
+    if (!(flags & Q4NX_OPEN_NOCRC) && (got = ogk_crc32c(0, p + mo, foot - mo)) != f->meta_crc) {
+        ogk_fail(e, "%s: metadata checksum mismatch (stored %s, computed %s): the container is corrupt", path,
+                 hex32(f->meta_crc, h1), hex32(got, h2));
+        return open_fail(f, code, OGK_EXIT_INPUT);
+    }
     json_error_t je;
     f->meta = json_loadb((const char *)p + mo, ms, JSON_REJECT_DUPLICATES, &je);
     f->model = json_object_get(f->meta, "model");
@@ -311,9 +338,28 @@ q4nx_file *q4nx_open_flags(const char *path, int flags, ogk_error *e, int *code)
                 ogk_fail(e, "%s: two assets are named %s", path, f->asset_name[i]);
                 return open_fail(f, code, OGK_EXIT_INPUT);
             }
+    if (!(flags & Q4NX_OPEN_NOCRC)) {
+        for (size_t i = 0; i < na; i++)
+            if ((got = ogk_crc32c(0, f->asset_data[i], f->asset_size[i])) != f->asset_crc[i]) {
+                ogk_fail(e, "%s: asset %s: checksum mismatch (stored %s, computed %s): the container is corrupt", path,
+                         f->asset_name[i], hex32(f->asset_crc[i], h1), hex32(got, h2));
+                return open_fail(f, code, OGK_EXIT_INPUT);
+            }
+        for (size_t i = 0; i < nt; i++)
+            if (f->t[i].dtype != Q4NX_Q4 && f->x[i].size < Q4NX_SMALL_TENSOR && tensor_crc_fails(f, i, path, e))
+                return open_fail(f, code, OGK_EXIT_INPUT);
+    }
     if (code)
         *code = 0;
     return f;
+}
+
+int q4nx_verify_weights(const q4nx_file *f, const char *path, ogk_error *e)
+{
+    for (size_t i = 0; i < f->nt; i++)
+        if (tensor_crc_fails(f, i, path, e))
+            return -1;
+    return 0;
 }
 
 void q4nx_close(q4nx_file *f)

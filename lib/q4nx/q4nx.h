@@ -91,12 +91,20 @@ void q4nx_q4_dequant_rows_ref(const q4nx_tensor *t, uint32_t row0, uint32_t nrow
 /* ---- the container file (format: man/man5/q4nx.5; implemented in lib/q4nx/container.c) ---- */
 typedef struct q4nx_file q4nx_file;
 /* mmap the container and check its structure (magic, versions, every offset/length in range, sizes
- * vs shapes and layout). Checksums are not read here (q4nx_verify_checksums does that). On failure:
- * NULL, e says what and where; *code (if given) is the exit code to use (3 malformed / not a container). */
+ * vs shapes and layout) and the checksums of its small parts: the metadata section (JSON, tables,
+ * strings), every asset, and plain tensors under Q4NX_SMALL_TENSOR bytes (milliseconds for an 11 MB
+ * tokenizer). The weights' checksums are q4nx_verify_weights'. On failure: NULL, e says what and where;
+ * *code (if given) is the exit code to use (3 malformed, corrupt or not a container). */
 q4nx_file *q4nx_open(const char *path, ogk_error *e, int *code);
 /* q4nx_open with flags: Q4NX_OPEN_LOAD reads the file into huge-page memory (ogk_map_load) instead
  * of mapping it in place. */
 #define Q4NX_OPEN_LOAD 1
+/* Q4NX_OPEN_NOCRC: skip the open-time checksums (q4nx-verify, which computes and reports every one). */
+#define Q4NX_OPEN_NOCRC 2
+#define Q4NX_SMALL_TENSOR (1u << 20)
+/* Every tensor's checksum (the weights: ~1 s per 10 GB at memory speed): 0, or -1 naming the first
+ * corrupt tensor (path is only used in the message). */
+int q4nx_verify_weights(const q4nx_file *f, const char *path, ogk_error *e);
 q4nx_file *q4nx_open_flags(const char *path, int flags, ogk_error *e, int *code);
 void q4nx_close(q4nx_file *f);
 /* the whole file's bytes as opened (mapped, or the Q4NX_OPEN_LOAD copy) */

@@ -2,7 +2,9 @@
 #define _GNU_SOURCE
 #include "util.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <libgen.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -11,24 +13,52 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+const char *ogk_file_kind(mode_t mode)
+{
+    return S_ISREG(mode)    ? "a regular file"
+           : S_ISDIR(mode)  ? "a directory"
+           : S_ISFIFO(mode) ? "a FIFO"
+           : S_ISSOCK(mode) ? "a socket"
+           : S_ISCHR(mode)  ? "a character device"
+           : S_ISBLK(mode)  ? "a block device"
+                            : "not a regular file";
+}
+
+int ogk_open_regular(const char *path, struct stat *st, ogk_error *e)
+{
+    /* O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever; the check
+     * is on the opened file (symlinks followed), so nothing can swap it in between */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0)
+        return ogk_fail(e, "%s: %s", path, strerror(errno));
+    if (fstat(fd, st) != 0) {
+        int err = errno;
+        close(fd);
+        return ogk_fail(e, "%s: %s", path, strerror(err));
+    }
+    if (!S_ISREG(st->st_mode)) {
+        close(fd);
+        errno = EINVAL; /* callers tell "missing" (ENOENT) from "unreadable" by errno */
+        return ogk_fail(e, "%s: not a regular file (%s)", path, ogk_file_kind(st->st_mode));
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0) {
+        int err = errno;
+        close(fd);
+        return ogk_fail(e, "%s: %s", path, strerror(err));
+    }
+    return fd;
+}
+
 static int map_file(ogk_map *m, const char *path, int load, ogk_error *e)
 {
     m->data = NULL;
     m->size = 0;
     m->copied = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return ogk_fail(e, "%s: %s", path, strerror(errno));
     struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int err = errno;
-        close(fd);
-        return ogk_fail(e, "%s: %s", path, strerror(err));
-    }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return ogk_fail(e, "%s: not a regular file", path);
-    }
+    int fd = ogk_open_regular(path, &st, e);
+    if (fd < 0)
+        return -1;
     if (st.st_size > 0 && load) {
         size_t n = (size_t)st.st_size, got = 0;
         /* page aligned like a mapping, whatever the size */
@@ -101,17 +131,24 @@ void *ogk_big_alloc(size_t n)
 
 char *ogk_read_file(const char *path, size_t *len, ogk_error *e)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        ogk_fail(e, "%s: %s", path, strerror(errno));
+    struct stat st;
+    int fd = ogk_open_regular(path, &st, e);
+    if (fd < 0)
         return NULL;
-    }
     size_t cap = 1 << 16, n = 0;
     char *buf = malloc(cap + 1);
     for (;;) {
-        if (n == cap) {
+        if (buf && n == cap) {
+            char *b2 = realloc(buf, 2 * cap + 1);
+            if (!b2)
+                free(buf);
+            buf = b2;
             cap *= 2;
-            buf = realloc(buf, cap + 1);
+        }
+        if (!buf) {
+            close(fd);
+            ogk_fail(e, "%s: out of memory", path);
+            return NULL;
         }
         ssize_t r = read(fd, buf + n, cap - n);
         if (r < 0 && errno == EINTR)
@@ -165,8 +202,10 @@ ssize_t ogk_read_full(int fd, void *buf, size_t n)
     return (ssize_t)got;
 }
 
-/* One pending temp file per process is enough for our filters; removed on fatal signals and at exit. */
+/* One pending temp name per process is enough for our filters; removed on fatal signals and at exit.
+ * With an unnamed file (O_TMPFILE) there is a name only between linkat and rename at commit. */
 static char *pending_tmp;
+static int named_open; /* a file output is open (one at a time) */
 
 void ogk_out_remove_pending(void)
 {
@@ -180,6 +219,52 @@ static void on_fatal_signal(int sig)
         unlink(pending_tmp);
     signal(sig, SIG_DFL);
     raise(sig);
+}
+
+static void hook_signals(void)
+{
+    static int hooked;
+    if (hooked)
+        return;
+    hooked = 1;
+    atexit(ogk_out_remove_pending);
+    int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+        signal(sigs[i], on_fatal_signal);
+}
+
+/* Remove "BASE.tmp.PID" files next to path whose PID is no process (a writer killed by SIGKILL, or
+ * on a filesystem without O_TMPFILE); regular files only, never another live process's. */
+static void remove_stale_tmp(const char *path)
+{
+    char *dc = strdup(path), *bc = strdup(path);
+    if (!dc || !bc) {
+        free(dc);
+        free(bc);
+        return;
+    }
+    const char *dir = dirname(dc), *base = basename(bc);
+    size_t bl = strlen(base);
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    while (d && (de = readdir(d))) {
+        const char *n = de->d_name, *ps = n + bl + 5;
+        if (strncmp(n, base, bl) || strncmp(n + bl, ".tmp.", 5) || *ps < '1' || *ps > '9')
+            continue;
+        char *end;
+        errno = 0;
+        long pid = strtol(ps, &end, 10);
+        struct stat st;
+        if (*end || errno || pid <= 0 || pid > INT32_MAX || pid == (long)getpid() ||
+            fstatat(dirfd(d), n, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
+            continue;
+        if (kill((pid_t)pid, 0) != 0 && errno == ESRCH)
+            unlinkat(dirfd(d), n, 0);
+    }
+    if (d)
+        closedir(d);
+    free(dc);
+    free(bc);
 }
 
 void ogk_refuse_tty_stdout(const char *what)
@@ -199,11 +284,34 @@ int ogk_out_open(ogk_out *o, const char *path, ogk_error *e)
         o->is_stdout = 1;
         return 0;
     }
-    if (pending_tmp)
+    if (named_open)
         return ogk_fail(e, "%s: another output file is already open", path);
+    remove_stale_tmp(path);
     o->path = strdup(path);
-    if (asprintf(&o->tmp, "%s.tmp.%ld", path, (long)getpid()) < 0)
+    char *dc = strdup(path);
+    if (!o->path || !dc) {
+        free(dc);
+        free(o->path);
+        o->path = NULL;
         return ogk_fail(e, "%s: out of memory", path);
+    }
+    hook_signals();
+    /* an unnamed file in the target directory: a writer killed by SIGKILL leaves nothing; it gets a
+     * name only at commit (linkat through /proc/self/fd, then rename over the target) */
+    o->fd = access("/proc/self/fd", X_OK) == 0 ? open(dirname(dc), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644) : -1;
+    free(dc);
+    if (o->fd >= 0) {
+        named_open = 1;
+        return 0;
+    }
+    /* no O_TMPFILE here (filesystem or kernel): a named temp file, removed on exit and fatal signals,
+     * and by the next writer of the same path if a SIGKILL left it */
+    if (asprintf(&o->tmp, "%s.tmp.%ld", path, (long)getpid()) < 0) {
+        o->tmp = NULL;
+        free(o->path);
+        o->path = NULL;
+        return ogk_fail(e, "%s: out of memory", path);
+    }
     o->fd = open(o->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (o->fd < 0) {
         int err = errno;
@@ -212,15 +320,8 @@ int ogk_out_open(ogk_out *o, const char *path, ogk_error *e)
         o->tmp = o->path = NULL;
         return ogk_fail(e, "%s: cannot create: %s", path, strerror(err));
     }
-    static int hooked;
-    if (!hooked) {
-        hooked = 1;
-        atexit(ogk_out_remove_pending);
-        int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
-        for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
-            signal(sigs[i], on_fatal_signal);
-    }
     pending_tmp = o->tmp;
+    named_open = 1;
     return 0;
 }
 
@@ -228,7 +329,31 @@ int ogk_out_commit(ogk_out *o, ogk_error *e)
 {
     if (o->is_stdout)
         return 0;
-    if (fsync(o->fd) != 0 || close(o->fd) != 0) {
+    if (fsync(o->fd) != 0) {
+        int err = errno;
+        ogk_out_abort(o);
+        return ogk_fail(e, "%s: write failed: %s", o->path, strerror(err));
+    }
+    if (!o->tmp) { /* unnamed: give it the temp name now, for the rename */
+        char proc[64];
+        snprintf(proc, sizeof proc, "/proc/self/fd/%d", o->fd);
+        if (asprintf(&o->tmp, "%s.tmp.%ld", o->path, (long)getpid()) < 0) {
+            o->tmp = NULL;
+            ogk_out_abort(o);
+            return ogk_fail(e, "out of memory");
+        }
+        unlink(o->tmp); /* our own pid's name: a leftover of an earlier process with this pid */
+        pending_tmp = o->tmp;
+        if (linkat(AT_FDCWD, proc, AT_FDCWD, o->tmp, AT_SYMLINK_FOLLOW) != 0) {
+            int err = errno;
+            pending_tmp = NULL;
+            free(o->tmp);
+            o->tmp = NULL;
+            ogk_out_abort(o);
+            return ogk_fail(e, "%s: cannot name the output: %s", o->path, strerror(err));
+        }
+    }
+    if (close(o->fd) != 0) {
         int err = errno;
         o->fd = -1;
         ogk_out_abort(o);
@@ -241,6 +366,7 @@ int ogk_out_commit(ogk_out *o, ogk_error *e)
         return ogk_fail(e, "%s: rename failed: %s", o->path, strerror(err));
     }
     pending_tmp = NULL;
+    named_open = 0;
     free(o->tmp);
     free(o->path);
     o->tmp = o->path = NULL;
@@ -252,13 +378,15 @@ void ogk_out_abort(ogk_out *o)
     if (o->is_stdout)
         return;
     if (o->fd >= 0)
-        close(o->fd);
+        close(o->fd); /* an unnamed file vanishes here */
     o->fd = -1;
     if (o->tmp) {
         unlink(o->tmp);
         if (pending_tmp == o->tmp)
             pending_tmp = NULL;
     }
+    if (o->path)
+        named_open = 0;
     free(o->tmp);
     free(o->path);
     o->tmp = o->path = NULL;

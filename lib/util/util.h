@@ -53,7 +53,13 @@ void ogk_map_close(ogk_map *m);
 /* A large scratch buffer (free() it): 2 MiB aligned and, from 2 MiB up, asked to be backed by
  * transparent huge pages, so streaming tools do not spend their time in page faults. NULL on failure. */
 void *ogk_big_alloc(size_t n);
-/* Whole small file into a NUL-terminated heap buffer. */
+/* Open an input file for reading: symlinks are followed, and anything that is not a regular file
+ * (FIFO, socket, device, directory) is refused by name without blocking. fd, or -1 with e filled.
+ * ogk_map_open, ogk_map_load and ogk_read_file open through it. */
+struct stat;
+int ogk_open_regular(const char *path, struct stat *st, ogk_error *e);
+const char *ogk_file_kind(mode_t mode); /* "a FIFO", "a directory", ... */
+/* Whole small file (a regular file, see ogk_open_regular) into a NUL-terminated heap buffer. */
 char *ogk_read_file(const char *path, size_t *len, ogk_error *e);
 /* Write all bytes or fail (handles short writes and EINTR). 0 or -1 (errno set). */
 int ogk_write_all(int fd, const void *buf, size_t n);
@@ -61,8 +67,11 @@ int ogk_write_all(int fd, const void *buf, size_t n);
 ssize_t ogk_read_full(int fd, void *buf, size_t n);
 
 /* Atomic output: path == NULL or "-" means stdout (refused when stdout is a terminal). A file is
- * written to "PATH.tmp.PID" and renamed on commit; abort (or a fatal signal, or exit without
- * commit) removes the temp file, so a failed run leaves nothing behind. */
+ * written to an unnamed file in PATH's directory (O_TMPFILE), named "PATH.tmp.PID" at commit
+ * (linkat) and renamed over PATH, so even SIGKILL leaves nothing behind. Where O_TMPFILE is not
+ * supported, it is written to "PATH.tmp.PID" from the start; abort, a fatal signal or exit without
+ * commit remove it. Either way, opening PATH first removes "PATH.tmp.PID" files whose PID is no
+ * longer a process (what a SIGKILL left). One file output at a time. */
 typedef struct {
     int fd;
     int is_stdout;

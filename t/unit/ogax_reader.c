@@ -63,7 +63,7 @@ int main(void)
          "N, K < 2^32"},
     };
     for (size_t i = 0; i < sizeof wrap / sizeof wrap[0]; i++) {
-        n = put_frame(buf, 0, "{\"type\":\"model\",\"ogax\":1,\"model\":{},\"source\":{}}", 0);
+        n = put_frame(buf, 0, "{\"type\":\"model\",\"ogax\":2,\"model\":{},\"source\":{}}", 0);
         n = put_frame(buf, n, wrap[i].hdr, 0);
         fd = stream_fd(buf, n);
         ogax_reader_init(&r, fd);

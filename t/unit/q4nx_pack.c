@@ -38,7 +38,7 @@ static void write_stream(const char *path, int mode)
     ogax_writer w;
     ogax_writer_init(&w, fd);
     ogk_error e;
-    json_t *h = json_pack("{s:s,s:i,s:{s:s,s:i,s:b},s:{s:s,s:s}}", "type", "model", "ogax", 1, "model", "family",
+    json_t *h = json_pack("{s:s,s:i,s:{s:s,s:i,s:b},s:{s:s,s:s}}", "type", "model", "ogax", OGAX_VERSION, "model", "family",
                           "qwen2", "hidden_size", K, "tie_embeddings", 0, "source", "pack", "unit-pack", "flavour",
                           "builder-cpu");
     ogax_write_frame(&w, h, NULL, 0, &e);

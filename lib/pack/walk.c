@@ -1,0 +1,499 @@
+/* The role walk (graph.c's header tells the whole story): the residual stream norm by norm, each block
+ * between two norms attention or MLP, projections traced to their slots. */
+#define _GNU_SOURCE
+#include "graph_int.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- the walk ---- */
+
+static int is_norm(const G *g, int n)
+{
+    return is_op(g, n, "SimplifiedLayerNormalization") || is_op(g, n, "SkipSimplifiedLayerNormalization") ||
+           is_op(g, n, "RMSNormalization") || is_op(g, n, "SkipRMSNormalization");
+}
+static int is_skip_norm(const G *g, int n)
+{
+    return is_op(g, n, "SkipSimplifiedLayerNormalization") || is_op(g, n, "SkipRMSNormalization");
+}
+static const char *norm_weight(const G *g, int n) { return in(g, n, is_skip_norm(g, n) ? 2 : 1); }
+static int is_attention(const G *g, int n)
+{
+    return is_op(g, n, "GroupQueryAttention") || is_op(g, n, "MultiHeadAttention") || is_op(g, n, "Attention") ||
+           is_op(g, n, "PagedAttention");
+}
+static int is_activation(const G *g, int n)
+{
+    static const char *ops[] = {"Sigmoid", "Silu", "Swish", "Gelu", "FastGelu", "QuickGelu", "BiasGelu", "Relu", "Tanh", "Elu"};
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+        if (is_op(g, n, ops[i]))
+            return 1;
+    return 0;
+}
+/* A projection: MatMulNBits, or MatMul with an initializer weight (refused later: not quantised). */
+static int is_linear(const G *g, int n)
+{
+    if (is_op(g, n, "MatMulNBits"))
+        return 1;
+    return (is_op(g, n, "MatMul") || is_op(g, n, "Gemm")) && in(g, n, 1) && pg_init_of(g, in(g, n, 1), NULL) >= 0;
+}
+
+static const pack_tensor *emit_linear(G *g, int n, const char *role)
+{
+    if (is_op(g, n, "MatMulNBits"))
+        return pg_emit_mnb(g, n, role);
+    int vi = pg_init_of(g, in(g, n, 1), NULL);
+    if (pg_claim(g, vi, role) > 0)
+        pack_refuse(g->p, pack_printf(g->p, "tensor %s", g->v[vi].name), "unsupported_op",
+                    "%s is an unquantised %s weight; only int4 MatMulNBits packs are supported", role, node(g, n)->op_type);
+    return NULL;
+}
+
+typedef struct {
+    int *v;
+    size_t n, cap;
+} ivec;
+static void ipush(ivec *a, int x)
+{
+    if (a->n == a->cap) {
+        a->cap = a->cap ? 2 * a->cap : 16;
+        a->v = realloc(a->v, a->cap * sizeof *a->v);
+        if (!a->v)
+            abort();
+    }
+    a->v[a->n++] = x;
+}
+
+/* Forward closure of the nodes reachable from value start, stopping at chain nodes. */
+static void block_nodes(const G *g, const char *start, char *mark, ivec *list)
+{
+    ivec stack = {0};
+    gval *s = val(g, start);
+    for (int i = 0; s && i < s->ncons; i++)
+        ipush(&stack, s->cons[i]);
+    while (stack.n) {
+        int n = stack.v[--stack.n];
+        if (mark[n] || g->chain[n])
+            continue;
+        mark[n] = 1;
+        ipush(list, n);
+        Onnx__NodeProto *nd = node(g, n);
+        for (size_t o = 0; o < nd->n_output; o++) {
+            gval *v = val(g, nd->output[o]);
+            for (int i = 0; v && i < v->ncons; i++)
+                ipush(&stack, v->cons[i]);
+        }
+    }
+    free(stack.v);
+}
+
+static int consumes(const G *g, int n, const char *value)
+{
+    Onnx__NodeProto *nd = node(g, n);
+    for (size_t i = 0; i < nd->n_input; i++)
+        if (!strcmp(nd->input[i], value))
+            return 1;
+    return 0;
+}
+
+/* What a pre-attention projection's paths to the attention node carry. */
+typedef struct {
+    int lin;
+    unsigned slots;  /* bit s: reaches attention input s */
+    int bias_node;   /* Add with an initializer operand, -1 */
+    const char *bias_val;
+    int norm_node[3]; /* per slot: q/k norm node, -1 */
+    long budget;      /* path steps left: a hostile graph of diamonds must not take forever */
+} proj_info;
+
+static void trace(G *g, int n, int attn, int depth, int *path, int plen, proj_info *pi, const char *inblock)
+{
+    if (depth > 24 || --pi->budget < 0)
+        return;
+    Onnx__NodeProto *nd = node(g, n);
+    for (size_t o = 0; o < nd->n_output; o++) {
+        gval *v = val(g, nd->output[o]);
+        for (int c = 0; v && c < v->ncons; c++) {
+            int m = v->cons[c];
+            if (m == attn) {
+                Onnx__NodeProto *an = node(g, attn);
+                for (size_t s = 0; s < an->n_input && s < 3; s++) {
+                    if (strcmp(an->input[s], nd->output[o]))
+                        continue;
+                    pi->slots |= 1u << s;
+                    for (int k = 0; k < plen; k++) {
+                        int q = path[k];
+                        if (is_op(g, q, "Add")) {
+                            for (int j = 0; j < 2; j++) {
+                                const char *iv = in(g, q, (size_t)j);
+                                if (iv && pg_init_of(g, iv, NULL) >= 0) {
+                                    pi->bias_node = q;
+                                    pi->bias_val = iv;
+                                }
+                            }
+                        } else if (is_norm(g, q) && norm_weight(g, q) && pg_init_of(g, norm_weight(g, q), NULL) >= 0)
+                            pi->norm_node[s] = q;
+                        else if (is_op(g, q, "RotaryEmbedding")) {
+                            g->p->g.has_rotary_nodes = 1;
+                            pg_emit_plain(g, q, in(g, q, 2), "rope.cos");
+                            pg_emit_plain(g, q, in(g, q, 3), "rope.sin");
+                            g->p->g.rope_interleaved = (int)attr_i(g, q, "interleaved", 0, NULL);
+                            int have;
+                            int64_t rd = attr_i(g, q, "rotary_embedding_dim", 0, &have);
+                            if (have && rd > 0)
+                                g->p->g.rope_dim_attr = (int)rd;
+                        }
+                    }
+                }
+                continue;
+            }
+            if (!inblock[m] || is_linear(g, m))
+                continue;
+            path[plen] = m;
+            trace(g, m, attn, depth + 1, path, plen + 1, pi, inblock);
+        }
+    }
+}
+
+static const char *slot_name(unsigned slots, int packed_attn)
+{
+    if ((slots == 1u && packed_attn) || slots == 7u)
+        return "qkv";
+    if (slots == 1u)
+        return "q";
+    if (slots == 2u)
+        return "k";
+    if (slots == 4u)
+        return "v";
+    return NULL;
+}
+
+static void walk_attention(G *g, int layer, const char *start, int *nodes, size_t nn, const char *inblock)
+{
+    pack *p = g->p;
+    const char *what = pack_printf(p, "layer %d attention", layer);
+    int attn = -1, nattn = 0;
+    for (size_t i = 0; i < nn; i++)
+        if (is_attention(g, nodes[i])) {
+            attn = nodes[i];
+            nattn++;
+        }
+    if (nattn != 1) {
+        pack_refuse(p, what, "graph", "%d attention nodes between the input norm and the post-attention norm (want 1)", nattn);
+        return;
+    }
+    int packed_attn = !in(g, attn, 1) && !in(g, attn, 2);
+    if (is_op(g, attn, "GroupQueryAttention")) {
+        int have;
+        int64_t h = attr_i(g, attn, "num_heads", 0, &have);
+        if (have)
+            p->g.gqa_heads = (int)h;
+        h = attr_i(g, attn, "kv_num_heads", 0, &have);
+        if (have)
+            p->g.gqa_kv_heads = (int)h;
+        if (attr_i(g, attn, "do_rotary", 0, NULL)) {
+            p->g.has_gqa_rotary = 1;
+            p->g.rope_interleaved = (int)attr_i(g, attn, "rotary_interleaved", 0, NULL);
+            pg_emit_plain(g, attn, in(g, attn, 7), "rope.cos");
+            pg_emit_plain(g, attn, in(g, attn, 8), "rope.sin");
+        }
+    }
+    proj_info pi[8];
+    int npi = 0, o_node = -1, no = 0;
+    for (size_t i = 0; i < nn; i++) {
+        int n = nodes[i];
+        if (!is_linear(g, n))
+            continue;
+        if (consumes(g, n, start)) {
+            if (npi == 8)
+                break;
+            proj_info *x = &pi[npi++];
+            memset(x, 0, sizeof *x);
+            x->lin = n;
+            x->bias_node = -1;
+            x->norm_node[0] = x->norm_node[1] = x->norm_node[2] = -1;
+            x->budget = 100000;
+            int path[32];
+            trace(g, n, attn, 0, path, 0, x, inblock);
+        } else {
+            o_node = n;
+            no++;
+        }
+    }
+    if (npi != 1 && npi != 3) {
+        pack_refuse(p, what, "graph", "%d projections feed the attention (want packed qkv or q, k, v)", npi);
+        return;
+    }
+    if (npi == 1)
+        p->g.packed_qkv = 1;
+    else
+        p->g.separate_qkv = 1;
+    for (int i = 0; i < npi; i++) {
+        const char *sn = slot_name(pi[i].slots, packed_attn && npi == 1);
+        if (!sn || (npi == 3 && packed_attn) || (npi == 1) != !strcmp(sn, "qkv")) {
+            pack_refuse(p, what, "graph", "projection %s reaches attention inputs 0x%x; cannot tell q, k, v apart",
+                        nname(g, pi[i].lin), pi[i].slots);
+            continue;
+        }
+        emit_linear(g, pi[i].lin, pack_printf(p, "layers.%d.attn.%s", layer, sn));
+        if (pi[i].bias_node >= 0) {
+            p->g.qkv_bias = 1;
+            pg_emit_plain(g, pi[i].bias_node, pi[i].bias_val, pack_printf(p, "layers.%d.attn.%s_bias", layer, sn));
+        }
+        for (int s = 0; s < 2; s++)
+            if (pi[i].norm_node[s] >= 0) {
+                p->g.qk_norm = 1;
+                pg_emit_plain(g, pi[i].norm_node[s], norm_weight(g, pi[i].norm_node[s]),
+                           pack_printf(p, "layers.%d.attn.%s_norm", layer, s ? "k" : "q"));
+            }
+        if (pi[i].norm_node[2] >= 0)
+            pack_refuse(p, what, "graph", "a norm on the value path (%s) is not supported", nname(g, pi[i].norm_node[2]));
+    }
+    if (no != 1) {
+        pack_refuse(p, what, "graph", "%d projections after the attention node (want one o_proj)", no);
+        return;
+    }
+    emit_linear(g, o_node, pack_printf(p, "layers.%d.attn.o", layer));
+    /* a bias after o_proj: an Add with an initializer on its output */
+    gval *ov = val(g, out(g, o_node, 0));
+    for (int c = 0; ov && c < ov->ncons; c++) {
+        int m = ov->cons[c];
+        if (is_op(g, m, "Add"))
+            for (int j = 0; j < 2; j++)
+                if (in(g, m, (size_t)j) && pg_init_of(g, in(g, m, (size_t)j), NULL) >= 0)
+                    pg_emit_plain(g, m, in(g, m, (size_t)j), pack_printf(p, "layers.%d.attn.o_bias", layer));
+    }
+}
+
+static void walk_mlp(G *g, int layer, const char *start, int *nodes, size_t nn)
+{
+    pack *p = g->p;
+    const char *what = pack_printf(p, "layer %d mlp", layer);
+    int gate = -1, up = -1, down = -1, nfirst = 0, nother = 0;
+    for (size_t i = 0; i < nn; i++) {
+        int n = nodes[i];
+        if (!is_linear(g, n))
+            continue;
+        if (consumes(g, n, start)) {
+            nfirst++;
+            int act = 0;
+            gval *v = val(g, out(g, n, 0));
+            for (int c = 0; v && c < v->ncons; c++)
+                act |= is_activation(g, v->cons[c]);
+            if (act)
+                gate = n;
+            else
+                up = n;
+        } else {
+            nother++;
+            down = n;
+        }
+    }
+    if (nfirst == 1 && nother == 1) {
+        pack_refuse(p, what, "unsupported_op", "one projection feeds the MLP (packed gate_up); not supported");
+        return;
+    }
+    if (nfirst != 2 || nother != 1 || gate < 0 || up < 0) {
+        pack_refuse(p, what, "graph", "cannot find gate, up and down projections (%d + %d projections)", nfirst, nother);
+        return;
+    }
+    emit_linear(g, gate, pack_printf(p, "layers.%d.mlp.gate", layer));
+    emit_linear(g, up, pack_printf(p, "layers.%d.mlp.up", layer));
+    emit_linear(g, down, pack_printf(p, "layers.%d.mlp.down", layer));
+}
+
+/* Role order for emission: per layer input_norm, attention, post_attn_norm, mlp. */
+static void role_key(const char *role, long *layer, int *rank)
+{
+    static const char *order[] = {"input_norm", "attn.qkv", "attn.q", "attn.k", "attn.v", "attn.qkv_bias", "attn.q_bias",
+                                  "attn.k_bias", "attn.v_bias", "attn.q_norm", "attn.k_norm", "attn.o", "attn.o_bias",
+                                  "post_attn_norm", "mlp.gate", "mlp.up", "mlp.down"};
+    static const char *top[] = {"final_norm", "lm_head", "rope.cos", "rope.sin"};
+    *rank = 0;
+    if (!strcmp(role, "embed")) {
+        *layer = -1;
+        return;
+    }
+    if (!strncmp(role, "layers.", 7)) {
+        char *end;
+        *layer = strtol(role + 7, &end, 10);
+        if (*end == '.')
+            for (size_t i = 0; i < sizeof order / sizeof order[0]; i++)
+                if (!strcmp(end + 1, order[i]))
+                    *rank = (int)i;
+        return;
+    }
+    *layer = 1L << 30;
+    for (size_t i = 0; i < sizeof top / sizeof top[0]; i++)
+        if (!strcmp(role, top[i]))
+            *rank = (int)i;
+}
+
+int pg_cmp_tensor(const void *a, const void *b)
+{
+    const pack_tensor *x = a, *y = b;
+    long la, lb;
+    int ra, rb;
+    role_key(x->role, &la, &ra);
+    role_key(y->role, &lb, &rb);
+    if (la != lb)
+        return la < lb ? -1 : 1;
+    if (ra != rb)
+        return ra < rb ? -1 : 1;
+    return strcmp(x->role, y->role);
+}
+
+int pg_elem_dtype(const Onnx__ValueInfoProto *vi)
+{
+    if (!vi || !vi->type || vi->type->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !vi->type->tensor_type)
+        return 0;
+    return float_dtype(vi->type->tensor_type->elem_type);
+}
+
+/* The embedding: a float Gather table, lm_head's own codes (tied), or its own GatherBlockQuantized. */
+static void emit_embed(G *g, int emb, int lm)
+{
+    pack *p = g->p;
+    if (is_op(g, emb, "Gather"))
+        pg_emit_plain(g, emb, in(g, emb, 0), "embed");
+    else {
+        int sliced = 0, dvi = pg_init_of(g, in(g, emb, 0), &sliced);
+        if (dvi < 0)
+            pack_refuse(p, "graph", "graph", "GatherBlockQuantized %s: data is not an initializer", nname(g, emb));
+        else if (lm >= 0 && dvi == g->lm_head_b && is_op(g, lm, "MatMulNBits")) {
+            /* tied: the same codes; scales and zero points must be the lm_head's too */
+            int s1 = pg_init_of(g, in(g, emb, 2), NULL), s2 = pg_init_of(g, in(g, lm, 2), NULL);
+            int z1 = in(g, emb, 3) ? pg_init_of(g, in(g, emb, 3), NULL) : -2, z2 = in(g, lm, 3) ? pg_init_of(g, in(g, lm, 3), NULL) : -2;
+            if (s1 != s2 || z1 != z2)
+                pack_refuse(p, "tensor embed", "graph",
+                            "GatherBlockQuantized %s shares lm_head's codes but not its scales / zero points", nname(g, emb));
+            else if (attr_i(g, emb, "block_size", 128, NULL) != attr_i(g, lm, "block_size", 0, NULL) ||
+                     attr_i(g, emb, "bits", 4, NULL) != attr_i(g, lm, "bits", 0, NULL))
+                pack_refuse(p, "tensor embed", "graph", "GatherBlockQuantized %s: bits/block_size differ from lm_head's",
+                            nname(g, emb));
+            else
+                p->g.tied = 1;
+        } else
+            pg_emit_gbq(g, emb, dvi, sliced);
+    }
+}
+
+void pg_walk(G *g)
+{
+    pack *p = g->p;
+    size_t nn = g->g->n_node;
+    /* embedding: a Gather / GatherBlockQuantized on the input_ids graph input */
+    int ids = pg_val_find(g, "input_ids"), emb = -1;
+    for (int i = 0; ids >= 0 && i < g->v[ids].ncons; i++) {
+        int n = g->v[ids].cons[i];
+        if ((is_op(g, n, "Gather") || is_op(g, n, "GatherBlockQuantized")) && in(g, n, 1) &&
+            !strcmp(in(g, n, 1), "input_ids"))
+            emb = n;
+    }
+    if (emb < 0) {
+        pack_refuse(p, "graph", "graph", "no embedding: no Gather or GatherBlockQuantized reads the input_ids input");
+        return;
+    }
+    /* the residual stream, norm by norm */
+    ivec norms = {0};
+    const char *r = out(g, emb, 0);
+    for (int guard = 0; r && guard < 100000; guard++) {
+        gval *v = val(g, r);
+        if (!v)
+            break;
+        int skip = -1, add = -1;
+        for (int c = 0; c < v->ncons; c++) {
+            int n = v->cons[c];
+            if (g->chain[n])
+                continue;
+            if (is_norm(g, n) && !is_skip_norm(g, n) && in(g, n, 0) && !strcmp(in(g, n, 0), r) && norm_weight(g, n) &&
+                pg_init_of(g, norm_weight(g, n), NULL) >= 0) {
+                g->chain[n] = 1;
+                ipush(&norms, n);
+            }
+        }
+        for (int c = 0; c < v->ncons; c++) {
+            int n = v->cons[c];
+            if (g->chain[n])
+                continue;
+            if (is_skip_norm(g, n) && skip < 0)
+                skip = n;
+            else if (is_op(g, n, "Add") && add < 0 && in(g, n, 0) && in(g, n, 1) && pg_init_of(g, in(g, n, 0), NULL) < 0 &&
+                     pg_init_of(g, in(g, n, 1), NULL) < 0)
+                add = n;
+        }
+        if (skip >= 0) {
+            g->chain[skip] = 1;
+            ipush(&norms, skip);
+            r = out(g, skip, 3);
+        } else if (add >= 0 && norms.n) {
+            /* a residual Add is part of the chain only when a norm reads its output */
+            gval *av = val(g, out(g, add, 0));
+            int feeds_norm = 0;
+            for (int c = 0; av && c < av->ncons; c++)
+                feeds_norm |= is_norm(g, av->cons[c]);
+            if (!feeds_norm)
+                break;
+            g->chain[add] = 1;
+            r = out(g, add, 0);
+        } else
+            break;
+    }
+    if (norms.n < 3 || norms.n % 2 == 0) {
+        /* an NPU dispatch node holding the decoder body is refused by name (pack_read_graph) */
+        if (!p->g.ryzenai_nodes)
+            pack_refuse(p, "graph", "graph",
+                        "cannot follow the residual stream: %zu norms after the embedding (want 2 per layer + 1)", norms.n);
+        emit_embed(g, emb, -1);
+        free(norms.v);
+        return;
+    }
+    int L = (int)(norms.n - 1) / 2;
+    p->g.num_layers = L;
+    int n0 = norms.v[0];
+    Onnx__AttributeProto *ea = attr(g, n0, "epsilon");
+    p->g.rms_eps_f = ea && ea->has_f ? ea->f : 1e-5f; /* the contrib ops' default */
+    p->g.rms_eps = p->g.rms_eps_f;
+    for (int j = 0; j < (int)norms.n; j++) {
+        int n = norms.v[j];
+        const char *role = j == (int)norms.n - 1 ? "final_norm"
+                           : j % 2 == 0          ? pack_printf(p, "layers.%d.input_norm", j / 2)
+                                                 : pack_printf(p, "layers.%d.post_attn_norm", j / 2);
+        pg_emit_plain(g, n, norm_weight(g, n), role);
+    }
+    /* embed (after the norms so a tied embedding can find lm_head) is resolved below */
+    char *mark = calloc(nn, 1);
+    for (int j = 0; j + 1 < (int)norms.n; j++) {
+        ivec nodes = {0};
+        memset(mark, 0, nn);
+        const char *start = out(g, norms.v[j], 0);
+        if (!start) {
+            pack_refuse(p, "graph", "graph", "norm %s has no output", nname(g, norms.v[j]));
+            continue;
+        }
+        block_nodes(g, start, mark, &nodes);
+        if (j % 2 == 0)
+            walk_attention(g, j / 2, start, nodes.v, nodes.n, mark);
+        else
+            walk_mlp(g, j / 2, start, nodes.v, nodes.n);
+        free(nodes.v);
+    }
+    /* lm_head: the projection reading the final norm */
+    int fin = norms.v[norms.n - 1], lm = -1;
+    gval *fv = val(g, out(g, fin, 0));
+    for (int c = 0; fv && c < fv->ncons; c++)
+        if (is_linear(g, fv->cons[c]))
+            lm = fv->cons[c];
+    if (lm < 0)
+        pack_refuse(p, "graph", "graph", "no lm_head projection reads the final norm");
+    else {
+        g->lm_head_b = pg_init_of(g, in(g, lm, 1), NULL);
+        g->lm_head = emit_linear(g, lm, "lm_head");
+    }
+    emit_embed(g, emb, lm);
+    free(mark);
+    free(norms.v);
+}

@@ -1,0 +1,381 @@
+#!/usr/bin/env bats
+# Hostile packs and containers (issue 12): what one gate accepts, every later gate accepts; what the
+# runtime would refuse, oga-info refuses first, by name. Mutants are built here from fixture packs as
+# Hugging Face snapshot directories are laid out: symlinks to the real files, the mutated file a copy.
+load helpers
+bats_require_minimum_version 1.5.0
+
+setup() {
+  W=$BATS_TEST_TMPDIR
+}
+
+# linkpack SRC DIR: DIR holds a symlink to every file of SRC
+linkpack() {
+  mkdir -p "$2"
+  local f
+  for f in "$1"/*; do ln -s "$(realpath "$f")" "$2/"; done
+}
+
+# genai_edit DIR PYEXPR: replace DIR/genai_config.json by a copy with m (its "model" object) edited
+genai_edit() {
+  local src
+  src=$(realpath "$1/genai_config.json")
+  rm "$1/genai_config.json"
+  /usr/bin/python3 -c '
+import json, sys
+g = json.load(open(sys.argv[1])); m = g["model"]
+exec(sys.argv[3])
+json.dump(g, open(sys.argv[2], "w"), indent=1)' "$src" "$1/genai_config.json" "$2"
+}
+
+# refused DIR WHAT CODE: oga-info exits 3 naming WHAT with CODE, and oga-extract refuses too
+refused() {
+  run -3 timeout 60 oga-info -q "$1"
+  echo "$output" | jq -e --arg w "$2" --arg c "$3" \
+    '.importable == false and ([.refusals[] | select(.what == $w and .code == $c)] | length) == 1' >/dev/null ||
+    { echo "$output" | jq -c .refusals; return 1; }
+  run -3 timeout 60 oga-extract "$1" -o "$W/x.ogax"
+  [ ! -e "$W/x.ogax" ]
+}
+
+# ---- defect 3: a FIFO (or anything not a regular file) is refused, never waited on
+
+@test "hardening: a symlinked pack (Hugging Face snapshot layout) is importable" {
+  linkpack "$(fixture qwen2 cpu tied)" "$W/p"
+  run -0 timeout 60 oga-info -q "$W/p"
+}
+
+@test "hardening: a FIFO in place of any pack file is refused by name with exit 3, without hanging" {
+  local src f
+  src=$(fixture qwen2 cpu tied)
+  for f in model.onnx model.onnx.data genai_config.json config.json tokenizer.json tokenizer_config.json; do
+    rm -rf "$W/p"
+    linkpack "$src" "$W/p"
+    rm "$W/p/$f"
+    mkfifo "$W/p/$f"
+    run -3 timeout 20 oga-info -q "$W/p"
+    echo "$output" | jq -e --arg f "file $f" \
+      '[.refusals[] | select(.what == $f and .code == "file_unreadable" and (.reason | test("FIFO")))] | length == 1' \
+      >/dev/null || { echo "$f: $output"; return 1; }
+    run -3 timeout 20 oga-extract "$W/p" -o "$W/x.ogax"
+    [[ "$output" == *"$f"* ]] || { echo "$f: $output"; return 1; }
+  done
+}
+
+@test "hardening: a FIFO as a _meta.json of the .cache directory is not waited on" {
+  linkpack "$(fixture qwen2 cpu tied)" "$W/p"
+  mkdir "$W/p/.cache"
+  mkfifo "$W/p/.cache/x_meta.json"
+  run -3 timeout 20 oga-info -q "$W/p"
+}
+
+@test "hardening: a FIFO or a directory as the container, the pack or the ids file of the programs is refused" {
+  local pack
+  pack=$(fixture qwen2 cpu tied)
+  oga-extract "$pack" | q4nx-pack -o "$W/m.q4nx"
+  mkfifo "$W/fifo"
+  run -3 timeout 20 npu-forward run -m "$W/fifo" -p hi -n 1
+  [[ "$output" == *"$W/fifo: not a regular file (a FIFO)"* ]]
+  run -3 timeout 20 npu-forward logits -m "$W/m.q4nx" --ids "$W/fifo"
+  [[ "$output" == *"not a regular file (a FIFO)"* ]]
+  run -3 timeout 20 q4nx-verify "$W/fifo"
+  [[ "$output" == *"not a regular file (a FIFO)"* ]]
+  run -3 timeout 20 npu-forward run -m "$W" -p hi -n 1
+  [[ "$output" == *"not a regular file (a directory)"* ]]
+}
+
+# ---- defect 4: the gates agree; the runtime's load-time checks are oga-info's
+
+@test "hardening: model.type unknown or empty is refused by oga-info (the runtime has no such family)" {
+  local t
+  for t in unknown ""; do
+    rm -rf "$W/p"; linkpack "$(fixture qwen2 cpu tied)" "$W/p"
+    genai_edit "$W/p" "m['type'] = '$t'"
+    refused "$W/p" "genai_config.json: model.type" model_unsupported
+  done
+}
+
+@test "hardening: token ids outside the vocabulary (bos 2^40, pad 2^33, eos 2^40) are refused by oga-info" {
+  local k v
+  for kv in bos_token_id=2**40 pad_token_id=2**33 eos_token_id=2**40 "eos_token_id=[151645, 2**40]" bos_token_id=151669; do
+    k=${kv%%=*} v=${kv#*=}
+    rm -rf "$W/p"; linkpack "$(fixture qwen2 cpu tied)" "$W/p"
+    genai_edit "$W/p" "m['$k'] = $v"
+    refused "$W/p" "genai_config.json: model.$k" model_config || { echo "$kv"; return 1; }
+  done
+}
+
+@test "hardening: context_length 0 or 2^62 is refused by oga-info" {
+  local v
+  for v in 0 2**62; do
+    rm -rf "$W/p"; linkpack "$(fixture qwen2 cpu tied)" "$W/p"
+    genai_edit "$W/p" "m['context_length'] = $v"
+    refused "$W/p" "genai_config.json: model.context_length" model_config || { echo "$v"; return 1; }
+  done
+}
+
+@test "hardening: model.type llama, phi3 or qwen3 on a qwen2-shaped graph contradicts the graph" {
+  local t
+  for t in llama phi3 qwen3 mistral; do
+    rm -rf "$W/p"; linkpack "$(fixture qwen2 amd untied)" "$W/p"
+    genai_edit "$W/p" "m['type'] = '$t'"
+    refused "$W/p" "genai_config.json: model.type" model_tensors || { echo "$t"; return 1; }
+  done
+  # and the other way round: qwen2 on a graph without q/k/v biases
+  rm -rf "$W/p"; linkpack "$(fixture llama cpu tied)" "$W/p"
+  genai_edit "$W/p" "m['type'] = 'qwen2'"
+  refused "$W/p" "genai_config.json: model.type" model_tensors
+}
+
+@test "hardening: an empty, 100k-deep or 50 MB-string tokenizer.json is refused by oga-info" {
+  local how
+  for how in "''" "'[' * 100000 + ']' * 100000" "'{\"x\": \"' + 'a' * 50000000 + '\"}'"; do
+    rm -rf "$W/p"; linkpack "$(fixture qwen2 cpu tied)" "$W/p"
+    rm "$W/p/tokenizer.json"
+    /usr/bin/python3 -c "import sys; open(sys.argv[1], 'w').write($how)" "$W/p/tokenizer.json"
+    refused "$W/p" "file tokenizer.json" tokenizer || { echo "$how"; return 1; }
+  done
+}
+
+@test "hardening: a model.onnx edit that loses one layer's q bias is refused by oga-info" {
+  local src
+  src=$(fixture qwen2 amd untied)
+  linkpack "$src" "$W/p"
+  rm "$W/p/model.onnx"
+  /usr/bin/python3 -c '
+import onnx, sys
+m = onnx.load(sys.argv[1], load_external_data=False)
+n = [n for n in m.graph.node if n.name == "/model/layers.0/attn/q_proj/Add"][0]
+n.input[1] = n.input[1][:-1] + "5"   # one byte: the bias is no longer an initializer
+onnx.save(m, sys.argv[2])' "$src/model.onnx" "$W/p/model.onnx"
+  refused "$W/p" "tensor layers.0.attn.q_bias" model_tensors
+}
+
+@test "hardening: every fixture the gates import, npu-forward loads (the same check on both sides)" {
+  local v pack
+  for v in "qwen2 cpu tied" "qwen3 amd untied" "llama cpu untied" "phi3 amd tied"; do
+    pack=$(fixture $v)
+    run -0 oga-info -q "$pack"
+    oga-extract "$pack" | q4nx-pack -o "$W/m.q4nx"
+    run -0 npu-forward run -m "$W/m.q4nx" -p "hi" -n 1 --ignore-eos
+  done
+}
+
+# ---- defect 6: a corrupted container is refused at open (small parts) or with --verify (weights)
+
+# flip C FILE WHAT: flip one byte of FILE's WHAT ("meta", "asset NAME" or "tensor ROLE"), parsed from
+# the container's footer and tables as q4nx(5) documents them (independently of lib/q4nx)
+flip() {
+  /usr/bin/python3 - "$1" "$2" <<'PY'
+import struct, sys
+path, what = sys.argv[1], sys.argv[2]
+b = bytearray(open(path, "rb").read())
+ft = len(b) - 64
+meta_off, meta_size, table_off = struct.unpack_from("<QQQ", b, ft)
+nt, na = struct.unpack_from("<II", b, ft + 24)
+str_off = struct.unpack_from("<Q", b, ft + 32)[0]
+def s(off, n): return bytes(b[str_off + off:str_off + off + n]).decode()
+if what == "meta":
+    at = meta_off + meta_size // 2
+else:
+    kind, name = what.split(" ", 1)
+    at = None
+    if kind == "tensor":
+        for i in range(nt):
+            e = table_off + 128 * i
+            ro, rl = struct.unpack_from("<II", b, e + 8)
+            if s(ro, rl) == name:
+                off, size = struct.unpack_from("<QQ", b, e + 64); at = off + size // 2
+    else:
+        for i in range(na):
+            e = table_off + 128 * nt + 32 * i
+            no, nl = struct.unpack_from("<II", b, e)
+            if s(no, nl) == name:
+                off, size = struct.unpack_from("<QQ", b, e + 8); at = off + size // 2
+    assert at is not None, what
+b[at] ^= 0x01
+open(path, "wb").write(b)
+PY
+}
+
+@test "hardening: npu-forward refuses a container whose metadata, tokenizer or norm bytes changed (exit 3, named)" {
+  oga-extract "$(fixture qwen2 cpu tied)" | q4nx-pack -o "$W/m.q4nx"
+  run -0 npu-forward run -m "$W/m.q4nx" -p hi -n 1
+  local w
+  for w in meta "asset tokenizer.json" "asset tokenizer_config.json" "tensor final_norm" "tensor layers.1.attn.qkv_bias"; do
+    cp "$W/m.q4nx" "$W/c.q4nx"
+    flip "$W/c.q4nx" "$w"
+    run -3 npu-forward run -m "$W/c.q4nx" -p hi -n 1
+    case "$w" in
+      meta) [[ "$output" == *"$W/c.q4nx: metadata checksum mismatch"* ]] ;;
+      asset*) [[ "$output" == *"$W/c.q4nx: asset ${w#asset }: checksum mismatch"* ]] ;;
+      tensor*) [[ "$output" == *"(role ${w#tensor }): checksum mismatch"* ]] ;;
+    esac || { echo "$w: $output"; return 1; }
+    run -3 npu-forward logits -m "$W/c.q4nx" --ids <(echo '[1, 2]')
+    # q4nx-verify still reports every checksum itself (exit 1, not a refusal at open)
+    run -1 q4nx-verify "$W/c.q4nx"
+  done
+}
+
+@test "hardening: npu-forward --verify (and spec-replay --verify) refuse flipped lm_head weights that a plain run does not see" {
+  oga-extract "$(fixture qwen2 cpu tied)" | q4nx-pack -o "$W/m.q4nx"
+  run -0 npu-forward run -m "$W/m.q4nx" -p hi -n 1 --verify
+  cp "$W/m.q4nx" "$W/c.q4nx"
+  flip "$W/c.q4nx" "tensor lm_head"
+  run -0 npu-forward run -m "$W/c.q4nx" -p hi -n 1
+  run -3 npu-forward run -m "$W/c.q4nx" -p hi -n 1 --verify
+  [[ "$output" == *"tensor "*"(role lm_head): checksum mismatch"* ]]
+  run -3 spec-replay -m "$W/c.q4nx" -d "$W/m.q4nx" -p hi -n 2 --verify
+  [[ "$output" == *"(role lm_head): checksum mismatch"* ]]
+}
+
+# ---- defect 5: OGAX frame headers are covered by a checksum; roles are checked when packing
+
+# ogax_edit IN OUT FIX PYSTMT: rewrite the frames of stream IN into OUT, running PYSTMT on each header
+# h (a dict); FIX=1 recomputes the end frame's headers_crc32c (CRC32C written here from ogax(5)), so a
+# forged stream is consistent and only the role checks can catch it
+ogax_edit() {
+  /usr/bin/python3 - "$@" <<'PY'
+import json, struct, sys
+src, dst, fix, stmt = sys.argv[1], sys.argv[2], sys.argv[3] == "1", sys.argv[4]
+def crc32c(crc, data):
+    crc ^= 0xFFFFFFFF
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    return crc ^ 0xFFFFFFFF
+b = open(src, "rb").read()
+out, at, hcrc = bytearray(), 0, 0
+while at < len(b):
+    hl, pl = struct.unpack_from("<IQ", b, at + 4)
+    h = json.loads(b[at + 16:at + 16 + hl])
+    pay = b[at + 16 + hl:at + 16 + hl + pl]
+    at += 16 + hl + pl
+    if h["type"] == "end":
+        if fix:
+            h["headers_crc32c"] = hcrc
+    else:
+        exec(stmt)
+    hb = json.dumps(h, separators=(",", ":")).encode()
+    pre = b"OGAX" + struct.pack("<IQ", len(hb), len(pay))
+    if h["type"] != "end":
+        hcrc = crc32c(crc32c(hcrc, pre), hb)
+    out += pre + hb + pay
+open(dst, "wb").write(out)
+PY
+}
+
+@test "hardening: a changed role or name in an OGAX frame header is refused by q4nx-pack and oga-extract --check" {
+  oga-extract "$(fixture qwen2 cpu tied)" -o "$W/s.ogax"
+  # the issue's example: one byte of a role, "layers.0.mlp.up" -> "=ayers.0.mlp.up"
+  /usr/bin/python3 -c '
+import sys
+b = open(sys.argv[1], "rb").read()
+i = b.index(b"\"role\":\"layers.0.mlp.up\"")
+open(sys.argv[2], "wb").write(b[:i + 8] + b"=" + b[i + 9:])' "$W/s.ogax" "$W/r.ogax"
+  run -3 q4nx-pack -o "$W/m.q4nx" < "$W/r.ogax"
+  [[ "$output" == *"=ayers.0.mlp.up"*"not a known role"* ]]
+  [ ! -e "$W/m.q4nx" ]
+  run -3 oga-extract --check "$W/r.ogax"
+  [[ "$output" == *"not a known role"* ]]
+  # a name byte (no role check can see it): only the header checksum does
+  /usr/bin/python3 -c '
+import sys
+b = open(sys.argv[1], "rb").read()
+i = b.index(b"\"name\":\"model.layers.0.mlp.up_proj")
+open(sys.argv[2], "wb").write(b[:i + 8] + b"M" + b[i + 9:])' "$W/s.ogax" "$W/n.ogax"
+  run -3 q4nx-pack -o "$W/m.q4nx" < "$W/n.ogax"
+  [[ "$output" == *"frame headers checksum mismatch"* ]]
+  [ ! -e "$W/m.q4nx" ]
+  run -3 oga-extract --check "$W/n.ogax"
+  [[ "$output" == *"frame headers checksum mismatch"* ]]
+  # two layers' gate roles swapped keep every role valid and unique: the checksum catches it
+  ogax_edit "$W/s.ogax" "$W/l.ogax" 0 'sw = {"layers.0.mlp.gate": "layers.1.mlp.gate", "layers.1.mlp.gate": "layers.0.mlp.gate"}
+if h.get("role") in sw: h["role"] = sw[h["role"]]'
+  run -3 q4nx-pack -o "$W/m.q4nx" < "$W/l.ogax"
+  [[ "$output" == *"frame headers checksum mismatch"* ]]
+}
+
+@test "hardening: q4nx-pack checks roles against the known set and the model's layer count, even with consistent checksums" {
+  oga-extract "$(fixture qwen2 cpu tied)" -o "$W/s.ogax"
+  ogax_edit "$W/s.ogax" "$W/same.ogax" 1 'pass'
+  run -0 q4nx-pack -o "$W/ok.q4nx" < "$W/same.ogax"
+  local r
+  for r in "=ayers.0.mlp.up" "layers.2.mlp.up" "layers.01.mlp.up" "layers.0.mlp.upp" "lm_head " ""; do
+    ogax_edit "$W/s.ogax" "$W/f.ogax" 1 "h['role'] = '$r' if h.get('role') == 'layers.0.mlp.up' else h.get('role'); h.pop('role') if h['role'] is None else None"
+    run -3 q4nx-pack -o "$W/m.q4nx" < "$W/f.ogax"
+    [[ "$output" == *"role"* ]] || { echo "'$r': $output"; return 1; }
+    [ ! -e "$W/m.q4nx" ]
+  done
+}
+
+@test "hardening: a version 1 OGAX stream (no header checksum) is refused by name" {
+  oga-extract "$(fixture qwen2 cpu tied)" -o "$W/s.ogax"
+  ogax_edit "$W/s.ogax" "$W/v1.ogax" 1 'h["ogax"] = 1 if h["type"] == "model" else None; h.pop("ogax") if h.get("ogax") is None else None'
+  run -3 q4nx-pack -o "$W/m.q4nx" < "$W/v1.ogax"
+  [[ "$output" == *"OGAX version 1 stream"* ]]
+}
+
+# ---- defect 7: a writer killed by SIGKILL leaves no temp file; stale ones of dead writers are removed
+
+# open_in PID DIR: wait until process PID has a file of DIR open for writing (up to 10 s)
+open_in() {
+  local _
+  for _ in $(seq 100); do
+    ls -l "/proc/$1/fd" 2>/dev/null | grep -q -- "-> $2/" && return 0
+    sleep 0.1
+  done
+  return 1
+}
+
+@test "hardening: kill -9 of q4nx-pack mid-write leaves no file and no temp file" {
+  oga-extract "$(fixture qwen2 cpu untied)" -o "$W/s.ogax"
+  mkdir "$W/out"
+  mkfifo "$W/fifo"
+  q4nx-pack -o "$W/out/m.q4nx" < "$W/fifo" 2>/dev/null &
+  local pid=$!
+  exec 7>"$W/fifo"
+  head -c 3000000 "$W/s.ogax" >&7   # part of the stream: the container is half written
+  open_in "$pid" "$W/out"
+  kill -9 "$pid"
+  wait "$pid" || true
+  exec 7>&-
+  [ -z "$(ls -A "$W/out")" ] || { ls -la "$W/out"; return 1; }
+}
+
+@test "hardening: kill -9 of oga-extract -o mid-write leaves no file and no temp file" {
+  local pack
+  pack=$(fixture qwen2 cpu tied qwen05b 4)
+  mkdir "$W/out"
+  oga-extract "$pack" -o "$W/out/s.ogax" &
+  local pid=$!
+  open_in "$pid" "$W/out"
+  kill -STOP "$pid"   # mid-write, whatever the machine's speed
+  ls -l "/proc/$pid/fd" | grep -q -- "-> $W/out/"
+  kill -9 "$pid"
+  wait "$pid" || true
+  [ -z "$(ls -A "$W/out")" ] || { ls -la "$W/out"; return 1; }
+}
+
+@test "hardening: a writer removes stale temp files of its output left by dead processes, and only those" {
+  oga-extract "$(fixture qwen2 cpu tied)" -o "$W/s.ogax"
+  mkdir "$W/out"
+  local dead
+  sh -c 'exit 0' & dead=$!
+  wait "$dead"
+  while kill -0 "$dead" 2>/dev/null; do dead=$((dead + 1)); done   # no such process now
+  echo stale > "$W/out/m.q4nx.tmp.$dead"
+  echo live > "$W/out/m.q4nx.tmp.$$"            # this shell is alive: not ours to remove
+  echo other > "$W/out/m.q4nx.tmp.notapid"
+  echo other > "$W/out/x.q4nx.tmp.$dead"        # another output's name
+  run -0 q4nx-pack -o "$W/out/m.q4nx" < "$W/s.ogax"
+  [ ! -e "$W/out/m.q4nx.tmp.$dead" ]
+  [ -e "$W/out/m.q4nx.tmp.$$" ] && [ -e "$W/out/m.q4nx.tmp.notapid" ] && [ -e "$W/out/x.q4nx.tmp.$dead" ]
+  [ -s "$W/out/m.q4nx" ]
+  # oga-extract -o does the same for its output
+  echo stale > "$W/out/t.ogax.tmp.$dead"
+  run -0 oga-extract "$(fixture qwen2 cpu tied)" -o "$W/out/t.ogax"
+  [ ! -e "$W/out/t.ogax.tmp.$dead" ]
+  cmp "$W/out/t.ogax" "$W/s.ogax"
+}
