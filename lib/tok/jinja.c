@@ -43,6 +43,7 @@ struct jarr {
 };
 struct jobj {
     size_t n, cap;
+    uint64_t born; /* creation serial: a write to an object older than a loop iteration keeps its memory */
     const char **k;
     size_t *kn;
     jv *v;
@@ -73,12 +74,19 @@ typedef struct tbuf {
     struct tbuf *prev;
 } tbuf;
 
+/* What one render may use (tok.h: TOK_JINJA_*): hostile templates are refused by name, never crash or
+ * run away; the real chat templates use a small fraction of each. */
 typedef struct {
     tok_arena a;
     jmp_buf jb;
     ogk_error *e;
-    int depth;
-    tbuf *bufs; /* open tbufs, innermost first */
+    int pdepth;           /* parser nesting: statements, expressions, and each link of a chain */
+    int rdepth;           /* evaluator recursion: expression nodes, blocks, macro calls */
+    uint64_t steps;       /* work done: nodes evaluated, loop iterations, elements and bytes touched */
+    size_t buf_bytes;     /* text held in open tbufs and the output */
+    uint64_t serial;      /* next jobj.born */
+    uint64_t oldest_write; /* the oldest jobj written since the innermost open iteration began */
+    tbuf *bufs;           /* open tbufs, innermost first */
 } jctx;
 
 static _Noreturn void jfail(jctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -91,11 +99,34 @@ static _Noreturn void jfail(jctx *c, const char *fmt, ...)
     longjmp(c->jb, 1);
 }
 
+#define JSTR_(x) #x
+#define JSTR(x) JSTR_(x)
+static _Noreturn void budget_fail(jctx *c, const char *what)
+{
+    jfail(c, "template exceeds its render budget: %s", what);
+}
+
+/* count work; refuse past the step budget */
+static inline void charge(jctx *c, uint64_t n)
+{
+    c->steps += n;
+    if (c->steps > TOK_JINJA_MAX_STEPS)
+        budget_fail(c, "more than " JSTR(TOK_JINJA_MAX_STEPS) " steps");
+}
+
+static void check_memory(jctx *c)
+{
+    if (c->a.total + c->buf_bytes > (size_t)TOK_JINJA_MAX_MEMORY)
+        budget_fail(c, "more than " JSTR(TOK_JINJA_MAX_MEMORY) " bytes of memory");
+}
+
 static void *jalloc(jctx *c, size_t n)
 {
+    charge(c, 1 + n / 256);
     void *p = tok_arena_alloc(&c->a, n ? n : 1);
     if (!p)
         jfail(c, "out of memory");
+    check_memory(c);
     return p;
 }
 
@@ -110,9 +141,35 @@ static tok_buf *tbuf_open(jctx *c)
 static void tbuf_close(jctx *c, tok_buf *b)
 {
     tbuf *t = (tbuf *)b; /* buffers nest: b is the innermost open one */
+    c->buf_bytes -= t->b.n;
     free(t->b.p);
     t->b.p = NULL;
     c->bufs = t->prev;
+}
+
+/* An iteration (a loop body, a macro call) may release what it allocated when it wrote to no object
+ * older than itself (its results went to the output, or are copied out): then nothing older points
+ * into its memory. iter_begin / iter_end bracket it; iter_end says whether it may rewind. */
+typedef struct {
+    tok_arena_pos pos;
+    uint64_t serial, outer_oldest;
+} iter_mark;
+
+static iter_mark iter_begin(jctx *c)
+{
+    iter_mark m = {tok_arena_mark(&c->a), c->serial, c->oldest_write};
+    c->oldest_write = UINT64_MAX;
+    return m;
+}
+
+static int iter_end(jctx *c, iter_mark m)
+{
+    int clean = c->oldest_write >= m.serial;
+    if (clean)
+        tok_arena_rewind(&c->a, m.pos);
+    if (m.outer_oldest < c->oldest_write)
+        c->oldest_write = m.outer_oldest;
+    return clean;
 }
 
 static char *jstrdup(jctx *c, const char *s, size_t n)
@@ -143,6 +200,7 @@ static jv v_obj(jctx *c, int t)
 {
     jobj *o = jalloc(c, sizeof *o);
     memset(o, 0, sizeof *o);
+    o->born = c->serial++;
     return (jv){.t = (uint8_t)t, .u.obj = o};
 }
 
@@ -156,6 +214,9 @@ static jv *obj_find(jobj *o, const char *k, size_t kn)
 
 static void obj_set(jctx *c, jobj *o, const char *k, size_t kn, jv v)
 {
+    if (o->born < c->oldest_write)
+        c->oldest_write = o->born;
+    charge(c, 1 + o->n / 8);
     jv *p = obj_find(o, k, kn);
     if (p) {
         *p = v;
@@ -181,8 +242,10 @@ static void obj_set(jctx *c, jobj *o, const char *k, size_t kn, jv v)
     o->v[o->n++] = v;
 }
 
-static jv from_json(jctx *c, const json_t *j)
+static jv from_json(jctx *c, const json_t *j, int depth)
 {
+    if (depth > TOK_JINJA_MAX_DEPTH)
+        jfail(c, "template variables nested too deeply (more than %d levels)", TOK_JINJA_MAX_DEPTH);
     switch (json_typeof(j)) {
     case JSON_NULL: return v_null();
     case JSON_TRUE: return v_bool(1);
@@ -196,14 +259,14 @@ static jv from_json(jctx *c, const json_t *j)
     case JSON_ARRAY: {
         jv a = v_arr(c, json_array_size(j));
         for (size_t i = 0; i < a.u.arr->n; i++)
-            a.u.arr->v[i] = from_json(c, json_array_get(j, i));
+            a.u.arr->v[i] = from_json(c, json_array_get(j, i), depth + 1);
         return a;
     }
     case JSON_OBJECT: {
         jv o = v_obj(c, V_OBJ);
         const char *k;
         json_t *v;
-        json_object_foreach((json_t *)j, k, v) obj_set(c, o.u.obj, k, strlen(k), from_json(c, v));
+        json_object_foreach((json_t *)j, k, v) obj_set(c, o.u.obj, k, strlen(k), from_json(c, v, depth + 1));
         return o;
     }
     }
@@ -304,10 +367,17 @@ typedef struct {
     int undef_to_null;
 } json_opts;
 
+/* every text a render builds goes through here: the output budget bounds each buffer, the memory
+ * budget all of them together */
 static void put(jctx *c, tok_buf *b, const char *s, size_t n)
 {
+    if (b->n + n > (size_t)TOK_JINJA_MAX_OUTPUT)
+        budget_fail(c, "a text longer than " JSTR(TOK_JINJA_MAX_OUTPUT) " bytes");
+    charge(c, 1 + n / 256);
     if (tok_buf_put(b, s, n))
         jfail(c, "out of memory");
+    c->buf_bytes += n;
+    check_memory(c);
 }
 static void puts_(jctx *c, tok_buf *b, const char *s) { put(c, b, s, strlen(s)); }
 
@@ -353,6 +423,8 @@ static void json_str(jctx *c, tok_buf *b, const char *s, size_t n, int ascii)
 static void to_json(jctx *c, tok_buf *b, jv v, const json_opts *o, int depth)
 {
     char num[64];
+    if (depth > TOK_JINJA_MAX_DEPTH)
+        jfail(c, "template: a value nested too deeply to render (more than %d levels)", TOK_JINJA_MAX_DEPTH);
     switch (v.t) {
     case V_NULL: puts_(c, b, "null"); return;
     case V_UNDEF: puts_(c, b, o->undef_to_null ? "null" : "undefined"); return;
@@ -363,6 +435,7 @@ static void to_json(jctx *c, tok_buf *b, jv v, const json_opts *o, int depth)
             puts_(c, b, "null");
             return;
         }
+        charge(c, 16); /* shortest round trip: up to 17 printf/strtod pairs */
         js_num(v.u.num, num, sizeof num);
         puts_(c, b, num);
         return;
@@ -381,6 +454,7 @@ static void to_json(jctx *c, tok_buf *b, jv v, const json_opts *o, int depth)
             for (size_t i = 1; i < n; i++) {
                 size_t x = order[i], j = i;
                 while (j > 0) {
+                    charge(c, 1);
                     size_t y = order[j - 1];
                     size_t m = v.u.obj->kn[x] < v.u.obj->kn[y] ? v.u.obj->kn[x] : v.u.obj->kn[y];
                     int r = memcmp(v.u.obj->k[y], v.u.obj->k[x], m);
@@ -443,9 +517,11 @@ static jv to_string(jctx *c, jv v)
     case V_NULL: return v_cstr("null");
     case V_BOOL: return v_cstr(v.u.b ? "true" : "false");
     case V_INT:
+        charge(c, 16); /* shortest round trip: up to 17 printf/strtod pairs */
         js_num(v.u.num, num, sizeof num);
         return v_str(jstrdup(c, num, strlen(num)), strlen(num));
     case V_FLOAT:
+        charge(c, 16); /* shortest round trip: up to 17 printf/strtod pairs */
         if (v.u.num == 0 && signbit(v.u.num))
             return v_cstr("-0.0");
         if (v.u.num == floor(v.u.num) && isfinite(v.u.num) && fabs(v.u.num) < 1e21)
@@ -854,6 +930,19 @@ static _Noreturn void perr(parser *p, const char *what)
     jfail(p->c, "template line %d: %s at end of template", line, what);
 }
 
+/* One more level of nesting: a statement, an expression, or one link of a chain of operators, filters,
+ * tests, member accesses or calls (a chain of n links is an n-deep tree). Bounding this bounds every
+ * recursion over the tree: the parser's, the evaluator's and the printer's. */
+static void penter(parser *p)
+{
+    if (++p->c->pdepth > TOK_JINJA_MAX_DEPTH) {
+        int line = p->i < p->n ? p->t[p->i].line : (p->n ? p->t[p->n - 1].line : 1);
+        jfail(p->c, "template line %d: nested too deeply (more than %d levels of statements, expressions and chained "
+                    "operators)", line, TOK_JINJA_MAX_DEPTH);
+    }
+}
+static void pleave(parser *p, int n) { p->c->pdepth -= n; }
+
 static jtok *expect(parser *p, int type, const char *what)
 {
     if (!at(p, type))
@@ -978,7 +1067,9 @@ static node *parse_member_args(parser *p)
 
 static node *parse_member(parser *p, node *obj)
 {
+    int links = 0;
     while (at(p, T_DOT) || at(p, T_LBRACKET)) {
+        penter(p), links++;
         int computed = at(p, T_LBRACKET);
         p->i++;
         node *m = mk(p, E_MEMBER);
@@ -994,17 +1085,20 @@ static node *parse_member(parser *p, node *obj)
         }
         obj = m;
     }
+    pleave(p, links);
     return obj;
 }
 
 static node *parse_call(parser *p, node *callee)
 {
+    penter(p);
     node *x = mk(p, E_CALL);
     x->a = callee;
     x->kids = parse_args(p, &x->nkids);
     x = parse_member(p, x);
     if (at(p, T_LPAREN))
         x = parse_call(p, x);
+    pleave(p, 1);
     return x;
 }
 
@@ -1084,7 +1178,9 @@ static node *parse_unary_sign(parser *p)
         x->s = p->t[p->i].s;
         x->n = 1;
         p->i++;
+        penter(p);
         x->a = parse_unary_sign(p);
+        pleave(p, 1);
         return x;
     }
     node *m = parse_member(p, parse_primary(p));
@@ -1096,7 +1192,9 @@ static node *parse_unary_sign(parser *p)
 static node *parse_filter(parser *p)
 {
     node *x = parse_unary_sign(p);
+    int links = 0;
     while (at(p, T_PIPE)) {
+        penter(p), links++;
         p->i++;
         node *f = parse_primary(p);
         if (f->type != E_IDENT)
@@ -1111,13 +1209,16 @@ static node *parse_filter(parser *p)
         }
         x = fx;
     }
+    pleave(p, links);
     return x;
 }
 
 static node *parse_test(parser *p)
 {
     node *x = parse_filter(p);
+    int links = 0;
     while (at_ident(p, "is")) {
+        penter(p), links++;
         p->i++;
         int neg = 0;
         if (at_ident(p, "not")) {
@@ -1134,6 +1235,7 @@ static node *parse_test(parser *p)
         tx->n = t->n;
         x = tx;
     }
+    pleave(p, links);
     return x;
 }
 
@@ -1152,10 +1254,13 @@ static node *bin(parser *p, const char *op, size_t opn, node *l, node *r)
 static node *parse_lassoc(parser *p, int kind, const char *kw, node *(*next)(parser *))
 {
     node *l = next(p);
+    int links = 0;
     while (kw ? at_ident(p, kw) : at(p, kind)) {
+        penter(p), links++;
         jtok *t = &p->t[p->i++];
         l = kw ? bin(p, kw, strlen(kw), l, next(p)) : bin(p, t->s, t->n, l, next(p));
     }
+    pleave(p, links);
     return l;
 }
 
@@ -1166,6 +1271,7 @@ static node *parse_add(parser *p) { return parse_lassoc(p, T_ADD, NULL, parse_mu
 static node *parse_cmp(parser *p)
 {
     node *l = parse_add(p);
+    int links = 0;
     for (;;) {
         const char *op;
         size_t opn;
@@ -1184,8 +1290,10 @@ static node *parse_cmp(parser *p)
         } else {
             break;
         }
+        penter(p), links++;
         l = bin(p, op, opn, l, parse_add(p));
     }
+    pleave(p, links);
     return l;
 }
 
@@ -1197,7 +1305,9 @@ static node *parse_not(parser *p)
         node *x = mk(p, E_UNARY);
         x->s = "not";
         x->n = 3;
+        penter(p);
         x->a = parse_not(p);
+        pleave(p, 1);
         r = x;
     }
     return r ? r : parse_cmp(p);
@@ -1208,8 +1318,7 @@ static node *parse_or(parser *p) { return parse_lassoc(p, 0, "or", parse_and); }
 
 static node *parse_expr(parser *p)
 {
-    if (++p->c->depth > 200)
-        jfail(p->c, "template: expression nested too deeply");
+    penter(p);
     node *a = parse_or(p);
     if (at_ident(p, "if")) {
         p->i++;
@@ -1220,16 +1329,16 @@ static node *parse_expr(parser *p)
             x->a = test;
             x->b = a;
             x->c = parse_expr(p);
-            p->c->depth--;
+            pleave(p, 1);
             return x;
         }
         node *x = mk(p, E_SELECT);
         x->a = a;
         x->b = test;
-        p->c->depth--;
+        pleave(p, 1);
         return x;
     }
-    p->c->depth--;
+    pleave(p, 1);
     return a;
 }
 
@@ -1255,7 +1364,9 @@ static node *parse_if(parser *p)
     parse_body(p, &body, "elif", "else", "endif");
     if (at_stmt(p, "elif")) {
         p->i += 2;
+        penter(p); /* an elif is an if nested in the else branch */
         npush(p->c, &alt, parse_if(p));
+        pleave(p, 1);
     } else if (at_stmt(p, "else")) {
         p->i += 2;
         expect(p, T_CLOSE_STMT, "expected '%}'");
@@ -1270,6 +1381,7 @@ static node *parse_if(parser *p)
 
 static node *parse_stmt(parser *p)
 {
+    penter(p);
     expect(p, T_OPEN_STMT, "expected '{%'");
     if (!at(p, T_IDENT))
         perr(p, "expected a statement name");
@@ -1349,6 +1461,7 @@ static node *parse_stmt(parser *p)
         jfail(p->c, "template line %d: unsupported statement '{%% %.*s'", line, (int)(name->n > 40 ? 40 : name->n), name->s);
     }
 #undef IS
+    pleave(p, 1);
     return x;
 }
 
@@ -1403,6 +1516,7 @@ static env *new_env(jctx *c, env *parent)
 {
     env *e = jalloc(c, sizeof *e);
     memset(e, 0, sizeof *e);
+    e->vars.born = c->serial++;
     e->parent = parent;
     return e;
 }
@@ -1505,36 +1619,37 @@ static jv str_replace(jctx *c, jv s, jv old, jv new, double count)
     if (count == 0)
         return s;
     double remaining = count < 0 ? INFINITY : count;
-    tok_buf b = {0};
+    tok_buf *b = tbuf_open(c);
     if (!old.u.str.n) {
         /* (?=) matches before every code point and at the end */
         size_t i = 0;
         while (i <= s.u.str.n) {
             if (remaining > 0) {
-                tok_buf_put(&b, new.u.str.s, new.u.str.n);
+                put(c, b, new.u.str.s, new.u.str.n);
                 remaining--;
             }
             if (i == s.u.str.n)
                 break;
             int k = tok_utf8_len((unsigned char)s.u.str.s[i]);
-            tok_buf_put(&b, s.u.str.s + i, (size_t)k);
+            put(c, b, s.u.str.s + i, (size_t)k);
             i += (size_t)k;
         }
     } else {
         size_t i = 0;
         while (i < s.u.str.n) {
+            charge(c, 1 + (s.u.str.n - i) / 256);
             const char *hit = remaining > 0 && old.u.str.n <= s.u.str.n - i ? memmem(s.u.str.s + i, s.u.str.n - i, old.u.str.s, old.u.str.n) : NULL;
             if (!hit)
                 break;
-            tok_buf_put(&b, s.u.str.s + i, (size_t)(hit - (s.u.str.s + i)));
-            tok_buf_put(&b, new.u.str.s, new.u.str.n);
+            put(c, b, s.u.str.s + i, (size_t)(hit - (s.u.str.s + i)));
+            put(c, b, new.u.str.s, new.u.str.n);
             remaining--;
             i = (size_t)(hit - s.u.str.s) + old.u.str.n;
         }
-        tok_buf_put(&b, s.u.str.s + i, s.u.str.n - i);
+        put(c, b, s.u.str.s + i, s.u.str.n - i);
     }
-    jv r = v_str(jstrdup(c, b.p ? b.p : "", b.n), b.n);
-    free(b.p);
+    jv r = v_str(jstrdup(c, b->p ? b->p : "", b->n), b->n);
+    tbuf_close(c, b);
     return r;
 }
 
@@ -1753,7 +1868,7 @@ static jv call_fn(interp *I, jv fnv, jv *args, size_t nargs, env *E)
         localtime_r(&now, &tm);
         static const char *const mon[] = {"January", "February", "March",     "April",   "May",      "June",
                                           "July",    "August",   "September", "October", "November", "December"};
-        tok_buf b = {0};
+        tok_buf *b = tbuf_open(c);
         const char *f = args[0].u.str.s;
         size_t n = args[0].u.str.n;
         for (size_t i = 0; i < n; i++) {
@@ -1769,17 +1884,21 @@ static jv call_fn(interp *I, jv fnv, jv *args, size_t nargs, env *E)
                 case 'M': snprintf(buf, sizeof buf, "%02d", tm.tm_min); break;
                 default: snprintf(buf, sizeof buf, "%%"); break;
                 }
-                tok_buf_puts(&b, buf);
+                puts_(c, b, buf);
             } else {
-                tok_buf_put(&b, f + i, 1);
+                put(c, b, f + i, 1);
             }
         }
-        jv r = v_str(jstrdup(c, b.p ? b.p : "", b.n), b.n);
-        free(b.p);
+        jv r = v_str(jstrdup(c, b->p ? b->p : "", b->n), b->n);
+        tbuf_close(c, b);
         return r;
     }
     case F_MACRO: {
         node *m = f->macro;
+        /* the body's text goes to a malloc'd buffer opened before the mark; when the call wrote to no
+         * older object, everything it allocated (its scope included) goes before the result is copied */
+        tok_buf *b = tbuf_open(c);
+        iter_mark im = iter_begin(c);
         env *ME = new_env(c, E);
         jobj *kw = nargs > np ? args[nargs - 1].u.obj : NULL;
         if (np > m->nkids)
@@ -1796,8 +1915,8 @@ static jv call_fn(interp *I, jv fnv, jv *args, size_t nargs, env *E)
             }
             setvar(c, ME, par->s, par->n, v);
         }
-        tok_buf *b = tbuf_open(c);
         exec_block(I, m->body, m->nbody, ME, b);
+        iter_end(c, im);
         jv r = v_str(jstrdup(c, b->p ? b->p : "", b->n), b->n);
         tbuf_close(c, b);
         return r;
@@ -1876,6 +1995,7 @@ static jv raw_string(jctx *c, jv v)
     switch (v.t) {
     case V_INT:
     case V_FLOAT:
+        charge(c, 16); /* shortest round trip: up to 17 printf/strtod pairs */
         js_num(v.u.num, num, sizeof num);
         return v_str(jstrdup(c, num, strlen(num)), strlen(num));
     case V_ARR: {
@@ -1883,8 +2003,9 @@ static jv raw_string(jctx *c, jv v)
         for (size_t i = 0; i < v.u.arr->n; i++) {
             jv e = v.u.arr->v[i];
             jv s = e.t == V_NULL || e.t == V_UNDEF ? v_cstr("") : to_string(c, e);
-            if ((i && tok_buf_put(b, ",", 1)) || tok_buf_put(b, s.u.str.s, s.u.str.n))
-                jfail(c, "out of memory");
+            if (i)
+                put(c, b, ",", 1);
+            put(c, b, s.u.str.s, s.u.str.n);
         }
         jv r = v_str(jstrdup(c, b->p ? b->p : "", b->n), b->n);
         tbuf_close(c, b);
@@ -1973,6 +2094,7 @@ static jv eval_bin(interp *I, node *x, env *E)
             return a;
         }
     } else if (r.t == V_ARR) {
+        charge(c, r.u.arr->n);
         int mem = 0;
         for (size_t i = 0; i < r.u.arr->n && !mem; i++)
             mem = strict_eq(r.u.arr->v[i], l);
@@ -1984,6 +2106,7 @@ static jv eval_bin(interp *I, node *x, env *E)
     if ((l.t == V_STR || r.t == V_STR) && OP("+"))
         return concat(c, l, r);
     if (l.t == V_STR && r.t == V_STR && (OP("in") || OP("not in"))) {
+        charge(c, 1 + r.u.str.n / 256);
         int has = l.u.str.n == 0 || (l.u.str.n <= r.u.str.n && memmem(r.u.str.s, r.u.str.n, l.u.str.s, l.u.str.n));
         return v_bool(OP("in") ? has : !has);
     }
@@ -2225,18 +2348,18 @@ static jv apply_filter(interp *I, node *x, jv v, env *E)
         if (v.t == V_ARR) {
             for (size_t i = 0; i < v.u.arr->n; i++) {
                 if (i)
-                    tok_buf_put(b, sep.u.str.s, sep.u.str.n);
+                    put(c, b, sep.u.str.s, sep.u.str.n);
                 jv s = to_string(c, v.u.arr->v[i]);
                 if (v.u.arr->v[i].t == V_NULL || v.u.arr->v[i].t == V_UNDEF)
                     s = v_cstr(""); /* JS Array.join renders null/undefined as "" */
-                tok_buf_put(b, s.u.str.s, s.u.str.n);
+                put(c, b, s.u.str.s, s.u.str.n);
             }
         } else if (v.t == V_STR) {
             for (size_t i = 0; i < v.u.str.n;) {
                 int k = tok_utf8_len((unsigned char)v.u.str.s[i]);
                 if (i)
-                    tok_buf_put(b, sep.u.str.s, sep.u.str.n);
-                tok_buf_put(b, v.u.str.s + i, (size_t)k);
+                    put(c, b, sep.u.str.s, sep.u.str.n);
+                put(c, b, v.u.str.s + i, (size_t)k);
                 i += (size_t)k;
             }
         } else {
@@ -2297,6 +2420,7 @@ static jv apply_filter(interp *I, node *x, jv v, env *E)
                 jv xv = out.u.arr->v[i], xk = key[i];
                 size_t j = i;
                 while (j > 0) {
+                    charge(c, 1);
                     int r = compare_values(c, key[j - 1], xk, cs.t == V_BOOL && cs.u.b);
                     if (rev.t == V_BOOL && rev.u.b)
                         r = -r;
@@ -2360,6 +2484,7 @@ static jv apply_filter(interp *I, node *x, jv v, env *E)
             size_t k = 0;
             for (size_t i = 0; i < a->n; i++) {
                 int seen = 0;
+                charge(c, 1 + k);
                 for (size_t j = 0; j < k && !seen; j++)
                     seen = strict_eq(out.u.arr->v[j], a->v[i]);
                 if (!seen)
@@ -2407,7 +2532,7 @@ static jv apply_filter(interp *I, node *x, jv v, env *E)
             int width = w.t == V_INT ? (int)w.u.num : 4;
             if (w.t != V_UNDEF && w.t != V_INT)
                 jfail(c, "width must be a number");
-            tok_buf b = {0};
+            tok_buf *b = tbuf_open(c);
             size_t i = 0;
             int lineno = 0;
             while (i <= v.u.str.n) {
@@ -2415,17 +2540,17 @@ static jv apply_filter(interp *I, node *x, jv v, env *E)
                 size_t ln = nl ? (size_t)(nl - (v.u.str.s + i)) : v.u.str.n - i;
                 int skip = (!truthy(first) && lineno == 0) || (!truthy(blank) && ln == 0);
                 if (lineno)
-                    tok_buf_put(&b, "\n", 1);
+                    put(c, b, "\n", 1);
                 for (int k = 0; k < width && !skip; k++)
-                    tok_buf_put(&b, " ", 1);
-                tok_buf_put(&b, v.u.str.s + i, ln);
+                    put(c, b, " ", 1);
+                put(c, b, v.u.str.s + i, ln);
                 lineno++;
                 if (!nl)
                     break;
                 i += ln + 1;
             }
-            jv r = v_str(jstrdup(c, b.p ? b.p : "", b.n), b.n);
-            free(b.p);
+            jv r = v_str(jstrdup(c, b->p ? b->p : "", b->n), b->n);
+            tbuf_close(c, b);
             return r;
         }
     } else if (v.t == V_INT || v.t == V_FLOAT) {
@@ -2501,21 +2626,22 @@ static jv eval_member(interp *I, node *x, env *E)
             stop = stop < -1 ? fmax(L + stop, -1) : fmin(stop, L - 1);
         }
         jv out = obj.t == V_ARR ? v_arr(c, len) : v_undef();
-        tok_buf b = {0};
+        tok_buf *b = obj.t == V_STR ? tbuf_open(c) : NULL;
         size_t k = 0;
         for (double i = start; step > 0 ? i < stop : i > stop; i += step) {
             size_t ii = (size_t)i;
+            charge(c, 1);
             if (obj.t == V_ARR)
                 out.u.arr->v[k++] = obj.u.arr->v[ii];
             else
-                tok_buf_put(&b, obj.u.str.s + off[ii], off[ii + 1] - off[ii]);
+                put(c, b, obj.u.str.s + off[ii], off[ii + 1] - off[ii]);
         }
         if (obj.t == V_ARR) {
             out.u.arr->n = k;
             return out;
         }
-        jv r = v_str(jstrdup(c, b.p ? b.p : "", b.n), b.n);
-        free(b.p);
+        jv r = v_str(jstrdup(c, b->p ? b->p : "", b->n), b->n);
+        tbuf_close(c, b);
         return r;
     }
     jv prop;
@@ -2564,7 +2690,7 @@ static jv eval_member(interp *I, node *x, env *E)
     return v_undef();
 }
 
-static jv eval(interp *I, node *x, env *E)
+static jv eval_node(interp *I, node *x, env *E)
 {
     jctx *c = I->c;
     switch (x->type) {
@@ -2625,6 +2751,40 @@ static jv eval(interp *I, node *x, env *E)
     jfail(c, "template line %d: unsupported construct", x->line);
 }
 
+/* every evaluation passes here: one step, one level of recursion */
+static jv eval(interp *I, node *x, env *E)
+{
+    jctx *c = I->c;
+    if (++c->rdepth > TOK_JINJA_MAX_RECURSION)
+        jfail(c, "template line %d: recursion too deep (more than %d levels)", x->line, TOK_JINJA_MAX_RECURSION);
+    charge(c, 1);
+    jv v = eval_node(I, x, E);
+    c->rdepth--;
+    return v;
+}
+
+/* the loop's own variables (loop, the targets) in S: made once before the loop so that setting them per
+ * iteration does not grow S, and cleared after a rewind so that nothing points into released memory */
+static void loop_slots(jctx *c, env *S, node *target, int clear)
+{
+    jv u = v_undef();
+    if (clear) {
+        obj_find(&S->vars, "loop", 4)->t = V_UNDEF;
+        if (target->type == E_IDENT)
+            obj_find(&S->vars, target->s, target->n)->t = V_UNDEF;
+        for (size_t i = 0; target->type == E_TUPLE && i < target->nkids; i++)
+            if (target->kids[i]->type == E_IDENT)
+                obj_find(&S->vars, target->kids[i]->s, target->kids[i]->n)->t = V_UNDEF;
+        return;
+    }
+    setvar(c, S, "loop", 4, u);
+    if (target->type == E_IDENT)
+        setvar(c, S, target->s, target->n, u);
+    for (size_t i = 0; target->type == E_TUPLE && i < target->nkids; i++)
+        if (target->kids[i]->type == E_IDENT)
+            setvar(c, S, target->kids[i]->s, target->kids[i]->n, u);
+}
+
 static void assign(interp *I, node *target, jv v, env *E)
 {
     jctx *c = I->c;
@@ -2655,10 +2815,11 @@ static void assign(interp *I, node *target, jv v, env *E)
 static void exec_block(interp *I, node **body, size_t n, env *E, tok_buf *out)
 {
     jctx *c = I->c;
-    if (++c->depth > 400)
-        jfail(c, "template: recursion too deep");
+    if (++c->rdepth > TOK_JINJA_MAX_RECURSION)
+        jfail(c, "template: recursion too deep (more than %d levels)", TOK_JINJA_MAX_RECURSION);
     for (size_t i = 0; i < n && !I->ctl; i++) {
         node *x = body[i];
+        charge(c, 1);
         switch (x->type) {
         case N_SET: {
             jv v;
@@ -2712,7 +2873,10 @@ static void exec_block(interp *I, node **body, size_t n, env *E, tok_buf *out)
                 items[k++] = a->v[i];
             }
             int iterated = 0;
+            loop_slots(c, S, x->a, 0);
             for (size_t i = 0; i < k; i++) {
+                charge(c, 8);
+                iter_mark im = iter_begin(c);
                 jv loop = v_obj(c, V_OBJ);
                 jobj *lo = loop.u.obj;
                 obj_set(c, lo, "index", 5, v_int((double)i + 1));
@@ -2726,7 +2890,10 @@ static void exec_block(interp *I, node **body, size_t n, env *E, tok_buf *out)
                 obj_set(c, lo, "nextitem", 8, i + 1 < k ? items[i + 1] : v_undef());
                 setvar(c, S, "loop", 4, loop);
                 assign(I, x->a, items[i], S);
+                c->oldest_write = UINT64_MAX; /* those two writes are the loop's own */
                 exec_block(I, x->body, x->nbody, S, out);
+                if (iter_end(c, im))
+                    loop_slots(c, S, x->a, 1);
                 if (I->ctl == 2) {
                     I->ctl = 0;
                     continue;
@@ -2761,12 +2928,12 @@ static void exec_block(interp *I, node **body, size_t n, env *E, tok_buf *out)
         }
         }
     }
-    c->depth--;
+    c->rdepth--;
 }
 
 char *tok_jinja_render(const char *src, const json_t *vars, size_t *len, ogk_error *e)
 {
-    jctx c = {.e = e};
+    jctx c = {.e = e, .serial = 1, .oldest_write = UINT64_MAX};
     tok_buf out = {0};
     size_t srcn = strlen(src);
     if (tok_utf8_check(src, srcn) != srcn) {
@@ -2806,7 +2973,7 @@ char *tok_jinja_render(const char *src, const json_t *vars, size_t *len, ogk_err
     if (vars && json_is_object(vars)) {
         const char *k;
         json_t *v;
-        json_object_foreach((json_t *)vars, k, v) setvar(&c, G, k, strlen(k), from_json(&c, v));
+        json_object_foreach((json_t *)vars, k, v) setvar(&c, G, k, strlen(k), from_json(&c, v, 0));
     }
     interp I = {&c, &out, 0};
     exec_block(&I, prog.v, prog.n, G, &out);

@@ -93,7 +93,22 @@ size_t tok_utf8_check(const char *s, size_t len);
  * ignores its argument and trims whitespace, and booleans render as "true"/"false". upper/lower of
  * non-ASCII text, dictsort and other filters are named errors. */
 /* ---- chat templates ----
- * Render template src with the variables in vars (a JSON object: messages, tools,
+ * Limits of one render (a hostile template is refused by name, never crashes or runs away; the real
+ * Qwen/Llama/Phi templates use a small fraction of each):
+ *  - nesting: statements, expressions and each link of a chain of operators, filters, tests, member
+ *    accesses or calls count one level; more than TOK_JINJA_MAX_DEPTH is "nested too deeply" (the same
+ *    bound applies to template variables and to values printed by tojson);
+ *  - recursion at render time (expression nodes, blocks, macro calls): TOK_JINJA_MAX_RECURSION levels;
+ *  - budget: TOK_JINJA_MAX_STEPS units of work (a node evaluated, a loop iteration, an element compared,
+ *    256 bytes copied), TOK_JINJA_MAX_OUTPUT bytes in any one text (the output included), and
+ *    TOK_JINJA_MAX_MEMORY bytes held at once; exceeding one is "template exceeds its render budget: ...".
+ *    A loop iteration or macro call that writes to no older object releases its memory when it ends. */
+#define TOK_JINJA_MAX_DEPTH 200
+#define TOK_JINJA_MAX_RECURSION 1000
+#define TOK_JINJA_MAX_STEPS 20000000
+#define TOK_JINJA_MAX_OUTPUT 16777216
+#define TOK_JINJA_MAX_MEMORY 268435456
+/* Render template src with the variables in vars (a JSON object: messages, tools,
  * add_generation_prompt, bos_token, eos_token, ...). Returns a malloc'd string, or NULL with e filled:
  * a syntax error or an unsupported construct is named and quoted ("unsupported filter 'wordwrap' at
  * line 3"); raise_exception(msg) gives "template raised: msg". */

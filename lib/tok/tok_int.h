@@ -12,10 +12,19 @@ typedef struct tok_arena_chunk tok_arena_chunk;
 typedef struct {
     tok_arena_chunk *head;
     size_t used, cap;
+    size_t total; /* bytes held in chunks (what a memory budget counts) */
 } tok_arena;
 void *tok_arena_alloc(tok_arena *a, size_t n); /* 8-byte aligned; NULL on OOM */
 char *tok_arena_strdup(tok_arena *a, const char *s, size_t n); /* NUL-terminated copy */
 void tok_arena_free(tok_arena *a);
+/* A position to return to: everything allocated after tok_arena_mark is released by tok_arena_rewind
+ * (the caller guarantees nothing older points into it). Marks nest. */
+typedef struct {
+    tok_arena_chunk *head;
+    size_t used, cap;
+} tok_arena_pos;
+tok_arena_pos tok_arena_mark(const tok_arena *a);
+void tok_arena_rewind(tok_arena *a, tok_arena_pos m);
 
 /* ---- a small fast JSON reader (tokenizer.json is 11 MB; jansson takes ~250 ms on it) ----
  * Objects keep key order; strings are NUL-terminated copies or point into the source when they have no
