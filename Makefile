@@ -32,14 +32,15 @@ MODS_oga-extract = pack ogax q4nx onnx util
 MODS_q4nx-pack   = q4nx ogax util
 MODS_q4nx-verify = q4nx pack ogax onnx util
 MODS_npu-gemm    = kern npu q4nx util
-MODS_npu-forward = model tok kern q4nx util
-MODS_spec-replay = model tok kern q4nx util
+MODS_npu-forward = app model tok kern q4nx util
+MODS_spec-replay = app model tok kern q4nx util
 MODS_UNIT_util   = util
 MODS_UNIT_q4nx   = ogax q4nx util
 MODS_UNIT_ogax   = ogax q4nx util
 MODS_UNIT_kern   = kern q4nx util
 MODS_UNIT_npu    = npu util
-MODS_UNIT_model  = model tok kern q4nx util
+MODS_UNIT_model  = model kern q4nx util
+MODS_UNIT_app    = app model tok kern q4nx util
 
 PROGS := $(patsubst bin/%.c,%,$(wildcard bin/*.c))
 MODULES := $(filter-out onnx,$(notdir $(wildcard lib/*)))
@@ -78,9 +79,14 @@ $(BUILD)/lib/$(1).a: $(patsubst lib/$(1)/%.c,$(BUILD)/obj/$(1)/%.o,$(wildcard li
 endef
 $(foreach m,$(MODULES),$(eval $(call module_rule,$(m))))
 
-$(BUILD)/bin/%: bin/%.c $(GEN_HDR) $$(foreach m,$$(MODS_$$*),$(BUILD)/lib/$$(m).a)
+# a program is bin/<prog>.c plus, when it has subcommands of its own, the files in bin/<prog>/
+prog_objs = $(patsubst bin/%.c,$(BUILD)/obj/bin/%.o,$(wildcard bin/$(1)/*.c))
+$(BUILD)/obj/bin/%.o: bin/%.c $(GEN_HDR)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) -MMD -MP -c -o $@ $<
+$(BUILD)/bin/%: bin/%.c $(GEN_HDR) $$(call prog_objs,$$*) $$(foreach m,$$(MODS_$$*),$(BUILD)/lib/$$(m).a)
 	@mkdir -p $(dir $@) $(BUILD)/obj/bin
-	$(CC) $(CFLAGS_BASE) -MMD -MP -MF $(BUILD)/obj/bin/$*.d -o $@ $< $(foreach m,$(MODS_$*),$(BUILD)/lib/$(m).a) $(LDFLAGS) $(LDLIBS)
+	$(CC) $(CFLAGS_BASE) -MMD -MP -MF $(BUILD)/obj/bin/$*.d -o $@ $< $(call prog_objs,$*) $(foreach m,$(MODS_$*),$(BUILD)/lib/$(m).a) $(LDFLAGS) $(LDLIBS)
 
 unit_mods = $(or $(MODS_UNIT_$(firstword $(subst _, ,$(1)))),$(firstword $(subst _, ,$(1))) util)
 $(BUILD)/t/%: t/unit/%.c t/unit/tap.h $(GEN_HDR) $$(foreach m,$$(call unit_mods,$$*),$(BUILD)/lib/$$(m).a)

@@ -97,3 +97,39 @@ EOF
     [ "$(echo "$output" | awk '/maxrss/ { print $2 }')" -lt 1000000 ]
   done
 }
+
+@test "run: a 10 MB prompt is refused as soon as it exceeds the context, without tokenizing all of it" {
+  local m=$W/plain.q4nx
+  oga-extract "$(fixture qwen2 cpu tied tiny)" | q4nx-pack -l rm -o "$m"
+  python3 -c "
+import random
+random.seed(1)
+w = ['hello', 'world', 'the', 'quick', 'brown', 'fox', 'tokenizer', '你好', 'мир']
+open('$W/big.txt', 'w').write(' '.join(random.choice(w) + str(random.randint(0, 99999)) for _ in range(1200000))[:10000000])"
+  /usr/bin/time -f 'maxrss %M' -o "$W/small.rss" npu-forward run -m "$m" -p hi -n 1 > /dev/null
+  run timeout 20 /usr/bin/time -f 'maxrss %M' -o "$W/big.rss" npu-forward run -m "$m" -f "$W/big.txt" -n 1
+  echo "$output"
+  [ "$status" -eq 3 ]
+  [[ "$output" == *"prompt: more than 2048 tokens: it does not fit the context"* ]]
+  # encoding stopped early: the big prompt costs its text and a few copies of it, not its whole
+  # tokenization (about 150 MB more than a small prompt before, 800 MB under the sanitizers)
+  small=$(awk '/maxrss/ { print $2 }' "$W/small.rss") big=$(awk '/maxrss/ { print $2 }' "$W/big.rss")
+  echo "maxrss small $small KB, big $big KB"
+  [ $((big - small)) -lt 100000 ]
+  # the same through --chat, and through stdin
+  run timeout 20 npu-forward run -m "$m" -f - --chat -n 1 < "$W/big.txt"
+  [ "$status" -eq 3 ]
+  [[ "$output" == *"more than 2048 tokens"* ]]
+}
+
+@test "run: a read error on stdin is reported, not taken as the end of the prompt" {
+  local m=$W/plain.q4nx
+  [ -s "$m" ] || oga-extract "$(fixture qwen2 cpu tied tiny)" | q4nx-pack -l rm -o "$m"
+  run npu-forward run -m "$m" -f - -n 1 < "$W"
+  echo "$output"
+  [ "$status" -eq 3 ]
+  [[ "$output" == *"stdin: read failed"* ]]
+  run npu-forward tokenize -m "$m" < "$W"
+  [ "$status" -eq 3 ]
+  [[ "$output" == *"stdin: read failed"* ]]
+}

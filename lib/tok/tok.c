@@ -1287,27 +1287,40 @@ static int spans_push(spans *s, uint32_t off, uint32_t len)
 }
 
 /* JS regex_split / match semantics: mode 0 = Isolated (gaps and non-empty matches), 1 = matches only,
- * 2 = gaps only (Removed). After an empty match the search resumes one character later. */
-static int regex_pieces(tok *t, pcre2_code *re, const char *w, span in, int mode, spans *out)
+ * 2 = gaps only (Removed). After an empty match the search resumes one character later.
+ * regex_pieces_some goes on from *prev / *start (0 / 0 at first) and stops after about `most` pieces:
+ * 1 when there are more, 0 when done, -1 on a match error. */
+static int regex_pieces_some(tok *t, pcre2_code *re, const char *w, span in, int mode, spans *out, size_t *prev,
+                             size_t *start, size_t most)
 {
     const char *s = w + in.off;
-    size_t n = in.len, prev = 0, start = 0, a, b;
+    size_t n = in.len, a, b, n0 = out->n;
     int rc;
-    while ((rc = next_match(t, re, s, n, &start, &a, &b)) > 0) {
-        if (mode != 1 && prev < a && spans_push(out, in.off + (uint32_t)prev, (uint32_t)(a - prev)))
+    while (out->n - n0 < most && (rc = next_match(t, re, s, n, start, &a, &b)) > 0) {
+        if (mode != 1 && *prev < a && spans_push(out, in.off + (uint32_t)*prev, (uint32_t)(a - *prev)))
             return -1;
         if (mode != 2 && b > a && spans_push(out, in.off + (uint32_t)a, (uint32_t)(b - a)))
             return -1;
-        prev = b;
+        *prev = b;
     }
+    if (out->n - n0 >= most)
+        return 1;
     if (rc < 0)
         return -1;
-    if (mode != 1 && prev < n && spans_push(out, in.off + (uint32_t)prev, (uint32_t)(n - prev)))
+    if (mode != 1 && *prev < n && spans_push(out, in.off + (uint32_t)*prev, (uint32_t)(n - *prev)))
         return -1;
+    *prev = n;
     return 0;
 }
 
-static int pretokenize(tok *t, const tpre *p, tok_buf *w, spans *in, spans *out, int section_index)
+static int regex_pieces(tok *t, pcre2_code *re, const char *w, span in, int mode, spans *out)
+{
+    size_t prev = 0, start = 0;
+    return regex_pieces_some(t, re, w, in, mode, out, &prev, &start, SIZE_MAX) < 0 ? -1 : 0;
+}
+
+/* the pre-tokenizer p over the spans in (a Sequence from its kid number `from` on) */
+static int pretokenize_from(tok *t, const tpre *p, tok_buf *w, spans *in, spans *out, int section_index, int from)
 {
     out->n = 0;
     if (p->type == P_SEQ) {
@@ -1315,8 +1328,8 @@ static int pretokenize(tok *t, const tpre *p, tok_buf *w, spans *in, spans *out,
         int rc = 0;
         for (size_t i = 0; i < in->n && !rc; i++)
             rc = spans_push(&a, in->v[i].off, in->v[i].len);
-        for (int k = 0; k < p->nkids && !rc; k++) {
-            rc = pretokenize(t, &p->kids[k], w, &a, &b, section_index);
+        for (int k = from; k < p->nkids && !rc; k++) {
+            rc = pretokenize_from(t, &p->kids[k], w, &a, &b, section_index, 0);
             spans sw = a;
             a = b;
             b = sw;
@@ -1422,6 +1435,20 @@ static int pretokenize(tok *t, const tpre *p, tok_buf *w, spans *in, spans *out,
         }
     }
     return 0;
+}
+
+static int pretokenize(tok *t, const tpre *p, tok_buf *w, spans *in, spans *out, int section_index)
+{
+    return pretokenize_from(t, p, w, in, out, section_index, 0);
+}
+
+/* A pre-tokenizer whose first step is a regex Split cuts the text into pieces that the later steps treat
+ * one by one: those pieces can be produced a window at a time (encode stops early on a long text). */
+static const tpre *first_regex_split(const tpre *p)
+{
+    if (p && p->type == P_SEQ && p->nkids > 0)
+        p = &p->kids[0];
+    return p && p->type == P_SPLIT && p->pat.is_regex ? p : NULL;
 }
 
 /* ------------------------------------------------------------------------------------------------ */
@@ -1774,6 +1801,12 @@ static void fuse_unk(const tok *t, idvec *v, size_t from)
 
 int tok_encode(tok *t, const char *text, size_t len, int add_special, int32_t **ids_out, size_t *n_out, ogk_error *e)
 {
+    return tok_encode_max(t, text, len, add_special, SIZE_MAX, ids_out, n_out, e);
+}
+
+int tok_encode_max(tok *t, const char *text, size_t len, int add_special, size_t max_ids, int32_t **ids_out,
+                   size_t *n_out, ogk_error *e)
+{
     size_t bad = tok_utf8_check(text, len);
     if (bad != len)
         return ogk_fail(e, "input is not valid UTF-8 (byte offset %zu)", bad);
@@ -1831,20 +1864,49 @@ int tok_encode(tok *t, const char *text, size_t len, int add_special, int32_t **
                 continue;
             }
             in.n = 0;
-            if (spans_push(&in, ss.off, ss.len))
-                goto oom;
-            spans *pieces = &in;
-            if (t->pre) {
-                if (pretokenize(t, t->pre, &w, &in, &out, (int)si))
-                    goto oom;
-                pieces = &out;
-            }
             size_t from = ids.n;
-            for (size_t k = 0; k < pieces->n; k++)
-                if (bpe_word(t, bwp, w.p + pieces->v[k].off, pieces->v[k].len, &ids))
+            const tpre *fs = max_ids < SIZE_MAX ? first_regex_split(t->pre) : NULL;
+            if (fs) {
+                /* a window of the first split's pieces at a time through the rest and BPE */
+                size_t prev = 0, start = 0;
+                span sp = {ss.off, ss.len};
+                int more = 1, mode = fs->invert ? 1 : fs->behavior == B_REMOVED ? 2 : 0;
+                while (more) {
+                    in.n = 0;
+                    if ((more = regex_pieces_some(t, fs->pat.re, w.p, sp, mode, &in, &prev, &start, 4096)) < 0)
+                        goto oom;
+                    spans *pieces = &in;
+                    if (fs != t->pre) {
+                        if (pretokenize_from(t, t->pre, &w, &in, &out, (int)si, 1))
+                            goto oom;
+                        pieces = &out;
+                    }
+                    for (size_t k = 0; k < pieces->n; k++)
+                        if (bpe_word(t, bwp, w.p + pieces->v[k].off, pieces->v[k].len, &ids))
+                            goto oom;
+                    if (ids.n > max_ids && !(t->fuse_unk && t->unk_id >= 0)) /* fuse_unk may still shrink them */
+                        goto too_many;
+                }
+            } else {
+                if (spans_push(&in, ss.off, ss.len))
                     goto oom;
+                spans *pieces = &in;
+                if (t->pre) {
+                    if (pretokenize(t, t->pre, &w, &in, &out, (int)si))
+                        goto oom;
+                    pieces = &out;
+                }
+                for (size_t k = 0; k < pieces->n; k++) {
+                    if (bpe_word(t, bwp, w.p + pieces->v[k].off, pieces->v[k].len, &ids))
+                        goto oom;
+                    if (ids.n > max_ids && !(t->fuse_unk && t->unk_id >= 0))
+                        goto too_many;
+                }
+            }
             fuse_unk(t, &ids, from);
         }
+        if (ids.n > max_ids)
+            goto too_many;
     }
     if (add_special && t->pp_template) {
         int k = 0;
@@ -1854,12 +1916,17 @@ int tok_encode(tok *t, const char *text, size_t len, int add_special, int32_t **
             if (t->pp_items[k] >= 0 && ids_push(&ids, t->pp_items[k]))
                 goto oom;
     }
+    if (ids.n > max_ids)
+        goto too_many;
     rc = 0;
     *ids_out = ids.v ? ids.v : malloc(sizeof(int32_t));
     *n_out = ids.n;
     ids.v = NULL;
     if (!*ids_out)
         rc = ogk_fail(e, "out of memory");
+    goto done;
+too_many:
+    ogk_fail(e, "more than %zu tokens", max_ids);
     goto done;
 oom:
     if (t->regex_rc) {

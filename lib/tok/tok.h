@@ -43,6 +43,10 @@ void tok_free(tok *t);
 /* Encode text (len bytes, valid UTF-8). add_special: apply the post-processor's special tokens (e.g. BOS).
  * *ids is malloc'd (caller frees). Returns 0, or -1 with e filled (invalid UTF-8, out of memory). */
 int tok_encode(tok *t, const char *text, size_t len, int add_special, int32_t **ids, size_t *n, ogk_error *e);
+/* The same, giving up as soon as the ids would number more than max_ids ("more than N tokens"): a prompt
+ * that cannot fit a context is refused without encoding all of it. */
+int tok_encode_max(tok *t, const char *text, size_t len, int add_special, size_t max_ids, int32_t **ids, size_t *n,
+                   ogk_error *e);
 /* Decode ids to a malloc'd NUL-terminated string (length in *len). skip_special drops special tokens.
  * cleanup: -1 = as tokenizer_config.json says (clean_up_tokenization_spaces, default true), 0 / 1 = force.
  * Unknown ids are an error. */
@@ -121,10 +125,5 @@ const char *tok_chat_template_for(const tok *t, const char *family);
 /* Render a conversation with t's template (or the built-in one for family when t has none).
  * vars as above; bos_token/eos_token are filled from t when absent. */
 char *tok_chat_render(const tok *t, const char *family, const json_t *vars, size_t *len, ogk_error *e);
-
-/* ---- subcommands (bin/npu-forward dispatches to these; argv[0] is the subcommand name) ---- */
-int tok_cmd_tokenize(int argc, char **argv);
-int tok_cmd_detokenize(int argc, char **argv);
-int tok_cmd_chat(int argc, char **argv);
 
 #endif
