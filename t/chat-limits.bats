@@ -133,3 +133,25 @@ open('$W/big.txt', 'w').write(' '.join(random.choice(w) + str(random.randint(0, 
   [ "$status" -eq 3 ]
   [[ "$output" == *"stdin: read failed"* ]]
 }
+
+@test "top-k options: run --sample-top-k and logits --top-logits, old spellings kept, each refused by the other command" {
+  local m=$W/plain.q4nx
+  [ -s "$m" ] || oga-extract "$(fixture qwen2 cpu tied tiny)" | q4nx-pack -l rm -o "$m"
+  echo '[9707, 1879, 11, 1052]' > "$W/ids.json"
+  a=$(npu-forward logits -m "$m" --ids "$W/ids.json" --top-logits 3)
+  b=$(npu-forward logits -m "$m" --ids "$W/ids.json" --topk 3)
+  [ "$a" = "$b" ]
+  [ "$(echo "$a" | jq '[.topk[] | .ids | length] | unique')" = "$(printf '[\n  3\n]')" ]
+  # sampling from the single most likely token is greedy whatever the temperature
+  g=$(npu-forward run -m "$m" -p "Once upon" -n 6 --ignore-eos --json | jq -c .ids)
+  s=$(npu-forward run -m "$m" -p "Once upon" -n 6 --ignore-eos --temp 2 --sample-top-k 1 --seed 5 --json | jq -c .ids)
+  o=$(npu-forward run -m "$m" -p "Once upon" -n 6 --ignore-eos --temp 2 --top-k 1 --seed 5 --json | jq -c .ids)
+  [ "$g" = "$s" ]
+  [ "$g" = "$o" ]
+  run npu-forward run -m "$m" -p hi --top-logits 3
+  [ "$status" -eq 2 ]
+  [[ "$output" == *"--top-logits"* ]]
+  run npu-forward logits -m "$m" --ids "$W/ids.json" --sample-top-k 3
+  [ "$status" -eq 2 ]
+  [[ "$output" == *"--sample-top-k"* ]]
+}
