@@ -28,7 +28,7 @@ t = {
   "loops": "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
   "macro": "{% macro f(n) %}{% if n > 0 %}{{ f(n - 1) }}{{ f(n - 1) }}{% endif %}{% endmacro %}{{ f(40) }}",
   "join": "{% set s = 'xxxxxxxx' %}{% for i in range(40) %}{% set s = [s, s] | join %}{% endfor %}{{ s }}",
-  "join-numbers": "{% set r = range(1000000) %}{% for i in range(1000000) %}{% set s = r | join(',') %}{% endfor %}",
+  "join-numbers": "{% set r = range(100000) %}{% for i in range(1000000) %}{% set s = r | join(',') %}{% endfor %}",
   "memory": "{% set ns = namespace(l=[]) %}{% for i in range(100000) %}{% set ns.l = ns.l + [i] %}{% endfor %}",
 }[name]
 open(out, "w").write(t)

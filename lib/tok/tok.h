@@ -109,7 +109,7 @@ size_t tok_utf8_check(const char *s, size_t len);
  *    A loop iteration or macro call that writes to no older object releases its memory when it ends. */
 #define TOK_JINJA_MAX_DEPTH 200
 #define TOK_JINJA_MAX_RECURSION 1000
-#define TOK_JINJA_MAX_STEPS 20000000
+#define TOK_JINJA_MAX_STEPS 10000000
 #define TOK_JINJA_MAX_OUTPUT 16777216
 #define TOK_JINJA_MAX_MEMORY 268435456
 /* Render template src with the variables in vars (a JSON object: messages, tools,
@@ -117,6 +117,14 @@ size_t tok_utf8_check(const char *s, size_t len);
  * a syntax error or an unsupported construct is named and quoted ("unsupported filter 'wordwrap' at
  * line 3"); raise_exception(msg) gives "template raised: msg". */
 char *tok_jinja_render(const char *src, const json_t *vars, size_t *len, ogk_error *e);
+/* The same with another budget (a server may want a smaller one; the fuzz target uses one): fields of 0
+ * take the defaults above. Nesting and recursion limits are fixed (they guard the stack). */
+typedef struct {
+    uint64_t max_steps;
+    size_t max_text, max_memory;
+} tok_jinja_limits;
+char *tok_jinja_render_with(const char *src, const json_t *vars, const tok_jinja_limits *lim, size_t *len,
+                            ogk_error *e);
 /* Built-in chat template for a model family (llama2, mistral, phi3, qwen2, llama3, chatml), or NULL. */
 const char *tok_builtin_template(const char *family);
 /* The template tok_chat_render uses: t's own, else the built-in one for family ("llama" picks llama3 when

@@ -39,7 +39,8 @@ static double now(void)
     return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-/* src must be refused with an error containing want, within 20 s */
+/* src must be refused with an error containing want within 60 s: that bounds a hang, not a speed (the
+ * machine may be loaded, the build sanitized; unloaded, each case takes well under 2 s) */
 static void refused(const char *src, const char *want, const char *what)
 {
     ogk_error e = {{0}};
@@ -47,7 +48,7 @@ static void refused(const char *src, const char *want, const char *what)
     double t0 = now();
     char *r = render(src, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}]}", &n, &e);
     double dt = now() - t0;
-    int ok = !r && strstr(e.msg, want) && dt < 20;
+    int ok = !r && strstr(e.msg, want) && dt < 60;
     TAP_OK(ok, "%s: refused naming '%s' (%.2f s)", what, want, dt);
     if (!ok)
         printf("#   got %s: '%s'\n", r ? "output" : "error", r ? "" : e.msg);
@@ -157,8 +158,8 @@ static void budget(void)
             "render budget", "a macro calling itself twice per level, 40 levels");
     refused("{% set s = 'xxxxxxxx' %}{% for i in range(40) %}{% set s = [s, s] | join %}{% endfor %}{{ s }}",
             "a text longer than", "a doubling join");
-    refused("{% set r = range(1000000) %}{% for i in range(1000000) %}{% set s = r | join(',') %}{% endfor %}",
-            "render budget", "joining a million numbers a million times");
+    refused("{% set r = range(100000) %}{% for i in range(1000000) %}{% set s = r | join(',') %}{% endfor %}",
+            "render budget", "joining 100,000 numbers a million times");
     refused("{% set ns = namespace(l=[]) %}{% for i in range(100000) %}{% set ns.l = ns.l + [i] %}{% endfor %}",
             "bytes of memory", "a list grown by copying, held through a namespace");
     refused("{% for i in range(1000000) %}{{ i }}{% endfor %}{% for i in range(1000000) %}{{ i }}{% endfor %}"
