@@ -5,10 +5,10 @@
  * it), a success returns a string of the length it reports within the text budget, and a failure has a
  * named error. Run with -rss_limit_mb (fuzz/README): a render that held more than its memory budget
  * would show up there. */
-#include <time.h>
-
 #include "fuzz.h"
 #include "tok/tok.h"
+
+#include <time.h>
 
 static json_t *fixed;
 
