@@ -19,7 +19,7 @@ CC ?= gcc
 OPT ?= -O2
 CFLAGS_BASE = -std=gnu11 $(OPT) -g -Wall -Wextra -Werror -pthread -Ilib -I$(BUILD)/gen \
   $(shell pkg-config --cflags libdrm 2>/dev/null) $(SANFLAGS)
-LDLIBS = -ljansson -lprotobuf-c -ldrm -lpcre2-8 -lmicrohttpd -lcurl -lm -pthread
+LDLIBS = -ljansson -lprotobuf-c -ldrm -lpcre2-8 -lutf8proc -lmicrohttpd -lcurl -lm -pthread
 LDFLAGS = $(SANFLAGS)
 
 # per-file ISA flags: the only place that knows about instruction sets

@@ -2,7 +2,7 @@
  *
  * Owns: loading tokenizer.json (BPE model, normalizers, pre-tokenizers, added/special tokens, post-processor,
  * decoders) and tokenizer_config.json (special tokens, chat_template), encode, decode, an incremental
- * UTF-8-safe decoder for streaming, Unicode normalization (NFC/NFD/NFKC/NFKD from generated UCD tables),
+ * UTF-8-safe decoder for streaming, Unicode normalization (NFC/NFD/NFKC/NFKD through utf8proc),
  * and a Jinja-subset interpreter for chat templates with built-in templates for families whose packs ship
  * none. Must not know about model weights or containers (the caller hands it bytes or a directory).
  *

@@ -76,27 +76,8 @@ int tok_js_space(uint32_t cp);
 /* 1 when normalizing valid UTF-8 s to form cannot change it (quick check, no allocation) */
 int tok_nf_unchanged(tok_nf form, const char *s, size_t len);
 
-/* ---- generated UCD tables (unicode_tables.c) ---- */
-typedef struct {
-    uint32_t cp;
-    uint16_t off;
-    uint8_t len;
-    uint8_t compat; /* 0 canonical (full recursive), 1 compatibility-only (full recursive) */
-} tok_uc_decomp_entry;
-typedef struct {
-    uint64_t key; /* first << 21 | second */
-    uint32_t cp;
-} tok_uc_comp_entry;
-extern const char tok_uc_version[];
-extern const uint16_t tok_uc_ccc_s1[];
-extern const uint8_t tok_uc_ccc_s2[];
-extern const uint16_t tok_uc_flag_s1[];
-extern const uint8_t tok_uc_flag_s2[];
-extern const uint32_t tok_uc_decomp_data[];
-extern const tok_uc_decomp_entry tok_uc_decomp[];
-extern const size_t tok_uc_ndecomp;
-extern const tok_uc_comp_entry tok_uc_comp[];
-extern const size_t tok_uc_ncomp;
+/* the Unicode version normalization follows (utf8proc's) */
+const char *tok_unicode_version(void);
 
 /* ---- growable byte buffer ---- */
 typedef struct {
