@@ -168,10 +168,37 @@ char *tok_normalize(tok_nf form, const char *s, size_t len, size_t *out_len)
     int opt = UTF8PROC_STABLE | (form == TOK_NFC || form == TOK_NFKC ? UTF8PROC_COMPOSE : UTF8PROC_DECOMPOSE);
     if (form == TOK_NFKC || form == TOK_NFKD)
         opt |= UTF8PROC_COMPAT;
-    utf8proc_uint8_t *o = NULL;
-    utf8proc_ssize_t n = utf8proc_map((const utf8proc_uint8_t *)s, (utf8proc_ssize_t)len, &o, (utf8proc_option_t)opt);
-    if (n < 0)
-        return NULL; /* out of memory (the input is valid UTF-8) */
-    *out_len = (size_t)n;
-    return (char *)o; /* NUL-terminated, from malloc */
+    /* In pieces of about 64 KiB, each cut just before an ASCII character: an ASCII character is a starter
+     * and the second half of no composition, so nothing after it reorders or composes with what is
+     * before it, and the pieces normalize independently. utf8proc works in 4 bytes per code point: this
+     * keeps that to the piece instead of the whole (possibly many-MB) text. */
+    size_t cap = len + 1, on = 0;
+    char *out = malloc(cap);
+    for (size_t i = 0; out && i < len;) {
+        size_t j = len - i > 65536 ? i + 65536 : len;
+        while (j < len && (unsigned char)s[j] >= 0x80)
+            j++;
+        utf8proc_uint8_t *o = NULL;
+        utf8proc_ssize_t n = utf8proc_map((const utf8proc_uint8_t *)s + i, (utf8proc_ssize_t)(j - i), &o,
+                                          (utf8proc_option_t)opt);
+        if (n < 0) { /* out of memory (the input is valid UTF-8) */
+            free(out);
+            return NULL;
+        }
+        if (on + (size_t)n + 1 > cap) {
+            char *g = realloc(out, cap = (on + (size_t)n + 1) * 2);
+            if (!g)
+                free(out);
+            out = g;
+        }
+        if (out)
+            memcpy(out + on, o, (size_t)n), on += (size_t)n;
+        free(o);
+        i = j;
+    }
+    if (!out)
+        return NULL;
+    out[on] = 0;
+    *out_len = on;
+    return out;
 }
