@@ -19,7 +19,7 @@ CC ?= gcc
 OPT ?= -O2
 CFLAGS_BASE = -std=gnu11 $(OPT) -g -Wall -Wextra -Werror -pthread -Ilib -I$(BUILD)/gen \
   $(shell pkg-config --cflags libdrm 2>/dev/null) $(SANFLAGS)
-LDLIBS = -ljansson -lprotobuf-c -ldrm -lpcre2-8 -lmicrohttpd -lcurl -lm -pthread
+LDLIBS = -ljansson -lprotobuf-c -ldrm -lpcre2-8 -lutf8proc -lmicrohttpd -lcurl -lm -pthread
 LDFLAGS = $(SANFLAGS)
 
 # per-file ISA flags: the only place that knows about instruction sets
@@ -32,8 +32,8 @@ MODS_oga-extract = pack ogax mdesc tok q4nx onnx util
 MODS_q4nx-pack   = q4nx ogax mdesc tok util
 MODS_q4nx-verify = verify q4nx pack ogax mdesc tok onnx util
 MODS_npu-gemm    = kern npu q4nx util
-MODS_npu-forward = serve model mdesc tok kern q4nx util
-MODS_spec-replay = spec model mdesc tok kern q4nx util
+MODS_npu-forward = serve app model mdesc tok kern q4nx util
+MODS_spec-replay = spec app model mdesc tok kern q4nx util
 MODS_UNIT_spec   = spec util
 MODS_UNIT_util   = util
 MODS_UNIT_q4nx   = ogax mdesc tok q4nx util
@@ -43,6 +43,7 @@ MODS_UNIT_npu    = npu util
 MODS_UNIT_model  = model mdesc tok kern q4nx util
 MODS_UNIT_mdesc  = mdesc tok util
 MODS_UNIT_pack   = pack mdesc tok onnx util
+MODS_UNIT_app    = app model mdesc tok kern q4nx util
 
 PROGS := $(patsubst bin/%.c,%,$(wildcard bin/*.c))
 MODULES := $(filter-out onnx,$(notdir $(wildcard lib/*)))
@@ -84,9 +85,14 @@ $(BUILD)/lib/$(1).a: $(patsubst lib/$(1)/%.c,$(BUILD)/obj/$(1)/%.o,$(wildcard li
 endef
 $(foreach m,$(MODULES),$(eval $(call module_rule,$(m))))
 
-$(BUILD)/bin/%: bin/%.c $(GEN_HDR) $$(foreach m,$$(MODS_$$*),$(BUILD)/lib/$$(m).a)
+# a program is bin/<prog>.c plus, when it has subcommands of its own, the files in bin/<prog>/
+prog_objs = $(patsubst bin/%.c,$(BUILD)/obj/bin/%.o,$(wildcard bin/$(1)/*.c))
+$(BUILD)/obj/bin/%.o: bin/%.c $(GEN_HDR)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) -MMD -MP -c -o $@ $<
+$(BUILD)/bin/%: bin/%.c $(GEN_HDR) $$(call prog_objs,$$*) $$(foreach m,$$(MODS_$$*),$(BUILD)/lib/$$(m).a)
 	@mkdir -p $(dir $@) $(BUILD)/obj/bin
-	$(CC) $(CFLAGS_BASE) -MMD -MP -MF $(BUILD)/obj/bin/$*.d -o $@ $< $(foreach m,$(MODS_$*),$(BUILD)/lib/$(m).a) $(LDFLAGS) $(LDLIBS)
+	$(CC) $(CFLAGS_BASE) -MMD -MP -MF $(BUILD)/obj/bin/$*.d -o $@ $< $(call prog_objs,$*) $(foreach m,$(MODS_$*),$(BUILD)/lib/$(m).a) $(LDFLAGS) $(LDLIBS)
 
 unit_mods = $(or $(MODS_UNIT_$(firstword $(subst _, ,$(1)))),$(firstword $(subst _, ,$(1))) util)
 $(BUILD)/t/%: t/unit/%.c t/unit/tap.h $(GEN_HDR) $$(foreach m,$$(call unit_mods,$$*),$(BUILD)/lib/$$(m).a)

@@ -1,5 +1,6 @@
 /* npu-forward — run an imported model: generate text, teacher-forced logits, benchmark, and the
- * tokenizer subcommands. Thin: option parsing and output; the work is in lib/model and lib/tok. */
+ * tokenizer subcommands (bin/npu-forward/tokenizer.c). Thin: option parsing and output; the work is in
+ * lib/model and lib/tok, the shared opening and reading in lib/app. */
 #include <getopt.h>
 #include <math.h>
 #include <signal.h>
@@ -8,8 +9,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "app/app.h"
 #include "kern/kern.h"
 #include "model/model.h"
+#include "npu-forward/cmd.h"
 #include "serve/serve.h"
 #include "tok/tok.h"
 #include "util/util.h"
@@ -18,10 +21,11 @@ static const char usage_text[] =
     "usage: npu-forward COMMAND [options]\n"
     "commands:\n"
     "  run        -m MODEL (-p TEXT | -f FILE | --ids FILE) [--chat [--system TEXT]] [-n N]\n"
-    "             [--temp T] [--top-k K] [--top-p P] [--seed S] [--stop STR]... [--ignore-eos] [--json]\n"
-    "             generate text, streamed to stdout\n"
-    "  logits     -m MODEL --ids FILE [--topk K] [--feed prefill|verify|step] [--out-f32 FILE]\n"
-    "             logits at every position (teacher forcing), JSON\n"
+    "             [--temp T] [--sample-top-k K] [--top-p P] [--seed S] [--stop STR]... [--ignore-eos] [--json]\n"
+    "             generate text, streamed to stdout (--top-k: old name of --sample-top-k)\n"
+    "  logits     -m MODEL --ids FILE [--top-logits K] [--feed prefill|verify|step] [--out-f32 FILE]\n"
+    "             logits at every position (teacher forcing), JSON; --top-logits K lists only the K\n"
+    "             largest per position (--topk: old name)\n"
     "  bench      -m MODEL [-l 128,512,2048] [-g 128] [-r 5] [--warmup 1] [--probe] [--json]\n"
     "             prompt processing and token generation speed; --probe: a DRAM read pass over\n"
     "             the weights' memory before every run, and decode's fraction of it\n"
@@ -35,7 +39,8 @@ static const char usage_text[] =
     "  --no-mmap (read the weights into 2 MiB huge pages instead of mapping the file: faster decode),\n"
     "  --verify (check every weight's checksum before running; the small parts are checked at every open)\n"
     "environment: OGAKIT_PROF=1 prints per-pass phase timings on stderr; OGAKIT_KERNEL=ref|avx2|avx512.\n"
-    "exit status: 0 ok, 2 usage, 3 input refused (not a container, prompt too long), 4 init failed.\n";
+    "exit status: 0 ok, 2 usage, 3 input refused (not a container, prompt too long, a chat template that\n"
+    "  nests too deeply or exceeds its render budget), 4 init failed.\n";
 
 static _Noreturn void usage(int code)
 {
@@ -45,8 +50,9 @@ static _Noreturn void usage(int code)
 
 /* ---- options shared by run / logits / bench / info ---- */
 typedef struct {
-    const char *model, *prompt, *prompt_file, *ids_file, *system, *out_f32, *feed, *lens;
-    int chat, n, top_k, threads, context, mode, json, ignore_eos, topk, gen, reps, warmup, no_mmap, probe, verify;
+    app_model_opts mo; /* -m, -t, -c, --mode, --no-mmap */
+    const char *cmd, *prompt, *prompt_file, *ids_file, *system, *out_f32, *feed, *lens;
+    int chat, n, sample_top_k, json, ignore_eos, top_logits, gen, reps, warmup, probe;
     float temp, top_p;
     uint64_t seed;
     char **stops;
@@ -65,7 +71,8 @@ static const struct option long_opts[] = {
     {"file", required_argument, 0, 'f'},      {"n-predict", required_argument, 0, 'n'},
     {"threads", required_argument, 0, 't'},   {"context", required_argument, 0, 'c'},
     {"chat", no_argument, 0, O_CHAT},         {"system", required_argument, 0, O_SYSTEM},
-    {"temp", required_argument, 0, O_TEMP},   {"top-k", required_argument, 0, O_TOPK_S},
+    {"temp", required_argument, 0, O_TEMP},   {"sample-top-k", required_argument, 0, O_TOPK_S},
+    {"top-k", required_argument, 0, O_TOPK_S}, {"top-logits", required_argument, 0, O_TOPK},
     {"top-p", required_argument, 0, O_TOPP},  {"seed", required_argument, 0, O_SEED},
     {"stop", required_argument, 0, O_STOP},   {"mode", required_argument, 0, O_MODE},
     {"json", no_argument, 0, O_JSON},         {"ids", required_argument, 0, O_IDS},
@@ -80,18 +87,19 @@ static const struct option long_opts[] = {
 static void parse(int argc, char **argv, opts *o)
 {
     memset(o, 0, sizeof *o);
-    o->n = 256, o->threads = 0, o->top_p = 1, o->feed = "prefill", o->lens = BENCH_DEFAULT_LENS, o->gen = 128;
+    o->cmd = argv[0];
+    o->n = 256, o->top_p = 1, o->feed = "prefill", o->lens = BENCH_DEFAULT_LENS, o->gen = 128;
     o->reps = 5, o->warmup = 1;
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "m:p:f:n:t:c:l:g:r:h", long_opts, NULL)) != -1) {
         switch (c) {
-        case 'm': o->model = optarg; break;
+        case 'm': o->mo.model = optarg; break;
         case 'p': o->prompt = optarg; break;
         case 'f': o->prompt_file = optarg; break;
         case 'n': o->n = (int)ogk_parse_long("-n", optarg, 0, 1 << 24); break;
-        case 't': o->threads = (int)ogk_parse_long("-t", optarg, 1, 1024); break;
-        case 'c': o->context = (int)ogk_parse_long("-c", optarg, 1, 1 << 24); break;
+        case 't': o->mo.threads = (int)ogk_parse_long("-t", optarg, 1, 1024); break;
+        case 'c': o->mo.context = (int)ogk_parse_long("-c", optarg, 1, 1 << 24); break;
         case 'l': o->lens = optarg; break;
         case 'g': o->gen = (int)ogk_parse_long("-g", optarg, 1, 1 << 20); break;
         case 'r': o->reps = (int)ogk_parse_long("-r", optarg, 1, 10000); break;
@@ -99,7 +107,7 @@ static void parse(int argc, char **argv, opts *o)
         case O_CHAT: o->chat = 1; break;
         case O_SYSTEM: o->system = optarg; break;
         case O_TEMP: o->temp = (float)ogk_parse_double("--temp", optarg); break;
-        case O_TOPK_S: o->top_k = (int)ogk_parse_long("--top-k", optarg, 0, 1 << 24); break;
+        case O_TOPK_S: o->sample_top_k = (int)ogk_parse_long("--sample-top-k", optarg, 0, 1 << 24); break;
         case O_TOPP: o->top_p = (float)ogk_parse_double("--top-p", optarg); break;
         case O_SEED: o->seed = (uint64_t)ogk_parse_long("--seed", optarg, 0, 0x7fffffffffffffffL); break;
         case O_STOP:
@@ -110,19 +118,19 @@ static void parse(int argc, char **argv, opts *o)
             break;
         case O_MODE:
             if (!strcmp(optarg, "f32"))
-                o->mode = MODEL_F32;
+                o->mo.mode = MODEL_F32;
             else if (!strcmp(optarg, "i8"))
-                o->mode = MODEL_I8;
+                o->mo.mode = MODEL_I8;
             else
                 ogk_die(OGK_EXIT_USAGE, "--mode: '%s' is not f32 or i8", optarg);
             break;
         case O_JSON: o->json = 1; break;
-        case O_NO_MMAP: o->no_mmap = 1; break;
+        case O_NO_MMAP: o->mo.no_mmap = 1; break;
         case O_PROBE: o->probe = 1; break;
-        case O_VERIFY: o->verify = 1; break;
+        case O_VERIFY: o->mo.verify = 1; break;
         case O_IDS: o->ids_file = optarg; break;
         case O_IGNORE_EOS: o->ignore_eos = 1; break;
-        case O_TOPK: o->topk = (int)ogk_parse_long("--topk", optarg, 1, 1 << 24); break;
+        case O_TOPK: o->top_logits = (int)ogk_parse_long("--top-logits", optarg, 1, 1 << 24); break;
         case O_FEED:
             if (strcmp(optarg, "prefill") && strcmp(optarg, "verify") && strcmp(optarg, "step"))
                 ogk_die(OGK_EXIT_USAGE, "--feed: '%s' is not prefill, verify or step", optarg);
@@ -135,8 +143,14 @@ static void parse(int argc, char **argv, opts *o)
     }
     if (optind < argc)
         ogk_die(OGK_EXIT_USAGE, "unexpected argument '%s'", argv[optind]);
-    if (!o->model)
+    if (!o->mo.model)
         ogk_die(OGK_EXIT_USAGE, "%s: -m MODEL is required", argv[0]);
+    /* the two top-k options mean different things: each belongs to one command */
+    if (o->sample_top_k && strcmp(o->cmd, "run"))
+        ogk_die(OGK_EXIT_USAGE, "%s: --sample-top-k (--top-k) samples in run; logits lists with --top-logits", o->cmd);
+    if (o->top_logits && strcmp(o->cmd, "logits"))
+        ogk_die(OGK_EXIT_USAGE, "%s: --top-logits (--topk) lists logits in logits; run samples with --sample-top-k",
+                o->cmd);
     if (o->temp < 0 || o->top_p < 0 || o->top_p > 1)
         ogk_die(OGK_EXIT_USAGE, "--temp must be >= 0 and --top-p in [0, 1]");
 }
@@ -145,31 +159,26 @@ static model *open_model(const opts *o)
 {
     ogk_error e;
     int code;
-    if (kern_path_init(&e))
-        ogk_die(OGK_EXIT_INIT, "%s", e.msg);
-    model *m = model_open_flags(o->model, o->no_mmap ? Q4NX_OPEN_LOAD : 0, &e, &code);
+    model *m = app_model_open(&o->mo, &e, &code);
     if (!m)
         ogk_die(code, "%s", e.msg);
-    if (o->verify && q4nx_verify_weights(m->file, o->model, &e))
-        ogk_die(OGK_EXIT_INPUT, "%s", e.msg);
     return m;
 }
 
-static model_state *new_state(const model *m, const opts *o, int logit_rows)
+static model_state *new_state(const model *m, const opts *o, int context, int logit_rows)
 {
     ogk_error e;
-    if (o->context > m->c.context_length)
-        ogk_die(OGK_EXIT_USAGE, "-c %d: the model's context is %d", o->context, m->c.context_length);
-    model_state *s = model_state_new(m, o->context, logit_rows, o->mode, o->threads, &e);
+    int code;
+    model_state *s = app_state_new(m, &o->mo, context, logit_rows, &e, &code);
     if (!s)
-        ogk_die(OGK_EXIT_INIT, "%s", e.msg);
+        ogk_die(code, "%s", e.msg);
     return s;
 }
 
 static tok *open_tok(const model *m)
 {
     ogk_error e;
-    tok *t = model_tokenizer(m, &e);
+    tok *t = app_model_tokenizer(m, &e);
     if (!t)
         ogk_die(OGK_EXIT_INIT, "%s", e.msg);
     return t;
@@ -179,7 +188,7 @@ static tok *open_tok(const model *m)
 static int *read_ids(const char *path, int *n)
 {
     ogk_error e;
-    int *ids = model_read_ids(path, n, &e);
+    int *ids = app_read_ids(path, n, &e);
     if (!ids)
         ogk_die(OGK_EXIT_INPUT, "%s", e.msg);
     return ids;
@@ -237,42 +246,26 @@ static int on_token(int id, void *arg)
     return model_stopper_feed(&r->stop, s, n, emit, r);
 }
 
-/* the prompt's token ids: --ids, or text (-p / -f) encoded, through the chat template with --chat */
+/* the prompt's token ids: --ids, or text (-p / -f) encoded, through the chat template with --chat; a
+ * prompt longer than the context is refused as soon as that is known */
 static int *prompt_ids(const model *m, tok *t, const opts *o, int *n)
 {
     if (o->ids_file)
         return read_ids(o->ids_file, n);
     ogk_error e;
-    char *text;
-    size_t len;
-    if (o->prompt) {
-        text = strdup(o->prompt);
-        len = strlen(text);
-    } else if (!(text = model_read_text(o->prompt_file, &len, &e))) {
+    app_prompt p = {.text = o->prompt, .chat = o->chat, .system = o->system};
+    char *text = NULL;
+    if (o->prompt)
+        p.len = strlen(o->prompt);
+    else if (!(text = app_read_text(o->prompt_file, &p.len, &e)))
         ogk_die(OGK_EXIT_INPUT, "%s", e.msg);
-    }
-    int add_special = 1;
-    if (o->chat) {
-        /* the template writes the special tokens itself (as apply_chat_template does) */
-        json_t *msgs = json_array();
-        if (o->system)
-            json_array_append_new(msgs, json_pack("{s:s,s:s}", "role", "system", "content", o->system));
-        json_array_append_new(msgs, json_pack("{s:s,s:s%}", "role", "user", "content", text, len));
-        json_t *vars = json_pack("{s:o,s:b}", "messages", msgs, "add_generation_prompt", 1);
-        const json_t *tmpl = json_object_get(q4nx_model(m->file), "chat_template");
-        char *r = json_is_string(tmpl) && !tok_chat_template(t)
-                      ? tok_jinja_render(json_string_value(tmpl), vars, &len, &e)
-                      : tok_chat_render(t, m->c.family_name, vars, &len, &e);
-        json_decref(vars);
-        if (!r)
-            ogk_die(OGK_EXIT_INPUT, "chat template: %s", e.msg);
-        free(text);
-        text = r, add_special = 0;
-    }
-    int *ids = model_encode(t, text, len, add_special, n, &e);
-    free(text);
+    else
+        p.text = text;
+    int context = app_context(m, &o->mo);
+    int *ids = app_prompt_ids(m, t, &p, context, n, &e);
     if (!ids)
-        ogk_die(OGK_EXIT_INPUT, "prompt: %s", e.msg);
+        ogk_die(OGK_EXIT_INPUT, "%s (%d positions: -c, up to %d)", e.msg, context, m->c.context_length);
+    free(text);
     return ids;
 }
 
@@ -289,12 +282,12 @@ static int cmd_run(int argc, char **argv)
     int n;
     int *ids = prompt_ids(m, t, &o, &n);
     check_ids(m, "prompt", ids, n);
-    model_state *s = new_state(m, &o, 1);
+    model_state *s = new_state(m, &o, 0, 1);
     if (n > s->context)
         ogk_die(OGK_EXIT_INPUT, "prompt: %d tokens do not fit the context of %d positions (-c, up to %d)", n,
                 s->context, m->c.context_length);
     model_sampler sp;
-    if (model_sampler_init(&sp, m->c.vocab_size, o.temp, o.top_k, o.top_p, o.seed ? o.seed : (uint64_t)getpid()))
+    if (model_sampler_init(&sp, m->c.vocab_size, o.temp, o.sample_top_k, o.top_p, o.seed ? o.seed : (uint64_t)getpid()))
         ogk_die(OGK_EXIT_INIT, "out of memory");
     run_ctx r = {.ts = tok_stream_new(t, 1), .json = o.json};
     if (!r.ts)
@@ -390,7 +383,7 @@ static int cmd_logits(int argc, char **argv)
     check_ids(m, "ids", ids, n);
     /* feed: prefill = passes of 128 rows (M = 128 kernels), verify = 16 (M <= 16), step = 1 (decode) */
     int per = !strcmp(o.feed, "prefill") ? MODEL_CHUNK : !strcmp(o.feed, "verify") ? MODEL_VERIFY_MAX : 1;
-    model_state *s = new_state(m, &o, per);
+    model_state *s = new_state(m, &o, 0, per);
     if (n > s->context)
         ogk_die(OGK_EXIT_INPUT, "ids: %d tokens do not fit the context of %d positions", n, s->context);
     ogk_out out = {0};
@@ -408,8 +401,8 @@ static int cmd_logits(int argc, char **argv)
             if (o.out_f32) {
                 if (ogk_write_all(out.fd, x, (size_t)V * sizeof *x))
                     ogk_die(OGK_EXIT_INPUT, "%s: write failed", o.out_f32);
-            } else if (o.topk) {
-                json_array_append_new(rows, topk_json(x, V, o.topk < V ? o.topk : V));
+            } else if (o.top_logits) {
+                json_array_append_new(rows, topk_json(x, V, o.top_logits < V ? o.top_logits : V));
             } else {
                 json_t *a = json_array();
                 for (int j = 0; j < V; j++)
@@ -424,11 +417,11 @@ static int cmd_logits(int argc, char **argv)
     for (int i = 0; i < n; i++)
         json_array_append_new(idj, json_integer(ids[i]));
     json_t *res = json_pack("{s:s,s:s,s:s,s:i,s:o,s:i}", "mode", "teacher", "feed", o.feed, "accuracy",
-                            o.mode == MODEL_I8 ? "i8" : "f32", "vocab_size", V, "ids", idj, "positions", n);
+                            o.mo.mode == MODEL_I8 ? "i8" : "f32", "vocab_size", V, "ids", idj, "positions", n);
     if (o.out_f32)
         json_object_set_new(res, "logits_f32", json_string(o.out_f32)), json_decref(rows);
     else
-        json_object_set_new(res, o.topk ? "topk" : "logits", rows);
+        json_object_set_new(res, o.top_logits ? "topk" : "logits", rows);
     if (ogk_json_print(stdout, res))
         ogk_die(OGK_EXIT_INPUT, "stdout: write failed");
     json_decref(res);
@@ -458,7 +451,7 @@ static int cmd_bench(int argc, char **argv)
     /* the default lengths must fit the model: drop those that do not (saying so), and when none
      * fits, use the longest prompt that does; lengths given with -l are the user's (too long: exit 3) */
     if (!strcmp(o.lens, BENCH_DEFAULT_LENS)) {
-        int ctx = o.context ? o.context : m->c.context_length, kept = 0;
+        int ctx = app_context(m, &o.mo), kept = 0;
         for (int i = 0; i < nl; i++) {
             if (lens[i] + o.gen <= ctx)
                 lens[kept++] = lens[i];
@@ -477,10 +470,10 @@ static int cmd_bench(int argc, char **argv)
     int maxlen = 0;
     for (int i = 0; i < nl; i++)
         maxlen = lens[i] > maxlen ? lens[i] : maxlen;
-    opts oc = o;
-    if (!oc.context) /* a bench needs only what it runs: a smaller cache, a smaller RSS */
-        oc.context = maxlen + o.gen < m->c.context_length ? maxlen + o.gen : m->c.context_length;
-    model_state *s = new_state(m, &oc, 1);
+    int context = o.mo.context; /* a bench needs only what it runs: a smaller cache, a smaller RSS */
+    if (!context)
+        context = maxlen + o.gen < m->c.context_length ? maxlen + o.gen : m->c.context_length;
+    model_state *s = new_state(m, &o, context, 1);
     model_bench_opts bo = {lens, nl, o.gen, o.reps, o.warmup, o.probe};
     ogk_error e;
     json_t *r = model_bench(s, &bo, &e);
@@ -490,8 +483,8 @@ static int cmd_bench(int argc, char **argv)
     if (o.json) {
         ogk_json_print(stdout, r);
     } else {
-        printf("model %s  family %s  threads %d  mode %s  kernel %s  weights/token %.1f MB\n", o.model,
-               m->c.family_name, kern_pool_threads(s->pool), o.mode == MODEL_I8 ? "i8" : "f32",
+        printf("model %s  family %s  threads %d  mode %s  kernel %s  weights/token %.1f MB\n", o.mo.model,
+               m->c.family_name, kern_pool_threads(s->pool), o.mo.mode == MODEL_I8 ? "i8" : "f32",
                kern_path_name(kern_path()), m->weight_bytes / 1e6);
         printf("%8s %6s %16s %20s %20s %14s%s\n", "prompt", "gen", "TTFT ms", "prefill tok/s", "decode tok/s", "E2E ms",
                o.probe ? "   DRAM GB/s  decode/DRAM" : "");
@@ -531,7 +524,7 @@ static int cmd_info(int argc, char **argv)
     json_t *eos = json_array();
     for (int i = 0; i < c->n_eos; i++)
         json_array_append_new(eos, json_integer(c->eos_ids[i]));
-    json_t *r = json_pack("{s:s,s:s,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:b,s:b,s:b,s:o,s:I,s:s}", "model", o.model,
+    json_t *r = json_pack("{s:s,s:s,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:b,s:b,s:b,s:o,s:I,s:s}", "model", o.mo.model,
                           "family", c->family_name, "vocab_size", c->vocab_size, "hidden_size", c->dim,
                           "intermediate_size", c->hidden_dim, "num_layers", c->n_layers, "num_heads", c->n_heads,
                           "num_kv_heads", c->n_kv_heads, "head_dim", c->head_dim, "context_length",
@@ -613,6 +606,7 @@ static int cmd_serve(int argc, char **argv)
     return 0;
 }
 
+
 static const struct {
     const char *name;
     int (*fn)(int, char **);
@@ -621,9 +615,9 @@ static const struct {
     {"logits", cmd_logits},
     {"bench", cmd_bench},
     {"info", cmd_info},
-    {"tokenize", tok_cmd_tokenize},
-    {"detokenize", tok_cmd_detokenize},
-    {"chat", tok_cmd_chat},
+    {"tokenize", cmd_tokenize},
+    {"detokenize", cmd_detokenize},
+    {"chat", cmd_chat},
     {"serve", cmd_serve},
 };
 

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "app/app.h"
 #include "kern/kern.h"
 #include "model/model.h"
 #include "spec/spec.h"
@@ -98,37 +99,39 @@ static model *open_model(const char *path)
 {
     ogk_error e;
     int code;
-    model *m = model_open_flags(path, o.no_mmap ? Q4NX_OPEN_LOAD : 0, &e, &code);
+    app_model_opts mo = {.model = path, .threads = o.threads, .mode = o.mode, .no_mmap = o.no_mmap, .verify = o.verify};
+    model *m = app_model_open(&mo, &e, &code);
     if (!m)
         ogk_die(code, "%s", e.msg);
-    if (o.verify && q4nx_verify_weights(m->file, path, &e))
-        ogk_die(OGK_EXIT_INPUT, "%s", e.msg);
     return m;
 }
 
-static int *prompt_ids(const model *m, int *n)
+/* the prompt's ids (--ids, or -p / -f encoded with the target's tokenizer); no more than max_ids */
+static int *prompt_ids(const model *m, int max_ids, int *n)
 {
     ogk_error e;
     if (o.ids_file) {
-        int *ids = model_read_ids(o.ids_file, n, &e);
+        int *ids = app_read_ids(o.ids_file, n, &e);
         if (!ids)
             ogk_die(OGK_EXIT_INPUT, "%s", e.msg);
         return ids;
     }
-    tok *t = model_tokenizer(m, &e);
+    tok *t = app_model_tokenizer(m, &e);
     if (!t)
         ogk_die(OGK_EXIT_INIT, "%s: %s", o.target, e.msg);
-    size_t len;
-    char *text = o.prompt ? strdup(o.prompt) : model_read_text(o.prompt_file, &len, &e);
-    if (!text)
-        ogk_die(OGK_EXIT_INPUT, "%s", e.msg);
+    app_prompt p = {.text = o.prompt};
+    char *text = NULL;
     if (o.prompt)
-        len = strlen(text);
-    int *ids = model_encode(t, text, len, 1, n, &e);
+        p.len = strlen(o.prompt);
+    else if (!(text = app_read_text(o.prompt_file, &p.len, &e)))
+        ogk_die(OGK_EXIT_INPUT, "%s", e.msg);
+    else
+        p.text = text;
+    int *ids = app_prompt_ids(m, t, &p, max_ids, n, &e);
+    if (!ids)
+        ogk_die(OGK_EXIT_INPUT, "%s (the models hold %d positions)", e.msg, max_ids);
     free(text);
     tok_free(t);
-    if (!ids)
-        ogk_die(OGK_EXIT_INPUT, "prompt: %s", e.msg);
     return ids;
 }
 
@@ -149,17 +152,19 @@ static void check_pair(const model *T, const model *D)
 static model_state *new_state(const model *m, int context, int logit_rows)
 {
     ogk_error e;
-    model_state *s = model_state_new(m, context, logit_rows, o.mode, o.threads, &e);
+    int code;
+    app_model_opts mo = {.threads = o.threads, .mode = o.mode};
+    model_state *s = app_state_new(m, &mo, context, logit_rows, &e, &code);
     if (!s)
-        ogk_die(OGK_EXIT_INIT, "%s", e.msg);
+        ogk_die(code, "%s", e.msg);
     return s;
 }
 
 
 /* text, token ids and tokenizers for the record and replay modes: the one place they call the
  * shared prompt helpers (so those can move without touching the modes) */
-static char *read_text(const char *path, size_t *len, ogk_error *e) { return model_read_text(path, len, e); }
-static tok *container_tokenizer(const model *m, ogk_error *e) { return model_tokenizer(m, e); }
+static char *read_text(const char *path, size_t *len, ogk_error *e) { return app_read_text(path, len, e); }
+static tok *container_tokenizer(const model *m, ogk_error *e) { return app_model_tokenizer(m, e); }
 /* text to ids with the post-processor's special tokens (as the live mode's -p and npu-forward run) */
 static int *encode_text(tok *t, const char *text, size_t len, int *n, ogk_error *e)
 {
@@ -191,12 +196,10 @@ static int live(void)
         ogk_die(OGK_EXIT_USAGE, "give exactly one of -p TEXT, -f FILE, --ids FILE");
 
     ogk_error e;
-    if (kern_path_init(&e))
-        ogk_die(OGK_EXIT_INIT, "%s", e.msg);
     model *T = open_model(o.target), *D = open_model(o.draft);
     check_pair(T, D);
     int np;
-    int *prompt = prompt_ids(T, &np);
+    int *prompt = prompt_ids(T, T->c.context_length < D->c.context_length ? T->c.context_length : D->c.context_length, &np);
     for (int i = 0; i < np; i++)
         if (prompt[i] >= T->c.vocab_size)
             ogk_die(OGK_EXIT_INPUT, "prompt: token id %d at %d is outside the vocabulary (%d)", prompt[i], i,

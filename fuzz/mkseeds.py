@@ -16,7 +16,7 @@ import glob, json, os, struct, subprocess, sys
 
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 out, build = sys.argv[1], sys.argv[2]
-for t in ("pack_onnx", "ogax_reader", "q4nx_open", "tok_json", "jinja", "serve_req"):
+for t in ("pack_onnx", "ogax_reader", "q4nx_open", "tok_json", "jinja", "serve_req", "chat_render"):
     os.makedirs(os.path.join(out, t), exist_ok=True)
 
 def put(target, name, data):
@@ -96,6 +96,44 @@ for d in tiny:
     if isinstance(ct, str):
         put("jinja", os.path.basename(d).split("-")[0] + ".jinja", ct)
 put("jinja", "constructs.jinja", open(os.path.join(TOP, "t/corpus/constructs.jinja"), "rb").read())
+# deep nesting (issue 12): each kind a few levels past the parser's limit (TOK_JINJA_MAX_DEPTH, 200) and
+# far past it (the old code overflowed its stack there), so that mutations explore both sides; every
+# seed is under 256 KiB: run the target with -max_len=262144 (fuzz/README)
+deep = {
+    "if": ("{% if true %}", "x", "{% endif %}"), "for": ("{% for m in messages %}", "x", "{% endfor %}"),
+    "macro": ("{% macro f() %}", "x", "{% endmacro %}"), "set": ("{% set a %}", "x", "{% endset %}"),
+    "filter": ("{{ 'a'", "|trim", " }}"), "plus": ("{{ 1", " + 1", " }}"), "attr": ("{{ messages", ".x", " }}"),
+    "not": ("{{ ", "not ", "1 }}"), "minus": ("{{ ", "- ", "1 }}"), "call": ("{{ range", "()", " }}"),
+    "paren": ("{{ ", "(", ""), "list": ("{{ ", "[", ""), "elif": ("{% if false %}", "{% elif false %}", "{% endif %}"),
+}
+for kind, (pre, rep, end) in deep.items():
+    for n in (190, 210, 5000 if kind in ("if", "for", "macro", "set", "elif") else 20000):
+        if kind in ("if", "for", "macro", "set"):
+            t = pre * n + rep + end * n
+        elif kind == "paren":
+            t = pre + "(" * n + "1" + ")" * n + " }}"
+        elif kind == "list":
+            t = pre + "[" * n + "1" + "]" * n + " }}"
+        else:
+            t = pre + rep * n + end
+        put("jinja", "deep-%s-%d.jinja" % (kind, n), t)
+# the renderer target: the same templates (a template alone renders the fixed conversation) and budget
+# bombs, some with their own variables after a NUL byte
+os.makedirs(os.path.join(out, "chat_render"), exist_ok=True)
+for f in glob.glob(os.path.join(out, "jinja", "*")):
+    put("chat_render", os.path.basename(f), open(f, "rb").read())
+bombs = {
+    "loops": "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
+    "macro2": "{% macro f(n) %}{% if n > 0 %}{{ f(n - 1) }}{{ f(n - 1) }}{% endif %}{% endmacro %}{{ f(40) }}",
+    "join": "{% set s = 'xxxxxxxx' %}{% for i in range(40) %}{% set s = [s, s] | join %}{% endfor %}{{ s }}",
+    "grow": "{% set ns = namespace(l=[]) %}{% for i in range(100000) %}{% set ns.l = ns.l + [i] %}{% endfor %}",
+    "tojson": "{% set ns = namespace(x=[]) %}{% for i in range(300) %}{% set ns.x = [ns.x] %}{% endfor %}{{ ns.x|tojson }}",
+}
+for k, t in bombs.items():
+    put("chat_render", "bomb-%s.jinja" % k, t)
+put("chat_render", "vars-deep.bin", "{{ messages | tojson }}\0" + '{"messages": ' + "[" * 300 + "]" * 300 + "}")
+put("chat_render", "vars-msgs.bin", "{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}\0" +
+    json.dumps({"messages": [{"role": "user", "content": "x" * 100}] * 50}))
 for t in sorted(os.listdir(out)):
     files = glob.glob(os.path.join(out, t, "*"))
     print("%-12s %3d seeds, largest %d bytes" % (t, len(files), max((os.path.getsize(f) for f in files), default=0)))

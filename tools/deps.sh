@@ -8,7 +8,7 @@ export DEBIAN_FRONTEND=noninteractive
 apt_pkgs=(
   build-essential make pkg-config git
   protobuf-c-compiler libprotobuf-c-dev libonnx-dev
-  libjansson-dev libdrm-dev libmicrohttpd-dev libcurl4-openssl-dev libpcre2-dev
+  libjansson-dev libdrm-dev libmicrohttpd-dev libcurl4-openssl-dev libpcre2-dev libutf8proc-dev
   bats jq
   python3-onnx python3-numpy
   unicode-data

@@ -337,8 +337,10 @@ static void matmul(model_state *s, float *y, const float *x, int rows, const q4n
     /* i8 mode: every projection rounds its activations to int8, except the classifier, whose error
      * would land on the logits unfiltered (see npu-forward.1, --mode) */
     int mode = s->mode == MODEL_I8 && w != s->m->w.lm_head ? KERN_I8 : KERN_F32;
-    if (kern_matmul(s->pool, w, x, rows, y, mode, &e))
-        ogk_die(OGK_EXIT_INIT, "%s: %s", w->role, e.msg);
+    if (kern_matmul(s->pool, w, x, rows, y, mode, &e) && !s->failed) {
+        s->failed = 1; /* the rest of the pass runs on, and model_forward returns the first error */
+        ogk_fail(&s->fail, "%s: %s", w->role, e.msg);
+    }
     s->prof.launches++;
 }
 
@@ -639,6 +641,7 @@ int model_forward(model_state *s, const int *tokens, int n, int all_rows, ogk_er
     for (int i = 0; i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= c->vocab_size)
             return ogk_fail(e, "token id %d out of range [0, %d)", tokens[i], c->vocab_size);
+    int pos0 = s->pos;
     double sampling = s->prof.sampling_ms; /* of the token this pass runs (set by the caller) */
     memset(&s->prof, 0, sizeof s->prof);
     s->prof.sampling_ms = sampling;
@@ -647,6 +650,12 @@ int model_forward(model_state *s, const int *tokens, int n, int all_rows, ogk_er
         int rows = n - done < MODEL_CHUNK ? n - done : MODEL_CHUNK;
         int want = all_rows ? LOGITS_ALL : done + rows == n ? LOGITS_LAST : LOGITS_NONE;
         forward_rows(s, tokens + done, rows, want, s->logits + (all_rows ? (size_t)done * c->vocab_size : 0));
+        if (s->failed) {
+            s->failed = 0;
+            s->pos = pos0;
+            *e = s->fail;
+            return -1;
+        }
     }
     return 0;
 }

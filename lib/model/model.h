@@ -17,7 +17,6 @@
 #include "kern/kern.h"
 #include "mdesc/mdesc.h"
 #include "q4nx/q4nx.h"
-#include "tok/tok.h"
 #include "util/util.h"
 
 #define MODEL_CHUNK 128     /* prefill rows per pass: the M = 128 kernels */
@@ -83,6 +82,8 @@ typedef struct model_state {
     model_prof prof;
     int prof_print; /* OGAKIT_PROF set */
     int pool_borrowed; /* the pool belongs to someone else (model_state_new_shared) */
+    int failed;       /* a kernel refused during this pass (model_forward returns its error) */
+    ogk_error fail;
     /* one query row's attention for g query heads sharing a KV head (q and att slices consecutive,
      * att slices as floats apart); portable or AVX-512, chosen with the kernel path */
     void (*attend)(float *q, int g, const float *kc, const float *vc, int n, int hd, float scale, float *att,
@@ -111,7 +112,8 @@ void model_state_reset(model_state *s); /* forget the cache (pos = 0) */
 
 /* Run tokens[0..n) at positions s->pos.. through the model, appending to the KV cache. Rows go in
  * passes of up to MODEL_CHUNK. all_rows: logits of every row into s->logits (requires n <= logit_rows);
- * otherwise only the last row's (s->logits row 0). Returns 0, or -1 when the context is full. */
+ * otherwise only the last row's (s->logits row 0). Returns 0, or -1 with e filled when the context is full or
+ * a kernel refused (then the pass is not kept: s->pos is as before the call). */
 int model_forward(model_state *s, const int *tokens, int n, int all_rows, ogk_error *e);
 
 /* Take back the last n positions (rejected speculative tokens). */
@@ -182,11 +184,7 @@ typedef struct model_gen_stats {
 int model_generate(model_state *s, model_sampler *sp, const int *prompt, int n, const model_gen *g,
                    model_gen_stats *st, ogk_error *e);
 
-/* ---- prompts (prompt.c): shared by the programs that run models. NULL with e filled on failure ---- */
-tok *model_tokenizer(const model *m, ogk_error *e); /* the container's tokenizer.json (+ config) */
-char *model_read_text(const char *path, size_t *len, ogk_error *e); /* a file, or stdin for "-" */
-int *model_read_ids(const char *path, int *n, ogk_error *e);        /* a JSON array of token ids */
-int *model_encode(tok *t, const char *text, size_t len, int add_special, int *n, ogk_error *e);
+/* (Prompts, inputs and the container's tokenizer for programs: lib/app.) */
 
 /* ---- greedy speculative decoding (spec.c) ----
  * The target prefills all of the prompt but its last token; every round the drafter proposes k

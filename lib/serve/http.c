@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "app/app.h"
 #include "kern/kern.h"
 #include "serve_int.h"
 
@@ -45,6 +46,28 @@ typedef struct conn {
     size_t len, cap;
     int too_big, responded, counted;
 } conn;
+
+/* text -> ids (int), refusing an empty encoding */
+static int *encode(tok *t, const char *text, size_t len, int add_special, int *n, ogk_error *e)
+{
+    int32_t *ids32;
+    size_t nn;
+    if (tok_encode(t, text, len, add_special, &ids32, &nn, e))
+        return NULL;
+    if (nn == 0) {
+        free(ids32);
+        ogk_fail(e, "empty (no tokens)");
+        return NULL;
+    }
+    int *ids = malloc(nn * sizeof *ids);
+    for (size_t i = 0; ids && i < nn; i++)
+        ids[i] = ids32[i];
+    free(ids32);
+    if (!ids)
+        ogk_fail(e, "out of memory");
+    *n = (int)nn;
+    return ids;
+}
 
 /* ---------------------------------------------------------------- small helpers */
 
@@ -242,7 +265,7 @@ static int *prompt_ids(server *srv, const serve_req *r, int *n, serve_err *err)
             return NULL;
         }
     }
-    ids = model_encode(srv->t, text, len, add_special, n, &e);
+    ids = encode(srv->t, text, len, add_special, n, &e);
     pthread_mutex_unlock(&srv->tok_mu);
     if (text != r->prompt)
         free(text);
@@ -975,7 +998,7 @@ int serve_run(const serve_opts *o, ogk_error *e, int *code)
         *code = OGK_EXIT_USAGE;
         goto out;
     }
-    if (!(srv->t = model_tokenizer(srv->m, &me))) {
+    if (!(srv->t = app_model_tokenizer(srv->m, &me))) {
         ogk_fail(e, "%s", me.msg);
         goto out;
     }

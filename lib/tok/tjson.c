@@ -23,6 +23,7 @@ void *tok_arena_alloc(tok_arena *a, size_t n)
         c->next = a->head;
         c->cap = cap;
         a->head = c;
+        a->total += cap;
         a->used = 0;
         a->cap = cap;
     }
@@ -51,7 +52,21 @@ void tok_arena_free(tok_arena *a)
         c = n;
     }
     a->head = NULL;
-    a->used = a->cap = 0;
+    a->used = a->cap = a->total = 0;
+}
+
+tok_arena_pos tok_arena_mark(const tok_arena *a) { return (tok_arena_pos){a->head, a->used, a->cap}; }
+
+void tok_arena_rewind(tok_arena *a, tok_arena_pos m)
+{
+    while (a->head && a->head != m.head) {
+        tok_arena_chunk *n = a->head->next;
+        a->total -= a->head->cap;
+        free(a->head);
+        a->head = n;
+    }
+    a->used = m.used;
+    a->cap = m.cap;
 }
 
 int tok_buf_reserve(tok_buf *b, size_t n)

@@ -2,7 +2,7 @@
  *
  * Owns: loading tokenizer.json (BPE model, normalizers, pre-tokenizers, added/special tokens, post-processor,
  * decoders) and tokenizer_config.json (special tokens, chat_template), encode, decode, an incremental
- * UTF-8-safe decoder for streaming, Unicode normalization (NFC/NFD/NFKC/NFKD from generated UCD tables),
+ * UTF-8-safe decoder for streaming, Unicode normalization (NFC/NFD/NFKC/NFKD through utf8proc),
  * and a Jinja-subset interpreter for chat templates with built-in templates for families whose packs ship
  * none. Must not know about model weights or containers (the caller hands it bytes or a directory).
  *
@@ -43,6 +43,10 @@ void tok_free(tok *t);
 /* Encode text (len bytes, valid UTF-8). add_special: apply the post-processor's special tokens (e.g. BOS).
  * *ids is malloc'd (caller frees). Returns 0, or -1 with e filled (invalid UTF-8, out of memory). */
 int tok_encode(tok *t, const char *text, size_t len, int add_special, int32_t **ids, size_t *n, ogk_error *e);
+/* The same, giving up as soon as the ids would number more than max_ids ("more than N tokens"): a prompt
+ * that cannot fit a context is refused without encoding all of it. */
+int tok_encode_max(tok *t, const char *text, size_t len, int add_special, size_t max_ids, int32_t **ids, size_t *n,
+                   ogk_error *e);
 /* Decode ids to a malloc'd NUL-terminated string (length in *len). skip_special drops special tokens.
  * cleanup: -1 = as tokenizer_config.json says (clean_up_tokenization_spaces, default true), 0 / 1 = force.
  * Unknown ids are an error. */
@@ -93,11 +97,34 @@ size_t tok_utf8_check(const char *s, size_t len);
  * ignores its argument and trims whitespace, and booleans render as "true"/"false". upper/lower of
  * non-ASCII text, dictsort and other filters are named errors. */
 /* ---- chat templates ----
- * Render template src with the variables in vars (a JSON object: messages, tools,
+ * Limits of one render (a hostile template is refused by name, never crashes or runs away; the real
+ * Qwen/Llama/Phi templates use a small fraction of each):
+ *  - nesting: statements, expressions and each link of a chain of operators, filters, tests, member
+ *    accesses or calls count one level; more than TOK_JINJA_MAX_DEPTH is "nested too deeply" (the same
+ *    bound applies to template variables and to values printed by tojson);
+ *  - recursion at render time (expression nodes, blocks, macro calls): TOK_JINJA_MAX_RECURSION levels;
+ *  - budget: TOK_JINJA_MAX_STEPS units of work (a node evaluated, a loop iteration, an element compared,
+ *    256 bytes copied), TOK_JINJA_MAX_OUTPUT bytes in any one text (the output included), and
+ *    TOK_JINJA_MAX_MEMORY bytes held at once; exceeding one is "template exceeds its render budget: ...".
+ *    A loop iteration or macro call that writes to no older object releases its memory when it ends. */
+#define TOK_JINJA_MAX_DEPTH 200
+#define TOK_JINJA_MAX_RECURSION 1000
+#define TOK_JINJA_MAX_STEPS 10000000
+#define TOK_JINJA_MAX_OUTPUT 16777216
+#define TOK_JINJA_MAX_MEMORY 268435456
+/* Render template src with the variables in vars (a JSON object: messages, tools,
  * add_generation_prompt, bos_token, eos_token, ...). Returns a malloc'd string, or NULL with e filled:
  * a syntax error or an unsupported construct is named and quoted ("unsupported filter 'wordwrap' at
  * line 3"); raise_exception(msg) gives "template raised: msg". */
 char *tok_jinja_render(const char *src, const json_t *vars, size_t *len, ogk_error *e);
+/* The same with another budget (a server may want a smaller one; the fuzz target uses one): fields of 0
+ * take the defaults above. Nesting and recursion limits are fixed (they guard the stack). */
+typedef struct {
+    uint64_t max_steps;
+    size_t max_text, max_memory;
+} tok_jinja_limits;
+char *tok_jinja_render_with(const char *src, const json_t *vars, const tok_jinja_limits *lim, size_t *len,
+                            ogk_error *e);
 /* Built-in chat template for a model family (llama2, mistral, phi3, qwen2, llama3, chatml), or NULL. */
 const char *tok_builtin_template(const char *family);
 /* The template tok_chat_render uses: t's own, else the built-in one for family ("llama" picks llama3 when
@@ -106,10 +133,5 @@ const char *tok_chat_template_for(const tok *t, const char *family);
 /* Render a conversation with t's template (or the built-in one for family when t has none).
  * vars as above; bos_token/eos_token are filled from t when absent. */
 char *tok_chat_render(const tok *t, const char *family, const json_t *vars, size_t *len, ogk_error *e);
-
-/* ---- subcommands (bin/npu-forward dispatches to these; argv[0] is the subcommand name) ---- */
-int tok_cmd_tokenize(int argc, char **argv);
-int tok_cmd_detokenize(int argc, char **argv);
-int tok_cmd_chat(int argc, char **argv);
 
 #endif

@@ -12,10 +12,19 @@ typedef struct tok_arena_chunk tok_arena_chunk;
 typedef struct {
     tok_arena_chunk *head;
     size_t used, cap;
+    size_t total; /* bytes held in chunks (what a memory budget counts) */
 } tok_arena;
 void *tok_arena_alloc(tok_arena *a, size_t n); /* 8-byte aligned; NULL on OOM */
 char *tok_arena_strdup(tok_arena *a, const char *s, size_t n); /* NUL-terminated copy */
 void tok_arena_free(tok_arena *a);
+/* A position to return to: everything allocated after tok_arena_mark is released by tok_arena_rewind
+ * (the caller guarantees nothing older points into it). Marks nest. */
+typedef struct {
+    tok_arena_chunk *head;
+    size_t used, cap;
+} tok_arena_pos;
+tok_arena_pos tok_arena_mark(const tok_arena *a);
+void tok_arena_rewind(tok_arena *a, tok_arena_pos m);
 
 /* ---- a small fast JSON reader (tokenizer.json is 11 MB; jansson takes ~250 ms on it) ----
  * Objects keep key order; strings are NUL-terminated copies or point into the source when they have no
@@ -67,27 +76,8 @@ int tok_js_space(uint32_t cp);
 /* 1 when normalizing valid UTF-8 s to form cannot change it (quick check, no allocation) */
 int tok_nf_unchanged(tok_nf form, const char *s, size_t len);
 
-/* ---- generated UCD tables (unicode_tables.c) ---- */
-typedef struct {
-    uint32_t cp;
-    uint16_t off;
-    uint8_t len;
-    uint8_t compat; /* 0 canonical (full recursive), 1 compatibility-only (full recursive) */
-} tok_uc_decomp_entry;
-typedef struct {
-    uint64_t key; /* first << 21 | second */
-    uint32_t cp;
-} tok_uc_comp_entry;
-extern const char tok_uc_version[];
-extern const uint16_t tok_uc_ccc_s1[];
-extern const uint8_t tok_uc_ccc_s2[];
-extern const uint16_t tok_uc_flag_s1[];
-extern const uint8_t tok_uc_flag_s2[];
-extern const uint32_t tok_uc_decomp_data[];
-extern const tok_uc_decomp_entry tok_uc_decomp[];
-extern const size_t tok_uc_ndecomp;
-extern const tok_uc_comp_entry tok_uc_comp[];
-extern const size_t tok_uc_ncomp;
+/* the Unicode version normalization follows (utf8proc's) */
+const char *tok_unicode_version(void);
 
 /* ---- growable byte buffer ---- */
 typedef struct {

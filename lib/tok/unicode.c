@@ -1,8 +1,9 @@
-/* UTF-8 validation, the WHATWG replacement decoder, and Unicode normalization (NFC/NFD/NFKC/NFKD) from the
- * generated UCD tables in unicode_tables.c (UAX #15: full decomposition, canonical ordering, canonical
- * composition with composition exclusions; Hangul algorithmically). */
+/* UTF-8 validation, the WHATWG replacement decoder, and Unicode normalization (NFC/NFD/NFKC/NFKD) through
+ * utf8proc (Debian libutf8proc; UAX #15 for its Unicode version, which tok_unicode_version() names and
+ * t/unit/tok_unicode checks against NormalizationTest.txt). */
 #include <stdlib.h>
 #include <string.h>
+#include <utf8proc.h>
 
 #include "tok/tok_int.h"
 
@@ -125,101 +126,14 @@ int tok_js_space(uint32_t cp)
 }
 
 /* ---- normalization ---- */
-enum { SBase = 0xAC00, LBase = 0x1100, VBase = 0x1161, TBase = 0x11A7, LCount = 19, VCount = 21, TCount = 28,
-       NCount = VCount * TCount, SCount = LCount * NCount };
 
-static inline unsigned ccc(uint32_t cp)
-{
-    if (cp >= 0x110000)
-        return 0;
-    return tok_uc_ccc_s2[(size_t)tok_uc_ccc_s1[cp >> 8] * 256 + (cp & 255)];
-}
+const char *tok_unicode_version(void) { return utf8proc_unicode_version(); }
 
-static inline unsigned uflag(uint32_t cp)
-{
-    if (cp >= 0x110000)
-        return 0;
-    return tok_uc_flag_s2[(size_t)tok_uc_flag_s1[cp >> 8] * 256 + (cp & 255)];
-}
-
-typedef struct {
-    uint32_t *v;
-    size_t n, cap;
-} cpvec;
-
-static int cp_push(cpvec *c, uint32_t cp)
-{
-    if (c->n == c->cap) {
-        size_t cap = c->cap ? c->cap * 2 : 64;
-        uint32_t *v = realloc(c->v, cap * sizeof *v);
-        if (!v)
-            return -1;
-        c->v = v;
-        c->cap = cap;
-    }
-    c->v[c->n++] = cp;
-    return 0;
-}
-
-static int push_hangul_or(cpvec *c, uint32_t cp)
-{
-    if (cp >= SBase && cp < SBase + SCount) {
-        uint32_t s = cp - SBase;
-        if (cp_push(c, LBase + s / NCount) || cp_push(c, VBase + (s % NCount) / TCount))
-            return -1;
-        if (s % TCount && cp_push(c, TBase + s % TCount))
-            return -1;
-        return 0;
-    }
-    return cp_push(c, cp);
-}
-
-static int decompose(cpvec *c, uint32_t cp, int compat)
-{
-    size_t lo = 0, hi = tok_uc_ndecomp;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (tok_uc_decomp[mid].cp < cp)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    const tok_uc_decomp_entry *d = NULL;
-    for (size_t i = lo; i < tok_uc_ndecomp && tok_uc_decomp[i].cp == cp; i++) {
-        if (tok_uc_decomp[i].compat == 0 || compat)
-            d = &tok_uc_decomp[i]; /* the compat entry follows the canonical one */
-    }
-    if (!d)
-        return push_hangul_or(c, cp);
-    for (unsigned i = 0; i < d->len; i++)
-        if (push_hangul_or(c, tok_uc_decomp_data[d->off + i]))
-            return -1;
-    return 0;
-}
-
-static uint32_t compose_pair(uint32_t a, uint32_t b)
-{
-    if (a >= LBase && a < LBase + LCount && b >= VBase && b < VBase + VCount)
-        return SBase + ((a - LBase) * VCount + (b - VBase)) * TCount;
-    if (a >= SBase && a < SBase + SCount && (a - SBase) % TCount == 0 && b > TBase && b < TBase + TCount)
-        return a + (b - TBase);
-    uint64_t key = (uint64_t)a << 21 | b;
-    size_t lo = 0, hi = tok_uc_ncomp;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (tok_uc_comp[mid].key < key)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo < tok_uc_ncomp && tok_uc_comp[lo].key == key ? tok_uc_comp[lo].cp : 0;
-}
-
-/* Quick check: 1 when normalizing valid UTF-8 s to form cannot change it (no flagged code point). */
+/* Quick check: 1 when normalizing valid UTF-8 s to form cannot change it. Conservative: a code point
+ * with any decomposition, a nonzero combining class, a part in any composition, or a Hangul syllable or
+ * jamo (composed and decomposed algorithmically) sends the text through tok_normalize. */
 int tok_nf_unchanged(tok_nf form, const char *s, size_t len)
 {
-    int compat = form == TOK_NFKC || form == TOK_NFKD, comp = form == TOK_NFC || form == TOK_NFKC;
-    unsigned need = compat ? 2 : 1;
     const unsigned char *u = (const unsigned char *)s;
     for (size_t i = 0; i < len;) {
         if (u[i] < 0x80 || (form == TOK_NFC && u[i] < 0xCC)) { /* nothing below U+0300 changes under NFC */
@@ -228,8 +142,10 @@ int tok_nf_unchanged(tok_nf form, const char *s, size_t len)
         }
         uint32_t cp;
         i += (size_t)tok_utf8_dec(u + i, &cp);
-        /* Hangul syllables are algorithmic (not flagged): they change only under decomposition */
-        if ((uflag(cp) & need) != 0 || (!comp && cp >= SBase && cp < SBase + SCount))
+        if ((cp >= 0x1100 && cp < 0x1200) || (cp >= 0xAC00 && cp < 0xD7A4) || (cp >= 0x3130 && cp < 0x3190))
+            return 0;
+        const utf8proc_property_t *p = utf8proc_get_property((utf8proc_int32_t)cp);
+        if (p->combining_class || p->decomp_seqindex != UINT16_MAX || p->comb_index != UINT16_MAX)
             return 0;
     }
     return 1;
@@ -239,11 +155,7 @@ char *tok_normalize(tok_nf form, const char *s, size_t len, size_t *out_len)
 {
     if (tok_utf8_check(s, len) != len)
         return NULL;
-    int compat = form == TOK_NFKC || form == TOK_NFKD;
-    int comp = form == TOK_NFC || form == TOK_NFKC;
-    const unsigned char *u = (const unsigned char *)s;
-    int touch = !tok_nf_unchanged(form, s, len);
-    if (!touch) {
+    if (tok_nf_unchanged(form, s, len)) {
         char *o = malloc(len + 1);
         if (!o)
             return NULL;
@@ -252,62 +164,41 @@ char *tok_normalize(tok_nf form, const char *s, size_t len, size_t *out_len)
         *out_len = len;
         return o;
     }
-    cpvec c = {0};
-    for (size_t i = 0; i < len;) {
-        uint32_t cp;
-        i += (size_t)tok_utf8_dec(u + i, &cp);
-        if (decompose(&c, cp, compat))
-            goto oom;
-    }
-    /* canonical ordering: stable insertion sort of each run of non-starters by ccc */
-    for (size_t i = 1; i < c.n; i++) {
-        unsigned cc = ccc(c.v[i]);
-        if (!cc)
-            continue;
-        size_t j = i;
-        uint32_t x = c.v[i];
-        while (j > 0 && ccc(c.v[j - 1]) > cc) {
-            c.v[j] = c.v[j - 1];
-            j--;
+    /* STABLE: composition exclusions are honoured (UAX #15); unassigned code points pass through */
+    int opt = UTF8PROC_STABLE | (form == TOK_NFC || form == TOK_NFKC ? UTF8PROC_COMPOSE : UTF8PROC_DECOMPOSE);
+    if (form == TOK_NFKC || form == TOK_NFKD)
+        opt |= UTF8PROC_COMPAT;
+    /* In pieces of about 64 KiB, each cut just before an ASCII character: an ASCII character is a starter
+     * and the second half of no composition, so nothing after it reorders or composes with what is
+     * before it, and the pieces normalize independently. utf8proc works in 4 bytes per code point: this
+     * keeps that to the piece instead of the whole (possibly many-MB) text. */
+    size_t cap = len + 1, on = 0;
+    char *out = malloc(cap);
+    for (size_t i = 0; out && i < len;) {
+        size_t j = len - i > 65536 ? i + 65536 : len;
+        while (j < len && (unsigned char)s[j] >= 0x80)
+            j++;
+        utf8proc_uint8_t *o = NULL;
+        utf8proc_ssize_t n = utf8proc_map((const utf8proc_uint8_t *)s + i, (utf8proc_ssize_t)(j - i), &o,
+                                          (utf8proc_option_t)opt);
+        if (n < 0) { /* out of memory (the input is valid UTF-8) */
+            free(out);
+            return NULL;
         }
-        c.v[j] = x;
-    }
-    size_t n = c.n;
-    if (comp && n) {
-        size_t out = 0;
-        long starter = -1;
-        unsigned last_cc = 0;
-        for (size_t i = 0; i < n; i++) {
-            uint32_t x = c.v[i];
-            unsigned cc = ccc(x);
-            if (starter >= 0) {
-                int adjacent = (size_t)starter == out - 1;
-                if (adjacent || (last_cc != 0 && last_cc < cc)) {
-                    uint32_t y = compose_pair(c.v[starter], x);
-                    if (y) {
-                        c.v[starter] = y;
-                        continue;
-                    }
-                }
-            }
-            if (cc == 0)
-                starter = (long)out;
-            last_cc = cc;
-            c.v[out++] = x;
+        if (on + (size_t)n + 1 > cap) {
+            char *g = realloc(out, cap = (on + (size_t)n + 1) * 2);
+            if (!g)
+                free(out);
+            out = g;
         }
-        n = out;
+        if (out)
+            memcpy(out + on, o, (size_t)n), on += (size_t)n;
+        free(o);
+        i = j;
     }
-    char *o = malloc(n * 4 + 1);
-    if (!o)
-        goto oom;
-    size_t on = 0;
-    for (size_t i = 0; i < n; i++)
-        on += (size_t)tok_utf8_enc(c.v[i], o + on);
-    o[on] = 0;
-    free(c.v);
+    if (!out)
+        return NULL;
+    out[on] = 0;
     *out_len = on;
-    return o;
-oom:
-    free(c.v);
-    return NULL;
+    return out;
 }

@@ -1,13 +1,15 @@
-/* The tokenizer subcommands of npu-forward: tokenize, detokenize, chat. Text in, ids out as JSON, and back;
- * messages in, rendered prompt out. Tokenizer files come from --tokenizer DIR or -m model.q4nx. */
+/* npu-forward tokenize | detokenize | chat: text in, ids out as JSON, and back; messages in, rendered
+ * prompt out. Tokenizer files come from --tokenizer DIR or -m model.q4nx. The command lines live here;
+ * the work is lib/tok's, the shared reading and opening lib/app's. */
+#define _GNU_SOURCE
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-#include "q4nx/q4nx.h"
-#include "tok/tok_int.h"
+#include "app/app.h"
+#include "cmd.h"
+#include "tok/tok.h"
 
 static const char tokenize_usage[] =
     "usage: npu-forward tokenize (--tokenizer DIR | -m MODEL) [--no-special] [--lines | --jsonl]\n"
@@ -37,19 +39,21 @@ static const char chat_usage[] =
     "  --family NAME  built-in template (llama2, mistral, phi3, chatml, qwen2, llama3) when the tokenizer has none\n"
     "  --jsonl        every input line is one conversation; print one JSON string per line\n"
     "  --ids          print the token ids of the rendered prompt instead of the text\n"
-    "  --show-template  print the template source that would be used, and exit\n";
+    "  --show-template  print the template source that would be used, and exit\n"
+    "  A template that nests too deeply or exceeds the render budget (steps, text size, memory) is refused\n"
+    "  by name (exit 3).\n";
 
 typedef struct {
     const char *dir, *model, *file, *template_file, *family;
     int no_special, lines, jsonl, skip_special, cleanup, stream, ids, gen, bench, show_template;
     int nargs;
     char **args;
-} cli_opts;
+} tok_opts;
 
 enum { O_TOKENIZER = 300, O_NOSPECIAL, O_LINES, O_JSONL, O_SKIP, O_CLEAN, O_NOCLEAN, O_STREAM, O_TEMPLATE,
        O_FAMILY, O_IDS, O_GEN, O_NOGEN, O_BENCH, O_SHOWTPL };
 
-static void cli_parse(int argc, char **argv, cli_opts *o, const char *usage)
+static void parse(int argc, char **argv, tok_opts *o, const char *usage)
 {
     static const struct option lo[] = {
         {"tokenizer", required_argument, 0, O_TOKENIZER}, {"model", required_argument, 0, 'm'},
@@ -99,91 +103,49 @@ static void cli_parse(int argc, char **argv, cli_opts *o, const char *usage)
         ogk_die(OGK_EXIT_USAGE, "%s: --lines and --jsonl are exclusive", argv[0]);
 }
 
-/* tokenizer from --tokenizer DIR or -m MODEL; *family / *model_template from the container */
-static tok *cli_tok(const cli_opts *o, const char *cmd, int required, char **family, char **model_template)
+/* the tokenizer of --tokenizer DIR or -m MODEL (at->tok NULL when neither and not required) */
+static void open_tokenizer(const tok_opts *o, const char *cmd, int required, app_tokenizer *at)
 {
+    memset(at, 0, sizeof *at);
+    if (!o->dir && !o->model) {
+        if (required)
+            ogk_die(OGK_EXIT_USAGE, "%s: give the tokenizer with --tokenizer DIR or -m MODEL", cmd);
+        return;
+    }
     ogk_error e;
-    if (o->dir) {
-        tok *t = tok_load_dir(o->dir, &e);
-        if (!t)
-            ogk_die(OGK_EXIT_INPUT, "%s: %s", cmd, e.msg);
-        return t;
-    }
-    if (o->model) {
-        int code = OGK_EXIT_INPUT;
-        q4nx_file *f = q4nx_open(o->model, &e, &code);
-        if (!f)
-            ogk_die(code, "%s: %s", cmd, e.msg);
-        const uint8_t *tj, *tc = NULL;
-        size_t tjl, tcl = 0;
-        if (q4nx_asset(f, "tokenizer.json", &tj, &tjl))
-            ogk_die(OGK_EXIT_INPUT, "%s: %s: the container has no tokenizer.json asset", cmd, o->model);
-        if (q4nx_asset(f, "tokenizer_config.json", &tc, &tcl))
-            tc = NULL, tcl = 0;
-        tok *t = tok_load((const char *)tj, tjl, (const char *)tc, tcl, &e);
-        if (!t)
-            ogk_die(OGK_EXIT_INPUT, "%s: %s: %s", cmd, o->model, e.msg);
-        const json_t *m = q4nx_model(f);
-        const char *fam = json_string_value(json_object_get(m, "family"));
-        const char *tpl = json_string_value(json_object_get(m, "chat_template"));
-        if (family && fam)
-            *family = strdup(fam);
-        if (model_template && tpl)
-            *model_template = strdup(tpl);
-        q4nx_close(f);
-        return t;
-    }
-    if (required)
-        ogk_die(OGK_EXIT_USAGE, "%s: give the tokenizer with --tokenizer DIR or -m MODEL", cmd);
-    return NULL;
+    int code;
+    if (app_tokenizer_open(at, o->dir, o->model, &e, &code))
+        ogk_die(code, "%s: %s", cmd, e.msg);
 }
 
-/* the whole input: the arguments joined by spaces, or -f FILE, or stdin */
-static char *cli_input(const cli_opts *o, const char *cmd, size_t *len)
+/* the whole input: the arguments joined by sep, or -f FILE, or stdin */
+static char *read_input(const tok_opts *o, const char *cmd, const char *sep, size_t *len)
 {
-    ogk_error e;
     if (o->nargs && !o->file) {
-        tok_buf b = {0};
+        size_t n = 0;
         for (int i = 0; i < o->nargs; i++)
-            if ((i && tok_buf_put(&b, " ", 1)) || tok_buf_puts(&b, o->args[i]))
-                ogk_die(OGK_EXIT_INIT, "out of memory");
-        if (tok_buf_put(&b, "", 0))
-            ogk_die(OGK_EXIT_INIT, "out of memory");
-        *len = b.n;
-        return b.p;
-    }
-    if (o->file && strcmp(o->file, "-")) {
-        char *s = ogk_read_file(o->file, len, &e);
+            n += strlen(o->args[i]) + strlen(sep);
+        char *s = malloc(n + 1), *p = s;
         if (!s)
-            ogk_die(OGK_EXIT_INPUT, "%s: %s", cmd, e.msg);
+            ogk_die(OGK_EXIT_INIT, "out of memory");
+        for (int i = 0; i < o->nargs; i++)
+            p = stpcpy(i ? stpcpy(p, sep) : p, o->args[i]);
+        *len = (size_t)(p - s);
         return s;
     }
-    tok_buf b = {0};
-    char chunk[65536];
-    ssize_t r;
-    while ((r = ogk_read_full(0, chunk, sizeof chunk)) > 0)
-        if (tok_buf_put(&b, chunk, (size_t)r))
-            ogk_die(OGK_EXIT_INIT, "out of memory");
-    if (r < 0)
-        ogk_die(OGK_EXIT_INPUT, "%s: reading stdin failed", cmd);
-    if (tok_buf_put(&b, "", 0))
-        ogk_die(OGK_EXIT_INIT, "out of memory");
-    *len = b.n;
-    return b.p;
+    ogk_error e;
+    char *s = app_read_text(o->file ? o->file : "-", len, &e);
+    if (!s)
+        ogk_die(OGK_EXIT_INPUT, "%s: %s", cmd, e.msg);
+    return s;
 }
 
 static void print_ids(const int32_t *ids, size_t n)
 {
-    tok_buf b = {0};
-    char num[16];
-    tok_buf_put(&b, "[", 1);
-    for (size_t i = 0; i < n; i++) {
-        int k = snprintf(num, sizeof num, i ? ",%d" : "%d", ids[i]);
-        tok_buf_put(&b, num, (size_t)k);
-    }
-    tok_buf_put(&b, "]\n", 2);
-    fwrite(b.p, 1, b.n, stdout);
-    free(b.p);
+    putchar('[');
+    for (size_t i = 0; i < n; i++)
+        printf(i ? ",%d" : "%d", ids[i]);
+    fputs("]\n", stdout);
 }
 
 static void print_json_string(const char *s, size_t n)
@@ -198,28 +160,33 @@ static void print_json_string(const char *s, size_t n)
     json_decref(j);
 }
 
-/* iterate the input's lines: calls fn on each line without its '\n' (a final unterminated line counts) */
-typedef int (*line_fn)(void *ctx, const char *s, size_t n, size_t lineno);
-static int each_line(const char *s, size_t len, line_fn fn, void *ctx)
+static void finish(const char *cmd)
+{
+    if (fflush(stdout) || ferror(stdout))
+        ogk_die(OGK_EXIT_INPUT, "%s: writing stdout failed", cmd);
+}
+
+/* calls fn on each line of s without its '\n' (a final unterminated line counts) */
+typedef void (*line_fn)(void *ctx, const char *s, size_t n, size_t lineno);
+static void each_line(const char *s, size_t len, line_fn fn, void *ctx)
 {
     size_t i = 0, ln = 1;
     while (i < len) {
         const char *nl = memchr(s + i, '\n', len - i);
         size_t n = nl ? (size_t)(nl - (s + i)) : len - i;
-        int rc = fn(ctx, s + i, n, ln++);
-        if (rc)
-            return rc;
+        fn(ctx, s + i, n, ln++);
         i += n + 1;
     }
-    return 0;
 }
+
+/* ---------------------------------------------------------------- tokenize */
 
 typedef struct {
     tok *t;
     int add_special, jsonl;
 } enc_ctx;
 
-static int enc_line(void *vc, const char *s, size_t n, size_t lineno)
+static void enc_line(void *vc, const char *s, size_t n, size_t lineno)
 {
     enc_ctx *c = vc;
     ogk_error e;
@@ -239,83 +206,69 @@ static int enc_line(void *vc, const char *s, size_t n, size_t lineno)
     print_ids(ids, k);
     free(ids);
     json_decref(str);
-    return 0;
 }
 
-int tok_cmd_tokenize(int argc, char **argv)
+/* encode the input reps times (per line with --lines, as the reference benchmark does) */
+static void bench_encode(tok *t, const char *text, size_t len, int lines, int add_special, int reps)
 {
-    cli_opts o;
-    cli_parse(argc, argv, &o, tokenize_usage);
-    tok *t = cli_tok(&o, "tokenize", 1, NULL, NULL);
-    size_t len;
-    char *text = cli_input(&o, "tokenize", &len);
     ogk_error e;
-    if (o.bench) {
-        double t0 = ogk_now();
-        for (int r = 0; r < o.bench; r++) {
+    double t0 = ogk_now();
+    for (int r = 0; r < reps; r++) {
+        size_t i = 0;
+        do {
+            const char *nl = lines ? memchr(text + i, '\n', len - i) : NULL;
+            size_t n = nl ? (size_t)(nl - (text + i)) : len - i;
             int32_t *ids;
             size_t k;
-            if (o.lines) {
-                /* per line, as the reference benchmark encodes */
-                size_t i = 0;
-                while (i < len) {
-                    const char *nl = memchr(text + i, '\n', len - i);
-                    size_t n = nl ? (size_t)(nl - (text + i)) : len - i;
-                    if (tok_encode(t, text + i, n, !o.no_special, &ids, &k, &e))
-                        ogk_die(OGK_EXIT_INPUT, "tokenize: %s", e.msg);
-                    free(ids);
-                    i += n + 1;
-                }
-            } else {
-                if (tok_encode(t, text, len, !o.no_special, &ids, &k, &e))
-                    ogk_die(OGK_EXIT_INPUT, "tokenize: %s", e.msg);
-                free(ids);
-            }
-        }
-        double dt = ogk_now() - t0;
-        json_t *j = json_pack("{s:I,s:i,s:f,s:f}", "bytes", (json_int_t)len, "reps", o.bench, "seconds", dt,
-                              "mb_per_s", (double)len * o.bench / dt / 1e6);
-        ogk_json_print(stdout, j);
-        json_decref(j);
+            if (tok_encode(t, text + i, n, add_special, &ids, &k, &e))
+                ogk_die(OGK_EXIT_INPUT, "tokenize: %s", e.msg);
+            free(ids);
+            i += n + 1;
+        } while (lines && i < len);
+    }
+    double dt = ogk_now() - t0;
+    json_t *j = json_pack("{s:I,s:i,s:f,s:f}", "bytes", (json_int_t)len, "reps", reps, "seconds", dt, "mb_per_s",
+                          (double)len * reps / dt / 1e6);
+    ogk_json_print(stdout, j);
+    json_decref(j);
+}
+
+int cmd_tokenize(int argc, char **argv)
+{
+    tok_opts o;
+    parse(argc, argv, &o, tokenize_usage);
+    app_tokenizer at;
+    open_tokenizer(&o, "tokenize", 1, &at);
+    size_t len;
+    char *text = read_input(&o, "tokenize", " ", &len);
+    if (o.bench) {
+        bench_encode(at.tok, text, len, o.lines, !o.no_special, o.bench);
     } else if (o.lines || o.jsonl) {
-        enc_ctx c = {t, !o.no_special, o.jsonl};
+        enc_ctx c = {at.tok, !o.no_special, o.jsonl};
         each_line(text, len, enc_line, &c);
     } else {
+        ogk_error e;
         int32_t *ids;
         size_t k;
-        if (tok_encode(t, text, len, !o.no_special, &ids, &k, &e))
+        if (tok_encode(at.tok, text, len, !o.no_special, &ids, &k, &e))
             ogk_die(OGK_EXIT_INPUT, "tokenize: %s", e.msg);
         print_ids(ids, k);
         free(ids);
     }
     free(text);
-    tok_free(t);
-    if (fflush(stdout) || ferror(stdout))
-        ogk_die(OGK_EXIT_INPUT, "tokenize: writing stdout failed");
+    app_tokenizer_close(&at);
+    finish("tokenize");
     return 0;
 }
 
-/* ids from JSON text: an array of integers, or whitespace/comma separated integers */
+/* ---------------------------------------------------------------- detokenize */
+
 static int32_t *parse_ids(const char *s, size_t n, size_t *count, const char *where)
 {
-    json_error_t je;
-    json_t *j = json_loadb(s, n, JSON_DECODE_ANY, &je);
-    if (!json_is_array(j)) {
-        json_decref(j);
-        ogk_die(OGK_EXIT_INPUT, "detokenize: %s: expected a JSON array of token ids", where);
-    }
-    size_t k = json_array_size(j);
-    int32_t *ids = malloc((k ? k : 1) * sizeof *ids);
+    ogk_error e;
+    int32_t *ids = app_parse_ids(s, n, where, count, &e);
     if (!ids)
-        ogk_die(OGK_EXIT_INIT, "out of memory");
-    for (size_t i = 0; i < k; i++) {
-        json_t *v = json_array_get(j, i);
-        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX)
-            ogk_die(OGK_EXIT_INPUT, "detokenize: %s: element %zu is not a token id", where, i);
-        ids[i] = (int32_t)json_integer_value(v);
-    }
-    json_decref(j);
-    *count = k;
+        ogk_die(OGK_EXIT_INPUT, "detokenize: %s", e.msg);
     return ids;
 }
 
@@ -323,8 +276,10 @@ static char *decode_stream(tok *t, const int32_t *ids, size_t n, int skip, size_
 {
     ogk_error e;
     tok_stream *s = tok_stream_new(t, skip);
-    tok_buf b = {0};
-    if (!s || tok_buf_put(&b, "", 0))
+    char *out = NULL;
+    size_t outn = 0;
+    FILE *m = open_memstream(&out, &outn);
+    if (!s || !m)
         ogk_die(OGK_EXIT_INIT, "out of memory");
     for (size_t i = 0; i <= n; i++) {
         size_t k;
@@ -333,97 +288,96 @@ static char *decode_stream(tok *t, const int32_t *ids, size_t n, int skip, size_
             ogk_die(OGK_EXIT_INPUT, "detokenize: %s", e.msg);
         if (tok_utf8_check(p, k) != k)
             ogk_die(OGK_EXIT_CHECK, "detokenize: the stream decoder emitted broken UTF-8 (a bug)");
-        if (tok_buf_put(&b, p, k))
+        if (fwrite(p, 1, k, m) != k)
             ogk_die(OGK_EXIT_INIT, "out of memory");
     }
+    if (fclose(m))
+        ogk_die(OGK_EXIT_INIT, "out of memory");
     tok_stream_free(s);
-    *len = b.n;
-    return b.p;
+    *len = outn;
+    return out;
+}
+
+static char *decode(tok *t, const tok_opts *o, const int32_t *ids, size_t k, size_t *len, const char *where)
+{
+    ogk_error e;
+    char *txt = o->stream ? decode_stream(t, ids, k, o->skip_special, len)
+                          : tok_decode(t, ids, k, o->skip_special, o->cleanup, len, &e);
+    if (!txt)
+        ogk_die(OGK_EXIT_INPUT, "detokenize: %s: %s", where, e.msg);
+    return txt;
 }
 
 typedef struct {
     tok *t;
-    const cli_opts *o;
+    const tok_opts *o;
 } dec_ctx;
 
-static int dec_line(void *vc, const char *s, size_t n, size_t lineno)
+static void dec_line(void *vc, const char *s, size_t n, size_t lineno)
 {
     dec_ctx *c = vc;
     char where[32];
     snprintf(where, sizeof where, "line %zu", lineno);
     size_t k, len;
     int32_t *ids = parse_ids(s, n, &k, where);
-    ogk_error e;
-    char *txt = c->o->stream ? decode_stream(c->t, ids, k, c->o->skip_special, &len)
-                             : tok_decode(c->t, ids, k, c->o->skip_special, c->o->cleanup, &len, &e);
-    if (!txt)
-        ogk_die(OGK_EXIT_INPUT, "detokenize: %s: %s", where, e.msg);
+    char *txt = decode(c->t, c->o, ids, k, &len, where);
     print_json_string(txt, len);
     free(txt);
     free(ids);
-    return 0;
 }
 
-int tok_cmd_detokenize(int argc, char **argv)
+int cmd_detokenize(int argc, char **argv)
 {
-    cli_opts o;
-    cli_parse(argc, argv, &o, detokenize_usage);
-    tok *t = cli_tok(&o, "detokenize", 1, NULL, NULL);
+    tok_opts o;
+    parse(argc, argv, &o, detokenize_usage);
+    app_tokenizer at;
+    open_tokenizer(&o, "detokenize", 1, &at);
     size_t len;
     char *in;
-    if (o.nargs && !o.file && o.nargs > 1) {
-        /* ids as separate arguments */
-        tok_buf b = {0};
-        tok_buf_puts(&b, "[");
-        for (int i = 0; i < o.nargs; i++) {
-            if (i)
-                tok_buf_puts(&b, ",");
-            tok_buf_puts(&b, o.args[i]);
-        }
-        tok_buf_puts(&b, "]");
-        in = b.p;
-        len = b.n;
+    if (o.nargs > 1 && !o.file) { /* ids as separate arguments */
+        char *list = read_input(&o, "detokenize", ",", &len);
+        if (asprintf(&in, "[%s]", list) < 0)
+            ogk_die(OGK_EXIT_INIT, "out of memory");
+        len += 2;
+        free(list);
     } else {
-        in = cli_input(&o, "detokenize", &len);
+        in = read_input(&o, "detokenize", " ", &len);
     }
-    dec_ctx c = {t, &o};
     if (o.jsonl) {
+        dec_ctx c = {at.tok, &o};
         each_line(in, len, dec_line, &c);
     } else {
+        const char *where = o.file ? o.file : o.nargs ? "arguments" : "stdin";
         size_t k, n;
-        int32_t *ids = parse_ids(in, len, &k, o.file ? o.file : o.nargs ? "arguments" : "stdin");
-        ogk_error e;
-        char *txt = o.stream ? decode_stream(t, ids, k, o.skip_special, &n)
-                             : tok_decode(t, ids, k, o.skip_special, o.cleanup, &n, &e);
-        if (!txt)
-            ogk_die(OGK_EXIT_INPUT, "detokenize: %s", e.msg);
+        int32_t *ids = parse_ids(in, len, &k, where);
+        char *txt = decode(at.tok, &o, ids, k, &n, where);
         fwrite(txt, 1, n, stdout);
         free(txt);
         free(ids);
     }
     free(in);
-    tok_free(t);
-    if (fflush(stdout) || ferror(stdout))
-        ogk_die(OGK_EXIT_INPUT, "detokenize: writing stdout failed");
+    app_tokenizer_close(&at);
+    finish("detokenize");
     return 0;
 }
 
+/* ---------------------------------------------------------------- chat */
+
 typedef struct {
     tok *t;
-    const cli_opts *o;
+    const tok_opts *o;
     const char *tpl, *family;
 } chat_ctx;
 
 static void chat_one(chat_ctx *c, json_t *in, const char *where)
 {
     json_t *vars;
-    if (json_is_array(in)) {
+    if (json_is_array(in))
         vars = json_pack("{s:O}", "messages", in);
-    } else if (json_is_object(in)) {
+    else if (json_is_object(in))
         vars = json_deep_copy(in);
-    } else {
+    else
         ogk_die(OGK_EXIT_INPUT, "chat: %s: expected a JSON object or an array of messages", where);
-    }
     if (c->o->gen >= 0)
         json_object_set_new(vars, "add_generation_prompt", json_boolean(c->o->gen));
     ogk_error e;
@@ -460,7 +414,7 @@ static void chat_one(chat_ctx *c, json_t *in, const char *where)
     free(out);
 }
 
-static int chat_line(void *vc, const char *s, size_t n, size_t lineno)
+static void chat_line(void *vc, const char *s, size_t n, size_t lineno)
 {
     json_error_t je;
     char where[32];
@@ -470,39 +424,41 @@ static int chat_line(void *vc, const char *s, size_t n, size_t lineno)
         ogk_die(OGK_EXIT_INPUT, "chat: %s: %s", where, je.text);
     chat_one(vc, j, where);
     json_decref(j);
-    return 0;
 }
 
-int tok_cmd_chat(int argc, char **argv)
+int cmd_chat(int argc, char **argv)
 {
-    cli_opts o;
-    cli_parse(argc, argv, &o, chat_usage);
-    char *family = o.family ? strdup(o.family) : NULL, *model_tpl = NULL, *file_tpl = NULL;
-    tok *t = cli_tok(&o, "chat", !o.template_file, o.family ? NULL : &family, &model_tpl);
+    tok_opts o;
+    parse(argc, argv, &o, chat_usage);
+    app_tokenizer at;
+    open_tokenizer(&o, "chat", !o.template_file, &at);
+    const char *family = o.family ? o.family : at.family;
+    char *file_tpl = NULL;
     ogk_error e;
     if (o.template_file) {
         size_t n;
-        file_tpl = ogk_read_file(o.template_file, &n, &e);
-        if (!file_tpl)
+        if (!(file_tpl = ogk_read_file(o.template_file, &n, &e)))
             ogk_die(OGK_EXIT_INPUT, "chat: %s", e.msg);
     }
-    chat_ctx c = {t, &o, file_tpl, family};
-    if (!c.tpl && t && !tok_chat_template(t) && model_tpl)
-        c.tpl = model_tpl;
+    /* --template, else what run --chat renders: the tokenizer's, the container's, the family's built-in */
+    chat_ctx c = {at.tok, &o, file_tpl, family};
+    if (!c.tpl && at.tok && !tok_chat_template(at.tok) && at.chat_template)
+        c.tpl = at.chat_template;
     if (o.show_template) {
-        const char *src = c.tpl ? c.tpl : tok_chat_template_for(t, family);
+        const char *src = c.tpl ? c.tpl : app_chat_template(at.tok, family, NULL);
         if (!src)
             ogk_die(OGK_EXIT_INPUT, "chat: no chat template: the tokenizer has none and there is no built-in one for "
                                     "family '%s'", family ? family : "(unknown)");
         fputs(src, stdout);
-        exit(fflush(stdout) ? OGK_EXIT_INPUT : 0);
+        finish("chat");
+        return 0;
     }
     if (o.nargs > 1)
         ogk_die(OGK_EXIT_USAGE, "chat: one input file at most");
     if (o.nargs == 1)
         o.file = o.args[0], o.nargs = 0;
     size_t len;
-    char *in = cli_input(&o, "chat", &len);
+    char *in = read_input(&o, "chat", " ", &len);
     if (o.jsonl) {
         each_line(in, len, chat_line, &c);
     } else {
@@ -514,11 +470,8 @@ int tok_cmd_chat(int argc, char **argv)
         json_decref(j);
     }
     free(in);
-    free(family);
-    free(model_tpl);
     free(file_tpl);
-    tok_free(t);
-    if (fflush(stdout) || ferror(stdout))
-        ogk_die(OGK_EXIT_INPUT, "chat: writing stdout failed");
+    app_tokenizer_close(&at);
+    finish("chat");
     return 0;
 }

@@ -1,0 +1,454 @@
+/* Jinja filters (`value | name(args)`): one function per filter and a {name, function} table. A filter
+ * returns 1 with its result, or 0 when it does not apply to the value's type, which is the named error
+ * "unsupported filter 'name' on Type" (as is a name not in the table). Semantics of @huggingface/jinja. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tok/jinja_int.h"
+
+typedef struct {
+    interp *I;
+    jctx *c;
+    node *x;    /* the filter node: its name, line, argument nodes */
+    jv *args;   /* evaluated arguments (keyword arguments last, as one V_KW) */
+    size_t nargs, np; /* all, positional */
+} fargs;
+
+static jv arg(const fargs *a, size_t i, const char *kw)
+{
+    return a->np > i ? a->args[i] : jj_kwarg(a->args, a->nargs, kw);
+}
+
+static int f_safe(fargs *a, jv v, jv *out)
+{
+    (void)a;
+    *out = v;
+    return 1;
+}
+
+static int f_tojson(fargs *a, jv v, jv *out)
+{
+    jctx *c = a->c;
+    json_opts o = jj_JSON_DEFAULT;
+    if (a->x->computed) {
+        jv ind = jj_kwarg(a->args, a->nargs, "indent"), ea = jj_kwarg(a->args, a->nargs, "ensure_ascii"),
+           sk = jj_kwarg(a->args, a->nargs, "sort_keys"), sep = jj_kwarg(a->args, a->nargs, "separators");
+        if (ind.t == V_INT) {
+            o.indent = (int)ind.u.num;
+            if (o.indent > 0)
+                o.item_sep = ",";
+            else
+                o.indent = -1; /* indent 0 is falsy in the reference: no newlines */
+        } else if (ind.t != V_UNDEF && ind.t != V_NULL) {
+            jj_jfail(c, "If set, indent must be a number");
+        }
+        if (ea.t == V_BOOL)
+            o.ensure_ascii = ea.u.b;
+        if (sk.t == V_BOOL)
+            o.sort_keys = sk.u.b;
+        if (sep.t == V_ARR) {
+            if (sep.u.arr->n != 2 || sep.u.arr->v[0].t != V_STR || sep.u.arr->v[1].t != V_STR)
+                jj_jfail(c, "separators must be a tuple of two strings");
+            o.item_sep = jj_jstrdup(c, sep.u.arr->v[0].u.str.s, sep.u.arr->v[0].u.str.n);
+            o.key_sep = jj_jstrdup(c, sep.u.arr->v[1].u.str.s, sep.u.arr->v[1].u.str.n);
+        }
+    }
+    *out = jj_json_value(c, v, &o);
+    return 1;
+}
+
+static int f_d(fargs *a, jv v, jv *out)
+{
+    (void)v, (void)out;
+    jj_jfail(a->c, "template line %d: unsupported filter 'd'", a->x->line);
+}
+
+static int f_default(fargs *a, jv v, jv *out)
+{
+    if (!a->x->computed)
+        return 0;
+    jv dflt = a->np ? a->args[0] : v_cstr("");
+    jv boolean = arg(a, 1, "boolean");
+    *out = v.t == V_UNDEF || (boolean.t == V_BOOL && boolean.u.b && !jj_truthy(v)) ? dflt : v;
+    return 1;
+}
+
+/* join(sep=""): array items as strings (null / undefined as ""), or a string's characters */
+static int f_join(fargs *a, jv v, jv *out)
+{
+    jctx *c = a->c;
+    if (v.t != V_ARR && v.t != V_STR) {
+        if (!a->x->computed)
+            return 0;
+        jj_jfail(c, "Cannot apply filter \"join\" to type: %s", jj_type_name(v));
+    }
+    jv sep = arg(a, 0, "separator");
+    if (sep.t == V_UNDEF)
+        sep = v_cstr("");
+    if (sep.t != V_STR)
+        jj_jfail(c, "separator must be a string");
+    tok_buf *b = jj_tbuf_open(c);
+    if (v.t == V_ARR) {
+        for (size_t i = 0; i < v.u.arr->n; i++) {
+            if (i)
+                jj_put(c, b, sep.u.str.s, sep.u.str.n);
+            jv e = v.u.arr->v[i];
+            jv s = e.t == V_NULL || e.t == V_UNDEF ? v_cstr("") : jj_to_string(c, e);
+            jj_put(c, b, s.u.str.s, s.u.str.n);
+        }
+    } else {
+        for (size_t i = 0; i < v.u.str.n;) {
+            int k = tok_utf8_len((unsigned char)v.u.str.s[i]);
+            if (i)
+                jj_put(c, b, sep.u.str.s, sep.u.str.n);
+            jj_put(c, b, v.u.str.s + i, (size_t)k);
+            i += (size_t)k;
+        }
+    }
+    *out = v_str(jj_jstrdup(c, b->p ? b->p : "", b->n), b->n);
+    jj_tbuf_close(c, b);
+    return 1;
+}
+
+static int length_of(jv v, int objects, jv *out)
+{
+    if (v.t == V_ARR)
+        *out = v_int((double)v.u.arr->n);
+    else if (v.t == V_STR)
+        *out = v_int((double)jj_utf16_len(v.u.str.s, v.u.str.n));
+    else if (v.t == V_OBJ && objects)
+        *out = v_int((double)v.u.obj->n);
+    else
+        return 0;
+    return 1;
+}
+static int f_length(fargs *a, jv v, jv *out) { return (void)a, length_of(v, 1, out); }
+static int f_count(fargs *a, jv v, jv *out) { return (void)a, length_of(v, 0, out); }
+
+static int f_list(fargs *a, jv v, jv *out)
+{
+    (void)a;
+    *out = v;
+    return v.t == V_ARR;
+}
+
+static int f_first(fargs *a, jv v, jv *out)
+{
+    (void)a;
+    if (v.t != V_ARR)
+        return 0;
+    *out = v.u.arr->n ? v.u.arr->v[0] : v_undef();
+    return 1;
+}
+
+static int f_last(fargs *a, jv v, jv *out)
+{
+    (void)a;
+    if (v.t != V_ARR)
+        return 0;
+    *out = v.u.arr->n ? v.u.arr->v[v.u.arr->n - 1] : v_undef();
+    return 1;
+}
+
+static int f_reverse(fargs *a, jv v, jv *out)
+{
+    if (v.t != V_ARR)
+        return 0;
+    jarr *s = v.u.arr;
+    *out = jj_v_arr(a->c, s->n);
+    for (size_t i = 0; i < s->n; i++)
+        out->u.arr->v[i] = s->v[s->n - 1 - i];
+    return 1;
+}
+
+static int f_string(fargs *a, jv v, jv *out)
+{
+    switch (v.t) {
+    case V_ARR: *out = jj_json_value(a->c, v, &jj_JSON_PRINT); return 1;
+    case V_STR: *out = v; return 1;
+    case V_INT:
+    case V_FLOAT: *out = jj_to_string(a->c, v); return 1;
+    case V_BOOL: *out = v_cstr(v.u.b ? "true" : "false"); return 1;
+    default: return 0;
+    }
+}
+
+/* sort(reverse=false, case_sensitive=false, attribute=none): stable, as Array.prototype.sort */
+static int f_sort(fargs *a, jv v, jv *out)
+{
+    jctx *c = a->c;
+    if (v.t != V_ARR)
+        return 0;
+    jarr *s = v.u.arr;
+    jv rev = arg(a, 0, "reverse"), cs = arg(a, 1, "case_sensitive"), attr = arg(a, 2, "attribute");
+    if ((rev.t != V_UNDEF && rev.t != V_BOOL) || (cs.t != V_UNDEF && cs.t != V_BOOL))
+        jj_jfail(c, "reverse and case_sensitive must be booleans");
+    if (attr.t != V_UNDEF && attr.t != V_NULL && attr.t != V_STR && attr.t != V_INT)
+        jj_jfail(c, "attribute must be a string, integer, or null");
+    char ab[32];
+    const char *ap = NULL;
+    size_t an = 0;
+    if (attr.t == V_STR) {
+        ap = attr.u.str.s;
+        an = attr.u.str.n;
+    } else if (attr.t == V_INT) {
+        snprintf(ab, sizeof ab, "%.0f", attr.u.num);
+        ap = ab;
+        an = strlen(ab);
+    }
+    jv r = jj_v_arr(c, s->n), *key = jj_jalloc(c, (s->n + 1) * sizeof *key);
+    for (size_t i = 0; i < s->n; i++) {
+        r.u.arr->v[i] = s->v[i];
+        key[i] = ap ? jj_get_attr_path(s->v[i], ap, an) : s->v[i];
+    }
+    for (size_t i = 1; i < s->n; i++) { /* insertion sort: stable */
+        jv xv = r.u.arr->v[i], xk = key[i];
+        size_t j = i;
+        while (j > 0) {
+            jj_charge(c, 1);
+            int cmp = jj_compare_values(c, key[j - 1], xk, cs.t == V_BOOL && cs.u.b);
+            if (rev.t == V_BOOL && rev.u.b)
+                cmp = -cmp;
+            if (cmp <= 0)
+                break;
+            r.u.arr->v[j] = r.u.arr->v[j - 1];
+            key[j] = key[j - 1];
+            j--;
+        }
+        r.u.arr->v[j] = xv;
+        key[j] = xk;
+    }
+    *out = r;
+    return 1;
+}
+
+/* selectattr / rejectattr(attribute[, test[, value]]) over an array of objects */
+static int select_reject(fargs *a, jv v, jv *out, int sel)
+{
+    jctx *c = a->c;
+    node *x = a->x;
+    if (v.t != V_ARR)
+        return 0;
+    jarr *s = v.u.arr;
+    for (size_t i = 0; i < x->nkids; i++)
+        if (x->kids[i]->type != E_STR)
+            jj_jfail(c, "arguments of `%.*s` must be strings", (int)x->n, x->s);
+    if (!a->np || a->args[0].t != V_STR)
+        jj_jfail(c, "%.*s needs an attribute name", (int)x->n, x->s);
+    jv r = jj_v_arr(c, s->n);
+    size_t k = 0;
+    for (size_t i = 0; i < s->n; i++) {
+        if (s->v[i].t != V_OBJ && s->v[i].t != V_NS)
+            jj_jfail(c, "`%.*s` can only be applied to array of objects", (int)x->n, x->s);
+        jv *at = jj_obj_find(s->v[i].u.obj, a->args[0].u.str.s, a->args[0].u.str.n);
+        int res = 0;
+        if (at && at->t != V_UNDEF) {
+            if (a->np > 1) {
+                if (a->np > 2 && (jj_str_eq(a->args[1], "equalto") || jj_str_eq(a->args[1], "eq")))
+                    res = jj_strict_eq(*at, a->args[2]);
+                else
+                    res = jj_run_test(a->I, a->args[1].u.str.s, a->args[1].u.str.n, *at, x->line);
+            } else {
+                res = jj_truthy(*at);
+            }
+        }
+        if (sel ? res : !res)
+            r.u.arr->v[k++] = s->v[i];
+    }
+    r.u.arr->n = k;
+    *out = r;
+    return 1;
+}
+static int f_selectattr(fargs *a, jv v, jv *out) { return select_reject(a, v, out, 1); }
+static int f_rejectattr(fargs *a, jv v, jv *out) { return select_reject(a, v, out, 0); }
+
+/* map(attribute=path, default=...) */
+static int f_map(fargs *a, jv v, jv *out)
+{
+    jctx *c = a->c;
+    if (v.t != V_ARR)
+        return 0;
+    jarr *s = v.u.arr;
+    jv attr = jj_kwarg(a->args, a->nargs, "attribute");
+    if (attr.t != V_STR)
+        jj_jfail(c, "template line %d: unsupported: map() without attribute=", a->x->line);
+    jv dflt = jj_kwarg(a->args, a->nargs, "default");
+    jv r = jj_v_arr(c, s->n);
+    for (size_t i = 0; i < s->n; i++) {
+        if (s->v[i].t != V_OBJ && s->v[i].t != V_NS)
+            jj_jfail(c, "items in map must be an object");
+        jv e = jj_get_attr_path(s->v[i], attr.u.str.s, attr.u.str.n);
+        r.u.arr->v[i] = e.t == V_UNDEF ? dflt : e;
+    }
+    *out = r;
+    return 1;
+}
+
+static int f_unique(fargs *a, jv v, jv *out)
+{
+    if (v.t != V_ARR)
+        return 0;
+    jarr *s = v.u.arr;
+    jv r = jj_v_arr(a->c, s->n);
+    size_t k = 0;
+    for (size_t i = 0; i < s->n; i++) {
+        int seen = 0;
+        jj_charge(a->c, 1 + k);
+        for (size_t j = 0; j < k && !seen; j++)
+            seen = jj_strict_eq(r.u.arr->v[j], s->v[i]);
+        if (!seen)
+            r.u.arr->v[k++] = s->v[i];
+    }
+    r.u.arr->n = k;
+    *out = r;
+    return 1;
+}
+
+static int case_filter(fargs *a, jv v, jv *out, int upper)
+{
+    if (v.t != V_STR)
+        return 0;
+    if (!jj_ascii_only(v))
+        jj_jfail(a->c, "unsupported: %.*s of non-ASCII text", (int)a->x->n, a->x->s);
+    *out = jj_case_map(a->c, v, upper);
+    return 1;
+}
+static int f_upper(fargs *a, jv v, jv *out) { return case_filter(a, v, out, 1); }
+static int f_lower(fargs *a, jv v, jv *out) { return case_filter(a, v, out, 0); }
+
+/* filters that are the string method of the same name */
+static int as_method(fargs *a, jv v, jv *out, const char *name, int with_args)
+{
+    jfn m = {.kind = F_METHOD, .name = name, .self = v};
+    *out = jj_call_method(a->I, &m, with_args ? a->args : NULL, with_args ? a->nargs : 0);
+    return 1;
+}
+static int f_title(fargs *a, jv v, jv *out) { return v.t == V_STR && as_method(a, v, out, "title", 0); }
+static int f_capitalize(fargs *a, jv v, jv *out) { return v.t == V_STR && as_method(a, v, out, "capitalize", 0); }
+static int f_replace(fargs *a, jv v, jv *out) { return v.t == V_STR && as_method(a, v, out, "replace", 1); }
+static int f_items(fargs *a, jv v, jv *out) { return v.t == V_OBJ && as_method(a, v, out, "items", 0); }
+static int f_keys(fargs *a, jv v, jv *out) { return v.t == V_OBJ && as_method(a, v, out, "keys", 0); }
+static int f_values(fargs *a, jv v, jv *out) { return v.t == V_OBJ && as_method(a, v, out, "values", 0); }
+
+static int f_trim(fargs *a, jv v, jv *out)
+{
+    (void)a;
+    if (v.t != V_STR)
+        return 0;
+    *out = jj_js_trim(v, 1, 1);
+    return 1;
+}
+
+/* int(default=0): a string's leading integer (parseInt), a number's floor, a boolean's 0/1 */
+static int f_int(fargs *a, jv v, jv *out)
+{
+    switch (v.t) {
+    case V_STR: {
+        char buf[64];
+        snprintf(buf, sizeof buf, "%.*s", (int)(v.u.str.n < 63 ? v.u.str.n : 63), v.u.str.s);
+        char *end;
+        const char *q = buf;
+        while (*q == ' ' || *q == '\t' || *q == '\n')
+            q++;
+        long long k = strtoll(q, &end, 10);
+        *out = end == q ? (a->np ? a->args[0] : v_int(0)) : v_int((double)k);
+        return 1;
+    }
+    case V_INT:
+    case V_FLOAT: *out = a->x->computed ? v : v_int(floor(v.u.num)); return 1;
+    case V_BOOL: *out = v_int(v.u.b); return 1;
+    default: return 0;
+    }
+}
+
+static int f_float(fargs *a, jv v, jv *out)
+{
+    if (v.t == V_INT || v.t == V_FLOAT)
+        *out = a->x->computed ? v : v_float(v.u.num);
+    else if (v.t == V_BOOL)
+        *out = v_float(v.u.b);
+    else
+        return 0;
+    return 1;
+}
+
+static int f_abs(fargs *a, jv v, jv *out)
+{
+    (void)a;
+    if (v.t != V_INT && v.t != V_FLOAT)
+        return 0;
+    *out = v.t == V_INT ? v_int(fabs(v.u.num)) : v_float(fabs(v.u.num));
+    return 1;
+}
+
+static int f_bool(fargs *a, jv v, jv *out)
+{
+    (void)a;
+    *out = v;
+    return v.t == V_BOOL;
+}
+
+/* indent(width=4, first=false, blank=false) */
+static int f_indent(fargs *a, jv v, jv *out)
+{
+    jctx *c = a->c;
+    if (v.t != V_STR)
+        return 0;
+    jv w = arg(a, 0, "width"), first = arg(a, 1, "first"), blank = arg(a, 2, "blank");
+    int width = w.t == V_INT ? (int)w.u.num : 4;
+    if (w.t != V_UNDEF && w.t != V_INT)
+        jj_jfail(c, "width must be a number");
+    tok_buf *b = jj_tbuf_open(c);
+    size_t i = 0;
+    int lineno = 0;
+    while (i <= v.u.str.n) {
+        const char *nl = memchr(v.u.str.s + i, '\n', v.u.str.n - i);
+        size_t ln = nl ? (size_t)(nl - (v.u.str.s + i)) : v.u.str.n - i;
+        int skip = (!jj_truthy(first) && lineno == 0) || (!jj_truthy(blank) && ln == 0);
+        if (lineno)
+            jj_put(c, b, "\n", 1);
+        for (int k = 0; k < width && !skip; k++)
+            jj_put(c, b, " ", 1);
+        jj_put(c, b, v.u.str.s + i, ln);
+        lineno++;
+        if (!nl)
+            break;
+        i += ln + 1;
+    }
+    *out = v_str(jj_jstrdup(c, b->p ? b->p : "", b->n), b->n);
+    jj_tbuf_close(c, b);
+    return 1;
+}
+
+static const struct {
+    const char *name;
+    int (*fn)(fargs *a, jv v, jv *out);
+} filters[] = {
+    {"abs", f_abs},         {"bool", f_bool},       {"capitalize", f_capitalize}, {"count", f_count},
+    {"d", f_d},             {"default", f_default}, {"first", f_first},           {"float", f_float},
+    {"indent", f_indent},   {"int", f_int},         {"items", f_items},           {"join", f_join},
+    {"keys", f_keys},       {"last", f_last},       {"length", f_length},         {"list", f_list},
+    {"lower", f_lower},     {"map", f_map},         {"rejectattr", f_rejectattr}, {"replace", f_replace},
+    {"reverse", f_reverse}, {"safe", f_safe},       {"selectattr", f_selectattr}, {"sort", f_sort},
+    {"string", f_string},   {"title", f_title},     {"tojson", f_tojson},         {"trim", f_trim},
+    {"unique", f_unique},   {"upper", f_upper},     {"values", f_values},
+};
+
+jv jj_apply_filter(interp *I, node *x, jv v, env *E)
+{
+    fargs a = {.I = I, .c = I->c, .x = x};
+    if (x->computed) {
+        jj_eval_args(I, x->kids, x->nkids, E, &a.args, &a.nargs);
+        a.np = jj_npos(a.args, a.nargs);
+    }
+    for (size_t i = 0; i < sizeof filters / sizeof *filters; i++) {
+        if (strlen(filters[i].name) != x->n || memcmp(filters[i].name, x->s, x->n))
+            continue;
+        jv out;
+        if (filters[i].fn(&a, v, &out))
+            return out;
+        break;
+    }
+    jj_jfail(I->c, "template line %d: unsupported filter '%.*s' on %s", x->line, (int)x->n, x->s, jj_type_name(v));
+}
