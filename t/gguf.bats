@@ -99,6 +99,20 @@ exact() {
   exact pytiny-draft pytiny-draft --widen
 }
 
+@test "q4nx-gguf: values equal the pack's own MatMulNBits decode through llama.cpp's gguf-py (independent of our C)" {
+  [ -d "$TOP/.cache/llama/src/gguf-py" ] || skip "llama.cpp source (gguf-py) not fetched: tools/llama-cpp.sh"
+  for f in $FAMILIES; do for s in cpu amd; do for t in tied untied; do
+    [ -e "$F/$f-$s-$t.gguf" ] || q4nx-gguf --widen -o "$F/$f-$s-$t.gguf" "$F/$f-$s-$t.q4nx"
+    run env PYTHONPATH="$TOP/.cache/llama/src/gguf-py" /usr/bin/python3 "$TOP/t/gguf-values.py" "$(fixture $f $s $t)" "$F/$f-$s-$t.gguf"
+    [ "$status" -eq 0 ] || { echo "$f-$s-$t: $output"; return 1; }
+  done; done; done
+  for f in $FAMILIES; do
+    [ -e "$F/$f-cpu16.gguf" ] || q4nx-gguf -o "$F/$f-cpu16.gguf" "$F/$f-cpu16.q4nx"
+    run env PYTHONPATH="$TOP/.cache/llama/src/gguf-py" /usr/bin/python3 "$TOP/t/gguf-values.py" "$(fixture $f cpu tied tiny 0 fp16)" "$F/$f-cpu16.gguf"
+    [ "$status" -eq 0 ] || { echo "$f-cpu16: $output"; return 1; }
+  done
+}
+
 @test "q4nx-gguf: metadata: architecture, dims, tokenizer model and pre-tokenizer per family (gguf-py reads it)" {
   [ -d "$TOP/.cache/llama/src/gguf-py" ] || skip "llama.cpp source (gguf-py) not fetched: tools/llama-cpp.sh"
   for f in qwen2 llama qwen3 phi3; do
