@@ -36,8 +36,8 @@ static int need(cursor *c, uint64_t n, const char *what)
         return -1;
     if ((uint64_t)(c->end - c->p) < n) {
         c->bad = 1;
-        return ogk_fail(c->e, "truncated: %s needs %llu bytes at byte %lld, %lld left", what, (unsigned long long)n,
-                        0LL, (long long)(c->end - c->p));
+        return ogk_fail(c->e, "truncated: %s needs %llu bytes, %lld left", what, (unsigned long long)n,
+                        (long long)(c->end - c->p));
     }
     return 0;
 }
