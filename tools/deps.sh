@@ -10,6 +10,7 @@ apt_pkgs=(
   protobuf-c-compiler libprotobuf-c-dev libonnx-dev
   libjansson-dev libdrm-dev libmicrohttpd-dev libcurl4-openssl-dev libpcre2-dev libutf8proc-dev
   bats jq
+  cmake ninja-build g++
   python3-onnx python3-numpy
   unicode-data
   nginx-light
@@ -42,5 +43,11 @@ if [ "$need" = 1 ]; then
   echo "deps: npm install into $node_dir" >&2
   ( cd "$node_dir" && { [ -f package.json ] || echo '{"name":"ogakit-deps","private":true}' > package.json; } \
     && npm install --ignore-scripts --no-audit --no-fund --loglevel=error "${want[@]}" >/dev/null )
+fi
+# llama.cpp (noamx build, .cache/llama): the peer and third oracle of t/gguf.bats; ~5-8 min once, cached.
+# A failed build does not fail the set-up: the oracle tests then skip and say why.
+if ! "$top/tools/llama-cpp.sh" --check >/dev/null 2>&1; then
+  echo "deps: building llama.cpp (tools/llama-cpp.sh noamx)" >&2
+  "$top/tools/llama-cpp.sh" noamx >/dev/null || echo "deps: llama.cpp build failed; the llama.cpp oracle tests will skip" >&2
 fi
 echo "deps: ok" >&2

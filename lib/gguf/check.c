@@ -1,0 +1,140 @@
+/* The exactness check of a GGUF against its container: every converted tensor's every value, the
+ * container side dequantised by lib/q4nx (q4nx_q4_dequant_row, the MatMulNBits formula), the GGUF side
+ * by reader.c's block decoders; the plan only says which rows pair up. Then the controls: the same
+ * comparison with a deliberate decoding mistake must find mismatches, or the check proved nothing. */
+#define _GNU_SOURCE
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gguf_int.h"
+
+typedef struct {
+    uint64_t values, mismatched;
+    uint32_t row, col; /* first mismatch */
+    float want, got;
+} tally;
+
+/* compare rows [0, rows) of a plan entry, with a GGUF decoding control; stops at the first mismatch
+ * when stop_early (controls only need to know one exists) */
+static int compare(const gguf_plan *p, const gguf_tensor *g, int control, int stop_early, tally *t, ogk_error *e)
+{
+    float *a = malloc((size_t)p->k * sizeof *a), *b = malloc((size_t)p->k * sizeof *b);
+    if (!a || !b) {
+        free(a), free(b);
+        return ogk_fail(e, "out of memory");
+    }
+    for (uint32_t r = 0; r < p->nrows; r++) {
+        uint32_t sr;
+        const q4nx_tensor *src = gguf_plan_row(p, r, &sr);
+        if (p->kind == GPLAN_Q)
+            q4nx_q4_dequant_row(src, sr, a);
+        else
+            gguf_plain_row(src, sr, p->k, a);
+        if (gguf_dequant_row(g, r, b, control)) {
+            free(a), free(b);
+            return ogk_fail(e, "tensor %s: type %d cannot be read", g->name, g->type);
+        }
+        for (uint32_t c = 0; c < p->k; c++) {
+            t->values++;
+            if (!(a[c] == b[c])) { /* as numbers: +0 equals -0, NaN equals nothing */
+                if (!t->mismatched++)
+                    t->row = sr, t->col = c, t->want = a[c], t->got = b[c];
+            }
+        }
+        if (stop_early && t->mismatched)
+            break;
+    }
+    free(a), free(b);
+    return 0;
+}
+
+int gguf_check_q4nx(const q4nx_file *f, const gguf_file *g, json_t **report, ogk_error *e, int *code)
+{
+    *code = OGK_EXIT_INPUT;
+    *report = NULL;
+    size_t n;
+    gguf_plan *plan = gguf_make_plan(f, &n, NULL, e, code);
+    if (!plan)
+        return -1;
+    int rc = -1;
+    json_t *bad = json_array(), *controls = json_array();
+    uint64_t values = 0, identical = 0;
+    size_t tensors = 0;
+    /* the first tensor of each type is where that type's controls run */
+    const gguf_plan *first[16] = {0};
+    const gguf_tensor *firstg[16] = {0};
+    for (size_t i = 0; i < n; i++) {
+        const gguf_plan *p = &plan[i];
+        const gguf_tensor *t = gguf_find(g, p->name);
+        if (!t) {
+            ogk_fail(e, "tensor %s: not in the GGUF (it holds %s of the container)", p->name, p->from);
+            goto out;
+        }
+        uint64_t rows = 1;
+        for (int d = 1; d < t->ndim; d++)
+            rows *= t->ne[d];
+        if (t->ne[0] != p->k || rows != p->nrows) {
+            ogk_fail(e, "tensor %s: shape [%llu x %llu], the container gives [%u x %u]", p->name,
+                     (unsigned long long)t->ne[0], (unsigned long long)rows, p->k, p->nrows);
+            goto out;
+        }
+        tally ty = {0};
+        if (compare(p, t, GGUF_CTRL_NONE, 0, &ty, e))
+            goto out;
+        tensors++;
+        values += ty.values;
+        identical += ty.values - ty.mismatched;
+        if (ty.mismatched)
+            json_array_append_new(bad, json_pack("{s:s,s:s,s:s,s:I,s:I,s:{s:i,s:i,s:f,s:f}}", "name", p->name, "from",
+                                                 p->from, "type", gguf_type_name(t->type), "values", (json_int_t)ty.values,
+                                                 "mismatched", (json_int_t)ty.mismatched, "first", "row", (int)ty.row,
+                                                 "col", (int)ty.col, "container", (double)ty.want, "gguf",
+                                                 (double)ty.got));
+        if (t->type >= 0 && t->type < 16 && (!first[t->type] || (first[t->type]->ndim != 2 && p->ndim == 2)))
+            first[t->type] = p, firstg[t->type] = t;
+    }
+    if (gguf_tensor_count(g) != n) {
+        ogk_fail(e, "the GGUF holds %zu tensors, the container converts to %zu", gguf_tensor_count(g), n);
+        goto out;
+    }
+    /* controls: decoding mistakes that a working comparison must notice */
+    static const struct {
+        int type, control;
+        const char *what;
+    } ctl[] = {
+        {GGML_Q4_0, GGUF_CTRL_NIBBLES, "Q4_0 read in MatMulNBits nibble order"},
+        {GGML_Q4_0, GGUF_CTRL_M_SIGN, "Q4_0 with +8 for -8"},
+        {GGML_Q4_1, GGUF_CTRL_NIBBLES, "Q4_1 read in MatMulNBits nibble order"},
+        {GGML_Q4_1, GGUF_CTRL_M_SIGN, "Q4_1 with the minimum's sign flipped"},
+        {GGML_Q8_0, GGUF_CTRL_REVERSE, "Q8_0 blocks reversed"},
+        {GGML_F32, GGUF_CTRL_REVERSE, "F32 blocks reversed"},
+        {GGML_F16, GGUF_CTRL_REVERSE, "F16 blocks reversed"},
+    };
+    int all_caught = 1, ran = 0;
+    for (size_t c = 0; c < sizeof ctl / sizeof *ctl; c++) {
+        const gguf_plan *p = first[ctl[c].type];
+        if (!p || ((ctl[c].type == GGML_F32 || ctl[c].type == GGML_F16) && (p->ndim != 2 || p->k < 32)))
+            continue;
+        tally ty = {0};
+        if (compare(p, firstg[ctl[c].type], ctl[c].control, 1, &ty, e))
+            goto out;
+        ran++;
+        all_caught &= ty.mismatched > 0;
+        json_array_append_new(controls, json_pack("{s:s,s:s,s:b}", "control", ctl[c].what, "tensor", p->name,
+                                                  "caught", ty.mismatched > 0));
+    }
+    int vacuous = !ran || !all_caught;
+    int ok = identical == values && values > 0 && !vacuous;
+    *report = json_pack("{s:b,s:I,s:I,s:I,s:f,s:o,s:o,s:b}", "ok", ok, "tensors", (json_int_t)tensors, "values",
+                        (json_int_t)values, "identical", (json_int_t)identical, "percent",
+                        values ? 100.0 * (double)identical / (double)values : 0.0, "mismatched", bad, "controls",
+                        controls, "vacuous", vacuous);
+    bad = controls = NULL;
+    rc = ok ? 0 : 1;
+out:
+    json_decref(bad);
+    json_decref(controls);
+    free(plan);
+    return rc;
+}

@@ -1,0 +1,677 @@
+/* Q4NX container -> GGUF: the tensor plan (llama.cpp names, fused and permuted rows), the exact
+ * re-blocking of MatMulNBits groups into ggml blocks, and the architecture metadata. The tokenizer
+ * metadata is tokenizer.c's. */
+#define _GNU_SOURCE
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gguf_int.h"
+
+int gguf_tokenizer_meta(const q4nx_file *f, gguf_writer *w, uint32_t vocab, ogk_error *e); /* tokenizer.c */
+
+/* ---------------------------------------------------------------- the plan */
+
+typedef struct {
+    const q4nx_file *f;
+    const char **used; /* roles taken into the plan */
+    size_t nused;
+    gguf_plan *p;
+    size_t n, cap;
+    ogk_error *e;
+} planner;
+
+static const q4nx_tensor *take(planner *pl, const char *role)
+{
+    const q4nx_tensor *t = q4nx_find(pl->f, role);
+    if (t)
+        pl->used[pl->nused++] = t->role;
+    return t;
+}
+
+static gguf_plan *add(planner *pl, const char *name, int kind)
+{
+    if (pl->n == pl->cap) {
+        size_t cap = pl->cap ? 2 * pl->cap : 64;
+        gguf_plan *p = realloc(pl->p, cap * sizeof *p);
+        if (!p) {
+            ogk_fail(pl->e, "out of memory");
+            return NULL;
+        }
+        pl->p = p, pl->cap = cap;
+    }
+    gguf_plan *p = &pl->p[pl->n++];
+    memset(p, 0, sizeof *p);
+    snprintf(p->name, sizeof p->name, "%s", name);
+    p->kind = kind;
+    return p;
+}
+
+static int is_float(int dtype) { return dtype == Q4NX_F32 || dtype == Q4NX_F16 || dtype == Q4NX_BF16; }
+
+static uint64_t plain_count(const q4nx_tensor *t)
+{
+    size_t es = q4nx_dtype_size(t->dtype);
+    return es ? t->nbytes / es : 0;
+}
+
+/* a float vector of exactly n elements, as F32 */
+static int vec(planner *pl, const char *name, const char *role, uint64_t n, int required)
+{
+    const q4nx_tensor *t = take(pl, role);
+    if (!t)
+        return required ? ogk_fail(pl->e, "tensor %s: missing (needed for %s)", role, name) : 0;
+    if (!is_float(t->dtype) || plain_count(t) != n)
+        return ogk_fail(pl->e, "tensor %s: %s with %llu elements, want a float vector of %llu", role,
+                        q4nx_dtype_name(t->dtype), (unsigned long long)plain_count(t), (unsigned long long)n);
+    gguf_plan *p = add(pl, name, GPLAN_PLAIN);
+    if (!p)
+        return -1;
+    p->type = GGML_F32, p->ndim = 1, p->nrows = 1, p->k = (uint32_t)n;
+    p->seg[0] = (gguf_seg){t, 0, 1, 0};
+    p->nseg = 1;
+    snprintf(p->from, sizeof p->from, "%s", role);
+    return 0;
+}
+
+/* rows of quantised tensors (each [rows, k]) stacked; perm[i]: head size to permute segment i by */
+static int quant(planner *pl, const char *name, int nseg, const char *const *roles, const uint32_t *rows,
+                 const uint32_t *perm, uint32_t k)
+{
+    gguf_plan *p = add(pl, name, GPLAN_Q);
+    if (!p)
+        return -1;
+    p->ndim = 2, p->k = k;
+    for (int i = 0; i < nseg; i++) {
+        const q4nx_tensor *t = q4nx_find(pl->f, roles[i]);
+        if (!t)
+            return ogk_fail(pl->e, "tensor %s: missing (needed for %s)", roles[i], name);
+        if (t->dtype != Q4NX_Q4 || t->k != k || t->n < rows[i])
+            return ogk_fail(pl->e, "tensor %s: %s [%u, %u], want quantised rows of %u", roles[i],
+                            q4nx_dtype_name(t->dtype), t->n, t->k, k);
+        int again = 0;
+        for (size_t u = 0; u < pl->nused; u++)
+            again |= !strcmp(pl->used[u], t->role);
+        if (!again)
+            pl->used[pl->nused++] = t->role;
+        /* consecutive segments of one tensor continue where the previous one ended */
+        uint32_t row0 = 0;
+        if (i && p->seg[i - 1].t == t)
+            row0 = p->seg[i - 1].row0 + p->seg[i - 1].nrows;
+        if ((uint64_t)row0 + rows[i] > t->n)
+            return ogk_fail(pl->e, "tensor %s: %u rows, the plan needs %llu", roles[i], t->n,
+                            (unsigned long long)row0 + rows[i]);
+        p->seg[i] = (gguf_seg){t, row0, rows[i], perm ? perm[i] : 0};
+        p->nrows += rows[i];
+        size_t L = strlen(p->from);
+        if (!i || p->seg[i - 1].t != t)
+            snprintf(p->from + L, sizeof p->from - L, "%s%s", L ? "+" : "", roles[i]);
+    }
+    p->nseg = nseg;
+    return 0;
+}
+
+static int one(planner *pl, const char *name, const char *role, uint32_t rows, uint32_t k, uint32_t perm)
+{
+    return quant(pl, name, 1, &role, &rows, &perm, k);
+}
+
+typedef struct {
+    const char *arch;
+    uint32_t vocab, dim, ff, layers, heads, kv_heads, head_dim, rope_dim, ctx;
+    float eps, theta;
+    int tied, qkv_bias, qk_norm;
+} dims;
+
+static int geti(const json_t *m, const char *k, uint32_t *v, int required, ogk_error *e)
+{
+    const json_t *j = json_object_get(m, k);
+    if (!json_is_integer(j) || json_integer_value(j) <= 0 || json_integer_value(j) > (1 << 30)) {
+        if (!required && (!j || json_is_null(j)))
+            return 0;
+        return ogk_fail(e, "model description: \"%s\" missing or not a positive integer", k);
+    }
+    *v = (uint32_t)json_integer_value(j);
+    return 0;
+}
+
+static int read_dims(const q4nx_file *f, dims *d, ogk_error *e)
+{
+    const json_t *m = q4nx_model(f);
+    const char *fam = json_string_value(json_object_get(m, "family"));
+    if (!fam)
+        return ogk_fail(e, "model description: no \"family\"");
+    if (!strcmp(fam, "llama") || !strcmp(fam, "mistral"))
+        d->arch = "llama";
+    else if (!strcmp(fam, "qwen2"))
+        d->arch = "qwen2";
+    else if (!strcmp(fam, "qwen3"))
+        d->arch = "qwen3";
+    else if (!strcmp(fam, "phi3"))
+        d->arch = "phi3";
+    else
+        return ogk_fail(e, "family \"%s\": no llama.cpp architecture for it here (llama, mistral, qwen2, qwen3, phi3)",
+                        fam);
+    if (geti(m, "vocab_size", &d->vocab, 1, e) || geti(m, "hidden_size", &d->dim, 1, e) ||
+        geti(m, "intermediate_size", &d->ff, 1, e) || geti(m, "num_layers", &d->layers, 1, e) ||
+        geti(m, "num_heads", &d->heads, 1, e) || geti(m, "num_kv_heads", &d->kv_heads, 1, e) ||
+        geti(m, "context_length", &d->ctx, 1, e))
+        return -1;
+    d->head_dim = d->dim / d->heads;
+    if (geti(m, "head_dim", &d->head_dim, 0, e))
+        return -1;
+    const json_t *eps = json_object_get(m, "rms_norm_eps");
+    d->eps = json_is_number(eps) ? (float)json_number_value(eps) : 1e-6f;
+    const json_t *rope = json_object_get(m, "rope");
+    d->rope_dim = d->head_dim;
+    d->theta = 10000.0f;
+    if (json_is_object(rope)) {
+        if (geti(rope, "dim", &d->rope_dim, 0, e))
+            return -1;
+        const json_t *th = json_object_get(rope, "theta");
+        if (json_is_number(th))
+            d->theta = (float)json_number_value(th);
+        const json_t *sc = json_object_get(rope, "scaling");
+        if (sc && !json_is_null(sc)) {
+            char *s = json_dumps(sc, JSON_COMPACT);
+            ogk_fail(e, "rope scaling %s: not converted yet (llama.cpp's rope scaling keys are not written by this "
+                     "version); refusing rather than writing a model that rotates differently", s ? s : "?");
+            free(s);
+            return -1;
+        }
+        if (json_is_true(json_object_get(rope, "interleaved")))
+            return ogk_fail(e, "rope: interleaved rotation is not what llama.cpp's %s expects", d->arch);
+    }
+    if (d->rope_dim > d->head_dim || d->rope_dim % 2)
+        return ogk_fail(e, "rope dim %u does not fit head_dim %u", d->rope_dim, d->head_dim);
+    if (!strcmp(d->arch, "llama") && d->rope_dim != d->head_dim)
+        return ogk_fail(e, "llama with partial rotary (rope dim %u < head_dim %u): llama.cpp's llama requires full "
+                        "rotary", d->rope_dim, d->head_dim);
+    if (!strcmp(d->arch, "phi3") && d->heads * d->head_dim != d->dim)
+        return ogk_fail(e, "phi3 with heads x head_dim %u != hidden %u: llama.cpp's phi3 cannot hold it",
+                        d->heads * d->head_dim, d->dim);
+    if (d->heads % d->kv_heads)
+        return ogk_fail(e, "num_heads %u is not a multiple of num_kv_heads %u", d->heads, d->kv_heads);
+    d->tied = json_is_true(json_object_get(m, "tie_embeddings"));
+    d->qkv_bias = json_is_true(json_object_get(m, "qkv_bias"));
+    d->qk_norm = json_is_true(json_object_get(m, "qk_norm"));
+    return 0;
+}
+
+static int build_plan(planner *pl, const dims *d)
+{
+    const q4nx_file *f = pl->f;
+    ogk_error *e = pl->e;
+    uint32_t qd = d->heads * d->head_dim, kvd = d->kv_heads * d->head_dim;
+    /* llama.cpp's llama rotates adjacent pairs (its converter permutes q and k rows); the other three
+     * families rotate halves, as the pack does */
+    uint32_t perm = !strcmp(d->arch, "llama") ? d->head_dim : 0;
+    /* embedding: the tied lm_head's rows, or its own tensor (quantised or float) */
+    if (d->tied) {
+        if (one(pl, "token_embd.weight", "lm_head", d->vocab, d->dim, 0))
+            return -1;
+    } else {
+        const q4nx_tensor *t = q4nx_find(f, "embed");
+        if (!t)
+            return ogk_fail(e, "tensor embed: missing (the model is not tied)");
+        if (t->dtype == Q4NX_Q4) {
+            if (one(pl, "token_embd.weight", "embed", d->vocab, d->dim, 0))
+                return -1;
+        } else {
+            take(pl, "embed");
+            if (!is_float(t->dtype) || t->ndim != 2 || t->shape[0] != d->vocab || t->shape[1] != d->dim)
+                return ogk_fail(e, "tensor embed: %s, want float [%u, %u]", q4nx_dtype_name(t->dtype), d->vocab, d->dim);
+            gguf_plan *p = add(pl, "token_embd.weight", GPLAN_PLAIN);
+            if (!p)
+                return -1;
+            p->type = t->dtype == Q4NX_F16 ? GGML_F16 : GGML_F32; /* f16 stays f16 (exact); bf16 widens */
+            p->ndim = 2, p->nrows = d->vocab, p->k = d->dim;
+            p->seg[0] = (gguf_seg){t, 0, d->vocab, 0};
+            p->nseg = 1;
+            snprintf(p->from, sizeof p->from, "embed");
+        }
+    }
+    for (uint32_t l = 0; l < d->layers; l++) {
+        char n[80], r[80], r2[80], r3[80];
+#define N(s) (snprintf(n, sizeof n, "blk.%u.%s", l, s), n)
+#define R(buf, s) (snprintf(buf, sizeof buf, "layers.%u.%s", l, s), buf)
+        if (vec(pl, N("attn_norm.weight"), R(r, "input_norm"), d->dim, 1))
+            return -1;
+        if (q4nx_find(f, R(r, "attn.qkv"))) {
+            /* the pack's fused q|k|v rows stay fused (llama.cpp's attn_qkv), q and k permuted for llama */
+            const char *roles[3] = {r, r, r};
+            uint32_t rows[3] = {qd, kvd, kvd}, perms[3] = {perm, perm, 0};
+            if (quant(pl, N("attn_qkv.weight"), 3, roles, rows, perms, d->dim))
+                return -1;
+        } else if (one(pl, N("attn_q.weight"), R(r, "attn.q"), qd, d->dim, perm) ||
+                   one(pl, N("attn_k.weight"), R(r, "attn.k"), kvd, d->dim, perm) ||
+                   one(pl, N("attn_v.weight"), R(r, "attn.v"), kvd, d->dim, 0)) {
+            return -1;
+        }
+        int has_qkv_b = q4nx_find(f, R(r, "attn.qkv_bias")) != NULL, has_q_b = q4nx_find(f, R(r, "attn.q_bias")) != NULL;
+        if ((has_qkv_b || has_q_b) && perm)
+            return ogk_fail(e, "layer %u: llama with q/k biases: their permutation is not implemented", l);
+        if (has_qkv_b) {
+            if (!q4nx_find(f, R(r2, "attn.qkv")))
+                return ogk_fail(e, "layer %u: a fused qkv bias with separate q/k/v weights (llama.cpp takes the "
+                                "bias fused only with fused weights)", l);
+            if (vec(pl, N("attn_qkv.bias"), R(r, "attn.qkv_bias"), qd + 2 * kvd, 1))
+                return -1;
+        } else if (has_q_b) {
+            if (vec(pl, N("attn_q.bias"), R(r, "attn.q_bias"), qd, 1) ||
+                vec(pl, N("attn_k.bias"), R(r2, "attn.k_bias"), kvd, 1) ||
+                vec(pl, N("attn_v.bias"), R(r3, "attn.v_bias"), kvd, 1))
+                return -1;
+        } else if (d->qkv_bias) {
+            return ogk_fail(e, "layer %u: the model has qkv biases but the container holds none", l);
+        }
+        if (d->qk_norm && (vec(pl, N("attn_q_norm.weight"), R(r, "attn.q_norm"), d->head_dim, 1) ||
+                           vec(pl, N("attn_k_norm.weight"), R(r2, "attn.k_norm"), d->head_dim, 1)))
+            return -1;
+        if (one(pl, N("attn_output.weight"), R(r, "attn.o"), d->dim, qd, 0) ||
+            vec(pl, N("ffn_norm.weight"), R(r2, "post_attn_norm"), d->dim, 1))
+            return -1;
+        if (!strcmp(d->arch, "phi3")) {
+            /* llama.cpp's phi3 takes gate and up fused: ffn_up = [gate rows; up rows] (swiglu of halves) */
+            const char *roles[2] = {R(r, "mlp.gate"), R(r2, "mlp.up")};
+            uint32_t rows[2] = {d->ff, d->ff};
+            if (quant(pl, N("ffn_up.weight"), 2, roles, rows, NULL, d->dim))
+                return -1;
+        } else if (one(pl, N("ffn_gate.weight"), R(r, "mlp.gate"), d->ff, d->dim, 0) ||
+                   one(pl, N("ffn_up.weight"), R(r2, "mlp.up"), d->ff, d->dim, 0)) {
+            return -1;
+        }
+        if (one(pl, N("ffn_down.weight"), R(r, "mlp.down"), d->dim, d->ff, 0))
+            return -1;
+#undef N
+#undef R
+    }
+    if (vec(pl, "output_norm.weight", "final_norm", d->dim, 1))
+        return -1;
+    if (!d->tied && one(pl, "output.weight", "lm_head", d->vocab, d->dim, 0))
+        return -1;
+    /* RoPE caches: llama.cpp computes rotations from rope.freq_base; nothing else may be left over */
+    take(pl, "rope.cos");
+    take(pl, "rope.sin");
+    for (size_t i = 0; i < q4nx_tensor_count(f); i++) {
+        const char *role = q4nx_tensor_at(f, i)->role;
+        int used = 0;
+        for (size_t u = 0; u < pl->nused && !used; u++)
+            used = !strcmp(pl->used[u], role);
+        if (!used)
+            return ogk_fail(e, "tensor %s: the container holds it but llama.cpp's %s has no place for it", role,
+                            d->arch);
+    }
+    return 0;
+}
+
+gguf_plan *gguf_make_plan(const q4nx_file *f, size_t *n, const char **arch, ogk_error *e, int *code)
+{
+    *code = OGK_EXIT_INPUT;
+    dims d = {0};
+    if (read_dims(f, &d, e))
+        return NULL;
+    planner pl = {f, calloc(q4nx_tensor_count(f) + 4, sizeof(char *)), 0, NULL, 0, 0, e};
+    if (!pl.used) {
+        ogk_fail(e, "out of memory");
+        return NULL;
+    }
+    int rc = build_plan(&pl, &d);
+    free(pl.used);
+    if (rc) {
+        free(pl.p);
+        return NULL;
+    }
+    *n = pl.n;
+    if (arch)
+        *arch = d.arch;
+    return pl.p;
+}
+
+const q4nx_tensor *gguf_plan_row(const gguf_plan *p, uint32_t r, uint32_t *src)
+{
+    for (int i = 0; i < p->nseg; i++) {
+        const gguf_seg *s = &p->seg[i];
+        if (r >= s->nrows) {
+            r -= s->nrows;
+            continue;
+        }
+        uint32_t local = r;
+        if (s->perm_hd) { /* output (head h, pair i, member j) <- source (h, j, i) */
+            uint32_t hd = s->perm_hd, h = r / hd, w = r % hd;
+            local = h * hd + (w % 2) * (hd / 2) + w / 2;
+        }
+        *src = s->row0 + local;
+        return s->t;
+    }
+    *src = 0;
+    return NULL;
+}
+
+void gguf_plain_row(const q4nx_tensor *t, uint32_t row, uint32_t k, float *out)
+{
+    const uint8_t *b = t->data;
+    size_t es = q4nx_dtype_size(t->dtype);
+    b += (uint64_t)row * k * es;
+    for (uint32_t i = 0; i < k; i++) {
+        if (t->dtype == Q4NX_F32) {
+            memcpy(&out[i], b + 4 * (size_t)i, 4);
+        } else {
+            uint16_t h;
+            memcpy(&h, b + 2 * (size_t)i, 2);
+            out[i] = t->dtype == Q4NX_F16 ? ogk_f16_to_f32(h) : ogk_bf16_to_f32(h);
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- exact re-blocking */
+
+static int f16_exact(float x)
+{
+    float y = ogk_f16_to_f32(ogk_f32_to_f16(x));
+    return y == x && isfinite(x);
+}
+
+/* one 32-element block of a source row: codes, scale, zero point */
+typedef struct {
+    uint8_t q[32];
+    float s;
+    int z, lo, hi;
+} block32;
+
+static void get_block(const q4nx_tensor *t, uint32_t row, uint32_t k0, block32 *b)
+{
+    uint32_t g = k0 / t->block;
+    b->s = q4nx_q4_scale(t, row, g);
+    b->z = q4nx_q4_zero(t, row, g);
+    b->lo = 15, b->hi = 0;
+    for (int i = 0; i < 32; i++) {
+        b->q[i] = q4nx_q4_code(t, row, k0 + (uint32_t)i);
+        if (b->q[i] < b->lo)
+            b->lo = b->q[i];
+        if (b->q[i] > b->hi)
+            b->hi = b->q[i];
+    }
+}
+
+/* Q4_0 holds (q - z) * s exactly when d = s is an fp16 and every q - z + 8 is a 4-bit code */
+static int q40_ok(const block32 *b)
+{
+    return f16_exact(b->s) && b->lo - b->z + 8 >= 0 && b->hi - b->z + 8 <= 15;
+}
+/* Q4_1: q' = q - c (c in [hi - 15, lo]) with d = s and m = (c - z) * s, both fp16; the shift c that
+ * makes m exact, or -100 when none does */
+static int q41_shift(const block32 *b)
+{
+    if (!f16_exact(b->s))
+        return -100;
+    for (int c = b->lo; c >= b->hi - 15; c--)
+        if (f16_exact((float)(c - b->z) * b->s))
+            return c;
+    return -100;
+}
+
+typedef struct {
+    int q40, q41, q80;         /* every block fits */
+    uint32_t bad_row, bad_col; /* the first block that fits neither Q4 type */
+    float bad_s;
+    int bad_z;
+} fit;
+
+static void scan(const gguf_plan *p, fit *ft)
+{
+    ft->q40 = ft->q41 = ft->q80 = 1;
+    ft->bad_row = UINT32_MAX;
+    for (uint32_t r = 0; r < p->nrows; r++) {
+        uint32_t sr;
+        const q4nx_tensor *t = gguf_plan_row(p, r, &sr);
+        for (uint32_t k0 = 0; k0 < p->k; k0 += 32) {
+            block32 b;
+            get_block(t, sr, k0, &b);
+            int a = q40_ok(&b), c = q41_shift(&b) != -100;
+            ft->q40 &= a;
+            ft->q41 &= c;
+            ft->q80 &= f16_exact(b.s);
+            if (!a && !c && ft->bad_row == UINT32_MAX)
+                ft->bad_row = r, ft->bad_col = k0, ft->bad_s = b.s, ft->bad_z = b.z;
+        }
+    }
+}
+
+static void put_half(uint8_t *p, float x)
+{
+    uint16_t h = ogk_f32_to_f16(x);
+    memcpy(p, &h, 2);
+}
+
+static int fill_quant(void *ctx, uint8_t *dst, uint64_t n, ogk_error *e)
+{
+    gguf_plan *p = ctx;
+    uint64_t rb = gguf_row_bytes(p->type, p->k);
+    if (rb * p->nrows != n)
+        return ogk_fail(e, "tensor %s: %llu bytes planned, %llu asked", p->name, (unsigned long long)(rb * p->nrows),
+                        (unsigned long long)n);
+    float *ref = p->lossy || p->type == GGML_F32 ? malloc((size_t)p->k * sizeof *ref) : NULL;
+    if ((p->lossy || p->type == GGML_F32) && !ref)
+        return ogk_fail(e, "out of memory");
+    for (uint32_t r = 0; r < p->nrows; r++) {
+        uint32_t sr;
+        const q4nx_tensor *t = gguf_plan_row(p, r, &sr);
+        uint8_t *o = dst + (uint64_t)r * rb;
+        if (ref)
+            q4nx_q4_dequant_row(t, sr, ref);
+        if (p->type == GGML_F32) { /* widened: the container's own values */
+            memcpy(o, ref, (size_t)p->k * 4);
+            continue;
+        }
+        for (uint32_t k0 = 0; k0 < p->k; k0 += 32) {
+            block32 b;
+            get_block(t, sr, k0, &b);
+            float d = b.s, m = 0;
+            uint8_t v[32];
+            switch (p->type) {
+            case GGML_Q4_0: /* x = (v - 8) d with v = q - z + 8 */
+                for (int i = 0; i < 32; i++) {
+                    int x = b.q[i] - b.z + 8;
+                    v[i] = (uint8_t)(x < 0 ? 0 : x > 15 ? 15 : x);
+                }
+                put_half(o, d);
+                for (int j = 0; j < 16; j++)
+                    o[2 + j] = (uint8_t)(v[j] | v[j + 16] << 4);
+                o += 18;
+                break;
+            case GGML_Q4_1: { /* x = v d + m with v = q - c, m = (c - z) s */
+                int c = p->lossy ? 0 : q41_shift(&b);
+                if (c == -100)
+                    c = 0;
+                m = (float)(c - b.z) * b.s;
+                for (int i = 0; i < 32; i++)
+                    v[i] = (uint8_t)(b.q[i] - c);
+                put_half(o, d);
+                put_half(o + 2, m);
+                for (int j = 0; j < 16; j++)
+                    o[4 + j] = (uint8_t)(v[j] | v[j + 16] << 4);
+                o += 20;
+                break;
+            }
+            case GGML_Q8_0:
+                put_half(o, d);
+                for (int i = 0; i < 32; i++)
+                    o[2 + i] = (uint8_t)(int8_t)(b.q[i] - b.z);
+                o += 34;
+                break;
+            default:
+                free(ref);
+                return ogk_fail(e, "tensor %s: type %d", p->name, p->type);
+            }
+            if (p->lossy) { /* what llama.cpp will read back, against the container's value */
+                float dh = ogk_f16_to_f32(ogk_f32_to_f16(d)), mh = ogk_f16_to_f32(ogk_f32_to_f16(m));
+                for (int i = 0; i < 32; i++) {
+                    float x = p->type == GGML_Q4_0 ? (float)(v[i] - 8) * dh : (float)v[i] * dh + mh;
+                    double err = fabs((double)x - (double)ref[k0 + (uint32_t)i]);
+                    if (err > p->max_err || (isnan(err) && !isnan(p->max_err)))
+                        p->max_err = err, p->err_row = r, p->err_col = k0 + (uint32_t)i;
+                }
+            }
+        }
+    }
+    free(ref);
+    return 0;
+}
+
+static int fill_plain(void *ctx, uint8_t *dst, uint64_t n, ogk_error *e)
+{
+    gguf_plan *p = ctx;
+    uint64_t rb = gguf_row_bytes(p->type, p->k);
+    if (rb * p->nrows != n)
+        return ogk_fail(e, "tensor %s: size mismatch", p->name);
+    const q4nx_tensor *t = p->seg[0].t;
+    if (p->type == GGML_F16 && t->dtype == Q4NX_F16) { /* bytes as they are */
+        memcpy(dst, t->data, n);
+        return 0;
+    }
+    float *row = malloc((size_t)p->k * sizeof *row);
+    if (!row)
+        return ogk_fail(e, "out of memory");
+    for (uint32_t r = 0; r < p->nrows; r++) {
+        gguf_plain_row(t, r, p->k, row);
+        memcpy(dst + (uint64_t)r * rb, row, (size_t)p->k * 4);
+    }
+    free(row);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- metadata and the file */
+
+static int arch_meta(gguf_writer *w, const q4nx_file *f, const char *arch, const char *name, ogk_error *e)
+{
+    dims d = {0};
+    if (read_dims(f, &d, e))
+        return -1;
+    char k[96];
+#define K(s) (snprintf(k, sizeof k, "%s.%s", arch, s), k)
+    if (gguf_kv_str(w, "general.architecture", arch, strlen(arch), e) ||
+        gguf_kv_str(w, "general.name", name, strlen(name), e) || gguf_kv_u32(w, "general.quantization_version", 2, e) ||
+        gguf_kv_u32(w, K("vocab_size"), d.vocab, e) || gguf_kv_u32(w, K("context_length"), d.ctx, e) ||
+        gguf_kv_u32(w, K("embedding_length"), d.dim, e) || gguf_kv_u32(w, K("block_count"), d.layers, e) ||
+        gguf_kv_u32(w, K("feed_forward_length"), d.ff, e) || gguf_kv_u32(w, K("attention.head_count"), d.heads, e) ||
+        gguf_kv_u32(w, K("attention.head_count_kv"), d.kv_heads, e) ||
+        gguf_kv_f32(w, K("attention.layer_norm_rms_epsilon"), d.eps, e) ||
+        gguf_kv_f32(w, K("rope.freq_base"), d.theta, e) || gguf_kv_u32(w, K("rope.dimension_count"), d.rope_dim, e))
+        return -1;
+    if (d.head_dim != d.dim / d.heads &&
+        (gguf_kv_u32(w, K("attention.key_length"), d.head_dim, e) ||
+         gguf_kv_u32(w, K("attention.value_length"), d.head_dim, e)))
+        return -1;
+#undef K
+    return 0;
+}
+
+int gguf_from_q4nx(const q4nx_file *f, const gguf_convert_opts *o, int fd, json_t **report, ogk_error *e, int *code)
+{
+    *code = OGK_EXIT_INPUT;
+    if (report)
+        *report = NULL;
+    const char *arch;
+    size_t n;
+    gguf_plan *plan = gguf_make_plan(f, &n, &arch, e, code);
+    if (!plan)
+        return -1;
+    gguf_writer *w = gguf_writer_new();
+    json_t *tens = json_array(), *types = json_object();
+    int rc = -1;
+    if (!w) {
+        ogk_fail(e, "out of memory");
+        goto out;
+    }
+    /* general.name: the option, else the source pack's directory name */
+    char name[256] = "model";
+    const char *src = json_string_value(json_object_get(q4nx_source(f), "pack"));
+    if (o->name) {
+        snprintf(name, sizeof name, "%s", o->name);
+    } else if (src && *src) {
+        size_t L = strlen(src);
+        while (L > 1 && src[L - 1] == '/')
+            L--;
+        size_t s0 = L;
+        while (s0 && src[s0 - 1] != '/')
+            s0--;
+        snprintf(name, sizeof name, "%.*s", (int)(L - s0), src + s0);
+    }
+    if (arch_meta(w, f, arch, name, e))
+        goto out;
+    dims d = {0};
+    read_dims(f, &d, e);
+    if (gguf_tokenizer_meta(f, w, d.vocab, e))
+        goto out;
+    /* choose each quantised tensor's type */
+    for (size_t i = 0; i < n; i++) {
+        gguf_plan *p = &plan[i];
+        if (p->kind == GPLAN_Q) {
+            int geom = p->k % 32 == 0;
+            for (int s = 0; s < p->nseg; s++)
+                geom &= p->seg[s].t->block % 32 == 0;
+            fit ft = {0};
+            if (geom)
+                scan(p, &ft);
+            if (geom && ft.q40) {
+                p->type = GGML_Q4_0;
+            } else if (geom && ft.q41) {
+                p->type = GGML_Q4_1;
+            } else if (o->policy == GGUF_WIDEN) {
+                p->type = geom && ft.q80 ? GGML_Q8_0 : GGML_F32;
+            } else if (o->policy == GGUF_LOSSY && geom) {
+                int sym = 1;
+                for (int s = 0; s < p->nseg; s++)
+                    sym &= !p->seg[s].t->has_zp;
+                p->type = sym ? GGML_Q4_0 : GGML_Q4_1;
+                p->lossy = 1;
+            } else if (!geom) {
+                ogk_fail(e, "tensor %s (%s): group size %u / row length %u is not a multiple of 32, the block of "
+                         "Q4_0/Q4_1%s", p->from, p->name, p->seg[0].t->block, p->k,
+                         o->policy == GGUF_LOSSY ? "" : "; --widen writes it exactly as F32");
+                goto out;
+            } else {
+                uint32_t sr;
+                const q4nx_tensor *t = gguf_plan_row(p, ft.bad_row, &sr);
+                ogk_fail(e, "tensor %s (%s): row %u group %u: scale %.9g with zero point %d is not exact in Q4_0 or "
+                         "Q4_1 (fp16 d and m); --widen writes such tensors exactly as Q8_0/F32, --allow-lossy "
+                         "rounds them", t->role, p->name, sr, ft.bad_col / t->block, (double)ft.bad_s, ft.bad_z);
+                goto out;
+            }
+        }
+        uint64_t ne[2] = {p->k, p->nrows};
+        if (gguf_writer_tensor(w, p->name, p->type, p->ndim, ne, p->kind == GPLAN_Q ? fill_quant : fill_plain, p, e))
+            goto out;
+    }
+    int failed = 0;
+    if (gguf_writer_write(w, fd, &failed, e)) {
+        if (failed)
+            *code = OGK_EXIT_CHECK;
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        gguf_plan *p = &plan[i];
+        json_t *j = json_pack("{s:s,s:s,s:s}", "name", p->name, "type", gguf_type_name(p->type), "from", p->from);
+        if (p->kind == GPLAN_Q && p->type != GGML_Q4_0 && p->type != GGML_Q4_1)
+            json_object_set_new(j, "widened", json_true());
+        if (p->lossy) {
+            uint32_t sr;
+            gguf_plan_row(p, p->err_row, &sr);
+            json_object_set_new(j, "max_abs_error", json_real(p->max_err));
+            json_object_set_new(j, "at", json_pack("{s:i,s:i}", "row", (int)sr, "col", (int)p->err_col));
+        }
+        json_array_append_new(tens, j);
+        json_t *c = json_object_get(types, gguf_type_name(p->type));
+        json_object_set_new(types, gguf_type_name(p->type), json_integer(c ? json_integer_value(c) + 1 : 1));
+    }
+    rc = 0;
+out:
+    if (report && !rc)
+        *report = json_pack("{s:s,s:o,s:o}", "architecture", arch, "types", types, "tensors", tens);
+    else
+        json_decref(tens), json_decref(types);
+    gguf_writer_free(w);
+    free(plan);
+    return rc;
+}

@@ -1,0 +1,42 @@
+/* lib/gguf internals shared by convert.c and check.c: the conversion plan (which container rows make
+ * which GGUF tensor). The plan only moves rows; it never touches values, so the check can use it to
+ * pair rows while dequantising both sides with independent code. */
+#ifndef OGK_GGUF_INT_H
+#define OGK_GGUF_INT_H
+
+#include "gguf.h"
+
+/* A run of rows of one container tensor. perm_hd > 0: rows are permuted within heads of perm_hd rows
+ * from the rotate-halves RoPE order (pair i, i + hd/2) to llama.cpp's adjacent-pairs order (2i, 2i+1). */
+typedef struct {
+    const q4nx_tensor *t;
+    uint32_t row0, nrows;
+    uint32_t perm_hd;
+} gguf_seg;
+
+enum { GPLAN_Q = 1, GPLAN_PLAIN = 2 };
+
+typedef struct {
+    char name[80];
+    char from[160]; /* container roles, for reports */
+    int kind;       /* GPLAN_Q: rows of quantised tensors; GPLAN_PLAIN: a float tensor */
+    int type;       /* chosen ggml type */
+    int ndim;
+    uint32_t nrows, k; /* output rows (1 for vectors) and row length */
+    gguf_seg seg[3];
+    int nseg;
+    /* filled while writing under GGUF_LOSSY */
+    double max_err;
+    uint32_t err_row, err_col;
+    int lossy;
+} gguf_plan;
+
+/* The plan for a container: tensor list in GGUF order. NULL with e filled, *code 3 (the container is
+ * not a model this can convert). */
+gguf_plan *gguf_make_plan(const q4nx_file *f, size_t *n, const char **arch, ogk_error *e, int *code);
+/* The container tensor and source row of output row r. */
+const q4nx_tensor *gguf_plan_row(const gguf_plan *p, uint32_t r, uint32_t *src_row);
+/* The container's values of one source row of a plain tensor, as floats (k of them). */
+void gguf_plain_row(const q4nx_tensor *t, uint32_t row, uint32_t k, float *out);
+
+#endif

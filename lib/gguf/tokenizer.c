@@ -1,0 +1,301 @@
+/* Tokenizer metadata for llama.cpp from the container's tokenizer.json / tokenizer_config.json:
+ * byte-level BPE as tokenizer.ggml.model "gpt2" (with the pre-tokenizer name whose regex llama.cpp
+ * applies), sentencepiece-style BPE with byte fallback as "llama" (scores rank the merges). */
+#define _GNU_SOURCE
+#include <stdlib.h>
+#include <string.h>
+
+#include "gguf_int.h"
+
+int gguf_tokenizer_meta(const q4nx_file *f, gguf_writer *w, uint32_t vocab, ogk_error *e);
+
+/* llama.cpp token types */
+enum { TT_NORMAL = 1, TT_UNKNOWN = 2, TT_CONTROL = 3, TT_USER = 4, TT_UNUSED = 5, TT_BYTE = 6 };
+
+/* Split regexes of byte-level BPE tokenizers and the llama.cpp pre-tokenizer that applies the same one */
+static const struct {
+    const char *regex, *pre;
+    int exact;
+} pres[] = {
+    {"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"
+     "\\s+(?!\\S)|\\s+", "qwen2", 1},
+    {"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"
+     "\\s+(?!\\S)|\\s+", "llama-bpe", 1},
+    /* the llama 3 regex without the contraction alternatives: llama-bpe's regex is the nearest llama.cpp has;
+     * they split differently only where a contraction is followed by more letters ("'llama") */
+    {"[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+     "llama-bpe", 0},
+};
+
+static const char *str(const json_t *o, const char *k) { return json_string_value(json_object_get(o, k)); }
+
+/* the Split regex of a byte-level pre_tokenizer (Sequence [Split, ByteLevel]) */
+static const char *split_regex(const json_t *pre)
+{
+    const char *ty = str(pre, "type");
+    if (ty && !strcmp(ty, "Split"))
+        return str(json_object_get(pre, "pattern"), "Regex");
+    if (ty && !strcmp(ty, "Sequence")) {
+        size_t i;
+        const json_t *v;
+        json_array_foreach(json_object_get(pre, "pretokenizers"), i, v)
+        {
+            const char *r = split_regex(v);
+            if (r)
+                return r;
+        }
+    }
+    return NULL;
+}
+
+static int mentions(const json_t *j, const char *type)
+{
+    if (json_is_object(j)) {
+        const char *ty = str(j, "type");
+        if (ty && !strcmp(ty, type))
+            return 1;
+        const char *k;
+        const json_t *v;
+        json_object_foreach((json_t *)j, k, v) if (mentions(v, type)) return 1;
+    } else if (json_is_array(j)) {
+        size_t i;
+        const json_t *v;
+        json_array_foreach(j, i, v) if (mentions(v, type)) return 1;
+    }
+    return 0;
+}
+
+static int is_byte_token(const char *s)
+{
+    return strlen(s) == 6 && !strncmp(s, "<0x", 3) && s[5] == '>' && strchr("0123456789ABCDEF", s[3]) &&
+           strchr("0123456789ABCDEF", s[4]) && s[3] && s[4];
+}
+
+/* the id of a token string given in tokenizer_config (string, or {"content": ...}), or -1 */
+static int config_token(const json_t *cfg, const char *key, const json_t *vocab, const json_t *added)
+{
+    const json_t *v = json_object_get(cfg, key);
+    const char *s = json_is_string(v) ? json_string_value(v) : str(v, "content");
+    if (!s)
+        return -1;
+    size_t i;
+    const json_t *a;
+    json_array_foreach(added, i, a)
+    {
+        const char *c = str(a, "content");
+        if (c && !strcmp(c, s) && json_is_integer(json_object_get(a, "id")))
+            return (int)json_integer_value(json_object_get(a, "id"));
+    }
+    const json_t *id = json_object_get(vocab, s);
+    return json_is_integer(id) ? (int)json_integer_value(id) : -1;
+}
+
+int gguf_tokenizer_meta(const q4nx_file *f, gguf_writer *w, uint32_t vocab_size, ogk_error *e)
+{
+    const uint8_t *data;
+    size_t len;
+    if (q4nx_asset(f, "tokenizer.json", &data, &len))
+        return ogk_fail(e, "asset tokenizer.json: missing (the GGUF needs the tokenizer)");
+    json_error_t je;
+    json_t *tj = json_loadb((const char *)data, len, 0, &je), *cfg = NULL;
+    if (!tj)
+        return ogk_fail(e, "asset tokenizer.json: line %d: %s", je.line, je.text);
+    if (!q4nx_asset(f, "tokenizer_config.json", &data, &len))
+        cfg = json_loadb((const char *)data, len, 0, &je);
+    if (!cfg)
+        cfg = json_object();
+    int rc = -1;
+    char **tok = calloc(vocab_size, sizeof *tok);
+    int32_t *type = calloc(vocab_size, sizeof *type);
+    float *score = NULL;
+    const json_t *model = json_object_get(tj, "model"), *vocab = json_object_get(model, "vocab"),
+                 *merges = json_object_get(model, "merges"), *added = json_object_get(tj, "added_tokens");
+    const char *mtype = str(model, "type");
+    if (!tok || !type) {
+        ogk_fail(e, "out of memory");
+        goto out;
+    }
+    if (!mtype || strcmp(mtype, "BPE") || !json_is_object(vocab) || !json_is_array(merges)) {
+        ogk_fail(e, "asset tokenizer.json: model type %s: only BPE tokenizers (byte-level, or with byte fallback) "
+                 "are converted", mtype ? mtype : "(none)");
+        goto out;
+    }
+    int bytelevel = mentions(json_object_get(tj, "pre_tokenizer"), "ByteLevel");
+    int spm = !bytelevel && json_is_true(json_object_get(model, "byte_fallback"));
+    if (!bytelevel && !spm) {
+        ogk_fail(e, "asset tokenizer.json: BPE that is neither byte-level nor byte-fallback: no llama.cpp tokenizer "
+                 "model matches");
+        goto out;
+    }
+    /* tokens by id */
+    const char *k;
+    const json_t *v;
+    json_object_foreach((json_t *)vocab, k, v)
+    {
+        json_int_t id = json_integer_value(v);
+        if (!json_is_integer(v) || id < 0 || id >= vocab_size) {
+            ogk_fail(e, "asset tokenizer.json: token \"%s\" has id %lld, outside the model's %u rows", k, (long long)id,
+                     vocab_size);
+            goto out;
+        }
+        free(tok[id]);
+        tok[id] = strdup(k);
+        type[id] = spm && is_byte_token(k) ? TT_BYTE : TT_NORMAL;
+    }
+    size_t i;
+    json_array_foreach(added, i, v)
+    {
+        const char *c = str(v, "content");
+        json_int_t id = json_integer_value(json_object_get(v, "id"));
+        if (!c || id < 0 || id >= vocab_size) {
+            ogk_fail(e, "asset tokenizer.json: added token %zu: no content or id outside %u rows", i, vocab_size);
+            goto out;
+        }
+        free(tok[id]);
+        tok[id] = strdup(c);
+        type[id] = json_is_true(json_object_get(v, "special")) ? TT_CONTROL : TT_USER;
+    }
+    int unk = -1;
+    if (spm && str(model, "unk_token")) {
+        const json_t *u = json_object_get(vocab, str(model, "unk_token"));
+        if (json_is_integer(u))
+            unk = (int)json_integer_value(u), type[unk] = TT_UNKNOWN;
+    }
+    for (uint32_t id = 0; id < vocab_size; id++) /* rows past the tokenizer: padding, never produced */
+        if (!tok[id]) {
+            if (asprintf(&tok[id], "[PAD%u]", id) < 0) {
+                tok[id] = NULL;
+                ogk_fail(e, "out of memory");
+                goto out;
+            }
+            type[id] = TT_UNUSED;
+        }
+    if (spm) {
+        /* llama.cpp's sentencepiece tokenizer merges the adjacent pair whose concatenation scores highest:
+         * score = -(rank of the first merge producing the token), so it merges in merge-rank order */
+        if (!(score = malloc(vocab_size * sizeof *score))) {
+            ogk_fail(e, "out of memory");
+            goto out;
+        }
+        for (uint32_t id = 0; id < vocab_size; id++)
+            score[id] = type[id] == TT_NORMAL ? -1e9f : 0.0f;
+        json_array_foreach(merges, i, v)
+        {
+            char *cat = NULL;
+            if (json_is_string(v)) {
+                const char *s = json_string_value(v), *sp = strchr(s, ' ');
+                if (sp && asprintf(&cat, "%.*s%s", (int)(sp - s), s, sp + 1) < 0)
+                    cat = NULL;
+            } else if (json_array_size(v) == 2) {
+                if (asprintf(&cat, "%s%s", json_string_value(json_array_get(v, 0)) ?: "",
+                             json_string_value(json_array_get(v, 1)) ?: "") < 0)
+                    cat = NULL;
+            }
+            const json_t *id = cat ? json_object_get(vocab, cat) : NULL;
+            if (json_is_integer(id) && score[json_integer_value(id)] == -1e9f)
+                score[json_integer_value(id)] = -(float)i;
+            free(cat);
+        }
+        for (uint32_t id = 0; id < vocab_size; id++)
+            if (score[id] == -1e9f)
+                score[id] = -1e6f - (float)id; /* single pieces: never a merge result */
+    }
+    const char *pre = NULL;
+    if (bytelevel) {
+        const char *re = split_regex(json_object_get(tj, "pre_tokenizer"));
+        for (size_t p = 0; re && p < sizeof pres / sizeof *pres && !pre; p++)
+            if (!strcmp(re, pres[p].regex)) {
+                pre = pres[p].pre;
+                if (!pres[p].exact)
+                    ogk_err("note: tokenizer.json's pre-tokenizer regex has no exact llama.cpp counterpart; using "
+                            "\"%s\", which splits contractions followed by letters differently", pre);
+            }
+        if (!pre) {
+            ogk_fail(e, "asset tokenizer.json: pre-tokenizer regex %s: no llama.cpp pre-tokenizer is known to apply "
+                     "it", re ? re : "(none)");
+            goto out;
+        }
+    }
+    if (gguf_kv_str(w, "tokenizer.ggml.model", spm ? "llama" : "gpt2", spm ? 5 : 4, e) ||
+        (pre && gguf_kv_str(w, "tokenizer.ggml.pre", pre, strlen(pre), e)) ||
+        gguf_kv_arr_str_begin(w, "tokenizer.ggml.tokens", vocab_size, e))
+        goto out;
+    for (uint32_t id = 0; id < vocab_size; id++)
+        if (gguf_kv_arr_str_push(w, tok[id], strlen(tok[id]), e))
+            goto out;
+    if (gguf_kv_arr_i32(w, "tokenizer.ggml.token_type", type, vocab_size, e) ||
+        (score && gguf_kv_arr_f32(w, "tokenizer.ggml.scores", score, vocab_size, e)))
+        goto out;
+    if (!spm) {
+        if (gguf_kv_arr_str_begin(w, "tokenizer.ggml.merges", json_array_size(merges), e))
+            goto out;
+        json_array_foreach(merges, i, v)
+        {
+            char *m = NULL;
+            if (json_is_string(v))
+                m = strdup(json_string_value(v));
+            else if (asprintf(&m, "%s %s", json_string_value(json_array_get(v, 0)) ?: "",
+                              json_string_value(json_array_get(v, 1)) ?: "") < 0)
+                m = NULL;
+            if (!m) {
+                ogk_fail(e, "out of memory");
+                goto out;
+            }
+            int r = gguf_kv_arr_str_push(w, m, strlen(m), e);
+            free(m);
+            if (r)
+                goto out;
+        }
+    }
+    /* special ids: the model description's, else tokenizer_config's token strings */
+    const json_t *md = q4nx_model(f);
+    const json_t *bos = json_object_get(md, "bos_token_id"), *pad = json_object_get(md, "pad_token_id");
+    int bos_id = json_is_integer(bos) ? (int)json_integer_value(bos) : config_token(cfg, "bos_token", vocab, added);
+    int eos_id = config_token(cfg, "eos_token", vocab, added);
+    const json_t *eos = json_object_get(md, "eos_token_ids");
+    if (eos_id < 0 && json_is_array(eos) && json_is_integer(json_array_get(eos, 0)))
+        eos_id = (int)json_integer_value(json_array_get(eos, 0));
+    if (eos_id < 0 && json_is_integer(eos))
+        eos_id = (int)json_integer_value(eos);
+    int pad_id = json_is_integer(pad) ? (int)json_integer_value(pad) : config_token(cfg, "pad_token", vocab, added);
+    /* add_bos: tokenizer_config's flag; else whether the post-processor puts the bos token first */
+    const json_t *ab = json_object_get(cfg, "add_bos_token");
+    int add_bos = json_is_boolean(ab) ? json_is_true(ab) : 0;
+    if (!json_is_boolean(ab) && bos_id >= 0) {
+        const json_t *single = json_object_get(json_object_get(tj, "post_processor"), "single");
+        const json_t *first = json_object_get(json_array_get(single, 0), "SpecialToken");
+        const char *fid = str(first, "id");
+        add_bos = fid && (uint32_t)bos_id < vocab_size && !strcmp(fid, tok[bos_id]);
+    }
+    const json_t *ae = json_object_get(cfg, "add_eos_token");
+    if ((bos_id >= 0 && gguf_kv_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)bos_id, e)) ||
+        (eos_id >= 0 && gguf_kv_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)eos_id, e)) ||
+        (pad_id >= 0 && gguf_kv_u32(w, "tokenizer.ggml.padding_token_id", (uint32_t)pad_id, e)) ||
+        (unk >= 0 && gguf_kv_u32(w, "tokenizer.ggml.unknown_token_id", (uint32_t)unk, e)) ||
+        gguf_kv_bool(w, "tokenizer.ggml.add_bos_token", add_bos, e) ||
+        gguf_kv_bool(w, "tokenizer.ggml.add_eos_token", json_is_true(ae), e))
+        goto out;
+    if (spm) {
+        /* the Prepend "▁" normalizer is llama.cpp's add_space_prefix */
+        int prefix = mentions(json_object_get(tj, "normalizer"), "Prepend") ||
+                     json_is_true(json_object_get(json_object_get(tj, "pre_tokenizer"), "add_prefix_space"));
+        if (gguf_kv_bool(w, "tokenizer.ggml.add_space_prefix", prefix, e))
+            goto out;
+    }
+    const char *tmpl = str(md, "chat_template");
+    if (!tmpl)
+        tmpl = str(cfg, "chat_template");
+    if (tmpl && *tmpl && gguf_kv_str(w, "tokenizer.chat_template", tmpl, strlen(tmpl), e))
+        goto out;
+    rc = 0;
+out:
+    if (tok)
+        for (uint32_t id = 0; id < vocab_size; id++)
+            free(tok[id]);
+    free(tok);
+    free(type);
+    free(score);
+    json_decref(tj);
+    json_decref(cfg);
+    return rc;
+}
