@@ -20,9 +20,10 @@ static const char usage_text[] =
     "             generate text, streamed to stdout\n"
     "  logits     -m MODEL --ids FILE [--topk K] [--feed prefill|verify|step] [--out-f32 FILE]\n"
     "             logits at every position (teacher forcing), JSON\n"
-    "  bench      -m MODEL [-l 128,512,2048] [-g 128] [-r 5] [--warmup 1] [--probe] [--json]\n"
+    "  bench      -m MODEL [-l 128,512,2048] [-g 128] [-r 5] [--warmup 1] [--probe] [--verify 2,8,16] [--json]\n"
     "             prompt processing and token generation speed; --probe: a DRAM read pass over\n"
-    "             the weights' memory before every run, and decode's fraction of it\n"
+    "             the weights' memory before every run, and decode's fraction of it; --verify: after\n"
+    "             each prompt, passes of K rows (all rows' logits) alternated with 1-row steps\n"
     "  info       -m MODEL   the model's configuration, JSON\n"
     "  tokenize | detokenize | chat   tokenizer tools (see npu-forward tokenize --help)\n"
     "common options: -t THREADS (default: online CPUs), -c CONTEXT (default: the model's),\n"
@@ -39,7 +40,7 @@ static _Noreturn void usage(int code)
 
 /* ---- options shared by run / logits / bench / info ---- */
 typedef struct {
-    const char *model, *prompt, *prompt_file, *ids_file, *system, *out_f32, *feed, *lens;
+    const char *model, *prompt, *prompt_file, *ids_file, *system, *out_f32, *feed, *lens, *verify;
     int chat, n, top_k, threads, context, mode, json, ignore_eos, topk, gen, reps, warmup, no_mmap, probe;
     float temp, top_p;
     uint64_t seed;
@@ -49,7 +50,7 @@ typedef struct {
 
 enum {
     O_CHAT = 256, O_SYSTEM, O_TEMP, O_TOPK_S, O_TOPP, O_SEED, O_STOP, O_MODE, O_JSON, O_IDS, O_IGNORE_EOS,
-    O_TOPK, O_FEED, O_OUT_F32, O_WARMUP, O_NO_MMAP, O_PROBE
+    O_TOPK, O_FEED, O_OUT_F32, O_WARMUP, O_NO_MMAP, O_PROBE, O_VERIFY
 };
 
 static const struct option long_opts[] = {
@@ -64,7 +65,7 @@ static const struct option long_opts[] = {
     {"ignore-eos", no_argument, 0, O_IGNORE_EOS}, {"topk", required_argument, 0, O_TOPK},
     {"feed", required_argument, 0, O_FEED},   {"out-f32", required_argument, 0, O_OUT_F32},
     {"warmup", required_argument, 0, O_WARMUP}, {"no-mmap", no_argument, 0, O_NO_MMAP},
-    {"probe", no_argument, 0, O_PROBE},
+    {"probe", no_argument, 0, O_PROBE},       {"verify", required_argument, 0, O_VERIFY},
     {"help", no_argument, 0, 'h'},
     {0, 0, 0, 0},
 };
@@ -111,6 +112,7 @@ static void parse(int argc, char **argv, opts *o)
         case O_JSON: o->json = 1; break;
         case O_NO_MMAP: o->no_mmap = 1; break;
         case O_PROBE: o->probe = 1; break;
+        case O_VERIFY: o->verify = optarg; break;
         case O_IDS: o->ids_file = optarg; break;
         case O_IGNORE_EOS: o->ignore_eos = 1; break;
         case O_TOPK: o->topk = (int)ogk_parse_long("--topk", optarg, 1, 1 << 24); break;
@@ -443,15 +445,28 @@ static int cmd_bench(int argc, char **argv)
     free(list);
     if (!nl)
         ogk_die(OGK_EXIT_USAGE, "-l: no prompt lengths");
+    int vk[MODEL_VERIFY_MAX], nv = 0;
+    if (o.verify) {
+        list = strdup(o.verify), save = NULL;
+        for (char *p = strtok_r(list, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
+            if (nv == MODEL_VERIFY_MAX)
+                ogk_die(OGK_EXIT_USAGE, "--verify: at most %d row counts", MODEL_VERIFY_MAX);
+            vk[nv++] = (int)ogk_parse_long("--verify", p, 2, MODEL_VERIFY_MAX);
+        }
+        free(list);
+        if (!nv)
+            ogk_die(OGK_EXIT_USAGE, "--verify: no row counts");
+    }
     model *m = open_model(&o);
     int maxlen = 0;
     for (int i = 0; i < nl; i++)
         maxlen = lens[i] > maxlen ? lens[i] : maxlen;
     opts oc = o;
     if (!oc.context) /* a bench needs only what it runs: a smaller cache, a smaller RSS */
-        oc.context = maxlen + o.gen < m->c.context_length ? maxlen + o.gen : m->c.context_length;
-    model_state *s = new_state(m, &oc, 1);
-    model_bench_opts bo = {lens, nl, o.gen, o.reps, o.warmup, o.probe};
+        oc.context = maxlen + o.gen + MODEL_VERIFY_MAX < m->c.context_length ? maxlen + o.gen + MODEL_VERIFY_MAX
+                                                                             : m->c.context_length;
+    model_state *s = new_state(m, &oc, nv ? MODEL_VERIFY_MAX : 1);
+    model_bench_opts bo = {lens, nl, o.gen, o.reps, o.warmup, o.probe, nv ? vk : NULL, nv};
     ogk_error e;
     json_t *r = model_bench(s, &bo, &e);
     if (!r)
@@ -476,6 +491,16 @@ static int cmd_bench(int argc, char **argv)
                    MED("prefill_tok_s"), SD("prefill_tok_s"), MED("decode_tok_s"), SD("decode_tok_s"), MED("e2e_ms"));
 #undef MED
 #undef SD
+            size_t j;
+            json_t *v;
+            json_array_foreach(json_object_get(row, "verify"), j, v)
+            {
+#define NUM(k) json_real_value(json_object_get(v, k))
+                printf("%15s %2d rows: %8.3f ms = %5.2f steps (layers %.3f, attention %.3f, head %.3f ms)\n", "pass of",
+                       (int)json_integer_value(json_object_get(v, "rows")), NUM("ms"), NUM("steps"), NUM("layers_ms"),
+                       NUM("attention_ms"), NUM("head_ms"));
+#undef NUM
+            }
         }
         printf("peak RSS %.1f MB (median of %d runs after %d warm-up)\n",
                json_integer_value(json_object_get(r, "peak_rss_bytes")) / 1e6, o.reps, o.warmup);
