@@ -496,9 +496,10 @@ static int cmd_bench(int argc, char **argv)
             json_array_foreach(json_object_get(row, "verify"), j, v)
             {
 #define NUM(k) json_real_value(json_object_get(v, k))
-                printf("%15s %2d rows: %8.3f ms = %5.2f steps (layers %.3f, attention %.3f, head %.3f ms)\n", "pass of",
-                       (int)json_integer_value(json_object_get(v, "rows")), NUM("ms"), NUM("steps"), NUM("layers_ms"),
-                       NUM("attention_ms"), NUM("head_ms"));
+                printf("%15s %2d rows: %8.3f ms = %5.2f steps (layers %.3f, attention %.3f, head %.3f ms; "
+                       "CPU %.3f ms = %.2f steps)\n",
+                       "pass of", (int)json_integer_value(json_object_get(v, "rows")), NUM("ms"), NUM("steps"),
+                       NUM("layers_ms"), NUM("attention_ms"), NUM("head_ms"), NUM("cpu_ms"), NUM("cpu_steps"));
 #undef NUM
             }
         }

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "model.h"
 
@@ -41,6 +42,15 @@ static json_t *stat(double *v, int n, int digits)
     return json_pack("{s:f,s:f}", "median", round(med * f) / f, "stddev", round(sqrt(var) * f) / f);
 }
 
+/* CPU seconds of the whole process (all its threads): on a loaded machine the work a pass did,
+ * apart from the time it waited for a core (meaningful with one thread: pool workers spin) */
+static double cpu_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
 static double median_of(double *v, int n)
 {
     qsort(v, (size_t)n, sizeof *v, cmp_double);
@@ -54,7 +64,8 @@ static json_t *bench_verify(model_state *s, const model_bench_opts *o, const int
 {
     enum { ROUNDS = 31 };
     int nk = o->n_verify + 1;
-    double *v = malloc(sizeof(double) * ROUNDS * nk * 5);
+    enum { NV = 7 };
+    double *v = malloc(sizeof(double) * ROUNDS * nk * NV);
     json_t *out = json_array();
     if (!v) {
         ogk_fail(e, "out of memory");
@@ -70,28 +81,29 @@ static json_t *bench_verify(model_state *s, const model_bench_opts *o, const int
     for (int r = -2; r < ROUNDS; r++) /* two warm-up rounds */
         for (int k = 0; k < nk; k++) {
             int rows = k ? o->verify_rows[k - 1] : 1;
-            double t0 = ogk_now();
+            double t0 = ogk_now(), c0 = cpu_now();
             if (model_forward(s, toks, rows, rows > 1, e))
                 goto fail;
-            double ms = (ogk_now() - t0) * 1e3;
+            double ms = (ogk_now() - t0) * 1e3, cms = (cpu_now() - c0) * 1e3;
             model_rewind(s, rows);
             if (r < 0)
                 continue;
-            double *w = v + ((size_t)k * ROUNDS + r) * 5;
+            double *w = v + ((size_t)k * ROUNDS + r) * NV;
             w[0] = ms, w[1] = s->prof.layers_ms, w[2] = s->prof.attn_ms, w[3] = s->prof.head_ms;
-            w[4] = ms / v[(size_t)r * 5]; /* over the step of this round */
+            w[4] = ms / v[(size_t)r * NV]; /* over the step of this round */
+            w[5] = cms, w[6] = cms / v[(size_t)r * NV + 5];
         }
     double col[ROUNDS];
     for (int k = 0; k < nk; k++) {
-        double med[5];
-        for (int c = 0; c < 5; c++) {
+        double med[NV];
+        for (int c = 0; c < NV; c++) {
             for (int r = 0; r < ROUNDS; r++)
-                col[r] = v[((size_t)k * ROUNDS + r) * 5 + c];
+                col[r] = v[((size_t)k * ROUNDS + r) * NV + c];
             med[c] = round(median_of(col, ROUNDS) * 1e4) / 1e4;
         }
-        json_array_append_new(out, json_pack("{s:i,s:f,s:f,s:f,s:f,s:f}", "rows", k ? o->verify_rows[k - 1] : 1, "ms",
-                                             med[0], "steps", med[4], "layers_ms", med[1], "attention_ms", med[2],
-                                             "head_ms", med[3]));
+        json_array_append_new(out, json_pack("{s:i,s:f,s:f,s:f,s:f,s:f,s:f,s:f}", "rows", k ? o->verify_rows[k - 1] : 1,
+                                             "ms", med[0], "steps", med[4], "layers_ms", med[1], "attention_ms", med[2],
+                                             "head_ms", med[3], "cpu_ms", med[5], "cpu_steps", med[6]));
     }
     free(v);
     return out;
