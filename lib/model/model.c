@@ -314,8 +314,6 @@ static void attend_rows(float *q, int g, const float *kc, const float *vc, int n
                         size_t as);
 void model_attend_avx512(float *q, int g, const float *kc, const float *vc, int n, int hd, float scale, float *att,
                          size_t as);
-void model_attend_rows_avx512(float *q, size_t qstride, int rows, int g, const float *kc, const float *vc, int n0,
-                              int hd, float scale);
 static void swiglu_rows(float *g, const float *up, size_t n);
 void model_swiglu_avx512(float *g, const float *up, size_t n);
 
@@ -586,11 +584,6 @@ static void attention_task(attn_job *j, int task)
     int g = kvh * G + G - h0 < ATTN_GROUP ? kvh * G + G - h0 : ATTN_GROUP;
     float scale = 1.0f / sqrtf((float)hd), *att = s->att + (size_t)h0 * s->context;
     const float *kc = cache_at(s, s->key_cache, j->layer, kvh, 0), *vc = cache_at(s, s->value_cache, j->layer, kvh, 0);
-    if (j->rows > 1 && s->attend == model_attend_avx512) { /* several rows: blocked, each key tile shared */
-        model_attend_rows_avx512(s->q + (size_t)h0 * hd, (size_t)c->n_heads * hd, j->rows, g, kc, vc, j->pos0 + 1, hd,
-                                 scale);
-        return;
-    }
     for (int r = 0; r < j->rows; r++)
         s->attend(s->q + ((size_t)r * c->n_heads + h0) * hd, g, kc, vc, j->pos0 + r + 1, hd, scale, att,
                   (size_t)s->context);

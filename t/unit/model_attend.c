@@ -1,9 +1,6 @@
 /* The AVX-512 grouped attention (lib/model/attention_avx512.c) against causal softmax attention
  * written out here in double precision: head_dim 16 (one head at a time), 64 (groups of up to 4
- * heads), 96 and 128 (groups of 2), group sizes 1..7, positions 1..300, peaked and flat scores.
- * The blocked version for several rows (lib/model/attnblock_avx512.c) against the same reference
- * row by row, each row r seeing positions [0, n0 + r) (the causal mask): head_dim 16, 64, 128, 256,
- * 1..4 heads, 1..40 rows (several blocks), first rows at 1, 7, 16, 33 and 300 positions. */
+ * heads), 96 and 128 (groups of 2), group sizes 1..7, positions 1..300, peaked and flat scores. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,8 +11,6 @@
 
 void model_attend_avx512(float *q, int g, const float *kc, const float *vc, int n, int hd, float scale, float *att,
                          size_t as);
-void model_attend_rows_avx512(float *q, size_t qstride, int rows, int g, const float *kc, const float *vc, int n0,
-                              int hd, float scale);
 
 static double urand(unsigned *s)
 {
@@ -78,37 +73,5 @@ int main(void)
                        g, spread[d], worst);
                     free(q), free(k), free(v), free(att), free(ref);
                 }
-    /* blocked: several rows at consecutive positions, causal */
-    static const int bhd[] = {16, 64, 128, 256}, bg[] = {1, 3, 4}, brows[] = {1, 5, 16, 17, 40}, bn0[] = {1, 7, 16, 33, 300};
-    for (size_t a = 0; a < sizeof bhd / sizeof *bhd; a++)
-        for (size_t c = 0; c < sizeof bg / sizeof *bg; c++)
-            for (size_t b = 0; b < sizeof brows / sizeof *brows; b++) {
-                int hd = bhd[a], g = bg[c], rows = brows[b];
-                double worst = 0;
-                for (size_t z = 0; z < sizeof bn0 / sizeof *bn0; z++)
-                    for (size_t d = 0; d < 2; d++) {
-                        int n0 = bn0[z], npos = n0 + rows - 1;
-                        size_t qstride = (size_t)g * hd + 16;
-                        float *q = malloc(sizeof(float) * rows * qstride), *k = malloc(sizeof(float) * npos * hd),
-                              *v = malloc(sizeof(float) * npos * hd);
-                        double *ref = malloc(sizeof(double) * rows * g * hd);
-                        for (size_t i = 0; i < (size_t)rows * qstride; i++)
-                            q[i] = (float)(urand(&seed) * spread[d]);
-                        for (int i = 0; i < npos * hd; i++)
-                            k[i] = (float)urand(&seed), v[i] = (float)urand(&seed);
-                        double scale = 1.0 / sqrt((double)hd);
-                        for (int r = 0; r < rows; r++)
-                            for (int h = 0; h < g; h++)
-                                reference(q + r * qstride + (size_t)h * hd, k, v, n0 + r, hd, scale,
-                                          ref + ((size_t)r * g + h) * hd);
-                        model_attend_rows_avx512(q, qstride, rows, g, k, v, n0, hd, (float)scale);
-                        for (int r = 0; r < rows; r++)
-                            for (int i = 0; i < g * hd; i++)
-                                worst = fmax(worst, fabs(q[r * qstride + i] - ref[(size_t)r * g * hd + i]));
-                        free(q), free(k), free(v), free(ref);
-                    }
-                TAP_OK(worst < 2e-6, "blocked: head_dim %d, %d heads, %d rows, first row at 1..300 positions, flat and "
-                       "peaked: max |err| %.2e (< 2e-6)", hd, g, rows, worst);
-            }
     return TAP_DONE();
 }
