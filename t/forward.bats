@@ -284,6 +284,7 @@ greedy() {
   [ "$status" -eq 2 ]
   run npu-forward bench -m "$m" -l 16 -g 4 -r 1 --json
   echo "$output" | jq -e '.results[0] | has("verify") | not'
+}
 
 @test "bench: the default lengths are fitted to the context (skipped by name; the longest that fits when none does)" {
   local m
