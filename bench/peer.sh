@@ -67,7 +67,7 @@ for l in ${pp//,/ } ${ctx//,/ }; do [ "$l" -gt "$maxctx" ] && maxctx=$l; done
 lens=$(echo "${pp//,/ } ${ctx//,/ }" | tr ' ' '\n' | sort -n -u | paste -sd,)
 stamp=$(date -u +%FT%TZ)
 commit=$(git -C "$top" rev-parse --short HEAD 2>/dev/null || echo '?')
-cmdline="THREADS=$threads GEN=$gen PP=$pp CTX=$ctx VERIFY=$verify PEERS=\"$peers\" LLAMA=$llama_kind bench/peer.sh $runs"
+cmdline="THREADS=$threads GEN=$gen PP=$pp CTX=$ctx VERIFY=$verify PEERS=\"$peers\" LLAMA=$llama_kind${GGUF:+ GGUF=$GGUF} bench/peer.sh $runs"
 
 nice_run() { nice -n 5 "$@"; }
 for r in $(seq "$runs"); do
