@@ -26,9 +26,10 @@ static const char usage_text[] =
     "  logits     -m MODEL --ids FILE [--top-logits K] [--feed prefill|verify|step] [--out-f32 FILE]\n"
     "             logits at every position (teacher forcing), JSON; --top-logits K lists only the K\n"
     "             largest per position (--topk: old name)\n"
-    "  bench      -m MODEL [-l 128,512,2048] [-g 128] [-r 5] [--warmup 1] [--probe] [--json]\n"
+    "  bench      -m MODEL [-l 128,512,2048] [-g 128] [-r 5] [--warmup 1] [--probe] [--verify-rows 2,8,16] [--json]\n"
     "             prompt processing and token generation speed; --probe: a DRAM read pass over\n"
-    "             the weights' memory before every run, and decode's fraction of it\n"
+    "             the weights' memory before every run, and decode's fraction of it; --verify-rows: after\n"
+    "             each prompt, passes of K rows (all rows' logits) alternated with 1-row steps\n"
     "  info       -m MODEL   the model's configuration, JSON\n"
     "  serve      -m MODEL [--host 127.0.0.1] [--port 8080] [--parallel 4] [--queue 256] [--api-key KEY]\n"
     "             [--prefix-cache on|off] [--draft D.q4nx [--draft-max 4]] [--shutdown-grace 5]\n"
@@ -51,7 +52,7 @@ static _Noreturn void usage(int code)
 /* ---- options shared by run / logits / bench / info ---- */
 typedef struct {
     app_model_opts mo; /* -m, -t, -c, --mode, --no-mmap */
-    const char *cmd, *prompt, *prompt_file, *ids_file, *system, *out_f32, *feed, *lens;
+    const char *cmd, *prompt, *prompt_file, *ids_file, *system, *out_f32, *feed, *lens, *verify_rows;
     int chat, n, sample_top_k, json, ignore_eos, top_logits, gen, reps, warmup, probe;
     float temp, top_p;
     uint64_t seed;
@@ -61,7 +62,7 @@ typedef struct {
 
 enum {
     O_CHAT = 256, O_SYSTEM, O_TEMP, O_TOPK_S, O_TOPP, O_SEED, O_STOP, O_MODE, O_JSON, O_IDS, O_IGNORE_EOS,
-    O_TOPK, O_FEED, O_OUT_F32, O_WARMUP, O_NO_MMAP, O_PROBE, O_VERIFY
+    O_TOPK, O_FEED, O_OUT_F32, O_WARMUP, O_NO_MMAP, O_PROBE, O_VERIFY, O_VERIFY_ROWS
 };
 
 #define BENCH_DEFAULT_LENS "128,512,2048"
@@ -80,6 +81,7 @@ static const struct option long_opts[] = {
     {"feed", required_argument, 0, O_FEED},   {"out-f32", required_argument, 0, O_OUT_F32},
     {"warmup", required_argument, 0, O_WARMUP}, {"no-mmap", no_argument, 0, O_NO_MMAP},
     {"probe", no_argument, 0, O_PROBE},       {"verify", no_argument, 0, O_VERIFY},
+    {"verify-rows", required_argument, 0, O_VERIFY_ROWS},
     {"help", no_argument, 0, 'h'},
     {0, 0, 0, 0},
 };
@@ -128,6 +130,7 @@ static void parse(int argc, char **argv, opts *o)
         case O_NO_MMAP: o->mo.no_mmap = 1; break;
         case O_PROBE: o->probe = 1; break;
         case O_VERIFY: o->mo.verify = 1; break;
+        case O_VERIFY_ROWS: o->verify_rows = optarg; break;
         case O_IDS: o->ids_file = optarg; break;
         case O_IGNORE_EOS: o->ignore_eos = 1; break;
         case O_TOPK: o->top_logits = (int)ogk_parse_long("--top-logits", optarg, 1, 1 << 24); break;
@@ -447,6 +450,18 @@ static int cmd_bench(int argc, char **argv)
     free(list);
     if (!nl)
         ogk_die(OGK_EXIT_USAGE, "-l: no prompt lengths");
+    int vk[MODEL_VERIFY_MAX], nv = 0;
+    if (o.verify_rows) {
+        list = strdup(o.verify_rows), save = NULL;
+        for (char *p = strtok_r(list, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
+            if (nv == MODEL_VERIFY_MAX)
+                ogk_die(OGK_EXIT_USAGE, "--verify-rows: at most %d row counts", MODEL_VERIFY_MAX);
+            vk[nv++] = (int)ogk_parse_long("--verify-rows", p, 2, MODEL_VERIFY_MAX);
+        }
+        free(list);
+        if (!nv)
+            ogk_die(OGK_EXIT_USAGE, "--verify-rows: no row counts");
+    }
     model *m = open_model(&o);
     /* the default lengths must fit the model: drop those that do not (saying so), and when none
      * fits, use the longest prompt that does; lengths given with -l are the user's (too long: exit 3) */
@@ -472,9 +487,10 @@ static int cmd_bench(int argc, char **argv)
         maxlen = lens[i] > maxlen ? lens[i] : maxlen;
     int context = o.mo.context; /* a bench needs only what it runs: a smaller cache, a smaller RSS */
     if (!context)
-        context = maxlen + o.gen < m->c.context_length ? maxlen + o.gen : m->c.context_length;
-    model_state *s = new_state(m, &o, context, 1);
-    model_bench_opts bo = {lens, nl, o.gen, o.reps, o.warmup, o.probe};
+        context = maxlen + o.gen + MODEL_VERIFY_MAX < m->c.context_length ? maxlen + o.gen + MODEL_VERIFY_MAX
+                                                                          : m->c.context_length;
+    model_state *s = new_state(m, &o, context, nv ? MODEL_VERIFY_MAX : 1);
+    model_bench_opts bo = {lens, nl, o.gen, o.reps, o.warmup, o.probe, nv ? vk : NULL, nv};
     ogk_error e;
     json_t *r = model_bench(s, &bo, &e);
     if (!r)
@@ -503,6 +519,17 @@ static int cmd_bench(int argc, char **argv)
             putchar('\n');
 #undef MED
 #undef SD
+            size_t j;
+            json_t *v;
+            json_array_foreach(json_object_get(row, "verify"), j, v)
+            {
+#define NUM(k) json_real_value(json_object_get(v, k))
+                printf("%15s %2d rows: %8.3f ms = %5.2f steps (layers %.3f, attention %.3f, head %.3f ms; "
+                       "CPU %.3f ms = %.2f steps)\n",
+                       "pass of", (int)json_integer_value(json_object_get(v, "rows")), NUM("ms"), NUM("steps"),
+                       NUM("layers_ms"), NUM("attention_ms"), NUM("head_ms"), NUM("cpu_ms"), NUM("cpu_steps"));
+#undef NUM
+            }
         }
         printf("peak RSS %.1f MB (median of %d runs after %d warm-up)\n",
                json_integer_value(json_object_get(r, "peak_rss_bytes")) / 1e6, o.reps, o.warmup);

@@ -264,6 +264,28 @@ greedy() {
   echo "$output" | jq -e '.results[0] | has("dram_read_GBps") | not'
 }
 
+@test "bench --verify-rows: k-row passes against 1-row steps per length; bad row counts are usage errors" {
+  local m
+  m=$(container qwen2 cpu tied b8)
+  run npu-forward bench -m "$m" -l 16,24 -g 4 -r 1 --mode i8 --verify-rows 2,5,16 --json
+  [ "$status" -eq 0 ]
+  # per length the step (rows 1, steps 1 by definition) and each k in the order given
+  echo "$output" | jq -e '[.results[] | [.verify[].rows] == [1, 2, 5, 16]] | all'
+  echo "$output" | jq -e '[.results[].verify[0] | .steps == 1 and .cpu_steps == 1] | all'
+  echo "$output" | jq -e '[.results[].verify[] | .ms > 0 and .steps > 0 and .cpu_ms > 0 and .layers_ms > 0 and .head_ms > 0] | all'
+  run npu-forward bench -m "$m" -l 16 -g 4 -r 1 --verify-rows 2,8
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"pass of  8 rows"* && "$output" == *"steps"* ]]
+  run npu-forward bench -m "$m" -l 16 -g 4 -r 1 --verify-rows 17
+  [ "$status" -eq 2 ]
+  run npu-forward bench -m "$m" -l 16 -g 4 -r 1 --verify-rows 1
+  [ "$status" -eq 2 ]
+  run npu-forward bench -m "$m" -l 16 -g 4 -r 1 --verify-rows ,
+  [ "$status" -eq 2 ]
+  run npu-forward bench -m "$m" -l 16 -g 4 -r 1 --json
+  echo "$output" | jq -e '.results[0] | has("verify") | not'
+}
+
 @test "bench: the default lengths are fitted to the context (skipped by name; the longest that fits when none does)" {
   local m
   m=$(container qwen2 cpu tied b8)

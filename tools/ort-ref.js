@@ -18,7 +18,8 @@
  *       (logits[i] predicts ids[i+1]). --feed prefill (default) runs the whole sequence in
  *       one call; --feed step runs one token per call through the KV cache.
  *   node tools/ort-ref.js PACK --bench [--threads T] [--runs R] [--decode N] [--decode-ctx 128,512]
- *       Prefill tok/s at 128 and 512 tokens, decode tok/s (N tokens, default 32, after a
+ *       [--prefill 128,512]
+ *       Prefill tok/s at 128 and 512 tokens (or the --prefill lengths: "prefillL_tok_s"), decode tok/s (N tokens, default 32, after a
  *       prompt of each --decode-ctx length, default 128: "decode":[{context,tok_s}], and
  *       decode_tok_s for the first); medians of R runs (default 5) after one warm-up.
  * --ids may also hold an array of sequences (a batch): each runs as above, one after the other in
@@ -72,6 +73,7 @@ function parseArgs(argv) {
     else if (s === '--runs') a.runs = int(val());
     else if (s === '--decode') a.decode = int(val());
     else if (s === '--decode-ctx') a.decodeCtx = val().split(',').map(int);
+    else if (s === '--prefill') a.prefill = val().split(',').map(int);
     else if (s === '--bench') a.bench = true;
     else if (s === '--logits-f32') a.logitsF32 = val();
     else if (s.startsWith('-')) die('unknown option ' + s, 2);
@@ -308,7 +310,7 @@ async function bench(p, a) {
   const prompt = (n) => Array.from({ length: n }, () => 100 + (rnd() % Math.max(1, Math.min(p.vocab, 30000) - 100)));
   const now = () => Number(process.hrtime.bigint()) / 1e9;
   const res = { mode: 'bench', threads: a.threads, runs: a.runs };
-  for (const n of [128, 512]) {
+  for (const n of a.prefill || [128, 512]) {
     const ids = prompt(n);
     await p.run(ids, p.emptyPast(), 0); // warm-up
     const tps = [];

@@ -123,7 +123,12 @@ static void prep_rows(void *a, size_t m0, size_t m1, int worker)
     uint32_t K = j->W->k, B = j->W->block, kb = j->W->k_blocks, kp = j->kp;
     for (size_t m = m0; m < m1; m++) {
         const float *x = pa->X + m * K;
-        if (j->mode == KERN_I8) {
+        if (j->mode == KERN_I16) {
+            int8_t *q1 = (int8_t *)j->xq + m * kp, *q2 = (int8_t *)j->xq2 + m * kp;
+            float *d = (float *)j->xd + m * kb;
+            int32_t *qs = (int32_t *)j->xqs + m * kb;
+            kern_quant_rows_i16_avx512(x, 1, K, B, q1, q2, d, qs); /* only the avx512 path runs the mode */
+        } else if (j->mode == KERN_I8) {
             int8_t *q = (int8_t *)j->xq + m * kp;
             float *d = (float *)j->xd + m * kb;
             int32_t *qs = (int32_t *)j->xqs + m * kb;
@@ -153,14 +158,21 @@ typedef struct {
     int M;
 } run_arg;
 
+static void b8_kernel(int path, const kern_job *j, uint32_t rb0, uint32_t rb1)
+{
+    if (j->mode == KERN_I16)
+        kern_b8_i16_avx512(j, rb0, rb1);
+    else if (path == KERN_PATH_AVX512)
+        kern_b8_avx512(j, rb0, rb1);
+    else
+        kern_b8_avx2(j, rb0, rb1);
+}
+
 static void run_b8(void *a, size_t b, size_t e, int worker)
 {
     (void)worker;
     run_arg *ra = a;
-    if (ra->path == KERN_PATH_AVX512)
-        kern_b8_avx512(ra->j, (uint32_t)b, (uint32_t)e);
-    else
-        kern_b8_avx2(ra->j, (uint32_t)b, (uint32_t)e);
+    b8_kernel(ra->path, ra->j, (uint32_t)b, (uint32_t)e);
 }
 
 /* rm on a fast path: each 32-row band (one row of rm tiles) is moved into b8 order in per-thread
@@ -217,10 +229,7 @@ static void run_rm_bands(void *a, size_t b, size_t e, int worker)
         kern_job j = *ra->j;
         j.W = &sub;
         j.Y = ra->j->Y + band * 32;
-        if (ra->path == KERN_PATH_AVX512)
-            kern_b8_avx512(&j, 0, (sub.n + 15) / 16);
-        else
-            kern_b8_avx2(&j, 0, (sub.n + 15) / 16);
+        b8_kernel(ra->path, &j, 0, (sub.n + 15) / 16);
     }
 }
 
@@ -250,7 +259,7 @@ static int check_tensor(const q4nx_tensor *W, int M, int mode, ogk_error *e)
         return ogk_fail(e, "tensor %s: missing codes, scales or zero points", W->name ? W->name : "?");
     if (M < 1)
         return ogk_fail(e, "M = %d: need at least one row", M);
-    if (mode != KERN_F32 && mode != KERN_I8)
+    if (mode != KERN_F32 && mode != KERN_I8 && mode != KERN_I16)
         return ogk_fail(e, "unknown accuracy mode %d", mode);
     return 0;
 }
@@ -262,6 +271,8 @@ int kern_matmul_path(int path, kern_pool *p, const q4nx_tensor *W, const float *
         return -1;
     if (!kern_path_supported(path))
         return ogk_fail(e, "kernel path %s: not supported by this CPU", kern_path_name(path));
+    if (mode == KERN_I16 && path != KERN_PATH_REF && path != KERN_PATH_AVX512)
+        return ogk_fail(e, "kernel path %s: no 16-bit activation mode (ref and avx512 have it)", kern_path_name(path));
     int nt = kern_pool_threads(p);
     kern_job j = {.W = W, .mode = mode, .kp = W->k_blocks * W->block, .ldy = W->n};
     if (path == KERN_PATH_REF) {
@@ -272,7 +283,8 @@ int kern_matmul_path(int path, kern_pool *p, const q4nx_tensor *W, const float *
     }
     uint32_t kb = W->k_blocks, kp = j.kp;
     int mc_max = M < KERN_CHUNK_M ? M : KERN_CHUNK_M;
-    size_t per_row = mode == KERN_I8 ? (size_t)kp + (size_t)kb * 8 : (size_t)kp * 4 + (size_t)kb * 4;
+    size_t per_row = mode == KERN_I8 ? (size_t)kp + (size_t)kb * 8
+                     : mode == KERN_I16 ? 2 * (size_t)kp + (size_t)kb * 8 : (size_t)kp * 4 + (size_t)kb * 4;
     uint8_t *buf = scratch_get(0, per_row * mc_max + 64);
     if (!buf)
         return ogk_fail(e, "out of memory for %d x %u activations", mc_max, kp);
@@ -280,10 +292,11 @@ int kern_matmul_path(int path, kern_pool *p, const q4nx_tensor *W, const float *
         int mc = M - m0 < KERN_CHUNK_M ? M - m0 : KERN_CHUNK_M;
         j.M = mc;
         j.Y = Y + (size_t)m0 * W->n;
-        if (mode == KERN_I8) {
+        if (mode == KERN_I8 || mode == KERN_I16) {
             j.xd = (const float *)buf;
             j.xqs = (const int32_t *)(buf + (size_t)kb * 4 * mc);
             j.xq = (const int8_t *)(buf + (size_t)kb * 8 * mc);
+            j.xq2 = j.xq + (size_t)kp * mc;
         } else {
             j.xf = (const float *)buf;
             j.xs = (const float *)(buf + (size_t)kp * 4 * mc);

@@ -23,6 +23,16 @@
  *             sum over groups: |Δ| <= (kb + 4) · 2^-23 · Σ_g |scale·d·(Σ code·q − zp·Σ q)| and less.
  *             Its error against KERN_F32 is the quantisation error of X (measured in t/unit/kern_paths.c
  *             and documented in npu-gemm(1)).
+ *   KERN_I16  activations quantised per (row m, group g) to 16 bits: a = max|x|, d = a / 32258,
+ *                 Q = round_half_even(x · (32258 / a)) (0 when a = 0), |Q| <= 32258 = 127·254,
+ *             split exactly into two int8 planes Q = 254·q1 + q2, q1 = floor((Q + 127) / 254) (fp32
+ *             division, exact here), q2 = Q − 254·q1, both in [-127, 127], so the int8 dot-product
+ *             instructions do the work (two per weight instead of one). Y = Σ_g scale·d·(Σ code·Q − zp·Σ Q)
+ *             with Σ code·Q exact (int32: 15·32258·4096 < 2^31); paths round it and the zp term to fp32:
+ *                 |Δ| <= (kb + 8) · 2^-23 · Σ_g |scale·d|·(Σ code·|Q| + zp·Σ|Q|).
+ *             Error against KERN_F32: |x − d·Q| <= ~d/2 = a / 64516 per element (~256x below KERN_I8's). Paths:
+ *             ref and avx512 (others refuse the mode). The model uses it for the classifier of
+ *             passes of several rows in --mode i8 (see lib/model).
  * Blocks (B) are powers of two from 16 to 4096.
  * Columns K..kb·B of the last group are multiplied by zero (the layouts keep whatever codes the
  * source had there).
@@ -42,7 +52,7 @@
 #include "q4nx/q4nx.h"
 #include "util/util.h"
 
-enum kern_mode { KERN_F32 = 0, KERN_I8 = 1 };
+enum kern_mode { KERN_F32 = 0, KERN_I8 = 1, KERN_I16 = 2 };
 enum kern_path { KERN_PATH_REF = 0, KERN_PATH_AVX2 = 1, KERN_PATH_AVX512 = 2 };
 #define KERN_CHUNK_M 128
 
@@ -101,5 +111,7 @@ void kern_bw_probe_free(kern_bw_probe *b);
 /* The int8 activation quantisation of KERN_I8 for one row of K values (kb = ceil(K/B) groups):
  * q[kb*B] (zero-padded), d[kb] scales, qs[kb] = Σ q per group. Exposed for tests and the docs. */
 void kern_quant_row_i8(const float *x, uint32_t k, uint32_t block, int8_t *q, float *d, int32_t *qs);
+/* The 16-bit quantisation of KERN_I16: planes q1, q2 [kb*B] (zero-padded), d[kb], qs[kb] = Σ Q per group. */
+void kern_quant_row_i16(const float *x, uint32_t k, uint32_t block, int8_t *q1, int8_t *q2, float *d, int32_t *qs);
 
 #endif

@@ -6,13 +6,14 @@
 
 /* One M-chunk of one matmul, with X already prepared for the mode:
  *   KERN_F32: xf [M][kp] fp32, zero-padded to kp = kb*B; xs [M][kb] per-group sums of xf.
- *   KERN_I8:  xq [M][kp] int8 (zero-padded); xd [M][kb] scales; xqs [M][kb] per-group sums of xq. */
+ *   KERN_I8:  xq [M][kp] int8 (zero-padded); xd [M][kb] scales; xqs [M][kb] per-group sums of xq.
+ *   KERN_I16: xq, xq2 [M][kp] the two int8 planes (Q = 254·xq + xq2); xd scales; xqs per-group Σ Q. */
 typedef struct {
     const q4nx_tensor *W;
     int M, mode;
     uint32_t kp;
     const float *xf, *xs;
-    const int8_t *xq;
+    const int8_t *xq, *xq2;
     const float *xd;
     const int32_t *xqs;
     float *Y; /* row m, column n at Y[m*ldy + n] */
@@ -24,6 +25,10 @@ void kern_b8_avx2(const kern_job *j, uint32_t rb0, uint32_t rb1);
 void kern_b8_avx512(const kern_job *j, uint32_t rb0, uint32_t rb1);
 /* int8 quantisation of M rows (identical results to kern_quant_row_i8). */
 void kern_quant_rows_avx512(const float *x, int M, uint32_t k, uint32_t block, int8_t *q, float *d, int32_t *qs);
+/* KERN_I16 (kern_i16_avx512.c): b8 tiles, and the quantisation (identical to kern_quant_row_i16) */
+void kern_b8_i16_avx512(const kern_job *j, uint32_t rb0, uint32_t rb1);
+void kern_quant_rows_i16_avx512(const float *x, int M, uint32_t k, uint32_t block, int8_t *q1, int8_t *q2, float *d,
+                                int32_t *qs);
 
 /* rm -> b8: one 32-row band of rm tiles into b8 order (2 row blocks); the 64-byte chunk shuffle in
  * AVX-512 VBMI when vbmi (the avx512 path on a CPU with kern_rm_chunk_avx512_ok), else scalar (the

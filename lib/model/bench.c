@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "model.h"
 
@@ -41,14 +42,93 @@ static json_t *stat(double *v, int n, int digits)
     return json_pack("{s:f,s:f}", "median", round(med * f) / f, "stddev", round(sqrt(var) * f) / f);
 }
 
+/* CPU seconds of the whole process (all its threads): on a loaded machine the work a pass did,
+ * apart from the time it waited for a core (meaningful with one thread: pool workers spin) */
+static double cpu_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static double median_of(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* After a prompt of L tokens: rounds of one 1-row step (logits of its row) and then every k-row pass
+ * (logits of all rows, as a verify pass), each at position L and rewound after, so all see the same
+ * cache and the same minute of the machine. Per k the medians over the rounds. */
+static json_t *bench_verify(model_state *s, const model_bench_opts *o, const int *ids, int L, ogk_error *e)
+{
+    enum { ROUNDS = 31 };
+    int nk = o->n_verify + 1;
+    enum { NV = 7 };
+    double *v = malloc(sizeof(double) * ROUNDS * nk * NV);
+    json_t *out = json_array();
+    if (!v) {
+        ogk_fail(e, "out of memory");
+        json_decref(out);
+        return NULL;
+    }
+    model_state_reset(s);
+    if (model_forward(s, ids, L, 0, e))
+        goto fail;
+    int toks[MODEL_VERIFY_MAX];
+    for (int i = 0; i < MODEL_VERIFY_MAX; i++)
+        toks[i] = ids[i % L];
+    for (int r = -2; r < ROUNDS; r++) /* two warm-up rounds */
+        for (int k = 0; k < nk; k++) {
+            int rows = k ? o->verify_rows[k - 1] : 1;
+            double t0 = ogk_now(), c0 = cpu_now();
+            if (model_forward(s, toks, rows, rows > 1, e))
+                goto fail;
+            double ms = (ogk_now() - t0) * 1e3, cms = (cpu_now() - c0) * 1e3;
+            model_rewind(s, rows);
+            if (r < 0)
+                continue;
+            double *w = v + ((size_t)k * ROUNDS + r) * NV;
+            w[0] = ms, w[1] = s->prof.layers_ms, w[2] = s->prof.attn_ms, w[3] = s->prof.head_ms;
+            w[4] = ms / v[(size_t)r * NV]; /* over the step of this round */
+            w[5] = cms, w[6] = cms / v[(size_t)r * NV + 5];
+        }
+    double col[ROUNDS];
+    for (int k = 0; k < nk; k++) {
+        double med[NV];
+        for (int c = 0; c < NV; c++) {
+            for (int r = 0; r < ROUNDS; r++)
+                col[r] = v[((size_t)k * ROUNDS + r) * NV + c];
+            med[c] = round(median_of(col, ROUNDS) * 1e4) / 1e4;
+        }
+        json_array_append_new(out, json_pack("{s:i,s:f,s:f,s:f,s:f,s:f,s:f,s:f}", "rows", k ? o->verify_rows[k - 1] : 1,
+                                             "ms", med[0], "steps", med[4], "layers_ms", med[1], "attention_ms", med[2],
+                                             "head_ms", med[3], "cpu_ms", med[5], "cpu_steps", med[6]));
+    }
+    free(v);
+    return out;
+fail:
+    free(v);
+    json_decref(out);
+    return NULL;
+}
+
 json_t *model_bench(model_state *s, const model_bench_opts *o, ogk_error *e)
 {
     const model *m = s->m;
     int maxlen = 0;
     for (int i = 0; i < o->n_lens; i++)
         maxlen = o->prompt_lens[i] > maxlen ? o->prompt_lens[i] : maxlen;
-    if (maxlen + o->gen > s->context) {
-        ogk_fail(e, "prompt %d + %d generated tokens do not fit the context of %d (-c)", maxlen, o->gen, s->context);
+    int maxk = 1;
+    for (int i = 0; i < o->n_verify; i++)
+        maxk = o->verify_rows[i] > maxk ? o->verify_rows[i] : maxk;
+    if (maxlen + (o->gen > maxk ? o->gen : maxk) > s->context) {
+        ogk_fail(e, "prompt %d + %d generated tokens do not fit the context of %d (-c)", maxlen,
+                 o->gen > maxk ? o->gen : maxk, s->context);
+        return NULL;
+    }
+    if (maxk > s->logit_rows) {
+        ogk_fail(e, "verify passes of %d rows need a state with as many logit rows (%d)", maxk, s->logit_rows);
         return NULL;
     }
     int *ids = malloc((size_t)maxlen * sizeof *ids);
@@ -95,6 +175,12 @@ json_t *model_bench(model_state *s, const model_bench_opts *o, ogk_error *e)
             json_object_set_new(row, "decode_fraction_of_dram", stat(fr, R, 4));
         }
         json_array_append_new(rows, row);
+        if (o->n_verify) {
+            json_t *vr = bench_verify(s, o, ids, L, e);
+            if (!vr)
+                goto fail;
+            json_object_set_new(row, "verify", vr);
+        }
     }
     model_sampler_free(&sp);
     kern_bw_probe_free(probe);

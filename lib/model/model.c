@@ -335,8 +335,13 @@ static void matmul(model_state *s, float *y, const float *x, int rows, const q4n
     ogk_error e;
     /* every tensor was checked to be Q4 of the right shape at load, so the kernels cannot refuse it */
     /* i8 mode: every projection rounds its activations to int8, except the classifier, whose error
-     * would land on the logits unfiltered (see npu-forward.1, --mode) */
-    int mode = s->mode == MODEL_I8 && w != s->m->w.lm_head ? KERN_I8 : KERN_F32;
+     * would land on the logits unfiltered (see npu-forward.1, --mode): fp32 for one row (decode, where
+     * the weight stream, not the arithmetic, sets the time), 16-bit activations for several (verify
+     * passes, teacher forcing: ~256x below int8's error, a third of fp32's arithmetic) where the
+     * kernel path has them */
+    int mode = s->mode != MODEL_I8 ? KERN_F32
+               : w != s->m->w.lm_head ? KERN_I8
+               : rows > 1 && kern_path() == KERN_PATH_AVX512 ? KERN_I16 : KERN_F32;
     if (kern_matmul(s->pool, w, x, rows, y, mode, &e) && !s->failed) {
         s->failed = 1; /* the rest of the pass runs on, and model_forward returns the first error */
         ogk_fail(&s->fail, "%s: %s", w->role, e.msg);

@@ -220,10 +220,16 @@ typedef struct model_bench_opts {
     int reps;   /* measured repetitions per length (after one warm-up) */
     int warmup; /* warm-up runs per length */
     int probe;  /* before every measured run, one DRAM read pass over the container's bytes */
+    const int *verify_rows; /* after each prompt: passes of these many rows (2..MODEL_VERIFY_MAX, logits of */
+    int n_verify;           /* every row, like a verify pass) alternated with 1-row decode steps */
 } model_bench_opts;
 /* JSON result: per prompt length TTFT / prefill tok/s / decode tok/s / E2E (median and stddev), peak
  * RSS, weight bytes per token; with probe, per length the probe's GB/s and decode's fraction of it
- * (weight bytes per token x decode tok/s / probe GB/s, the median of the run-by-run ratios). NULL with e filled when a length does not fit the context. */
+ * (weight bytes per token x decode tok/s / probe GB/s, the median of the run-by-run ratios). With
+ * verify_rows: per length "verify": [{rows, ms, steps, layers_ms, attention_ms, head_ms, cpu_ms, cpu_steps}],
+ * each the median over rounds that run a 1-row step and every k-row pass in turn at the same position
+ * (steps: the k-row pass over the step of its round; cpu_: the same in process CPU time); the state needs logit_rows >= the largest k. NULL with e filled
+ * when a length does not fit the context. */
 json_t *model_bench(model_state *s, const model_bench_opts *o, ogk_error *e);
 /* The deterministic prompt the benchmark uses (same LCG as tools/ort-ref.js --bench). */
 void model_bench_prompt(int *ids, int n, int vocab);

@@ -1,0 +1,184 @@
+/* AVX-512 VNNI kernels of the KERN_I16 mode (16-bit activations) for the b8 layout, and its
+ * activation quantisation. The model uses the mode for the classifier of passes of several rows
+ * (verify passes, teacher forcing), where fp32 activations would cost ~4x the int8 work per weight.
+ *
+ * Each activation group is quantised to Q in [-32258, 32258] (d = max|x| / 32258) and split exactly
+ * into two int8 planes, Q = 254·q1 + q2 with q1, q2 in [-127, 127]; vpdpbusd multiplies the unsigned
+ * 4-bit codes with each plane, and per group the int32 sums combine as 254·Σcode·q1 + Σcode·q2 =
+ * Σcode·Q (exact in int32 for B <= 4096: 15·32258·4096 < 2^31). Tiles: RB = 2 row blocks x MT <= 4
+ * activation rows, two int32 accumulators (one per plane) per pair, fp32 sums in memory.
+ * Same chunk format as kern_avx512.c (16 rows x 8 k per 64 bytes, low/high nibbles). */
+#include "kern_int.h"
+
+#include <immintrin.h>
+#include <string.h>
+
+#define INLINE static inline __attribute__((always_inline))
+#define PF_BYTES 8192 /* software prefetch distance of the code stream (as kern_avx512.c) */
+
+INLINE __m512 scales16(const q4nx_tensor *W, size_t gi)
+{
+    switch (W->scale_dtype) {
+    case Q4NX_F32: return _mm512_loadu_ps((const float *)W->scales + gi);
+    case Q4NX_F16: return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)W->scales + gi)));
+    default: {
+        __m256i h = _mm256_loadu_si256((const __m256i *)((const uint16_t *)W->scales + gi));
+        return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    }
+    }
+}
+
+INLINE __m512 zeros16(const q4nx_tensor *W, size_t gi)
+{
+    if (!W->has_zp)
+        return _mm512_set1_ps(8.0f);
+    return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(W->zeros + gi))));
+}
+
+INLINE void store16(const kern_job *j, uint32_t rb, int m, __m512 v)
+{
+    float *y = j->Y + (size_t)m * j->ldy + (size_t)rb * 16;
+    uint32_t left = j->W->n - rb * 16;
+    if (left >= 16)
+        _mm512_storeu_ps(y, v);
+    else
+        _mm512_mask_storeu_ps(y, (__mmask16)((1u << left) - 1), v);
+}
+
+INLINE __m512i bcast4(const int8_t *p)
+{
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm512_set1_epi32(v);
+}
+
+INLINE void tile_i16(const kern_job *j, uint32_t rb, const int RB, const int MT, int m0)
+{
+    const q4nx_tensor *W = j->W;
+    const uint32_t B = W->block, kb = W->k_blocks, kp = j->kp, cpg = B / 8;
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const int pf = j->M <= 16;
+    float y[2][4][16] __attribute__((aligned(64)));
+    __m512i a1[2][4], a2[2][4];
+    const uint8_t *cb[2];
+#pragma GCC unroll 2
+    for (int r = 0; r < RB; r++) {
+        cb[r] = W->codes + (size_t)(rb + r) * kb * B * 8;
+#pragma GCC unroll 4
+        for (int m = 0; m < MT; m++)
+            _mm512_store_ps(y[r][m], _mm512_setzero_ps());
+    }
+    for (uint32_t g = 0; g < kb; g++) {
+#pragma GCC unroll 2
+        for (int r = 0; r < RB; r++)
+#pragma GCC unroll 4
+            for (int m = 0; m < MT; m++)
+                a1[r][m] = a2[r][m] = _mm512_setzero_si512();
+        const int8_t *p1[4], *p2[4];
+#pragma GCC unroll 4
+        for (int m = 0; m < MT; m++) {
+            p1[m] = j->xq + (size_t)(m0 + m) * kp + (size_t)g * B;
+            p2[m] = j->xq2 + (size_t)(m0 + m) * kp + (size_t)g * B;
+        }
+        for (uint32_t c = 0; c < cpg; c++) {
+            __m512i lo[2], hi[2];
+#pragma GCC unroll 2
+            for (int r = 0; r < RB; r++) {
+                const uint8_t *cp = cb[r] + ((size_t)g * cpg + c) * 64;
+                __m512i w = _mm512_loadu_si512(cp);
+                if (pf)
+                    _mm_prefetch((const char *)cp + PF_BYTES, _MM_HINT_T0);
+                lo[r] = _mm512_and_si512(w, m4);
+                hi[r] = _mm512_and_si512(_mm512_srli_epi16(w, 4), m4);
+            }
+#pragma GCC unroll 4
+            for (int m = 0; m < MT; m++) {
+                const __m512i b1l = bcast4(p1[m] + c * 8), b1h = bcast4(p1[m] + c * 8 + 4);
+                const __m512i b2l = bcast4(p2[m] + c * 8), b2h = bcast4(p2[m] + c * 8 + 4);
+#pragma GCC unroll 2
+                for (int r = 0; r < RB; r++) {
+                    a1[r][m] = _mm512_dpbusd_epi32(a1[r][m], lo[r], b1l);
+                    a2[r][m] = _mm512_dpbusd_epi32(a2[r][m], lo[r], b2l);
+                    a1[r][m] = _mm512_dpbusd_epi32(a1[r][m], hi[r], b1h);
+                    a2[r][m] = _mm512_dpbusd_epi32(a2[r][m], hi[r], b2h);
+                }
+            }
+        }
+#pragma GCC unroll 2
+        for (int r = 0; r < RB; r++) {
+            size_t gi = ((size_t)(rb + r) * kb + g) * 16;
+            __m512 s = scales16(W, gi), z = zeros16(W, gi);
+#pragma GCC unroll 4
+            for (int m = 0; m < MT; m++) {
+                size_t xi = (size_t)(m0 + m) * kb + g;
+                /* Σ code·Q in int32 (exact), then one rounding to fp32 */
+                __m512i dot = _mm512_add_epi32(_mm512_mullo_epi32(a1[r][m], _mm512_set1_epi32(254)), a2[r][m]);
+                __m512 t = _mm512_fnmadd_ps(z, _mm512_set1_ps((float)j->xqs[xi]), _mm512_cvtepi32_ps(dot));
+                _mm512_store_ps(y[r][m], _mm512_fmadd_ps(_mm512_mul_ps(s, _mm512_set1_ps(j->xd[xi])), t,
+                                                         _mm512_load_ps(y[r][m])));
+            }
+        }
+    }
+#pragma GCC unroll 2
+    for (int r = 0; r < RB; r++)
+#pragma GCC unroll 4
+        for (int m = 0; m < MT; m++)
+            store16(j, rb + r, m0 + m, _mm512_load_ps(y[r][m]));
+}
+
+#define TILE16(RB, MT)                                                                                                 \
+    static void i16_##RB##_##MT(const kern_job *j, uint32_t rb, int m0) { tile_i16(j, rb, RB, MT, m0); }
+TILE16(1, 1)
+TILE16(2, 1)
+TILE16(2, 2)
+TILE16(2, 3)
+TILE16(2, 4)
+
+void kern_b8_i16_avx512(const kern_job *j, uint32_t rb0, uint32_t rb1)
+{
+    typedef void (*fn)(const kern_job *, uint32_t, int);
+    static const fn tiles[] = {0, i16_2_1, i16_2_2, i16_2_3, i16_2_4};
+    uint32_t rb = rb0;
+    for (; rb + 2 <= rb1; rb += 2)
+        for (int m0 = 0; m0 < j->M; m0 += 4)
+            tiles[j->M - m0 < 4 ? j->M - m0 : 4](j, rb, m0);
+    for (; rb < rb1; rb++)
+        for (int m0 = 0; m0 < j->M; m0++)
+            i16_1_1(j, rb, m0);
+}
+
+void kern_quant_rows_i16_avx512(const float *x, int M, uint32_t k, uint32_t block, int8_t *q1, int8_t *q2, float *d,
+                                int32_t *qs)
+{
+    uint32_t kb = (k + block - 1) / block;
+    size_t kp = (size_t)kb * block;
+    const __m512 absmask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
+    const __m512i c127 = _mm512_set1_epi32(127), c254 = _mm512_set1_epi32(254);
+    const __m512 f254 = _mm512_set1_ps(254.0f);
+    for (int m = 0; m < M; m++, x += k, q1 += kp, q2 += kp, d += kb, qs += kb) {
+        for (uint32_t g = 0; g < kb; g++) {
+            uint32_t c0 = g * block;
+            __m512 a = _mm512_setzero_ps();
+            for (uint32_t c = c0; c < c0 + block; c += 16) {
+                __mmask16 mk = c + 16 <= k ? 0xFFFF : c < k ? (__mmask16)((1u << (k - c)) - 1) : 0;
+                a = _mm512_max_ps(a, _mm512_and_ps(_mm512_maskz_loadu_ps(mk, x + c), absmask));
+            }
+            float amax = _mm512_reduce_max_ps(a);
+            float inv = amax > 0.0f ? 32258.0f / amax : 0.0f;
+            __m512 vi = _mm512_set1_ps(inv);
+            __m512i s = _mm512_setzero_si512();
+            for (uint32_t c = c0; c < c0 + block; c += 16) {
+                __mmask16 mk = c + 16 <= k ? 0xFFFF : c < k ? (__mmask16)((1u << (k - c)) - 1) : 0;
+                __m512i Q = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_maskz_loadu_ps(mk, x + c), vi));
+                __m512 f = _mm512_div_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(Q, c127)), f254);
+                __m512i h = _mm512_cvtps_epi32(_mm512_roundscale_ps(f, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC));
+                __m512i l = _mm512_sub_epi32(Q, _mm512_mullo_epi32(h, c254));
+                s = _mm512_add_epi32(s, Q);
+                _mm_storeu_si128((__m128i *)(q1 + c), _mm512_cvtepi32_epi8(h));
+                _mm_storeu_si128((__m128i *)(q2 + c), _mm512_cvtepi32_epi8(l));
+            }
+            d[g] = amax / 32258.0f;
+            qs[g] = _mm512_reduce_add_epi32(s);
+        }
+    }
+}

@@ -1,0 +1,256 @@
+/* lib/kern KERN_I16 (16-bit activations as two int8 planes): the quantisation is what kern.h says
+ * (checked here from its definition: Q = 254·q1 + q2, both planes in [-127, 127], |x − d·Q| <= 0.51·d,
+ * d = max|x| / 32258) and bit-identical between the scalar and AVX-512 versions; the AVX-512 kernels
+ * equal the scalar reference within the bound of kern.h (computed here from the codes, scales and Q:
+ * (kb + 8)·2^-23·Σ_g |scale·d|·(Σ code·|Q| + zp·Σ|Q|)), over odd shapes, both layouts, f32/f16/bf16
+ * scales, with and without zero points, M = 1, 2, 5, 16, 33; the error against the exact product
+ * (fp32 activations, summed in double) is at most 1e-4 of max|y| and far below the int8 mode's;
+ * the avx2 path refuses the mode. Skipped by name on a CPU without the avx512 path. */
+#include "tap.h"
+#include "kern/kern.h"
+#include "q4nx/q4nx.h"
+#include "util/util.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void kern_quant_rows_i16_avx512(const float *x, int M, uint32_t k, uint32_t block, int8_t *q1, int8_t *q2, float *d,
+                                int32_t *qs);
+
+static uint64_t rng = 0x2545F4914F6CDD1Dull;
+static uint32_t rnd(void)
+{
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return (uint32_t)(rng >> 16);
+}
+static float frand(void) { return (float)((rnd() & 0xFFFFFF) / 16777216.0 * 2.0 - 1.0); }
+
+typedef struct {
+    q4nx_tensor t;
+    uint8_t *codes, *zeros;
+    void *scales;
+} tensor;
+
+static void make(tensor *T, int layout, uint32_t n, uint32_t k, uint32_t block, int sdt, int zp)
+{
+    uint32_t kb = (k + block - 1) / block;
+    size_t ss = q4nx_dtype_size(sdt);
+    uint8_t *src = malloc((size_t)n * kb * block / 2), *ssc = malloc((size_t)n * kb * ss),
+            *szp = malloc((size_t)n * ((kb + 1) / 2));
+    for (size_t i = 0; i < (size_t)n * kb * block / 2; i++)
+        src[i] = (uint8_t)rnd();
+    for (size_t i = 0; i < (size_t)n * kb; i++) {
+        float s = (0.001f + 0.1f * fabsf(frand())) * (rnd() & 1 ? -1.0f : 1.0f);
+        if (sdt == Q4NX_F32)
+            memcpy(ssc + i * 4, &s, 4);
+        else {
+            uint16_t h = sdt == Q4NX_F16 ? ogk_f32_to_f16(s) : ogk_f32_to_bf16(s);
+            memcpy(ssc + i * 2, &h, 2);
+        }
+    }
+    for (size_t i = 0; i < (size_t)n * ((kb + 1) / 2); i++)
+        szp[i] = (uint8_t)rnd();
+    T->codes = malloc(q4nx_q4_codes_bytes(layout, n, k, block));
+    T->scales = malloc(q4nx_q4_groups(layout, n, k, block) * ss);
+    T->zeros = malloc(q4nx_q4_groups(layout, n, k, block));
+    q4nx_q4_relayout(layout, n, k, block, sdt, src, ssc, zp ? szp : NULL, T->codes, T->scales, T->zeros);
+    T->t = (q4nx_tensor){.name = "test", .dtype = Q4NX_Q4, .layout = layout, .n = n, .k = k, .block = block,
+                         .k_blocks = kb, .scale_dtype = sdt, .has_zp = zp, .codes = T->codes, .scales = T->scales,
+                         .zeros = zp ? T->zeros : NULL};
+    free(src), free(ssc), free(szp);
+}
+
+static void drop(tensor *T) { free(T->codes), free(T->scales), free(T->zeros); }
+
+static float *make_x(int M, uint32_t K)
+{
+    float *x = malloc((size_t)M * K * sizeof *x);
+    for (size_t i = 0; i < (size_t)M * K; i++)
+        x[i] = frand() * 2.0f;
+    if (M > 3) {
+        memset(x + (size_t)2 * K, 0, K * sizeof *x); /* an all-zero row: scale 0 */
+        x[(size_t)3 * K + K / 2] = 40.0f;            /* an outlier */
+    }
+    return x;
+}
+
+/* the quantisation of one row from its definition; 1 when the planes, scales and sums are right */
+static int quant_ok(const float *x, uint32_t K, uint32_t B, const int8_t *q1, const int8_t *q2, const float *d,
+                    const int32_t *qs, char *why, size_t wl)
+{
+    uint32_t kb = (K + B - 1) / B;
+    for (uint32_t g = 0; g < kb; g++) {
+        double a = 0;
+        for (uint32_t c = g * B; c < (g + 1) * B && c < K; c++)
+            a = fmax(a, fabs(x[c]));
+        if (fabs(d[g] - a / 32258.0) > 1e-6 * a / 32258.0) {
+            snprintf(why, wl, "group %u: d %.9g, want max|x|/32258 = %.9g", g, d[g], a / 32258.0);
+            return 0;
+        }
+        int64_t sum = 0;
+        for (uint32_t c = g * B; c < (g + 1) * B; c++) {
+            int Q = 254 * q1[c] + q2[c];
+            sum += Q;
+            double xv = c < K ? x[c] : 0.0;
+            if (q1[c] == -128 || q2[c] == -128 || fabs(xv - d[g] * (double)Q) > d[g] * 0.51 + 1e-30) {
+                snprintf(why, wl, "column %u: x %.9g, q1 %d q2 %d, d %.9g", c, xv, q1[c], q2[c], d[g]);
+                return 0;
+            }
+        }
+        if (sum != qs[g]) {
+            snprintf(why, wl, "group %u: sum %d, want %lld", g, qs[g], (long long)sum);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static double bound(const q4nx_tensor *W, uint32_t n, const int8_t *q1, const int8_t *q2, const float *d)
+{
+    uint32_t B = W->block, kb = W->k_blocks, K = W->k;
+    double S = 0;
+    for (uint32_t g = 0; g < kb; g++) {
+        double s = 0, sq = 0;
+        for (uint32_t c = g * B; c < (g + 1) * B && c < K; c++) {
+            int Q = 254 * q1[c] + q2[c];
+            s += (double)q4nx_q4_code(W, n, c) * abs(Q);
+            sq += abs(Q);
+        }
+        S += fabs(q4nx_q4_scale(W, n, g) * (double)d[g]) * (s + q4nx_q4_zero(W, n, g) * sq);
+    }
+    return (kb + 8) * ldexp(1.0, -23) * S + 1e-30;
+}
+
+typedef struct {
+    uint32_t n, k, block;
+} shape;
+static const shape shapes[] = {{37, 32, 32}, {50, 200, 32}, {17, 128, 128}, {33, 300, 128}, {100, 72, 16},
+                               {1, 64, 64},  {65, 256, 256}, {20, 520, 64}, {48, 4096, 4096}};
+static const int Ms[] = {1, 2, 5, 16, 33};
+
+int main(void)
+{
+    ogk_prog_set("kern_i16");
+    if (!kern_path_supported(KERN_PATH_AVX512)) {
+        printf("ok 1 - # skip kern_i16: no avx512 kernel path on this CPU\n1..1\n");
+        return 0;
+    }
+    kern_pool *pool = kern_pool_new(3);
+    char why[600];
+
+    /* the quantisation: definition, and scalar == AVX-512 bit for bit */
+    {
+        int ok = 1, same = 1;
+        why[0] = 0;
+        for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
+            uint32_t K = shapes[si].k, B = shapes[si].block, kb = (K + B - 1) / B;
+            int M = 6;
+            float *x = make_x(M, K);
+            x[1] = 1e-30f, x[K > 5 ? 5 : 0] = -3e4f; /* a tiny and a huge value */
+            size_t kp = (size_t)kb * B;
+            int8_t *a1 = malloc(kp * M), *a2 = malloc(kp * M), *b1 = malloc(kp * M), *b2 = malloc(kp * M);
+            float *ad = malloc(sizeof(float) * kb * M), *bd = malloc(sizeof(float) * kb * M);
+            int32_t *as = malloc(sizeof(int32_t) * kb * M), *bs = malloc(sizeof(int32_t) * kb * M);
+            for (int m = 0; m < M; m++)
+                kern_quant_row_i16(x + (size_t)m * K, K, B, a1 + m * kp, a2 + m * kp, ad + m * kb, as + m * kb);
+            kern_quant_rows_i16_avx512(x, M, K, B, b1, b2, bd, bs);
+            for (int m = 0; m < M && ok; m++)
+                ok = quant_ok(x + (size_t)m * K, K, B, a1 + m * kp, a2 + m * kp, ad + m * kb, as + m * kb, why,
+                              sizeof why);
+            same &= !memcmp(a1, b1, kp * M) && !memcmp(a2, b2, kp * M) && !memcmp(ad, bd, sizeof(float) * kb * M) &&
+                    !memcmp(as, bs, sizeof(int32_t) * kb * M);
+            free(x), free(a1), free(a2), free(b1), free(b2), free(ad), free(bd), free(as), free(bs);
+        }
+        TAP_OK(ok, "16-bit quantisation as defined (Q = 254 q1 + q2, planes in [-127, 127], |x - dQ| <= 0.51 d) %s", why);
+        TAP_OK(same, "AVX-512 16-bit quantisation is bit-identical to the scalar one");
+    }
+
+    /* avx512 kernels against the reference, within the bound */
+    static const int sdts[] = {Q4NX_F32, Q4NX_F16, Q4NX_BF16};
+    for (int layout = Q4NX_RM; layout <= Q4NX_B8; layout++)
+        for (int si = 0; si < 3; si++)
+            for (int zp = 0; zp < 2; zp++) {
+                int ok = 1;
+                why[0] = 0;
+                for (size_t sh = 0; sh < sizeof shapes / sizeof *shapes && ok; sh++) {
+                    const shape *s = &shapes[sh];
+                    if (layout == Q4NX_RM && s->block > 256)
+                        continue;
+                    tensor T;
+                    make(&T, layout, s->n, s->k, s->block, sdts[si], zp);
+                    uint32_t kb = T.t.k_blocks, kp = kb * s->block;
+                    for (size_t mi = 0; mi < sizeof Ms / sizeof *Ms && ok; mi++) {
+                        int M = Ms[mi];
+                        float *x = make_x(M, s->k), *y = malloc(sizeof(float) * M * s->n),
+                              *r = malloc(sizeof(float) * M * s->n);
+                        int8_t *q1 = malloc(kp), *q2 = malloc(kp);
+                        float *d = malloc(sizeof(float) * kb);
+                        int32_t *qs = malloc(sizeof(int32_t) * kb);
+                        ogk_error e;
+                        kern_ref_rows(&T.t, x, M, r, KERN_I16, 0, s->n);
+                        for (size_t i = 0; i < (size_t)M * s->n; i++)
+                            y[i] = NAN;
+                        if (kern_matmul_path(KERN_PATH_AVX512, (rnd() & 1) ? pool : NULL, &T.t, x, M, y, KERN_I16, &e)) {
+                            snprintf(why, sizeof why, "%.500s", e.msg);
+                            ok = 0;
+                        }
+                        for (int m = 0; m < M && ok; m++) {
+                            kern_quant_row_i16(x + (size_t)m * s->k, s->k, s->block, q1, q2, d, qs);
+                            for (uint32_t n = 0; n < s->n && ok; n++) {
+                                double want = r[(size_t)m * s->n + n], got = y[(size_t)m * s->n + n];
+                                double tol = bound(&T.t, n, q1, q2, d);
+                                if (!(fabs(got - want) <= tol)) {
+                                    snprintf(why, sizeof why, "N=%u K=%u B=%u M=%d m=%d n=%u: got %.9g want %.9g (> %.3g)",
+                                             s->n, s->k, s->block, M, m, n, got, want, tol);
+                                    ok = 0;
+                                }
+                            }
+                        }
+                        free(x), free(y), free(r), free(q1), free(q2), free(d), free(qs);
+                    }
+                    drop(&T);
+                }
+                TAP_OK(ok, "avx512 i16 %s scales %s%s: within the bound of the reference %s", q4nx_layout_name(layout),
+                       q4nx_dtype_name(sdts[si]), zp ? " zero points" : "", why);
+            }
+
+    /* error against the exact product, and against the int8 mode's, on a realistic shape */
+    {
+        tensor T;
+        uint32_t N = 256, K = 896;
+        make(&T, Q4NX_B8, N, K, 32, Q4NX_F32, 0);
+        int M = 4;
+        float *x = malloc(sizeof(float) * M * K), *yf = malloc(sizeof(float) * M * N), *y16 = malloc(sizeof(float) * M * N),
+              *y8 = malloc(sizeof(float) * M * N);
+        for (size_t i = 0; i < (size_t)M * K; i++)
+            x[i] = frand() + frand() + frand();
+        ogk_error e;
+        kern_ref_rows(&T.t, x, M, yf, KERN_F32, 0, N);
+        kern_matmul_path(KERN_PATH_AVX512, pool, &T.t, x, M, y16, KERN_I16, &e);
+        kern_ref_rows(&T.t, x, M, y8, KERN_I8, 0, N);
+        double e16 = 0, e8 = 0, ymax = 0;
+        for (size_t i = 0; i < (size_t)M * N; i++) {
+            e16 = fmax(e16, fabs(y16[i] - yf[i]));
+            e8 = fmax(e8, fabs(y8[i] - yf[i]));
+            ymax = fmax(ymax, fabs(yf[i]));
+        }
+        TAP_OK(e16 <= 1e-4 * ymax && e16 * 50 < e8,
+               "i16 vs exact: max|err|/max|y| %.2e (<= 1e-4), int8 mode's %.2e (> 50x)", e16 / ymax, e8 / ymax);
+        free(x), free(yf), free(y16), free(y8);
+        drop(&T);
+    }
+
+    /* a path without the mode refuses it */
+    if (kern_path_supported(KERN_PATH_AVX2)) {
+        tensor T;
+        make(&T, Q4NX_B8, 16, 32, 32, Q4NX_F32, 0);
+        float x[64] = {0}, y[64];
+        ogk_error e;
+        int rc = kern_matmul_path(KERN_PATH_AVX2, NULL, &T.t, x, 2, y, KERN_I16, &e);
+        TAP_OK(rc == -1 && strstr(e.msg, "16-bit"), "the avx2 path refuses the 16-bit mode: %s", rc ? e.msg : "(accepted)");
+        drop(&T);
+    }
+    kern_pool_free(pool);
+    return TAP_DONE();
+}
