@@ -101,11 +101,7 @@ static void parse(int argc, char **argv, opts *o)
             o->stops[o->n_stops++] = optarg;
             break;
         case O_MODE:
-            if (!strcmp(optarg, "f32"))
-                o->mode = MODEL_F32;
-            else if (!strcmp(optarg, "i8"))
-                o->mode = MODEL_I8;
-            else
+            if ((o->mode = kern_mode_parse(optarg)) < 0)
                 ogk_die(OGK_EXIT_USAGE, "--mode: '%s' is not f32 or i8", optarg);
             break;
         case O_JSON: o->json = 1; break;
@@ -136,7 +132,7 @@ static model *open_model(const opts *o)
 {
     ogk_error e;
     int code;
-    if (kern_path_init(&e))
+    if (kern_isa_init(&e)) /* a bad OGAKIT_KERNEL: the same refusal in every program */
         ogk_die(OGK_EXIT_INIT, "%s", e.msg);
     model *m = model_open_flags(o->model, o->no_mmap ? Q4NX_OPEN_LOAD : 0, &e, &code);
     if (!m)
@@ -413,7 +409,7 @@ static int cmd_logits(int argc, char **argv)
     for (int i = 0; i < n; i++)
         json_array_append_new(idj, json_integer(ids[i]));
     json_t *res = json_pack("{s:s,s:s,s:s,s:i,s:o,s:i}", "mode", "teacher", "feed", o.feed, "accuracy",
-                            o.mode == MODEL_I8 ? "i8" : "f32", "vocab_size", V, "ids", idj, "positions", n);
+                            kern_mode_name(o.mode), "vocab_size", V, "ids", idj, "positions", n);
     if (o.out_f32)
         json_object_set_new(res, "logits_f32", json_string(o.out_f32)), json_decref(rows);
     else
@@ -456,13 +452,13 @@ static int cmd_bench(int argc, char **argv)
     json_t *r = model_bench(s, &bo, &e);
     if (!r)
         ogk_die(OGK_EXIT_INPUT, "%s", e.msg);
-    json_object_set_new(r, "kernel", json_string(kern_path_name(kern_path())));
+    json_object_set_new(r, "kernel", json_string(kern_isa_current()->name));
     if (o.json) {
         ogk_json_print(stdout, r);
     } else {
         printf("model %s  family %s  threads %d  mode %s  kernel %s  weights/token %.1f MB\n", o.model,
-               m->c.family_name, kern_pool_threads(s->pool), o.mode == MODEL_I8 ? "i8" : "f32",
-               kern_path_name(kern_path()), m->weight_bytes / 1e6);
+               m->c.family_name, kern_pool_threads(s->pool), kern_mode_name(o.mode),
+               kern_isa_current()->name, m->weight_bytes / 1e6);
         printf("%8s %6s %16s %20s %20s %14s\n", "prompt", "gen", "TTFT ms", "prefill tok/s", "decode tok/s", "E2E ms");
         size_t i;
         json_t *row;

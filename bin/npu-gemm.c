@@ -258,8 +258,6 @@ static check_result check(const q4nx_tensor *W, const float *X, int M, const flo
     return r;
 }
 
-static const char *mode_name(int m) { return m == KERN_I8 ? "i8" : "f32"; }
-
 static json_t *run_one(kern_pool *pool, const q4nx_tensor *W, int M, int *all_ok)
 {
     float *X = make_x(M, W->k), *Y = malloc((size_t)M * W->n * sizeof *Y);
@@ -278,8 +276,8 @@ static json_t *run_one(kern_pool *pool, const q4nx_tensor *W, int M, int *all_ok
     size_t bytes = tensor_bytes(W);
     json_t *j = json_object();
     json_object_set_new(j, "device", json_string("cpu"));
-    json_object_set_new(j, "kernel", json_string(kern_path_name(kern_path())));
-    json_object_set_new(j, "mode", json_string(mode_name(o.mode)));
+    json_object_set_new(j, "kernel", json_string(kern_isa_current()->name));
+    json_object_set_new(j, "mode", json_string(kern_mode_name(o.mode)));
     json_object_set_new(j, "tensor", json_string(W->name ? W->name : ""));
     if (W->role)
         json_object_set_new(j, "role", json_string(W->role));
@@ -314,44 +312,15 @@ static json_t *cpu_json(kern_pool *pool)
 {
     json_t *j = json_object();
     json_object_set_new(j, "type", json_string("cpu"));
-    char name[256] = "";
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    if (f) {
-        char line[512];
-        while (fgets(line, sizeof line, f))
-            if (!strncmp(line, "model name", 10)) {
-                char *p = strchr(line, ':');
-                if (p) {
-                    p += 1 + (p[1] == ' ');
-                    p[strcspn(p, "\n")] = 0;
-                    snprintf(name, sizeof name, "%s", p);
-                }
-                break;
-            }
-        fclose(f);
-    }
-    json_object_set_new(j, "name", json_string(name));
+    json_object_set_new(j, "name", json_string(kern_cpu_name()));
     json_t *feat = json_array();
-    static const char *fs[] = {"avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512vnni", "avx512bf16", "avx512vbmi"};
-    __builtin_cpu_init();
-    for (size_t i = 0; i < sizeof fs / sizeof *fs; i++) {
-        int has = 0;
-        switch (i) {
-        case 0: has = __builtin_cpu_supports("avx2"); break;
-        case 1: has = __builtin_cpu_supports("fma"); break;
-        case 2: has = __builtin_cpu_supports("f16c"); break;
-        case 3: has = __builtin_cpu_supports("avx512f"); break;
-        case 4: has = __builtin_cpu_supports("avx512bw"); break;
-        case 5: has = __builtin_cpu_supports("avx512vl"); break;
-        case 6: has = __builtin_cpu_supports("avx512vnni"); break;
-        case 7: has = __builtin_cpu_supports("avx512bf16"); break;
-        case 8: has = __builtin_cpu_supports("avx512vbmi"); break;
-        }
+    const char *fname;
+    int has;
+    for (int i = 0; (fname = kern_cpu_feature(i, &has)); i++)
         if (has)
-            json_array_append_new(feat, json_string(fs[i]));
-    }
+            json_array_append_new(feat, json_string(fname));
     json_object_set_new(j, "features", feat);
-    json_object_set_new(j, "kernel", json_string(kern_path_name(kern_path())));
+    json_object_set_new(j, "kernel", json_string(kern_isa_current()->name));
     json_object_set_new(j, "threads", json_integer(kern_pool_threads(pool)));
     double bw = kern_read_bandwidth(pool, (size_t)o.bw_mb << 20, 7);
     json_object_set_new(j, "dram_read_GBps", bw > 0 ? json_real(bw) : json_null());
@@ -530,8 +499,8 @@ static int model_pass(kern_pool *pool, const q4nx_tensor *const *Ws, size_t nw, 
     }
     json_t *j = json_object();
     json_object_set_new(j, "device", json_string("cpu"));
-    json_object_set_new(j, "kernel", json_string(kern_path_name(kern_path())));
-    json_object_set_new(j, "mode", json_string(mode_name(o.mode)));
+    json_object_set_new(j, "kernel", json_string(kern_isa_current()->name));
+    json_object_set_new(j, "mode", json_string(kern_mode_name(o.mode)));
     json_object_set_new(j, "tensors", json_integer((json_int_t)nw));
     json_object_set_new(j, "M", json_integer(M));
     json_object_set_new(j, "threads", json_integer(kern_pool_threads(pool)));
@@ -596,12 +565,8 @@ int main(int argc, char **argv)
         case O_TENSOR: o.tensor = optarg; break;
         case O_ROWS: o.rows = ogk_parse_long("--rows", optarg, 1, 1 << 20); break;
         case O_MODE:
-            if (!strcmp(optarg, "f32"))
-                o.mode = KERN_F32;
-            else if (!strcmp(optarg, "i8"))
-                o.mode = KERN_I8;
-            else
-                ogk_die(OGK_EXIT_USAGE, "--mode %s: expected f32 or i8", optarg);
+            if ((o.mode = kern_mode_parse(optarg)) < 0)
+                ogk_die(OGK_EXIT_USAGE, "--mode: '%s' is not f32 or i8", optarg);
             break;
         case O_DEVICE:
             if (!strcmp(optarg, "npu"))
@@ -611,9 +576,7 @@ int main(int argc, char **argv)
             break;
         case 't': o.threads = ogk_parse_long("--threads", optarg, 1, 1024); break;
         case O_KERNEL:
-            o.kernel = !strcmp(optarg, "ref") ? KERN_PATH_REF : !strcmp(optarg, "avx2") ? KERN_PATH_AVX2
-                       : !strcmp(optarg, "avx512") ? KERN_PATH_AVX512 : -2;
-            if (o.kernel == -2)
+            if ((o.kernel = kern_isa_find(optarg)) < 0)
                 ogk_die(OGK_EXIT_USAGE, "--kernel %s: expected ref, avx2 or avx512", optarg);
             break;
         case O_REPS: o.reps = ogk_parse_long("--reps", optarg, 1, 100000000); break;
@@ -654,10 +617,10 @@ int main(int argc, char **argv)
         rng_state = 1;
 
     ogk_error e;
-    if (kern_path_init(&e) < 0)
-        ogk_die(OGK_EXIT_USAGE, "%s", e.msg);
-    if (o.kernel >= 0 && kern_path_set(o.kernel) < 0)
-        ogk_die(OGK_EXIT_INIT, "--kernel %s: this CPU lacks the instructions it needs", kern_path_name(o.kernel));
+    if (kern_isa_init(&e) < 0) /* a bad OGAKIT_KERNEL: the same refusal in every program */
+        ogk_die(OGK_EXIT_INIT, "%s", e.msg);
+    if (o.kernel >= 0 && kern_isa_set(o.kernel) < 0)
+        ogk_die(OGK_EXIT_INIT, "--kernel %s: this CPU lacks the instructions it needs", kern_isa_row(o.kernel)->name);
 
     if (o.device_npu && !o.list) {
         npu_ctx *ctx = npu_open(NULL, &e);

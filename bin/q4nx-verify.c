@@ -6,12 +6,12 @@
  * through lib/q4nx's layout code. Two controls (nibbles swapped, zero points dropped) run on every
  * comparison: if either still matches, the comparison cannot tell right from wrong and verify fails. */
 #include <getopt.h>
-#include <immintrin.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "kern/kern.h"
 #include "onnx/onnx.pb-c.h"
 #include "pack/pack.h"
 #include "q4nx/q4nx.h"
@@ -104,47 +104,18 @@ static float read_scale(const matmulnbits *m, size_t i)
 
 /* One block of n values, packed two per byte with the first value in the low nibble (both
  * MatMulNBits and GatherBlockQuantized store 4-bit data this way): o[j] = (q_j - zp) * scale. With
- * swap the nibbles are read the wrong way round (the control). */
-static void block_scalar(const uint8_t *q, uint32_t n, int zp, float scale, int swap, float *o)
-{
-    int lo_shift = swap ? 4 : 0, hi_shift = swap ? 0 : 4;
-    for (uint32_t j = 0; j < n; j++)
-        o[j] = (float)(((q[j / 2] >> (j % 2 ? hi_shift : lo_shift)) & 0x0F) - zp) * scale;
-}
-
-/* The same with AVX2: bytes b0..b3 are spread to b0 b0 b1 b1 b2 b2 b3 b3, shifted by 0/4 and masked;
- * int -> float is exact and the one multiply rounds once, so the bits equal block_scalar's. */
-__attribute__((target("avx2"))) static void block_avx2(const uint8_t *q, uint32_t n, int zp, float scale, int swap,
-                                                      float *o)
-{
-    const __m128i dup = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
-    const __m256i sh = swap ? _mm256_setr_epi32(4, 0, 4, 0, 4, 0, 4, 0) : _mm256_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4);
-    const __m256i low4 = _mm256_set1_epi32(15), z = _mm256_set1_epi32(zp);
-    const __m256 s = _mm256_set1_ps(scale);
-    uint32_t j = 0;
-    for (; j + 8 <= n; j += 8) {
-        int32_t x;
-        memcpy(&x, q + j / 2, 4);
-        __m256i v = _mm256_cvtepu8_epi32(_mm_shuffle_epi8(_mm_cvtsi32_si128(x), dup));
-        v = _mm256_and_si256(_mm256_srlv_epi32(v, sh), low4);
-        _mm256_storeu_ps(o + j, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(v, z)), s));
-    }
-    if (j < n)
-        block_scalar(q + j / 2, n - j, zp, scale, swap, o + j);
-}
-
-static int simd = -1;
+ * swap the nibbles are read the wrong way round (the control). Plain C, a byte (two values) per step:
+ * independent of lib/kern's dequantisers, which it checks. */
 static void decode_block(const uint8_t *q, uint32_t n, int zp, float scale, int swap, float *o)
 {
-    if (simd < 0) {
-        const char *k = getenv("OGAKIT_KERNEL"); /* the kernels' switch: "ref" means scalar */
-        __builtin_cpu_init();
-        simd = __builtin_cpu_supports("avx2") && !(k && !strcmp(k, "ref"));
+    int lo_shift = swap ? 4 : 0, hi_shift = swap ? 0 : 4;
+    uint32_t j = 0;
+    for (; j + 2 <= n; j += 2) {
+        o[j] = (float)(((q[j / 2] >> lo_shift) & 0x0F) - zp) * scale;
+        o[j + 1] = (float)(((q[j / 2] >> hi_shift) & 0x0F) - zp) * scale;
     }
-    if (simd)
-        block_avx2(q, n, zp, scale, swap, o);
-    else
-        block_scalar(q, n, zp, scale, swap, o);
+    if (j < n)
+        o[j] = (float)(((q[j / 2] >> lo_shift) & 0x0F) - zp) * scale;
 }
 
 /* W[k, row] for k in [0, K): (q - zp) * scale, block by block. */
@@ -394,7 +365,7 @@ static json_t *compare_q4(const char *role, const q4nx_tensor *t, const pack_ten
         if (nr == t->n) {
             for (uint32_t r0 = 0; r0 < t->n; r0 += WINDOW) {
                 uint32_t w = t->n - r0 < WINDOW ? t->n - r0 : WINDOW;
-                q4nx_q4_dequant_rows(t, r0, w, wa);
+                kern_dequant_rows(t, r0, w, wa);
                 for (uint32_t r = 0; r < w; r++) {
                     mnb_row(&m, r0 + r, CTRL_NONE, wb);
                     cmp_row(&st, wa + (size_t)r * t->k, wb, t->k, t->block, full);
@@ -407,7 +378,7 @@ static json_t *compare_q4(const char *role, const q4nx_tensor *t, const pack_ten
         } else {
             for (uint32_t i = 0; i < nr; i++) {
                 uint32_t row = pick_row(t->n, sample, i);
-                q4nx_q4_dequant_rows(t, row, 1, wa);
+                kern_dequant_rows(t, row, 1, wa);
                 mnb_row(&m, row, CTRL_NONE, wb);
                 cmp_row(&st, wa, wb, t->k, t->block, full);
                 if (with_tied) {
@@ -421,7 +392,7 @@ static json_t *compare_q4(const char *role, const q4nx_tensor *t, const pack_ten
     uint32_t ncr = row_count(t->n, CONTROL_ROWS);
     for (uint32_t i = 0; i < ncr; i++) {
         uint32_t row = pick_row(t->n, CONTROL_ROWS, i);
-        q4nx_q4_dequant_rows(t, row, 1, wa);
+        kern_dequant_rows(t, row, 1, wa);
         mnb_row(&m, row, CTRL_SWAP, wb);
         cmp_row(&c_swap, wa, wb, t->k, t->block, 1);
         mnb_row(&m, row, CTRL_NOZP, wb);
@@ -597,7 +568,7 @@ static json_t *tied_result(q4nx_file *f, long sample)
         }
         for (uint32_t i = 0; i < nr; i++) {
             uint32_t v = pick_row(lm->n, sample, i);
-            q4nx_q4_dequant_rows(lm, v, 1, wa);
+            kern_dequant_rows(lm, v, 1, wa);
             gbq_row(tied.data, tied.stride, &tied.sc, v, wb);
             cmp_row(&tied.st, wa, wb, lm->k, lm->block, full);
         }
@@ -725,8 +696,8 @@ static json_t *compare_containers(q4nx_file *a, q4nx_file *b, const char *bpath,
             }
             for (uint32_t r0 = 0; r0 < t->n; r0 += WINDOW) {
                 uint32_t w = t->n - r0 < WINDOW ? t->n - r0 : WINDOW;
-                q4nx_q4_dequant_rows(t, r0, w, wa);
-                q4nx_q4_dequant_rows(u, r0, w, wb);
+                kern_dequant_rows(t, r0, w, wa);
+                kern_dequant_rows(u, r0, w, wb);
                 for (uint32_t r = 0; r < w; r++)
                     cmp_row(&st, wa + (size_t)r * t->k, wb + (size_t)r * t->k, t->k, t->block, full);
             }
@@ -796,6 +767,9 @@ int main(int argc, char **argv)
         ogk_die(OGK_EXIT_USAGE, "--all / --sample need --pack DIR");
     if (all)
         sample = 0;
+    ogk_error ke;
+    if (kern_isa_init(&ke) < 0) /* a bad OGAKIT_KERNEL: the same refusal in every program */
+        ogk_die(OGK_EXIT_INIT, "%s", ke.msg);
     const char *path = argv[optind];
     failures = json_array();
     q4nx_file *f = open_or_die(path), *g = against ? open_or_die(against) : NULL;

@@ -41,7 +41,7 @@ static void usage(FILE *f)
 static struct {
     const char *target, *draft, *prompt, *prompt_file, *ids_file;
     int n, k, threads, context, mode, ignore_eos, json, no_mmap;
-} o = {.n = 128, .k = 4, .mode = MODEL_F32};
+} o = {.n = 128, .k = 4, .mode = KERN_F32};
 
 static model *open_model(const char *path)
 {
@@ -124,11 +124,7 @@ int main(int argc, char **argv)
         case 't': o.threads = (int)ogk_parse_long("-t", optarg, 1, 1024); break;
         case 'c': o.context = (int)ogk_parse_long("-c", optarg, 2, 1 << 24); break;
         case O_MODE:
-            if (!strcmp(optarg, "f32"))
-                o.mode = MODEL_F32;
-            else if (!strcmp(optarg, "i8"))
-                o.mode = MODEL_I8;
-            else
+            if ((o.mode = kern_mode_parse(optarg)) < 0)
                 ogk_die(OGK_EXIT_USAGE, "--mode: '%s' is not f32 or i8", optarg);
             break;
         case O_IGNORE_EOS: o.ignore_eos = 1; break;
@@ -146,7 +142,7 @@ int main(int argc, char **argv)
         ogk_die(OGK_EXIT_USAGE, "give exactly one of -p TEXT, -f FILE, --ids FILE");
 
     ogk_error e;
-    if (kern_path_init(&e))
+    if (kern_isa_init(&e)) /* a bad OGAKIT_KERNEL: the same refusal in every program */
         ogk_die(OGK_EXIT_INIT, "%s", e.msg);
     model *T = open_model(o.target), *D = open_model(o.draft);
     check_pair(T, D);
@@ -200,7 +196,7 @@ int main(int argc, char **argv)
     double measured = spec_tok > 0 ? t_tok / spec_tok : 0;
 
     json_t *j = json_pack("{s:s,s:s,s:s,s:i,s:i,s:i,s:i}", "target", o.target, "draft", o.draft, "mode",
-                          o.mode == MODEL_I8 ? "i8" : "f32", "threads", kern_pool_threads(ts->pool), "k", o.k,
+                          kern_mode_name(o.mode), "threads", kern_pool_threads(ts->pool), "k", o.k,
                           "prompt_tokens", np, "new_tokens", st.new_tokens);
     json_object_set_new(j, "rounds", json_integer(st.rounds));
     json_object_set_new(j, "drafted", json_integer(st.drafted));
@@ -232,7 +228,7 @@ int main(int argc, char **argv)
         rc = ogk_json_print(stdout, j) < 0 ? OGK_EXIT_INPUT : 0;
     } else {
         printf("target %s, drafter %s, k %d, %s, %d threads; prompt %d tokens, %d generated\n", o.target, o.draft,
-               o.k, o.mode == MODEL_I8 ? "i8" : "f32", kern_pool_threads(ts->pool), np, st.new_tokens);
+               o.k, kern_mode_name(o.mode), kern_pool_threads(ts->pool), np, st.new_tokens);
         printf("acceptance     %d of %d drafts (%.1f %%), %.3f tokens per round over %d rounds\n", st.accepted,
                st.drafted, 100 * alpha, tpr, st.rounds);
         printf("costs          target %.3f ms/token, drafter %.3f ms/token (c = %.3f), verify %.3f ms/round (%.2f "

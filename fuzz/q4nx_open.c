@@ -1,7 +1,9 @@
 /* Fuzz target: the input is a model.q4nx container (q4nx.5). q4nx_open, then every accessor over every
- * tensor and asset, element accessors at the corners, and the dequantisation of a few rows through all
- * three paths (row, rows, rows_ref), which must agree bit for bit. */
+ * tensor and asset, element accessors at the corners, and the dequantisation of a few rows through the
+ * element accessors (q4nx_q4_dequant_row) and every row of the ISA table this CPU runs (lib/kern), which
+ * must agree bit for bit. */
 #include "fuzz.h"
+#include "kern/kern.h"
 #include "q4nx/q4nx.h"
 
 static void check_q4(const q4nx_tensor *t)
@@ -29,13 +31,16 @@ static void check_q4(const q4nx_tensor *t)
     float *a = malloc(sizeof(float) * t->k * nr), *b = malloc(sizeof(float) * t->k * nr),
           *c = malloc(sizeof(float) * t->k);
     FUZZ_CHECK(a && b && c);
-    q4nx_q4_dequant_rows(t, row0, nr, a);
-    q4nx_q4_dequant_rows_ref(t, row0, nr, b);
+    kern_isa_row(KERN_ISA_REF)->dequant(t, row0, nr, a);
     for (uint32_t r = 0; r < nr; r++) {
         q4nx_q4_dequant_row(t, row0 + r, c);
         FUZZ_CHECK(!memcmp(c, a + (size_t)r * t->k, sizeof(float) * t->k));
     }
-    FUZZ_CHECK(!memcmp(a, b, sizeof(float) * t->k * nr));
+    for (int id = 0; id < KERN_ISA_COUNT; id++)
+        if (kern_isa_supported(id)) {
+            kern_isa_row(id)->dequant(t, row0, nr, b);
+            FUZZ_CHECK(!memcmp(a, b, sizeof(float) * t->k * nr));
+        }
     free(a);
     free(b);
     free(c);

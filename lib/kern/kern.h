@@ -27,11 +27,17 @@
  * Columns K..kb·B of the last group are multiplied by zero (the layouts keep whatever codes the
  * source had there).
  *
- * Paths: "ref" (scalar, both layouts, the definition), "avx2" and "avx512" (AVX-512 F/BW/VL/VNNI).
- * The best supported path is picked once (first call) from cpuid; OGAKIT_KERNEL=ref|avx2|avx512
- * forces one (an unsupported or unknown name is an error reported by kern_path_init). The b8 layout
- * is the fast one; rm is moved one 32-row band at a time into b8 order in per-thread scratch (with
- * AVX-512 VBMI byte shuffles when present) and then multiplied by the same micro-kernels.
+ * The ISA table (isa.c, in the spirit of ggml's type traits): one static const row of function
+ * pointers per instruction set ("ref" scalar, "avx2", "avx512" = AVX-512 F/BW/VL/DQ/VNNI) holding every
+ * per-ISA operation: the b8 GEMM micro-kernels and M = 1 GEMV bodies, int8 activation quantisation,
+ * the rm -> b8 band shuffle, dequantisation, one query row's attention, SwiGLU, the read-probe loop.
+ * The row is chosen once, from cpuid, or forced by OGAKIT_KERNEL=ref|avx2|avx512 (an unknown or
+ * unsupported name is an error of kern_isa_init, which every program turns into the same refusal:
+ * exit 4, OGK_EXIT_INIT). isa.c is the only file that reads cpuid or OGAKIT_KERNEL. Adding an ISA
+ * (AMX) means one new file with its functions and one row in isa.c.
+ * The b8 layout is the fast one; rm is moved one 32-row band at a time into b8 order in per-thread
+ * scratch (with AVX-512 VBMI byte shuffles when the row and the CPU have them) and then multiplied by
+ * the same micro-kernels.
  */
 #ifndef OGK_KERN_H
 #define OGK_KERN_H
@@ -42,8 +48,10 @@
 #include "q4nx/q4nx.h"
 #include "util/util.h"
 
+/* --mode: activations fp32 (exact) or int8 per block (like MatMulNBits accuracy_level 4) */
 enum kern_mode { KERN_F32 = 0, KERN_I8 = 1 };
-enum kern_path { KERN_PATH_REF = 0, KERN_PATH_AVX2 = 1, KERN_PATH_AVX512 = 2 };
+int kern_mode_parse(const char *s); /* "f32" / "i8" -> enum kern_mode, -1 otherwise */
+const char *kern_mode_name(int mode);
 #define KERN_CHUNK_M 128
 
 /* ---- thread pool ---- */
@@ -60,28 +68,67 @@ int kern_pool_threads(const kern_pool *p);
 typedef void (*kern_range_fn)(void *arg, size_t begin, size_t end, int worker);
 void kern_pool_for(kern_pool *p, size_t n, size_t grain, kern_range_fn fn, void *arg);
 
-/* ---- kernel path selection ---- */
-/* Choose the path (OGAKIT_KERNEL or cpuid). 0, or -1 with e filled (unknown / unsupported name).
- * Called implicitly by kern_matmul; call it first to report errors nicely. */
-int kern_path_init(ogk_error *e);
-int kern_path(void);                 /* the chosen path (initialises on first use) */
-const char *kern_path_name(int path); /* "ref" / "avx2" / "avx512" */
-int kern_path_supported(int path);    /* 1 if this CPU can run it */
-/* Force a path for the rest of the process (tests, npu-gemm --kernel). 0, or -1 if unsupported. */
-int kern_path_set(int path);
+/* ---- the ISA table (isa.c) ---- */
+enum kern_isa_id { KERN_ISA_REF = 0, KERN_ISA_AVX2 = 1, KERN_ISA_AVX512 = 2, KERN_ISA_COUNT };
+typedef struct kern_job kern_job; /* one M-chunk of a matmul, X prepared (kern_int.h) */
+typedef struct kern_isa {
+    const char *name;  /* "ref", "avx2", "avx512": what OGAKIT_KERNEL and --kernel take */
+    uint32_t needs;    /* CPU features (KERN_CPU_* bits of isa.c) the row requires */
+    /* b8 row blocks [rb0, rb1) of a job: M = 1 (decode, memory-bound) and M > 1 (tiles). NULL on the
+     * ref row, whose matmul is kern_ref_rows. */
+    void (*gemv)(const kern_job *j, uint32_t rb0, uint32_t rb1);
+    void (*gemm)(const kern_job *j, uint32_t rb0, uint32_t rb1);
+    /* int8 quantisation of M rows of K values (kern_quant_row_i8's result, bit for bit) */
+    void (*quant_i8)(const float *x, int M, uint32_t k, uint32_t block, int8_t *q, float *d, int32_t *qs);
+    /* one 32-row rm band into b8 order (codes, scales, zero points); rm_band_needs: extra CPU features
+     * it needs beyond the row's (a CPU without them gets the scalar band shuffle) */
+    void (*rm_band)(const q4nx_tensor *W, uint32_t band, uint8_t *codes, void *scales, uint8_t *zeros);
+    uint32_t rm_band_needs;
+    /* rows [row0, row0 + nrows) of a quantised tensor dequantised into out[nrows][K], in storage order;
+     * bit-identical to q4nx_q4_dequant_row on every row */
+    void (*dequant)(const q4nx_tensor *t, uint32_t row0, uint32_t nrows, float *out);
+    /* one query row's causal attention for g query heads that share a KV head: q [g][hd] (output over
+     * it), keys / values [n][hd], att slices of n scores, `as` floats apart; any hd */
+    void (*attend)(float *q, int g, const float *kc, const float *vc, int n, int hd, float scale, float *att,
+                   size_t as);
+    void (*swiglu)(float *g, const float *up, size_t n); /* g[i] = silu(g[i]) * up[i] */
+    uint64_t (*read)(const uint8_t *p, size_t n);          /* XOR of [p, p+n), n % 256 == 0, p 64-aligned */
+} kern_isa;
+
+/* Choose the row once: OGAKIT_KERNEL if set, else the widest row this CPU supports. 0, or -1 with e
+ * filled ("OGAKIT_KERNEL=x: unknown kernel path (ref, avx2, avx512)" / "...: this CPU lacks the
+ * instructions it needs"); programs exit OGK_EXIT_INIT on it. Later calls return the first answer. */
+int kern_isa_init(ogk_error *e);
+/* The chosen row (kern_isa_init on first use; if that failed, the ref row). */
+const kern_isa *kern_isa_current(void);
+/* Row `id` of the table, as this CPU runs it (rm_band resolved); NULL if id is out of range. */
+const kern_isa *kern_isa_row(int id);
+int kern_isa_find(const char *name);  /* id of the row called name, -1 if none */
+int kern_isa_supported(int id);       /* 1 if this CPU can run row id */
+/* Force row id for the rest of the process (tests, npu-gemm --kernel). 0, or -1 if unsupported. */
+int kern_isa_set(int id);
+
+/* CPU facts from the same cpuid reading: the model name (/proc/cpuinfo) and the features the table
+ * knows, in table order; feature i's name (NULL past the end) and whether this CPU has it. */
+const char *kern_cpu_name(void);
+const char *kern_cpu_feature(int i, int *has);
+
+/* Dequantise rows [row0, row0 + nrows) of W into out[nrows][K] with the chosen row (fast verification
+ * of whole models); every row gives the bits of q4nx_q4_dequant_row. */
+void kern_dequant_rows(const q4nx_tensor *W, uint32_t row0, uint32_t nrows, float *out);
 
 /* ---- the operation ---- */
-/* Y[M x N] = X[M x K] · Wᵀ on the chosen path. W must be Q4NX_Q4 in layout b8 or rm. p may be NULL
+/* Y[M x N] = X[M x K] · Wᵀ on the chosen row. W must be Q4NX_Q4 in layout b8 or rm. p may be NULL
  * (single-threaded). Returns 0, or -1 with e filled when W is not something it can multiply. */
 int kern_matmul(kern_pool *p, const q4nx_tensor *W, const float *X, int M, float *Y, int mode, ogk_error *e);
-/* The same on an explicit path (tests and benchmarks compare paths with it). */
-int kern_matmul_path(int path, kern_pool *p, const q4nx_tensor *W, const float *X, int M, float *Y, int mode,
+/* The same on an explicit row of the table (tests and benchmarks compare rows with it). */
+int kern_matmul_isa(int isa, kern_pool *p, const q4nx_tensor *W, const float *X, int M, float *Y, int mode,
                      ogk_error *e);
 /* The scalar reference for output columns [n0, n1) only (Y still has row stride N; other columns
  * are left alone). Sums in double. Used to check large shapes on a sample of rows. */
 void kern_ref_rows(const q4nx_tensor *W, const float *X, int M, float *Y, int mode, uint32_t n0, uint32_t n1);
 
-/* The bound above for output (row m of X = x, column n): what a path may differ from the reference. */
+/* The bound above for output (row m of X = x, column n): what a row may differ from the reference. */
 double kern_ref_bound(const q4nx_tensor *W, const float *x, uint32_t n, int mode);
 
 /* DRAM read bandwidth in GB/s (1e9 B/s): every pool thread streams its contiguous share of a

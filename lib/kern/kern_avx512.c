@@ -383,23 +383,19 @@ static void gemv(const kern_job *j, uint32_t rb0, uint32_t rb1)
 }
 
 typedef void (*tile_fn)(const kern_job *, uint32_t, int);
-#define MT_F32 8
-#define MT_I8 8
+#define MT 8 /* activation rows per tile, both modes (tiles 2 x 1 .. 2 x MT) */
 
-void kern_b8_avx512(const kern_job *j, uint32_t rb0, uint32_t rb1)
+void kern_gemv_avx512(const kern_job *j, uint32_t rb0, uint32_t rb1) { gemv(j, rb0, rb1); }
+
+void kern_gemm_avx512(const kern_job *j, uint32_t rb0, uint32_t rb1)
 {
     int i8 = j->mode == KERN_I8;
     uint32_t rb = rb0;
-    if (j->M == 1) {
-        gemv(j, rb0, rb1);
-        return;
-    }
-    static const tile_fn f32_tiles[] = {0, f32_2_1, f32_2_2, f32_2_3, f32_2_4, f32_2_5, f32_2_6, f32_2_7, f32_2_8};
-    static const tile_fn i8_tiles[] = {0, i8_2_1, i8_2_2, i8_2_3, i8_2_4, i8_2_5, i8_2_6, i8_2_7, i8_2_8};
-    int mt = i8 ? MT_I8 : MT_F32;
+    static const tile_fn f32_tiles[MT + 1] = {0, f32_2_1, f32_2_2, f32_2_3, f32_2_4, f32_2_5, f32_2_6, f32_2_7, f32_2_8};
+    static const tile_fn i8_tiles[MT + 1] = {0, i8_2_1, i8_2_2, i8_2_3, i8_2_4, i8_2_5, i8_2_6, i8_2_7, i8_2_8};
     for (; rb + 2 <= rb1; rb += 2)
-        for (int m0 = 0; m0 < j->M; m0 += mt) {
-            int n = j->M - m0 < mt ? j->M - m0 : mt;
+        for (int m0 = 0; m0 < j->M; m0 += MT) {
+            int n = j->M - m0 < MT ? j->M - m0 : MT;
             (i8 ? i8_tiles : f32_tiles)[n](j, rb, m0);
         }
     for (; rb < rb1; rb++)
@@ -446,38 +442,7 @@ uint64_t kern_read_avx512(const uint8_t *p, size_t n)
         d = _mm512_xor_si512(d, _mm512_load_si512(p + i + 192));
     }
     a = _mm512_xor_si512(_mm512_xor_si512(a, b), _mm512_xor_si512(c, d));
-    return (uint64_t)_mm512_reduce_or_epi64(a); /* a sink for the loads; or, not add: no signed overflow */
-}
-
-/* One rm chunk (8 columns x 16 rows: byte j*8 + b holds rows 2b (low nibble) and 2b+1 of column j)
- * to one b8 chunk (byte r*4 + i = code(r, i) | code(r, 4 + i) << 4): split the nibbles into two
- * 64-byte tables and pick with two vpermi2b (AVX-512 VBMI). */
-int kern_rm_chunk_avx512_ok(void)
-{
-    static int ok = -1;
-    if (ok < 0) {
-        __builtin_cpu_init();
-        ok = __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512bw");
-    }
-    return ok;
-}
-
-__attribute__((target("avx512vbmi"))) void kern_rm_chunk_avx512(const uint8_t *in, uint8_t *out)
-{
-    static uint8_t idx_lo[64], idx_hi[64];
-    static int init;
-    if (!init) { /* racy but idempotent: every thread writes the same bytes */
-        for (int r = 0; r < 16; r++)
-            for (int i = 0; i < 4; i++) {
-                idx_lo[r * 4 + i] = (uint8_t)((r & 1) * 64 + i * 8 + r / 2);
-                idx_hi[r * 4 + i] = (uint8_t)((r & 1) * 64 + (4 + i) * 8 + r / 2);
-            }
-        __atomic_store_n(&init, 1, __ATOMIC_RELEASE);
-    }
-    const __m512i m4 = _mm512_set1_epi8(0x0F);
-    __m512i v = _mm512_loadu_si512(in);
-    __m512i L = _mm512_and_si512(v, m4), H = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-    __m512i lo = _mm512_permutex2var_epi8(L, _mm512_loadu_si512(idx_lo), H);
-    __m512i hi = _mm512_permutex2var_epi8(L, _mm512_loadu_si512(idx_hi), H);
-    _mm512_storeu_si512(out, _mm512_or_si512(lo, _mm512_slli_epi16(hi, 4)));
+    uint64_t r[8];
+    _mm512_storeu_si512(r, a);
+    return r[0] ^ r[1] ^ r[2] ^ r[3] ^ r[4] ^ r[5] ^ r[6] ^ r[7]; /* a sink for the loads */
 }

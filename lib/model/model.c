@@ -310,13 +310,6 @@ int model_is_eos(const model *m, int id)
 
 /* ---------------------------------------------------------------- state */
 
-static void attend_rows(float *q, int g, const float *kc, const float *vc, int n, int hd, float scale, float *att,
-                        size_t as);
-void model_attend_avx512(float *q, int g, const float *kc, const float *vc, int n, int hd, float scale, float *att,
-                         size_t as);
-static void swiglu_rows(float *g, const float *up, size_t n);
-void model_swiglu_avx512(float *g, const float *up, size_t n);
-
 model_state *model_state_new(const model *m, int context, int logit_rows, int mode, int threads, ogk_error *e)
 {
     const model_config *c = &m->c;
@@ -326,6 +319,8 @@ model_state *model_state_new(const model *m, int context, int logit_rows, int mo
         logit_rows = 1;
     if (logit_rows > MODEL_CHUNK)
         logit_rows = MODEL_CHUNK;
+    if (kern_isa_init(e) < 0) /* a refused OGAKIT_KERNEL */
+        return NULL;
     model_state *s = calloc(1, sizeof *s);
     if (!s) {
         ogk_fail(e, "out of memory");
@@ -358,10 +353,9 @@ model_state *model_state_new(const model *m, int context, int logit_rows, int mo
         ogk_fail(e, "out of memory for a context of %d positions (-c lowers it)", context);
         return NULL;
     }
-    /* the attention inner loops follow the kernels' instruction set (OGAKIT_KERNEL=ref: portable) */
-    s->attend = kern_path() == KERN_PATH_AVX512 && c->head_dim % 16 == 0 && c->head_dim <= 256 ? model_attend_avx512
-                                                                                                   : attend_rows;
-    s->swiglu = kern_path() == KERN_PATH_AVX512 ? model_swiglu_avx512 : swiglu_rows;
+    /* attention and SwiGLU from the same row of the ISA table as the kernels (OGAKIT_KERNEL=ref: portable) */
+    s->attend = kern_isa_current()->attend;
+    s->swiglu = kern_isa_current()->swiglu;
     const char *p = getenv("OGAKIT_PROF");
     s->prof_print = p && *p && strcmp(p, "0");
     return s;
@@ -406,7 +400,7 @@ static void matmul(model_state *s, float *y, const float *x, int rows, const q4n
     /* every tensor was checked to be Q4 of the right shape at load, so the kernels cannot refuse it */
     /* i8 mode: every projection rounds its activations to int8, except the classifier, whose error
      * would land on the logits unfiltered (see npu-forward.1, --mode) */
-    int mode = s->mode == MODEL_I8 && w != s->m->w.lm_head ? KERN_I8 : KERN_F32;
+    int mode = s->mode == KERN_I8 && w != s->m->w.lm_head ? KERN_I8 : KERN_F32;
     if (kern_matmul(s->pool, w, x, rows, y, mode, &e))
         ogk_die(OGK_EXIT_INIT, "%s: %s", w->role, e.msg);
     s->prof.launches++;
@@ -533,40 +527,6 @@ typedef struct {
     int layer, pos0, rows;
 } attn_job;
 
-/* one query row over n cached positions of its kv head: scores q·k / sqrt(head_dim), softmax,
- * weighted sum of the values written over q. Portable; attention_avx512.c has the AVX-512 one. */
-static void attend_row(float *q, const float *kc, const float *vc, int n, int hd, float scale, float *att)
-{
-    float mx = -INFINITY;
-    for (int t = 0; t < n; t++) {
-        const float *k = kc + (size_t)t * hd;
-        float d = 0;
-        for (int i = 0; i < hd; i++)
-            d += q[i] * k[i];
-        att[t] = d * scale;
-        mx = att[t] > mx ? att[t] : mx;
-    }
-    float sum = 0;
-    for (int t = 0; t < n; t++)
-        sum += att[t] = expf(att[t] - mx);
-    float inv = 1.0f / sum;
-    for (int i = 0; i < hd; i++)
-        q[i] = 0;
-    for (int t = 0; t < n; t++) {
-        const float *v = vc + (size_t)t * hd;
-        float a = att[t] * inv;
-        for (int i = 0; i < hd; i++)
-            q[i] += a * v[i];
-    }
-}
-
-static void attend_rows(float *q, int g, const float *kc, const float *vc, int n, int hd, float scale, float *att,
-                        size_t as)
-{
-    for (int i = 0; i < g; i++)
-        attend_row(q + (size_t)i * hd, kc, vc, n, hd, scale, att + (size_t)i * as);
-}
-
 /* causal grouped-query attention, one task = up to ATTN_GROUP query heads of one KV head (so each
  * key/value row is read once for all of them), every row of the pass; output over q */
 #define ATTN_GROUP 4
@@ -605,12 +565,6 @@ static void attention(model_state *s, int layer, int pos0, int rows)
 }
 
 /* SwiGLU: hb = silu(gate) * up; the rows split over the pool when there are many */
-static void swiglu_rows(float *g, const float *up, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        g[i] = g[i] / (1.0f + expf(-g[i])) * up[i];
-}
-
 static void swiglu_range(void *arg, size_t r0, size_t r1, int worker)
 {
     (void)worker;

@@ -24,7 +24,6 @@
 #define MODEL_MAX_EOS 8
 
 enum model_family { FAMILY_LLAMA, FAMILY_QWEN2, FAMILY_QWEN3, FAMILY_PHI3 };
-enum model_mode { MODEL_F32 = 0, MODEL_I8 = 1 }; /* activations fp32, or int8 per block (kern modes) */
 
 typedef struct model_config {
     int family;
@@ -88,7 +87,7 @@ typedef struct model_state {
     kern_pool *pool;
     int context;    /* positions the KV cache holds (<= model context) */
     int logit_rows; /* rows of logits one pass can return (1, <= 16, or 128) */
-    int mode;       /* enum model_mode */
+    int mode;       /* enum kern_mode: KERN_F32 or KERN_I8 activations (the classifier always f32) */
     int pos;        /* tokens already in the KV cache */
     /* activations for up to MODEL_CHUNK rows, row-major */
     float *x;      /* [rows][dim] the residual stream */
@@ -104,10 +103,10 @@ typedef struct model_state {
     model_prof prof;
     int prof_print; /* OGAKIT_PROF set */
     /* one query row's attention for g query heads sharing a KV head (q and att slices consecutive,
-     * att slices as floats apart); portable or AVX-512, chosen with the kernel path */
+     * att slices as floats apart): the ISA table row's attend (kern.h) */
     void (*attend)(float *q, int g, const float *kc, const float *vc, int n, int hd, float scale, float *att,
                    size_t as);
-    /* g[i] = silu(g[i]) * up[i] over n values (portable or AVX-512, as attend) */
+    /* g[i] = silu(g[i]) * up[i] over n values: the ISA table row's swiglu */
     void (*swiglu)(float *g, const float *up, size_t n);
 } model_state;
 

@@ -1,7 +1,6 @@
 /* The rm and b8 weight layouts (see q4nx.h for the byte-level definition). */
 #include "q4nx.h"
 
-#include <stdlib.h>
 #include <string.h>
 
 #include "util/util.h"
@@ -229,93 +228,5 @@ void q4nx_q4_dequant_row(const q4nx_tensor *t, uint32_t row, float *out)
         uint32_t c0 = g * t->block, c1 = c0 + t->block < t->k ? c0 + t->block : t->k;
         for (uint32_t c = c0; c < c1; c++)
             out[c] = (float)((int)q4nx_q4_code(t, row, c) - zp) * s;
-    }
-}
-
-static float scale_at(const q4nx_tensor *t, size_t i) { return scale_value(t->scale_dtype, t->scales, i); }
-
-/* dequant_avx2.c; chosen once from cpuid */
-void q4nx_q4_dequant_rows_b8_avx2(const q4nx_tensor *t, uint32_t row0, uint32_t nrows, float *out,
-                                  float (*scale_of)(const q4nx_tensor *, size_t));
-void q4nx_q4_dequant_rows_rm_avx2(const q4nx_tensor *t, uint32_t row0, uint32_t nrows, float *out,
-                                  float (*scale_of)(const q4nx_tensor *, size_t));
-static int use_avx2 = -1;
-
-void q4nx_q4_dequant_rows(const q4nx_tensor *t, uint32_t row0, uint32_t nrows, float *out)
-{
-    if (use_avx2 < 0) {
-        /* the kernels' switch: OGAKIT_KERNEL=ref forces the scalar code everywhere */
-        const char *k = getenv("OGAKIT_KERNEL");
-        __builtin_cpu_init();
-        use_avx2 = __builtin_cpu_supports("avx2") && !(k && !strcmp(k, "ref"));
-    }
-    if (t->layout == Q4NX_B8 && use_avx2)
-        q4nx_q4_dequant_rows_b8_avx2(t, row0, nrows, out, scale_at);
-    else if (t->layout == Q4NX_RM && use_avx2)
-        q4nx_q4_dequant_rows_rm_avx2(t, row0, nrows, out, scale_at);
-    else
-        q4nx_q4_dequant_rows_ref(t, row0, nrows, out);
-}
-
-void q4nx_q4_dequant_rows_ref(const q4nx_tensor *t, uint32_t row0, uint32_t nrows, float *out)
-{
-    /* each (row, group) first tabulates its 16 possible values (code - zp) * scale */
-    uint32_t K = t->k, B = t->block, kb = t->k_blocks, r1 = row0 + nrows;
-    float value[16];
-    if (t->layout == Q4NX_B8) {
-        for (uint32_t rb = row0 / 16; rb * 16 < r1; rb++) {
-            uint32_t ra = rb * 16 < row0 ? row0 - rb * 16 : 0, rz = rb * 16 + 16 > r1 ? r1 - rb * 16 : 16;
-            for (uint32_t g = 0; g < kb; g++) {
-                size_t gi = ((size_t)rb * kb + g) * 16;
-                const uint8_t *chunk = t->codes + gi / 16 * (size_t)B * 8;
-                uint32_t cols = g * B + B <= K ? B : K - g * B;
-                for (uint32_t r = ra; r < rz; r++) {
-                    float sc = scale_value(t->scale_dtype, t->scales, gi + r);
-                    int zp = t->has_zp ? t->zeros[gi + r] : 8;
-                    for (int q = 0; q < 16; q++)
-                        value[q] = (float)(q - zp) * sc;
-                    float *o = out + (size_t)(rb * 16 + r - row0) * K + (size_t)g * B;
-                    const uint8_t *p = chunk + r * 4;
-                    if (cols == B) {
-                        for (uint32_t c = 0; c < B / 8; c++, p += 64, o += 8)
-                            for (int i = 0; i < 4; i++) {
-                                o[i] = value[p[i] & 15];
-                                o[4 + i] = value[p[i] >> 4];
-                            }
-                    } else {
-                        for (uint32_t w = 0; w < cols; w++) {
-                            uint8_t b = p[(w / 8) * 64 + (w & 3)];
-                            o[w] = value[(w & 4) ? b >> 4 : b & 15];
-                        }
-                    }
-                }
-            }
-        }
-        return;
-    }
-    /* rm: 32 x 256 tiles */
-    uint32_t ntc = (kb * B + 255) / 256, gpt = 256 / B;
-    for (uint32_t tr = row0 / 32; tr * 32 < r1; tr++) {
-        uint32_t ra = tr * 32 < row0 ? row0 - tr * 32 : 0, rz = tr * 32 + 32 > r1 ? r1 - tr * 32 : 32;
-        for (uint32_t tc = 0; tc < ntc; tc++) {
-            size_t tile = (size_t)tr * ntc + tc;
-            const uint8_t *tp = t->codes + tile * 4096;
-            uint32_t cols = tc * 256 + 256 <= K ? 256 : K - tc * 256;
-            for (uint32_t R = ra; R < rz; R++) {
-                float *o = out + (size_t)(tr * 32 + R - row0) * K + (size_t)tc * 256;
-                const uint8_t *p = tp + (R / 16) * 2048 + (R % 16) / 2;
-                int sh = (R & 1) * 4;
-                for (uint32_t cg = 0; cg * B < cols; cg++) {
-                    size_t gi = tile * gpt * 32 + (size_t)cg * 32 + R;
-                    float sc = scale_value(t->scale_dtype, t->scales, gi);
-                    int zp = t->has_zp ? t->zeros[gi] : 8;
-                    for (int q = 0; q < 16; q++)
-                        value[q] = (float)(q - zp) * sc;
-                    uint32_t c1 = cg * B + B < cols ? cg * B + B : cols;
-                    for (uint32_t c = cg * B; c < c1; c++)
-                        o[c] = value[(p[c * 8] >> sh) & 15];
-                }
-            }
-        }
     }
 }

@@ -79,14 +79,9 @@ void q4nx_q4_relayout(int layout, uint32_t n, uint32_t k, uint32_t block, int sc
 uint8_t q4nx_q4_code(const q4nx_tensor *t, uint32_t row, uint32_t col);
 float q4nx_q4_scale(const q4nx_tensor *t, uint32_t row, uint32_t group);
 uint8_t q4nx_q4_zero(const q4nx_tensor *t, uint32_t row, uint32_t group); /* 8 when !has_zp */
-/* Dequantise one row (K floats): (code - zp) * scale, in fp32. */
+/* Dequantise one row (K floats): (code - zp) * scale, in fp32, through the element accessors (the
+ * definition; lib/kern's kern_dequant_rows walks whole row windows in storage order, with SIMD). */
 void q4nx_q4_dequant_row(const q4nx_tensor *t, uint32_t row, float *out);
-/* The same for rows [row0, row0 + nrows) into out[nrows][K], walking the layout in storage order (fast:
- * verification of whole models). Bit-identical to q4nx_q4_dequant_row. */
-void q4nx_q4_dequant_rows(const q4nx_tensor *t, uint32_t row0, uint32_t nrows, float *out);
-/* Its scalar version (q4nx_q4_dequant_rows uses AVX2 when the CPU has it, unless
- * OGAKIT_KERNEL=ref); both give the same bits. */
-void q4nx_q4_dequant_rows_ref(const q4nx_tensor *t, uint32_t row0, uint32_t nrows, float *out);
 
 /* ---- the container file (format: man/man5/q4nx.5; implemented in lib/q4nx/container.c) ---- */
 typedef struct q4nx_file q4nx_file;

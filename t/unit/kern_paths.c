@@ -1,12 +1,13 @@
-/* lib/kern: every kernel path equals the scalar reference (kern_ref_rows, which reads weights through
+/* lib/kern: every row of the ISA table this CPU runs (rows it lacks are skipped by name) equals the scalar reference (kern_ref_rows, which reads weights through
  * lib/q4nx's accessors and sums in double) within the bounds stated in kern.h, on odd shapes, both
  * layouts, both modes, f32/f16/bf16 scales, with and without zero points, M = 1, 7, 16, 128, 130.
  *   f32: |y - ref| <= (B + kb + 4) * 2^-23 * sum_k |scale|*(code + zp)*|x|
  *   i8:  |y - ref| <= (kb + 4) * 2^-23 * sum_g |scale*d*(sum code*q - zp*sum q)|
  * The bounds are Higham's a-priori bounds for the sums each path performs, doubled; a single wrong
  * code (error ~ |scale*x|) exceeds them by orders of magnitude on these shapes.
- * Also: the AVX-512 int8 quantisation is bit-identical to the scalar one; the i8 mode's error
- * against the exact product is measured and printed; results do not depend on the thread count. */
+ * Also, per row: its int8 quantisation is bit-identical to the scalar one, its rm band shuffle to the
+ * scalar one, its read loop XORs what it reads; the i8 mode's error against the exact product is
+ * measured and printed; results do not depend on the thread count; the table's names and modes. */
 #include "tap.h"
 #include "kern/kern.h"
 #include "q4nx/q4nx.h"
@@ -16,8 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-void kern_quant_rows_avx512(const float *x, int M, uint32_t k, uint32_t block, int8_t *q, float *d, int32_t *qs);
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
 static uint32_t rnd(void)
@@ -109,7 +108,7 @@ static const int Ms[] = {1, 7, 16, 128, 130};
 static double i8_err_max, i8_err_rms_num, i8_err_rms_den;
 
 /* compare one path against the reference over all shapes and M; returns 1 when all within bound */
-static int check_path(int path, kern_pool *pool, int layout, int mode, int sdt, int zp, char *why, size_t whylen)
+static int check_path(int isa, kern_pool *pool, int layout, int mode, int sdt, int zp, char *why, size_t whylen)
 {
     int ok = 1;
     for (size_t si = 0; si < sizeof shapes / sizeof *shapes && ok; si++) {
@@ -128,7 +127,7 @@ static int check_path(int path, kern_pool *pool, int layout, int mode, int sdt, 
             kern_ref_rows(&T.t, x, M, r, mode, 0, sh->n);
             for (size_t i = 0; i < (size_t)M * sh->n; i++)
                 y[i] = NAN;
-            if (kern_matmul_path(path, pool, &T.t, x, M, y, mode, &e) < 0) {
+            if (kern_matmul_isa(isa, pool, &T.t, x, M, y, mode, &e) < 0) {
                 snprintf(why, whylen, "%.500s", e.msg);
                 ok = 0;
             }
@@ -182,6 +181,12 @@ static void measure_i8_error(void)
         free(x), free(yf), free(yi);
         drop(&T);
     }
+}
+
+/* a row this CPU cannot run: skipped, by name */
+static void skip_row(int isa)
+{
+    printf("ok %d - # skip row %s: not supported on this CPU\n", ++tap_n, kern_isa_row(isa)->name);
 }
 
 static void count_fn(void *arg, size_t b, size_t e, int worker)
@@ -241,8 +246,10 @@ int main(void)
                a.by_caller);
     }
 
-    /* the int8 quantisation: properties, and SIMD == scalar bit for bit */
-    int qprop = 1, qsame = 1;
+    /* the int8 quantisation: properties, and every row's == scalar bit for bit */
+    int qprop = 1, qsame[KERN_ISA_COUNT];
+    for (int i = 0; i < KERN_ISA_COUNT; i++)
+        qsame[i] = 1;
     for (int rep = 0; rep < 50; rep++) {
         uint32_t K = 1 + rnd() % 700, B = 16u << (rnd() % 4), kb = (K + B - 1) / B;
         float *x = malloc(K * sizeof *x);
@@ -266,23 +273,61 @@ int main(void)
             }
             qprop &= sum == s1[g] && (d1[g] == 0 ? qmax == 0 : qmax == 127);
         }
-        if (kern_path_supported(KERN_PATH_AVX512)) {
-            kern_quant_rows_avx512(x, 1, K, B, q2, d2, s2);
-            qsame &= !memcmp(q1, q2, (size_t)kb * B) && !memcmp(d1, d2, kb * 4) && !memcmp(s1, s2, kb * 4);
-        }
+        for (int i = 0; i < KERN_ISA_COUNT; i++)
+            if (kern_isa_supported(i)) {
+                kern_isa_row(i)->quant_i8(x, 1, K, B, q2, d2, s2);
+                qsame[i] &= !memcmp(q1, q2, (size_t)kb * B) && !memcmp(d1, d2, kb * 4) && !memcmp(s1, s2, kb * 4);
+            }
         free(x), free(q1), free(q2), free(d1), free(d2), free(s1), free(s2);
     }
     TAP_OK(qprop, "int8 quantisation: |q*d - x| <= d/2, max |q| = 127, padding 0, sums match");
-    if (kern_path_supported(KERN_PATH_AVX512))
-        TAP_OK(qsame, "AVX-512 int8 quantisation is bit-identical to the scalar one");
-    else
-        printf("ok %d - # skip no AVX-512 on this CPU\n", ++tap_n);
+    for (int i = 0; i < KERN_ISA_COUNT; i++)
+        if (kern_isa_supported(i))
+            TAP_OK(qsame[i], "row %s: int8 quantisation is bit-identical to the scalar one", kern_isa_row(i)->name);
+        else
+            skip_row(i);
+
+    /* every row's rm band shuffle gives the scalar one's bytes; its read loop XORs every word */
+    {
+        tensor T;
+        make(&T, Q4NX_RM, 70, 520, 64, Q4NX_BF16, 1);
+        size_t cb = 2 * T.t.k_blocks * 64 * 8, sb = 2 * T.t.k_blocks * 16 * 2, zb = 2 * T.t.k_blocks * 16;
+        uint8_t *want = calloc(1, cb + sb + zb), *got = calloc(1, cb + sb + zb);
+        size_t rn = 1 << 16;
+        uint8_t *buf = aligned_alloc(64, rn);
+        uint64_t x = 0;
+        for (size_t i = 0; i < rn; i++)
+            buf[i] = (uint8_t)rnd();
+        for (size_t i = 0; i < rn; i += 8) {
+            uint64_t w;
+            memcpy(&w, buf + i, 8);
+            x ^= w;
+        }
+        for (int i = 0; i < KERN_ISA_COUNT; i++) {
+            if (!kern_isa_supported(i)) {
+                skip_row(i);
+                continue;
+            }
+            const kern_isa *row = kern_isa_row(i);
+            int same = 1;
+            for (uint32_t band = 0; band < 3; band++) {
+                memset(want, 0, cb + sb + zb), memset(got, 0, cb + sb + zb);
+                kern_isa_row(KERN_ISA_REF)->rm_band(&T.t, band, want, want + cb, want + cb + sb);
+                row->rm_band(&T.t, band, got, got + cb, got + cb + sb);
+                same &= !memcmp(want, got, cb + sb + zb);
+            }
+            TAP_OK(same && row->read(buf, rn) == x, "row %s: rm band shuffle == scalar, read loop XORs every word",
+                   row->name);
+        }
+        free(want), free(got), free(buf);
+        drop(&T);
+    }
 
     static const char *mode_name[] = {"f32", "i8"};
     int sdts[] = {Q4NX_F32, Q4NX_F16, Q4NX_BF16};
-    for (int path = KERN_PATH_AVX2; path <= KERN_PATH_AVX512; path++) {
-        if (!kern_path_supported(path)) {
-            printf("ok %d - # skip %s not supported on this CPU\n", ++tap_n, kern_path_name(path));
+    for (int isa = 0; isa < KERN_ISA_COUNT; isa++) {
+        if (!kern_isa_supported(isa)) {
+            skip_row(isa);
             continue;
         }
         for (int layout = Q4NX_RM; layout <= Q4NX_B8; layout++)
@@ -290,9 +335,9 @@ int main(void)
                 for (int si = 0; si < 3; si++)
                     for (int zp = 0; zp < 2; zp++) {
                         char why[768] = "";
-                        int ok = check_path(path, (rnd() & 1) ? pool : NULL, layout, mode, sdts[si], zp, why,
+                        int ok = check_path(isa, (rnd() & 1) ? pool : NULL, layout, mode, sdts[si], zp, why,
                                             sizeof why);
-                        TAP_OK(ok, "%s %s %s scales %s %s: within bound of the reference%s%s", kern_path_name(path),
+                        TAP_OK(ok, "%s %s %s scales %s %s: within bound of the reference%s%s", kern_isa_row(isa)->name,
                                q4nx_layout_name(layout), mode_name[mode], q4nx_dtype_name(sdts[si]),
                                zp ? "asym" : "sym", ok ? "" : ": ", why);
                     }
@@ -310,7 +355,7 @@ int main(void)
             kern_matmul(pool, &T.t, x, 9, y2, mode, &e);
             same &= !memcmp(y1, y2, 9 * 300 * 4);
         }
-        TAP_OK(same, "1 thread and 3 threads give identical results (path %s)", kern_path_name(kern_path()));
+        TAP_OK(same, "1 thread and 3 threads give identical results (row %s)", kern_isa_current()->name);
         free(x), free(y1), free(y2);
         drop(&T);
     }
@@ -330,6 +375,17 @@ int main(void)
         T.t.k_blocks = 1;
         TAP_OK(kern_matmul(pool, &T.t, x, 0, y, KERN_F32, &e) < 0, "M = 0 is refused: %s", e.msg);
         drop(&T);
+    }
+
+    /* the table's names, the modes */
+    {
+        int names = kern_isa_find("bogus") < 0 && kern_isa_row(KERN_ISA_COUNT) == NULL && kern_isa_supported(KERN_ISA_REF);
+        for (int i = 0; i < KERN_ISA_COUNT; i++)
+            names &= kern_isa_find(kern_isa_row(i)->name) == i;
+        TAP_OK(names, "ISA table: every row found by its name, unknown names and ids refused, ref always supported");
+        TAP_OK(kern_mode_parse("f32") == KERN_F32 && kern_mode_parse("i8") == KERN_I8 && kern_mode_parse("f16") < 0 &&
+                   !strcmp(kern_mode_name(KERN_I8), "i8") && !strcmp(kern_mode_name(KERN_F32), "f32"),
+               "modes: f32 and i8 parse and print, anything else is refused");
     }
 
     measure_i8_error();
