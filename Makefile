@@ -31,16 +31,16 @@ VBMI_FLAGS = $(AVX512_FLAGS) -mavx512vbmi
 
 # modules each program links (dependencies after dependents)
 MODS_oga-info    = pack onnx util
-MODS_oga-extract = pack ogax q4nx onnx util
+MODS_oga-extract = pack ogax onnx util
 MODS_q4nx-pack   = q4nx ogax util
-MODS_q4nx-verify = kern q4nx pack ogax onnx util
+MODS_q4nx-verify = kern q4nx pack onnx util
 MODS_npu-gemm    = kern npu q4nx util
 MODS_npu-forward = model tok kern q4nx util
 MODS_spec-replay = model tok kern q4nx util
 MODS_UNIT_util   = util
 MODS_UNIT_q4nx   = ogax q4nx util
-MODS_UNIT_ogax   = ogax q4nx util
-MODS_UNIT_kern   = kern q4nx util
+MODS_UNIT_ogax   = ogax util
+MODS_UNIT_kern   = kern util
 MODS_UNIT_npu    = npu util
 MODS_UNIT_model  = model tok kern q4nx util
 
@@ -53,7 +53,7 @@ LIBS_onnx = -lprotobuf-c
 LIBS_pack = -lprotobuf-c -ljansson
 LIBS_npu  = -ldrm -ljansson
 LIBS_tok  = -lpcre2-8 -ljansson
-LIBS_kern = -lm
+LIBS_kern = -lm -ljansson
 LIBS_model = -lm -ljansson
 # the server (npu-forward serve) and spec-replay's HTTP drafter client
 LIBS_npu-forward = -lmicrohttpd -lcurl

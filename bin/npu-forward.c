@@ -499,7 +499,7 @@ static int cmd_info(int argc, char **argv)
                           "num_kv_heads", c->n_kv_heads, "head_dim", c->head_dim, "context_length",
                           c->context_length, "rope_dim", c->rope_dim, "qkv_bias", c->qkv_bias, "qk_norm", c->qk_norm,
                           "tied", c->tied, "eos_token_ids", eos, "weight_bytes_per_token", (json_int_t)m->weight_bytes,
-                          "layout", q4nx_layout_name(q4nx_layout(m->file)));
+                          "layout", ogk_layout_name(q4nx_layout(m->file)));
     ogk_json_print(stdout, r);
     json_decref(r);
     model_close(m);

@@ -27,7 +27,8 @@ static void usage(FILE *to)
           "  --sample N     compare N rows per tensor, spread evenly, first and last included\n"
           "  --against B    require that container B dequantises identically (rm vs b8)\n"
           "  -h, --help     this help;  -V, --version\n"
-          "Exit: 0 all checks passed, 1 a check failed, 2 usage, 3 not a container / truncated / pack refused.\n",
+          "Exit: 0 all checks passed, 1 a check failed, 2 usage, 3 not a container / truncated / pack refused,\n"
+          "      4 OGAKIT_KERNEL unknown or unsupported.\n",
           to);
 }
 
@@ -93,13 +94,13 @@ enum { CTRL_NONE = 0, CTRL_SWAP = 1, CTRL_NOZP = 2 };
 
 static float read_scale(const matmulnbits *m, size_t i)
 {
-    if (m->sdt == Q4NX_F32) {
+    if (m->sdt == OGK_F32) {
         float f;
         memcpy(&f, m->s + 4 * i, 4);
         return f;
     }
     uint16_t h = (uint16_t)(m->s[2 * i] | m->s[2 * i + 1] << 8);
-    return m->sdt == Q4NX_F16 ? ogk_f16_to_f32(h) : ogk_bf16_to_f32(h);
+    return m->sdt == OGK_F16 ? ogk_f16_to_f32(h) : ogk_bf16_to_f32(h);
 }
 
 /* One block of n values, packed two per byte with the first value in the low nibble (both
@@ -192,7 +193,7 @@ static json_t *check_container(const char *path, q4nx_file *f, uint64_t *bytes_c
     }
     uint64_t total = 0;
     for (size_t i = 0; i < q4nx_tensor_count(f); i++) {
-        const q4nx_tensor *t = q4nx_tensor_at(f, i);
+        const ogk_qtensor *t = q4nx_tensor_at(f, i);
         q4nx_extent x;
         q4nx_tensor_extent(f, i, &x);
         total += x.size;
@@ -201,10 +202,10 @@ static json_t *check_container(const char *path, q4nx_file *f, uint64_t *bytes_c
             fail("%s: tensor %s (role %s): checksum mismatch (stored %s, computed %s)", path, t->name, t->role,
                  hex32(x.crc32c, h1), hex32(got, h2));
         }
-        if (t->dtype == Q4NX_Q4) {
+        if (t->dtype == OGK_Q4) {
             /* the gaps between codes, scales and zero points are zero */
-            uint64_t cb = q4nx_q4_codes_bytes(t->layout, t->n, t->k, t->block);
-            uint64_t se = x.scales_off + q4nx_q4_groups(t->layout, t->n, t->k, t->block) * q4nx_dtype_size(t->scale_dtype);
+            uint64_t cb = ogk_q4_codes_bytes(t->layout, t->n, t->k, t->block);
+            uint64_t se = x.scales_off + ogk_q4_groups(t->layout, t->n, t->k, t->block) * ogk_dtype_size(t->scale_dtype);
             int ok = 1;
             for (uint64_t j = cb; j < x.scales_off; j++)
                 ok &= x.bytes[j] == 0;
@@ -253,7 +254,7 @@ static json_t *check_container(const char *path, q4nx_file *f, uint64_t *bytes_c
     char buf[64];
     json_t *r = json_pack("{s:s,s:o,s:o,s:s,s:I,s:I,s:I,s:s,s:s}", "file", path, "format_version",
                           json_incref(json_object_get(q, "format_version")), "layout_version",
-                          json_incref(json_object_get(q, "layout_version")), "layout", q4nx_layout_name(q4nx_layout(f)),
+                          json_incref(json_object_get(q, "layout_version")), "layout", ogk_layout_name(q4nx_layout(f)),
                           "bytes", (json_int_t)q4nx_file_size(f), "tensors", (json_int_t)q4nx_tensor_count(f), "assets",
                           (json_int_t)q4nx_asset_count(f), "structure", "ok", "metadata_checksum",
                           meta_ok ? "ok" : "MISMATCH");
@@ -334,15 +335,15 @@ typedef struct {
     uint64_t groups, exact, tensors, qtensors, bytes;
 } totals;
 
-static json_t *compare_q4(const char *role, const q4nx_tensor *t, const pack_tensor *p, long sample, totals *tot)
+static json_t *compare_q4(const char *role, const ogk_qtensor *t, const pack_tensor *p, long sample, totals *tot)
 {
     matmulnbits m = {p->codes, p->scales, p->zeros, p->scale_dtype, p->n, p->k, p->block, p->k_blocks};
-    size_t ss = q4nx_dtype_size(p->scale_dtype);
+    size_t ss = ogk_dtype_size(p->scale_dtype);
     if (t->n != p->n || t->k != p->k || t->block != p->block || t->scale_dtype != p->scale_dtype ||
         t->has_zp != (p->zeros != NULL)) {
         fail("tensor %s (role %s): container [%u x %u] block %u %s%s, pack [%u x %u] block %u %s%s", t->name, role,
-             t->n, t->k, t->block, q4nx_dtype_name(t->scale_dtype), t->has_zp ? " zp" : "", p->n, p->k, p->block,
-             q4nx_dtype_name(p->scale_dtype), p->zeros ? " zp" : "");
+             t->n, t->k, t->block, ogk_dtype_name(t->scale_dtype), t->has_zp ? " zp" : "", p->n, p->k, p->block,
+             ogk_dtype_name(p->scale_dtype), p->zeros ? " zp" : "");
         return NULL;
     }
     uint32_t kb = (p->k + p->block - 1) / p->block;
@@ -400,7 +401,7 @@ static json_t *compare_q4(const char *role, const q4nx_tensor *t, const pack_ten
     }
     json_t *o = json_pack("{s:s,s:s,s:s,s:[I,I],s:i,s:s,s:s,s:I}", "role", role, "name", t->name, "dtype", "q4",
                           "shape", (json_int_t)t->n, (json_int_t)t->k, "block", (int)t->block, "scale_dtype",
-                          q4nx_dtype_name(t->scale_dtype), "zero_points", t->has_zp ? "u4" : "none (8)", "rows_checked",
+                          ogk_dtype_name(t->scale_dtype), "zero_points", t->has_zp ? "u4" : "none (8)", "rows_checked",
                           (json_int_t)nr);
     json_t *sj = stat_json(&st);
     json_object_update(o, sj);
@@ -427,7 +428,7 @@ static json_t *compare_q4(const char *role, const q4nx_tensor *t, const pack_ten
     return o;
 }
 
-static json_t *compare_plain(const char *role, const q4nx_tensor *t, const void *data, uint64_t nbytes, int dtype,
+static json_t *compare_plain(const char *role, const ogk_qtensor *t, const void *data, uint64_t nbytes, int dtype,
                              int ndim, const uint64_t *shape, const char *other, totals *tot)
 {
     int same_shape = ndim == t->ndim && dtype == t->dtype;
@@ -437,7 +438,7 @@ static json_t *compare_plain(const char *role, const q4nx_tensor *t, const void 
     json_t *sh = json_array();
     for (int d = 0; d < t->ndim; d++)
         json_array_append_new(sh, json_integer((json_int_t)t->shape[d]));
-    json_t *o = json_pack("{s:s,s:s,s:s,s:o,s:s,s:b}", "role", role, "name", t->name, "dtype", q4nx_dtype_name(t->dtype),
+    json_t *o = json_pack("{s:s,s:s,s:s,s:o,s:s,s:b}", "role", role, "name", t->name, "dtype", ogk_dtype_name(t->dtype),
                           "shape", sh, "compare", "bytes", "ok", ok);
     if (!same_shape)
         fail("tensor %s (role %s): dtype or shape differs from %s", t->name, role, other);
@@ -471,8 +472,8 @@ static json_t *tied_check(const char *dir, pack *pk, q4nx_file *f)
 {
     if (!json_is_true(json_object_get(q4nx_model(f), "tie_embeddings")))
         return json_pack("{s:s}", "result", "skipped \u2014 no independent reference");
-    const q4nx_tensor *lm = q4nx_find(f, "lm_head");
-    if (!lm || lm->dtype != Q4NX_Q4) {
+    const ogk_qtensor *lm = q4nx_find(f, "lm_head");
+    if (!lm || lm->dtype != OGK_Q4) {
         fail("tied check: the model is tied but the container has no quantised lm_head");
         return json_pack("{s:s}", "result", "FAILED: no quantised lm_head");
     }
@@ -557,7 +558,7 @@ out:
  * after walking the rows here); full statistics only when some group differs. */
 static json_t *tied_result(q4nx_file *f, long sample)
 {
-    const q4nx_tensor *lm = q4nx_find(f, "lm_head");
+    const ogk_qtensor *lm = q4nx_find(f, "lm_head");
     uint32_t nr = row_count(lm->n, sample);
     work_bufs((size_t)WINDOW * lm->k);
     for (int full = tied.st.groups ? 1 : 0; full < 2; full++) {
@@ -603,7 +604,7 @@ static json_t *compare_pack(const char *dir, q4nx_file *f, long sample, json_t *
     json_t *arr = json_array();
     json_t *tied_res = tied_check(dir, pk, f);
     for (size_t i = 0; i < q4nx_tensor_count(f); i++) {
-        const q4nx_tensor *t = q4nx_tensor_at(f, i);
+        const ogk_qtensor *t = q4nx_tensor_at(f, i);
         const pack_tensor *p = pack_find(pk, t->role);
         if (!p) {
             fail("tensor %s (role %s): not in the pack", t->name, t->role);
@@ -612,10 +613,10 @@ static json_t *compare_pack(const char *dir, q4nx_file *f, long sample, json_t *
         if (strcmp(p->name, t->name))
             fail("tensor %s (role %s): the pack's tensor for this role is %s", t->name, t->role, p->name);
         json_t *o;
-        if (t->dtype == Q4NX_Q4 && p->dtype == Q4NX_Q4) {
+        if (t->dtype == OGK_Q4 && p->dtype == OGK_Q4) {
             o = compare_q4(t->role, t, p, sample, &tot);
             tot.tensors++;
-        } else if (t->dtype != Q4NX_Q4 && p->dtype != Q4NX_Q4) {
+        } else if (t->dtype != OGK_Q4 && p->dtype != OGK_Q4) {
             o = compare_plain(t->role, t, p->data, p->nbytes, p->dtype, p->ndim, p->shape, "the pack", &tot);
         } else {
             fail("tensor %s (role %s): quantised on one side only", t->name, t->role);
@@ -671,13 +672,13 @@ static json_t *compare_containers(q4nx_file *a, q4nx_file *b, const char *bpath,
     if (q4nx_tensor_count(a) != q4nx_tensor_count(b))
         fail("--against %s: %zu tensors vs %zu", bpath, q4nx_tensor_count(a), q4nx_tensor_count(b));
     for (size_t i = 0; i < q4nx_tensor_count(a); i++) {
-        const q4nx_tensor *t = q4nx_tensor_at(a, i), *u = q4nx_find(b, t->role);
+        const ogk_qtensor *t = q4nx_tensor_at(a, i), *u = q4nx_find(b, t->role);
         if (!u) {
             fail("tensor %s (role %s): missing from %s", t->name, t->role, bpath);
             continue;
         }
-        if (t->dtype != Q4NX_Q4 || u->dtype != Q4NX_Q4) {
-            json_array_append_new(arr, compare_plain(t->role, t, u->dtype == Q4NX_Q4 ? NULL : u->data, u->nbytes,
+        if (t->dtype != OGK_Q4 || u->dtype != OGK_Q4) {
+            json_array_append_new(arr, compare_plain(t->role, t, u->dtype == OGK_Q4 ? NULL : u->data, u->nbytes,
                                                      u->dtype, u->ndim, u->shape, bpath, &tot));
             continue;
         }
@@ -720,7 +721,7 @@ static json_t *compare_containers(q4nx_file *a, q4nx_file *b, const char *bpath,
     json_object_set_new(summary, "against_groups", json_integer((json_int_t)tot.groups));
     json_object_set_new(summary, "against_exact_groups_pct",
                         jnum(tot.groups ? 100.0 * (double)tot.exact / (double)tot.groups : 100.0));
-    return json_pack("{s:s,s:s,s:o}", "file", bpath, "layout", q4nx_layout_name(q4nx_layout(b)), "tensors", arr);
+    return json_pack("{s:s,s:s,s:o}", "file", bpath, "layout", ogk_layout_name(q4nx_layout(b)), "tensors", arr);
 }
 
 static q4nx_file *open_or_die(const char *path)

@@ -6,7 +6,7 @@
 
 #include "kern_int.h"
 
-static void dequant_b8(const q4nx_tensor *t, uint32_t row0, uint32_t nrows, float *out)
+static void dequant_b8(const ogk_qtensor *t, uint32_t row0, uint32_t nrows, float *out)
 {
     uint32_t K = t->k, B = t->block, kb = t->k_blocks, r1 = row0 + nrows;
     const __m256i shifts = _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4), low4 = _mm256_set1_epi32(15);
@@ -45,7 +45,7 @@ static void dequant_b8(const q4nx_tensor *t, uint32_t row0, uint32_t nrows, floa
 /* rm: element (R, c) of a tile is byte (R/16)*2048 + c*8 + (R%16)/2, low nibble for even R. Eight
  * consecutive c are the low dwords' first bytes of 64 consecutive bytes; the last 8 columns of a row
  * in a tile are done in scalar code so no load reaches past the byte the layout puts last. */
-static void dequant_rm(const q4nx_tensor *t, uint32_t row0, uint32_t nrows, float *out)
+static void dequant_rm(const ogk_qtensor *t, uint32_t row0, uint32_t nrows, float *out)
 {
     uint32_t K = t->k, B = t->block, kb = t->k_blocks, r1 = row0 + nrows;
     uint32_t ntc = (kb * B + 255) / 256, gpt = 256 / B;
@@ -85,9 +85,9 @@ static void dequant_rm(const q4nx_tensor *t, uint32_t row0, uint32_t nrows, floa
     }
 }
 
-void kern_dequant_rows_avx2(const q4nx_tensor *t, uint32_t row0, uint32_t nrows, float *out)
+void kern_dequant_rows_avx2(const ogk_qtensor *t, uint32_t row0, uint32_t nrows, float *out)
 {
-    if (t->layout == Q4NX_B8)
+    if (t->layout == OGK_B8)
         dequant_b8(t, row0, nrows, out);
     else
         dequant_rm(t, row0, nrows, out);

@@ -23,7 +23,7 @@ int kern_mode_parse(const char *s)
 
 const char *kern_mode_name(int mode) { return mode == KERN_I8 ? "i8" : mode == KERN_F32 ? "f32" : "?"; }
 
-void kern_dequant_rows(const q4nx_tensor *W, uint32_t row0, uint32_t nrows, float *out)
+void kern_dequant_rows(const ogk_qtensor *W, uint32_t row0, uint32_t nrows, float *out)
 {
     kern_isa_current()->dequant(W, row0, nrows, out);
 }
@@ -111,21 +111,21 @@ static void run_b8(void *a, size_t b, size_t e, int worker)
 }
 
 /* rm on a SIMD row: each 32-row band (one row of rm tiles) is moved into b8 order in per-thread
- * scratch (codes, scales, zero points: a bijection, see q4nx.h) by the row's rm_band and multiplied by
+ * scratch (codes, scales, zero points: a bijection, see util/tensor.h) by the row's rm_band and multiplied by
  * its b8 micro-kernel, once for all M rows of the chunk. */
 static void run_rm_bands(void *a, size_t b, size_t e, int worker)
 {
     (void)worker;
     run_arg *ra = a;
-    const q4nx_tensor *W = ra->j->W;
-    size_t kb = W->k_blocks, ss = q4nx_dtype_size(W->scale_dtype);
+    const ogk_qtensor *W = ra->j->W;
+    size_t kb = W->k_blocks, ss = ogk_dtype_size(W->scale_dtype);
     size_t cbytes = 2 * kb * W->block * 8, sbytes = 2 * kb * 16 * ss, zbytes = W->has_zp ? 2 * kb * 16 : 0;
     uint8_t *buf = scratch_get(1, cbytes + sbytes + zbytes + 128);
     if (!buf)
         abort();
     for (size_t band = b; band < e; band++) {
-        q4nx_tensor sub = *W;
-        sub.layout = Q4NX_B8;
+        ogk_qtensor sub = *W;
+        sub.layout = OGK_B8;
         sub.n = W->n - (uint32_t)band * 32 < 32 ? W->n - (uint32_t)band * 32 : 32;
         sub.codes = buf;
         sub.scales = buf + cbytes;
@@ -145,11 +145,11 @@ static void run_ref(void *a, size_t b, size_t e, int worker)
     kern_ref_rows(ra->j->W, ra->X, ra->M, ra->j->Y, ra->j->mode, (uint32_t)b, (uint32_t)e);
 }
 
-static int check_tensor(const q4nx_tensor *W, int M, int mode, ogk_error *e)
+static int check_tensor(const ogk_qtensor *W, int M, int mode, ogk_error *e)
 {
-    if (!W || W->dtype != Q4NX_Q4)
+    if (!W || W->dtype != OGK_Q4)
         return ogk_fail(e, "tensor %s: not a 4-bit quantised tensor", W && W->name ? W->name : "?");
-    const char *why = q4nx_q4_layout_refusal(W->layout, W->n, W->k, W->block);
+    const char *why = ogk_q4_layout_refusal(W->layout, W->n, W->k, W->block);
     if (why)
         return ogk_fail(e, "tensor %s: %s", W->name ? W->name : "?", why);
     if (W->block > 4096) /* keeps the i8 group sums below 2^24, where fp32 holds them exactly */
@@ -157,9 +157,9 @@ static int check_tensor(const q4nx_tensor *W, int M, int mode, ogk_error *e)
                         W->block);
     if (W->k_blocks != (W->k + W->block - 1) / W->block)
         return ogk_fail(e, "tensor %s: k_blocks %u != ceil(K/block)", W->name ? W->name : "?", W->k_blocks);
-    if (W->scale_dtype != Q4NX_F32 && W->scale_dtype != Q4NX_F16 && W->scale_dtype != Q4NX_BF16)
+    if (W->scale_dtype != OGK_F32 && W->scale_dtype != OGK_F16 && W->scale_dtype != OGK_BF16)
         return ogk_fail(e, "tensor %s: scale dtype %s is not f32/f16/bf16", W->name ? W->name : "?",
-                        q4nx_dtype_name(W->scale_dtype));
+                        ogk_dtype_name(W->scale_dtype));
     if (!W->codes || !W->scales || (W->has_zp && !W->zeros))
         return ogk_fail(e, "tensor %s: missing codes, scales or zero points", W->name ? W->name : "?");
     if (M < 1)
@@ -169,7 +169,7 @@ static int check_tensor(const q4nx_tensor *W, int M, int mode, ogk_error *e)
     return 0;
 }
 
-static int matmul(const kern_isa *isa, kern_pool *p, const q4nx_tensor *W, const float *X, int M, float *Y, int mode,
+static int matmul(const kern_isa *isa, kern_pool *p, const ogk_qtensor *W, const float *X, int M, float *Y, int mode,
                   ogk_error *e)
 {
     if (check_tensor(W, M, mode, e) < 0)
@@ -203,11 +203,11 @@ static int matmul(const kern_isa *isa, kern_pool *p, const q4nx_tensor *W, const
         prep_arg pa = {.j = &j, .X = X + (size_t)m0 * W->k, .isa = isa};
         kern_pool_for(mc >= 8 ? p : NULL, (size_t)mc, 0, prep_rows, &pa);
         run_arg ra = {.j = &j, .isa = isa};
-        if (W->layout == Q4NX_B8) {
+        if (W->layout == OGK_B8) {
             /* ranges of about 4 per thread, but at most ~128 KB of weights each at M = 1, so that on a
              * shared machine a thread that keeps running can take over the work of one that is not */
             size_t nb = (W->n + 15) / 16, unit = mc == 1 ? 4 : 2;
-            size_t rb_bytes = (size_t)kb * W->block * 8 + (size_t)kb * 16 * (q4nx_dtype_size(W->scale_dtype) + W->has_zp);
+            size_t rb_bytes = (size_t)kb * W->block * 8 + (size_t)kb * 16 * (ogk_dtype_size(W->scale_dtype) + W->has_zp);
             size_t grain = (nb + (size_t)nt * 4 - 1) / ((size_t)nt * 4);
             if (mc == 1 && grain * rb_bytes > (KERN_RANGE_BYTES))
                 grain = (KERN_RANGE_BYTES) / rb_bytes;
@@ -222,7 +222,7 @@ static int matmul(const kern_isa *isa, kern_pool *p, const q4nx_tensor *W, const
     return 0;
 }
 
-int kern_matmul_isa(int isa, kern_pool *p, const q4nx_tensor *W, const float *X, int M, float *Y, int mode,
+int kern_matmul_isa(int isa, kern_pool *p, const ogk_qtensor *W, const float *X, int M, float *Y, int mode,
                     ogk_error *e)
 {
     if (!kern_isa_supported(isa))
@@ -231,7 +231,7 @@ int kern_matmul_isa(int isa, kern_pool *p, const q4nx_tensor *W, const float *X,
     return matmul(kern_isa_row(isa), p, W, X, M, Y, mode, e);
 }
 
-int kern_matmul(kern_pool *p, const q4nx_tensor *W, const float *X, int M, float *Y, int mode, ogk_error *e)
+int kern_matmul(kern_pool *p, const ogk_qtensor *W, const float *X, int M, float *Y, int mode, ogk_error *e)
 {
     if (kern_isa_init(e) < 0)
         return -1;

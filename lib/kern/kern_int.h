@@ -12,7 +12,7 @@
  *   KERN_F32: xf [M][kp] fp32, zero-padded to kp = kb*B; xs [M][kb] per-group sums of xf.
  *   KERN_I8:  xq [M][kp] int8 (zero-padded); xd [M][kb] scales; xqs [M][kb] per-group sums of xq. */
 struct kern_job {
-    const q4nx_tensor *W;
+    const ogk_qtensor *W;
     int M, mode;
     uint32_t kp;
     const float *xf, *xs;
@@ -33,8 +33,8 @@ enum {
 
 /* ---- ref (kern_ref.c): the scalar definitions ---- */
 void kern_quant_rows_ref(const float *x, int M, uint32_t k, uint32_t block, int8_t *q, float *d, int32_t *qs);
-void kern_rm_band_ref(const q4nx_tensor *W, uint32_t band, uint8_t *codes, void *scales, uint8_t *zeros);
-void kern_dequant_rows_ref(const q4nx_tensor *t, uint32_t row0, uint32_t nrows, float *out);
+void kern_rm_band_ref(const ogk_qtensor *W, uint32_t band, uint8_t *codes, void *scales, uint8_t *zeros);
+void kern_dequant_rows_ref(const ogk_qtensor *t, uint32_t row0, uint32_t nrows, float *out);
 void kern_attend_ref(float *q, int g, const float *kc, const float *vc, int n, int hd, float scale, float *att,
                      size_t as);
 void kern_swiglu_ref(float *g, const float *up, size_t n);
@@ -42,14 +42,14 @@ uint64_t kern_read_ref(const uint8_t *p, size_t n);
 
 /* ---- avx2 (kern_avx2.c, dequant_avx2.c) ---- */
 void kern_b8_avx2(const kern_job *j, uint32_t rb0, uint32_t rb1);
-void kern_dequant_rows_avx2(const q4nx_tensor *t, uint32_t row0, uint32_t nrows, float *out);
+void kern_dequant_rows_avx2(const ogk_qtensor *t, uint32_t row0, uint32_t nrows, float *out);
 uint64_t kern_read_avx2(const uint8_t *p, size_t n);
 
 /* ---- avx512 (kern_avx512.c, attention_avx512.c, act_avx512.c) ---- */
 void kern_gemv_avx512(const kern_job *j, uint32_t rb0, uint32_t rb1);
 void kern_gemm_avx512(const kern_job *j, uint32_t rb0, uint32_t rb1);
 void kern_quant_rows_avx512(const float *x, int M, uint32_t k, uint32_t block, int8_t *q, float *d, int32_t *qs);
-void kern_rm_band_vbmi(const q4nx_tensor *W, uint32_t band, uint8_t *codes, void *scales, uint8_t *zeros); /* kern_vbmi.c */
+void kern_rm_band_vbmi(const ogk_qtensor *W, uint32_t band, uint8_t *codes, void *scales, uint8_t *zeros); /* kern_vbmi.c */
 void kern_attend_avx512(float *q, int g, const float *kc, const float *vc, int n, int hd, float scale, float *att,
                         size_t as);
 void kern_swiglu_avx512(float *g, const float *up, size_t n);
@@ -57,12 +57,12 @@ uint64_t kern_read_avx512(const uint8_t *p, size_t n);
 
 /* rm -> b8 for one 32-row band (2 row blocks): the codes one 64-byte chunk at a time through `chunk`
  * (rm chunk in, b8 chunk out), scales and zero points copied. Shared by the ref and VBMI band ops. */
-static inline __attribute__((always_inline)) void kern_rm_band_with(const q4nx_tensor *W, uint32_t band,
+static inline __attribute__((always_inline)) void kern_rm_band_with(const ogk_qtensor *W, uint32_t band,
                                                                      uint8_t *codes, void *scales, uint8_t *zeros,
                                                                      void (*chunk)(const uint8_t *, uint8_t *))
 {
     uint32_t B = W->block, kb = W->k_blocks, cpg = B / 8, ntc = (kb * B + 255) / 256, gpt = 256 / B;
-    size_t ss = q4nx_dtype_size(W->scale_dtype);
+    size_t ss = ogk_dtype_size(W->scale_dtype);
     for (uint32_t h = 0; h < 2; h++) {
         for (uint32_t g = 0; g < kb; g++) {
             for (uint32_t c = 0; c < cpg; c++) {
@@ -80,16 +80,16 @@ static inline __attribute__((always_inline)) void kern_rm_band_with(const q4nx_t
 }
 
 /* scale i of a tensor's scales array as fp32 */
-static inline float kern_scale_at(const q4nx_tensor *t, size_t i)
+static inline float kern_scale_at(const ogk_qtensor *t, size_t i)
 {
-    if (t->scale_dtype == Q4NX_F32) {
+    if (t->scale_dtype == OGK_F32) {
         float f;
         memcpy(&f, (const uint8_t *)t->scales + i * 4, 4);
         return f;
     }
     uint16_t h;
     memcpy(&h, (const uint8_t *)t->scales + i * 2, 2);
-    return t->scale_dtype == Q4NX_F16 ? ogk_f16_to_f32(h) : ogk_bf16_to_f32(h);
+    return t->scale_dtype == OGK_F16 ? ogk_f16_to_f32(h) : ogk_bf16_to_f32(h);
 }
 
 #endif

@@ -1,6 +1,6 @@
 /* The ref row of the ISA table. kern_ref_rows is the scalar reference that defines the result of
- * kern_matmul: it reads weights only through the q4nx element accessors (lib/q4nx, independent of the
- * kernels' own layout decoding) and sums in double. The row's other operations (int8 quantisation,
+ * kern_matmul: it reads weights only through the layouts' element accessors (lib/util/tensor.h,
+ * independent of the kernels' own layout decoding) and sums in double. The row's other operations (int8 quantisation,
  * rm band shuffle, dequantisation, attention, SwiGLU, read loop) are the portable definitions the
  * SIMD rows are tested against. */
 #include "kern_int.h"
@@ -31,7 +31,7 @@ void kern_quant_row_i8(const float *x, uint32_t k, uint32_t block, int8_t *q, fl
     }
 }
 
-void kern_ref_rows(const q4nx_tensor *W, const float *X, int M, float *Y, int mode, uint32_t n0, uint32_t n1)
+void kern_ref_rows(const ogk_qtensor *W, const float *X, int M, float *Y, int mode, uint32_t n0, uint32_t n1)
 {
     uint32_t K = W->k, B = W->block, kb = W->k_blocks, N = W->n;
     size_t kp = (size_t)kb * B;
@@ -49,11 +49,11 @@ void kern_ref_rows(const q4nx_tensor *W, const float *X, int M, float *Y, int mo
             kern_quant_row_i8(X + (size_t)m * K, K, B, q + m * kp, d + (size_t)m * kb, qs + (size_t)m * kb);
     for (uint32_t n = n0; n < n1 && n < N; n++) {
         for (uint32_t g = 0; g < kb; g++) {
-            sc[g] = q4nx_q4_scale(W, n, g);
-            zp[g] = q4nx_q4_zero(W, n, g);
+            sc[g] = ogk_q4_scale(W, n, g);
+            zp[g] = ogk_q4_zero(W, n, g);
         }
         for (uint32_t c = 0; c < K; c++) {
-            code[c] = q4nx_q4_code(W, n, c);
+            code[c] = ogk_q4_code(W, n, c);
             /* W[n,k] = (float)(code - zp) * (float)scale, as MatMulNBits defines it */
             w[c] = (double)((float)(code[c] - zp[c / B]) * (float)sc[c / B]);
         }
@@ -80,14 +80,14 @@ void kern_ref_rows(const q4nx_tensor *W, const float *X, int M, float *Y, int mo
     free(w), free(code), free(sc), free(zp), free(q), free(d), free(qs);
 }
 
-double kern_ref_bound(const q4nx_tensor *W, const float *x, uint32_t n, int mode)
+double kern_ref_bound(const ogk_qtensor *W, const float *x, uint32_t n, int mode)
 {
     uint32_t B = W->block, kb = W->k_blocks, K = W->k;
     double S = 0;
     if (mode != KERN_I8) {
         for (uint32_t c = 0; c < K; c++) {
             uint32_t g = c / B;
-            S += fabs(q4nx_q4_scale(W, n, g)) * (q4nx_q4_code(W, n, c) + q4nx_q4_zero(W, n, g)) * fabs(x[c]);
+            S += fabs(ogk_q4_scale(W, n, g)) * (ogk_q4_code(W, n, c) + ogk_q4_zero(W, n, g)) * fabs(x[c]);
         }
         return (B + kb + 4) * ldexp(1.0, -23) * S;
     }
@@ -100,9 +100,9 @@ double kern_ref_bound(const q4nx_tensor *W, const float *x, uint32_t n, int mode
     for (uint32_t g = 0; g < kb; g++) {
         int64_t s = 0;
         for (uint32_t c = g * B; c < (g + 1) * B && c < K; c++)
-            s += (int64_t)q4nx_q4_code(W, n, c) * q[c];
-        s -= (int64_t)q4nx_q4_zero(W, n, g) * qs[g];
-        S += fabs(q4nx_q4_scale(W, n, g) * (double)d[g] * (double)s);
+            s += (int64_t)ogk_q4_code(W, n, c) * q[c];
+        s -= (int64_t)ogk_q4_zero(W, n, g) * qs[g];
+        S += fabs(ogk_q4_scale(W, n, g) * (double)d[g] * (double)s);
     }
     free(q), free(d), free(qs);
     return (kb + 4) * ldexp(1.0, -23) * S + 1e-30;
@@ -129,7 +129,7 @@ static inline void rm_chunk_ref(const uint8_t *in, uint8_t *out)
         }
 }
 
-void kern_rm_band_ref(const q4nx_tensor *W, uint32_t band, uint8_t *codes, void *scales, uint8_t *zeros)
+void kern_rm_band_ref(const ogk_qtensor *W, uint32_t band, uint8_t *codes, void *scales, uint8_t *zeros)
 {
     kern_rm_band_with(W, band, codes, scales, zeros, rm_chunk_ref);
 }
@@ -184,12 +184,12 @@ void kern_swiglu_ref(float *g, const float *up, size_t n)
 }
 
 /* b8 and rm row windows in storage order */
-void kern_dequant_rows_ref(const q4nx_tensor *t, uint32_t row0, uint32_t nrows, float *out)
+void kern_dequant_rows_ref(const ogk_qtensor *t, uint32_t row0, uint32_t nrows, float *out)
 {
     /* each (row, group) first tabulates its 16 possible values (code - zp) * scale */
     uint32_t K = t->k, B = t->block, kb = t->k_blocks, r1 = row0 + nrows;
     float value[16];
-    if (t->layout == Q4NX_B8) {
+    if (t->layout == OGK_B8) {
         for (uint32_t rb = row0 / 16; rb * 16 < r1; rb++) {
             uint32_t ra = rb * 16 < row0 ? row0 - rb * 16 : 0, rz = rb * 16 + 16 > r1 ? r1 - rb * 16 : 16;
             for (uint32_t g = 0; g < kb; g++) {

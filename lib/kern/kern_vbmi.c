@@ -33,7 +33,7 @@ static inline void rm_chunk_vbmi(const uint8_t *in, uint8_t *out)
 
 /* the rm_band operation of the avx512 row (needs VBMI besides the row's features: isa.c gives a CPU
  * without it kern_rm_band_ref instead) */
-void kern_rm_band_vbmi(const q4nx_tensor *W, uint32_t band, uint8_t *codes, void *scales, uint8_t *zeros)
+void kern_rm_band_vbmi(const ogk_qtensor *W, uint32_t band, uint8_t *codes, void *scales, uint8_t *zeros)
 {
     kern_rm_band_with(W, band, codes, scales, zeros, rm_chunk_vbmi);
 }

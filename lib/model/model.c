@@ -104,16 +104,16 @@ static int config_from_json(model_config *c, const json_t *j, ogk_error *e, int 
 
 /* fp32 view of a small plain tensor of exactly `count` elements (first `count` when prefix): points
  * into the mapping when it already is aligned fp32, else converted once into an owned buffer. */
-static const float *plain_floats(model *m, const char *role, const q4nx_tensor *t, uint64_t count, int prefix,
+static const float *plain_floats(model *m, const char *role, const ogk_qtensor *t, uint64_t count, int prefix,
                                  ogk_error *e)
 {
     if (!t) {
         ogk_fail(e, "tensor %s: missing", role);
         return NULL;
     }
-    size_t es = q4nx_dtype_size(t->dtype);
-    if (t->dtype != Q4NX_F32 && t->dtype != Q4NX_F16 && t->dtype != Q4NX_BF16) {
-        ogk_fail(e, "tensor %s: dtype %s, want a float vector", role, q4nx_dtype_name(t->dtype));
+    size_t es = ogk_dtype_size(t->dtype);
+    if (t->dtype != OGK_F32 && t->dtype != OGK_F16 && t->dtype != OGK_BF16) {
+        ogk_fail(e, "tensor %s: dtype %s, want a float vector", role, ogk_dtype_name(t->dtype));
         return NULL;
     }
     uint64_t have = t->nbytes / es;
@@ -122,7 +122,7 @@ static const float *plain_floats(model *m, const char *role, const q4nx_tensor *
                  (unsigned long long)count);
         return NULL;
     }
-    if (t->dtype == Q4NX_F32 && ((uintptr_t)t->data & 3) == 0)
+    if (t->dtype == OGK_F32 && ((uintptr_t)t->data & 3) == 0)
         return t->data;
     float *f = malloc(count * sizeof *f);
     void **o = realloc(m->owned, (size_t)(m->n_owned + 1) * sizeof *o);
@@ -135,35 +135,35 @@ static const float *plain_floats(model *m, const char *role, const q4nx_tensor *
     m->owned = o;
     m->owned[m->n_owned++] = f;
     for (uint64_t i = 0; i < count; i++) {
-        if (t->dtype == Q4NX_F32) {
+        if (t->dtype == OGK_F32) {
             memcpy(&f[i], (const uint8_t *)t->data + i * 4, 4);
         } else {
             uint16_t h;
             memcpy(&h, (const uint8_t *)t->data + i * 2, 2);
-            f[i] = t->dtype == Q4NX_F16 ? ogk_f16_to_f32(h) : ogk_bf16_to_f32(h);
+            f[i] = t->dtype == OGK_F16 ? ogk_f16_to_f32(h) : ogk_bf16_to_f32(h);
         }
     }
     return f;
 }
 
-static const q4nx_tensor *quantised(model *m, const char *role, uint32_t n, uint32_t k, int optional, ogk_error *e)
+static const ogk_qtensor *quantised(model *m, const char *role, uint32_t n, uint32_t k, int optional, ogk_error *e)
 {
-    const q4nx_tensor *t = q4nx_find(m->file, role);
+    const ogk_qtensor *t = q4nx_find(m->file, role);
     if (!t) {
         if (!optional)
             ogk_fail(e, "tensor %s: missing", role);
         return NULL;
     }
-    if (t->dtype != Q4NX_Q4) {
-        ogk_fail(e, "tensor %s: dtype %s, want q4", role, q4nx_dtype_name(t->dtype));
+    if (t->dtype != OGK_Q4) {
+        ogk_fail(e, "tensor %s: dtype %s, want q4", role, ogk_dtype_name(t->dtype));
         return NULL;
     }
     if (t->n != n || t->k != k) {
         ogk_fail(e, "tensor %s: shape [%u, %u], want [%u, %u]", role, t->n, t->k, n, k);
         return NULL;
     }
-    m->weight_bytes += q4nx_q4_codes_bytes(t->layout, t->n, t->k, t->block) +
-                       q4nx_q4_groups(t->layout, t->n, t->k, t->block) * (q4nx_dtype_size(t->scale_dtype) + !!t->has_zp);
+    m->weight_bytes += ogk_q4_codes_bytes(t->layout, t->n, t->k, t->block) +
+                       ogk_q4_groups(t->layout, t->n, t->k, t->block) * (ogk_dtype_size(t->scale_dtype) + !!t->has_zp);
     return t;
 }
 
@@ -224,15 +224,15 @@ static int bind_weights(model *m, ogk_error *e)
     if (c->tied) {
         m->w.embed = m->w.lm_head;
     } else {
-        const q4nx_tensor *t = q4nx_find(m->file, "embed");
+        const ogk_qtensor *t = q4nx_find(m->file, "embed");
         if (!t)
             return ogk_fail(e, "tensor embed: missing (the model is not tied)");
-        if (t->dtype == Q4NX_Q4) {
+        if (t->dtype == OGK_Q4) {
             if (t->n != (uint32_t)c->vocab_size || t->k != (uint32_t)c->dim)
                 return ogk_fail(e, "tensor embed: shape [%u, %u], want [%d, %d]", t->n, t->k, c->vocab_size, c->dim);
-        } else if ((t->dtype != Q4NX_F32 && t->dtype != Q4NX_F16 && t->dtype != Q4NX_BF16) ||
-                   t->nbytes != (uint64_t)c->vocab_size * c->dim * q4nx_dtype_size(t->dtype)) {
-            return ogk_fail(e, "tensor embed: %s, %llu bytes, want float [%d, %d]", q4nx_dtype_name(t->dtype),
+        } else if ((t->dtype != OGK_F32 && t->dtype != OGK_F16 && t->dtype != OGK_BF16) ||
+                   t->nbytes != (uint64_t)c->vocab_size * c->dim * ogk_dtype_size(t->dtype)) {
+            return ogk_fail(e, "tensor embed: %s, %llu bytes, want float [%d, %d]", ogk_dtype_name(t->dtype),
                             (unsigned long long)t->nbytes, c->vocab_size, c->dim);
         }
         m->w.embed = t;
@@ -243,7 +243,7 @@ static int bind_weights(model *m, ogk_error *e)
     if (!(m->w.final_norm = plain_floats(m, "final_norm", q4nx_find(m->file, "final_norm"), (uint64_t)c->dim, 0, e)))
         return -1;
     /* RoPE: the pack's own cos/sin caches [context_length, rope_dim/2] (scaled variants included) */
-    const q4nx_tensor *cs = q4nx_find(m->file, "rope.cos"), *sn = q4nx_find(m->file, "rope.sin");
+    const ogk_qtensor *cs = q4nx_find(m->file, "rope.cos"), *sn = q4nx_find(m->file, "rope.sin");
     if (!cs || !sn)
         return ogk_fail(e, "tensor rope.cos/rope.sin: missing (the container must carry the pack's RoPE caches)");
     if (cs->ndim == 2 && cs->shape[1] * 2 != (uint64_t)c->rope_dim)
@@ -394,7 +394,7 @@ static void rmsnorm_rows(float *o, const float *x, const float *w, int rows, int
 }
 
 /* y[rows x N] = x[rows x K] · Wᵀ, through the kernels */
-static void matmul(model_state *s, float *y, const float *x, int rows, const q4nx_tensor *w)
+static void matmul(model_state *s, float *y, const float *x, int rows, const ogk_qtensor *w)
 {
     ogk_error e;
     /* every tensor was checked to be Q4 of the right shape at load, so the kernels cannot refuse it */
@@ -409,22 +409,22 @@ static void matmul(model_state *s, float *y, const float *x, int rows, const q4n
 /* token embedding rows into x: plain float rows, or dequantised rows of a quantised table (tied) */
 static void embed(model_state *s, const int *tokens, int rows)
 {
-    const q4nx_tensor *t = s->m->w.embed;
+    const ogk_qtensor *t = s->m->w.embed;
     int dim = s->m->c.dim;
     for (int r = 0; r < rows; r++) {
         float *x = s->x + (size_t)r * dim;
-        if (t->dtype == Q4NX_Q4) {
-            q4nx_q4_dequant_row(t, (uint32_t)tokens[r], x);
+        if (t->dtype == OGK_Q4) {
+            ogk_q4_dequant_row(t, (uint32_t)tokens[r], x);
             continue;
         }
-        const uint8_t *row = (const uint8_t *)t->data + (size_t)tokens[r] * dim * q4nx_dtype_size(t->dtype);
+        const uint8_t *row = (const uint8_t *)t->data + (size_t)tokens[r] * dim * ogk_dtype_size(t->dtype);
         for (int i = 0; i < dim; i++) {
-            if (t->dtype == Q4NX_F32) {
+            if (t->dtype == OGK_F32) {
                 memcpy(&x[i], row + (size_t)i * 4, 4);
             } else {
                 uint16_t h;
                 memcpy(&h, row + (size_t)i * 2, 2);
-                x[i] = t->dtype == Q4NX_F16 ? ogk_f16_to_f32(h) : ogk_bf16_to_f32(h);
+                x[i] = t->dtype == OGK_F16 ? ogk_f16_to_f32(h) : ogk_bf16_to_f32(h);
             }
         }
     }

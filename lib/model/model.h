@@ -50,20 +50,20 @@ typedef struct model_config {
 
 typedef struct model_layer {
     const float *input_norm;     /* [dim] attention rmsnorm */
-    const q4nx_tensor *wqkv;     /* packed q|k|v rows (cpu-style packs), or NULL and: */
-    const q4nx_tensor *wq, *wk, *wv; /* separate (amd-style packs) */
+    const ogk_qtensor *wqkv;     /* packed q|k|v rows (cpu-style packs), or NULL and: */
+    const ogk_qtensor *wq, *wk, *wv; /* separate (amd-style packs) */
     const float *bq, *bk, *bv;   /* qkv bias (qwen2) or NULL */
     const float *q_norm, *k_norm; /* [head_dim] (qwen3) or NULL */
-    const q4nx_tensor *wo;
+    const ogk_qtensor *wo;
     const float *post_attn_norm; /* [dim] ffn rmsnorm */
-    const q4nx_tensor *w_gate, *w_up, *w_down;
+    const ogk_qtensor *w_gate, *w_up, *w_down;
 } model_layer;
 
 typedef struct model_weights {
-    const q4nx_tensor *embed;   /* [vocab, dim]: plain float, or quantised (tied: == lm_head) */
+    const ogk_qtensor *embed;   /* [vocab, dim]: plain float, or quantised (tied: == lm_head) */
     model_layer *layers;
     const float *final_norm;    /* [dim] */
-    const q4nx_tensor *lm_head; /* [vocab, dim] quantised */
+    const ogk_qtensor *lm_head; /* [vocab, dim] quantised */
     const float *rope_cos, *rope_sin; /* [context][rope_dim/2] the pack's caches */
 } model_weights;
 

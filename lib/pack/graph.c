@@ -59,7 +59,7 @@ static size_t onnx_dtype_size(int t)
     }
 }
 
-static int float_dtype(int t) { return t == T_FLOAT ? Q4NX_F32 : t == T_FLOAT16 ? Q4NX_F16 : t == T_BFLOAT16 ? Q4NX_BF16 : 0; }
+static int float_dtype(int t) { return t == T_FLOAT ? OGK_F32 : t == T_FLOAT16 ? OGK_F16 : t == T_BFLOAT16 ? OGK_BF16 : 0; }
 
 /* ---- graph index: every value name -> producer, consumers, initializer ---- */
 
@@ -457,7 +457,7 @@ static pack_tensor *add_q4(G *g, int n, int dvi, int svi, int zvi, uint64_t N, u
     t->name = g->v[dvi].name;
     t->role = g->v[dvi].role;
     t->node = nname(g, n);
-    t->dtype = Q4NX_Q4;
+    t->dtype = OGK_Q4;
     t->ndim = 2;
     t->shape[0] = t->n = (uint32_t)N;
     t->shape[1] = t->k = (uint32_t)K;

@@ -10,7 +10,7 @@
  * measured and printed; results do not depend on the thread count; the table's names and modes. */
 #include "tap.h"
 #include "kern/kern.h"
-#include "q4nx/q4nx.h"
+#include "util/tensor.h"
 #include "util/util.h"
 
 #include <math.h>
@@ -27,7 +27,7 @@ static uint32_t rnd(void)
 static float frand(void) { return (float)((rnd() & 0xFFFFFF) / 16777216.0 * 2.0 - 1.0); }
 
 typedef struct {
-    q4nx_tensor t;
+    ogk_qtensor t;
     uint8_t *codes, *zeros;
     void *scales;
 } tensor;
@@ -35,27 +35,27 @@ typedef struct {
 static void make(tensor *T, int layout, uint32_t n, uint32_t k, uint32_t block, int sdt, int zp)
 {
     uint32_t kb = (k + block - 1) / block;
-    size_t ss = q4nx_dtype_size(sdt);
+    size_t ss = ogk_dtype_size(sdt);
     uint8_t *src = malloc((size_t)n * kb * block / 2), *ssc = malloc((size_t)n * kb * ss),
             *szp = malloc((size_t)n * ((kb + 1) / 2));
     for (size_t i = 0; i < (size_t)n * kb * block / 2; i++)
         src[i] = (uint8_t)rnd();
     for (size_t i = 0; i < (size_t)n * kb; i++) {
         float s = (0.001f + 0.1f * fabsf(frand())) * (rnd() & 1 ? -1.0f : 1.0f);
-        if (sdt == Q4NX_F32)
+        if (sdt == OGK_F32)
             memcpy(ssc + i * 4, &s, 4);
         else {
-            uint16_t h = sdt == Q4NX_F16 ? ogk_f32_to_f16(s) : ogk_f32_to_bf16(s);
+            uint16_t h = sdt == OGK_F16 ? ogk_f32_to_f16(s) : ogk_f32_to_bf16(s);
             memcpy(ssc + i * 2, &h, 2);
         }
     }
     for (size_t i = 0; i < (size_t)n * ((kb + 1) / 2); i++)
         szp[i] = (uint8_t)rnd();
-    T->codes = malloc(q4nx_q4_codes_bytes(layout, n, k, block));
-    T->scales = malloc(q4nx_q4_groups(layout, n, k, block) * ss);
-    T->zeros = malloc(q4nx_q4_groups(layout, n, k, block));
-    q4nx_q4_relayout(layout, n, k, block, sdt, src, ssc, zp ? szp : NULL, T->codes, T->scales, T->zeros);
-    T->t = (q4nx_tensor){.name = "test", .dtype = Q4NX_Q4, .layout = layout, .n = n, .k = k, .block = block,
+    T->codes = malloc(ogk_q4_codes_bytes(layout, n, k, block));
+    T->scales = malloc(ogk_q4_groups(layout, n, k, block) * ss);
+    T->zeros = malloc(ogk_q4_groups(layout, n, k, block));
+    ogk_q4_relayout(layout, n, k, block, sdt, src, ssc, zp ? szp : NULL, T->codes, T->scales, T->zeros);
+    T->t = (ogk_qtensor){.name = "test", .dtype = OGK_Q4, .layout = layout, .n = n, .k = k, .block = block,
                          .k_blocks = kb, .scale_dtype = sdt, .has_zp = zp, .codes = T->codes, .scales = T->scales,
                          .zeros = zp ? T->zeros : NULL};
     free(src), free(ssc), free(szp);
@@ -76,7 +76,7 @@ static float *make_x(int M, uint32_t K)
 }
 
 /* the bound of kern.h for output (m, n) */
-static double bound(const q4nx_tensor *W, const float *x, uint32_t n, int mode, const int8_t *q, const float *d,
+static double bound(const ogk_qtensor *W, const float *x, uint32_t n, int mode, const int8_t *q, const float *d,
                     const int32_t *qs)
 {
     uint32_t B = W->block, kb = W->k_blocks, K = W->k;
@@ -84,16 +84,16 @@ static double bound(const q4nx_tensor *W, const float *x, uint32_t n, int mode, 
     if (mode == KERN_F32) {
         for (uint32_t c = 0; c < K; c++) {
             uint32_t g = c / B;
-            S += fabs(q4nx_q4_scale(W, n, g)) * (q4nx_q4_code(W, n, c) + q4nx_q4_zero(W, n, g)) * fabs(x[c]);
+            S += fabs(ogk_q4_scale(W, n, g)) * (ogk_q4_code(W, n, c) + ogk_q4_zero(W, n, g)) * fabs(x[c]);
         }
         return (B + kb + 4) * ldexp(1.0, -23) * S;
     }
     for (uint32_t g = 0; g < kb; g++) {
         int64_t s = 0;
         for (uint32_t c = g * B; c < (g + 1) * B && c < K; c++)
-            s += (int64_t)q4nx_q4_code(W, n, c) * q[c];
-        s -= (int64_t)q4nx_q4_zero(W, n, g) * qs[g];
-        S += fabs(q4nx_q4_scale(W, n, g) * (double)d[g] * (double)s);
+            s += (int64_t)ogk_q4_code(W, n, c) * q[c];
+        s -= (int64_t)ogk_q4_zero(W, n, g) * qs[g];
+        S += fabs(ogk_q4_scale(W, n, g) * (double)d[g] * (double)s);
     }
     return (kb + 4) * ldexp(1.0, -23) * S + 1e-30;
 }
@@ -113,7 +113,7 @@ static int check_path(int isa, kern_pool *pool, int layout, int mode, int sdt, i
     int ok = 1;
     for (size_t si = 0; si < sizeof shapes / sizeof *shapes && ok; si++) {
         const shape *sh = &shapes[si];
-        if (layout == Q4NX_RM && sh->block > 256)
+        if (layout == OGK_RM && sh->block > 256)
             continue;
         tensor T;
         make(&T, layout, sh->n, sh->k, sh->block, sdt, zp);
@@ -160,7 +160,7 @@ static void measure_i8_error(void)
     for (int b = 0; b < 2; b++) {
         tensor T;
         uint32_t N = 256, K = 896, B = b ? 128 : 32;
-        make(&T, Q4NX_B8, N, K, B, b ? Q4NX_F16 : Q4NX_F32, b);
+        make(&T, OGK_B8, N, K, B, b ? OGK_F16 : OGK_F32, b);
         int M = 4;
         float *x = malloc((size_t)M * K * sizeof *x), *yf = malloc((size_t)M * N * 4), *yi = malloc((size_t)M * N * 4);
         for (size_t i = 0; i < (size_t)M * K; i++) /* roughly gaussian activations */
@@ -290,7 +290,7 @@ int main(void)
     /* every row's rm band shuffle gives the scalar one's bytes; its read loop XORs every word */
     {
         tensor T;
-        make(&T, Q4NX_RM, 70, 520, 64, Q4NX_BF16, 1);
+        make(&T, OGK_RM, 70, 520, 64, OGK_BF16, 1);
         size_t cb = 2 * T.t.k_blocks * 64 * 8, sb = 2 * T.t.k_blocks * 16 * 2, zb = 2 * T.t.k_blocks * 16;
         uint8_t *want = calloc(1, cb + sb + zb), *got = calloc(1, cb + sb + zb);
         size_t rn = 1 << 16;
@@ -324,13 +324,13 @@ int main(void)
     }
 
     static const char *mode_name[] = {"f32", "i8"};
-    int sdts[] = {Q4NX_F32, Q4NX_F16, Q4NX_BF16};
+    int sdts[] = {OGK_F32, OGK_F16, OGK_BF16};
     for (int isa = 0; isa < KERN_ISA_COUNT; isa++) {
         if (!kern_isa_supported(isa)) {
             skip_row(isa);
             continue;
         }
-        for (int layout = Q4NX_RM; layout <= Q4NX_B8; layout++)
+        for (int layout = OGK_RM; layout <= OGK_B8; layout++)
             for (int mode = KERN_F32; mode <= KERN_I8; mode++)
                 for (int si = 0; si < 3; si++)
                     for (int zp = 0; zp < 2; zp++) {
@@ -338,7 +338,7 @@ int main(void)
                         int ok = check_path(isa, (rnd() & 1) ? pool : NULL, layout, mode, sdts[si], zp, why,
                                             sizeof why);
                         TAP_OK(ok, "%s %s %s scales %s %s: within bound of the reference%s%s", kern_isa_row(isa)->name,
-                               q4nx_layout_name(layout), mode_name[mode], q4nx_dtype_name(sdts[si]),
+                               ogk_layout_name(layout), mode_name[mode], ogk_dtype_name(sdts[si]),
                                zp ? "asym" : "sym", ok ? "" : ": ", why);
                     }
     }
@@ -346,7 +346,7 @@ int main(void)
     /* thread count does not change results (each output is computed by one thread, same order) */
     {
         tensor T;
-        make(&T, Q4NX_B8, 300, 448, 32, Q4NX_F16, 1);
+        make(&T, OGK_B8, 300, 448, 32, OGK_F16, 1);
         float *x = make_x(9, 448), *y1 = malloc(9 * 300 * 4), *y2 = malloc(9 * 300 * 4);
         ogk_error e;
         int same = 1;
@@ -364,11 +364,11 @@ int main(void)
     {
         ogk_error e;
         float x[4] = {0}, y[4];
-        q4nx_tensor bad = {.name = "w", .dtype = Q4NX_F32};
+        ogk_qtensor bad = {.name = "w", .dtype = OGK_F32};
         TAP_OK(kern_matmul(pool, &bad, x, 1, y, KERN_F32, &e) < 0 && strstr(e.msg, "not a 4-bit"),
                "a plain tensor is refused: %s", e.msg);
         tensor T;
-        make(&T, Q4NX_B8, 16, 32, 32, Q4NX_F32, 0);
+        make(&T, OGK_B8, 16, 32, 32, OGK_F32, 0);
         T.t.k_blocks = 3;
         TAP_OK(kern_matmul(pool, &T.t, x, 1, y, KERN_F32, &e) < 0 && strstr(e.msg, "k_blocks"),
                "inconsistent k_blocks is refused: %s", e.msg);

@@ -1,6 +1,6 @@
-/* lib/q4nx layouts: rm and b8 hold every code, scale and zero point of the MatMulNBits source. */
+/* lib/util layouts (tensor.h): rm and b8 hold every code, scale and zero point of the MatMulNBits source. */
 #include "tap.h"
-#include "q4nx/q4nx.h"
+#include "util/tensor.h"
 #include "util/util.h"
 
 #include <stdlib.h>
@@ -12,7 +12,7 @@ static uint32_t rnd(void) { return (rng = rng * 1664525u + 1013904223u) >> 8; }
 static int check(int layout, uint32_t n, uint32_t k, uint32_t block, int sdt, int with_zp)
 {
     uint32_t kb = (k + block - 1) / block;
-    size_t ss = q4nx_dtype_size(sdt);
+    size_t ss = ogk_dtype_size(sdt);
     uint8_t *src = malloc((size_t)n * kb * block / 2);
     uint8_t *ssc = malloc((size_t)n * kb * ss);
     uint8_t *szp = malloc((size_t)n * ((kb + 1) / 2));
@@ -22,12 +22,12 @@ static int check(int layout, uint32_t n, uint32_t k, uint32_t block, int sdt, in
         ssc[i] = (uint8_t)rnd();
     for (size_t i = 0; i < (size_t)n * ((kb + 1) / 2); i++)
         szp[i] = (uint8_t)rnd();
-    q4nx_tensor t = {.dtype = Q4NX_Q4, .layout = layout, .n = n, .k = k, .block = block, .k_blocks = kb,
+    ogk_qtensor t = {.dtype = OGK_Q4, .layout = layout, .n = n, .k = k, .block = block, .k_blocks = kb,
                      .scale_dtype = sdt, .has_zp = with_zp};
-    uint8_t *codes = malloc(q4nx_q4_codes_bytes(layout, n, k, block));
-    uint8_t *scales = malloc(q4nx_q4_groups(layout, n, k, block) * ss);
-    uint8_t *zeros = malloc(q4nx_q4_groups(layout, n, k, block));
-    q4nx_q4_relayout(layout, n, k, block, sdt, src, ssc, with_zp ? szp : NULL, codes, scales, zeros);
+    uint8_t *codes = malloc(ogk_q4_codes_bytes(layout, n, k, block));
+    uint8_t *scales = malloc(ogk_q4_groups(layout, n, k, block) * ss);
+    uint8_t *zeros = malloc(ogk_q4_groups(layout, n, k, block));
+    ogk_q4_relayout(layout, n, k, block, sdt, src, ssc, with_zp ? szp : NULL, codes, scales, zeros);
     t.codes = codes;
     t.scales = scales;
     t.zeros = with_zp ? zeros : NULL;
@@ -35,23 +35,23 @@ static int check(int layout, uint32_t n, uint32_t k, uint32_t block, int sdt, in
     for (uint32_t r = 0; r < n && ok; r++) {
         for (uint32_t c = 0; c < kb * block; c++) {
             uint8_t want = (src[((size_t)r * kb * block + c) / 2] >> (4 * (c & 1))) & 15;
-            if (q4nx_q4_code(&t, r, c) != want)
+            if (ogk_q4_code(&t, r, c) != want)
                 ok = 0;
         }
         for (uint32_t g = 0; g < kb; g++) {
             float want;
-            if (sdt == Q4NX_F32)
+            if (sdt == OGK_F32)
                 memcpy(&want, ssc + ((size_t)r * kb + g) * 4, 4);
             else {
                 uint16_t h;
                 memcpy(&h, ssc + ((size_t)r * kb + g) * 2, 2);
-                want = sdt == Q4NX_F16 ? ogk_f16_to_f32(h) : ogk_bf16_to_f32(h);
+                want = sdt == OGK_F16 ? ogk_f16_to_f32(h) : ogk_bf16_to_f32(h);
             }
-            float got = q4nx_q4_scale(&t, r, g);
+            float got = ogk_q4_scale(&t, r, g);
             if (memcmp(&want, &got, 4) != 0)
                 ok = 0;
             uint8_t wz = with_zp ? (szp[r * ((kb + 1) / 2) + g / 2] >> (4 * (g & 1))) & 15 : 8;
-            if (q4nx_q4_zero(&t, r, g) != wz)
+            if (ogk_q4_zero(&t, r, g) != wz)
                 ok = 0;
         }
     }
@@ -61,18 +61,18 @@ static int check(int layout, uint32_t n, uint32_t k, uint32_t block, int sdt, in
 
 int main(void)
 {
-    int layouts[] = {Q4NX_B8, Q4NX_RM};
+    int layouts[] = {OGK_B8, OGK_RM};
     for (int li = 0; li < 2; li++) {
         int L = layouts[li];
-        const char *ln = q4nx_layout_name(L);
-        TAP_OK(check(L, 37, 100, 32, Q4NX_F32, 0), "%s: N=37 K=100 B=32 f32 scales, symmetric", ln);
-        TAP_OK(check(L, 64, 896, 32, Q4NX_F32, 1), "%s: N=64 K=896 B=32 f32 scales, zero points", ln);
-        TAP_OK(check(L, 17, 300, 128, Q4NX_F16, 1), "%s: N=17 K=300 B=128 f16 scales, zero points", ln);
-        TAP_OK(check(L, 33, 512, 64, Q4NX_BF16, 1), "%s: N=33 K=512 B=64 bf16 scales, zero points", ln);
-        TAP_OK(check(L, 1, 16, 16, Q4NX_F32, 1), "%s: N=1 K=16 B=16", ln);
+        const char *ln = ogk_layout_name(L);
+        TAP_OK(check(L, 37, 100, 32, OGK_F32, 0), "%s: N=37 K=100 B=32 f32 scales, symmetric", ln);
+        TAP_OK(check(L, 64, 896, 32, OGK_F32, 1), "%s: N=64 K=896 B=32 f32 scales, zero points", ln);
+        TAP_OK(check(L, 17, 300, 128, OGK_F16, 1), "%s: N=17 K=300 B=128 f16 scales, zero points", ln);
+        TAP_OK(check(L, 33, 512, 64, OGK_BF16, 1), "%s: N=33 K=512 B=64 bf16 scales, zero points", ln);
+        TAP_OK(check(L, 1, 16, 16, OGK_F32, 1), "%s: N=1 K=16 B=16", ln);
     }
-    TAP_OK(q4nx_q4_layout_refusal(Q4NX_RM, 8, 1024, 512) != NULL, "rm refuses block 512");
-    TAP_OK(q4nx_q4_layout_refusal(Q4NX_B8, 8, 1024, 512) == NULL, "b8 takes block 512");
-    TAP_OK(check(Q4NX_B8, 20, 1024, 512, Q4NX_F32, 1), "b8: block 512");
+    TAP_OK(ogk_q4_layout_refusal(OGK_RM, 8, 1024, 512) != NULL, "rm refuses block 512");
+    TAP_OK(ogk_q4_layout_refusal(OGK_B8, 8, 1024, 512) == NULL, "b8 takes block 512");
+    TAP_OK(check(OGK_B8, 20, 1024, 512, OGK_F32, 1), "b8: block 512");
     return TAP_DONE();
 }

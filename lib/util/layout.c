@@ -1,84 +1,92 @@
-/* The rm and b8 weight layouts (see q4nx.h for the byte-level definition). */
-#include "q4nx.h"
+/* The dtype vocabulary and the rm and b8 weight layouts (see tensor.h for the byte-level definition). */
+#include "tensor.h"
 
 #include <string.h>
 
-#include "util/util.h"
+#include "util.h"
 
-size_t q4nx_dtype_size(int dtype)
+size_t ogk_dtype_size(int dtype)
 {
     switch (dtype) {
-    case Q4NX_F32: return 4;
-    case Q4NX_F16: return 2;
-    case Q4NX_BF16: return 2;
-    case Q4NX_I32: return 4;
-    case Q4NX_I64: return 8;
+    case OGK_F32: return 4;
+    case OGK_F16: return 2;
+    case OGK_BF16: return 2;
+    case OGK_I32: return 4;
+    case OGK_I64: return 8;
     default: return 0;
     }
 }
 
-const char *q4nx_dtype_name(int dtype)
+int ogk_dtype_parse(const char *s)
+{
+    for (int d = OGK_F32; s && d <= OGK_I64; d++)
+        if (!strcmp(s, ogk_dtype_name(d)))
+            return d;
+    return -1;
+}
+
+const char *ogk_dtype_name(int dtype)
 {
     switch (dtype) {
-    case Q4NX_F32: return "f32";
-    case Q4NX_F16: return "f16";
-    case Q4NX_BF16: return "bf16";
-    case Q4NX_Q4: return "q4";
-    case Q4NX_I32: return "i32";
-    case Q4NX_I64: return "i64";
+    case OGK_F32: return "f32";
+    case OGK_F16: return "f16";
+    case OGK_BF16: return "bf16";
+    case OGK_Q4: return "q4";
+    case OGK_I32: return "i32";
+    case OGK_I64: return "i64";
     default: return "?";
     }
 }
 
-const char *q4nx_layout_name(int layout)
+const char *ogk_layout_name(int layout)
 {
-    return layout == Q4NX_RM ? "rm" : layout == Q4NX_B8 ? "b8" : "plain";
+    return layout == OGK_RM ? "rm" : layout == OGK_B8 ? "b8" : "plain";
 }
 
-int q4nx_layout_parse(const char *s)
+int ogk_layout_parse(const char *s)
 {
     if (!strcmp(s, "rm"))
-        return Q4NX_RM;
+        return OGK_RM;
     if (!strcmp(s, "b8"))
-        return Q4NX_B8;
+        return OGK_B8;
     return -1;
 }
 
 static uint32_t cdiv(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
 
-const char *q4nx_q4_layout_refusal(int layout, uint32_t n, uint32_t k, uint32_t block)
+const char *ogk_q4_layout_refusal(int layout, uint32_t n, uint32_t k, uint32_t block)
 {
     if (n == 0 || k == 0)
         return "empty tensor";
     if (block < 16 || (block & (block - 1)))
         return "block size must be a power of two >= 16";
-    if (layout == Q4NX_RM && block > 256)
+    if (layout == OGK_RM && block > 256)
         return "layout rm holds block sizes up to 256 (its tile is 256 columns wide)";
-    if (layout != Q4NX_RM && layout != Q4NX_B8)
+    if (layout != OGK_RM && layout != OGK_B8)
         return "unknown layout";
     return 0;
 }
 
-size_t q4nx_q4_codes_bytes(int layout, uint32_t n, uint32_t k, uint32_t block)
+size_t ogk_q4_codes_bytes(int layout, uint32_t n, uint32_t k, uint32_t block)
 {
     size_t kb = cdiv(k, block);
-    if (layout == Q4NX_B8)
-        return (size_t)cdiv(n, Q4NX_B8_ROWS) * kb * block * 8;
+    if (layout == OGK_B8)
+        return (size_t)cdiv(n, OGK_B8_ROWS) * kb * block * 8;
     return (size_t)cdiv(n, 32) * cdiv((uint32_t)(kb * block), 256) * 4096;
 }
 
-size_t q4nx_q4_groups(int layout, uint32_t n, uint32_t k, uint32_t block)
+size_t ogk_q4_groups(int layout, uint32_t n, uint32_t k, uint32_t block)
 {
     size_t kb = cdiv(k, block);
-    if (layout == Q4NX_B8)
-        return (size_t)cdiv(n, Q4NX_B8_ROWS) * kb * Q4NX_B8_ROWS;
+    if (layout == OGK_B8)
+        return (size_t)cdiv(n, OGK_B8_ROWS) * kb * OGK_B8_ROWS;
     return (size_t)cdiv(n, 32) * cdiv((uint32_t)(kb * block), 256) * (256 / block) * 32;
 }
 
 /* byte offset of code (row, col) and whether it is the high nibble */
 static inline size_t code_pos(int layout, uint32_t kb, uint32_t block, uint32_t row, uint32_t col, int *hi)
 {
-    if (layout == Q4NX_B8) {
+    if (layout == OGK_B8) {
         uint32_t rb = row / 16, r = row % 16, g = col / block, w = col % block, c = w / 8, j = w % 8;
         *hi = j >= 4;
         return (((size_t)rb * kb + g) * (block / 8) + c) * 64 + r * 4 + (j & 3);
@@ -92,7 +100,7 @@ static inline size_t code_pos(int layout, uint32_t kb, uint32_t block, uint32_t 
 
 static inline size_t group_pos(int layout, uint32_t kb, uint32_t block, uint32_t row, uint32_t group)
 {
-    if (layout == Q4NX_B8)
+    if (layout == OGK_B8)
         return ((size_t)(row / 16) * kb + group) * 16 + row % 16;
     uint32_t ntc = cdiv(kb * block, 256), gpt = 256 / block;
     size_t tile = (size_t)(row / 32) * ntc + (group * block) / 256;
@@ -143,13 +151,13 @@ static void relayout_rm_codes(uint32_t n, uint32_t kp, const uint8_t *src, uint8
     }
 }
 
-void q4nx_q4_relayout(int layout, uint32_t n, uint32_t k, uint32_t block, int scale_dtype, const uint8_t *src_codes,
+void ogk_q4_relayout(int layout, uint32_t n, uint32_t k, uint32_t block, int scale_dtype, const uint8_t *src_codes,
                       const void *src_scales, const uint8_t *src_zp, uint8_t *codes, void *scales, uint8_t *zeros)
 {
     uint32_t kb = cdiv(k, block), kp = kb * block;
-    size_t ss = q4nx_dtype_size(scale_dtype), zrow = cdiv(kb, 2);
-    size_t cbytes = q4nx_q4_codes_bytes(layout, n, k, block), groups = q4nx_q4_groups(layout, n, k, block);
-    if (layout == Q4NX_B8) {
+    size_t ss = ogk_dtype_size(scale_dtype), zrow = cdiv(kb, 2);
+    size_t cbytes = ogk_q4_codes_bytes(layout, n, k, block), groups = ogk_q4_groups(layout, n, k, block);
+    if (layout == OGK_B8) {
         /* only the last, partial row block holds padding rows: every byte before it is written */
         size_t live = (size_t)(n / 16) * 16 * kp / 2;
         memset(codes + live, 0, cbytes - live);
@@ -163,7 +171,7 @@ void q4nx_q4_relayout(int layout, uint32_t n, uint32_t k, uint32_t block, int sc
         memset(zeros, 0, groups);
     for (uint32_t row = 0; row < n; row++) {
         const uint8_t *srow_s = (const uint8_t *)src_scales + (size_t)row * kb * ss;
-        if (layout == Q4NX_B8) {
+        if (layout == OGK_B8) {
             /* row's groups sit 16 entries apart */
             uint8_t *d = (uint8_t *)scales + (((size_t)(row / 16) * kb) * 16 + row % 16) * ss;
             if (ss == 2)
@@ -189,7 +197,7 @@ void q4nx_q4_relayout(int layout, uint32_t n, uint32_t k, uint32_t block, int sc
     }
 }
 
-uint8_t q4nx_q4_code(const q4nx_tensor *t, uint32_t row, uint32_t col)
+uint8_t ogk_q4_code(const ogk_qtensor *t, uint32_t row, uint32_t col)
 {
     int hi;
     size_t p = code_pos(t->layout, t->k_blocks, t->block, row, col, &hi);
@@ -198,35 +206,35 @@ uint8_t q4nx_q4_code(const q4nx_tensor *t, uint32_t row, uint32_t col)
 
 static float scale_value(int dtype, const void *scales, size_t i)
 {
-    if (dtype == Q4NX_F32) {
+    if (dtype == OGK_F32) {
         float f;
         memcpy(&f, (const uint8_t *)scales + i * 4, 4);
         return f;
     }
     uint16_t h;
     memcpy(&h, (const uint8_t *)scales + i * 2, 2);
-    return dtype == Q4NX_F16 ? ogk_f16_to_f32(h) : ogk_bf16_to_f32(h);
+    return dtype == OGK_F16 ? ogk_f16_to_f32(h) : ogk_bf16_to_f32(h);
 }
 
-float q4nx_q4_scale(const q4nx_tensor *t, uint32_t row, uint32_t group)
+float ogk_q4_scale(const ogk_qtensor *t, uint32_t row, uint32_t group)
 {
     return scale_value(t->scale_dtype, t->scales, group_pos(t->layout, t->k_blocks, t->block, row, group));
 }
 
-uint8_t q4nx_q4_zero(const q4nx_tensor *t, uint32_t row, uint32_t group)
+uint8_t ogk_q4_zero(const ogk_qtensor *t, uint32_t row, uint32_t group)
 {
     if (!t->has_zp)
         return 8;
     return t->zeros[group_pos(t->layout, t->k_blocks, t->block, row, group)];
 }
 
-void q4nx_q4_dequant_row(const q4nx_tensor *t, uint32_t row, float *out)
+void ogk_q4_dequant_row(const ogk_qtensor *t, uint32_t row, float *out)
 {
     for (uint32_t g = 0; g < t->k_blocks; g++) {
-        float s = q4nx_q4_scale(t, row, g);
-        int zp = q4nx_q4_zero(t, row, g);
+        float s = ogk_q4_scale(t, row, g);
+        int zp = ogk_q4_zero(t, row, g);
         uint32_t c0 = g * t->block, c1 = c0 + t->block < t->k ? c0 + t->block : t->k;
         for (uint32_t c = c0; c < c1; c++)
-            out[c] = (float)((int)q4nx_q4_code(t, row, c) - zp) * s;
+            out[c] = (float)((int)ogk_q4_code(t, row, c) - zp) * s;
     }
 }
