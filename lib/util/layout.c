@@ -17,6 +17,8 @@ size_t ogk_dtype_size(int dtype)
     }
 }
 
+int ogk_dtype_bits(int dtype) { return dtype == OGK_Q4 ? 4 : (int)ogk_dtype_size(dtype) * 8; }
+
 int ogk_dtype_parse(const char *s)
 {
     for (int d = OGK_F32; s && d <= OGK_I64; d++)

@@ -37,6 +37,7 @@
 /* Element types. The numbers are what the Q4NX container stores: never renumber. */
 enum ogk_dtype { OGK_F32 = 1, OGK_F16 = 2, OGK_BF16 = 3, OGK_Q4 = 4, OGK_I32 = 5, OGK_I64 = 6 };
 size_t ogk_dtype_size(int dtype);       /* bytes per element; 0 for q4 and unknown */
+int ogk_dtype_bits(int dtype);          /* bits per element: 4 for q4 (its codes), 0 for unknown */
 const char *ogk_dtype_name(int dtype);  /* "f32" "f16" "bf16" "q4" "i32" "i64", "?" otherwise */
 int ogk_dtype_parse(const char *s);     /* the inverse; -1 if unknown (or NULL) */
 

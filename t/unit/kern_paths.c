@@ -383,6 +383,15 @@ int main(void)
         for (int i = 0; i < KERN_ISA_COUNT; i++)
             names &= kern_isa_find(kern_isa_row(i)->name) == i;
         TAP_OK(names, "ISA table: every row found by its name, unknown names and ids refused, ref always supported");
+        /* forcing a row (npu-gemm --kernel) switches every operation, the dequantiser included */
+        int before = kern_isa_find(kern_isa_current()->name), forced = 1;
+        for (int i = 0; i < KERN_ISA_COUNT; i++)
+            if (kern_isa_supported(i)) {
+                forced &= kern_isa_set(i) == 0 && kern_isa_current() == kern_isa_row(i) &&
+                          kern_isa_current()->dequant == kern_isa_row(i)->dequant;
+            }
+        forced &= kern_isa_set(before) == 0 && kern_isa_set(KERN_ISA_COUNT) < 0;
+        TAP_OK(forced, "kern_isa_set switches the whole row (matmul, dequant, attention, ...); an unknown id is refused");
         TAP_OK(kern_mode_parse("f32") == KERN_F32 && kern_mode_parse("i8") == KERN_I8 && kern_mode_parse("f16") < 0 &&
                    !strcmp(kern_mode_name(KERN_I8), "i8") && !strcmp(kern_mode_name(KERN_F32), "f32"),
                "modes: f32 and i8 parse and print, anything else is refused");

@@ -74,5 +74,16 @@ int main(void)
     TAP_OK(ogk_q4_layout_refusal(OGK_RM, 8, 1024, 512) != NULL, "rm refuses block 512");
     TAP_OK(ogk_q4_layout_refusal(OGK_B8, 8, 1024, 512) == NULL, "b8 takes block 512");
     TAP_OK(check(OGK_B8, 20, 1024, 512, OGK_F32, 1), "b8: block 512");
+    /* the dtype vocabulary: the names OGAX and the container's JSON use, sizes, bits */
+    static const char *names[] = {"f32", "f16", "bf16", "q4", "i32", "i64"};
+    static const int sizes[] = {4, 2, 2, 0, 4, 8}, bits[] = {32, 16, 16, 4, 32, 64};
+    int voc = ogk_dtype_parse("f8") < 0 && ogk_dtype_parse(NULL) < 0 && !strcmp(ogk_dtype_name(99), "?");
+    for (int d = OGK_F32; d <= OGK_I64; d++)
+        voc &= !strcmp(ogk_dtype_name(d), names[d - 1]) && ogk_dtype_parse(names[d - 1]) == d &&
+               (int)ogk_dtype_size(d) == sizes[d - 1] && ogk_dtype_bits(d) == bits[d - 1];
+    TAP_OK(voc, "dtypes: names, sizes and bits; unknown names refused");
+    TAP_OK(!strcmp(ogk_layout_name(OGK_B8), "b8") && !strcmp(ogk_layout_name(OGK_RM), "rm") &&
+               ogk_layout_parse("b8") == OGK_B8 && ogk_layout_parse("rm") == OGK_RM && ogk_layout_parse("b9") < 0,
+           "layouts: names parse and print");
     return TAP_DONE();
 }
