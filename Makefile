@@ -65,14 +65,17 @@ PROGS := $(patsubst bin/%.c,%,$(wildcard bin/*.c))
 MODULES := $(filter-out onnx,$(notdir $(wildcard lib/*)))
 UNITS := $(patsubst t/unit/%.c,%,$(wildcard t/unit/*.c))
 
-all: $(addprefix $(BUILD)/bin/,$(PROGS)) $(addprefix $(BUILD)/t/,$(UNITS))
+# test tools: standalone C in t/ that is deliberately independent of lib/ (libc and libm only)
+TTOOLS := forward-compare
+all: $(addprefix $(BUILD)/bin/,$(PROGS)) $(addprefix $(BUILD)/t/,$(UNITS)) $(addprefix $(BUILD)/ttools/,$(TTOOLS))
 
 .SECONDEXPANSION:
 .SECONDARY:
 
 # lib/onnx: generated at build time from the system's onnx.proto, never hand-written
 ONNX_PROTO ?= /usr/include/onnx/onnx.proto
-$(BUILD)/gen/onnx/onnx.pb-c.c $(BUILD)/gen/onnx/onnx.pb-c.h: $(ONNX_PROTO)
+# one recipe, two files: a grouped target (&:), so a parallel build runs protoc-c once
+$(BUILD)/gen/onnx/onnx.pb-c.c $(BUILD)/gen/onnx/onnx.pb-c.h &: $(ONNX_PROTO)
 	@mkdir -p $(BUILD)/gen/onnx
 	protoc-c --c_out=$(BUILD)/gen/onnx -I$(dir $(ONNX_PROTO)) $(ONNX_PROTO)
 $(BUILD)/obj/onnx/onnx.pb-c.o: $(BUILD)/gen/onnx/onnx.pb-c.c
@@ -108,6 +111,10 @@ $(BUILD)/t/%: t/unit/%.c t/unit/tap.h $(GEN_HDR) $$(foreach m,$$(call unit_mods,
 	@mkdir -p $(dir $@) $(BUILD)/obj/t
 	$(CC) $(CFLAGS_BASE) -MMD -MP -MF $(BUILD)/obj/t/$*.d -o $@ $< $(foreach m,$(call unit_mods,$*),$(BUILD)/lib/$(m).a) $(LDFLAGS) $(call libs_for,,$(call unit_mods,$*))
 
+$(BUILD)/ttools/%: t/%.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Werror $(SANFLAGS) -o $@ $< -lm
+
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
 
 check: all
@@ -124,7 +131,7 @@ install: all
 	cp -R share/. $(DESTDIR)$(PREFIX)/share/ogakit/
 
 clean:
-	rm -rf build
+	rm -rf $(BUILD)
 
 .PHONY: all check demo install clean
 

@@ -52,6 +52,8 @@ enum {
     O_TOPK, O_FEED, O_OUT_F32, O_WARMUP, O_NO_MMAP, O_PROBE
 };
 
+#define BENCH_DEFAULT_LENS "128,512,2048"
+
 static const struct option long_opts[] = {
     {"model", required_argument, 0, 'm'},     {"prompt", required_argument, 0, 'p'},
     {"file", required_argument, 0, 'f'},      {"n-predict", required_argument, 0, 'n'},
@@ -72,7 +74,7 @@ static const struct option long_opts[] = {
 static void parse(int argc, char **argv, opts *o)
 {
     memset(o, 0, sizeof *o);
-    o->n = 256, o->threads = 0, o->top_p = 1, o->feed = "prefill", o->lens = "128,512,2048", o->gen = 128;
+    o->n = 256, o->threads = 0, o->top_p = 1, o->feed = "prefill", o->lens = BENCH_DEFAULT_LENS, o->gen = 128;
     o->reps = 5, o->warmup = 1;
     int c;
     optind = 1;
@@ -440,6 +442,25 @@ static int cmd_bench(int argc, char **argv)
     if (!nl)
         ogk_die(OGK_EXIT_USAGE, "-l: no prompt lengths");
     model *m = open_model(&o);
+    /* the default lengths must fit the model: drop those that do not (saying so), and when none
+     * fits, use the longest prompt that does; lengths given with -l are the user's (too long: exit 3) */
+    if (!strcmp(o.lens, BENCH_DEFAULT_LENS)) {
+        int ctx = o.context ? o.context : m->c.context_length, kept = 0;
+        for (int i = 0; i < nl; i++) {
+            if (lens[i] + o.gen <= ctx)
+                lens[kept++] = lens[i];
+            else
+                ogk_err("bench: skipping prompt length %d: %d + %d generated exceed the context (%d)", lens[i],
+                        lens[i], o.gen, ctx);
+        }
+        if (!kept) {
+            if (ctx - o.gen < 1)
+                ogk_die(OGK_EXIT_USAGE, "-g %d: no prompt fits a context of %d", o.gen, ctx);
+            lens[kept++] = ctx - o.gen;
+            ogk_err("bench: using prompt length %d (the longest that fits)", lens[0]);
+        }
+        nl = kept;
+    }
     int maxlen = 0;
     for (int i = 0; i < nl; i++)
         maxlen = lens[i] > maxlen ? lens[i] : maxlen;
@@ -459,17 +480,21 @@ static int cmd_bench(int argc, char **argv)
         printf("model %s  family %s  threads %d  mode %s  kernel %s  weights/token %.1f MB\n", o.model,
                m->c.family_name, kern_pool_threads(s->pool), kern_mode_name(o.mode),
                kern_isa_current()->name, m->weight_bytes / 1e6);
-        printf("%8s %6s %16s %20s %20s %14s\n", "prompt", "gen", "TTFT ms", "prefill tok/s", "decode tok/s", "E2E ms");
+        printf("%8s %6s %16s %20s %20s %14s%s\n", "prompt", "gen", "TTFT ms", "prefill tok/s", "decode tok/s", "E2E ms",
+               o.probe ? "   DRAM GB/s  decode/DRAM" : "");
         size_t i;
         json_t *row;
         json_array_foreach(json_object_get(r, "results"), i, row)
         {
 #define MED(k) json_real_value(json_object_get(json_object_get(row, k), "median"))
 #define SD(k) json_real_value(json_object_get(json_object_get(row, k), "stddev"))
-            printf("%8d %6d %9.2f ± %-5.2f %12.1f ± %-6.1f %12.2f ± %-6.2f %14.1f\n",
+            printf("%8d %6d %9.2f ± %-5.2f %12.1f ± %-6.1f %12.2f ± %-6.2f %14.1f",
                    (int)json_integer_value(json_object_get(row, "prompt_tokens")),
                    (int)json_integer_value(json_object_get(row, "gen_tokens")), MED("ttft_ms"), SD("ttft_ms"),
                    MED("prefill_tok_s"), SD("prefill_tok_s"), MED("decode_tok_s"), SD("decode_tok_s"), MED("e2e_ms"));
+            if (json_object_get(row, "decode_fraction_of_dram"))
+                printf(" %12.1f %10.0f %%", MED("dram_read_GBps"), 100 * MED("decode_fraction_of_dram"));
+            putchar('\n');
 #undef MED
 #undef SD
         }

@@ -8,6 +8,7 @@
 #        oracle's top-1/top-2 gap > 1e-2; oracle = accuracy_level 0, fp32 activations.
 #   i8:  mean KL no larger than onnxruntime's own accuracy_level 4 run against its level-0 run.
 load helpers
+bats_require_minimum_version 1.5.0
 
 KL_MAX=1e-5
 
@@ -16,7 +17,9 @@ setup_file() {
   [ -w "$work" ] || work=${BATS_FILE_TMPDIR:-/tmp}
   export W=$(mktemp -d "$work/ogk-forward.XXXXXX")
   # the comparator: test code, independent of ogakit (libc + libm)
-  cc -O2 -march=native -o "$W/forward-compare" "$TOP/t/forward-compare.c" -lm
+  fc=$OGAKIT_BUILD/ttools/forward-compare
+  [ -x "$fc" ] || { echo "forward-compare not built (make builds $fc)" >&2; return 1; }
+  cp "$fc" "$W/forward-compare"
 }
 
 teardown_file() { rm -rf "$W"; }
@@ -259,6 +262,30 @@ greedy() {
     . > 0.5 and . < 2] | all'
   run npu-forward bench -m "$m" -l 16 -g 4 -r 1 --json
   echo "$output" | jq -e '.results[0] | has("dram_read_GBps") | not'
+}
+
+@test "bench: the default lengths are fitted to the context (skipped by name; the longest that fits when none does)" {
+  local m
+  m=$(container qwen2 cpu tied b8)
+  run --separate-stderr npu-forward bench -m "$m" -c 300 -g 4 -r 1 --warmup 0 --json
+  [ "$status" -eq 0 ]
+  [ "$(echo "$output" | jq -c '[.results[].prompt_tokens]')" = "[128]" ]
+  [[ "$stderr" == *"skipping prompt length 512"* && "$stderr" == *"skipping prompt length 2048"* ]]
+  run --separate-stderr npu-forward bench -m "$m" -c 100 -g 4 -r 1 --warmup 0 --json
+  [ "$status" -eq 0 ]
+  [ "$(echo "$output" | jq -c '[.results[].prompt_tokens]')" = "[96]" ]
+  # lengths given with -l are the user's: one that does not fit is refused
+  run npu-forward bench -m "$m" -c 100 -g 4 -r 1 -l 128
+  [ "$status" -eq 3 ]
+}
+
+@test "bench --probe: the table shows DRAM GB/s and decode's fraction of it" {
+  local m
+  m=$(container qwen2 cpu tied b8)
+  run --separate-stderr npu-forward bench -m "$m" -l 16 -g 8 -r 2 --probe
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"DRAM GB/s"*"decode/DRAM"* ]]
+  echo "$output" | grep -E '^ +16 +8 .* %$'
 }
 
 @test "--no-mmap: weights read into huge pages give bit-identical logits and text" {
