@@ -19,18 +19,21 @@ CC ?= gcc
 OPT ?= -O2
 CFLAGS_BASE = -std=gnu11 $(OPT) -g -Wall -Wextra -Werror -pthread -Ilib -I$(BUILD)/gen \
   $(shell pkg-config --cflags libdrm 2>/dev/null) $(SANFLAGS)
-LDLIBS = -ljansson -lprotobuf-c -ldrm -lpcre2-8 -lutf8proc -lmicrohttpd -lcurl -lm -pthread
 LDFLAGS = $(SANFLAGS)
 
-# per-file ISA flags: the only place that knows about instruction sets
+# per-file ISA flags (files named *_avx2.c, *_avx512.c, *_vbmi.c): the only place that knows about
+# instruction sets. Which of them runs is chosen once at run time from cpuid by lib/kern/isa.c, the ISA
+# table. (lib/util/crc32c.c checks for the SSE4.2 crc32 instruction on its own: a checksum, exact on
+# either path, below the kernels' layer.)
 AVX2_FLAGS = -mavx2 -mfma -mf16c -mbmi2
 AVX512_FLAGS = $(AVX2_FLAGS) -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16
+VBMI_FLAGS = $(AVX512_FLAGS) -mavx512vbmi
 
 # modules each program links (dependencies after dependents)
 MODS_oga-info    = pack mdesc tok onnx util
 MODS_oga-extract = pack ogax mdesc tok q4nx onnx util
 MODS_q4nx-pack   = q4nx ogax mdesc tok util
-MODS_q4nx-verify = verify q4nx pack ogax mdesc tok onnx util
+MODS_q4nx-verify = verify kern q4nx pack ogax mdesc tok onnx util
 MODS_q4nx-gguf   = gguf q4nx mdesc tok util
 MODS_npu-gemm    = kern npu q4nx util
 MODS_npu-forward = serve app model mdesc tok kern q4nx util
@@ -38,7 +41,7 @@ MODS_spec-replay = spec app model mdesc tok kern q4nx util
 MODS_UNIT_spec   = spec util
 MODS_UNIT_util   = util
 MODS_UNIT_q4nx   = ogax mdesc tok q4nx util
-MODS_UNIT_ogax   = ogax mdesc tok q4nx util
+MODS_UNIT_ogax   = ogax mdesc tok util
 MODS_UNIT_gguf   = gguf q4nx mdesc tok util
 MODS_UNIT_kern   = kern q4nx util
 MODS_UNIT_npu    = npu util
@@ -46,6 +49,29 @@ MODS_UNIT_model  = model mdesc tok kern q4nx util
 MODS_UNIT_mdesc  = mdesc tok util
 MODS_UNIT_pack   = pack mdesc tok onnx util
 MODS_UNIT_app    = app model mdesc tok kern q4nx util
+
+# external libraries: each module's, and a program's own (LIBS_<prog>); a program links the union of
+# its modules' and its own, so nothing links a library it does not use
+LIBS_util = -ljansson -lm
+LIBS_q4nx = -ljansson
+LIBS_ogax = -ljansson
+LIBS_onnx = -lprotobuf-c
+LIBS_pack = -lprotobuf-c -ljansson
+LIBS_npu  = -ldrm -ljansson
+LIBS_tok  = -lpcre2-8 -lutf8proc -ljansson
+LIBS_mdesc = -ljansson
+LIBS_app  = -ljansson
+LIBS_verify = -lprotobuf-c -ljansson -lm
+LIBS_gguf = -ljansson -lm
+LIBS_spec = -lcurl -ljansson -lm
+LIBS_serve = -lmicrohttpd -ljansson -lm
+LIBS_kern = -lm -ljansson
+LIBS_model = -lm -ljansson
+# the server (npu-forward serve) and spec-replay's HTTP drafter client
+LIBS_npu-forward = -lmicrohttpd -lcurl
+LIBS_spec-replay = -lmicrohttpd -lcurl
+uniq = $(if $(1),$(firstword $(1)) $(call uniq,$(filter-out $(firstword $(1)),$(1))))
+libs_for = $(call uniq,$(LIBS_$(1)) $(foreach m,$(2),$(LIBS_$(m)))) -pthread
 
 PROGS := $(patsubst bin/%.c,%,$(wildcard bin/*.c))
 MODULES := $(filter-out onnx,$(notdir $(wildcard lib/*)))
@@ -79,6 +105,7 @@ $(BUILD)/obj/%.o: lib/%.c $(GEN_HDR)
 	$(CC) $(CFLAGS_BASE) $(ISA) -MMD -MP -c -o $@ $<
 $(BUILD)/obj/%_avx2.o: ISA = $(AVX2_FLAGS)
 $(BUILD)/obj/%_avx512.o: ISA = $(AVX512_FLAGS)
+$(BUILD)/obj/%_vbmi.o: ISA = $(VBMI_FLAGS)
 
 define module_rule
 $(BUILD)/lib/$(1).a: $(patsubst lib/$(1)/%.c,$(BUILD)/obj/$(1)/%.o,$(wildcard lib/$(1)/*.c))
@@ -94,12 +121,12 @@ $(BUILD)/obj/bin/%.o: bin/%.c $(GEN_HDR)
 	$(CC) $(CFLAGS_BASE) -MMD -MP -c -o $@ $<
 $(BUILD)/bin/%: bin/%.c $(GEN_HDR) $$(call prog_objs,$$*) $$(foreach m,$$(MODS_$$*),$(BUILD)/lib/$$(m).a)
 	@mkdir -p $(dir $@) $(BUILD)/obj/bin
-	$(CC) $(CFLAGS_BASE) -MMD -MP -MF $(BUILD)/obj/bin/$*.d -o $@ $< $(call prog_objs,$*) $(foreach m,$(MODS_$*),$(BUILD)/lib/$(m).a) $(LDFLAGS) $(LDLIBS)
+	$(CC) $(CFLAGS_BASE) -MMD -MP -MF $(BUILD)/obj/bin/$*.d -o $@ $< $(call prog_objs,$*) $(foreach m,$(MODS_$*),$(BUILD)/lib/$(m).a) $(LDFLAGS) $(call libs_for,$*,$(MODS_$*))
 
 unit_mods = $(or $(MODS_UNIT_$(firstword $(subst _, ,$(1)))),$(firstword $(subst _, ,$(1))) util)
 $(BUILD)/t/%: t/unit/%.c t/unit/tap.h $(GEN_HDR) $$(foreach m,$$(call unit_mods,$$*),$(BUILD)/lib/$$(m).a)
 	@mkdir -p $(dir $@) $(BUILD)/obj/t
-	$(CC) $(CFLAGS_BASE) -MMD -MP -MF $(BUILD)/obj/t/$*.d -o $@ $< $(foreach m,$(call unit_mods,$*),$(BUILD)/lib/$(m).a) $(LDFLAGS) $(LDLIBS)
+	$(CC) $(CFLAGS_BASE) -MMD -MP -MF $(BUILD)/obj/t/$*.d -o $@ $< $(foreach m,$(call unit_mods,$*),$(BUILD)/lib/$(m).a) $(LDFLAGS) $(call libs_for,,$(call unit_mods,$*))
 
 $(BUILD)/ttools/%: t/%.c
 	@mkdir -p $(dir $@)
@@ -132,7 +159,7 @@ clean:
 FUZZ_CC ?= clang-14
 FUZZ_SAN = -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 FUZZ_CFLAGS = -std=gnu11 -O1 -g -Wall -Wextra -pthread -Ilib -I$(BUILD)/gen $(FUZZ_SAN)
-FUZZ_MODS = serve spec pack ogax mdesc tok q4nx util
+FUZZ_MODS = serve spec pack ogax mdesc tok kern q4nx util
 FUZZ_OBJS = $(patsubst lib/%.c,$(BUILD)/fuzz/obj/%.o,$(foreach m,$(FUZZ_MODS),$(wildcard lib/$(m)/*.c))) \
   $(BUILD)/fuzz/obj/onnx/onnx.pb-c.o
 FUZZ_TARGETS = $(patsubst fuzz/%.c,$(BUILD)/fuzz/%,$(wildcard fuzz/*.c))
@@ -140,13 +167,15 @@ $(BUILD)/fuzz/obj/%.o: lib/%.c $(GEN_HDR)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link $(ISA) -MMD -MP -c -o $@ $<
 $(BUILD)/fuzz/obj/%_avx2.o: ISA = $(AVX2_FLAGS)
+$(BUILD)/fuzz/obj/%_avx512.o: ISA = $(AVX512_FLAGS)
+$(BUILD)/fuzz/obj/%_vbmi.o: ISA = $(VBMI_FLAGS)
 $(BUILD)/fuzz/obj/onnx/onnx.pb-c.o: $(BUILD)/gen/onnx/onnx.pb-c.c
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -Wno-unused-parameter -c -o $@ $<
 $(BUILD)/fuzz/libogk.a: $(FUZZ_OBJS)
 	rm -f $@ && ar rcs $@ $^
 $(BUILD)/fuzz/%: fuzz/%.c fuzz/fuzz.h $(BUILD)/fuzz/libogk.a
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(BUILD)/fuzz/libogk.a $(LDLIBS)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(BUILD)/fuzz/libogk.a $(call libs_for,,$(FUZZ_MODS) onnx)
 -include $(shell find $(BUILD)/fuzz/obj -name '*.d' 2>/dev/null)
 fuzz: $(FUZZ_TARGETS)
 # replay the inputs of fixed bugs (fuzz/regress/<target>/) through the fuzz build: seconds, no fuzzing

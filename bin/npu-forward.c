@@ -119,11 +119,7 @@ static void parse(int argc, char **argv, opts *o)
             o->stops[o->n_stops++] = optarg;
             break;
         case O_MODE:
-            if (!strcmp(optarg, "f32"))
-                o->mo.mode = MODEL_F32;
-            else if (!strcmp(optarg, "i8"))
-                o->mo.mode = MODEL_I8;
-            else
+            if ((o->mo.mode = kern_mode_parse(optarg)) < 0)
                 ogk_die(OGK_EXIT_USAGE, "--mode: '%s' is not f32 or i8", optarg);
             break;
         case O_JSON: o->json = 1; break;
@@ -420,7 +416,7 @@ static int cmd_logits(int argc, char **argv)
     for (int i = 0; i < n; i++)
         json_array_append_new(idj, json_integer(ids[i]));
     json_t *res = json_pack("{s:s,s:s,s:s,s:i,s:o,s:i}", "mode", "teacher", "feed", o.feed, "accuracy",
-                            o.mo.mode == MODEL_I8 ? "i8" : "f32", "vocab_size", V, "ids", idj, "positions", n);
+                            kern_mode_name(o.mo.mode), "vocab_size", V, "ids", idj, "positions", n);
     if (o.out_f32)
         json_object_set_new(res, "logits_f32", json_string(o.out_f32)), json_decref(rows);
     else
@@ -495,13 +491,13 @@ static int cmd_bench(int argc, char **argv)
     json_t *r = model_bench(s, &bo, &e);
     if (!r)
         ogk_die(OGK_EXIT_INPUT, "%s", e.msg);
-    json_object_set_new(r, "kernel", json_string(kern_path_name(kern_path())));
+    json_object_set_new(r, "kernel", json_string(kern_isa_current()->name));
     if (o.json) {
         ogk_json_print(stdout, r);
     } else {
         printf("model %s  family %s  threads %d  mode %s  kernel %s  weights/token %.1f MB\n", o.mo.model,
-               m->c.family_name, kern_pool_threads(s->pool), o.mo.mode == MODEL_I8 ? "i8" : "f32",
-               kern_path_name(kern_path()), m->weight_bytes / 1e6);
+               m->c.family_name, kern_pool_threads(s->pool), kern_mode_name(o.mo.mode),
+               kern_isa_current()->name, m->weight_bytes / 1e6);
         printf("%8s %6s %16s %20s %20s %14s%s\n", "prompt", "gen", "TTFT ms", "prefill tok/s", "decode tok/s", "E2E ms",
                o.probe ? "   DRAM GB/s  decode/DRAM" : "");
         size_t i;
@@ -557,7 +553,7 @@ static int cmd_info(int argc, char **argv)
                           "num_kv_heads", c->n_kv_heads, "head_dim", c->head_dim, "context_length",
                           c->context_length, "rope_dim", c->rope_dim, "qkv_bias", c->qkv_bias, "qk_norm", c->qk_norm,
                           "tied", c->tied, "eos_token_ids", eos, "weight_bytes_per_token", (json_int_t)m->weight_bytes,
-                          "layout", q4nx_layout_name(q4nx_layout(m->file)));
+                          "layout", ogk_layout_name(q4nx_layout(m->file)));
     ogk_json_print(stdout, r);
     json_decref(r);
     model_close(m);
@@ -606,7 +602,7 @@ static int cmd_serve(int argc, char **argv)
         case S_MODE:
             if (strcmp(optarg, "f32") && strcmp(optarg, "i8"))
                 ogk_die(OGK_EXIT_USAGE, "--mode: '%s' is not f32 or i8", optarg);
-            o.mode = !strcmp(optarg, "i8") ? MODEL_I8 : MODEL_F32;
+            o.mode = !strcmp(optarg, "i8") ? KERN_I8 : KERN_F32;
             break;
         case S_NO_MMAP: o.no_mmap = 1; break;
         case S_DRAFT: o.draft_path = optarg; break;

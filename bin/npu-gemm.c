@@ -51,70 +51,19 @@ static struct {
     long n, k, block, rows, threads, reps, check_rows, seed, bw_mb, probe_mb;
     int asym, sdt, layout, mode, device_npu, sweep, pass, list, kernel, no_mmap;
     double time_budget;
-} o = {.block = 32, .rows = 1, .check_rows = 64, .seed = 1, .bw_mb = 512, .sdt = Q4NX_F32, .layout = Q4NX_B8,
+} o = {.block = 32, .rows = 1, .check_rows = 64, .seed = 1, .bw_mb = 512, .sdt = OGK_F32, .layout = OGK_B8,
        .mode = KERN_F32, .kernel = -1, .time_budget = 0.3};
 
-/* ---- synthetic tensors ---- */
-typedef struct {
-    q4nx_tensor t;
-    uint8_t *codes, *zeros, *src_codes, *src_zp;
-    void *scales, *src_scales;
-    char name[64];
-} synth;
+static uint64_t rng; /* synthetic data, seeded by --seed */
 
-static uint64_t rng_state;
-static uint32_t rnd(void)
+static void synth_make(kern_synth *s, uint32_t n, uint32_t k, int keep_src)
 {
-    rng_state ^= rng_state << 13, rng_state ^= rng_state >> 7, rng_state ^= rng_state << 17;
-    return (uint32_t)(rng_state >> 16);
-}
-static float frand(void) { return (float)((rnd() & 0xFFFFFF) / 16777216.0 * 2.0 - 1.0); }
-
-static void synth_make(synth *s, uint32_t n, uint32_t k, uint32_t block, int sdt, int asym, int layout, int keep_src)
-{
-    uint32_t kb = (k + block - 1) / block;
-    size_t ss = q4nx_dtype_size(sdt), nc = (size_t)n * kb * block / 2, nz = (size_t)n * ((kb + 1) / 2);
-    s->src_codes = malloc(nc);
-    s->src_scales = malloc((size_t)n * kb * ss);
-    s->src_zp = asym ? malloc(nz) : NULL;
-    if (!s->src_codes || !s->src_scales || (asym && !s->src_zp))
-        ogk_die(OGK_EXIT_INIT, "out of memory for a %ux%u tensor", n, k);
-    for (size_t i = 0; i < nc; i++)
-        s->src_codes[i] = (uint8_t)rnd();
-    for (size_t i = 0; i < (size_t)n * kb; i++) {
-        float v = (0.002f + 0.02f * fabsf(frand())) * (rnd() & 1 ? -1.0f : 1.0f);
-        if (sdt == Q4NX_F32)
-            memcpy((uint8_t *)s->src_scales + i * 4, &v, 4);
-        else {
-            uint16_t h = sdt == Q4NX_F16 ? ogk_f32_to_f16(v) : ogk_f32_to_bf16(v);
-            memcpy((uint8_t *)s->src_scales + i * 2, &h, 2);
-        }
-    }
-    for (size_t i = 0; asym && i < nz; i++)
-        s->src_zp[i] = (uint8_t)rnd();
-    size_t cb = q4nx_q4_codes_bytes(layout, n, k, block), ng = q4nx_q4_groups(layout, n, k, block);
-    /* in 2 MiB pages (from 2 MiB up), like the probe buffer and a --no-mmap container */
-    s->codes = ogk_big_alloc((cb + 4095) & ~(size_t)4095);
-    s->scales = ogk_big_alloc((ng * ss + 63) & ~(size_t)63);
-    s->zeros = asym ? ogk_big_alloc((ng + 63) & ~(size_t)63) : NULL;
-    if (!s->codes || !s->scales || (asym && !s->zeros))
-        ogk_die(OGK_EXIT_INIT, "out of memory for a %ux%u tensor", n, k);
-    q4nx_q4_relayout(layout, n, k, block, sdt, s->src_codes, s->src_scales, s->src_zp, s->codes, s->scales, s->zeros);
-    snprintf(s->name, sizeof s->name, "synthetic.%ux%u", n, k);
-    s->t = (q4nx_tensor){.name = s->name, .role = "synthetic", .dtype = Q4NX_Q4, .ndim = 2, .shape = {n, k},
-                         .layout = layout, .n = n, .k = k, .block = block, .k_blocks = kb, .scale_dtype = sdt,
-                         .has_zp = asym, .codes = s->codes, .scales = s->scales, .zeros = s->zeros};
-    if (!keep_src) {
-        free(s->src_codes), free(s->src_scales), free(s->src_zp);
-        s->src_codes = NULL, s->src_scales = NULL, s->src_zp = NULL;
-    }
+    ogk_error e;
+    if (kern_synth_make(s, &rng, n, k, (uint32_t)o.block, o.sdt, o.asym, o.layout, keep_src, &e) < 0)
+        ogk_die(OGK_EXIT_INIT, "%s", e.msg);
 }
 
-static void synth_free(synth *s)
-{
-    free(s->codes), free(s->scales), free(s->zeros), free(s->src_codes), free(s->src_scales), free(s->src_zp);
-}
-
+/* ---- --shape / --tensor output ---- */
 static void write_file(const char *dir, const char *name, const void *p, size_t n)
 {
     char path[1024];
@@ -131,17 +80,17 @@ static void write_file(const char *dir, const char *name, const void *p, size_t 
         ogk_die(OGK_EXIT_INPUT, "%s", e.msg);
 }
 
-static void dump_source(const synth *s, const char *dir)
+static void dump_source(const kern_synth *s, const char *dir)
 {
-    const q4nx_tensor *t = &s->t;
+    const ogk_qtensor *t = &s->t;
     if (mkdir(dir, 0777) < 0 && errno != EEXIST)
         ogk_die(OGK_EXIT_INPUT, "%s: %s", dir, strerror(errno));
     write_file(dir, "B.u8", s->src_codes, (size_t)t->n * t->k_blocks * t->block / 2);
-    write_file(dir, "scales.bin", s->src_scales, (size_t)t->n * t->k_blocks * q4nx_dtype_size(t->scale_dtype));
+    write_file(dir, "scales.bin", s->src_scales, (size_t)t->n * t->k_blocks * ogk_dtype_size(t->scale_dtype));
     if (t->has_zp)
         write_file(dir, "zero_points.u8", s->src_zp, (size_t)t->n * ((t->k_blocks + 1) / 2));
     json_t *m = json_pack("{s:i, s:i, s:i, s:i, s:s, s:b, s:I}", "N", (int)t->n, "K", (int)t->k, "block",
-                          (int)t->block, "k_blocks", (int)t->k_blocks, "scale_dtype", q4nx_dtype_name(t->scale_dtype),
+                          (int)t->block, "k_blocks", (int)t->k_blocks, "scale_dtype", ogk_dtype_name(t->scale_dtype),
                           "zero_points", t->has_zp, "seed", (json_int_t)o.seed);
     char *txt = json_dumps(m, JSON_INDENT(2));
     write_file(dir, "meta.json", txt, strlen(txt));
@@ -149,220 +98,37 @@ static void dump_source(const synth *s, const char *dir)
     json_decref(m);
 }
 
-/* ---- measurement ---- */
-static int cmp_double(const void *a, const void *b)
+static kern_bench_opts bench_opts(void)
 {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
+    return (kern_bench_opts){.mode = o.mode, .reps = o.reps, .time_budget = o.time_budget,
+                             .check_rows = o.check_rows, .probe_mb = o.probe_mb};
 }
 
-static size_t tensor_bytes(const q4nx_tensor *t)
+/* one tensor, M rows: the harness's record; with --dump-source also X and Y as raw float32 */
+static json_t *run_one(kern_pool *pool, const ogk_qtensor *W, int M, int *all_ok)
 {
-    size_t g = q4nx_q4_groups(t->layout, t->n, t->k, t->block);
-    return q4nx_q4_codes_bytes(t->layout, t->n, t->k, t->block) + g * q4nx_dtype_size(t->scale_dtype) +
-           (t->has_zp ? g : 0);
-}
-
-static void launch(kern_pool *pool, const q4nx_tensor *W, const float *X, int M, float *Y)
-{
+    float *X = kern_synth_x(&rng, M, W->k), *Y = malloc((size_t)M * W->n * sizeof *Y);
+    if (!X || !Y)
+        ogk_die(OGK_EXIT_INIT, "out of memory for %d x %u activations and %u outputs", M, W->k, W->n);
+    kern_bench_opts bo = bench_opts();
     ogk_error e;
-    if (kern_matmul(pool, W, X, M, Y, o.mode, &e) < 0)
-        ogk_die(OGK_EXIT_INPUT, "%s", e.msg);
-}
-
-/* median ms per launch of `fn`-style repeated launches over a list of tensors */
-static double time_launches(kern_pool *pool, const q4nx_tensor *const *Ws, size_t nw, const float *X, int M, float *Y,
-                            long *reps_out, double *min_out)
-{
-    for (size_t i = 0; i < nw; i++) /* warm-up */
-        launch(pool, Ws[i], X, M, Y);
-    long reps = o.reps;
-    if (reps <= 0) {
-        double t0 = ogk_now();
-        for (size_t i = 0; i < nw; i++)
-            launch(pool, Ws[i], X, M, Y);
-        double one = ogk_now() - t0;
-        reps = (long)(o.time_budget / (one > 1e-7 ? one : 1e-7));
-        reps = reps < 5 ? 5 : reps > 5000 ? 5000 : reps;
-    }
-    double *ms = malloc((size_t)reps * sizeof *ms);
-    for (long r = 0; r < reps; r++) {
-        double t0 = ogk_now();
-        for (size_t i = 0; i < nw; i++)
-            launch(pool, Ws[i], X, M, Y);
-        ms[r] = (ogk_now() - t0) * 1e3;
-    }
-    qsort(ms, (size_t)reps, sizeof *ms, cmp_double);
-    double med = reps % 2 ? ms[reps / 2] : 0.5 * (ms[reps / 2 - 1] + ms[reps / 2]);
-    *reps_out = reps;
-    *min_out = ms[0];
-    free(ms);
-    return med;
-}
-
-static float *make_x(int M, uint32_t K)
-{
-    float *x = malloc((size_t)M * K * sizeof *x);
-    if (!x)
-        ogk_die(OGK_EXIT_INIT, "out of memory for %d x %u activations", M, K);
-    for (size_t i = 0; i < (size_t)M * K; i++)
-        x[i] = frand() + frand() + frand(); /* roughly gaussian, like a normalised hidden state */
-    return x;
-}
-
-typedef struct {
-    long rows;
-    double max_abs, max_ref, i8_abs, worst_ratio;
-    int ok;
-} check_result;
-
-/* compare Y with the reference on a sample of output columns (and Y_f32 for the i8 mode's error) */
-static check_result check(const q4nx_tensor *W, const float *X, int M, const float *Y)
-{
-    check_result r = {.ok = 1};
-    if (o.check_rows == 0)
-        return r;
-    uint32_t N = W->n;
-    long want = o.check_rows < 0 || o.check_rows >= (long)N ? (long)N : o.check_rows;
-    float *ref = malloc((size_t)M * N * sizeof *ref), *ref32 = NULL;
-    if (o.mode == KERN_I8)
-        ref32 = malloc((size_t)M * N * sizeof *ref32);
-    for (long i = 0; i < want; i++) {
-        uint32_t n = want == (long)N ? (uint32_t)i : (uint32_t)((double)i * (N - 1) / (want - 1 > 0 ? want - 1 : 1));
-        kern_ref_rows(W, X, M, ref, o.mode, n, n + 1);
-        if (ref32)
-            kern_ref_rows(W, X, M, ref32, KERN_F32, n, n + 1);
-        for (int m = 0; m < M; m++) {
-            size_t at = (size_t)m * N + n;
-            double d = fabs((double)Y[at] - ref[at]);
-            double bound = kern_ref_bound(W, X + (size_t)m * W->k, n, o.mode);
-            if (!(d <= bound))
-                r.ok = 0;
-            r.worst_ratio = fmax(r.worst_ratio, d / bound);
-            r.max_abs = fmax(r.max_abs, d);
-            r.max_ref = fmax(r.max_ref, fabs(ref[at]));
-            if (ref32)
-                r.i8_abs = fmax(r.i8_abs, fabs((double)Y[at] - ref32[at]));
-        }
-        r.rows++;
-    }
-    if (ref32)
-        r.max_ref = 0; /* relative i8 error against the exact product's scale */
-    if (ref32)
-        for (long i = 0; i < want; i++) {
-            uint32_t n = want == (long)N ? (uint32_t)i : (uint32_t)((double)i * (N - 1) / (want - 1 > 0 ? want - 1 : 1));
-            for (int m = 0; m < M; m++)
-                r.max_ref = fmax(r.max_ref, fabs(ref32[(size_t)m * N + n]));
-        }
-    free(ref), free(ref32);
-    return r;
-}
-
-static const char *mode_name(int m) { return m == KERN_I8 ? "i8" : "f32"; }
-
-static json_t *run_one(kern_pool *pool, const q4nx_tensor *W, int M, int *all_ok)
-{
-    float *X = make_x(M, W->k), *Y = malloc((size_t)M * W->n * sizeof *Y);
-    if (!Y)
-        ogk_die(OGK_EXIT_INIT, "out of memory for %d x %u outputs", M, W->n);
-    long reps;
-    double mn;
-    double ms = time_launches(pool, &W, 1, X, M, Y, &reps, &mn);
-    check_result c = check(W, X, M, Y);
-    if (!c.ok)
-        *all_ok = 0;
+    int code;
+    json_t *j = kern_bench_one(pool, &bo, W, X, M, Y, all_ok, &e, &code);
+    if (!j)
+        ogk_die(code, "%s", e.msg);
     if (o.dump) {
         write_file(o.dump, "X.f32", X, (size_t)M * W->k * sizeof *X);
         write_file(o.dump, "Y.f32", Y, (size_t)M * W->n * sizeof *Y);
-    }
-    size_t bytes = tensor_bytes(W);
-    json_t *j = json_object();
-    json_object_set_new(j, "device", json_string("cpu"));
-    json_object_set_new(j, "kernel", json_string(kern_path_name(kern_path())));
-    json_object_set_new(j, "mode", json_string(mode_name(o.mode)));
-    json_object_set_new(j, "tensor", json_string(W->name ? W->name : ""));
-    if (W->role)
-        json_object_set_new(j, "role", json_string(W->role));
-    json_object_set_new(j, "layout", json_string(q4nx_layout_name(W->layout)));
-    json_object_set_new(j, "M", json_integer(M));
-    json_object_set_new(j, "N", json_integer(W->n));
-    json_object_set_new(j, "K", json_integer(W->k));
-    json_object_set_new(j, "block", json_integer(W->block));
-    json_object_set_new(j, "scale_dtype", json_string(q4nx_dtype_name(W->scale_dtype)));
-    json_object_set_new(j, "zero_points", json_boolean(W->has_zp));
-    json_object_set_new(j, "threads", json_integer(kern_pool_threads(pool)));
-    json_object_set_new(j, "reps", json_integer(reps));
-    json_object_set_new(j, "ms", json_real(ms));
-    json_object_set_new(j, "ms_min", json_real(mn));
-    json_object_set_new(j, "weight_bytes", json_integer((json_int_t)bytes));
-    json_object_set_new(j, "GBps", json_real(bytes / (ms * 1e-3) / 1e9));
-    json_object_set_new(j, "GFLOPs", json_real(2.0 * M * W->n * W->k / (ms * 1e-3) / 1e9));
-    json_object_set_new(j, "checked_rows", json_integer(c.rows));
-    if (c.rows) {
-        json_object_set_new(j, "max_rel_err", json_real(c.max_ref > 0 ? c.max_abs / c.max_ref : c.max_abs));
-        json_object_set_new(j, "err_vs_bound", json_real(c.worst_ratio));
-        json_object_set_new(j, "within_bound", json_boolean(c.ok));
-        if (o.mode == KERN_I8)
-            json_object_set_new(j, "i8_vs_f32_rel_err", json_real(c.max_ref > 0 ? c.i8_abs / c.max_ref : c.i8_abs));
     }
     free(X), free(Y);
     return j;
 }
 
 /* ---- --list-devices ---- */
-static json_t *cpu_json(kern_pool *pool)
-{
-    json_t *j = json_object();
-    json_object_set_new(j, "type", json_string("cpu"));
-    char name[256] = "";
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    if (f) {
-        char line[512];
-        while (fgets(line, sizeof line, f))
-            if (!strncmp(line, "model name", 10)) {
-                char *p = strchr(line, ':');
-                if (p) {
-                    p += 1 + (p[1] == ' ');
-                    p[strcspn(p, "\n")] = 0;
-                    snprintf(name, sizeof name, "%s", p);
-                }
-                break;
-            }
-        fclose(f);
-    }
-    json_object_set_new(j, "name", json_string(name));
-    json_t *feat = json_array();
-    static const char *fs[] = {"avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512vnni", "avx512bf16", "avx512vbmi"};
-    __builtin_cpu_init();
-    for (size_t i = 0; i < sizeof fs / sizeof *fs; i++) {
-        int has = 0;
-        switch (i) {
-        case 0: has = __builtin_cpu_supports("avx2"); break;
-        case 1: has = __builtin_cpu_supports("fma"); break;
-        case 2: has = __builtin_cpu_supports("f16c"); break;
-        case 3: has = __builtin_cpu_supports("avx512f"); break;
-        case 4: has = __builtin_cpu_supports("avx512bw"); break;
-        case 5: has = __builtin_cpu_supports("avx512vl"); break;
-        case 6: has = __builtin_cpu_supports("avx512vnni"); break;
-        case 7: has = __builtin_cpu_supports("avx512bf16"); break;
-        case 8: has = __builtin_cpu_supports("avx512vbmi"); break;
-        }
-        if (has)
-            json_array_append_new(feat, json_string(fs[i]));
-    }
-    json_object_set_new(j, "features", feat);
-    json_object_set_new(j, "kernel", json_string(kern_path_name(kern_path())));
-    json_object_set_new(j, "threads", json_integer(kern_pool_threads(pool)));
-    double bw = kern_read_bandwidth(pool, (size_t)o.bw_mb << 20, 7);
-    json_object_set_new(j, "dram_read_GBps", bw > 0 ? json_real(bw) : json_null());
-    json_object_set_new(j, "bw_probe_MB", json_integer(o.bw_mb));
-    return j;
-}
-
 static int list_devices(kern_pool *pool)
 {
     json_t *out = json_object(), *devs = json_array();
-    json_array_append_new(devs, cpu_json(pool));
+    json_array_append_new(devs, kern_bench_cpu(pool, o.bw_mb));
     npu_device *nd;
     char *skipped = NULL;
     ogk_error e;
@@ -404,13 +170,13 @@ static const char *role_class(const char *role)
 static int sweep(kern_pool *pool, q4nx_file *f, int *all_ok)
 {
     typedef struct {
-        const q4nx_tensor *t;
+        const ogk_qtensor *t;
     } pick;
     size_t nt = q4nx_tensor_count(f), np = 0;
     pick *picks = calloc(nt + 1, sizeof *picks);
     for (size_t i = 0; i < nt; i++) {
-        const q4nx_tensor *t = q4nx_tensor_at(f, i);
-        if (t->dtype != Q4NX_Q4 || !strcmp(role_class(t->role), "embed"))
+        const ogk_qtensor *t = q4nx_tensor_at(f, i);
+        if (t->dtype != OGK_Q4 || !strcmp(role_class(t->role), "embed"))
             continue;
         int dup = 0;
         for (size_t j = 0; j < np && !dup; j++)
@@ -471,98 +237,28 @@ static int sweep(kern_pool *pool, q4nx_file *f, int *all_ok)
 /* ---- --model-pass: every tensor once per launch, M = --rows ---- */
 static const uint8_t *probe_mem; /* -m: the container's bytes, read by the probe */
 static size_t probe_len;
-static int model_pass(kern_pool *pool, const q4nx_tensor *const *Ws, size_t nw, int *all_ok)
+static int model_pass(kern_pool *pool, const ogk_qtensor *const *Ws, size_t nw, int *all_ok)
 {
-    uint32_t kmax = 0, nmax = 0;
-    size_t bytes = 0;
-    for (size_t i = 0; i < nw; i++) {
-        kmax = Ws[i]->k > kmax ? Ws[i]->k : kmax;
-        nmax = Ws[i]->n > nmax ? Ws[i]->n : nmax;
-        bytes += tensor_bytes(Ws[i]);
-    }
-    int M = (int)o.rows;
-    float *X = make_x(M, kmax), *Y = malloc((size_t)M * nmax * sizeof *Y);
-    long reps;
-    double mn, ms, probe_gbs = 0, ratio = 0;
-    if (o.probe_mb > 0) {
-        /* probe pass, model pass, probe pass, ...: medians of each and of the pass-by-pass ratio */
-        kern_bw_probe *bp = probe_mem ? kern_bw_probe_over(probe_mem, probe_len) : kern_bw_probe_new((size_t)o.probe_mb << 20);
-        if (!bp)
-            ogk_die(OGK_EXIT_INIT, "out of memory for a %ld MB probe buffer", o.probe_mb);
-        for (size_t i = 0; i < nw; i++)
-            launch(pool, Ws[i], X, M, Y);
-        kern_bw_probe_pass(pool, bp);
-        reps = o.reps > 0 ? o.reps : 9;
-        double *t = malloc((size_t)reps * sizeof *t), *g = malloc((size_t)reps * sizeof *g),
-               *q = malloc((size_t)reps * sizeof *q);
-        for (long r = 0; r < reps; r++) {
-            g[r] = kern_bw_probe_pass(pool, bp);
-            double t0 = ogk_now();
-            for (size_t i = 0; i < nw; i++)
-                launch(pool, Ws[i], X, M, Y);
-            t[r] = (ogk_now() - t0) * 1e3;
-            q[r] = bytes / (t[r] * 1e-3) / 1e9 / g[r];
-        }
-        qsort(t, (size_t)reps, sizeof *t, cmp_double);
-        qsort(g, (size_t)reps, sizeof *g, cmp_double);
-        qsort(q, (size_t)reps, sizeof *q, cmp_double);
-        ms = t[reps / 2], mn = t[0], probe_gbs = g[reps / 2], ratio = q[reps / 2];
-        free(t), free(g), free(q);
-        kern_bw_probe_free(bp);
-    } else {
-        ms = time_launches(pool, Ws, nw, X, M, Y, &reps, &mn);
-    }
-    /* check the last tensor (its output is still in Y) and one of every distinct shape */
-    long checked = 0;
-    double worst = 0;
-    for (size_t i = 0; i < nw && o.check_rows; i++) {
-        int seen = 0;
-        for (size_t j = 0; j < i && !seen; j++)
-            seen = Ws[j]->n == Ws[i]->n && Ws[j]->k == Ws[i]->k;
-        if (seen)
-            continue;
-        launch(pool, Ws[i], X, M, Y);
-        check_result c = check(Ws[i], X, M, Y);
-        checked += c.rows;
-        worst = fmax(worst, c.worst_ratio);
-        if (!c.ok)
-            *all_ok = 0;
-    }
-    json_t *j = json_object();
-    json_object_set_new(j, "device", json_string("cpu"));
-    json_object_set_new(j, "kernel", json_string(kern_path_name(kern_path())));
-    json_object_set_new(j, "mode", json_string(mode_name(o.mode)));
-    json_object_set_new(j, "tensors", json_integer((json_int_t)nw));
-    json_object_set_new(j, "M", json_integer(M));
-    json_object_set_new(j, "threads", json_integer(kern_pool_threads(pool)));
-    json_object_set_new(j, "reps", json_integer(reps));
-    json_object_set_new(j, "ms", json_real(ms));
-    json_object_set_new(j, "ms_min", json_real(mn));
-    json_object_set_new(j, "weight_bytes", json_integer((json_int_t)bytes));
-    json_object_set_new(j, "GBps", json_real(bytes / (ms * 1e-3) / 1e9));
-    if (o.probe_mb > 0) {
-        json_object_set_new(j, "dram_read_GBps", json_real(probe_gbs));
-        json_object_set_new(j, "fraction_of_dram", json_real(ratio));
-        json_object_set_new(j, "probe_MB", json_integer(probe_mem ? (json_int_t)(probe_len >> 20) : o.probe_mb));
-        json_object_set_new(j, "probe_memory", json_string(probe_mem ? "container" : "buffer"));
-    }
-    json_object_set_new(j, "checked_rows", json_integer(checked));
-    json_object_set_new(j, "err_vs_bound", json_real(worst));
-    json_object_set_new(j, "within_bound", json_boolean(*all_ok));
+    kern_bench_opts bo = bench_opts();
+    bo.probe_mem = probe_mem, bo.probe_len = probe_len;
+    ogk_error e;
+    int code;
+    json_t *j = kern_bench_pass(pool, &bo, Ws, nw, (int)o.rows, &rng, all_ok, &e, &code);
+    if (!j)
+        ogk_die(code, "%s", e.msg);
     int rc = ogk_json_print(stdout, j) < 0 ? OGK_EXIT_INPUT : 0;
     json_decref(j);
-    free(X), free(Y);
     return rc;
 }
 
 static int parse_scale_dtype(const char *s)
 {
     if (!strcmp(s, "f32"))
-        return Q4NX_F32;
+        return OGK_F32;
     if (!strcmp(s, "f16"))
-        return Q4NX_F16;
+        return OGK_F16;
     if (!strcmp(s, "bf16"))
-        return Q4NX_BF16;
+        return OGK_BF16;
     ogk_die(OGK_EXIT_USAGE, "--scale-dtype %s: expected f32, f16 or bf16", s);
 }
 
@@ -589,19 +285,15 @@ int main(int argc, char **argv)
         case O_ASYM: o.asym = 1; break;
         case O_SDT: o.sdt = parse_scale_dtype(optarg); break;
         case O_LAYOUT:
-            if ((o.layout = q4nx_layout_parse(optarg)) < 0)
+            if ((o.layout = ogk_layout_parse(optarg)) < 0)
                 ogk_die(OGK_EXIT_USAGE, "--layout %s: expected b8 or rm", optarg);
             break;
         case 'm': o.model = optarg; break;
         case O_TENSOR: o.tensor = optarg; break;
         case O_ROWS: o.rows = ogk_parse_long("--rows", optarg, 1, 1 << 20); break;
         case O_MODE:
-            if (!strcmp(optarg, "f32"))
-                o.mode = KERN_F32;
-            else if (!strcmp(optarg, "i8"))
-                o.mode = KERN_I8;
-            else
-                ogk_die(OGK_EXIT_USAGE, "--mode %s: expected f32 or i8", optarg);
+            if ((o.mode = kern_mode_parse(optarg)) < 0)
+                ogk_die(OGK_EXIT_USAGE, "--mode: '%s' is not f32 or i8", optarg);
             break;
         case O_DEVICE:
             if (!strcmp(optarg, "npu"))
@@ -611,9 +303,7 @@ int main(int argc, char **argv)
             break;
         case 't': o.threads = ogk_parse_long("--threads", optarg, 1, 1024); break;
         case O_KERNEL:
-            o.kernel = !strcmp(optarg, "ref") ? KERN_PATH_REF : !strcmp(optarg, "avx2") ? KERN_PATH_AVX2
-                       : !strcmp(optarg, "avx512") ? KERN_PATH_AVX512 : -2;
-            if (o.kernel == -2)
+            if ((o.kernel = kern_isa_find(optarg)) < 0)
                 ogk_die(OGK_EXIT_USAGE, "--kernel %s: expected ref, avx2 or avx512", optarg);
             break;
         case O_REPS: o.reps = ogk_parse_long("--reps", optarg, 1, 100000000); break;
@@ -649,15 +339,13 @@ int main(int argc, char **argv)
         ogk_die(OGK_EXIT_USAGE, "--dump-source works with --shape");
     if (o.time_budget <= 0)
         ogk_die(OGK_EXIT_USAGE, "--time: must be > 0");
-    rng_state = 0x9E3779B97F4A7C15ull ^ ((uint64_t)o.seed * 0xD1B54A32D192ED03ull);
-    if (!rng_state)
-        rng_state = 1;
+    rng = kern_synth_rng(o.seed);
 
     ogk_error e;
-    if (kern_path_init(&e) < 0)
-        ogk_die(OGK_EXIT_USAGE, "%s", e.msg);
-    if (o.kernel >= 0 && kern_path_set(o.kernel) < 0)
-        ogk_die(OGK_EXIT_INIT, "--kernel %s: this CPU lacks the instructions it needs", kern_path_name(o.kernel));
+    if (kern_isa_init(&e) < 0) /* a bad OGAKIT_KERNEL: the same refusal in every program */
+        ogk_die(OGK_EXIT_INIT, "%s", e.msg);
+    if (o.kernel >= 0 && kern_isa_set(o.kernel) < 0)
+        ogk_die(OGK_EXIT_INIT, "--kernel %s: this CPU lacks the instructions it needs", kern_isa_row(o.kernel)->name);
 
     if (o.device_npu && !o.list) {
         npu_ctx *ctx = npu_open(NULL, &e);
@@ -680,22 +368,22 @@ int main(int argc, char **argv)
             ogk_die(OGK_EXIT_USAGE, "--shape %s: expected N,K (positive integers)", shape);
         if ((o.block & (o.block - 1)) || o.block > 4096)
             ogk_die(OGK_EXIT_USAGE, "--block %ld: must be a power of two from 16 to 4096", o.block);
-        const char *why = q4nx_q4_layout_refusal(o.layout, (uint32_t)n, (uint32_t)k, (uint32_t)o.block);
+        const char *why = ogk_q4_layout_refusal(o.layout, (uint32_t)n, (uint32_t)k, (uint32_t)o.block);
         if (why)
             ogk_die(OGK_EXIT_USAGE, "--shape %s --block %ld --layout %s: %s", shape, o.block,
-                    q4nx_layout_name(o.layout), why);
-        synth s;
-        synth_make(&s, (uint32_t)n, (uint32_t)k, (uint32_t)o.block, o.sdt, o.asym, o.layout, o.dump != NULL);
+                    ogk_layout_name(o.layout), why);
+        kern_synth s;
+        synth_make(&s, (uint32_t)n, (uint32_t)k, o.dump != NULL);
         if (o.dump)
             dump_source(&s, o.dump);
         json_t *j = run_one(pool, &s.t, (int)o.rows, &all_ok);
         json_object_set_new(j, "seed", json_integer(o.seed));
         rc = ogk_json_print(stdout, j) < 0 ? OGK_EXIT_INPUT : 0;
         json_decref(j);
-        synth_free(&s);
+        kern_synth_free(&s);
     } else if (o.pass && o.shapes) {
         /* SPEC: NxK*COUNT,... (each tensor its own memory, so nothing stays in cache between launches) */
-        synth *ss = NULL;
+        kern_synth *ss = NULL;
         size_t ns = 0;
         char *spec = strdup(o.shapes), *save = NULL;
         for (char *tok = strtok_r(spec, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
@@ -707,16 +395,16 @@ int main(int argc, char **argv)
                 ogk_die(OGK_EXIT_USAGE, "--shapes: '%s': expected NxK or NxK*COUNT", tok);
             for (long i = 0; i < cnt; i++) {
                 ss = realloc(ss, (ns + 1) * sizeof *ss);
-                synth_make(&ss[ns++], (uint32_t)n, (uint32_t)k, (uint32_t)o.block, o.sdt, o.asym, o.layout, 0);
+                synth_make(&ss[ns++], (uint32_t)n, (uint32_t)k, 0);
             }
         }
         free(spec);
-        const q4nx_tensor **Ws = malloc(ns * sizeof *Ws);
+        const ogk_qtensor **Ws = malloc(ns * sizeof *Ws);
         for (size_t i = 0; i < ns; i++)
             Ws[i] = &ss[i].t;
         rc = model_pass(pool, Ws, ns, &all_ok);
         for (size_t i = 0; i < ns; i++)
-            synth_free(&ss[i]);
+            kern_synth_free(&ss[i]);
         free(ss), free(Ws);
     } else {
         int code = OGK_EXIT_INPUT;
@@ -728,10 +416,10 @@ int main(int argc, char **argv)
             rc = sweep(pool, f, &all_ok);
         } else if (o.pass) {
             size_t nt = q4nx_tensor_count(f), nw = 0;
-            const q4nx_tensor **Ws = malloc((nt + 1) * sizeof *Ws);
+            const ogk_qtensor **Ws = malloc((nt + 1) * sizeof *Ws);
             for (size_t i = 0; i < nt; i++) {
-                const q4nx_tensor *t = q4nx_tensor_at(f, i);
-                if (t->dtype == Q4NX_Q4 && strcmp(role_class(t->role), "embed"))
+                const ogk_qtensor *t = q4nx_tensor_at(f, i);
+                if (t->dtype == OGK_Q4 && strcmp(role_class(t->role), "embed"))
                     Ws[nw++] = t;
             }
             if (!nw)
@@ -739,17 +427,17 @@ int main(int argc, char **argv)
             rc = model_pass(pool, Ws, nw, &all_ok);
             free(Ws);
         } else {
-            const q4nx_tensor *t = q4nx_find(f, o.tensor);
+            const ogk_qtensor *t = q4nx_find(f, o.tensor);
             for (size_t i = 0; !t && i < q4nx_tensor_count(f); i++) {
-                const q4nx_tensor *u = q4nx_tensor_at(f, i);
+                const ogk_qtensor *u = q4nx_tensor_at(f, i);
                 if (u->name && !strcmp(u->name, o.tensor))
                     t = u;
             }
             if (!t)
                 ogk_die(OGK_EXIT_INPUT, "%s: no tensor with role or name '%s'", o.model, o.tensor);
-            if (t->dtype != Q4NX_Q4)
+            if (t->dtype != OGK_Q4)
                 ogk_die(OGK_EXIT_INPUT, "%s: tensor %s is %s, not 4-bit quantised", o.model, o.tensor,
-                        q4nx_dtype_name(t->dtype));
+                        ogk_dtype_name(t->dtype));
             json_t *j = run_one(pool, t, (int)o.rows, &all_ok);
             rc = ogk_json_print(stdout, j) < 0 ? OGK_EXIT_INPUT : 0;
             json_decref(j);

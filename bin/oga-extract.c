@@ -46,14 +46,14 @@ static json_t *shape_json(const pack_tensor *t)
 static int write_tensor(ogax_writer *w, const pack_tensor *t, ogk_error *e)
 {
     json_t *h = json_pack("{s:s,s:s,s:s,s:s,s:o}", "type", "tensor", "name", t->name, "role", t->role, "dtype",
-                          ogax_dtype_name(t->dtype), "shape", shape_json(t));
+                          ogk_dtype_name(t->dtype), "shape", shape_json(t));
     json_t *parts = json_array();
     struct iovec iov[3];
     int n = 0;
-    if (t->dtype == Q4NX_Q4) {
+    if (t->dtype == OGK_Q4) {
         json_object_set_new(h, "quant",
                             json_pack("{s:i,s:i,s:i,s:s,s:s,s:s}", "bits", 4, "block_size", (int)t->block, "k_blocks",
-                                      (int)t->k_blocks, "scale_dtype", ogax_dtype_name(t->scale_dtype), "zero_points",
+                                      (int)t->k_blocks, "scale_dtype", ogk_dtype_name(t->scale_dtype), "zero_points",
                                       t->has_zp ? "u4" : "none", "source_op", t->source_op));
         uint64_t off = 0;
         json_array_append_new(parts, crc_part("codes", off, t->codes, t->codes_size));

@@ -54,7 +54,7 @@ int main(int argc, char **argv)
 {
     ogk_prog_set(argv[0]);
     const char *out_path = NULL;
-    int layout = Q4NX_B8, verbose = 0;
+    int layout = OGK_B8, verbose = 0;
     static const struct option opts[] = {{"layout", required_argument, 0, 'l'}, {"output", required_argument, 0, 'o'},
                                          {"help", no_argument, 0, 'h'},         {"version", no_argument, 0, 'V'},
                                          {"verbose", no_argument, 0, 'v'},      {0, 0, 0, 0}};
@@ -62,7 +62,7 @@ int main(int argc, char **argv)
     while ((c = getopt_long(argc, argv, "l:o:hvV", opts, NULL)) != -1) {
         switch (c) {
         case 'l':
-            layout = q4nx_layout_parse(optarg);
+            layout = ogk_layout_parse(optarg);
             if (layout < 0)
                 ogk_die(OGK_EXIT_USAGE, "-l: unknown layout \"%s\" (rm or b8)", optarg);
             break;
@@ -148,7 +148,7 @@ int main(int argc, char **argv)
                 ogk_fail(&e, "tensor %s: role %s is not a role of a %" JSON_INTEGER_FORMAT "-layer model", t.name, t.role,
                          json_integer_value(nl));
                 rc = OGK_EXIT_INPUT;
-            } else if (t.dtype == Q4NX_Q4) {
+            } else if (t.dtype == OGK_Q4) {
                 if (part_crc_ok("codes", t.name, p, &t.codes, &e) || part_crc_ok("scales", t.name, p, &t.scales, &e) ||
                     (t.has_zp && part_crc_ok("zeros", t.name, p, &t.zeros, &e)) ||
                     q4nx_writer_q4(w, t.name, t.role, t.n, t.k, t.block, t.scale_dtype, p + t.codes.offset,

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "pack/pack.h"
+#include "kern/kern.h"
 #include "q4nx/q4nx.h"
 #include "verify/verify.h"
 #include "util/util.h"
@@ -23,7 +24,8 @@ static void usage(FILE *to)
           "  --sample N     compare N rows per tensor, spread evenly, first and last included\n"
           "  --against B    require that container B dequantises identically (rm vs b8)\n"
           "  -h, --help     this help;  -V, --version\n"
-          "Exit: 0 all checks passed, 1 a check failed, 2 usage, 3 not a container / truncated / pack refused.\n",
+          "Exit: 0 all checks passed, 1 a check failed, 2 usage, 3 not a container / truncated / pack refused,\n"
+          "      4 OGAKIT_KERNEL unknown or unsupported.\n",
           to);
 }
 
@@ -71,6 +73,9 @@ int main(int argc, char **argv)
         ogk_die(OGK_EXIT_USAGE, "--all / --sample need --pack DIR");
     if (all)
         sample = 0;
+    ogk_error ke;
+    if (kern_isa_init(&ke) < 0) /* a bad OGAKIT_KERNEL: the same refusal in every program */
+        ogk_die(OGK_EXIT_INIT, "%s", ke.msg);
     const char *path = argv[optind];
     verify_begin();
     q4nx_file *f = open_or_die(path), *g = against ? open_or_die(against) : NULL;

@@ -92,7 +92,7 @@ static struct {
     /* record */
     const char *url, *tokenizer, *prompts, *out;
     int tokens, twice;
-} o = {.n = 128, .k = 4, .mode = MODEL_F32, .timeout = 120, .tokens = 64};
+} o = {.n = 128, .k = 4, .mode = KERN_F32, .timeout = 120, .tokens = 64};
 
 /* ---- shared: the model from the common options, a state, the live prompt ---- */
 static model *open_model(const char *path)
@@ -248,7 +248,7 @@ static int live(void)
     double measured = spec_tok > 0 ? t_tok / spec_tok : 0;
 
     json_t *j = json_pack("{s:s,s:s,s:s,s:i,s:i,s:i,s:i}", "target", o.target, "draft", o.draft, "mode",
-                          o.mode == MODEL_I8 ? "i8" : "f32", "threads", kern_pool_threads(ts->pool), "k", o.k,
+                          kern_mode_name(o.mode), "threads", kern_pool_threads(ts->pool), "k", o.k,
                           "prompt_tokens", np, "new_tokens", st.new_tokens);
     json_object_set_new(j, "rounds", json_integer(st.rounds));
     json_object_set_new(j, "drafted", json_integer(st.drafted));
@@ -280,7 +280,7 @@ static int live(void)
         rc = ogk_json_print(stdout, j) < 0 ? OGK_EXIT_INPUT : 0;
     } else {
         printf("target %s, drafter %s, k %d, %s, %d threads; prompt %d tokens, %d generated\n", o.target, o.draft,
-               o.k, o.mode == MODEL_I8 ? "i8" : "f32", kern_pool_threads(ts->pool), np, st.new_tokens);
+               o.k, kern_mode_name(o.mode), kern_pool_threads(ts->pool), np, st.new_tokens);
         printf("acceptance     %d of %d drafts (%.1f %%), %.3f tokens per round over %d rounds\n", st.accepted,
                st.drafted, 100 * alpha, tpr, st.rounds);
         printf("costs          target %.3f ms/token, drafter %.3f ms/token (c = %.3f), verify %.3f ms/round (%.2f "
@@ -464,7 +464,7 @@ static json_t *record_once(rec_peer *rp, json_t *ps, json_t *target, json_t *tok
     ogk_error e;
     json_t *set = json_pack("{s:i,s:b,s:b}", "tokens", o.tokens, "ignore_eos", o.ignore_eos, "greedy", 1);
     if (rp->T)
-        json_object_set_new(set, "mode", json_string(o.mode == MODEL_I8 ? "i8" : "f32")),
+        json_object_set_new(set, "mode", json_string(o.mode == KERN_I8 ? "i8" : "f32")),
             json_object_set_new(set, "threads", json_integer(kern_pool_threads(rp->ts->pool)));
     json_incref(target);
     if (tokenizer)
@@ -535,7 +535,7 @@ static int record_main(int argc, char **argv)
         case R_MODE:
             if (strcmp(optarg, "f32") && strcmp(optarg, "i8"))
                 ogk_die(OGK_EXIT_USAGE, "--mode: '%s' is not f32 or i8", optarg);
-            o.mode = strcmp(optarg, "i8") ? MODEL_F32 : MODEL_I8;
+            o.mode = strcmp(optarg, "i8") ? KERN_F32 : KERN_I8;
             break;
         case R_NO_MMAP: o.no_mmap = 1; break;
         case R_TIMEOUT: o.timeout = ogk_parse_double("--timeout", optarg); break;
@@ -564,7 +564,7 @@ static int record_main(int argc, char **argv)
     char hash[16];
     int vocab = 0;
     if (o.target) {
-        if (kern_path_init(&e))
+        if (kern_isa_init(&e))
             ogk_die(OGK_EXIT_INIT, "%s", e.msg);
         rp.T = open_model(o.target);
         vocab = rp.T->c.vocab_size;
@@ -734,7 +734,7 @@ static int replay(void)
     spec_model_drafter md = {0};
     spec_http *h = NULL;
     spec_drafter drafter;
-    if (kern_path_init(&e))
+    if (kern_isa_init(&e))
         ogk_die(OGK_EXIT_INIT, "%s", e.msg);
     if (o.draft) {
         D = open_model(o.draft);
@@ -972,9 +972,9 @@ int main(int argc, char **argv)
         case 'c': o.context = (int)ogk_parse_long("-c", optarg, 2, 1 << 24); break;
         case O_MODE:
             if (!strcmp(optarg, "f32"))
-                o.mode = MODEL_F32;
+                o.mode = KERN_F32;
             else if (!strcmp(optarg, "i8"))
-                o.mode = MODEL_I8;
+                o.mode = KERN_I8;
             else
                 ogk_die(OGK_EXIT_USAGE, "--mode: '%s' is not f32 or i8", optarg);
             break;

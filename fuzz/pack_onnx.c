@@ -61,17 +61,17 @@ static void check_tensor(const pack_tensor *t)
 {
     FUZZ_CHECK(t->name && t->role);
     FUZZ_CHECK(t->ndim >= 1 && t->ndim <= 4);
-    if (t->dtype == Q4NX_Q4) {
+    if (t->dtype == OGK_Q4) {
         FUZZ_CHECK(t->n && t->k && t->block && t->k_blocks == (t->k + t->block - 1) / t->block);
         FUZZ_CHECK(t->codes_size == (uint64_t)t->n * t->k_blocks * t->block / 2);
-        FUZZ_CHECK(t->scales_size == (uint64_t)t->n * t->k_blocks * q4nx_dtype_size(t->scale_dtype));
+        FUZZ_CHECK(t->scales_size == (uint64_t)t->n * t->k_blocks * ogk_dtype_size(t->scale_dtype));
         FUZZ_CHECK(!t->has_zp || t->zeros_size == (uint64_t)t->n * ((t->k_blocks + 1) / 2));
         fuzz_touch(t->codes, t->codes_size);
         fuzz_touch(t->scales, t->scales_size);
         if (t->has_zp)
             fuzz_touch(t->zeros, t->zeros_size);
     } else {
-        unsigned __int128 count = q4nx_dtype_size(t->dtype);
+        unsigned __int128 count = ogk_dtype_size(t->dtype);
         for (int d = 0; d < t->ndim; d++)
             count *= t->shape[d];
         FUZZ_CHECK(count == t->nbytes);

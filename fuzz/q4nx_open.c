@@ -1,27 +1,29 @@
 /* Fuzz target: the input is a model.q4nx container (q4nx.5). q4nx_open, then every accessor over every
- * tensor and asset, element accessors at the corners, and the dequantisation of a few rows through all
- * three paths (row, rows, rows_ref), which must agree bit for bit. */
+ * tensor and asset, element accessors at the corners, and the dequantisation of a few rows through the
+ * element accessors (ogk_q4_dequant_row) and every row of the ISA table this CPU runs (lib/kern), which
+ * must agree bit for bit. */
 #include "fuzz.h"
+#include "kern/kern.h"
 #include "q4nx/q4nx.h"
 
-static void check_q4(const q4nx_tensor *t)
+static void check_q4(const ogk_qtensor *t)
 {
     FUZZ_CHECK(t->n > 0 && t->k > 0 && t->block > 0 && t->k_blocks > 0);
     FUZZ_CHECK(t->codes && t->scales && (!t->has_zp || t->zeros));
-    size_t cb = q4nx_q4_codes_bytes(t->layout, t->n, t->k, t->block);
-    size_t g = q4nx_q4_groups(t->layout, t->n, t->k, t->block);
+    size_t cb = ogk_q4_codes_bytes(t->layout, t->n, t->k, t->block);
+    size_t g = ogk_q4_groups(t->layout, t->n, t->k, t->block);
     fuzz_touch(t->codes, cb);
-    fuzz_touch(t->scales, g * q4nx_dtype_size(t->scale_dtype));
+    fuzz_touch(t->scales, g * ogk_dtype_size(t->scale_dtype));
     if (t->has_zp)
         fuzz_touch(t->zeros, g);
     uint32_t rows[2] = {0, t->n - 1}, cols[2] = {0, t->k - 1};
     for (int i = 0; i < 2; i++) {
         for (int j = 0; j < 2; j++)
-            fuzz_sink += q4nx_q4_code(t, rows[i], cols[j]);
-        float sc = q4nx_q4_scale(t, rows[i], t->k_blocks - 1);
+            fuzz_sink += ogk_q4_code(t, rows[i], cols[j]);
+        float sc = ogk_q4_scale(t, rows[i], t->k_blocks - 1);
         uint32_t bits;
         memcpy(&bits, &sc, 4);
-        fuzz_sink += bits + q4nx_q4_zero(t, rows[i], 0);
+        fuzz_sink += bits + ogk_q4_zero(t, rows[i], 0);
     }
     if (t->k > (1u << 22))
         return;
@@ -29,13 +31,16 @@ static void check_q4(const q4nx_tensor *t)
     float *a = malloc(sizeof(float) * t->k * nr), *b = malloc(sizeof(float) * t->k * nr),
           *c = malloc(sizeof(float) * t->k);
     FUZZ_CHECK(a && b && c);
-    q4nx_q4_dequant_rows(t, row0, nr, a);
-    q4nx_q4_dequant_rows_ref(t, row0, nr, b);
+    kern_isa_row(KERN_ISA_REF)->dequant(t, row0, nr, a);
     for (uint32_t r = 0; r < nr; r++) {
-        q4nx_q4_dequant_row(t, row0 + r, c);
+        ogk_q4_dequant_row(t, row0 + r, c);
         FUZZ_CHECK(!memcmp(c, a + (size_t)r * t->k, sizeof(float) * t->k));
     }
-    FUZZ_CHECK(!memcmp(a, b, sizeof(float) * t->k * nr));
+    for (int id = 0; id < KERN_ISA_COUNT; id++)
+        if (kern_isa_supported(id)) {
+            kern_isa_row(id)->dequant(t, row0, nr, b);
+            FUZZ_CHECK(!memcmp(a, b, sizeof(float) * t->k * nr));
+        }
     free(a);
     free(b);
     free(c);
@@ -58,7 +63,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     }
     FUZZ_CHECK(code == 0 && q4nx_model(f) && q4nx_source(f) && q4nx_meta(f));
-    FUZZ_CHECK(q4nx_layout(f) == Q4NX_RM || q4nx_layout(f) == Q4NX_B8);
+    FUZZ_CHECK(q4nx_layout(f) == OGK_RM || q4nx_layout(f) == OGK_B8);
     uint64_t fsize = q4nx_file_size(f);
     const uint8_t *base = q4nx_file_bytes(f);
     FUZZ_CHECK(fsize == size);
@@ -69,19 +74,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     FUZZ_CHECK(mb >= base && ml <= fsize && (uint64_t)(mb - base) <= fsize - ml);
     fuzz_touch(mb, ml);
     for (size_t i = 0; i < q4nx_tensor_count(f); i++) {
-        const q4nx_tensor *t = q4nx_tensor_at(f, i);
+        const ogk_qtensor *t = q4nx_tensor_at(f, i);
         FUZZ_CHECK(t && t->name && t->role);
         FUZZ_CHECK(q4nx_find(f, t->role) == t);
         q4nx_extent x;
         q4nx_tensor_extent(f, i, &x);
         FUZZ_CHECK(x.offset <= fsize && x.size <= fsize - x.offset && x.bytes == base + x.offset);
         fuzz_touch(x.bytes, x.size);
-        if (t->dtype == Q4NX_Q4) {
+        if (t->dtype == OGK_Q4) {
             FUZZ_CHECK(t->layout == q4nx_layout(f));
             check_q4(t);
         } else {
-            FUZZ_CHECK(q4nx_dtype_size(t->dtype) > 0 && t->ndim >= 1 && t->ndim <= 4);
-            unsigned __int128 count = q4nx_dtype_size(t->dtype);
+            FUZZ_CHECK(ogk_dtype_size(t->dtype) > 0 && t->ndim >= 1 && t->ndim <= 4);
+            unsigned __int128 count = ogk_dtype_size(t->dtype);
             for (int d = 0; d < t->ndim; d++)
                 count *= t->shape[d];
             FUZZ_CHECK(count == t->nbytes);

@@ -181,7 +181,7 @@ const char *app_chat_template(const tok *t, const char *family, const char *cont
 model *app_model_open(const app_model_opts *o, ogk_error *e, int *code)
 {
     *code = OGK_EXIT_INIT;
-    if (kern_path_init(e))
+    if (kern_isa_init(e))
         return NULL;
     model *m = model_open_flags(o->model, o->no_mmap ? Q4NX_OPEN_LOAD : 0, e, code);
     if (m && o->verify && q4nx_verify_weights(m->file, o->model, e)) {

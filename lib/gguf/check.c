@@ -1,5 +1,5 @@
 /* The exactness check of a GGUF against its container: every converted tensor's every value, the
- * container side dequantised by lib/q4nx (q4nx_q4_dequant_row, the MatMulNBits formula), the GGUF side
+ * container side dequantised by lib/q4nx (ogk_q4_dequant_row, the MatMulNBits formula), the GGUF side
  * by reader.c's block decoders; the plan only says which rows pair up. Then the controls: the same
  * comparison with a deliberate decoding mistake must find mismatches, or the check proved nothing. */
 #define _GNU_SOURCE
@@ -26,9 +26,9 @@ static int compare(const gguf_plan *p, const gguf_tensor *g, int control, int st
     }
     for (uint32_t r = 0; r < p->nrows; r++) {
         uint32_t sr;
-        const q4nx_tensor *src = gguf_plan_row(p, r, &sr);
+        const ogk_qtensor *src = gguf_plan_row(p, r, &sr);
         if (p->kind == GPLAN_Q)
-            q4nx_q4_dequant_row(src, sr, a);
+            ogk_q4_dequant_row(src, sr, a);
         else
             gguf_plain_row(src, sr, p->k, a);
         if (gguf_dequant_row(g, r, b, control)) {

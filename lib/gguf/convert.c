@@ -21,9 +21,9 @@ typedef struct {
     ogk_error *e;
 } planner;
 
-static const q4nx_tensor *take(planner *pl, const char *role)
+static const ogk_qtensor *take(planner *pl, const char *role)
 {
-    const q4nx_tensor *t = q4nx_find(pl->f, role);
+    const ogk_qtensor *t = q4nx_find(pl->f, role);
     if (t)
         pl->used[pl->nused++] = t->role;
     return t;
@@ -47,23 +47,23 @@ static gguf_plan *add(planner *pl, const char *name, int kind)
     return p;
 }
 
-static int is_float(int dtype) { return dtype == Q4NX_F32 || dtype == Q4NX_F16 || dtype == Q4NX_BF16; }
+static int is_float(int dtype) { return dtype == OGK_F32 || dtype == OGK_F16 || dtype == OGK_BF16; }
 
-static uint64_t plain_count(const q4nx_tensor *t)
+static uint64_t plain_count(const ogk_qtensor *t)
 {
-    size_t es = q4nx_dtype_size(t->dtype);
+    size_t es = ogk_dtype_size(t->dtype);
     return es ? t->nbytes / es : 0;
 }
 
 /* a float vector of exactly n elements, as F32 */
 static int vec(planner *pl, const char *name, const char *role, uint64_t n, int required)
 {
-    const q4nx_tensor *t = take(pl, role);
+    const ogk_qtensor *t = take(pl, role);
     if (!t)
         return required ? ogk_fail(pl->e, "tensor %s: missing (needed for %s)", role, name) : 0;
     if (!is_float(t->dtype) || plain_count(t) != n)
         return ogk_fail(pl->e, "tensor %s: %s with %llu elements, want a float vector of %llu", role,
-                        q4nx_dtype_name(t->dtype), (unsigned long long)plain_count(t), (unsigned long long)n);
+                        ogk_dtype_name(t->dtype), (unsigned long long)plain_count(t), (unsigned long long)n);
     gguf_plan *p = add(pl, name, GPLAN_PLAIN);
     if (!p)
         return -1;
@@ -83,12 +83,12 @@ static int quant(planner *pl, const char *name, int nseg, const char *const *rol
         return -1;
     p->ndim = 2, p->k = k;
     for (int i = 0; i < nseg; i++) {
-        const q4nx_tensor *t = q4nx_find(pl->f, roles[i]);
+        const ogk_qtensor *t = q4nx_find(pl->f, roles[i]);
         if (!t)
             return ogk_fail(pl->e, "tensor %s: missing (needed for %s)", roles[i], name);
-        if (t->dtype != Q4NX_Q4 || t->k != k || t->n < rows[i])
+        if (t->dtype != OGK_Q4 || t->k != k || t->n < rows[i])
             return ogk_fail(pl->e, "tensor %s: %s [%u, %u], want quantised rows of %u", roles[i],
-                            q4nx_dtype_name(t->dtype), t->n, t->k, k);
+                            ogk_dtype_name(t->dtype), t->n, t->k, k);
         int again = 0;
         for (size_t u = 0; u < pl->nused; u++)
             again |= !strcmp(pl->used[u], t->role);
@@ -211,20 +211,20 @@ static int build_plan(planner *pl, const dims *d)
         if (one(pl, "token_embd.weight", "lm_head", d->vocab, d->dim, 0))
             return -1;
     } else {
-        const q4nx_tensor *t = q4nx_find(f, "embed");
+        const ogk_qtensor *t = q4nx_find(f, "embed");
         if (!t)
             return ogk_fail(e, "tensor embed: missing (the model is not tied)");
-        if (t->dtype == Q4NX_Q4) {
+        if (t->dtype == OGK_Q4) {
             if (one(pl, "token_embd.weight", "embed", d->vocab, d->dim, 0))
                 return -1;
         } else {
             take(pl, "embed");
             if (!is_float(t->dtype) || t->ndim != 2 || t->shape[0] != d->vocab || t->shape[1] != d->dim)
-                return ogk_fail(e, "tensor embed: %s, want float [%u, %u]", q4nx_dtype_name(t->dtype), d->vocab, d->dim);
+                return ogk_fail(e, "tensor embed: %s, want float [%u, %u]", ogk_dtype_name(t->dtype), d->vocab, d->dim);
             gguf_plan *p = add(pl, "token_embd.weight", GPLAN_PLAIN);
             if (!p)
                 return -1;
-            p->type = t->dtype == Q4NX_F16 ? GGML_F16 : GGML_F32; /* f16 stays f16 (exact); bf16 widens */
+            p->type = t->dtype == OGK_F16 ? GGML_F16 : GGML_F32; /* f16 stays f16 (exact); bf16 widens */
             p->ndim = 2, p->nrows = d->vocab, p->k = d->dim;
             p->seg[0] = (gguf_seg){t, 0, d->vocab, 0};
             p->nseg = 1;
@@ -328,7 +328,7 @@ gguf_plan *gguf_make_plan(const q4nx_file *f, size_t *n, const char **arch, ogk_
     return pl.p;
 }
 
-const q4nx_tensor *gguf_plan_row(const gguf_plan *p, uint32_t r, uint32_t *src)
+const ogk_qtensor *gguf_plan_row(const gguf_plan *p, uint32_t r, uint32_t *src)
 {
     for (int i = 0; i < p->nseg; i++) {
         const gguf_seg *s = &p->seg[i];
@@ -348,18 +348,18 @@ const q4nx_tensor *gguf_plan_row(const gguf_plan *p, uint32_t r, uint32_t *src)
     return NULL;
 }
 
-void gguf_plain_row(const q4nx_tensor *t, uint32_t row, uint32_t k, float *out)
+void gguf_plain_row(const ogk_qtensor *t, uint32_t row, uint32_t k, float *out)
 {
     const uint8_t *b = t->data;
-    size_t es = q4nx_dtype_size(t->dtype);
+    size_t es = ogk_dtype_size(t->dtype);
     b += (uint64_t)row * k * es;
     for (uint32_t i = 0; i < k; i++) {
-        if (t->dtype == Q4NX_F32) {
+        if (t->dtype == OGK_F32) {
             memcpy(&out[i], b + 4 * (size_t)i, 4);
         } else {
             uint16_t h;
             memcpy(&h, b + 2 * (size_t)i, 2);
-            out[i] = t->dtype == Q4NX_F16 ? ogk_f16_to_f32(h) : ogk_bf16_to_f32(h);
+            out[i] = t->dtype == OGK_F16 ? ogk_f16_to_f32(h) : ogk_bf16_to_f32(h);
         }
     }
 }
@@ -379,14 +379,14 @@ typedef struct {
     int z, lo, hi;
 } block32;
 
-static void get_block(const q4nx_tensor *t, uint32_t row, uint32_t k0, block32 *b)
+static void get_block(const ogk_qtensor *t, uint32_t row, uint32_t k0, block32 *b)
 {
     uint32_t g = k0 / t->block;
-    b->s = q4nx_q4_scale(t, row, g);
-    b->z = q4nx_q4_zero(t, row, g);
+    b->s = ogk_q4_scale(t, row, g);
+    b->z = ogk_q4_zero(t, row, g);
     b->lo = 15, b->hi = 0;
     for (int i = 0; i < 32; i++) {
-        b->q[i] = q4nx_q4_code(t, row, k0 + (uint32_t)i);
+        b->q[i] = ogk_q4_code(t, row, k0 + (uint32_t)i);
         if (b->q[i] < b->lo)
             b->lo = b->q[i];
         if (b->q[i] > b->hi)
@@ -424,7 +424,7 @@ static void scan(const gguf_plan *p, fit *ft)
     ft->bad_row = UINT32_MAX;
     for (uint32_t r = 0; r < p->nrows; r++) {
         uint32_t sr;
-        const q4nx_tensor *t = gguf_plan_row(p, r, &sr);
+        const ogk_qtensor *t = gguf_plan_row(p, r, &sr);
         for (uint32_t k0 = 0; k0 < p->k; k0 += 32) {
             block32 b;
             get_block(t, sr, k0, &b);
@@ -456,10 +456,10 @@ static int fill_quant(void *ctx, uint8_t *dst, uint64_t n, ogk_error *e)
         return ogk_fail(e, "out of memory");
     for (uint32_t r = 0; r < p->nrows; r++) {
         uint32_t sr;
-        const q4nx_tensor *t = gguf_plan_row(p, r, &sr);
+        const ogk_qtensor *t = gguf_plan_row(p, r, &sr);
         uint8_t *o = dst + (uint64_t)r * rb;
         if (ref)
-            q4nx_q4_dequant_row(t, sr, ref);
+            ogk_q4_dequant_row(t, sr, ref);
         if (p->type == GGML_F32) { /* widened: the container's own values */
             memcpy(o, ref, (size_t)p->k * 4);
             continue;
@@ -525,8 +525,8 @@ static int fill_plain(void *ctx, uint8_t *dst, uint64_t n, ogk_error *e)
     uint64_t rb = gguf_row_bytes(p->type, p->k);
     if (rb * p->nrows != n)
         return ogk_fail(e, "tensor %s: size mismatch", p->name);
-    const q4nx_tensor *t = p->seg[0].t;
-    if (p->type == GGML_F16 && t->dtype == Q4NX_F16) { /* bytes as they are */
+    const ogk_qtensor *t = p->seg[0].t;
+    if (p->type == GGML_F16 && t->dtype == OGK_F16) { /* bytes as they are */
         memcpy(dst, t->data, n);
         return 0;
     }
@@ -633,7 +633,7 @@ int gguf_from_q4nx(const q4nx_file *f, const gguf_convert_opts *o, int fd, json_
                 goto out;
             } else {
                 uint32_t sr;
-                const q4nx_tensor *t = gguf_plan_row(p, ft.bad_row, &sr);
+                const ogk_qtensor *t = gguf_plan_row(p, ft.bad_row, &sr);
                 ogk_fail(e, "tensor %s (%s): row %u group %u: scale %.9g with zero point %d is not exact in Q4_0 or "
                          "Q4_1 (fp16 d and m); --widen writes such tensors exactly as Q8_0/F32, --allow-lossy "
                          "rounds them", t->role, p->name, sr, ft.bad_col / t->block, (double)ft.bad_s, ft.bad_z);

@@ -9,7 +9,7 @@
 /* A run of rows of one container tensor. perm_hd > 0: rows are permuted within heads of perm_hd rows
  * from the rotate-halves RoPE order (pair i, i + hd/2) to llama.cpp's adjacent-pairs order (2i, 2i+1). */
 typedef struct {
-    const q4nx_tensor *t;
+    const ogk_qtensor *t;
     uint32_t row0, nrows;
     uint32_t perm_hd;
 } gguf_seg;
@@ -35,8 +35,8 @@ typedef struct {
  * not a model this can convert). */
 gguf_plan *gguf_make_plan(const q4nx_file *f, size_t *n, const char **arch, ogk_error *e, int *code);
 /* The container tensor and source row of output row r. */
-const q4nx_tensor *gguf_plan_row(const gguf_plan *p, uint32_t r, uint32_t *src_row);
+const ogk_qtensor *gguf_plan_row(const gguf_plan *p, uint32_t r, uint32_t *src_row);
 /* The container's values of one source row of a plain tensor, as floats (k of them). */
-void gguf_plain_row(const q4nx_tensor *t, uint32_t row, uint32_t k, float *out);
+void gguf_plain_row(const ogk_qtensor *t, uint32_t row, uint32_t k, float *out);
 
 #endif

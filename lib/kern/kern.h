@@ -1,8 +1,10 @@
-/* lib/kern — compute kernels: Y = X · Wᵀ for a quantised Q4NX tensor W, and the thread pool the
- * model uses for everything else it parallelises. Owns the kernel paths (scalar reference, AVX2,
- * AVX-512 VNNI), their selection and the pool; must not know about containers, models or devices.
+/* lib/kern — compute kernels: Y = X · Wᵀ for a 4-bit quantised tensor W (rm or b8 layout), the other
+ * per-ISA operations the model needs (attention, SwiGLU, dequantisation), the thread pool the model
+ * uses for everything else it parallelises, and the GEMM harness npu-gemm drives. Owns the ISA table
+ * (scalar reference, AVX2, AVX-512 VNNI), its selection and the pool; must not know about containers,
+ * models or devices (tensors come as lib/util/tensor.h views).
  *
- * Shapes and memory: W is a q4nx_tensor (Q4NX_Q4, layout b8 or rm, N rows x K columns). X is M x K
+ * Shapes and memory: W is an ogk_qtensor (OGK_Q4, layout b8 or rm, N rows x K columns). X is M x K
  * fp32, row-major with row stride K; Y is M x N fp32, row-major with row stride N. Y is overwritten.
  * Any M >= 1 works: M = 1 is decode (GEMV), 2..16 a verify batch, larger M (prefill) is worked in
  * chunks of KERN_CHUNK_M rows so scratch stays small. The fast paths allocate nothing per call:
@@ -37,11 +39,17 @@
  * Columns K..kb·B of the last group are multiplied by zero (the layouts keep whatever codes the
  * source had there).
  *
- * Paths: "ref" (scalar, both layouts, the definition), "avx2" and "avx512" (AVX-512 F/BW/VL/VNNI).
- * The best supported path is picked once (first call) from cpuid; OGAKIT_KERNEL=ref|avx2|avx512
- * forces one (an unsupported or unknown name is an error reported by kern_path_init). The b8 layout
- * is the fast one; rm is moved one 32-row band at a time into b8 order in per-thread scratch (with
- * AVX-512 VBMI byte shuffles when present) and then multiplied by the same micro-kernels.
+ * The ISA table (isa.c, in the spirit of ggml's type traits): one static const row of function
+ * pointers per instruction set ("ref" scalar, "avx2", "avx512" = AVX-512 F/BW/VL/DQ/VNNI) holding every
+ * per-ISA operation: the b8 GEMM micro-kernels and M = 1 GEMV bodies, int8 activation quantisation,
+ * the rm -> b8 band shuffle, dequantisation, one query row's attention, SwiGLU, the read-probe loop.
+ * The row is chosen once, from cpuid, or forced by OGAKIT_KERNEL=ref|avx2|avx512 (an unknown or
+ * unsupported name is an error of kern_isa_init, which every program turns into the same refusal:
+ * exit 4, OGK_EXIT_INIT). isa.c is the only file that reads cpuid or OGAKIT_KERNEL. Adding an ISA
+ * (AMX) means one new file with its functions and one row in isa.c.
+ * The b8 layout is the fast one; rm is moved one 32-row band at a time into b8 order in per-thread
+ * scratch (with AVX-512 VBMI byte shuffles when the row and the CPU have them) and then multiplied by
+ * the same micro-kernels.
  */
 #ifndef OGK_KERN_H
 #define OGK_KERN_H
@@ -49,11 +57,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "q4nx/q4nx.h"
+#include <jansson.h>
+
+#include "util/tensor.h"
 #include "util/util.h"
 
-enum kern_mode { KERN_F32 = 0, KERN_I8 = 1, KERN_I16 = 2 };
-enum kern_path { KERN_PATH_REF = 0, KERN_PATH_AVX2 = 1, KERN_PATH_AVX512 = 2 };
+/* --mode: activations fp32 (exact) or int8 per block (like MatMulNBits accuracy_level 4) */
+enum kern_mode { KERN_F32 = 0, KERN_I8 = 1, KERN_I16 = 2 }; /* I16: internal (see above), not a --mode */
+int kern_mode_parse(const char *s); /* "f32" / "i8" -> enum kern_mode, -1 otherwise */
+const char *kern_mode_name(int mode);
 #define KERN_CHUNK_M 128
 
 /* ---- thread pool ---- */
@@ -70,29 +82,72 @@ int kern_pool_threads(const kern_pool *p);
 typedef void (*kern_range_fn)(void *arg, size_t begin, size_t end, int worker);
 void kern_pool_for(kern_pool *p, size_t n, size_t grain, kern_range_fn fn, void *arg);
 
-/* ---- kernel path selection ---- */
-/* Choose the path (OGAKIT_KERNEL or cpuid). 0, or -1 with e filled (unknown / unsupported name).
- * Called implicitly by kern_matmul; call it first to report errors nicely. */
-int kern_path_init(ogk_error *e);
-int kern_path(void);                 /* the chosen path (initialises on first use) */
-const char *kern_path_name(int path); /* "ref" / "avx2" / "avx512" */
-int kern_path_supported(int path);    /* 1 if this CPU can run it */
-/* Force a path for the rest of the process (tests, npu-gemm --kernel). 0, or -1 if unsupported. */
-int kern_path_set(int path);
+/* ---- the ISA table (isa.c) ---- */
+enum kern_isa_id { KERN_ISA_REF = 0, KERN_ISA_AVX2 = 1, KERN_ISA_AVX512 = 2, KERN_ISA_COUNT };
+typedef struct kern_job kern_job; /* one M-chunk of a matmul, X prepared (kern_int.h) */
+typedef struct kern_isa {
+    const char *name;  /* "ref", "avx2", "avx512": what OGAKIT_KERNEL and --kernel take */
+    uint32_t needs;    /* CPU features (KERN_CPU_* bits of isa.c) the row requires */
+    /* b8 row blocks [rb0, rb1) of a job: M = 1 (decode, memory-bound) and M > 1 (tiles). NULL on the
+     * ref row, whose matmul is kern_ref_rows. */
+    void (*gemv)(const kern_job *j, uint32_t rb0, uint32_t rb1);
+    void (*gemm)(const kern_job *j, uint32_t rb0, uint32_t rb1);
+    /* int8 quantisation of M rows of K values (kern_quant_row_i8's result, bit for bit) */
+    void (*quant_i8)(const float *x, int M, uint32_t k, uint32_t block, int8_t *q, float *d, int32_t *qs);
+    /* KERN_I16 (16-bit activations as two int8 planes): b8 tiles and the quantisation (kern_quant_row_i16's
+     * result, bit for bit); NULL on rows without the mode (the ref row runs it in kern_ref_rows) */
+    void (*gemm_i16)(const kern_job *j, uint32_t rb0, uint32_t rb1);
+    void (*quant_i16)(const float *x, int M, uint32_t k, uint32_t block, int8_t *q1, int8_t *q2, float *d, int32_t *qs);
+    /* one 32-row rm band into b8 order (codes, scales, zero points); rm_band_needs: extra CPU features
+     * it needs beyond the row's (a CPU without them gets the scalar band shuffle) */
+    void (*rm_band)(const ogk_qtensor *W, uint32_t band, uint8_t *codes, void *scales, uint8_t *zeros);
+    uint32_t rm_band_needs;
+    /* rows [row0, row0 + nrows) of a quantised tensor dequantised into out[nrows][K], in storage order;
+     * bit-identical to ogk_q4_dequant_row on every row */
+    void (*dequant)(const ogk_qtensor *t, uint32_t row0, uint32_t nrows, float *out);
+    /* one query row's causal attention for g query heads that share a KV head: q [g][hd] (output over
+     * it), keys / values [n][hd], att slices of n scores, `as` floats apart; any hd */
+    void (*attend)(float *q, int g, const float *kc, const float *vc, int n, int hd, float scale, float *att,
+                   size_t as);
+    void (*swiglu)(float *g, const float *up, size_t n); /* g[i] = silu(g[i]) * up[i] */
+    uint64_t (*read)(const uint8_t *p, size_t n);          /* XOR of [p, p+n), n % 256 == 0, p 64-aligned */
+} kern_isa;
+
+/* Choose the row once: OGAKIT_KERNEL if set, else the widest row this CPU supports. 0, or -1 with e
+ * filled ("OGAKIT_KERNEL=x: unknown kernel path (ref, avx2, avx512)" / "...: this CPU lacks the
+ * instructions it needs"); programs exit OGK_EXIT_INIT on it. Later calls return the first answer. */
+int kern_isa_init(ogk_error *e);
+/* The chosen row (kern_isa_init on first use; if that failed, the ref row). */
+const kern_isa *kern_isa_current(void);
+/* Row `id` of the table, as this CPU runs it (rm_band resolved); NULL if id is out of range. */
+const kern_isa *kern_isa_row(int id);
+int kern_isa_find(const char *name);  /* id of the row called name, -1 if none */
+int kern_isa_supported(int id);       /* 1 if this CPU can run row id */
+/* Force row id for the rest of the process (tests, npu-gemm --kernel). 0, or -1 if unsupported. */
+int kern_isa_set(int id);
+
+/* CPU facts from the same cpuid reading: the model name (/proc/cpuinfo) and the features the table
+ * knows, in table order; feature i's name (NULL past the end) and whether this CPU has it. */
+const char *kern_cpu_name(void);
+const char *kern_cpu_feature(int i, int *has);
+
+/* Dequantise rows [row0, row0 + nrows) of W into out[nrows][K] with the chosen row (fast verification
+ * of whole models); every row gives the bits of ogk_q4_dequant_row. */
+void kern_dequant_rows(const ogk_qtensor *W, uint32_t row0, uint32_t nrows, float *out);
 
 /* ---- the operation ---- */
-/* Y[M x N] = X[M x K] · Wᵀ on the chosen path. W must be Q4NX_Q4 in layout b8 or rm. p may be NULL
+/* Y[M x N] = X[M x K] · Wᵀ on the chosen row. W must be OGK_Q4 in layout b8 or rm. p may be NULL
  * (single-threaded). Returns 0, or -1 with e filled when W is not something it can multiply. */
-int kern_matmul(kern_pool *p, const q4nx_tensor *W, const float *X, int M, float *Y, int mode, ogk_error *e);
-/* The same on an explicit path (tests and benchmarks compare paths with it). */
-int kern_matmul_path(int path, kern_pool *p, const q4nx_tensor *W, const float *X, int M, float *Y, int mode,
+int kern_matmul(kern_pool *p, const ogk_qtensor *W, const float *X, int M, float *Y, int mode, ogk_error *e);
+/* The same on an explicit row of the table (tests and benchmarks compare rows with it). */
+int kern_matmul_isa(int isa, kern_pool *p, const ogk_qtensor *W, const float *X, int M, float *Y, int mode,
                      ogk_error *e);
 /* The scalar reference for output columns [n0, n1) only (Y still has row stride N; other columns
  * are left alone). Sums in double. Used to check large shapes on a sample of rows. */
-void kern_ref_rows(const q4nx_tensor *W, const float *X, int M, float *Y, int mode, uint32_t n0, uint32_t n1);
+void kern_ref_rows(const ogk_qtensor *W, const float *X, int M, float *Y, int mode, uint32_t n0, uint32_t n1);
 
-/* The bound above for output (row m of X = x, column n): what a path may differ from the reference. */
-double kern_ref_bound(const q4nx_tensor *W, const float *x, uint32_t n, int mode);
+/* The bound above for output (row m of X = x, column n): what a row may differ from the reference. */
+double kern_ref_bound(const ogk_qtensor *W, const float *x, uint32_t n, int mode);
 
 /* DRAM read bandwidth in GB/s (1e9 B/s): every pool thread streams its contiguous share of a
  * `bytes` buffer (make it much larger than the last-level cache) with the widest loads the CPU has;
@@ -107,6 +162,52 @@ kern_bw_probe *kern_bw_probe_new(size_t bytes); /* allocates and faults in the b
 kern_bw_probe *kern_bw_probe_over(const void *buf, size_t bytes);
 double kern_bw_probe_pass(kern_pool *p, kern_bw_probe *b); /* one timed pass: GB/s */
 void kern_bw_probe_free(kern_bw_probe *b);
+
+/* ---- the GEMM harness (gemm_bench.c): what npu-gemm measures ---- */
+/* A synthetic quantised tensor: seeded random codes, scales (|s| in [0.002, 0.022], random sign) and
+ * zero points in MatMulNBits order (src_*, kept only when asked), moved into a layout (t). */
+typedef struct kern_synth {
+    ogk_qtensor t;
+    uint8_t *codes, *zeros, *src_codes, *src_zp;
+    void *scales, *src_scales;
+    char name[64];
+} kern_synth;
+uint64_t kern_synth_rng(long seed); /* the generator's state for a seed (npu-gemm --seed) */
+/* 0, or -1 with e filled (out of memory). Draws from *rng; free with kern_synth_free. */
+int kern_synth_make(kern_synth *s, uint64_t *rng, uint32_t n, uint32_t k, uint32_t block, int sdt, int asym,
+                    int layout, int keep_src, ogk_error *e);
+void kern_synth_free(kern_synth *s);
+float *kern_synth_x(uint64_t *rng, int M, uint32_t K); /* M x K roughly gaussian activations; NULL: no memory */
+size_t kern_tensor_bytes(const ogk_qtensor *t);         /* codes + scales + zero points in its layout */
+
+typedef struct kern_bench_opts {
+    int mode;           /* enum kern_mode */
+    long reps;          /* timed launches; <= 0: as many as fit in time_budget seconds (5..5000) */
+    double time_budget;
+    long check_rows;    /* output columns checked against the reference (0: none; < 0 or >= N: all) */
+    long probe_mb;      /* kern_bench_pass: alternate each pass with a read probe over this many MB (0: off) */
+    const uint8_t *probe_mem; /* ... or over this memory (a container's bytes) when not NULL */
+    size_t probe_len;
+} kern_bench_opts;
+typedef struct kern_check {
+    long rows;                                      /* output columns checked */
+    double max_abs, max_ref, i8_abs, worst_ratio;   /* worst_ratio: max |y - ref| / bound */
+    int ok;                                         /* every checked output within kern_ref_bound */
+} kern_check;
+/* Y (from kern_matmul) against kern_ref_rows on check_rows output columns spread over [0, N). */
+kern_check kern_bench_check(const ogk_qtensor *W, const float *X, int M, const float *Y, int mode, long check_rows);
+/* One tensor: time launches of Y = X·Wᵀ (X M x K, Y M x N, Y left holding the result), check them, and
+ * return npu-gemm's JSON record (kernel row, shape, ms, GB/s, GFLOP/s, errors). *all_ok is cleared when
+ * a checked output is outside the bound. NULL with e and *code (3: the kernels refuse W; 4: memory). */
+json_t *kern_bench_one(kern_pool *pool, const kern_bench_opts *o, const ogk_qtensor *W, const float *X, int M,
+                       float *Y, int *all_ok, ogk_error *e, int *code);
+/* A pass: every tensor of Ws once per timed launch with M rows of activations drawn from *rng, optionally
+ * alternated with read-probe passes (o->probe_mb); one of every distinct shape is checked. As above. */
+json_t *kern_bench_pass(kern_pool *pool, const kern_bench_opts *o, const ogk_qtensor *const *Ws, size_t nw, int M,
+                        uint64_t *rng, int *all_ok, ogk_error *e, int *code);
+/* The CPU as a compute device: name, the table's features it has, the chosen row, threads, and the
+ * DRAM read bandwidth over a bw_mb MB buffer (null when it cannot be allocated). */
+json_t *kern_bench_cpu(kern_pool *pool, long bw_mb);
 
 /* The int8 activation quantisation of KERN_I8 for one row of K values (kb = ceil(K/B) groups):
  * q[kb*B] (zero-padded), d[kb] scales, qs[kb] = Σ q per group. Exposed for tests and the docs. */

@@ -11,11 +11,11 @@
 
 #define INLINE static inline __attribute__((always_inline))
 
-INLINE __m256 load_scales(const q4nx_tensor *W, size_t gi)
+INLINE __m256 load_scales(const ogk_qtensor *W, size_t gi)
 {
     switch (W->scale_dtype) {
-    case Q4NX_F32: return _mm256_loadu_ps((const float *)W->scales + gi);
-    case Q4NX_F16: return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)W->scales + gi)));
+    case OGK_F32: return _mm256_loadu_ps((const float *)W->scales + gi);
+    case OGK_F16: return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)W->scales + gi)));
     default: {
         __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)W->scales + gi));
         return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
@@ -23,7 +23,7 @@ INLINE __m256 load_scales(const q4nx_tensor *W, size_t gi)
     }
 }
 
-INLINE __m256 load_zeros(const q4nx_tensor *W, size_t gi)
+INLINE __m256 load_zeros(const ogk_qtensor *W, size_t gi)
 {
     if (!W->has_zp)
         return _mm256_set1_ps(8.0f);
@@ -45,7 +45,7 @@ INLINE void store_rows(const kern_job *j, uint32_t row0, int m, __m256 v)
 
 INLINE void tile_f32(const kern_job *j, uint32_t rb, const int MT, int m0)
 {
-    const q4nx_tensor *W = j->W;
+    const ogk_qtensor *W = j->W;
     const uint32_t B = W->block, kb = W->k_blocks, kp = j->kp, cpg = B / 8;
     const __m256i m4 = _mm256_set1_epi32(15);
     const uint8_t *cb = W->codes + (size_t)rb * kb * B * 8;
@@ -103,7 +103,7 @@ INLINE void tile_f32(const kern_job *j, uint32_t rb, const int MT, int m0)
 
 INLINE void tile_i8(const kern_job *j, uint32_t rb, const int MT, int m0)
 {
-    const q4nx_tensor *W = j->W;
+    const ogk_qtensor *W = j->W;
     const uint32_t B = W->block, kb = W->k_blocks, kp = j->kp, cpg = B / 8;
     const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
     const uint8_t *cb = W->codes + (size_t)rb * kb * B * 8;

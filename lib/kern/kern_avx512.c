@@ -25,11 +25,11 @@
 #define PF_BYTES 8192 /* software prefetch distance of the M = 1 kernels' code stream */
 #endif
 
-INLINE __m512 load_scales(const q4nx_tensor *W, size_t gi)
+INLINE __m512 load_scales(const ogk_qtensor *W, size_t gi)
 {
     switch (W->scale_dtype) {
-    case Q4NX_F32: return _mm512_loadu_ps((const float *)W->scales + gi);
-    case Q4NX_F16: return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)W->scales + gi)));
+    case OGK_F32: return _mm512_loadu_ps((const float *)W->scales + gi);
+    case OGK_F16: return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)W->scales + gi)));
     default: {
         __m256i h = _mm256_loadu_si256((const __m256i *)((const uint16_t *)W->scales + gi));
         return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
@@ -37,7 +37,7 @@ INLINE __m512 load_scales(const q4nx_tensor *W, size_t gi)
     }
 }
 
-INLINE __m512 load_zeros(const q4nx_tensor *W, size_t gi)
+INLINE __m512 load_zeros(const ogk_qtensor *W, size_t gi)
 {
     if (!W->has_zp)
         return _mm512_set1_ps(8.0f);
@@ -45,12 +45,12 @@ INLINE __m512 load_zeros(const q4nx_tensor *W, size_t gi)
 }
 
 /* the scales and zero points of a group PF_BYTES of codes ahead (their own streams) */
-INLINE void prefetch_groups(const q4nx_tensor *W, uint32_t rb, const int RB, uint32_t g)
+INLINE void prefetch_groups(const ogk_qtensor *W, uint32_t rb, const int RB, uint32_t g)
 {
     uint32_t ahead = PF_BYTES / (W->block * 8) + 1, kb = W->k_blocks;
     if (g + ahead >= kb)
         return;
-    size_t ss = W->scale_dtype == Q4NX_F32 ? 4 : 2;
+    size_t ss = W->scale_dtype == OGK_F32 ? 4 : 2;
 #pragma GCC unroll 4
     for (int r = 0; r < RB; r++) {
         size_t gi = ((size_t)(rb + r) * kb + g + ahead) * 16;
@@ -72,7 +72,7 @@ INLINE void store_rows(const kern_job *j, uint32_t rb, int m, __m512 v)
 
 INLINE void tile_f32(const kern_job *j, uint32_t rb, const int RB, const int MT, int m0)
 {
-    const q4nx_tensor *W = j->W;
+    const ogk_qtensor *W = j->W;
     const uint32_t B = W->block, kb = W->k_blocks, kp = j->kp, cpg = B / 8;
     const __m512 tbl = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     float y[4][8][16] __attribute__((aligned(64))); /* fp32 sums in memory, touched once per group */
@@ -144,7 +144,7 @@ INLINE void tile_f32(const kern_job *j, uint32_t rb, const int RB, const int MT,
 
 INLINE void tile_i8(const kern_job *j, uint32_t rb, const int RB, const int MT, int m0)
 {
-    const q4nx_tensor *W = j->W;
+    const ogk_qtensor *W = j->W;
     const uint32_t B = W->block, kb = W->k_blocks, kp = j->kp, cpg = B / 8;
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     /* the fp32 sums live in memory (touched once per group): registers go to the int32 accumulators */
@@ -245,13 +245,13 @@ TILE(i8, 2, 8)
  * hide the FMA / vpdpbusd latency: 8 in f32 (one per k of a chunk), 4 in i8. */
 /* start of a range: request its first PF_BYTES of codes (and their scales) at once, so the stream
  * does not begin with a run of demand misses while the prefetchers ramp up */
-INLINE void prime_range(const q4nx_tensor *W, uint32_t rb0, uint32_t rb1)
+INLINE void prime_range(const ogk_qtensor *W, uint32_t rb0, uint32_t rb1)
 {
     const uint8_t *c = W->codes + (size_t)rb0 * W->k_blocks * W->block * 8;
     size_t n = (size_t)(rb1 - rb0) * W->k_blocks * W->block * 8;
     for (size_t o = 0; o < PF_BYTES && o < n; o += 64)
         _mm_prefetch((const char *)c + o, PF_HINT);
-    size_t ss = W->scale_dtype == Q4NX_F32 ? 4 : 2, gi = (size_t)rb0 * W->k_blocks * 16;
+    size_t ss = W->scale_dtype == OGK_F32 ? 4 : 2, gi = (size_t)rb0 * W->k_blocks * 16;
     for (size_t o = 0; o < PF_BYTES / 8; o += 64)
         _mm_prefetch((const char *)W->scales + gi * ss + o, PF_HINT);
 }
@@ -263,8 +263,8 @@ INLINE void prime_range(const q4nx_tensor *W, uint32_t rb0, uint32_t rb1)
 INLINE __m512 scales_at(const void *s, int dt)
 {
     switch (dt) {
-    case Q4NX_F32: return _mm512_loadu_ps(s);
-    case Q4NX_F16: return _mm512_cvtph_ps(_mm256_loadu_si256(s));
+    case OGK_F32: return _mm512_loadu_ps(s);
+    case OGK_F16: return _mm512_cvtph_ps(_mm256_loadu_si256(s));
     default: return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(s)), 16));
     }
 }
@@ -330,9 +330,9 @@ INLINE __m512 group_i8(const kern_job *j, const uint8_t *cp, uint32_t cpg, uint3
 INLINE void gemv_body(const kern_job *j, uint32_t rb0, uint32_t rb1, const uint32_t B, const int dt, const int zp,
                       const int i8)
 {
-    const q4nx_tensor *W = j->W;
+    const ogk_qtensor *W = j->W;
     const uint32_t kb = W->k_blocks, cpg = B / 8;
-    const size_t ss = dt == Q4NX_F32 ? 4 : 2, ahead = PF_BYTES / (B * 8) + 1;
+    const size_t ss = dt == OGK_F32 ? 4 : 2, ahead = PF_BYTES / (B * 8) + 1;
     if (PF_BYTES)
         prime_range(W, rb0, rb1);
     const uint8_t *cp = W->codes + (size_t)rb0 * kb * B * 8;
@@ -360,9 +360,9 @@ INLINE void gemv_body(const kern_job *j, uint32_t rb0, uint32_t rb1, const uint3
     {                                                                                                                  \
         uint32_t b = (B) ? (B) : j->W->block;                                                                          \
         switch (dt) {                                                                                                  \
-        case Q4NX_F32: gemv_body(j, rb0, rb1, b, Q4NX_F32, zp, I8); break;                                             \
-        case Q4NX_F16: gemv_body(j, rb0, rb1, b, Q4NX_F16, zp, I8); break;                                             \
-        default: gemv_body(j, rb0, rb1, b, Q4NX_BF16, zp, I8); break;                                                  \
+        case OGK_F32: gemv_body(j, rb0, rb1, b, OGK_F32, zp, I8); break;                                             \
+        case OGK_F16: gemv_body(j, rb0, rb1, b, OGK_F16, zp, I8); break;                                             \
+        default: gemv_body(j, rb0, rb1, b, OGK_BF16, zp, I8); break;                                                  \
         }                                                                                                              \
     }
 #define GEMV(mode, I8) GEMV_DT(mode, I8, 32, 0) GEMV_DT(mode, I8, 32, 1) GEMV_DT(mode, I8, 128, 0) \
@@ -377,29 +377,25 @@ static void gemv(const kern_job *j, uint32_t rb0, uint32_t rb1)
                                  {gemv_f32_0_0, gemv_f32_0_1}};
     static const fn i8[3][2] = {{gemv_i8_32_0, gemv_i8_32_1}, {gemv_i8_128_0, gemv_i8_128_1},
                                 {gemv_i8_0_0, gemv_i8_0_1}};
-    const q4nx_tensor *W = j->W;
+    const ogk_qtensor *W = j->W;
     int bi = W->block == 32 ? 0 : W->block == 128 ? 1 : 2;
     (j->mode == KERN_I8 ? i8 : f32)[bi][W->has_zp != 0](j, rb0, rb1, W->scale_dtype);
 }
 
 typedef void (*tile_fn)(const kern_job *, uint32_t, int);
-#define MT_F32 8
-#define MT_I8 8
+#define MT 8 /* activation rows per tile, both modes (tiles 2 x 1 .. 2 x MT) */
 
-void kern_b8_avx512(const kern_job *j, uint32_t rb0, uint32_t rb1)
+void kern_gemv_avx512(const kern_job *j, uint32_t rb0, uint32_t rb1) { gemv(j, rb0, rb1); }
+
+void kern_gemm_avx512(const kern_job *j, uint32_t rb0, uint32_t rb1)
 {
     int i8 = j->mode == KERN_I8;
     uint32_t rb = rb0;
-    if (j->M == 1) {
-        gemv(j, rb0, rb1);
-        return;
-    }
-    static const tile_fn f32_tiles[] = {0, f32_2_1, f32_2_2, f32_2_3, f32_2_4, f32_2_5, f32_2_6, f32_2_7, f32_2_8};
-    static const tile_fn i8_tiles[] = {0, i8_2_1, i8_2_2, i8_2_3, i8_2_4, i8_2_5, i8_2_6, i8_2_7, i8_2_8};
-    int mt = i8 ? MT_I8 : MT_F32;
+    static const tile_fn f32_tiles[MT + 1] = {0, f32_2_1, f32_2_2, f32_2_3, f32_2_4, f32_2_5, f32_2_6, f32_2_7, f32_2_8};
+    static const tile_fn i8_tiles[MT + 1] = {0, i8_2_1, i8_2_2, i8_2_3, i8_2_4, i8_2_5, i8_2_6, i8_2_7, i8_2_8};
     for (; rb + 2 <= rb1; rb += 2)
-        for (int m0 = 0; m0 < j->M; m0 += mt) {
-            int n = j->M - m0 < mt ? j->M - m0 : mt;
+        for (int m0 = 0; m0 < j->M; m0 += MT) {
+            int n = j->M - m0 < MT ? j->M - m0 : MT;
             (i8 ? i8_tiles : f32_tiles)[n](j, rb, m0);
         }
     for (; rb < rb1; rb++)
@@ -446,38 +442,7 @@ uint64_t kern_read_avx512(const uint8_t *p, size_t n)
         d = _mm512_xor_si512(d, _mm512_load_si512(p + i + 192));
     }
     a = _mm512_xor_si512(_mm512_xor_si512(a, b), _mm512_xor_si512(c, d));
-    return (uint64_t)_mm512_reduce_or_epi64(a); /* a sink for the loads; or, not add: no signed overflow */
-}
-
-/* One rm chunk (8 columns x 16 rows: byte j*8 + b holds rows 2b (low nibble) and 2b+1 of column j)
- * to one b8 chunk (byte r*4 + i = code(r, i) | code(r, 4 + i) << 4): split the nibbles into two
- * 64-byte tables and pick with two vpermi2b (AVX-512 VBMI). */
-int kern_rm_chunk_avx512_ok(void)
-{
-    static int ok = -1;
-    if (ok < 0) {
-        __builtin_cpu_init();
-        ok = __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512bw");
-    }
-    return ok;
-}
-
-__attribute__((target("avx512vbmi"))) void kern_rm_chunk_avx512(const uint8_t *in, uint8_t *out)
-{
-    static uint8_t idx_lo[64], idx_hi[64];
-    static int init;
-    if (!init) { /* racy but idempotent: every thread writes the same bytes */
-        for (int r = 0; r < 16; r++)
-            for (int i = 0; i < 4; i++) {
-                idx_lo[r * 4 + i] = (uint8_t)((r & 1) * 64 + i * 8 + r / 2);
-                idx_hi[r * 4 + i] = (uint8_t)((r & 1) * 64 + (4 + i) * 8 + r / 2);
-            }
-        __atomic_store_n(&init, 1, __ATOMIC_RELEASE);
-    }
-    const __m512i m4 = _mm512_set1_epi8(0x0F);
-    __m512i v = _mm512_loadu_si512(in);
-    __m512i L = _mm512_and_si512(v, m4), H = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-    __m512i lo = _mm512_permutex2var_epi8(L, _mm512_loadu_si512(idx_lo), H);
-    __m512i hi = _mm512_permutex2var_epi8(L, _mm512_loadu_si512(idx_hi), H);
-    _mm512_storeu_si512(out, _mm512_or_si512(lo, _mm512_slli_epi16(hi, 4)));
+    uint64_t r[8];
+    _mm512_storeu_si512(r, a);
+    return r[0] ^ r[1] ^ r[2] ^ r[3] ^ r[4] ^ r[5] ^ r[6] ^ r[7]; /* a sink for the loads */
 }

@@ -16,11 +16,11 @@
 #define INLINE static inline __attribute__((always_inline))
 #define PF_BYTES 8192 /* software prefetch distance of the code stream (as kern_avx512.c) */
 
-INLINE __m512 scales16(const q4nx_tensor *W, size_t gi)
+INLINE __m512 scales16(const ogk_qtensor *W, size_t gi)
 {
     switch (W->scale_dtype) {
-    case Q4NX_F32: return _mm512_loadu_ps((const float *)W->scales + gi);
-    case Q4NX_F16: return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)W->scales + gi)));
+    case OGK_F32: return _mm512_loadu_ps((const float *)W->scales + gi);
+    case OGK_F16: return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)W->scales + gi)));
     default: {
         __m256i h = _mm256_loadu_si256((const __m256i *)((const uint16_t *)W->scales + gi));
         return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
@@ -28,7 +28,7 @@ INLINE __m512 scales16(const q4nx_tensor *W, size_t gi)
     }
 }
 
-INLINE __m512 zeros16(const q4nx_tensor *W, size_t gi)
+INLINE __m512 zeros16(const ogk_qtensor *W, size_t gi)
 {
     if (!W->has_zp)
         return _mm512_set1_ps(8.0f);
@@ -54,7 +54,7 @@ INLINE __m512i bcast4(const int8_t *p)
 
 INLINE void tile_i16(const kern_job *j, uint32_t rb, const int RB, const int MT, int m0)
 {
-    const q4nx_tensor *W = j->W;
+    const ogk_qtensor *W = j->W;
     const uint32_t B = W->block, kb = W->k_blocks, kp = j->kp, cpg = B / 8;
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     const int pf = j->M <= 16;

@@ -1,6 +1,10 @@
-/* lib/kern internals: the job a kernel path works on, shared by kern.c and the per-ISA files. */
+/* lib/kern internals: the job a kernel works on, and the per-ISA functions the rows of the ISA table
+ * (isa.c) point to. Each *_avx2.c / *_avx512.c file is compiled with its instruction set's flags (the
+ * Makefile); nothing outside isa.c decides which of them runs. */
 #ifndef OGK_KERN_INT_H
 #define OGK_KERN_INT_H
+
+#include <string.h>
 
 #include "kern.h"
 
@@ -8,8 +12,8 @@
  *   KERN_F32: xf [M][kp] fp32, zero-padded to kp = kb*B; xs [M][kb] per-group sums of xf.
  *   KERN_I8:  xq [M][kp] int8 (zero-padded); xd [M][kb] scales; xqs [M][kb] per-group sums of xq.
  *   KERN_I16: xq, xq2 [M][kp] the two int8 planes (Q = 254·xq + xq2); xd scales; xqs per-group Σ Q. */
-typedef struct {
-    const q4nx_tensor *W;
+struct kern_job {
+    const ogk_qtensor *W;
     int M, mode;
     uint32_t kp;
     const float *xf, *xs;
@@ -18,27 +22,79 @@ typedef struct {
     const int32_t *xqs;
     float *Y; /* row m, column n at Y[m*ldy + n] */
     size_t ldy;
-} kern_job;
+};
 
-/* b8 kernels over row blocks [rb0, rb1) (16 rows each; rows >= N are not written). */
+/* CPU feature bits (isa.c reads them from cpuid) */
+enum {
+    KERN_CPU_AVX2 = 1u << 0, KERN_CPU_FMA = 1u << 1, KERN_CPU_F16C = 1u << 2, KERN_CPU_BMI2 = 1u << 3,
+    KERN_CPU_AVX512F = 1u << 4, KERN_CPU_AVX512BW = 1u << 5, KERN_CPU_AVX512VL = 1u << 6,
+    KERN_CPU_AVX512DQ = 1u << 7, KERN_CPU_AVX512VNNI = 1u << 8, KERN_CPU_AVX512BF16 = 1u << 9,
+    KERN_CPU_AVX512VBMI = 1u << 10,
+};
+
+/* ---- ref (kern_ref.c): the scalar definitions ---- */
+void kern_quant_rows_ref(const float *x, int M, uint32_t k, uint32_t block, int8_t *q, float *d, int32_t *qs);
+void kern_rm_band_ref(const ogk_qtensor *W, uint32_t band, uint8_t *codes, void *scales, uint8_t *zeros);
+void kern_dequant_rows_ref(const ogk_qtensor *t, uint32_t row0, uint32_t nrows, float *out);
+void kern_attend_ref(float *q, int g, const float *kc, const float *vc, int n, int hd, float scale, float *att,
+                     size_t as);
+void kern_swiglu_ref(float *g, const float *up, size_t n);
+uint64_t kern_read_ref(const uint8_t *p, size_t n);
+
+/* ---- avx2 (kern_avx2.c, dequant_avx2.c) ---- */
 void kern_b8_avx2(const kern_job *j, uint32_t rb0, uint32_t rb1);
-void kern_b8_avx512(const kern_job *j, uint32_t rb0, uint32_t rb1);
-/* int8 quantisation of M rows (identical results to kern_quant_row_i8). */
+void kern_dequant_rows_avx2(const ogk_qtensor *t, uint32_t row0, uint32_t nrows, float *out);
+uint64_t kern_read_avx2(const uint8_t *p, size_t n);
+
+/* ---- avx512 (kern_avx512.c, attention_avx512.c, act_avx512.c) ---- */
+void kern_gemv_avx512(const kern_job *j, uint32_t rb0, uint32_t rb1);
+void kern_gemm_avx512(const kern_job *j, uint32_t rb0, uint32_t rb1);
 void kern_quant_rows_avx512(const float *x, int M, uint32_t k, uint32_t block, int8_t *q, float *d, int32_t *qs);
 /* KERN_I16 (kern_i16_avx512.c): b8 tiles, and the quantisation (identical to kern_quant_row_i16) */
 void kern_b8_i16_avx512(const kern_job *j, uint32_t rb0, uint32_t rb1);
 void kern_quant_rows_i16_avx512(const float *x, int M, uint32_t k, uint32_t block, int8_t *q1, int8_t *q2, float *d,
                                 int32_t *qs);
-
-/* rm -> b8: one 32-row band of rm tiles into b8 order (2 row blocks); the 64-byte chunk shuffle in
- * AVX-512 VBMI when vbmi (the avx512 path on a CPU with kern_rm_chunk_avx512_ok), else scalar (the
- * avx2 path), so the tests exercise both. */
-void kern_rm_band_to_b8(const q4nx_tensor *W, uint32_t band, uint8_t *codes, void *scales, uint8_t *zeros, int vbmi);
-int kern_rm_chunk_avx512_ok(void);
-void kern_rm_chunk_avx512(const uint8_t *in, uint8_t *out);
-
-/* XOR of every 64-bit word of [p, p+n) (n multiple of 256): the bandwidth probe's read loop. */
+void kern_rm_band_vbmi(const ogk_qtensor *W, uint32_t band, uint8_t *codes, void *scales, uint8_t *zeros); /* kern_vbmi.c */
+void kern_attend_avx512(float *q, int g, const float *kc, const float *vc, int n, int hd, float scale, float *att,
+                        size_t as);
+void kern_swiglu_avx512(float *g, const float *up, size_t n);
 uint64_t kern_read_avx512(const uint8_t *p, size_t n);
-uint64_t kern_read_avx2(const uint8_t *p, size_t n);
+
+/* rm -> b8 for one 32-row band (2 row blocks): the codes one 64-byte chunk at a time through `chunk`
+ * (rm chunk in, b8 chunk out), scales and zero points copied. Shared by the ref and VBMI band ops. */
+static inline __attribute__((always_inline)) void kern_rm_band_with(const ogk_qtensor *W, uint32_t band,
+                                                                     uint8_t *codes, void *scales, uint8_t *zeros,
+                                                                     void (*chunk)(const uint8_t *, uint8_t *))
+{
+    uint32_t B = W->block, kb = W->k_blocks, cpg = B / 8, ntc = (kb * B + 255) / 256, gpt = 256 / B;
+    size_t ss = ogk_dtype_size(W->scale_dtype);
+    for (uint32_t h = 0; h < 2; h++) {
+        for (uint32_t g = 0; g < kb; g++) {
+            for (uint32_t c = 0; c < cpg; c++) {
+                uint32_t col = g * B + c * 8;
+                const uint8_t *in = W->codes + ((size_t)band * ntc + col / 256) * 4096 + h * 2048 + (size_t)(col % 256) * 8;
+                chunk(in, codes + (((size_t)h * kb + g) * cpg + c) * 64);
+            }
+            /* 16 consecutive entries per (tile, group, half) in rm; [rb][g][16] in b8 */
+            size_t src = ((size_t)band * ntc + g / gpt) * gpt * 32 + (size_t)(g % gpt) * 32 + h * 16;
+            memcpy((uint8_t *)scales + ((size_t)h * kb + g) * 16 * ss, (const uint8_t *)W->scales + src * ss, 16 * ss);
+            if (W->has_zp)
+                memcpy(zeros + ((size_t)h * kb + g) * 16, W->zeros + src, 16);
+        }
+    }
+}
+
+/* scale i of a tensor's scales array as fp32 */
+static inline float kern_scale_at(const ogk_qtensor *t, size_t i)
+{
+    if (t->scale_dtype == OGK_F32) {
+        float f;
+        memcpy(&f, (const uint8_t *)t->scales + i * 4, 4);
+        return f;
+    }
+    uint16_t h;
+    memcpy(&h, (const uint8_t *)t->scales + i * 2, 2);
+    return t->scale_dtype == OGK_F16 ? ogk_f16_to_f32(h) : ogk_bf16_to_f32(h);
+}
 
 #endif

@@ -1,6 +1,9 @@
-/* The scalar reference: defines the result of kern_matmul. It reads weights only through the q4nx
- * element accessors (lib/q4nx, independent of the kernels' own layout decoding) and sums in double. */
-#include "kern.h"
+/* The ref row of the ISA table. kern_ref_rows is the scalar reference that defines the result of
+ * kern_matmul: it reads weights only through the layouts' element accessors (lib/util/tensor.h,
+ * independent of the kernels' own layout decoding) and sums in double. The row's other operations (int8 quantisation,
+ * rm band shuffle, dequantisation, attention, SwiGLU, read loop) are the portable definitions the
+ * SIMD rows are tested against. */
+#include "kern_int.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -52,7 +55,7 @@ void kern_quant_row_i16(const float *x, uint32_t k, uint32_t block, int8_t *q1, 
     }
 }
 
-void kern_ref_rows(const q4nx_tensor *W, const float *X, int M, float *Y, int mode, uint32_t n0, uint32_t n1)
+void kern_ref_rows(const ogk_qtensor *W, const float *X, int M, float *Y, int mode, uint32_t n0, uint32_t n1)
 {
     uint32_t K = W->k, B = W->block, kb = W->k_blocks, N = W->n;
     size_t kp = (size_t)kb * B;
@@ -73,11 +76,11 @@ void kern_ref_rows(const q4nx_tensor *W, const float *X, int M, float *Y, int mo
                                qs + (size_t)m * kb);
     for (uint32_t n = n0; n < n1 && n < N; n++) {
         for (uint32_t g = 0; g < kb; g++) {
-            sc[g] = q4nx_q4_scale(W, n, g);
-            zp[g] = q4nx_q4_zero(W, n, g);
+            sc[g] = ogk_q4_scale(W, n, g);
+            zp[g] = ogk_q4_zero(W, n, g);
         }
         for (uint32_t c = 0; c < K; c++) {
-            code[c] = q4nx_q4_code(W, n, c);
+            code[c] = ogk_q4_code(W, n, c);
             /* W[n,k] = (float)(code - zp) * (float)scale, as MatMulNBits defines it */
             w[c] = (double)((float)(code[c] - zp[c / B]) * (float)sc[c / B]);
         }
@@ -104,7 +107,7 @@ void kern_ref_rows(const q4nx_tensor *W, const float *X, int M, float *Y, int mo
     free(w), free(code), free(sc), free(zp), free(q), free(q2), free(d), free(qs);
 }
 
-double kern_ref_bound(const q4nx_tensor *W, const float *x, uint32_t n, int mode)
+double kern_ref_bound(const ogk_qtensor *W, const float *x, uint32_t n, int mode)
 {
     uint32_t B = W->block, kb = W->k_blocks, K = W->k;
     double S = 0;
@@ -119,10 +122,10 @@ double kern_ref_bound(const q4nx_tensor *W, const float *x, uint32_t n, int mode
             double s = 0, sq = 0;
             for (uint32_t c = g * B; c < (g + 1) * B && c < K; c++) {
                 int Q = 254 * q1[c] + q2[c];
-                s += (double)q4nx_q4_code(W, n, c) * abs(Q);
+                s += (double)ogk_q4_code(W, n, c) * abs(Q);
                 sq += abs(Q);
             }
-            S += fabs(q4nx_q4_scale(W, n, g) * (double)d[g]) * (s + q4nx_q4_zero(W, n, g) * sq);
+            S += fabs(ogk_q4_scale(W, n, g) * (double)d[g]) * (s + ogk_q4_zero(W, n, g) * sq);
         }
         free(q1), free(q2), free(d), free(qs);
         return (kb + 8) * ldexp(1.0, -23) * S + 1e-30;
@@ -130,7 +133,7 @@ double kern_ref_bound(const q4nx_tensor *W, const float *x, uint32_t n, int mode
     if (mode != KERN_I8) {
         for (uint32_t c = 0; c < K; c++) {
             uint32_t g = c / B;
-            S += fabs(q4nx_q4_scale(W, n, g)) * (q4nx_q4_code(W, n, c) + q4nx_q4_zero(W, n, g)) * fabs(x[c]);
+            S += fabs(ogk_q4_scale(W, n, g)) * (ogk_q4_code(W, n, c) + ogk_q4_zero(W, n, g)) * fabs(x[c]);
         }
         return (B + kb + 4) * ldexp(1.0, -23) * S;
     }
@@ -143,10 +146,149 @@ double kern_ref_bound(const q4nx_tensor *W, const float *x, uint32_t n, int mode
     for (uint32_t g = 0; g < kb; g++) {
         int64_t s = 0;
         for (uint32_t c = g * B; c < (g + 1) * B && c < K; c++)
-            s += (int64_t)q4nx_q4_code(W, n, c) * q[c];
-        s -= (int64_t)q4nx_q4_zero(W, n, g) * qs[g];
-        S += fabs(q4nx_q4_scale(W, n, g) * (double)d[g] * (double)s);
+            s += (int64_t)ogk_q4_code(W, n, c) * q[c];
+        s -= (int64_t)ogk_q4_zero(W, n, g) * qs[g];
+        S += fabs(ogk_q4_scale(W, n, g) * (double)d[g] * (double)s);
     }
     free(q), free(d), free(qs);
     return (kb + 4) * ldexp(1.0, -23) * S + 1e-30;
+}
+
+/* ---- the ref row's other operations ---- */
+void kern_quant_rows_ref(const float *x, int M, uint32_t k, uint32_t block, int8_t *q, float *d, int32_t *qs)
+{
+    uint32_t kb = (k + block - 1) / block;
+    for (int m = 0; m < M; m++)
+        kern_quant_row_i8(x + (size_t)m * k, k, block, q + (size_t)m * kb * block, d + (size_t)m * kb,
+                          qs + (size_t)m * kb);
+}
+
+/* one rm chunk (8 columns x 16 rows: byte j*8 + b holds rows 2b (low nibble) and 2b+1 of column j) to
+ * one b8 chunk (byte r*4 + i = code(r, i) | code(r, 4 + i) << 4) */
+static inline void rm_chunk_ref(const uint8_t *in, uint8_t *out)
+{
+    for (int r = 0; r < 16; r++)
+        for (int i = 0; i < 4; i++) {
+            uint8_t lo = (uint8_t)(in[i * 8 + r / 2] >> (4 * (r & 1)) & 15);
+            uint8_t hi = (uint8_t)(in[(4 + i) * 8 + r / 2] >> (4 * (r & 1)) & 15);
+            out[r * 4 + i] = (uint8_t)(lo | hi << 4);
+        }
+}
+
+void kern_rm_band_ref(const ogk_qtensor *W, uint32_t band, uint8_t *codes, void *scales, uint8_t *zeros)
+{
+    kern_rm_band_with(W, band, codes, scales, zeros, rm_chunk_ref);
+}
+
+uint64_t kern_read_ref(const uint8_t *p, size_t n)
+{
+    const uint64_t *w = (const uint64_t *)p;
+    uint64_t s = 0;
+    for (size_t i = 0; i < n / 8; i++)
+        s ^= w[i];
+    return s;
+}
+
+/* one query row over n cached positions of its kv head: scores q·k · scale, softmax, weighted sum of
+ * the values written over q */
+static void attend_row(float *q, const float *kc, const float *vc, int n, int hd, float scale, float *att)
+{
+    float mx = -INFINITY;
+    for (int t = 0; t < n; t++) {
+        const float *k = kc + (size_t)t * hd;
+        float d = 0;
+        for (int i = 0; i < hd; i++)
+            d += q[i] * k[i];
+        att[t] = d * scale;
+        mx = att[t] > mx ? att[t] : mx;
+    }
+    float sum = 0;
+    for (int t = 0; t < n; t++)
+        sum += att[t] = expf(att[t] - mx);
+    float inv = 1.0f / sum;
+    for (int i = 0; i < hd; i++)
+        q[i] = 0;
+    for (int t = 0; t < n; t++) {
+        const float *v = vc + (size_t)t * hd;
+        float a = att[t] * inv;
+        for (int i = 0; i < hd; i++)
+            q[i] += a * v[i];
+    }
+}
+
+void kern_attend_ref(float *q, int g, const float *kc, const float *vc, int n, int hd, float scale, float *att,
+                     size_t as)
+{
+    for (int i = 0; i < g; i++)
+        attend_row(q + (size_t)i * hd, kc, vc, n, hd, scale, att + (size_t)i * as);
+}
+
+void kern_swiglu_ref(float *g, const float *up, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        g[i] = g[i] / (1.0f + expf(-g[i])) * up[i];
+}
+
+/* b8 and rm row windows in storage order */
+void kern_dequant_rows_ref(const ogk_qtensor *t, uint32_t row0, uint32_t nrows, float *out)
+{
+    /* each (row, group) first tabulates its 16 possible values (code - zp) * scale */
+    uint32_t K = t->k, B = t->block, kb = t->k_blocks, r1 = row0 + nrows;
+    float value[16];
+    if (t->layout == OGK_B8) {
+        for (uint32_t rb = row0 / 16; rb * 16 < r1; rb++) {
+            uint32_t ra = rb * 16 < row0 ? row0 - rb * 16 : 0, rz = rb * 16 + 16 > r1 ? r1 - rb * 16 : 16;
+            for (uint32_t g = 0; g < kb; g++) {
+                size_t gi = ((size_t)rb * kb + g) * 16;
+                const uint8_t *chunk = t->codes + gi / 16 * (size_t)B * 8;
+                uint32_t cols = g * B + B <= K ? B : K - g * B;
+                for (uint32_t r = ra; r < rz; r++) {
+                    float sc = kern_scale_at(t, gi + r);
+                    int zp = t->has_zp ? t->zeros[gi + r] : 8;
+                    for (int q = 0; q < 16; q++)
+                        value[q] = (float)(q - zp) * sc;
+                    float *o = out + (size_t)(rb * 16 + r - row0) * K + (size_t)g * B;
+                    const uint8_t *p = chunk + r * 4;
+                    if (cols == B) {
+                        for (uint32_t c = 0; c < B / 8; c++, p += 64, o += 8)
+                            for (int i = 0; i < 4; i++) {
+                                o[i] = value[p[i] & 15];
+                                o[4 + i] = value[p[i] >> 4];
+                            }
+                    } else {
+                        for (uint32_t w = 0; w < cols; w++) {
+                            uint8_t b = p[(w / 8) * 64 + (w & 3)];
+                            o[w] = value[(w & 4) ? b >> 4 : b & 15];
+                        }
+                    }
+                }
+            }
+        }
+        return;
+    }
+    /* rm: 32 x 256 tiles */
+    uint32_t ntc = (kb * B + 255) / 256, gpt = 256 / B;
+    for (uint32_t tr = row0 / 32; tr * 32 < r1; tr++) {
+        uint32_t ra = tr * 32 < row0 ? row0 - tr * 32 : 0, rz = tr * 32 + 32 > r1 ? r1 - tr * 32 : 32;
+        for (uint32_t tc = 0; tc < ntc; tc++) {
+            size_t tile = (size_t)tr * ntc + tc;
+            const uint8_t *tp = t->codes + tile * 4096;
+            uint32_t cols = tc * 256 + 256 <= K ? 256 : K - tc * 256;
+            for (uint32_t R = ra; R < rz; R++) {
+                float *o = out + (size_t)(tr * 32 + R - row0) * K + (size_t)tc * 256;
+                const uint8_t *p = tp + (R / 16) * 2048 + (R % 16) / 2;
+                int sh = (R & 1) * 4;
+                for (uint32_t cg = 0; cg * B < cols; cg++) {
+                    size_t gi = tile * gpt * 32 + (size_t)cg * 32 + R;
+                    float sc = kern_scale_at(t, gi);
+                    int zp = t->has_zp ? t->zeros[gi] : 8;
+                    for (int q = 0; q < 16; q++)
+                        value[q] = (float)(q - zp) * sc;
+                    uint32_t c1 = cg * B + B < cols ? cg * B + B : cols;
+                    for (uint32_t c = cg * B; c < c1; c++)
+                        o[c] = value[(p[c * 8] >> sh) & 15];
+                }
+            }
+        }
+    }
 }

@@ -10,9 +10,9 @@
 
 /* y[rows x N] = x[rows x K] · Wᵀ with model.c's mode rule (the classifier stays fp32). Only the int8
  * kernels give a row the same bits whatever M is; fp32 rows run one at a time (see model.h). */
-static int matmul(model_state *work, float *y, const float *x, int rows, const q4nx_tensor *w, ogk_error *e)
+static int matmul(model_state *work, float *y, const float *x, int rows, const ogk_qtensor *w, ogk_error *e)
 {
-    int mode = work->mode == MODEL_I8 && w != work->m->w.lm_head ? KERN_I8 : KERN_F32;
+    int mode = work->mode == KERN_I8 && w != work->m->w.lm_head ? KERN_I8 : KERN_F32;
     ogk_error ke;
     if (mode == KERN_I8 || rows == 1) {
         if (kern_matmul(work->pool, w, x, rows, y, mode, &ke))

@@ -186,7 +186,7 @@ json_t *model_bench(model_state *s, const model_bench_opts *o, ogk_error *e)
     kern_bw_probe_free(probe);
     free(ids), free(ttft), free(pp), free(tg), free(e2e), free(bw), free(fr);
     return json_pack("{s:s,s:i,s:i,s:s,s:i,s:I,s:o,s:I}", "family", m->c.family_name, "threads",
-                     kern_pool_threads(s->pool), "context", s->context, "mode", s->mode == MODEL_I8 ? "i8" : "f32",
+                     kern_pool_threads(s->pool), "context", s->context, "mode", kern_mode_name(s->mode),
                      "reps", R, "weight_bytes_per_token", (json_int_t)m->weight_bytes, "results", rows, "peak_rss_bytes",
                      (json_int_t)ogk_peak_rss());
 fail:

@@ -21,10 +21,10 @@ static int check_tensors(model *m, ogk_error *e)
     if (!t)
         return ogk_fail(e, "out of memory");
     for (size_t i = 0; i < n; i++) {
-        const q4nx_tensor *q = q4nx_tensor_at(m->file, i);
+        const ogk_qtensor *q = q4nx_tensor_at(m->file, i);
         t[i].role = q->role;
-        t[i].dtype = q->dtype == Q4NX_F32 ? MDESC_F32 : q->dtype == Q4NX_F16 ? MDESC_F16 : q->dtype == Q4NX_BF16 ? MDESC_BF16
-                   : q->dtype == Q4NX_Q4 ? MDESC_Q4 : 0; /* mdesc has its own numbers */
+        t[i].dtype = q->dtype == OGK_F32 ? MDESC_F32 : q->dtype == OGK_F16 ? MDESC_F16 : q->dtype == OGK_BF16 ? MDESC_BF16
+                   : q->dtype == OGK_Q4 ? MDESC_Q4 : 0; /* mdesc has its own numbers */
         t[i].ndim = q->ndim;
         memcpy(t[i].shape, q->shape, sizeof t[i].shape);
     }
@@ -35,16 +35,16 @@ static int check_tensors(model *m, ogk_error *e)
 
 /* fp32 view of a small plain tensor of exactly `count` elements (first `count` when prefix): points
  * into the mapping when it already is aligned fp32, else converted once into an owned buffer. */
-static const float *plain_floats(model *m, const char *role, const q4nx_tensor *t, uint64_t count, int prefix,
+static const float *plain_floats(model *m, const char *role, const ogk_qtensor *t, uint64_t count, int prefix,
                                  ogk_error *e)
 {
     if (!t) {
         ogk_fail(e, "tensor %s: missing", role);
         return NULL;
     }
-    size_t es = q4nx_dtype_size(t->dtype);
-    if (t->dtype != Q4NX_F32 && t->dtype != Q4NX_F16 && t->dtype != Q4NX_BF16) {
-        ogk_fail(e, "tensor %s: dtype %s, want a float vector", role, q4nx_dtype_name(t->dtype));
+    size_t es = ogk_dtype_size(t->dtype);
+    if (t->dtype != OGK_F32 && t->dtype != OGK_F16 && t->dtype != OGK_BF16) {
+        ogk_fail(e, "tensor %s: dtype %s, want a float vector", role, ogk_dtype_name(t->dtype));
         return NULL;
     }
     uint64_t have = t->nbytes / es;
@@ -53,7 +53,7 @@ static const float *plain_floats(model *m, const char *role, const q4nx_tensor *
                  (unsigned long long)count);
         return NULL;
     }
-    if (t->dtype == Q4NX_F32 && ((uintptr_t)t->data & 3) == 0)
+    if (t->dtype == OGK_F32 && ((uintptr_t)t->data & 3) == 0)
         return t->data;
     float *f = malloc(count * sizeof *f);
     void **o = realloc(m->owned, (size_t)(m->n_owned + 1) * sizeof *o);
@@ -66,35 +66,35 @@ static const float *plain_floats(model *m, const char *role, const q4nx_tensor *
     m->owned = o;
     m->owned[m->n_owned++] = f;
     for (uint64_t i = 0; i < count; i++) {
-        if (t->dtype == Q4NX_F32) {
+        if (t->dtype == OGK_F32) {
             memcpy(&f[i], (const uint8_t *)t->data + i * 4, 4);
         } else {
             uint16_t h;
             memcpy(&h, (const uint8_t *)t->data + i * 2, 2);
-            f[i] = t->dtype == Q4NX_F16 ? ogk_f16_to_f32(h) : ogk_bf16_to_f32(h);
+            f[i] = t->dtype == OGK_F16 ? ogk_f16_to_f32(h) : ogk_bf16_to_f32(h);
         }
     }
     return f;
 }
 
-static const q4nx_tensor *quantised(model *m, const char *role, uint32_t n, uint32_t k, int optional, ogk_error *e)
+static const ogk_qtensor *quantised(model *m, const char *role, uint32_t n, uint32_t k, int optional, ogk_error *e)
 {
-    const q4nx_tensor *t = q4nx_find(m->file, role);
+    const ogk_qtensor *t = q4nx_find(m->file, role);
     if (!t) {
         if (!optional)
             ogk_fail(e, "tensor %s: missing", role);
         return NULL;
     }
-    if (t->dtype != Q4NX_Q4) {
-        ogk_fail(e, "tensor %s: dtype %s, want q4", role, q4nx_dtype_name(t->dtype));
+    if (t->dtype != OGK_Q4) {
+        ogk_fail(e, "tensor %s: dtype %s, want q4", role, ogk_dtype_name(t->dtype));
         return NULL;
     }
     if (t->n != n || t->k != k) {
         ogk_fail(e, "tensor %s: shape [%u, %u], want [%u, %u]", role, t->n, t->k, n, k);
         return NULL;
     }
-    m->weight_bytes += q4nx_q4_codes_bytes(t->layout, t->n, t->k, t->block) +
-                       q4nx_q4_groups(t->layout, t->n, t->k, t->block) * (q4nx_dtype_size(t->scale_dtype) + !!t->has_zp);
+    m->weight_bytes += ogk_q4_codes_bytes(t->layout, t->n, t->k, t->block) +
+                       ogk_q4_groups(t->layout, t->n, t->k, t->block) * (ogk_dtype_size(t->scale_dtype) + !!t->has_zp);
     return t;
 }
 
@@ -155,15 +155,15 @@ static int bind_weights(model *m, ogk_error *e)
     if (c->tied) {
         m->w.embed = m->w.lm_head;
     } else {
-        const q4nx_tensor *t = q4nx_find(m->file, "embed");
+        const ogk_qtensor *t = q4nx_find(m->file, "embed");
         if (!t)
             return ogk_fail(e, "tensor embed: missing (the model is not tied)");
-        if (t->dtype == Q4NX_Q4) {
+        if (t->dtype == OGK_Q4) {
             if (t->n != (uint32_t)c->vocab_size || t->k != (uint32_t)c->dim)
                 return ogk_fail(e, "tensor embed: shape [%u, %u], want [%d, %d]", t->n, t->k, c->vocab_size, c->dim);
-        } else if ((t->dtype != Q4NX_F32 && t->dtype != Q4NX_F16 && t->dtype != Q4NX_BF16) ||
-                   t->nbytes != (uint64_t)c->vocab_size * c->dim * q4nx_dtype_size(t->dtype)) {
-            return ogk_fail(e, "tensor embed: %s, %llu bytes, want float [%d, %d]", q4nx_dtype_name(t->dtype),
+        } else if ((t->dtype != OGK_F32 && t->dtype != OGK_F16 && t->dtype != OGK_BF16) ||
+                   t->nbytes != (uint64_t)c->vocab_size * c->dim * ogk_dtype_size(t->dtype)) {
+            return ogk_fail(e, "tensor embed: %s, %llu bytes, want float [%d, %d]", ogk_dtype_name(t->dtype),
                             (unsigned long long)t->nbytes, c->vocab_size, c->dim);
         }
         m->w.embed = t;
@@ -174,7 +174,7 @@ static int bind_weights(model *m, ogk_error *e)
     if (!(m->w.final_norm = plain_floats(m, "final_norm", q4nx_find(m->file, "final_norm"), (uint64_t)c->dim, 0, e)))
         return -1;
     /* RoPE: the pack's own cos/sin caches [context_length, rope_dim/2] (scaled variants included) */
-    const q4nx_tensor *cs = q4nx_find(m->file, "rope.cos"), *sn = q4nx_find(m->file, "rope.sin");
+    const ogk_qtensor *cs = q4nx_find(m->file, "rope.cos"), *sn = q4nx_find(m->file, "rope.sin");
     if (!cs || !sn)
         return ogk_fail(e, "tensor rope.cos/rope.sin: missing (the container must carry the pack's RoPE caches)");
     if (cs->ndim == 2 && cs->shape[1] * 2 != (uint64_t)c->rope_dim)
@@ -239,13 +239,6 @@ int model_is_eos(const model *m, int id)
 
 /* ---------------------------------------------------------------- state */
 
-static void attend_rows(float *q, int g, const float *kc, const float *vc, int n, int hd, float scale, float *att,
-                        size_t as);
-void model_attend_avx512(float *q, int g, const float *kc, const float *vc, int n, int hd, float scale, float *att,
-                         size_t as);
-static void swiglu_rows(float *g, const float *up, size_t n);
-void model_swiglu_avx512(float *g, const float *up, size_t n);
-
 model_state *model_state_new(const model *m, int context, int logit_rows, int mode, int threads, ogk_error *e)
 {
     const model_config *c = &m->c;
@@ -255,6 +248,8 @@ model_state *model_state_new(const model *m, int context, int logit_rows, int mo
         logit_rows = 1;
     if (logit_rows > MODEL_CHUNK)
         logit_rows = MODEL_CHUNK;
+    if (kern_isa_init(e) < 0) /* a refused OGAKIT_KERNEL */
+        return NULL;
     model_state *s = calloc(1, sizeof *s);
     if (!s) {
         ogk_fail(e, "out of memory");
@@ -287,10 +282,9 @@ model_state *model_state_new(const model *m, int context, int logit_rows, int mo
         ogk_fail(e, "out of memory for a context of %d positions (-c lowers it)", context);
         return NULL;
     }
-    /* the attention inner loops follow the kernels' instruction set (OGAKIT_KERNEL=ref: portable) */
-    s->attend = kern_path() == KERN_PATH_AVX512 && c->head_dim % 16 == 0 && c->head_dim <= 256 ? model_attend_avx512
-                                                                                                   : attend_rows;
-    s->swiglu = kern_path() == KERN_PATH_AVX512 ? model_swiglu_avx512 : swiglu_rows;
+    /* attention and SwiGLU from the same row of the ISA table as the kernels (OGAKIT_KERNEL=ref: portable) */
+    s->attend = kern_isa_current()->attend;
+    s->swiglu = kern_isa_current()->swiglu;
     const char *p = getenv("OGAKIT_PROF");
     s->prof_print = p && *p && strcmp(p, "0");
     return s;
@@ -330,7 +324,7 @@ static void rmsnorm_rows(float *o, const float *x, const float *w, int rows, int
 }
 
 /* y[rows x N] = x[rows x K] · Wᵀ, through the kernels */
-static void matmul(model_state *s, float *y, const float *x, int rows, const q4nx_tensor *w)
+static void matmul(model_state *s, float *y, const float *x, int rows, const ogk_qtensor *w)
 {
     ogk_error e;
     /* every tensor was checked to be Q4 of the right shape at load, so the kernels cannot refuse it */
@@ -339,9 +333,9 @@ static void matmul(model_state *s, float *y, const float *x, int rows, const q4n
      * the weight stream, not the arithmetic, sets the time), 16-bit activations for several (verify
      * passes, teacher forcing: ~256x below int8's error, a third of fp32's arithmetic) where the
      * kernel path has them */
-    int mode = s->mode != MODEL_I8 ? KERN_F32
+    int mode = s->mode != KERN_I8 ? KERN_F32
                : w != s->m->w.lm_head ? KERN_I8
-               : rows > 1 && kern_path() == KERN_PATH_AVX512 ? KERN_I16 : KERN_F32;
+               : rows > 1 && kern_isa_current()->gemm_i16 ? KERN_I16 : KERN_F32;
     if (kern_matmul(s->pool, w, x, rows, y, mode, &e) && !s->failed) {
         s->failed = 1; /* the rest of the pass runs on, and model_forward returns the first error */
         ogk_fail(&s->fail, "%s: %s", w->role, e.msg);
@@ -352,22 +346,22 @@ static void matmul(model_state *s, float *y, const float *x, int rows, const q4n
 /* token embedding rows into x: plain float rows, or dequantised rows of a quantised table (tied) */
 static void embed(model_state *s, const int *tokens, int rows)
 {
-    const q4nx_tensor *t = s->m->w.embed;
+    const ogk_qtensor *t = s->m->w.embed;
     int dim = s->m->c.dim;
     for (int r = 0; r < rows; r++) {
         float *x = s->x + (size_t)r * dim;
-        if (t->dtype == Q4NX_Q4) {
-            q4nx_q4_dequant_row(t, (uint32_t)tokens[r], x);
+        if (t->dtype == OGK_Q4) {
+            ogk_q4_dequant_row(t, (uint32_t)tokens[r], x);
             continue;
         }
-        const uint8_t *row = (const uint8_t *)t->data + (size_t)tokens[r] * dim * q4nx_dtype_size(t->dtype);
+        const uint8_t *row = (const uint8_t *)t->data + (size_t)tokens[r] * dim * ogk_dtype_size(t->dtype);
         for (int i = 0; i < dim; i++) {
-            if (t->dtype == Q4NX_F32) {
+            if (t->dtype == OGK_F32) {
                 memcpy(&x[i], row + (size_t)i * 4, 4);
             } else {
                 uint16_t h;
                 memcpy(&h, row + (size_t)i * 2, 2);
-                x[i] = t->dtype == Q4NX_F16 ? ogk_f16_to_f32(h) : ogk_bf16_to_f32(h);
+                x[i] = t->dtype == OGK_F16 ? ogk_f16_to_f32(h) : ogk_bf16_to_f32(h);
             }
         }
     }
@@ -470,40 +464,6 @@ typedef struct {
     int layer, pos0, rows;
 } attn_job;
 
-/* one query row over n cached positions of its kv head: scores q·k / sqrt(head_dim), softmax,
- * weighted sum of the values written over q. Portable; attention_avx512.c has the AVX-512 one. */
-static void attend_row(float *q, const float *kc, const float *vc, int n, int hd, float scale, float *att)
-{
-    float mx = -INFINITY;
-    for (int t = 0; t < n; t++) {
-        const float *k = kc + (size_t)t * hd;
-        float d = 0;
-        for (int i = 0; i < hd; i++)
-            d += q[i] * k[i];
-        att[t] = d * scale;
-        mx = att[t] > mx ? att[t] : mx;
-    }
-    float sum = 0;
-    for (int t = 0; t < n; t++)
-        sum += att[t] = expf(att[t] - mx);
-    float inv = 1.0f / sum;
-    for (int i = 0; i < hd; i++)
-        q[i] = 0;
-    for (int t = 0; t < n; t++) {
-        const float *v = vc + (size_t)t * hd;
-        float a = att[t] * inv;
-        for (int i = 0; i < hd; i++)
-            q[i] += a * v[i];
-    }
-}
-
-static void attend_rows(float *q, int g, const float *kc, const float *vc, int n, int hd, float scale, float *att,
-                        size_t as)
-{
-    for (int i = 0; i < g; i++)
-        attend_row(q + (size_t)i * hd, kc, vc, n, hd, scale, att + (size_t)i * as);
-}
-
 /* causal grouped-query attention, one task = up to ATTN_GROUP query heads of one KV head (so each
  * key/value row is read once for all of them), every row of the pass; output over q */
 #define ATTN_GROUP 4
@@ -542,12 +502,6 @@ static void attention(model_state *s, int layer, int pos0, int rows)
 }
 
 /* SwiGLU: hb = silu(gate) * up; the rows split over the pool when there are many */
-static void swiglu_rows(float *g, const float *up, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        g[i] = g[i] / (1.0f + expf(-g[i])) * up[i];
-}
-
 static void swiglu_range(void *arg, size_t r0, size_t r1, int worker)
 {
     (void)worker;

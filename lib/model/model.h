@@ -22,27 +22,26 @@
 #define MODEL_CHUNK 128     /* prefill rows per pass: the M = 128 kernels */
 #define MODEL_VERIFY_MAX 16 /* rows of a speculative verify pass */
 
-enum model_mode { MODEL_F32 = 0, MODEL_I8 = 1 }; /* activations fp32, or int8 per block (kern modes) */
 
 /* model_config (dims and family switches, from the container's model description) is lib/mdesc's:
  * the one check of what a runnable model is, shared with the pack reader. */
 
 typedef struct model_layer {
     const float *input_norm;     /* [dim] attention rmsnorm */
-    const q4nx_tensor *wqkv;     /* packed q|k|v rows (cpu-style packs), or NULL and: */
-    const q4nx_tensor *wq, *wk, *wv; /* separate (amd-style packs) */
+    const ogk_qtensor *wqkv;     /* packed q|k|v rows (cpu-style packs), or NULL and: */
+    const ogk_qtensor *wq, *wk, *wv; /* separate (amd-style packs) */
     const float *bq, *bk, *bv;   /* qkv bias (qwen2) or NULL */
     const float *q_norm, *k_norm; /* [head_dim] (qwen3) or NULL */
-    const q4nx_tensor *wo;
+    const ogk_qtensor *wo;
     const float *post_attn_norm; /* [dim] ffn rmsnorm */
-    const q4nx_tensor *w_gate, *w_up, *w_down;
+    const ogk_qtensor *w_gate, *w_up, *w_down;
 } model_layer;
 
 typedef struct model_weights {
-    const q4nx_tensor *embed;   /* [vocab, dim]: plain float, or quantised (tied: == lm_head) */
+    const ogk_qtensor *embed;   /* [vocab, dim]: plain float, or quantised (tied: == lm_head) */
     model_layer *layers;
     const float *final_norm;    /* [dim] */
-    const q4nx_tensor *lm_head; /* [vocab, dim] quantised */
+    const ogk_qtensor *lm_head; /* [vocab, dim] quantised */
     const float *rope_cos, *rope_sin; /* [context][rope_dim/2] the pack's caches */
 } model_weights;
 
@@ -66,7 +65,7 @@ typedef struct model_state {
     kern_pool *pool;
     int context;    /* positions the KV cache holds (<= model context) */
     int logit_rows; /* rows of logits one pass can return (1, <= 16, or 128) */
-    int mode;       /* enum model_mode */
+    int mode;       /* enum kern_mode: KERN_F32 or KERN_I8 activations (the classifier always f32) */
     int pos;        /* tokens already in the KV cache */
     /* activations for up to MODEL_CHUNK rows, row-major */
     float *x;      /* [rows][dim] the residual stream */
@@ -85,10 +84,10 @@ typedef struct model_state {
     int failed;       /* a kernel refused during this pass (model_forward returns its error) */
     ogk_error fail;
     /* one query row's attention for g query heads sharing a KV head (q and att slices consecutive,
-     * att slices as floats apart); portable or AVX-512, chosen with the kernel path */
+     * att slices as floats apart): the ISA table row's attend (kern.h) */
     void (*attend)(float *q, int g, const float *kc, const float *vc, int n, int hd, float scale, float *att,
                    size_t as);
-    /* g[i] = silu(g[i]) * up[i] over n values (portable or AVX-512, as attend) */
+    /* g[i] = silu(g[i]) * up[i] over n values: the ISA table row's swiglu */
     void (*swiglu)(float *g, const float *up, size_t n);
 } model_state;
 

@@ -11,20 +11,6 @@
 
 static const char MAGIC[4] = {'O', 'G', 'A', 'X'};
 
-const char *ogax_dtype_name(int dtype) { return q4nx_dtype_name(dtype); }
-
-int ogax_dtype_parse(const char *s)
-{
-    static const struct {
-        const char *s;
-        int d;
-    } tab[] = {{"f32", Q4NX_F32}, {"f16", Q4NX_F16}, {"bf16", Q4NX_BF16}, {"q4", Q4NX_Q4}, {"i32", Q4NX_I32}, {"i64", Q4NX_I64}};
-    for (size_t i = 0; s && i < sizeof tab / sizeof tab[0]; i++)
-        if (!strcmp(s, tab[i].s))
-            return tab[i].d;
-    return -1;
-}
-
 void ogax_writer_init(ogax_writer *w, int fd)
 {
     memset(w, 0, sizeof *w);
@@ -279,7 +265,7 @@ int ogax_tensor_parse(const ogax_frame *f, ogax_tensor *t, ogk_error *e)
     if (!mdesc_role_known(t->role, -1))
         return ogk_fail(e, "tensor %.200s: role \"%.200s\" is not a known role (embed, lm_head, final_norm, rope.cos, "
                            "rope.sin, layers.N.attn.*, layers.N.mlp.*, layers.N.*_norm)", nm, t->role);
-    t->dtype = ogax_dtype_parse(json_string_value(json_object_get(h, "dtype")));
+    t->dtype = ogk_dtype_parse(json_string_value(json_object_get(h, "dtype")));
     if (t->dtype < 0)
         return ogk_fail(e, "tensor %s: unknown dtype", nm);
     json_t *shape = json_object_get(h, "shape");
@@ -301,7 +287,7 @@ int ogax_tensor_parse(const ogax_frame *f, ogax_tensor *t, ogk_error *e)
     if (!json_is_array(parts))
         return ogk_fail(e, "tensor %s: no parts", nm);
     uint64_t expect_total = 0;
-    if (t->dtype == Q4NX_Q4) {
+    if (t->dtype == OGK_Q4) {
         json_t *q = json_object_get(h, "quant");
         int ok = 1;
         uint64_t bits = jint(q, "bits", &ok), block = jint(q, "block_size", &ok), kb = jint(q, "k_blocks", &ok);
@@ -319,8 +305,8 @@ int ogax_tensor_parse(const ogax_frame *f, ogax_tensor *t, ogk_error *e)
         t->k_blocks = (uint32_t)((t->k + block - 1) / block);
         if (kb != t->k_blocks)
             return ogk_fail(e, "tensor %s: k_blocks %" PRIu64 " != ceil(K/block) %u", nm, kb, t->k_blocks);
-        t->scale_dtype = ogax_dtype_parse(json_string_value(json_object_get(q, "scale_dtype")));
-        if (t->scale_dtype != Q4NX_F32 && t->scale_dtype != Q4NX_F16 && t->scale_dtype != Q4NX_BF16)
+        t->scale_dtype = ogk_dtype_parse(json_string_value(json_object_get(q, "scale_dtype")));
+        if (t->scale_dtype != OGK_F32 && t->scale_dtype != OGK_F16 && t->scale_dtype != OGK_BF16)
             return ogk_fail(e, "tensor %s: scale_dtype must be f32, f16 or bf16", nm);
         const char *zp = json_string_value(json_object_get(q, "zero_points"));
         if (!zp || (strcmp(zp, "u4") && strcmp(zp, "none")))
@@ -330,13 +316,13 @@ int ogax_tensor_parse(const ogax_frame *f, ogax_tensor *t, ogk_error *e)
         if (part_get(parts, "codes", &t->codes) != 1 || part_get(parts, "scales", &t->scales) != 1)
             return ogk_fail(e, "tensor %s: q4 tensor needs codes and scales parts", nm);
         uint64_t want_codes = (uint64_t)t->n * t->k_blocks * block / 2;
-        uint64_t want_scales = (uint64_t)t->n * t->k_blocks * q4nx_dtype_size(t->scale_dtype);
+        uint64_t want_scales = (uint64_t)t->n * t->k_blocks * ogk_dtype_size(t->scale_dtype);
         if (t->codes.size != want_codes)
             return ogk_fail(e, "tensor %s: codes size %" PRIu64 " != N*k_blocks*block/2 %" PRIu64, nm, t->codes.size,
                             want_codes);
         if (t->scales.size != want_scales)
             return ogk_fail(e, "tensor %s: scales size %" PRIu64 " != N*k_blocks*%zu %" PRIu64, nm, t->scales.size,
-                            q4nx_dtype_size(t->scale_dtype), want_scales);
+                            ogk_dtype_size(t->scale_dtype), want_scales);
         expect_total = want_codes + want_scales;
         int zr = part_get(parts, "zeros", &t->zeros);
         if (t->has_zp) {
@@ -350,12 +336,12 @@ int ogax_tensor_parse(const ogax_frame *f, ogax_tensor *t, ogk_error *e)
     } else {
         if (part_get(parts, "data", &t->data) != 1)
             return ogk_fail(e, "tensor %s: plain tensor needs a data part", nm);
-        expect_total = count * q4nx_dtype_size(t->dtype);
+        expect_total = count * ogk_dtype_size(t->dtype);
         if (t->data.size != expect_total)
             return ogk_fail(e, "tensor %s: data size %" PRIu64 " != prod(shape)*%zu = %" PRIu64, nm, t->data.size,
-                            q4nx_dtype_size(t->dtype), expect_total);
+                            ogk_dtype_size(t->dtype), expect_total);
     }
-    if (json_array_size(parts) != (t->dtype == Q4NX_Q4 ? 2u + (t->has_zp ? 1u : 0u) : 1u))
+    if (json_array_size(parts) != (t->dtype == OGK_Q4 ? 2u + (t->has_zp ? 1u : 0u) : 1u))
         return ogk_fail(e, "tensor %s: unexpected parts", nm);
     /* parts lie back to back inside the payload, in array order */
     uint64_t off = 0;

@@ -30,7 +30,7 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
-#include "q4nx/q4nx.h"
+#include "util/tensor.h"
 #include "util/util.h"
 
 #define OGAX_VERSION 2
@@ -45,13 +45,8 @@ typedef struct {
 
 /* A tensor frame's header, parsed and checked against itself (sizes vs shape, dtype, quant). */
 typedef struct {
-    const char *name, *role; /* point into the frame's JSON */
-    int dtype;               /* enum q4nx_dtype */
-    int ndim;
-    uint64_t shape[4];
-    uint32_t n, k, block, k_blocks; /* q4 */
-    int scale_dtype, has_zp;        /* q4 */
-    const char *source_op;          /* q4 */
+    OGK_TENSOR_DESC;       /* name, role point into the frame's JSON; q4: layout OGK_PLAIN (source order) */
+    const char *source_op; /* q4 */
     ogax_part codes, scales, zeros, data;
 } ogax_tensor;
 
@@ -65,9 +60,6 @@ void ogax_writer_init(ogax_writer *w, int fd);
 /* Writes hdr (must have "type") and the payload given as iovecs. 0 or -1 with e filled. */
 int ogax_write_frame(ogax_writer *w, json_t *hdr, const struct iovec *parts, int nparts, ogk_error *e);
 int ogax_write_end(ogax_writer *w, ogk_error *e);
-/* Type strings <-> enum q4nx_dtype. */
-const char *ogax_dtype_name(int dtype);
-int ogax_dtype_parse(const char *s); /* -1 if unknown */
 
 /* ---- reading ---- */
 typedef struct {

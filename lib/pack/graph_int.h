@@ -86,7 +86,7 @@ static inline int64_t attr_i(const G *g, int n, const char *name, int64_t dflt, 
     return a && a->has_i ? a->i : dflt;
 }
 
-static inline int float_dtype(int t) { return t == T_FLOAT ? Q4NX_F32 : t == T_FLOAT16 ? Q4NX_F16 : t == T_BFLOAT16 ? Q4NX_BF16 : 0; }
+static inline int float_dtype(int t) { return t == T_FLOAT ? OGK_F32 : t == T_FLOAT16 ? OGK_F16 : t == T_BFLOAT16 ? OGK_BF16 : 0; }
 
 /* onnx_index.c */
 const char *pg_onnx_dtype_name(int t);

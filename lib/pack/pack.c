@@ -78,13 +78,6 @@ pack_tensor *pack_add_tensor(pack *p)
     return t;
 }
 
-/* enum q4nx_dtype names as OGAX spells them (kept here: lib/pack does not link lib/q4nx) */
-static const char *dtname(int d)
-{
-    static const char *n[] = {"?", "f32", "f16", "bf16", "q4", "i32", "i64"};
-    return d >= 1 && d <= 6 ? n[d] : "?";
-}
-
 /* ---- accessors ---- */
 
 const char *pack_flavour_name(int f)
@@ -567,7 +560,7 @@ static void build_model(pack *p)
     /* intermediate size: config.json, else the MLP tensors */
     if (h_inter <= 0) {
         const pack_tensor *gate = pack_find(p, "layers.0.mlp.gate");
-        if (gate && gate->dtype == Q4NX_Q4) {
+        if (gate && gate->dtype == OGK_Q4) {
             inter = gate->n;
             h_inter = 1;
         }
@@ -604,7 +597,7 @@ static void build_model(pack *p)
                          json_boolean(p->g.tied), "bos_token_id", jint_or_null(h_bos, bos), "eos_token_ids", eos,
                          "pad_token_id", padj, "qkv_bias", json_boolean(p->g.qkv_bias), "qk_norm",
                          json_boolean(p->g.qk_norm), "io_dtype",
-                         p->g.io_dtype ? json_string(dtname(p->g.io_dtype)) : json_null(), "chat_template",
+                         p->g.io_dtype ? json_string(ogk_dtype_name(p->g.io_dtype)) : json_null(), "chat_template",
                          chat_template(p));
     if (!p->genai)
         json_decref(g);
@@ -653,8 +646,8 @@ static void check_runnable(pack *p)
         abort();
     for (size_t i = 0; i < p->n_t; i++) {
         t[i].role = p->t[i].role;
-        t[i].dtype = p->t[i].dtype == Q4NX_F32 ? MDESC_F32 : p->t[i].dtype == Q4NX_F16 ? MDESC_F16 : p->t[i].dtype == Q4NX_BF16 ? MDESC_BF16
-                   : p->t[i].dtype == Q4NX_Q4 ? MDESC_Q4 : 0; /* mdesc has its own numbers */
+        t[i].dtype = p->t[i].dtype == OGK_F32 ? MDESC_F32 : p->t[i].dtype == OGK_F16 ? MDESC_F16 : p->t[i].dtype == OGK_BF16 ? MDESC_BF16
+                   : p->t[i].dtype == OGK_Q4 ? MDESC_Q4 : 0; /* mdesc has its own numbers */
         t[i].ndim = p->t[i].ndim;
         memcpy(t[i].shape, p->t[i].shape, sizeof t[i].shape);
     }
@@ -760,7 +753,7 @@ static json_t *shape_json(const pack_tensor *t)
 
 static uint64_t tensor_bytes(const pack_tensor *t)
 {
-    return t->dtype == Q4NX_Q4 ? t->codes_size + t->scales_size + t->zeros_size : t->nbytes;
+    return t->dtype == OGK_Q4 ? t->codes_size + t->scales_size + t->zeros_size : t->nbytes;
 }
 
 /* "layers.3.attn.q" -> "attn.q" (roles summed over layers) */
@@ -814,12 +807,12 @@ json_t *pack_info_json(const pack *p, int with_tensors)
         json_object_set_new(rc, "count", json_integer(json_integer_value(json_object_get(rc, "count")) + 1));
         json_object_set_new(rc, "bytes",
                             json_integer(json_integer_value(json_object_get(rc, "bytes")) + (json_int_t)tensor_bytes(t)));
-        if (t->dtype == Q4NX_Q4) {
+        if (t->dtype == OGK_Q4) {
             nq++;
             qbytes += tensor_bytes(t);
             add_unique(bits, json_integer(4));
             add_unique(blocks, json_integer(t->block));
-            add_unique(sdt, json_string(dtname(t->scale_dtype)));
+            add_unique(sdt, json_string(ogk_dtype_name(t->scale_dtype)));
             add_unique(ops, json_string(t->source_op));
             if (t->accuracy_level >= 0)
                 add_unique(acc, json_integer(t->accuracy_level));
@@ -856,11 +849,11 @@ json_t *pack_info_json(const pack *p, int with_tensors)
         for (size_t i = 0; i < p->n_t; i++) {
             const pack_tensor *t = &p->t[i];
             json_t *o = json_pack("{s:s,s:s,s:s,s:o,s:I}", "name", t->name, "role", t->role, "dtype",
-                                  dtname(t->dtype), "shape", shape_json(t), "bytes", (json_int_t)tensor_bytes(t));
-            if (t->dtype == Q4NX_Q4) {
+                                  ogk_dtype_name(t->dtype), "shape", shape_json(t), "bytes", (json_int_t)tensor_bytes(t));
+            if (t->dtype == OGK_Q4) {
                 json_object_set_new(o, "quant",
                                     json_pack("{s:i,s:i,s:i,s:s,s:s,s:s,s:s,s:o}", "bits", 4, "block_size", (int)t->block,
-                                              "k_blocks", (int)t->k_blocks, "scale_dtype", dtname(t->scale_dtype),
+                                              "k_blocks", (int)t->k_blocks, "scale_dtype", ogk_dtype_name(t->scale_dtype),
                                               "zero_points", t->has_zp ? "u4" : "none", "source_op", t->source_op,
                                               "scales", t->scales_name, "zeros",
                                               t->zeros_name ? json_string(t->zeros_name) : json_null()));

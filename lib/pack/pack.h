@@ -3,7 +3,8 @@
  * tokenizer/text assets), walks the graph to give every weight a role, checks every MatMulNBits /
  * GatherBlockQuantized tensor against its attributes, detects the flavour and collects named refusals.
  * Owns pack knowledge only: it never writes anything (oga-extract turns a pack into OGAX) and must not
- * include the container or kernel headers beyond the shared dtype enum of q4nx.h.
+ * include the container or kernel headers (the dtype vocabulary and the tensor descriptor are
+ * lib/util's tensor.h).
  *
  * Nothing large is copied: tensor pointers point into the mmapped external data file (or into the
  * parsed model.onnx for small inline tensors). A few normalisations need a buffer of their own (inline
@@ -36,26 +37,19 @@
 
 #include <jansson.h>
 
-#include "q4nx/q4nx.h" /* enum q4nx_dtype only */
+#include "util/tensor.h" /* the dtype vocabulary and the tensor descriptor */
 #include "util/util.h"
 
 enum pack_flavour { PACK_UNKNOWN = 0, PACK_BUILDER_CPU, PACK_BUILDER_AMD, PACK_AMD_NPU };
 const char *pack_flavour_name(int flavour); /* "builder-cpu", "builder-amd", "amd-npu", "unknown" */
 
-/* One weight of the pack, with its role. Quantised weights (dtype Q4NX_Q4) are in MatMulNBits
+/* One weight of the pack, with its role. Quantised weights (dtype OGK_Q4) are in MatMulNBits
  * source order exactly as ogax.h documents: codes [N][kb][block/2] (low nibble first), scales
  * [N][kb] in scale_dtype, zeros u4-packed [N][ceil(kb/2)] or NULL (implicit 8). */
 typedef struct {
-    const char *name;      /* source initializer name (q4: the B / data initializer) */
-    const char *role;      /* see above */
+    OGK_TENSOR_DESC;       /* name: the source initializer (q4: the B / data one); role: see above;
+                            * q4: shape [N, K], layout OGK_PLAIN (source order) */
     const char *node;      /* name of the node that consumes it (the MatMulNBits, Gather, norm...) */
-    int dtype;             /* enum q4nx_dtype */
-    int ndim;
-    uint64_t shape[4];     /* q4: [N, K] */
-    /* q4 only */
-    uint32_t n, k, block, k_blocks;
-    int scale_dtype;       /* Q4NX_F32 / F16 / BF16 */
-    int has_zp;
     int accuracy_level;    /* MatMulNBits attribute, -1 when absent / not MatMulNBits */
     const char *source_op; /* "MatMulNBits" or "GatherBlockQuantized" */
     const char *scales_name, *zeros_name; /* initializer names (zeros_name NULL when absent) */

@@ -26,7 +26,7 @@ typedef struct {
     int rope_dim_attr;    /* RotaryEmbedding rotary_embedding_dim, 0 absent */
     uint64_t rope_rows;
     int gqa_heads, gqa_kv_heads; /* attention node attributes, 0 absent */
-    int io_dtype;         /* enum q4nx_dtype of the logits, 0 unknown */
+    int io_dtype;         /* enum ogk_dtype of the logits, 0 unknown */
     int has_rotary_nodes, has_gqa_rotary, separate_qkv, packed_qkv, has_position_ids, ryzenai_nodes;
     int qkv_bias, qk_norm, tied;
     size_t ignored_constants;

@@ -79,7 +79,7 @@ static pack_tensor *add_q4(G *g, int n, int dvi, int svi, int zvi, uint64_t N, u
     t->name = g->v[dvi].name;
     t->role = g->v[dvi].role;
     t->node = nname(g, n);
-    t->dtype = Q4NX_Q4;
+    t->dtype = OGK_Q4;
     t->ndim = 2;
     t->shape[0] = t->n = (uint32_t)N;
     t->shape[1] = t->k = (uint32_t)K;

@@ -18,7 +18,7 @@ struct q4nx_file {
     json_t *meta;
     const json_t *model, *source;
     size_t nt, na;
-    q4nx_tensor *t;
+    ogk_qtensor *t;
     q4nx_extent *x;
     const char **asset_name;
     const uint8_t **asset_data;
@@ -26,7 +26,7 @@ struct q4nx_file {
     uint32_t *asset_crc;
     uint64_t meta_off, meta_end;
     uint32_t meta_crc;
-    const q4nx_tensor **by_role; /* sorted by role for q4nx_find */
+    const ogk_qtensor **by_role; /* sorted by role for q4nx_find */
 };
 
 typedef struct {
@@ -43,7 +43,7 @@ static int span_cmp(const void *a, const void *b)
 
 static int role_cmp(const void *a, const void *b)
 {
-    return strcmp((*(const q4nx_tensor *const *)a)->role, (*(const q4nx_tensor *const *)b)->role);
+    return strcmp((*(const ogk_qtensor *const *)a)->role, (*(const ogk_qtensor *const *)b)->role);
 }
 
 /* A NUL-terminated string of exactly len bytes inside the string table, or NULL. */
@@ -69,7 +69,7 @@ static int all_zero(const uint8_t *p, size_t n)
 static int parse_tensor(q4nx_file *f, size_t i, const uint8_t *ent, const uint8_t *str, uint64_t str_size,
                         ogk_error *e)
 {
-    q4nx_tensor *t = &f->t[i];
+    ogk_qtensor *t = &f->t[i];
     q4nx_extent *x = &f->x[i];
     t->name = get_string(str, str_size, q4nx_rd32(ent + TE_NAME_OFF), q4nx_rd32(ent + TE_NAME_LEN));
     t->role = get_string(str, str_size, q4nx_rd32(ent + TE_ROLE_OFF), q4nx_rd32(ent + TE_ROLE_LEN));
@@ -101,22 +101,22 @@ static int parse_tensor(q4nx_file *f, size_t i, const uint8_t *ent, const uint8_
     for (int d = t->ndim; d < 4; d++)
         if (shape[d])
             return ogk_fail(e, "tensor %s: unused shape[%d] is not zero", nm, d);
-    if (t->dtype == Q4NX_Q4) {
+    if (t->dtype == OGK_Q4) {
         int sd = ent[TE_SCALE_DTYPE], zp = ent[TE_ZP];
         uint32_t block = q4nx_rd32(ent + TE_BLOCK), kb = q4nx_rd32(ent + TE_KBLOCKS);
         if (t->layout != f->layout)
             return ogk_fail(e, "tensor %s: layout %d differs from the container's %s", nm, t->layout,
-                            q4nx_layout_name(f->layout));
+                            ogk_layout_name(f->layout));
         if (t->ndim != 2 || shape[0] == 0 || shape[1] == 0 || shape[0] > (1u << 31) || shape[1] > (1u << 30) ||
             shape[0] * shape[1] > ((uint64_t)1 << 42))
             return ogk_fail(e, "tensor %s: quantised shape must be [N, K] with N <= 2^31, K <= 2^30, N*K <= 2^42", nm);
-        if (sd != Q4NX_F32 && sd != Q4NX_F16 && sd != Q4NX_BF16)
+        if (sd != OGK_F32 && sd != OGK_F16 && sd != OGK_BF16)
             return ogk_fail(e, "tensor %s: scale dtype %d is not f32, f16 or bf16", nm, sd);
         if (zp > 1)
             return ogk_fail(e, "tensor %s: zero-point flag %d (0 or 1)", nm, zp);
         if (block > 4096)
             return ogk_fail(e, "tensor %s: block size %u out of range", nm, block);
-        const char *why = q4nx_q4_layout_refusal(t->layout, (uint32_t)shape[0], (uint32_t)shape[1], block);
+        const char *why = ogk_q4_layout_refusal(t->layout, (uint32_t)shape[0], (uint32_t)shape[1], block);
         if (why)
             return ogk_fail(e, "tensor %s: %s", nm, why);
         t->n = (uint32_t)shape[0];
@@ -127,9 +127,9 @@ static int parse_tensor(q4nx_file *f, size_t i, const uint8_t *ent, const uint8_
             return ogk_fail(e, "tensor %s: k_blocks %u != ceil(K/block) %u", nm, kb, t->k_blocks);
         t->scale_dtype = sd;
         t->has_zp = zp;
-        uint64_t cb = q4nx_q4_codes_bytes(t->layout, t->n, t->k, block), g = q4nx_q4_groups(t->layout, t->n, t->k, block);
+        uint64_t cb = ogk_q4_codes_bytes(t->layout, t->n, t->k, block), g = ogk_q4_groups(t->layout, t->n, t->k, block);
         uint64_t so, zo, size;
-        q4nx_q4_parts(cb, g, q4nx_dtype_size(sd), zp, &so, &zo, &size);
+        ogk_q4_parts(cb, g, ogk_dtype_size(sd), zp, &so, &zo, &size);
         if (x->scales_off != so || x->zeros_off != zo || x->size != size)
             return ogk_fail(e,
                             "tensor %s: parts (scales at +%" PRIu64 ", zeros at +%" PRIu64 ", %" PRIu64
@@ -139,10 +139,10 @@ static int parse_tensor(q4nx_file *f, size_t i, const uint8_t *ent, const uint8_
         t->scales = x->bytes + so;
         t->zeros = zp ? x->bytes + zo : NULL;
     } else {
-        size_t es = q4nx_dtype_size(t->dtype);
+        size_t es = ogk_dtype_size(t->dtype);
         if (!es)
             return ogk_fail(e, "tensor %s: unknown dtype %d", nm, t->dtype);
-        if (t->layout != Q4NX_PLAIN || ent[TE_SCALE_DTYPE] || ent[TE_ZP] || q4nx_rd32(ent + TE_BLOCK) ||
+        if (t->layout != OGK_PLAIN || ent[TE_SCALE_DTYPE] || ent[TE_ZP] || q4nx_rd32(ent + TE_BLOCK) ||
             q4nx_rd32(ent + TE_KBLOCKS) || x->scales_off || x->zeros_off)
             return ogk_fail(e, "tensor %s: plain tensor with quantisation fields set", nm);
         uint64_t count = 1;
@@ -227,7 +227,7 @@ q4nx_file *q4nx_open_flags(const char *path, int flags, ogk_error *e, int *code)
         return open_fail(f, code, OGK_EXIT_INPUT);
     }
     f->layout = (int)q4nx_rd32(p + HDR_LAYOUT);
-    if (f->layout != Q4NX_RM && f->layout != Q4NX_B8) {
+    if (f->layout != OGK_RM && f->layout != OGK_B8) {
         ogk_fail(e, "%s: unknown layout %d in the header", path, f->layout);
         return open_fail(f, code, OGK_EXIT_INPUT);
     }
@@ -346,7 +346,7 @@ q4nx_file *q4nx_open_flags(const char *path, int flags, ogk_error *e, int *code)
                 return open_fail(f, code, OGK_EXIT_INPUT);
             }
         for (size_t i = 0; i < nt; i++)
-            if (f->t[i].dtype != Q4NX_Q4 && f->x[i].size < Q4NX_SMALL_TENSOR && tensor_crc_fails(f, i, path, e))
+            if (f->t[i].dtype != OGK_Q4 && f->x[i].size < Q4NX_SMALL_TENSOR && tensor_crc_fails(f, i, path, e))
                 return open_fail(f, code, OGK_EXIT_INPUT);
     }
     if (code)
@@ -387,9 +387,9 @@ uint64_t q4nx_file_size(const q4nx_file *f) { return f->map.size; }
 const uint8_t *q4nx_file_bytes(const q4nx_file *f) { return f->map.data; }
 size_t q4nx_asset_count(const q4nx_file *f) { return f->na; }
 
-const q4nx_tensor *q4nx_tensor_at(const q4nx_file *f, size_t i) { return i < f->nt ? &f->t[i] : NULL; }
+const ogk_qtensor *q4nx_tensor_at(const q4nx_file *f, size_t i) { return i < f->nt ? &f->t[i] : NULL; }
 
-const q4nx_tensor *q4nx_find(const q4nx_file *f, const char *role)
+const ogk_qtensor *q4nx_find(const q4nx_file *f, const char *role)
 {
     size_t lo = 0, hi = f->nt;
     while (lo < hi) {

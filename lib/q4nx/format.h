@@ -42,7 +42,7 @@ static inline void q4nx_wr64(uint8_t *p, uint64_t v)
 static inline uint64_t q4nx_align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
 /* Where the parts of a quantised tensor sit, relative to the tensor's start. */
-static inline void q4nx_q4_parts(uint64_t codes_bytes, uint64_t groups, uint64_t scale_size, int has_zp,
+static inline void ogk_q4_parts(uint64_t codes_bytes, uint64_t groups, uint64_t scale_size, int has_zp,
                                  uint64_t *scales_off, uint64_t *zeros_off, uint64_t *size)
 {
     *scales_off = q4nx_align_up(codes_bytes, 64);

@@ -1,30 +1,7 @@
-/* lib/q4nx — the Q4NX container (model.q4nx, man/man5/q4nx.5): in-memory tensor views and the two
- * weight layouts. Owns the container format and the rm/b8 layouts; must not know about ONNX, OGAX
- * parsing, kernels or models.
- *
- * A quantised tensor is the MatMulNBits weight W[N x K] (N output rows, K inputs), bits = 4, group
- * (block) size B along K, k_blocks kb = ceil(K / B). Source order (MatMulNBits): codes [N][kb][B/2]
- * (first value in the low nibble), scales [N][kb] in their source dtype, zero points packed u4
- * [N][ceil(kb/2)] (block j in nibble j%2, low first) or absent (implicit 8). Value:
- *     W[n, k] = (float)(code - zp) * (float)scale[n, k / B]
- * Both layouts keep every code, scale and zero point losslessly; they only move them.
- *
- * Layout b8 (Q4NX_B8) — "packed B" for our kernels. Rows in blocks of 16 (nb = ceil(N/16)).
- *   codes: for rb in [0,nb), for g in [0,kb), for c in [0,B/8): one 64-byte chunk; within it
- *          byte[r*4 + i] (r in [0,16), i in [0,4)) =
- *              code(rb*16+r, g*B + c*8 + i) | code(rb*16+r, g*B + c*8 + 4 + i) << 4
- *          so (chunk & 0x0F) holds 16 rows x 4 consecutive k as u8 dwords (one VNNI vpdpbusd with a
- *          broadcast of 4 int8 activations), and (chunk >> 4) the next 4 k.   bytes: nb*kb*B*8
- *   scales: [nb][kb][16] in the source dtype.     zeros: [nb][kb][16] u8 (value 0..15), if present.
- *   Padding rows (n >= N): code 0, scale 0, zero 0. Columns K..kb*B keep the source blob's codes.
- *
- * Layout rm (Q4NX_RM) — FastFlowLM's Q4NX tile geometry. Tiles of 32 rows x 256 columns in row-major
- * tile order over nt_r = ceil(N/32) by nt_c = ceil(kb*B/256); requires B <= 256 (B divides 256).
- *   codes: 4096 bytes per tile; element (R, c) of the tile (R in [0,32), c in [0,256)) is at byte
- *          (R/16)*2048 + c*8 + (R%16)/2, low nibble when R%16 is even.   bytes: nt_r*nt_c*4096
- *   scales: per tile [256/B][32]: index tile*(256/B)*32 + (c/B)*32 + R, source dtype.
- *   zeros:  same indexing as scales, u8.
- *   Padding (rows >= N, columns >= kb*B): code 0, scale 0, zero 0.
+/* lib/q4nx — the Q4NX container (model.q4nx, man/man5/q4nx.5): reading and writing the file, and the
+ * views of its tensors (ogk_qtensor, lib/util/tensor.h). Owns the container format only: the dtype
+ * vocabulary, the tensor descriptor and the rm/b8 layouts it stores are lib/util's (tensor.h). Must not
+ * know about ONNX, OGAX parsing, kernels or models.
  */
 #ifndef OGK_Q4NX_H
 #define OGK_Q4NX_H
@@ -34,59 +11,8 @@
 
 #include <jansson.h>
 
+#include "util/tensor.h"
 #include "util/util.h"
-
-enum q4nx_dtype { Q4NX_F32 = 1, Q4NX_F16 = 2, Q4NX_BF16 = 3, Q4NX_Q4 = 4, Q4NX_I32 = 5, Q4NX_I64 = 6 };
-enum q4nx_layout { Q4NX_PLAIN = 0, Q4NX_RM = 1, Q4NX_B8 = 2 };
-#define Q4NX_B8_ROWS 16
-
-typedef struct q4nx_tensor {
-    const char *name; /* source initializer name */
-    const char *role; /* "embed", "layers.3.attn.q", "lm_head", ... */
-    int dtype;        /* enum q4nx_dtype; Q4NX_Q4 for quantised */
-    int ndim;
-    uint64_t shape[4]; /* logical shape; quantised: [N, K] */
-    /* quantised only */
-    int layout; /* enum q4nx_layout */
-    uint32_t n, k, block, k_blocks;
-    int scale_dtype;      /* Q4NX_F32 / F16 / BF16 */
-    int has_zp;           /* 0: implicit zero point 8 */
-    const uint8_t *codes; /* layout order */
-    const void *scales;   /* layout order, scale_dtype elements */
-    const uint8_t *zeros; /* layout order, one u8 per group; NULL when !has_zp */
-    /* plain only */
-    const void *data;
-    uint64_t nbytes;
-} q4nx_tensor;
-
-size_t q4nx_dtype_size(int dtype); /* bytes per element; 0 for Q4 */
-const char *q4nx_dtype_name(int dtype);
-const char *q4nx_layout_name(int layout);
-int q4nx_layout_parse(const char *s); /* "rm" / "b8" -> enum, -1 otherwise */
-
-/* Sizes of the three parts of a quantised tensor in a layout (groups = scale/zero entries). */
-size_t q4nx_q4_codes_bytes(int layout, uint32_t n, uint32_t k, uint32_t block);
-size_t q4nx_q4_groups(int layout, uint32_t n, uint32_t k, uint32_t block);
-/* Whether a layout can hold this geometry (rm needs block <= 256); 0 ok, else a static reason. */
-const char *q4nx_q4_layout_refusal(int layout, uint32_t n, uint32_t k, uint32_t block);
-
-/* Move MatMulNBits source order into a layout. Destination buffers sized by the functions above;
- * src_zp NULL means no zero points (then zeros may be NULL). */
-void q4nx_q4_relayout(int layout, uint32_t n, uint32_t k, uint32_t block, int scale_dtype, const uint8_t *src_codes,
-                      const void *src_scales, const uint8_t *src_zp, uint8_t *codes, void *scales, uint8_t *zeros);
-
-/* Element access through the layout (slow, for references and verification). */
-uint8_t q4nx_q4_code(const q4nx_tensor *t, uint32_t row, uint32_t col);
-float q4nx_q4_scale(const q4nx_tensor *t, uint32_t row, uint32_t group);
-uint8_t q4nx_q4_zero(const q4nx_tensor *t, uint32_t row, uint32_t group); /* 8 when !has_zp */
-/* Dequantise one row (K floats): (code - zp) * scale, in fp32. */
-void q4nx_q4_dequant_row(const q4nx_tensor *t, uint32_t row, float *out);
-/* The same for rows [row0, row0 + nrows) into out[nrows][K], walking the layout in storage order (fast:
- * verification of whole models). Bit-identical to q4nx_q4_dequant_row. */
-void q4nx_q4_dequant_rows(const q4nx_tensor *t, uint32_t row0, uint32_t nrows, float *out);
-/* Its scalar version (q4nx_q4_dequant_rows uses AVX2 when the CPU has it, unless
- * OGAKIT_KERNEL=ref); both give the same bits. */
-void q4nx_q4_dequant_rows_ref(const q4nx_tensor *t, uint32_t row0, uint32_t nrows, float *out);
 
 /* ---- the container file (format: man/man5/q4nx.5; implemented in lib/q4nx/container.c) ---- */
 typedef struct q4nx_file q4nx_file;
@@ -113,8 +39,8 @@ const json_t *q4nx_model(const q4nx_file *f);  /* the normalised model descripti
 const json_t *q4nx_source(const q4nx_file *f); /* provenance: pack, flavour, tool, version */
 int q4nx_layout(const q4nx_file *f);           /* layout of its quantised tensors */
 size_t q4nx_tensor_count(const q4nx_file *f);
-const q4nx_tensor *q4nx_tensor_at(const q4nx_file *f, size_t i);
-const q4nx_tensor *q4nx_find(const q4nx_file *f, const char *role); /* by role, NULL if absent */
+const ogk_qtensor *q4nx_tensor_at(const q4nx_file *f, size_t i);
+const ogk_qtensor *q4nx_find(const q4nx_file *f, const char *role); /* by role, NULL if absent */
 /* An embedded asset ("tokenizer.json", "tokenizer_config.json", ...): 0 and data/len, or -1. */
 int q4nx_asset(const q4nx_file *f, const char *name, const uint8_t **data, size_t *len);
 
@@ -148,7 +74,7 @@ const json_t *q4nx_meta(const q4nx_file *f); /* the whole metadata JSON object *
 
 /* ---- writing a container (streaming: data first, metadata and footer last; no seeking) ---- */
 typedef struct q4nx_writer q4nx_writer;
-/* Starts a container on fd in the given layout (Q4NX_RM / Q4NX_B8): writes the header. */
+/* Starts a container on fd in the given layout (OGK_RM / OGK_B8): writes the header. */
 q4nx_writer *q4nx_writer_new(int fd, int layout, ogk_error *e);
 int q4nx_writer_asset(q4nx_writer *w, const char *name, const void *data, size_t len, ogk_error *e);
 /* A quantised tensor given in MatMulNBits source order (codes [N][kb][B/2], scales [N][kb], zero points

@@ -86,7 +86,7 @@ static uint8_t *scratch(q4nx_writer *w, size_t n, ogk_error *e)
 
 q4nx_writer *q4nx_writer_new(int fd, int layout, ogk_error *e)
 {
-    if (layout != Q4NX_RM && layout != Q4NX_B8) {
+    if (layout != OGK_RM && layout != OGK_B8) {
         ogk_fail(e, "unknown layout %d", layout);
         return NULL;
     }
@@ -218,27 +218,27 @@ static int place(q4nx_writer *w, uint8_t *ent, uint64_t size, ogk_error *e)
 int q4nx_writer_q4(q4nx_writer *w, const char *name, const char *role, uint32_t n, uint32_t k, uint32_t block,
                    int scale_dtype, const uint8_t *codes, const void *scales, const uint8_t *zp, ogk_error *e)
 {
-    const char *why = q4nx_q4_layout_refusal(w->layout, n, k, block);
+    const char *why = ogk_q4_layout_refusal(w->layout, n, k, block);
     if (why)
-        return ogk_fail(e, "tensor %s: layout %s: %s", name, q4nx_layout_name(w->layout), why);
-    if (scale_dtype != Q4NX_F32 && scale_dtype != Q4NX_F16 && scale_dtype != Q4NX_BF16)
+        return ogk_fail(e, "tensor %s: layout %s: %s", name, ogk_layout_name(w->layout), why);
+    if (scale_dtype != OGK_F32 && scale_dtype != OGK_F16 && scale_dtype != OGK_BF16)
         return ogk_fail(e, "tensor %s: scales must be f32, f16 or bf16", name);
     if (k > (1u << 30) || n > (1u << 31) || (uint64_t)n * k > ((uint64_t)1 << 42))
         return ogk_fail(e, "tensor %s: %u x %u is too large", name, n, k);
     uint8_t *ent = new_entry(w, name, role, e);
     if (!ent)
         return -1;
-    uint64_t cb = q4nx_q4_codes_bytes(w->layout, n, k, block), g = q4nx_q4_groups(w->layout, n, k, block);
-    uint64_t ss = q4nx_dtype_size(scale_dtype), so, zo, size;
-    q4nx_q4_parts(cb, g, ss, zp != NULL, &so, &zo, &size);
+    uint64_t cb = ogk_q4_codes_bytes(w->layout, n, k, block), g = ogk_q4_groups(w->layout, n, k, block);
+    uint64_t ss = ogk_dtype_size(scale_dtype), so, zo, size;
+    ogk_q4_parts(cb, g, ss, zp != NULL, &so, &zo, &size);
     uint8_t *b = scratch(w, size, e);
     if (!b)
         return -1;
     memset(b + cb, 0, so - cb); /* padding between parts; the parts themselves are written whole */
     if (zp)
         memset(b + so + g * ss, 0, zo - (so + g * ss));
-    q4nx_q4_relayout(w->layout, n, k, block, scale_dtype, codes, scales, zp, b, b + so, zp ? b + zo : NULL);
-    ent[TE_DTYPE] = Q4NX_Q4;
+    ogk_q4_relayout(w->layout, n, k, block, scale_dtype, codes, scales, zp, b, b + so, zp ? b + zo : NULL);
+    ent[TE_DTYPE] = OGK_Q4;
     ent[TE_LAYOUT] = (uint8_t)w->layout;
     ent[TE_SCALE_DTYPE] = (uint8_t)scale_dtype;
     ent[TE_ZP] = zp ? 1 : 0;
@@ -258,9 +258,9 @@ int q4nx_writer_q4(q4nx_writer *w, const char *name, const char *role, uint32_t 
 int q4nx_writer_plain(q4nx_writer *w, const char *name, const char *role, int dtype, int ndim, const uint64_t *shape,
                       const void *data, uint64_t nbytes, ogk_error *e)
 {
-    size_t es = q4nx_dtype_size(dtype);
+    size_t es = ogk_dtype_size(dtype);
     if (!es)
-        return ogk_fail(e, "tensor %s: dtype %s cannot be stored plain", name, q4nx_dtype_name(dtype));
+        return ogk_fail(e, "tensor %s: dtype %s cannot be stored plain", name, ogk_dtype_name(dtype));
     if (ndim < 1 || ndim > 4)
         return ogk_fail(e, "tensor %s: %d dimensions (1..4)", name, ndim);
     uint64_t count = 1;
@@ -271,7 +271,7 @@ int q4nx_writer_plain(q4nx_writer *w, const char *name, const char *role, int dt
     }
     if (count * es != nbytes)
         return ogk_fail(e, "tensor %s: %llu bytes for %llu elements of %s", name, (unsigned long long)nbytes,
-                        (unsigned long long)count, q4nx_dtype_name(dtype));
+                        (unsigned long long)count, ogk_dtype_name(dtype));
     uint8_t *ent = new_entry(w, name, role, e);
     if (!ent)
         return -1;
@@ -290,7 +290,7 @@ int q4nx_writer_finish(q4nx_writer *w, const json_t *model, const json_t *source
     if (!json_is_object(model) || !json_is_object(source))
         return ogk_fail(e, "model and source descriptions must be JSON objects");
     json_t *meta = json_pack("{s:{s:i,s:i,s:s,s:I,s:I},s:O,s:O}", "q4nx", "format_version", Q4NX_FORMAT_VERSION,
-                             "layout_version", Q4NX_LAYOUT_VERSION, "layout", q4nx_layout_name(w->layout), "tensors",
+                             "layout_version", Q4NX_LAYOUT_VERSION, "layout", ogk_layout_name(w->layout), "tensors",
                              (json_int_t)w->nt, "assets", (json_int_t)w->na, "model", (json_t *)model, "source",
                              (json_t *)source);
     if (meta && w->extra)

@@ -989,7 +989,7 @@ int serve_run(const serve_opts *o, ogk_error *e, int *code)
     /* the model: /health says 503 until it is ready */
     ogk_error me;
     int mcode;
-    if (kern_path_init(&me) || !(srv->m = model_open_flags(o->model_path, o->no_mmap ? Q4NX_OPEN_LOAD : 0, &me, &mcode))) {
+    if (kern_isa_init(&me) || !(srv->m = model_open_flags(o->model_path, o->no_mmap ? Q4NX_OPEN_LOAD : 0, &me, &mcode))) {
         ogk_fail(e, "%s", me.msg);
         goto out;
     }
@@ -1013,8 +1013,8 @@ int serve_run(const serve_opts *o, ogk_error *e, int *code)
     srv->sched_ok = 1;
     __atomic_store_n(&srv->ready, 1, __ATOMIC_RELEASE);
     logf_(srv, "ready: model %s, %d slots of %d positions, mode %s, %d threads, kernel %s%s%s", srv->model_id,
-          srv->S.n_slots, srv->S.context, o->mode == MODEL_I8 ? "i8" : "f32", kern_pool_threads(srv->S.pool),
-          kern_path_name(kern_path()), srv->dm ? ", drafter " : "", srv->dm ? o->draft_path : "");
+          srv->S.n_slots, srv->S.context, o->mode == KERN_I8 ? "i8" : "f32", kern_pool_threads(srv->S.pool),
+          kern_isa_current()->name, srv->dm ? ", drafter " : "", srv->dm ? o->draft_path : "");
     while (!o->stop || !*o->stop)
         usleep(50 * 1000);
 

@@ -239,7 +239,7 @@ static int reusable(const serve_sched *S, const serve_slot *sl, const int *p, in
     int lim = sl->s->pos < n - 1 ? sl->s->pos : n - 1, c = 0;
     while (c < lim && sl->hist[c] == p[c])
         c++;
-    if (sl->s->mode != MODEL_I8) {
+    if (sl->s->mode != KERN_I8) {
         c = c < sl->n_full ? c : sl->n_full;
         c -= c % MODEL_CHUNK;
     }

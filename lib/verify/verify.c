@@ -2,13 +2,13 @@
 #define _GNU_SOURCE
 #include "verify.h"
 
-#include <immintrin.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "kern/kern.h"
 #include "onnx/onnx.pb-c.h"
 
 /* ---------- statistics of one comparison ---------- */
@@ -73,58 +73,29 @@ enum { CTRL_NONE = 0, CTRL_SWAP = 1, CTRL_NOZP = 2 };
 
 static float read_scale(const matmulnbits *m, size_t i)
 {
-    if (m->sdt == Q4NX_F32) {
+    if (m->sdt == OGK_F32) {
         float f;
         memcpy(&f, m->s + 4 * i, 4);
         return f;
     }
     uint16_t h = (uint16_t)(m->s[2 * i] | m->s[2 * i + 1] << 8);
-    return m->sdt == Q4NX_F16 ? ogk_f16_to_f32(h) : ogk_bf16_to_f32(h);
+    return m->sdt == OGK_F16 ? ogk_f16_to_f32(h) : ogk_bf16_to_f32(h);
 }
 
 /* One block of n values, packed two per byte with the first value in the low nibble (both
  * MatMulNBits and GatherBlockQuantized store 4-bit data this way): o[j] = (q_j - zp) * scale. With
- * swap the nibbles are read the wrong way round (the control). */
-static void block_scalar(const uint8_t *q, uint32_t n, int zp, float scale, int swap, float *o)
-{
-    int lo_shift = swap ? 4 : 0, hi_shift = swap ? 0 : 4;
-    for (uint32_t j = 0; j < n; j++)
-        o[j] = (float)(((q[j / 2] >> (j % 2 ? hi_shift : lo_shift)) & 0x0F) - zp) * scale;
-}
-
-/* The same with AVX2: bytes b0..b3 are spread to b0 b0 b1 b1 b2 b2 b3 b3, shifted by 0/4 and masked;
- * int -> float is exact and the one multiply rounds once, so the bits equal block_scalar's. */
-__attribute__((target("avx2"))) static void block_avx2(const uint8_t *q, uint32_t n, int zp, float scale, int swap,
-                                                      float *o)
-{
-    const __m128i dup = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
-    const __m256i sh = swap ? _mm256_setr_epi32(4, 0, 4, 0, 4, 0, 4, 0) : _mm256_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4);
-    const __m256i low4 = _mm256_set1_epi32(15), z = _mm256_set1_epi32(zp);
-    const __m256 s = _mm256_set1_ps(scale);
-    uint32_t j = 0;
-    for (; j + 8 <= n; j += 8) {
-        int32_t x;
-        memcpy(&x, q + j / 2, 4);
-        __m256i v = _mm256_cvtepu8_epi32(_mm_shuffle_epi8(_mm_cvtsi32_si128(x), dup));
-        v = _mm256_and_si256(_mm256_srlv_epi32(v, sh), low4);
-        _mm256_storeu_ps(o + j, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(v, z)), s));
-    }
-    if (j < n)
-        block_scalar(q + j / 2, n - j, zp, scale, swap, o + j);
-}
-
-static int simd = -1;
+ * swap the nibbles are read the wrong way round (the control). Plain C, a byte (two values) per step:
+ * independent of lib/kern's dequantisers, which it checks. */
 static void decode_block(const uint8_t *q, uint32_t n, int zp, float scale, int swap, float *o)
 {
-    if (simd < 0) {
-        const char *k = getenv("OGAKIT_KERNEL"); /* the kernels' switch: "ref" means scalar */
-        __builtin_cpu_init();
-        simd = __builtin_cpu_supports("avx2") && !(k && !strcmp(k, "ref"));
+    int lo_shift = swap ? 4 : 0, hi_shift = swap ? 0 : 4;
+    uint32_t j = 0;
+    for (; j + 2 <= n; j += 2) {
+        o[j] = (float)(((q[j / 2] >> lo_shift) & 0x0F) - zp) * scale;
+        o[j + 1] = (float)(((q[j / 2] >> hi_shift) & 0x0F) - zp) * scale;
     }
-    if (simd)
-        block_avx2(q, n, zp, scale, swap, o);
-    else
-        block_scalar(q, n, zp, scale, swap, o);
+    if (j < n)
+        o[j] = (float)(((q[j / 2] >> lo_shift) & 0x0F) - zp) * scale;
 }
 
 /* W[k, row] for k in [0, K): (q - zp) * scale, block by block. */
@@ -200,7 +171,7 @@ json_t *verify_container(const char *path, q4nx_file *f, uint64_t *bytes_checked
     }
     uint64_t total = 0;
     for (size_t i = 0; i < q4nx_tensor_count(f); i++) {
-        const q4nx_tensor *t = q4nx_tensor_at(f, i);
+        const ogk_qtensor *t = q4nx_tensor_at(f, i);
         q4nx_extent x;
         q4nx_tensor_extent(f, i, &x);
         total += x.size;
@@ -209,10 +180,10 @@ json_t *verify_container(const char *path, q4nx_file *f, uint64_t *bytes_checked
             fail("%s: tensor %s (role %s): checksum mismatch (stored %s, computed %s)", path, t->name, t->role,
                  hex32(x.crc32c, h1), hex32(got, h2));
         }
-        if (t->dtype == Q4NX_Q4) {
+        if (t->dtype == OGK_Q4) {
             /* the gaps between codes, scales and zero points are zero */
-            uint64_t cb = q4nx_q4_codes_bytes(t->layout, t->n, t->k, t->block);
-            uint64_t se = x.scales_off + q4nx_q4_groups(t->layout, t->n, t->k, t->block) * q4nx_dtype_size(t->scale_dtype);
+            uint64_t cb = ogk_q4_codes_bytes(t->layout, t->n, t->k, t->block);
+            uint64_t se = x.scales_off + ogk_q4_groups(t->layout, t->n, t->k, t->block) * ogk_dtype_size(t->scale_dtype);
             int ok = 1;
             for (uint64_t j = cb; j < x.scales_off; j++)
                 ok &= x.bytes[j] == 0;
@@ -261,7 +232,7 @@ json_t *verify_container(const char *path, q4nx_file *f, uint64_t *bytes_checked
     char buf[64];
     json_t *r = json_pack("{s:s,s:o,s:o,s:s,s:I,s:I,s:I,s:s,s:s}", "file", path, "format_version",
                           json_incref(json_object_get(q, "format_version")), "layout_version",
-                          json_incref(json_object_get(q, "layout_version")), "layout", q4nx_layout_name(q4nx_layout(f)),
+                          json_incref(json_object_get(q, "layout_version")), "layout", ogk_layout_name(q4nx_layout(f)),
                           "bytes", (json_int_t)q4nx_file_size(f), "tensors", (json_int_t)q4nx_tensor_count(f), "assets",
                           (json_int_t)q4nx_asset_count(f), "structure", "ok", "metadata_checksum",
                           meta_ok ? "ok" : "MISMATCH");
@@ -347,15 +318,15 @@ typedef struct {
     uint64_t groups, exact, tensors, qtensors, bytes;
 } totals;
 
-static json_t *compare_q4(const char *role, const q4nx_tensor *t, const pack_tensor *p, long sample, totals *tot)
+static json_t *compare_q4(const char *role, const ogk_qtensor *t, const pack_tensor *p, long sample, totals *tot)
 {
     matmulnbits m = {p->codes, p->scales, p->zeros, p->scale_dtype, p->n, p->k, p->block, p->k_blocks};
-    size_t ss = q4nx_dtype_size(p->scale_dtype);
+    size_t ss = ogk_dtype_size(p->scale_dtype);
     if (t->n != p->n || t->k != p->k || t->block != p->block || t->scale_dtype != p->scale_dtype ||
         t->has_zp != (p->zeros != NULL)) {
         fail("tensor %s (role %s): container [%u x %u] block %u %s%s, pack [%u x %u] block %u %s%s", t->name, role,
-             t->n, t->k, t->block, q4nx_dtype_name(t->scale_dtype), t->has_zp ? " zp" : "", p->n, p->k, p->block,
-             q4nx_dtype_name(p->scale_dtype), p->zeros ? " zp" : "");
+             t->n, t->k, t->block, ogk_dtype_name(t->scale_dtype), t->has_zp ? " zp" : "", p->n, p->k, p->block,
+             ogk_dtype_name(p->scale_dtype), p->zeros ? " zp" : "");
         return NULL;
     }
     uint32_t kb = (p->k + p->block - 1) / p->block;
@@ -379,7 +350,7 @@ static json_t *compare_q4(const char *role, const q4nx_tensor *t, const pack_ten
         if (nr == t->n) {
             for (uint32_t r0 = 0; r0 < t->n; r0 += WINDOW) {
                 uint32_t w = t->n - r0 < WINDOW ? t->n - r0 : WINDOW;
-                q4nx_q4_dequant_rows(t, r0, w, wa);
+                kern_dequant_rows(t, r0, w, wa);
                 for (uint32_t r = 0; r < w; r++) {
                     mnb_row(&m, r0 + r, CTRL_NONE, wb);
                     cmp_row(&st, wa + (size_t)r * t->k, wb, t->k, t->block, full);
@@ -392,7 +363,7 @@ static json_t *compare_q4(const char *role, const q4nx_tensor *t, const pack_ten
         } else {
             for (uint32_t i = 0; i < nr; i++) {
                 uint32_t row = pick_row(t->n, sample, i);
-                q4nx_q4_dequant_rows(t, row, 1, wa);
+                kern_dequant_rows(t, row, 1, wa);
                 mnb_row(&m, row, CTRL_NONE, wb);
                 cmp_row(&st, wa, wb, t->k, t->block, full);
                 if (with_tied) {
@@ -406,7 +377,7 @@ static json_t *compare_q4(const char *role, const q4nx_tensor *t, const pack_ten
     uint32_t ncr = row_count(t->n, CONTROL_ROWS);
     for (uint32_t i = 0; i < ncr; i++) {
         uint32_t row = pick_row(t->n, CONTROL_ROWS, i);
-        q4nx_q4_dequant_rows(t, row, 1, wa);
+        kern_dequant_rows(t, row, 1, wa);
         mnb_row(&m, row, CTRL_SWAP, wb);
         cmp_row(&c_swap, wa, wb, t->k, t->block, 1);
         mnb_row(&m, row, CTRL_NOZP, wb);
@@ -414,7 +385,7 @@ static json_t *compare_q4(const char *role, const q4nx_tensor *t, const pack_ten
     }
     json_t *o = json_pack("{s:s,s:s,s:s,s:[I,I],s:i,s:s,s:s,s:I}", "role", role, "name", t->name, "dtype", "q4",
                           "shape", (json_int_t)t->n, (json_int_t)t->k, "block", (int)t->block, "scale_dtype",
-                          q4nx_dtype_name(t->scale_dtype), "zero_points", t->has_zp ? "u4" : "none (8)", "rows_checked",
+                          ogk_dtype_name(t->scale_dtype), "zero_points", t->has_zp ? "u4" : "none (8)", "rows_checked",
                           (json_int_t)nr);
     json_t *sj = stat_json(&st);
     json_object_update(o, sj);
@@ -441,7 +412,7 @@ static json_t *compare_q4(const char *role, const q4nx_tensor *t, const pack_ten
     return o;
 }
 
-static json_t *compare_plain(const char *role, const q4nx_tensor *t, const void *data, uint64_t nbytes, int dtype,
+static json_t *compare_plain(const char *role, const ogk_qtensor *t, const void *data, uint64_t nbytes, int dtype,
                              int ndim, const uint64_t *shape, const char *other, totals *tot)
 {
     int same_shape = ndim == t->ndim && dtype == t->dtype;
@@ -451,7 +422,7 @@ static json_t *compare_plain(const char *role, const q4nx_tensor *t, const void 
     json_t *sh = json_array();
     for (int d = 0; d < t->ndim; d++)
         json_array_append_new(sh, json_integer((json_int_t)t->shape[d]));
-    json_t *o = json_pack("{s:s,s:s,s:s,s:o,s:s,s:b}", "role", role, "name", t->name, "dtype", q4nx_dtype_name(t->dtype),
+    json_t *o = json_pack("{s:s,s:s,s:s,s:o,s:s,s:b}", "role", role, "name", t->name, "dtype", ogk_dtype_name(t->dtype),
                           "shape", sh, "compare", "bytes", "ok", ok);
     if (!same_shape)
         fail("tensor %s (role %s): dtype or shape differs from %s", t->name, role, other);
@@ -485,8 +456,8 @@ static json_t *tied_check(const char *dir, pack *pk, q4nx_file *f)
 {
     if (!json_is_true(json_object_get(q4nx_model(f), "tie_embeddings")))
         return json_pack("{s:s}", "result", "skipped \u2014 no independent reference");
-    const q4nx_tensor *lm = q4nx_find(f, "lm_head");
-    if (!lm || lm->dtype != Q4NX_Q4) {
+    const ogk_qtensor *lm = q4nx_find(f, "lm_head");
+    if (!lm || lm->dtype != OGK_Q4) {
         fail("tied check: the model is tied but the container has no quantised lm_head");
         return json_pack("{s:s}", "result", "FAILED: no quantised lm_head");
     }
@@ -574,7 +545,7 @@ out:
  * after walking the rows here); full statistics only when some group differs. */
 static json_t *tied_result(q4nx_file *f, long sample)
 {
-    const q4nx_tensor *lm = q4nx_find(f, "lm_head");
+    const ogk_qtensor *lm = q4nx_find(f, "lm_head");
     uint32_t nr = row_count(lm->n, sample);
     if (work_bufs((size_t)WINDOW * lm->k))
         return json_pack("{s:s}", "result", "FAILED: out of memory");
@@ -586,7 +557,7 @@ static json_t *tied_result(q4nx_file *f, long sample)
         }
         for (uint32_t i = 0; i < nr; i++) {
             uint32_t v = pick_row(lm->n, sample, i);
-            q4nx_q4_dequant_rows(lm, v, 1, wa);
+            kern_dequant_rows(lm, v, 1, wa);
             gbq_row(tied.data, tied.stride, &tied.sc, v, wb);
             cmp_row(&tied.st, wa, wb, lm->k, lm->block, full);
         }
@@ -625,7 +596,7 @@ json_t *verify_pack(const char *dir, q4nx_file *f, long sample, json_t *summary,
     json_t *arr = json_array();
     json_t *tied_res = tied_check(dir, pk, f);
     for (size_t i = 0; i < q4nx_tensor_count(f); i++) {
-        const q4nx_tensor *t = q4nx_tensor_at(f, i);
+        const ogk_qtensor *t = q4nx_tensor_at(f, i);
         const pack_tensor *p = pack_find(pk, t->role);
         if (!p) {
             fail("tensor %s (role %s): not in the pack", t->name, t->role);
@@ -634,10 +605,10 @@ json_t *verify_pack(const char *dir, q4nx_file *f, long sample, json_t *summary,
         if (strcmp(p->name, t->name))
             fail("tensor %s (role %s): the pack's tensor for this role is %s", t->name, t->role, p->name);
         json_t *o;
-        if (t->dtype == Q4NX_Q4 && p->dtype == Q4NX_Q4) {
+        if (t->dtype == OGK_Q4 && p->dtype == OGK_Q4) {
             o = compare_q4(t->role, t, p, sample, &tot);
             tot.tensors++;
-        } else if (t->dtype != Q4NX_Q4 && p->dtype != Q4NX_Q4) {
+        } else if (t->dtype != OGK_Q4 && p->dtype != OGK_Q4) {
             o = compare_plain(t->role, t, p->data, p->nbytes, p->dtype, p->ndim, p->shape, "the pack", &tot);
         } else {
             fail("tensor %s (role %s): quantised on one side only", t->name, t->role);
@@ -693,13 +664,13 @@ json_t *verify_against(q4nx_file *a, q4nx_file *b, const char *bpath, json_t *su
     if (q4nx_tensor_count(a) != q4nx_tensor_count(b))
         fail("--against %s: %zu tensors vs %zu", bpath, q4nx_tensor_count(a), q4nx_tensor_count(b));
     for (size_t i = 0; i < q4nx_tensor_count(a); i++) {
-        const q4nx_tensor *t = q4nx_tensor_at(a, i), *u = q4nx_find(b, t->role);
+        const ogk_qtensor *t = q4nx_tensor_at(a, i), *u = q4nx_find(b, t->role);
         if (!u) {
             fail("tensor %s (role %s): missing from %s", t->name, t->role, bpath);
             continue;
         }
-        if (t->dtype != Q4NX_Q4 || u->dtype != Q4NX_Q4) {
-            json_array_append_new(arr, compare_plain(t->role, t, u->dtype == Q4NX_Q4 ? NULL : u->data, u->nbytes,
+        if (t->dtype != OGK_Q4 || u->dtype != OGK_Q4) {
+            json_array_append_new(arr, compare_plain(t->role, t, u->dtype == OGK_Q4 ? NULL : u->data, u->nbytes,
                                                      u->dtype, u->ndim, u->shape, bpath, &tot));
             continue;
         }
@@ -719,8 +690,8 @@ json_t *verify_against(q4nx_file *a, q4nx_file *b, const char *bpath, json_t *su
             }
             for (uint32_t r0 = 0; r0 < t->n; r0 += WINDOW) {
                 uint32_t w = t->n - r0 < WINDOW ? t->n - r0 : WINDOW;
-                q4nx_q4_dequant_rows(t, r0, w, wa);
-                q4nx_q4_dequant_rows(u, r0, w, wb);
+                kern_dequant_rows(t, r0, w, wa);
+                kern_dequant_rows(u, r0, w, wb);
                 for (uint32_t r = 0; r < w; r++)
                     cmp_row(&st, wa + (size_t)r * t->k, wb + (size_t)r * t->k, t->k, t->block, full);
             }
@@ -743,7 +714,7 @@ json_t *verify_against(q4nx_file *a, q4nx_file *b, const char *bpath, json_t *su
     json_object_set_new(summary, "against_groups", json_integer((json_int_t)tot.groups));
     json_object_set_new(summary, "against_exact_groups_pct",
                         jnum(tot.groups ? 100.0 * (double)tot.exact / (double)tot.groups : 100.0));
-    return json_pack("{s:s,s:s,s:o}", "file", bpath, "layout", q4nx_layout_name(q4nx_layout(b)), "tensors", arr);
+    return json_pack("{s:s,s:s,s:o}", "file", bpath, "layout", ogk_layout_name(q4nx_layout(b)), "tensors", arr);
 }
 
 void verify_begin(void)

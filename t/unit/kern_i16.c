@@ -27,7 +27,7 @@ static uint32_t rnd(void)
 static float frand(void) { return (float)((rnd() & 0xFFFFFF) / 16777216.0 * 2.0 - 1.0); }
 
 typedef struct {
-    q4nx_tensor t;
+    ogk_qtensor t;
     uint8_t *codes, *zeros;
     void *scales;
 } tensor;
@@ -35,27 +35,27 @@ typedef struct {
 static void make(tensor *T, int layout, uint32_t n, uint32_t k, uint32_t block, int sdt, int zp)
 {
     uint32_t kb = (k + block - 1) / block;
-    size_t ss = q4nx_dtype_size(sdt);
+    size_t ss = ogk_dtype_size(sdt);
     uint8_t *src = malloc((size_t)n * kb * block / 2), *ssc = malloc((size_t)n * kb * ss),
             *szp = malloc((size_t)n * ((kb + 1) / 2));
     for (size_t i = 0; i < (size_t)n * kb * block / 2; i++)
         src[i] = (uint8_t)rnd();
     for (size_t i = 0; i < (size_t)n * kb; i++) {
         float s = (0.001f + 0.1f * fabsf(frand())) * (rnd() & 1 ? -1.0f : 1.0f);
-        if (sdt == Q4NX_F32)
+        if (sdt == OGK_F32)
             memcpy(ssc + i * 4, &s, 4);
         else {
-            uint16_t h = sdt == Q4NX_F16 ? ogk_f32_to_f16(s) : ogk_f32_to_bf16(s);
+            uint16_t h = sdt == OGK_F16 ? ogk_f32_to_f16(s) : ogk_f32_to_bf16(s);
             memcpy(ssc + i * 2, &h, 2);
         }
     }
     for (size_t i = 0; i < (size_t)n * ((kb + 1) / 2); i++)
         szp[i] = (uint8_t)rnd();
-    T->codes = malloc(q4nx_q4_codes_bytes(layout, n, k, block));
-    T->scales = malloc(q4nx_q4_groups(layout, n, k, block) * ss);
-    T->zeros = malloc(q4nx_q4_groups(layout, n, k, block));
-    q4nx_q4_relayout(layout, n, k, block, sdt, src, ssc, zp ? szp : NULL, T->codes, T->scales, T->zeros);
-    T->t = (q4nx_tensor){.name = "test", .dtype = Q4NX_Q4, .layout = layout, .n = n, .k = k, .block = block,
+    T->codes = malloc(ogk_q4_codes_bytes(layout, n, k, block));
+    T->scales = malloc(ogk_q4_groups(layout, n, k, block) * ss);
+    T->zeros = malloc(ogk_q4_groups(layout, n, k, block));
+    ogk_q4_relayout(layout, n, k, block, sdt, src, ssc, zp ? szp : NULL, T->codes, T->scales, T->zeros);
+    T->t = (ogk_qtensor){.name = "test", .dtype = OGK_Q4, .layout = layout, .n = n, .k = k, .block = block,
                          .k_blocks = kb, .scale_dtype = sdt, .has_zp = zp, .codes = T->codes, .scales = T->scales,
                          .zeros = zp ? T->zeros : NULL};
     free(src), free(ssc), free(szp);
@@ -106,7 +106,7 @@ static int quant_ok(const float *x, uint32_t K, uint32_t B, const int8_t *q1, co
     return 1;
 }
 
-static double bound(const q4nx_tensor *W, uint32_t n, const int8_t *q1, const int8_t *q2, const float *d)
+static double bound(const ogk_qtensor *W, uint32_t n, const int8_t *q1, const int8_t *q2, const float *d)
 {
     uint32_t B = W->block, kb = W->k_blocks, K = W->k;
     double S = 0;
@@ -114,10 +114,10 @@ static double bound(const q4nx_tensor *W, uint32_t n, const int8_t *q1, const in
         double s = 0, sq = 0;
         for (uint32_t c = g * B; c < (g + 1) * B && c < K; c++) {
             int Q = 254 * q1[c] + q2[c];
-            s += (double)q4nx_q4_code(W, n, c) * abs(Q);
+            s += (double)ogk_q4_code(W, n, c) * abs(Q);
             sq += abs(Q);
         }
-        S += fabs(q4nx_q4_scale(W, n, g) * (double)d[g]) * (s + q4nx_q4_zero(W, n, g) * sq);
+        S += fabs(ogk_q4_scale(W, n, g) * (double)d[g]) * (s + ogk_q4_zero(W, n, g) * sq);
     }
     return (kb + 8) * ldexp(1.0, -23) * S + 1e-30;
 }
@@ -132,7 +132,7 @@ static const int Ms[] = {1, 2, 5, 16, 33};
 int main(void)
 {
     ogk_prog_set("kern_i16");
-    if (!kern_path_supported(KERN_PATH_AVX512)) {
+    if (!kern_isa_supported(KERN_ISA_AVX512)) {
         printf("ok 1 - # skip kern_i16: no avx512 kernel path on this CPU\n1..1\n");
         return 0;
     }
@@ -167,15 +167,15 @@ int main(void)
     }
 
     /* avx512 kernels against the reference, within the bound */
-    static const int sdts[] = {Q4NX_F32, Q4NX_F16, Q4NX_BF16};
-    for (int layout = Q4NX_RM; layout <= Q4NX_B8; layout++)
+    static const int sdts[] = {OGK_F32, OGK_F16, OGK_BF16};
+    for (int layout = OGK_RM; layout <= OGK_B8; layout++)
         for (int si = 0; si < 3; si++)
             for (int zp = 0; zp < 2; zp++) {
                 int ok = 1;
                 why[0] = 0;
                 for (size_t sh = 0; sh < sizeof shapes / sizeof *shapes && ok; sh++) {
                     const shape *s = &shapes[sh];
-                    if (layout == Q4NX_RM && s->block > 256)
+                    if (layout == OGK_RM && s->block > 256)
                         continue;
                     tensor T;
                     make(&T, layout, s->n, s->k, s->block, sdts[si], zp);
@@ -191,7 +191,7 @@ int main(void)
                         kern_ref_rows(&T.t, x, M, r, KERN_I16, 0, s->n);
                         for (size_t i = 0; i < (size_t)M * s->n; i++)
                             y[i] = NAN;
-                        if (kern_matmul_path(KERN_PATH_AVX512, (rnd() & 1) ? pool : NULL, &T.t, x, M, y, KERN_I16, &e)) {
+                        if (kern_matmul_isa(KERN_ISA_AVX512, (rnd() & 1) ? pool : NULL, &T.t, x, M, y, KERN_I16, &e)) {
                             snprintf(why, sizeof why, "%.500s", e.msg);
                             ok = 0;
                         }
@@ -211,15 +211,15 @@ int main(void)
                     }
                     drop(&T);
                 }
-                TAP_OK(ok, "avx512 i16 %s scales %s%s: within the bound of the reference %s", q4nx_layout_name(layout),
-                       q4nx_dtype_name(sdts[si]), zp ? " zero points" : "", why);
+                TAP_OK(ok, "avx512 i16 %s scales %s%s: within the bound of the reference %s", ogk_layout_name(layout),
+                       ogk_dtype_name(sdts[si]), zp ? " zero points" : "", why);
             }
 
     /* error against the exact product, and against the int8 mode's, on a realistic shape */
     {
         tensor T;
         uint32_t N = 256, K = 896;
-        make(&T, Q4NX_B8, N, K, 32, Q4NX_F32, 0);
+        make(&T, OGK_B8, N, K, 32, OGK_F32, 0);
         int M = 4;
         float *x = malloc(sizeof(float) * M * K), *yf = malloc(sizeof(float) * M * N), *y16 = malloc(sizeof(float) * M * N),
               *y8 = malloc(sizeof(float) * M * N);
@@ -227,7 +227,7 @@ int main(void)
             x[i] = frand() + frand() + frand();
         ogk_error e;
         kern_ref_rows(&T.t, x, M, yf, KERN_F32, 0, N);
-        kern_matmul_path(KERN_PATH_AVX512, pool, &T.t, x, M, y16, KERN_I16, &e);
+        kern_matmul_isa(KERN_ISA_AVX512, pool, &T.t, x, M, y16, KERN_I16, &e);
         kern_ref_rows(&T.t, x, M, y8, KERN_I8, 0, N);
         double e16 = 0, e8 = 0, ymax = 0;
         for (size_t i = 0; i < (size_t)M * N; i++) {
@@ -242,12 +242,12 @@ int main(void)
     }
 
     /* a path without the mode refuses it */
-    if (kern_path_supported(KERN_PATH_AVX2)) {
+    if (kern_isa_supported(KERN_ISA_AVX2)) {
         tensor T;
-        make(&T, Q4NX_B8, 16, 32, 32, Q4NX_F32, 0);
+        make(&T, OGK_B8, 16, 32, 32, OGK_F32, 0);
         float x[64] = {0}, y[64];
         ogk_error e;
-        int rc = kern_matmul_path(KERN_PATH_AVX2, NULL, &T.t, x, 2, y, KERN_I16, &e);
+        int rc = kern_matmul_isa(KERN_ISA_AVX2, NULL, &T.t, x, 2, y, KERN_I16, &e);
         TAP_OK(rc == -1 && strstr(e.msg, "16-bit"), "the avx2 path refuses the 16-bit mode: %s", rc ? e.msg : "(accepted)");
         drop(&T);
     }

@@ -1,23 +1,22 @@
-/* lib/kern: every kernel path equals the scalar reference (kern_ref_rows, which reads weights through
+/* lib/kern: every row of the ISA table this CPU runs (rows it lacks are skipped by name) equals the scalar reference (kern_ref_rows, which reads weights through
  * lib/q4nx's accessors and sums in double) within the bounds stated in kern.h, on odd shapes, both
  * layouts, both modes, f32/f16/bf16 scales, with and without zero points, M = 1, 7, 16, 128, 130.
  *   f32: |y - ref| <= (B + kb + 4) * 2^-23 * sum_k |scale|*(code + zp)*|x|
  *   i8:  |y - ref| <= (kb + 4) * 2^-23 * sum_g |scale*d*(sum code*q - zp*sum q)|
  * The bounds are Higham's a-priori bounds for the sums each path performs, doubled; a single wrong
  * code (error ~ |scale*x|) exceeds them by orders of magnitude on these shapes.
- * Also: the AVX-512 int8 quantisation is bit-identical to the scalar one; the i8 mode's error
- * against the exact product is measured and printed; results do not depend on the thread count. */
+ * Also, per row: its int8 quantisation is bit-identical to the scalar one, its rm band shuffle to the
+ * scalar one, its read loop XORs what it reads; the i8 mode's error against the exact product is
+ * measured and printed; results do not depend on the thread count; the table's names and modes. */
 #include "tap.h"
 #include "kern/kern.h"
-#include "q4nx/q4nx.h"
+#include "util/tensor.h"
 #include "util/util.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-void kern_quant_rows_avx512(const float *x, int M, uint32_t k, uint32_t block, int8_t *q, float *d, int32_t *qs);
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
 static uint32_t rnd(void)
@@ -28,7 +27,7 @@ static uint32_t rnd(void)
 static float frand(void) { return (float)((rnd() & 0xFFFFFF) / 16777216.0 * 2.0 - 1.0); }
 
 typedef struct {
-    q4nx_tensor t;
+    ogk_qtensor t;
     uint8_t *codes, *zeros;
     void *scales;
 } tensor;
@@ -36,27 +35,27 @@ typedef struct {
 static void make(tensor *T, int layout, uint32_t n, uint32_t k, uint32_t block, int sdt, int zp)
 {
     uint32_t kb = (k + block - 1) / block;
-    size_t ss = q4nx_dtype_size(sdt);
+    size_t ss = ogk_dtype_size(sdt);
     uint8_t *src = malloc((size_t)n * kb * block / 2), *ssc = malloc((size_t)n * kb * ss),
             *szp = malloc((size_t)n * ((kb + 1) / 2));
     for (size_t i = 0; i < (size_t)n * kb * block / 2; i++)
         src[i] = (uint8_t)rnd();
     for (size_t i = 0; i < (size_t)n * kb; i++) {
         float s = (0.001f + 0.1f * fabsf(frand())) * (rnd() & 1 ? -1.0f : 1.0f);
-        if (sdt == Q4NX_F32)
+        if (sdt == OGK_F32)
             memcpy(ssc + i * 4, &s, 4);
         else {
-            uint16_t h = sdt == Q4NX_F16 ? ogk_f32_to_f16(s) : ogk_f32_to_bf16(s);
+            uint16_t h = sdt == OGK_F16 ? ogk_f32_to_f16(s) : ogk_f32_to_bf16(s);
             memcpy(ssc + i * 2, &h, 2);
         }
     }
     for (size_t i = 0; i < (size_t)n * ((kb + 1) / 2); i++)
         szp[i] = (uint8_t)rnd();
-    T->codes = malloc(q4nx_q4_codes_bytes(layout, n, k, block));
-    T->scales = malloc(q4nx_q4_groups(layout, n, k, block) * ss);
-    T->zeros = malloc(q4nx_q4_groups(layout, n, k, block));
-    q4nx_q4_relayout(layout, n, k, block, sdt, src, ssc, zp ? szp : NULL, T->codes, T->scales, T->zeros);
-    T->t = (q4nx_tensor){.name = "test", .dtype = Q4NX_Q4, .layout = layout, .n = n, .k = k, .block = block,
+    T->codes = malloc(ogk_q4_codes_bytes(layout, n, k, block));
+    T->scales = malloc(ogk_q4_groups(layout, n, k, block) * ss);
+    T->zeros = malloc(ogk_q4_groups(layout, n, k, block));
+    ogk_q4_relayout(layout, n, k, block, sdt, src, ssc, zp ? szp : NULL, T->codes, T->scales, T->zeros);
+    T->t = (ogk_qtensor){.name = "test", .dtype = OGK_Q4, .layout = layout, .n = n, .k = k, .block = block,
                          .k_blocks = kb, .scale_dtype = sdt, .has_zp = zp, .codes = T->codes, .scales = T->scales,
                          .zeros = zp ? T->zeros : NULL};
     free(src), free(ssc), free(szp);
@@ -77,7 +76,7 @@ static float *make_x(int M, uint32_t K)
 }
 
 /* the bound of kern.h for output (m, n) */
-static double bound(const q4nx_tensor *W, const float *x, uint32_t n, int mode, const int8_t *q, const float *d,
+static double bound(const ogk_qtensor *W, const float *x, uint32_t n, int mode, const int8_t *q, const float *d,
                     const int32_t *qs)
 {
     uint32_t B = W->block, kb = W->k_blocks, K = W->k;
@@ -85,16 +84,16 @@ static double bound(const q4nx_tensor *W, const float *x, uint32_t n, int mode, 
     if (mode == KERN_F32) {
         for (uint32_t c = 0; c < K; c++) {
             uint32_t g = c / B;
-            S += fabs(q4nx_q4_scale(W, n, g)) * (q4nx_q4_code(W, n, c) + q4nx_q4_zero(W, n, g)) * fabs(x[c]);
+            S += fabs(ogk_q4_scale(W, n, g)) * (ogk_q4_code(W, n, c) + ogk_q4_zero(W, n, g)) * fabs(x[c]);
         }
         return (B + kb + 4) * ldexp(1.0, -23) * S;
     }
     for (uint32_t g = 0; g < kb; g++) {
         int64_t s = 0;
         for (uint32_t c = g * B; c < (g + 1) * B && c < K; c++)
-            s += (int64_t)q4nx_q4_code(W, n, c) * q[c];
-        s -= (int64_t)q4nx_q4_zero(W, n, g) * qs[g];
-        S += fabs(q4nx_q4_scale(W, n, g) * (double)d[g] * (double)s);
+            s += (int64_t)ogk_q4_code(W, n, c) * q[c];
+        s -= (int64_t)ogk_q4_zero(W, n, g) * qs[g];
+        S += fabs(ogk_q4_scale(W, n, g) * (double)d[g] * (double)s);
     }
     return (kb + 4) * ldexp(1.0, -23) * S + 1e-30;
 }
@@ -109,12 +108,12 @@ static const int Ms[] = {1, 7, 16, 128, 130};
 static double i8_err_max, i8_err_rms_num, i8_err_rms_den;
 
 /* compare one path against the reference over all shapes and M; returns 1 when all within bound */
-static int check_path(int path, kern_pool *pool, int layout, int mode, int sdt, int zp, char *why, size_t whylen)
+static int check_path(int isa, kern_pool *pool, int layout, int mode, int sdt, int zp, char *why, size_t whylen)
 {
     int ok = 1;
     for (size_t si = 0; si < sizeof shapes / sizeof *shapes && ok; si++) {
         const shape *sh = &shapes[si];
-        if (layout == Q4NX_RM && sh->block > 256)
+        if (layout == OGK_RM && sh->block > 256)
             continue;
         tensor T;
         make(&T, layout, sh->n, sh->k, sh->block, sdt, zp);
@@ -128,7 +127,7 @@ static int check_path(int path, kern_pool *pool, int layout, int mode, int sdt, 
             kern_ref_rows(&T.t, x, M, r, mode, 0, sh->n);
             for (size_t i = 0; i < (size_t)M * sh->n; i++)
                 y[i] = NAN;
-            if (kern_matmul_path(path, pool, &T.t, x, M, y, mode, &e) < 0) {
+            if (kern_matmul_isa(isa, pool, &T.t, x, M, y, mode, &e) < 0) {
                 snprintf(why, whylen, "%.500s", e.msg);
                 ok = 0;
             }
@@ -161,7 +160,7 @@ static void measure_i8_error(void)
     for (int b = 0; b < 2; b++) {
         tensor T;
         uint32_t N = 256, K = 896, B = b ? 128 : 32;
-        make(&T, Q4NX_B8, N, K, B, b ? Q4NX_F16 : Q4NX_F32, b);
+        make(&T, OGK_B8, N, K, B, b ? OGK_F16 : OGK_F32, b);
         int M = 4;
         float *x = malloc((size_t)M * K * sizeof *x), *yf = malloc((size_t)M * N * 4), *yi = malloc((size_t)M * N * 4);
         for (size_t i = 0; i < (size_t)M * K; i++) /* roughly gaussian activations */
@@ -182,6 +181,12 @@ static void measure_i8_error(void)
         free(x), free(yf), free(yi);
         drop(&T);
     }
+}
+
+/* a row this CPU cannot run: skipped, by name */
+static void skip_row(int isa)
+{
+    printf("ok %d - # skip row %s: not supported on this CPU\n", ++tap_n, kern_isa_row(isa)->name);
 }
 
 static void count_fn(void *arg, size_t b, size_t e, int worker)
@@ -241,8 +246,10 @@ int main(void)
                a.by_caller);
     }
 
-    /* the int8 quantisation: properties, and SIMD == scalar bit for bit */
-    int qprop = 1, qsame = 1;
+    /* the int8 quantisation: properties, and every row's == scalar bit for bit */
+    int qprop = 1, qsame[KERN_ISA_COUNT];
+    for (int i = 0; i < KERN_ISA_COUNT; i++)
+        qsame[i] = 1;
     for (int rep = 0; rep < 50; rep++) {
         uint32_t K = 1 + rnd() % 700, B = 16u << (rnd() % 4), kb = (K + B - 1) / B;
         float *x = malloc(K * sizeof *x);
@@ -266,34 +273,72 @@ int main(void)
             }
             qprop &= sum == s1[g] && (d1[g] == 0 ? qmax == 0 : qmax == 127);
         }
-        if (kern_path_supported(KERN_PATH_AVX512)) {
-            kern_quant_rows_avx512(x, 1, K, B, q2, d2, s2);
-            qsame &= !memcmp(q1, q2, (size_t)kb * B) && !memcmp(d1, d2, kb * 4) && !memcmp(s1, s2, kb * 4);
-        }
+        for (int i = 0; i < KERN_ISA_COUNT; i++)
+            if (kern_isa_supported(i)) {
+                kern_isa_row(i)->quant_i8(x, 1, K, B, q2, d2, s2);
+                qsame[i] &= !memcmp(q1, q2, (size_t)kb * B) && !memcmp(d1, d2, kb * 4) && !memcmp(s1, s2, kb * 4);
+            }
         free(x), free(q1), free(q2), free(d1), free(d2), free(s1), free(s2);
     }
     TAP_OK(qprop, "int8 quantisation: |q*d - x| <= d/2, max |q| = 127, padding 0, sums match");
-    if (kern_path_supported(KERN_PATH_AVX512))
-        TAP_OK(qsame, "AVX-512 int8 quantisation is bit-identical to the scalar one");
-    else
-        printf("ok %d - # skip no AVX-512 on this CPU\n", ++tap_n);
+    for (int i = 0; i < KERN_ISA_COUNT; i++)
+        if (kern_isa_supported(i))
+            TAP_OK(qsame[i], "row %s: int8 quantisation is bit-identical to the scalar one", kern_isa_row(i)->name);
+        else
+            skip_row(i);
+
+    /* every row's rm band shuffle gives the scalar one's bytes; its read loop XORs every word */
+    {
+        tensor T;
+        make(&T, OGK_RM, 70, 520, 64, OGK_BF16, 1);
+        size_t cb = 2 * T.t.k_blocks * 64 * 8, sb = 2 * T.t.k_blocks * 16 * 2, zb = 2 * T.t.k_blocks * 16;
+        uint8_t *want = calloc(1, cb + sb + zb), *got = calloc(1, cb + sb + zb);
+        size_t rn = 1 << 16;
+        uint8_t *buf = aligned_alloc(64, rn);
+        uint64_t x = 0;
+        for (size_t i = 0; i < rn; i++)
+            buf[i] = (uint8_t)rnd();
+        for (size_t i = 0; i < rn; i += 8) {
+            uint64_t w;
+            memcpy(&w, buf + i, 8);
+            x ^= w;
+        }
+        for (int i = 0; i < KERN_ISA_COUNT; i++) {
+            if (!kern_isa_supported(i)) {
+                skip_row(i);
+                continue;
+            }
+            const kern_isa *row = kern_isa_row(i);
+            int same = 1;
+            for (uint32_t band = 0; band < 3; band++) {
+                memset(want, 0, cb + sb + zb), memset(got, 0, cb + sb + zb);
+                kern_isa_row(KERN_ISA_REF)->rm_band(&T.t, band, want, want + cb, want + cb + sb);
+                row->rm_band(&T.t, band, got, got + cb, got + cb + sb);
+                same &= !memcmp(want, got, cb + sb + zb);
+            }
+            TAP_OK(same && row->read(buf, rn) == x, "row %s: rm band shuffle == scalar, read loop XORs every word",
+                   row->name);
+        }
+        free(want), free(got), free(buf);
+        drop(&T);
+    }
 
     static const char *mode_name[] = {"f32", "i8"};
-    int sdts[] = {Q4NX_F32, Q4NX_F16, Q4NX_BF16};
-    for (int path = KERN_PATH_AVX2; path <= KERN_PATH_AVX512; path++) {
-        if (!kern_path_supported(path)) {
-            printf("ok %d - # skip %s not supported on this CPU\n", ++tap_n, kern_path_name(path));
+    int sdts[] = {OGK_F32, OGK_F16, OGK_BF16};
+    for (int isa = 0; isa < KERN_ISA_COUNT; isa++) {
+        if (!kern_isa_supported(isa)) {
+            skip_row(isa);
             continue;
         }
-        for (int layout = Q4NX_RM; layout <= Q4NX_B8; layout++)
+        for (int layout = OGK_RM; layout <= OGK_B8; layout++)
             for (int mode = KERN_F32; mode <= KERN_I8; mode++)
                 for (int si = 0; si < 3; si++)
                     for (int zp = 0; zp < 2; zp++) {
                         char why[768] = "";
-                        int ok = check_path(path, (rnd() & 1) ? pool : NULL, layout, mode, sdts[si], zp, why,
+                        int ok = check_path(isa, (rnd() & 1) ? pool : NULL, layout, mode, sdts[si], zp, why,
                                             sizeof why);
-                        TAP_OK(ok, "%s %s %s scales %s %s: within bound of the reference%s%s", kern_path_name(path),
-                               q4nx_layout_name(layout), mode_name[mode], q4nx_dtype_name(sdts[si]),
+                        TAP_OK(ok, "%s %s %s scales %s %s: within bound of the reference%s%s", kern_isa_row(isa)->name,
+                               ogk_layout_name(layout), mode_name[mode], ogk_dtype_name(sdts[si]),
                                zp ? "asym" : "sym", ok ? "" : ": ", why);
                     }
     }
@@ -301,7 +346,7 @@ int main(void)
     /* thread count does not change results (each output is computed by one thread, same order) */
     {
         tensor T;
-        make(&T, Q4NX_B8, 300, 448, 32, Q4NX_F16, 1);
+        make(&T, OGK_B8, 300, 448, 32, OGK_F16, 1);
         float *x = make_x(9, 448), *y1 = malloc(9 * 300 * 4), *y2 = malloc(9 * 300 * 4);
         ogk_error e;
         int same = 1;
@@ -310,7 +355,7 @@ int main(void)
             kern_matmul(pool, &T.t, x, 9, y2, mode, &e);
             same &= !memcmp(y1, y2, 9 * 300 * 4);
         }
-        TAP_OK(same, "1 thread and 3 threads give identical results (path %s)", kern_path_name(kern_path()));
+        TAP_OK(same, "1 thread and 3 threads give identical results (row %s)", kern_isa_current()->name);
         free(x), free(y1), free(y2);
         drop(&T);
     }
@@ -319,17 +364,37 @@ int main(void)
     {
         ogk_error e;
         float x[4] = {0}, y[4];
-        q4nx_tensor bad = {.name = "w", .dtype = Q4NX_F32};
+        ogk_qtensor bad = {.name = "w", .dtype = OGK_F32};
         TAP_OK(kern_matmul(pool, &bad, x, 1, y, KERN_F32, &e) < 0 && strstr(e.msg, "not a 4-bit"),
                "a plain tensor is refused: %s", e.msg);
         tensor T;
-        make(&T, Q4NX_B8, 16, 32, 32, Q4NX_F32, 0);
+        make(&T, OGK_B8, 16, 32, 32, OGK_F32, 0);
         T.t.k_blocks = 3;
         TAP_OK(kern_matmul(pool, &T.t, x, 1, y, KERN_F32, &e) < 0 && strstr(e.msg, "k_blocks"),
                "inconsistent k_blocks is refused: %s", e.msg);
         T.t.k_blocks = 1;
         TAP_OK(kern_matmul(pool, &T.t, x, 0, y, KERN_F32, &e) < 0, "M = 0 is refused: %s", e.msg);
         drop(&T);
+    }
+
+    /* the table's names, the modes */
+    {
+        int names = kern_isa_find("bogus") < 0 && kern_isa_row(KERN_ISA_COUNT) == NULL && kern_isa_supported(KERN_ISA_REF);
+        for (int i = 0; i < KERN_ISA_COUNT; i++)
+            names &= kern_isa_find(kern_isa_row(i)->name) == i;
+        TAP_OK(names, "ISA table: every row found by its name, unknown names and ids refused, ref always supported");
+        /* forcing a row (npu-gemm --kernel) switches every operation, the dequantiser included */
+        int before = kern_isa_find(kern_isa_current()->name), forced = 1;
+        for (int i = 0; i < KERN_ISA_COUNT; i++)
+            if (kern_isa_supported(i)) {
+                forced &= kern_isa_set(i) == 0 && kern_isa_current() == kern_isa_row(i) &&
+                          kern_isa_current()->dequant == kern_isa_row(i)->dequant;
+            }
+        forced &= kern_isa_set(before) == 0 && kern_isa_set(KERN_ISA_COUNT) < 0;
+        TAP_OK(forced, "kern_isa_set switches the whole row (matmul, dequant, attention, ...); an unknown id is refused");
+        TAP_OK(kern_mode_parse("f32") == KERN_F32 && kern_mode_parse("i8") == KERN_I8 && kern_mode_parse("f16") < 0 &&
+                   !strcmp(kern_mode_name(KERN_I8), "i8") && !strcmp(kern_mode_name(KERN_F32), "f32"),
+               "modes: f32 and i8 parse and print, anything else is refused");
     }
 
     measure_i8_error();

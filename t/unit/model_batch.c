@@ -36,8 +36,8 @@ int main(int argc, char **argv)
     for (int i = 0; i < 64; i++)
         ids[i] = (i * 7919 + 13) % V;
     kern_pool *pool = kern_pool_new(2);
-    for (int mode = MODEL_F32; mode <= MODEL_I8; mode++) {
-        const char *mn = mode == MODEL_I8 ? "i8" : "f32";
+    for (int mode = KERN_F32; mode <= KERN_I8; mode++) {
+        const char *mn = mode == KERN_I8 ? "i8" : "f32";
         model_state *work = model_state_new_shared(m, 1, 1, mode, pool, &e);
         /* reference: 4 sequences of different lengths, next token one at a time */
         int lens[4] = {1, 9, 17, 30};

@@ -246,7 +246,7 @@ int main(void)
            "cpu-style layer: every weight gets its role, in emission order (%s)", r);
     free(r);
     const pack_tensor *t = pack_find(p, "layers.0.attn.qkv");
-    TAP_OK(t && t->dtype == Q4NX_Q4 && t->n == QKV && t->k == H && t->block == 32 && !strcmp(t->name, "qkv.B") &&
+    TAP_OK(t && t->dtype == OGK_Q4 && t->n == QKV && t->k == H && t->block == 32 && !strcmp(t->name, "qkv.B") &&
                !strcmp(t->scales_name, "qkv.S") && !t->has_zp,
            "the packed qkv projection: q4 [%d, %d], block 32, its own B and scales, no zero points", QKV, H);
     t = pack_find(p, "layers.0.mlp.gate");
@@ -257,7 +257,7 @@ int main(void)
     TAP_OK(t && t->ndim == 2 && t->shape[0] == CTX && t->shape[1] == HD / 2 && !strcmp(t->name, "cos_cache"),
            "rope.cos is the attention node's cos_cache [%d, %d]", CTX, HD / 2);
     t = pack_find(p, "embed");
-    TAP_OK(t && t->dtype == Q4NX_F32 && t->shape[0] == V && t->shape[1] == H, "embed is the float Gather table");
+    TAP_OK(t && t->dtype == OGK_F32 && t->shape[0] == V && t->shape[1] == H, "embed is the float Gather table");
     TAP_OK(!strcmp(pack_flavour_name(pack_flavour(p)), "builder-cpu"), "packed qkv: builder-cpu flavour");
     const json_t *m = pack_model(p);
     TAP_OK(json_integer_value(json_object_get(m, "num_layers")) == 0 || json_is_null(json_object_get(m, "num_layers")),

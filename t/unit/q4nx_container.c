@@ -29,7 +29,7 @@ static void make_src(src_q4 *s, uint32_t n, uint32_t k, uint32_t block, int sdt,
     s->codes = malloc(cb);
     for (size_t i = 0; i < cb; i++)
         s->codes[i] = (uint8_t)rnd();
-    if (sdt == Q4NX_F32) {
+    if (sdt == OGK_F32) {
         s->scales32 = malloc((size_t)n * s->kb * 4);
         for (size_t i = 0; i < (size_t)n * s->kb; i++)
             s->scales32[i] = ((float)(rnd() % 2000) - 1000.0f) / 4096.0f;
@@ -52,20 +52,20 @@ static float src_value(const src_q4 *s, uint32_t r, uint32_t c)
     int q = (s->codes[r * qrow + c / 2] >> (4 * (c % 2))) & 15;
     uint32_t g = c / s->block;
     int zp = s->zp ? (s->zp[r * ((s->kb + 1) / 2) + g / 2] >> (4 * (g % 2))) & 15 : 8;
-    float sc = s->sdt == Q4NX_F32 ? s->scales32[r * s->kb + g]
-               : s->sdt == Q4NX_F16 ? ogk_f16_to_f32(s->scales16[r * s->kb + g])
+    float sc = s->sdt == OGK_F32 ? s->scales32[r * s->kb + g]
+               : s->sdt == OGK_F16 ? ogk_f16_to_f32(s->scales16[r * s->kb + g])
                                     : ogk_bf16_to_f32(s->scales16[r * s->kb + g]);
     return (float)(q - zp) * sc;
 }
 
-static int same_values(const q4nx_tensor *t, const src_q4 *s)
+static int same_values(const ogk_qtensor *t, const src_q4 *s)
 {
     if (!t || t->n != s->n || t->k != s->k)
         return 0;
     float *row = malloc(sizeof(float) * s->k);
     int ok = 1;
     for (uint32_t r = 0; r < s->n && ok; r++) {
-        q4nx_q4_dequant_row(t, r, row);
+        ogk_q4_dequant_row(t, r, row);
         for (uint32_t c = 0; c < s->k; c++) {
             float w = src_value(s, r, c);
             if (memcmp(&w, &row[c], 4))
@@ -103,9 +103,9 @@ static int try_open(const uint8_t *b, size_t n, char *msg, size_t msz)
     if (f) {
         /* whatever opened must be safe to walk completely */
         for (size_t i = 0; i < q4nx_tensor_count(f); i++) {
-            const q4nx_tensor *t = q4nx_tensor_at(f, i);
-            if (t->dtype == Q4NX_Q4)
-                (void)q4nx_q4_scale(t, t->n - 1, t->k_blocks - 1), (void)q4nx_q4_code(t, t->n - 1, t->k - 1);
+            const ogk_qtensor *t = q4nx_tensor_at(f, i);
+            if (t->dtype == OGK_Q4)
+                (void)ogk_q4_scale(t, t->n - 1, t->k_blocks - 1), (void)ogk_q4_code(t, t->n - 1, t->k - 1);
         }
         q4nx_close(f);
         unlink(p);
@@ -119,22 +119,22 @@ int main(void)
 {
     snprintf(path, sizeof path, "/tmp/q4nx_container_%d.q4nx", (int)getpid());
     src_q4 a, b, big;
-    make_src(&a, 40, 300, 32, Q4NX_F32, 0);    /* symmetric, padded last block */
-    make_src(&b, 17, 512, 128, Q4NX_F16, 1);   /* asymmetric f16 */
-    make_src(&big, 256, 1024, 64, Q4NX_BF16, 1); /* > 64 KiB: 4096-aligned */
+    make_src(&a, 40, 300, 32, OGK_F32, 0);    /* symmetric, padded last block */
+    make_src(&b, 17, 512, 128, OGK_F16, 1);   /* asymmetric f16 */
+    make_src(&big, 256, 1024, 64, OGK_BF16, 1); /* > 64 KiB: 4096-aligned */
     for (int i = 0; i < 300; i++)
         norm[i] = (float)i * 0.25f;
-    int layouts[] = {Q4NX_B8, Q4NX_RM};
+    int layouts[] = {OGK_B8, OGK_RM};
     for (int li = 0; li < 2; li++) {
         int L = layouts[li];
-        const char *ln = q4nx_layout_name(L);
+        const char *ln = ogk_layout_name(L);
         int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         ogk_error e = {{0}};
         q4nx_writer *w = q4nx_writer_new(fd, L, &e);
         uint64_t nshape[1] = {300};
         int rc = !w || q4nx_writer_asset(w, "tokenizer.json", tok, sizeof tok - 1, &e) ||
                  q4nx_writer_q4(w, "a_Q4", "layers.0.attn.qkv", a.n, a.k, a.block, a.sdt, a.codes, a.scales32, NULL, &e) ||
-                 q4nx_writer_plain(w, "norm", "final_norm", Q4NX_F32, 1, nshape, norm, sizeof norm, &e) ||
+                 q4nx_writer_plain(w, "norm", "final_norm", OGK_F32, 1, nshape, norm, sizeof norm, &e) ||
                  q4nx_writer_q4(w, "b.qweight", "layers.0.attn.o", b.n, b.k, b.block, b.sdt, b.codes, b.scales16, b.zp, &e) ||
                  q4nx_writer_q4(w, "big.qweight", "lm_head", big.n, big.k, big.block, big.sdt, big.codes, big.scales16,
                                 big.zp, &e);
@@ -167,8 +167,8 @@ int main(void)
         TAP_OK(same_values(q4nx_find(f, "layers.0.attn.qkv"), &a), "%s: symmetric f32 tensor dequantises exactly", ln);
         TAP_OK(same_values(q4nx_find(f, "layers.0.attn.o"), &b), "%s: asymmetric f16 tensor dequantises exactly", ln);
         TAP_OK(same_values(q4nx_find(f, "lm_head"), &big), "%s: asymmetric bf16 tensor dequantises exactly", ln);
-        const q4nx_tensor *nt = q4nx_find(f, "final_norm");
-        TAP_OK(nt && nt->dtype == Q4NX_F32 && nt->nbytes == sizeof norm && !memcmp(nt->data, norm, sizeof norm) &&
+        const ogk_qtensor *nt = q4nx_find(f, "final_norm");
+        TAP_OK(nt && nt->dtype == OGK_F32 && nt->nbytes == sizeof norm && !memcmp(nt->data, norm, sizeof norm) &&
                    !strcmp(nt->name, "norm"),
                "%s: plain tensor kept as is", ln);
         TAP_OK(q4nx_find(f, "embed") == NULL, "%s: absent role is NULL", ln);

@@ -202,26 +202,26 @@ int main(int argc, char **argv)
         TAP_OK(f != NULL, "%s: the output opens (%s)", lay[li], f ? "" : e.msg);
         if (!f)
             continue;
-        TAP_OK(q4nx_layout(f) == q4nx_layout_parse(lay[li]), "%s: header layout", lay[li]);
-        const q4nx_tensor *t1 = q4nx_find(f, "layers.0.attn.qkv"), *t2 = q4nx_find(f, "layers.0.attn.o");
+        TAP_OK(q4nx_layout(f) == ogk_layout_parse(lay[li]), "%s: header layout", lay[li]);
+        const ogk_qtensor *t1 = q4nx_find(f, "layers.0.attn.qkv"), *t2 = q4nx_find(f, "layers.0.attn.o");
         int ok = t1 && t2 && t1->n == N && t1->k == K && t2->n == N2 && t2->k == K2 && t2->has_zp && !t1->has_zp;
         float row[K2];
         for (uint32_t r = 0; ok && r < N; r++) {
-            q4nx_q4_dequant_row(t1, r, row);
+            ogk_q4_dequant_row(t1, r, row);
             for (uint32_t c = 0; c < K; c++) {
                 float w = want1(r, c);
                 ok &= !memcmp(&w, &row[c], 4);
             }
         }
         for (uint32_t r = 0; ok && r < N2; r++) {
-            q4nx_q4_dequant_row(t2, r, row);
+            ogk_q4_dequant_row(t2, r, row);
             for (uint32_t c = 0; c < K2; c++) {
                 float w = want2(r, c);
                 ok &= !memcmp(&w, &row[c], 4);
             }
         }
         TAP_OK(ok, "%s: both quantised tensors dequantise bit-exactly to the stream's MatMulNBits values", lay[li]);
-        const q4nx_tensor *nt = q4nx_find(f, "final_norm");
+        const ogk_qtensor *nt = q4nx_find(f, "final_norm");
         TAP_OK(nt && nt->nbytes == sizeof normw && !memcmp(nt->data, normw, sizeof normw), "%s: norm kept", lay[li]);
         const uint8_t *ad;
         size_t al;

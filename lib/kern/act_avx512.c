@@ -1,16 +1,17 @@
-/* SwiGLU with AVX-512: g = silu(g) * up = g * up / (1 + e^-g), 16 lanes at a time. The portable
- * version is swiglu_rows() in model.c; model_state_new picks this one when lib/kern's path is avx512. */
+/* The swiglu operation of the avx512 row of the ISA table: g = silu(g) * up = g * up / (1 + e^-g), 16
+ * lanes at a time (the portable definition is kern_swiglu_ref). */
 #include <stddef.h>
 
 #include "exp_avx512.h"
+#include "kern_int.h"
 
 /* e^x clamped to [-87, 88]: e^-87 next to 1 is nothing, e^88 over 1 + it gives g * 0 */
 static inline __m512 exp_clamped(__m512 x)
 {
-    return model_exp512(_mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.0f)), _mm512_set1_ps(88.0f)));
+    return kern_exp512(_mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.0f)), _mm512_set1_ps(88.0f)));
 }
 
-void model_swiglu_avx512(float *g, const float *up, size_t n)
+void kern_swiglu_avx512(float *g, const float *up, size_t n)
 {
     const __m512 one = _mm512_set1_ps(1.0f);
     size_t i = 0;

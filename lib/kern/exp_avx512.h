@@ -1,12 +1,12 @@
-/* lib/model internal: e^x on 16 fp32 lanes for the AVX-512 files (attention_avx512.c, act_avx512.c).
+/* lib/kern internal: e^x on 16 fp32 lanes for the AVX-512 files (attention_avx512.c, act_avx512.c).
  * x = n ln2 + r, |r| <= ln2/2; e^r by its degree-7 Taylor polynomial (relative error < 1e-8 before
  * fp32 rounding); 2^n by vscalefps. x must lie in [-87, 88]: the callers clamp. */
-#ifndef OGK_MODEL_EXP_AVX512_H
-#define OGK_MODEL_EXP_AVX512_H
+#ifndef OGK_KERN_EXP_AVX512_H
+#define OGK_KERN_EXP_AVX512_H
 
 #include <immintrin.h>
 
-static inline __m512 model_exp512(__m512 x)
+static inline __m512 kern_exp512(__m512 x)
 {
     __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);

@@ -1,19 +1,18 @@
-/* One query row's causal attention for g query heads that share a KV head, with AVX-512 (head_dim a
- * multiple of 16): scores q·k scaled, softmax with a vector exp, weighted sum of the values. The
- * portable version is attend_rows() in model.c; model_state_new picks this one when lib/kern's path
- * is avx512. */
+/* The attend operation of the avx512 row of the ISA table: one query row's causal attention for g
+ * query heads that share a KV head (head_dim a multiple of 16, at most 256; other head sizes go to
+ * kern_attend_ref): scores q·k scaled, softmax with a vector exp, weighted sum of the values. */
 #include <immintrin.h>
 #include <math.h>
 
 #include "exp_avx512.h"
-#include "model.h"
+#include "kern_int.h"
 
 /* e^x for x <= 0 (x - max). Below e^-80 the result is 0 exactly: no subnormal results (each costs
  * a microcode assist in the value sums), and nothing lost, as the largest term of every softmax is 1 */
 static inline __m512 exp512(__m512 x)
 {
     __mmask16 keep = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-80.0f), _CMP_GE_OQ);
-    return _mm512_maskz_mov_ps(keep, model_exp512(_mm512_max_ps(x, _mm512_set1_ps(-80.0f))));
+    return _mm512_maskz_mov_ps(keep, kern_exp512(_mm512_max_ps(x, _mm512_set1_ps(-80.0f))));
 }
 
 /* a[0..n) = e^(a - mx) in place; returns 1 / their sum */
@@ -141,9 +140,13 @@ HEADS(4, 4)
 HEADS(1, 8)
 HEADS(2, 8)
 
-void model_attend_avx512(float *q, int g, const float *kc, const float *vc, int n, int hd, float scale, float *att,
-                         size_t as)
+void kern_attend_avx512(float *q, int g, const float *kc, const float *vc, int n, int hd, float scale, float *att,
+                        size_t as)
 {
+    if (hd % 16 || hd > 256) {
+        kern_attend_ref(q, g, kc, vc, n, hd, scale, att, as);
+        return;
+    }
     typedef void (*fn)(float *, const float *, const float *, int, float, float *, size_t);
     static const fn h4[] = {0, heads_1_4, heads_2_4, heads_3_4, heads_4_4};
     static const fn h8[] = {0, heads_1_8, heads_2_8};

@@ -1,15 +1,12 @@
-/* AVX2 dequantisation of b8 and rm row windows: the same (float)(code - zp) * scale as the scalar path in
- * layout.c (int -> float is exact for these values, and the one multiply rounds once, no FMA), so the
- * results are bit-identical; q4nx_q4_dequant_rows picks this at run time when the CPU has AVX2. */
+/* AVX2 dequantisation of b8 and rm row windows (the dequant operation of the avx2 and avx512 rows of
+ * the ISA table): the same (float)(code - zp) * scale as kern_dequant_rows_ref (int -> float is exact
+ * for these values, and the one multiply rounds once, no FMA), so the results are bit-identical. */
 #include <immintrin.h>
 #include <string.h>
 
-#include "q4nx.h"
+#include "kern_int.h"
 
-void q4nx_q4_dequant_rows_b8_avx2(const q4nx_tensor *t, uint32_t row0, uint32_t nrows, float *out,
-                                  float (*scale_of)(const q4nx_tensor *, size_t));
-void q4nx_q4_dequant_rows_b8_avx2(const q4nx_tensor *t, uint32_t row0, uint32_t nrows, float *out,
-                                  float (*scale_of)(const q4nx_tensor *, size_t))
+static void dequant_b8(const ogk_qtensor *t, uint32_t row0, uint32_t nrows, float *out)
 {
     uint32_t K = t->k, B = t->block, kb = t->k_blocks, r1 = row0 + nrows;
     const __m256i shifts = _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4), low4 = _mm256_set1_epi32(15);
@@ -20,7 +17,7 @@ void q4nx_q4_dequant_rows_b8_avx2(const q4nx_tensor *t, uint32_t row0, uint32_t 
             const uint8_t *chunk = t->codes + gi / 16 * (size_t)B * 8;
             uint32_t cols = g * B + B <= K ? B : K - g * B;
             for (uint32_t r = ra; r < rz; r++) {
-                float sc = scale_of(t, gi + r);
+                float sc = kern_scale_at(t, gi + r);
                 int zp = t->has_zp ? t->zeros[gi + r] : 8;
                 float *o = out + (size_t)(rb * 16 + r - row0) * K + (size_t)g * B;
                 const uint8_t *p = chunk + r * 4;
@@ -48,10 +45,7 @@ void q4nx_q4_dequant_rows_b8_avx2(const q4nx_tensor *t, uint32_t row0, uint32_t 
 /* rm: element (R, c) of a tile is byte (R/16)*2048 + c*8 + (R%16)/2, low nibble for even R. Eight
  * consecutive c are the low dwords' first bytes of 64 consecutive bytes; the last 8 columns of a row
  * in a tile are done in scalar code so no load reaches past the byte the layout puts last. */
-void q4nx_q4_dequant_rows_rm_avx2(const q4nx_tensor *t, uint32_t row0, uint32_t nrows, float *out,
-                                  float (*scale_of)(const q4nx_tensor *, size_t));
-void q4nx_q4_dequant_rows_rm_avx2(const q4nx_tensor *t, uint32_t row0, uint32_t nrows, float *out,
-                                  float (*scale_of)(const q4nx_tensor *, size_t))
+static void dequant_rm(const ogk_qtensor *t, uint32_t row0, uint32_t nrows, float *out)
 {
     uint32_t K = t->k, B = t->block, kb = t->k_blocks, r1 = row0 + nrows;
     uint32_t ntc = (kb * B + 255) / 256, gpt = 256 / B;
@@ -69,7 +63,7 @@ void q4nx_q4_dequant_rows_rm_avx2(const q4nx_tensor *t, uint32_t row0, uint32_t 
                 const __m256i shv = _mm256_set1_epi32(sh);
                 for (uint32_t cg = 0; cg * B < cols; cg++) {
                     size_t gi = tile * gpt * 32 + (size_t)cg * 32 + R;
-                    float sc = scale_of(t, gi);
+                    float sc = kern_scale_at(t, gi);
                     int zp = t->has_zp ? t->zeros[gi] : 8;
                     const __m256 scv = _mm256_set1_ps(sc);
                     const __m256i zpv = _mm256_set1_epi32(zp);
@@ -89,4 +83,12 @@ void q4nx_q4_dequant_rows_rm_avx2(const q4nx_tensor *t, uint32_t row0, uint32_t 
             }
         }
     }
+}
+
+void kern_dequant_rows_avx2(const ogk_qtensor *t, uint32_t row0, uint32_t nrows, float *out)
+{
+    if (t->layout == OGK_B8)
+        dequant_b8(t, row0, nrows, out);
+    else
+        dequant_rm(t, row0, nrows, out);
 }

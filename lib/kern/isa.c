@@ -1,0 +1,201 @@
+/* The ISA table: one static const row of per-ISA operations per instruction set, the CPU's features
+ * (cpuid) and the choice of the row (OGAKIT_KERNEL or the widest supported), made once. This is the
+ * only file of ogakit that reads cpuid or OGAKIT_KERNEL; every consumer (kern.c's matmul and probe,
+ * lib/model's attention and SwiGLU, the dequantiser q4nx-verify uses, npu-gemm's listing) takes its
+ * functions and facts from here.
+ *
+ * Adding an ISA (AMX): its functions in one new file (kern_amx.c, flags in the Makefile), its feature
+ * bits below, one row in `rows` (operations it does not speed up point to an existing row's), and its
+ * id in enum kern_isa_id. */
+#include "kern_int.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define AVX2_NEEDS (KERN_CPU_AVX2 | KERN_CPU_FMA | KERN_CPU_BMI2)
+#define AVX512_NEEDS                                                                                                   \
+    (AVX2_NEEDS | KERN_CPU_AVX512F | KERN_CPU_AVX512BW | KERN_CPU_AVX512VL | KERN_CPU_AVX512DQ | KERN_CPU_AVX512VNNI)
+
+static const kern_isa rows[KERN_ISA_COUNT] = {
+    [KERN_ISA_REF] = {
+        .name = "ref",
+        .needs = 0,
+        .gemv = NULL, /* the ref matmul is kern_ref_rows */
+        .gemm = NULL,
+        .quant_i8 = kern_quant_rows_ref,
+        .rm_band = kern_rm_band_ref,
+        .dequant = kern_dequant_rows_ref,
+        .attend = kern_attend_ref,
+        .swiglu = kern_swiglu_ref,
+        .read = kern_read_ref,
+    },
+    [KERN_ISA_AVX2] = {
+        .name = "avx2",
+        .needs = AVX2_NEEDS,
+        .gemv = kern_b8_avx2,
+        .gemm = kern_b8_avx2,
+        .quant_i8 = kern_quant_rows_ref,
+        .rm_band = kern_rm_band_ref,
+        .dequant = kern_dequant_rows_avx2,
+        .attend = kern_attend_ref,
+        .swiglu = kern_swiglu_ref,
+        .read = kern_read_avx2,
+    },
+    [KERN_ISA_AVX512] = {
+        .name = "avx512",
+        .needs = AVX512_NEEDS,
+        .gemv = kern_gemv_avx512,
+        .gemm = kern_gemm_avx512,
+        .quant_i8 = kern_quant_rows_avx512,
+        .gemm_i16 = kern_b8_i16_avx512,
+        .quant_i16 = kern_quant_rows_i16_avx512,
+        .rm_band = kern_rm_band_vbmi,
+        .rm_band_needs = KERN_CPU_AVX512VBMI,
+        .dequant = kern_dequant_rows_avx2,
+        .attend = kern_attend_avx512,
+        .swiglu = kern_swiglu_avx512,
+        .read = kern_read_avx512,
+    },
+};
+
+/* ---- the CPU ---- */
+static const char *const feature_names[] = {"avx2",     "fma",      "f16c",     "bmi2",       "avx512f",    "avx512bw",
+                                            "avx512vl", "avx512dq", "avx512vnni", "avx512bf16", "avx512vbmi"};
+
+static pthread_once_t cpu_once = PTHREAD_ONCE_INIT;
+static uint32_t cpu; /* KERN_CPU_* bits */
+static kern_isa resolved[KERN_ISA_COUNT]; /* rows as this CPU runs them (rm_band without its extras: ref) */
+static char cpu_model[256];
+
+static void cpu_read(void)
+{
+    __builtin_cpu_init();
+    /* __builtin_cpu_supports takes a string literal: one line per feature, in feature_names order */
+    uint32_t f = 0;
+    f |= __builtin_cpu_supports("avx2") ? KERN_CPU_AVX2 : 0;
+    f |= __builtin_cpu_supports("fma") ? KERN_CPU_FMA : 0;
+    f |= __builtin_cpu_supports("f16c") ? KERN_CPU_F16C : 0;
+    f |= __builtin_cpu_supports("bmi2") ? KERN_CPU_BMI2 : 0;
+    f |= __builtin_cpu_supports("avx512f") ? KERN_CPU_AVX512F : 0;
+    f |= __builtin_cpu_supports("avx512bw") ? KERN_CPU_AVX512BW : 0;
+    f |= __builtin_cpu_supports("avx512vl") ? KERN_CPU_AVX512VL : 0;
+    f |= __builtin_cpu_supports("avx512dq") ? KERN_CPU_AVX512DQ : 0;
+    f |= __builtin_cpu_supports("avx512vnni") ? KERN_CPU_AVX512VNNI : 0;
+    f |= __builtin_cpu_supports("avx512bf16") ? KERN_CPU_AVX512BF16 : 0;
+    f |= __builtin_cpu_supports("avx512vbmi") ? KERN_CPU_AVX512VBMI : 0;
+    cpu = f;
+    for (int i = 0; i < KERN_ISA_COUNT; i++) {
+        resolved[i] = rows[i];
+        if ((rows[i].rm_band_needs & cpu) != rows[i].rm_band_needs)
+            resolved[i].rm_band = kern_rm_band_ref;
+    }
+    FILE *fp = fopen("/proc/cpuinfo", "r");
+    if (fp) {
+        char line[512];
+        while (fgets(line, sizeof line, fp))
+            if (!strncmp(line, "model name", 10)) {
+                char *p = strchr(line, ':');
+                if (p) {
+                    p += 1 + (p[1] == ' ');
+                    p[strcspn(p, "\n")] = 0;
+                    snprintf(cpu_model, sizeof cpu_model, "%s", p);
+                }
+                break;
+            }
+        fclose(fp);
+    }
+}
+
+static void cpu_init(void) { pthread_once(&cpu_once, cpu_read); }
+
+const char *kern_cpu_name(void)
+{
+    cpu_init();
+    return cpu_model;
+}
+
+const char *kern_cpu_feature(int i, int *has)
+{
+    if (i < 0 || i >= (int)(sizeof feature_names / sizeof *feature_names))
+        return NULL;
+    cpu_init();
+    if (has)
+        *has = !!(cpu & (1u << i));
+    return feature_names[i];
+}
+
+/* ---- the rows ---- */
+int kern_isa_supported(int id)
+{
+    if (id < 0 || id >= KERN_ISA_COUNT)
+        return 0;
+    cpu_init();
+    return (rows[id].needs & cpu) == rows[id].needs;
+}
+
+const kern_isa *kern_isa_row(int id)
+{
+    if (id < 0 || id >= KERN_ISA_COUNT)
+        return NULL;
+    cpu_init();
+    return &resolved[id];
+}
+
+int kern_isa_find(const char *name)
+{
+    for (int i = 0; name && i < KERN_ISA_COUNT; i++)
+        if (!strcmp(rows[i].name, name))
+            return i;
+    return -1;
+}
+
+/* ---- the choice, once ---- */
+static pthread_once_t choice_once = PTHREAD_ONCE_INIT;
+static int chosen = -1;           /* the row in use */
+static char choice_error[256];    /* why OGAKIT_KERNEL was refused, "" if it was not */
+
+static void choose(void)
+{
+    const char *env = getenv("OGAKIT_KERNEL");
+    if (env && *env) {
+        int id = kern_isa_find(env);
+        if (id < 0)
+            snprintf(choice_error, sizeof choice_error, "OGAKIT_KERNEL=%s: unknown kernel path (ref, avx2, avx512)", env);
+        else if (!kern_isa_supported(id))
+            snprintf(choice_error, sizeof choice_error, "OGAKIT_KERNEL=%s: this CPU lacks the instructions it needs",
+                     env);
+        chosen = choice_error[0] ? KERN_ISA_REF : id;
+        return;
+    }
+    chosen = KERN_ISA_REF;
+    for (int i = KERN_ISA_COUNT - 1; i > KERN_ISA_REF; i--)
+        if (kern_isa_supported(i)) {
+            chosen = i;
+            break;
+        }
+}
+
+int kern_isa_init(ogk_error *e)
+{
+    pthread_once(&choice_once, choose);
+    if (choice_error[0])
+        return ogk_fail(e, "%s", choice_error);
+    return 0;
+}
+
+const kern_isa *kern_isa_current(void)
+{
+    pthread_once(&choice_once, choose);
+    return kern_isa_row(__atomic_load_n(&chosen, __ATOMIC_ACQUIRE));
+}
+
+int kern_isa_set(int id)
+{
+    if (!kern_isa_supported(id))
+        return -1;
+    pthread_once(&choice_once, choose);
+    __atomic_store_n(&chosen, id, __ATOMIC_RELEASE);
+    return 0;
+}

@@ -1,0 +1,78 @@
+/* The attend operation of every row of the ISA table this CPU runs (portable; AVX-512 grouped attention,
+ * lib/kern/attention_avx512.c) against causal softmax attention written out here in double precision:
+ * head_dim 16 (one head at a time), 64 (groups of up to 4 heads), 96 and 128 (groups of 2), 72 (not a
+ * multiple of 16: the portable fallback), group sizes 1..7, positions 1..300, peaked and flat scores.
+ * Rows this CPU lacks are skipped by name. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kern/kern.h"
+#include "tap.h"
+
+static double urand(unsigned *s)
+{
+    *s = *s * 1103515245u + 12345u;
+    return (double)(*s >> 8 & 0xFFFF) / 65536.0 - 0.5;
+}
+
+/* softmax(q.k * scale) . v for one head, in double */
+static void reference(const float *q, const float *kc, const float *vc, int n, int hd, double scale, double *out)
+{
+    double *sc = malloc((size_t)n * sizeof *sc), mx = -INFINITY, sum = 0;
+    for (int t = 0; t < n; t++) {
+        double d = 0;
+        for (int i = 0; i < hd; i++)
+            d += (double)q[i] * kc[(size_t)t * hd + i];
+        sc[t] = d * scale;
+        mx = sc[t] > mx ? sc[t] : mx;
+    }
+    for (int t = 0; t < n; t++)
+        sum += sc[t] = exp(sc[t] - mx);
+    for (int i = 0; i < hd; i++) {
+        double o = 0;
+        for (int t = 0; t < n; t++)
+            o += sc[t] / sum * vc[(size_t)t * hd + i];
+        out[i] = o;
+    }
+    free(sc);
+}
+
+int main(void)
+{
+    static const int hds[] = {16, 64, 72, 96, 128}, ns[] = {1, 15, 16, 17, 300}, gs[] = {1, 3, 4, 5, 7};
+    static const double spread[] = {1.0, 40.0}; /* flat and peaked score distributions */
+    for (int isa = 0; isa < KERN_ISA_COUNT; isa++) {
+        const kern_isa *row = kern_isa_row(isa);
+        if (!kern_isa_supported(isa)) {
+            printf("ok %d - # skip row %s: not supported on this CPU\n", ++tap_n, row->name);
+            continue;
+        }
+        unsigned seed = 7;
+        for (size_t a = 0; a < sizeof hds / sizeof *hds; a++)
+            for (size_t b = 0; b < sizeof ns / sizeof *ns; b++)
+                for (size_t c = 0; c < sizeof gs / sizeof *gs; c++)
+                    for (size_t d = 0; d < 2; d++) {
+                        int hd = hds[a], n = ns[b], g = gs[c];
+                        size_t as = (size_t)n + 5;
+                        float *q = malloc(sizeof(float) * g * hd), *k = malloc(sizeof(float) * n * hd),
+                              *v = malloc(sizeof(float) * n * hd), *att = malloc(sizeof(float) * g * as);
+                        double *ref = malloc(sizeof(double) * g * hd), worst = 0;
+                        for (int i = 0; i < g * hd; i++)
+                            q[i] = (float)(urand(&seed) * spread[d]);
+                        for (int i = 0; i < n * hd; i++)
+                            k[i] = (float)urand(&seed), v[i] = (float)urand(&seed);
+                        double scale = 1.0 / sqrt((double)hd);
+                        for (int h = 0; h < g; h++)
+                            reference(q + (size_t)h * hd, k, v, n, hd, scale, ref + (size_t)h * hd);
+                        row->attend(q, g, k, v, n, hd, (float)scale, att, as);
+                        for (int i = 0; i < g * hd; i++)
+                            worst = fmax(worst, fabs(q[i] - ref[i]));
+                        TAP_OK(worst < 2e-6,
+                               "%s: head_dim %d, %d positions, %d heads, spread %g: max |err| %.2e (< 2e-6)",
+                               row->name, hd, n, g, spread[d], worst);
+                        free(q), free(k), free(v), free(att), free(ref);
+                    }
+    }
+    return TAP_DONE();
+}
