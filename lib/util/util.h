@@ -14,7 +14,7 @@
 
 #define OGAKIT_VERSION "0.1.0"
 
-/* Exit codes shared by every program (ARCHITECTURE.md). */
+/* Exit codes shared by every program (the repository's ARCHITECTURE.md). */
 enum {
     OGK_EXIT_OK = 0,        /* success */
     OGK_EXIT_CHECK = 1,     /* a check failed */
