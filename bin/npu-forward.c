@@ -36,7 +36,8 @@ static const char usage_text[] =
     "             an OpenAI-compatible HTTP server (see npu-forward(1))\n"
     "  tokenize | detokenize | chat   tokenizer tools (see npu-forward tokenize --help)\n"
     "common options: -t THREADS (default: online CPUs), -c CONTEXT (default: the model's),\n"
-    "  --mode f32|i8 (activations fp32, or int8 per block like accuracy_level 4; default f32),\n"
+    "  --mode f32|i8 (activations fp32, or int8 per block like accuracy_level 4; default: the pack's, i8 when its\n"
+    "  MatMulNBits ran at accuracy_level 4, else f32; info says which),\n"
     "  --no-mmap (read the weights into 2 MiB huge pages instead of mapping the file: faster decode),\n"
     "  --verify (check every weight's checksum before running; the small parts are checked at every open)\n"
     "environment: OGAKIT_PROF=1 prints per-pass phase timings on stderr; OGAKIT_KERNEL=ref|avx2|avx512.\n"
@@ -90,6 +91,7 @@ static void parse(int argc, char **argv, opts *o)
 {
     memset(o, 0, sizeof *o);
     o->cmd = argv[0];
+    o->mo.mode = -1; /* the pack's (app_mode) */
     o->n = 256, o->top_p = 1, o->feed = "prefill", o->lens = BENCH_DEFAULT_LENS, o->gen = 128;
     o->reps = 5, o->warmup = 1;
     int c;
@@ -416,7 +418,7 @@ static int cmd_logits(int argc, char **argv)
     for (int i = 0; i < n; i++)
         json_array_append_new(idj, json_integer(ids[i]));
     json_t *res = json_pack("{s:s,s:s,s:s,s:i,s:o,s:i}", "mode", "teacher", "feed", o.feed, "accuracy",
-                            kern_mode_name(o.mo.mode), "vocab_size", V, "ids", idj, "positions", n);
+                            kern_mode_name(app_mode(m, &o.mo)), "vocab_size", V, "ids", idj, "positions", n);
     if (o.out_f32)
         json_object_set_new(res, "logits_f32", json_string(o.out_f32)), json_decref(rows);
     else
@@ -496,7 +498,7 @@ static int cmd_bench(int argc, char **argv)
         ogk_json_print(stdout, r);
     } else {
         printf("model %s  family %s  threads %d  mode %s  kernel %s  weights/token %.1f MB\n", o.mo.model,
-               m->c.family_name, kern_pool_threads(s->pool), kern_mode_name(o.mo.mode),
+               m->c.family_name, kern_pool_threads(s->pool), kern_mode_name(app_mode(m, &o.mo)),
                kern_isa_current()->name, m->weight_bytes / 1e6);
         printf("%8s %6s %16s %20s %20s %14s%s\n", "prompt", "gen", "TTFT ms", "prefill tok/s", "decode tok/s", "E2E ms",
                o.probe ? "   DRAM GB/s  decode/DRAM" : "");
@@ -554,6 +556,10 @@ static int cmd_info(int argc, char **argv)
                           c->context_length, "rope_dim", c->rope_dim, "qkv_bias", c->qkv_bias, "qk_norm", c->qk_norm,
                           "tied", c->tied, "eos_token_ids", eos, "weight_bytes_per_token", (json_int_t)m->weight_bytes,
                           "layout", ogk_layout_name(q4nx_layout(m->file)));
+    /* the mode a run takes without --mode, and why */
+    const json_t *acc = json_object_get(q4nx_model(m->file), "accuracy_level");
+    json_object_set_new(r, "accuracy_level", json_is_integer(acc) ? json_incref((json_t *)acc) : json_null());
+    json_object_set_new(r, "default_mode", json_string(kern_mode_name(model_default_mode(m))));
     ogk_json_print(stdout, r);
     json_decref(r);
     model_close(m);
@@ -580,7 +586,7 @@ static int cmd_serve(int argc, char **argv)
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
-    serve_opts o = {.port = 8080, .parallel = 4, .queue = 256, .prefix_cache = 1, .shutdown_grace = 5, .stop = &serve_stop,
+    serve_opts o = {.mode = -1, .port = 8080, .parallel = 4, .queue = 256, .prefix_cache = 1, .shutdown_grace = 5, .stop = &serve_stop,
                     .log = serve_log};
     int c;
     optind = 1;

@@ -286,6 +286,23 @@ greedy() {
   echo "$output" | jq -e '.results[0] | has("verify") | not'
 }
 
+@test "the default --mode follows the pack: i8 for accuracy_level 4, f32 for level 0; info says which" {
+  local m4 m0
+  m4=$(container qwen2 cpu tied b8 4)
+  m0=$(container qwen2 cpu tied b8)
+  [ "$(npu-forward info -m "$m4" | jq -c '[.accuracy_level, .default_mode]')" = '[4,"i8"]' ]
+  [ "$(npu-forward info -m "$m0" | jq -c '[.accuracy_level, .default_mode]')" = '[0,"f32"]' ]
+  echo "$(prompt_ids qwen2 0)" >"$W/dm.ids"
+  npu-forward logits -m "$m4" --ids "$W/dm.ids" --out-f32 "$W/dm.def.f32" >/dev/null
+  npu-forward logits -m "$m4" --ids "$W/dm.ids" --out-f32 "$W/dm.i8.f32" --mode i8 >/dev/null
+  npu-forward logits -m "$m4" --ids "$W/dm.ids" --out-f32 "$W/dm.f32.f32" --mode f32 >/dev/null
+  cmp "$W/dm.def.f32" "$W/dm.i8.f32"
+  ! cmp -s "$W/dm.def.f32" "$W/dm.f32.f32"
+  npu-forward logits -m "$m0" --ids "$W/dm.ids" --out-f32 "$W/dm0.def.f32" >/dev/null
+  npu-forward logits -m "$m0" --ids "$W/dm.ids" --out-f32 "$W/dm0.f32.f32" --mode f32 >/dev/null
+  cmp "$W/dm0.def.f32" "$W/dm0.f32.f32"
+}
+
 @test "bench: the default lengths are fitted to the context (skipped by name; the longest that fits when none does)" {
   local m
   m=$(container qwen2 cpu tied b8)

@@ -192,6 +192,8 @@ model *app_model_open(const app_model_opts *o, ogk_error *e, int *code)
     return m;
 }
 
+int app_mode(const model *m, const app_model_opts *o) { return o->mode >= 0 ? o->mode : model_default_mode(m); }
+
 int app_context(const model *m, const app_model_opts *o) { return o->context ? o->context : m->c.context_length; }
 
 model_state *app_state_new(const model *m, const app_model_opts *o, int context, int logit_rows, ogk_error *e,
@@ -205,7 +207,7 @@ model_state *app_state_new(const model *m, const app_model_opts *o, int context,
         return NULL;
     }
     *code = OGK_EXIT_INIT;
-    return model_state_new(m, context, logit_rows, o->mode, o->threads, e);
+    return model_state_new(m, context, logit_rows, app_mode(m, o), o->threads, e);
 }
 
 /* ---------------------------------------------------------------- prompts */

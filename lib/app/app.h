@@ -47,7 +47,7 @@ typedef struct {
     const char *model; /* container path */
     int threads;       /* <= 0: online CPUs */
     int context;       /* 0: the model's */
-    int mode;          /* enum model_mode */
+    int mode;          /* enum kern_mode; -1: the pack's (model_default_mode) */
     int no_mmap;       /* read the weights into huge pages instead of mapping them */
     int verify;        /* check every weight's checksum after opening (refused: exit 3) */
 } app_model_opts;
@@ -58,6 +58,8 @@ model *app_model_open(const app_model_opts *o, ogk_error *e, int *code);
 model_state *app_state_new(const model *m, const app_model_opts *o, int context, int logit_rows, ogk_error *e,
                            int *code);
 /* The model's context length for options o (o->context, else the model's). */
+/* The mode to run: o->mode, or the pack's default when it is -1. */
+int app_mode(const model *m, const app_model_opts *o);
 int app_context(const model *m, const app_model_opts *o);
 
 /* ---- prompts ---- */

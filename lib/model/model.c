@@ -229,6 +229,12 @@ void model_close(model *m)
     free(m);
 }
 
+int model_default_mode(const model *m)
+{
+    const json_t *a = json_object_get(q4nx_model(m->file), "accuracy_level");
+    return json_is_integer(a) && json_integer_value(a) == 4 ? KERN_I8 : KERN_F32;
+}
+
 int model_is_eos(const model *m, int id)
 {
     for (int i = 0; i < m->c.n_eos; i++)

@@ -119,6 +119,9 @@ int model_forward(model_state *s, const int *tokens, int n, int all_rows, ogk_er
 void model_rewind(model_state *s, int n);
 
 int model_is_eos(const model *m, int id);
+/* The mode a run takes when none is asked for: KERN_I8 when the pack's MatMulNBits projections ran at
+ * accuracy_level 4 (onnxruntime would quantise activations to int8), else KERN_F32. */
+int model_default_mode(const model *m);
 
 /* ---- continuous batching (batch.c) ----
  * One pass of n rows, row i a token of states[i] (states of one model) at states[i]->pos: the

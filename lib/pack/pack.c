@@ -599,6 +599,13 @@ static void build_model(pack *p)
                          json_boolean(p->g.qk_norm), "io_dtype",
                          p->g.io_dtype ? json_string(ogk_dtype_name(p->g.io_dtype)) : json_null(), "chat_template",
                          chat_template(p));
+    /* the MatMulNBits accuracy_level, when every projection has the same one: what onnxruntime would run
+     * (4: int8 activations), which npu-forward's default --mode follows; null when absent or mixed */
+    int acc = -2;
+    for (size_t i = 0; i < p->n_t; i++)
+        if (p->t[i].accuracy_level >= 0)
+            acc = acc == -2 || acc == p->t[i].accuracy_level ? p->t[i].accuracy_level : -1;
+    json_object_set_new(p->model, "accuracy_level", acc >= 0 ? json_integer(acc) : json_null());
     if (!p->genai)
         json_decref(g);
 }

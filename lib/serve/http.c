@@ -1002,8 +1002,9 @@ int serve_run(const serve_opts *o, ogk_error *e, int *code)
         ogk_fail(e, "%s", me.msg);
         goto out;
     }
+    int mode = o->mode >= 0 ? o->mode : model_default_mode(srv->m); /* -1: the pack's */
     if (serve_sched_init(&srv->S, srv->m, srv->t, &srv->tok_mu, o->parallel > 0 ? o->parallel : 4,
-                         o->queue > 0 ? o->queue : 256, o->context, o->mode, o->threads, o->prefix_cache, &me) ||
+                         o->queue > 0 ? o->queue : 256, o->context, mode, o->threads, o->prefix_cache, &me) ||
         (o->draft_path && !(srv->dm = model_open_flags(o->draft_path, o->no_mmap ? Q4NX_OPEN_LOAD : 0, &me, &mcode))) ||
         (srv->dm && serve_sched_drafter(&srv->S, srv->dm, o->draft_max > 0 ? o->draft_max : 4, &me)) ||
         serve_sched_start(&srv->S, &me)) {
@@ -1013,7 +1014,7 @@ int serve_run(const serve_opts *o, ogk_error *e, int *code)
     srv->sched_ok = 1;
     __atomic_store_n(&srv->ready, 1, __ATOMIC_RELEASE);
     logf_(srv, "ready: model %s, %d slots of %d positions, mode %s, %d threads, kernel %s%s%s", srv->model_id,
-          srv->S.n_slots, srv->S.context, o->mode == KERN_I8 ? "i8" : "f32", kern_pool_threads(srv->S.pool),
+          srv->S.n_slots, srv->S.context, kern_mode_name(mode), kern_pool_threads(srv->S.pool),
           kern_isa_current()->name, srv->dm ? ", drafter " : "", srv->dm ? o->draft_path : "");
     while (!o->stop || !*o->stop)
         usleep(50 * 1000);

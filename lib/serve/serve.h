@@ -25,7 +25,7 @@ typedef struct serve_opts {
     int queue;           /* requests waiting for a slot before 503 */
     int context;         /* positions per slot (0: the model's) */
     int threads;         /* <= 0: online CPUs */
-    int mode;            /* enum model_mode */
+    int mode;            /* enum kern_mode; -1: the pack's (model_default_mode) */
     int no_mmap;
     int prefix_cache;    /* reuse a slot's KV for a shared prompt prefix */
     const char *api_key; /* NULL: none */
