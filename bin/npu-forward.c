@@ -160,7 +160,9 @@ static model *open_model(const opts *o)
 {
     ogk_error e;
     int code;
-    model *m = app_model_open(&o->mo, &e, &code);
+    app_model_opts mo = o->mo;
+    mo.model = npu_forward_import(o->mo.model);
+    model *m = app_model_open(&mo, &e, &code);
     if (!m)
         ogk_die(code, "%s", e.msg);
     return m;

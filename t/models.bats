@@ -3,6 +3,7 @@
 # that ogakit imports bit-exactly, and whose drafter is measured against the target by an independent
 # script over onnxruntime (tools/train/accept.js). Expected values come from onnxruntime, not from us.
 load helpers
+bats_require_minimum_version 1.5.0
 
 T=$TOP/share/models/pytiny-target
 D=$TOP/share/models/pytiny-draft
@@ -39,4 +40,25 @@ teardown_file() { rm -rf "$W"; }
   tpr=$(echo "$output" | jq -s '.[-1].tokens_per_round')
   echo "# tokens per round on 3 held-out prompts: $tpr" >&3
   /usr/bin/python3 -c "import sys; sys.exit(0 if float('$tpr') > 1.5 else 1)"
+}
+
+@test "npu-forward -m PACK_DIR: imported once into the cache (OGAKIT_CACHE), reused, same text as the container" {
+  export OGAKIT_CACHE=$W/cache
+  oga-extract "$T" | q4nx-pack -l b8 -o "$W/t.q4nx"
+  want=$(npu-forward run -m "$W/t.q4nx" -p "def f(x):" -n 12)
+  run --separate-stderr npu-forward run -m "$T" -p "def f(x):" -n 12
+  [ "$status" -eq 0 ]
+  [ "$output" = "$want" ]
+  [[ "$stderr" == *"importing the pack"* ]]
+  [ "$(ls "$OGAKIT_CACHE" | grep -c '\.q4nx$')" -eq 1 ]
+  run --separate-stderr npu-forward run -m "$T" -p "def f(x):" -n 12
+  [ "$status" -eq 0 ]
+  [ "$output" = "$want" ]
+  [[ "$stderr" == *"from the cache"* && "$stderr" != *"importing"* ]]
+  # a directory that is not a pack, and a pack that is refused: exit 3, nothing cached
+  run npu-forward run -m "$W" -p x
+  [ "$status" -eq 3 ]
+  run npu-forward run -m "$("$TOP/tools/fixture.sh" bad truncated-data)" -p x
+  [ "$status" -eq 3 ]
+  [ "$(ls "$OGAKIT_CACHE" | grep -c '\.q4nx$')" -eq 1 ]
 }

@@ -7,5 +7,8 @@
 int cmd_tokenize(int argc, char **argv);   /* tokenizer.c */
 int cmd_detokenize(int argc, char **argv); /* tokenizer.c */
 int cmd_chat(int argc, char **argv);       /* tokenizer.c */
+/* -m PATH: a container is returned as it is; an OGA pack directory is imported into a cached container
+ * (OGAKIT_CACHE, else $XDG_CACHE_HOME/ogakit or ~/.cache/ogakit) whose path is returned (import.c) */
+const char *npu_forward_import(const char *path);
 
 #endif
