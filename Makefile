@@ -124,7 +124,7 @@ $(BUILD)/bin/%: bin/%.c $(GEN_HDR) $$(call prog_objs,$$*) $$(foreach m,$$(MODS_$
 	$(CC) $(CFLAGS_BASE) -MMD -MP -MF $(BUILD)/obj/bin/$*.d -o $@ $< $(call prog_objs,$*) $(foreach m,$(MODS_$*),$(BUILD)/lib/$(m).a) $(LDFLAGS) $(call libs_for,$*,$(MODS_$*))
 
 unit_mods = $(or $(MODS_UNIT_$(firstword $(subst _, ,$(1)))),$(firstword $(subst _, ,$(1))) util)
-$(BUILD)/t/%: t/unit/%.c t/unit/tap.h $(GEN_HDR) $$(foreach m,$$(call unit_mods,$$*),$(BUILD)/lib/$$(m).a)
+$(BUILD)/t/%: t/unit/%.c $(wildcard t/unit/*.h) $(GEN_HDR) $$(foreach m,$$(call unit_mods,$$*),$(BUILD)/lib/$$(m).a)
 	@mkdir -p $(dir $@) $(BUILD)/obj/t
 	$(CC) $(CFLAGS_BASE) -MMD -MP -MF $(BUILD)/obj/t/$*.d -o $@ $< $(foreach m,$(call unit_mods,$*),$(BUILD)/lib/$(m).a) $(LDFLAGS) $(call libs_for,,$(call unit_mods,$*))
 
