@@ -76,8 +76,10 @@ refused() {
   mkfifo "$W/fifo"
   run -3 timeout 20 npu-forward run -m "$W/fifo" -p hi -n 1
   [[ "$output" == *"$W/fifo: not a regular file (a FIFO)"* ]]
-  run -3 timeout 20 npu-forward logits -m "$W/m.q4nx" --ids "$W/fifo"
-  [[ "$output" == *"not a regular file (a FIFO)"* ]]
+  # a text input (ids, prompt) may be a stream: a FIFO is read to its end, a directory is refused
+  run -0 timeout 20 bash -c "echo '[1, 2, 3]' > '$W/fifo' & npu-forward logits -m '$W/m.q4nx' --ids '$W/fifo' --top-logits 1"
+  run -3 timeout 20 npu-forward logits -m "$W/m.q4nx" --ids "$W"
+  [[ "$output" == *"not a regular file (a directory)"* ]]
   run -3 timeout 20 q4nx-verify "$W/fifo"
   [[ "$output" == *"not a regular file (a FIFO)"* ]]
   run -3 timeout 20 npu-forward run -m "$W" -p hi -n 1

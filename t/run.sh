@@ -31,6 +31,7 @@ fi
 
 for t in "${targets[@]}"; do
   echo "# $(basename "$t")"
+  t0=$SECONDS
   case "$t" in
     *.bats)
       bats --tap "$t" 2>&1 | count ;;
@@ -45,6 +46,7 @@ for t in "${targets[@]}"; do
         echo "not ok - $(basename "$t") exited $rc (crash?)"; echo F >>"$log"
       fi ;;
   esac
+  echo "# $(basename "$t"): $((SECONDS - t0)) s"
 done
 pass=$(grep -c '^P' "$log"); fail=$(grep -c '^F' "$log"); skip=$(grep -c '^S' "$log")
 if [ "$skip" -gt 0 ]; then echo "$pass passed, $fail failed, $skip skipped"; else echo "$pass passed, $fail failed"; fi

@@ -75,7 +75,8 @@ const char *npu_forward_import(const char *path)
         ogk_die(OGK_EXIT_INPUT, "%s: %s", path, strerror(errno));
     snprintf(dir, sizeof dir, "%s/model.onnx", real);
     if (access(dir, F_OK))
-        ogk_die(OGK_EXIT_INPUT, "%s: a directory without model.onnx: not an OGA pack (give a .q4nx container or a pack)",
+        ogk_die(OGK_EXIT_INPUT, "%s: not a regular file (a directory) and not an OGA pack (no model.onnx): give a .q4nx "
+                "container or a pack directory",
                 path);
     const char *c = getenv("OGAKIT_CACHE"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
     if (c && *c)

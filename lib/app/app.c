@@ -1,7 +1,10 @@
 /* The shared glue of the programs (app.h): inputs, tokenizers, models and prompts. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "app/app.h"
 #include "kern/kern.h"
@@ -9,14 +12,13 @@
 
 /* ---------------------------------------------------------------- input */
 
-char *app_read_text(const char *path, size_t *len, ogk_error *e)
+/* the whole of a stream (stdin, a pipe, a FIFO) into a NUL-terminated heap buffer */
+static char *read_stream(int fd, const char *name, size_t *len, ogk_error *e)
 {
-    if (strcmp(path, "-"))
-        return ogk_read_file(path, len, e);
     size_t cap = 1 << 16, n = 0;
     char *txt = malloc(cap);
     ssize_t r = 0;
-    while (txt && (r = ogk_read_full(0, txt + n, cap - n - 1)) > 0) {
+    while (txt && (r = ogk_read_full(fd, txt + n, cap - n - 1)) > 0) {
         if ((n += (size_t)r) + 1 < cap)
             continue;
         char *t2 = realloc(txt, cap *= 2);
@@ -25,17 +27,37 @@ char *app_read_text(const char *path, size_t *len, ogk_error *e)
         txt = t2;
     }
     if (!txt) {
-        ogk_fail(e, "out of memory reading stdin");
+        ogk_fail(e, "out of memory reading %s", name);
         return NULL;
     }
     if (r < 0) {
-        ogk_fail(e, "stdin: read failed: %s", strerror(errno));
+        ogk_fail(e, "%s: read failed: %s", name, strerror(errno));
         free(txt);
         return NULL;
     }
     txt[n] = 0;
     *len = n;
     return txt;
+}
+
+char *app_read_text(const char *path, size_t *len, ogk_error *e)
+{
+    if (!strcmp(path, "-"))
+        return read_stream(0, "stdin", len, e);
+    /* a text input may be a stream the user hands us (a pipe, `<(...)`, /dev/stdin on a pipe): read
+     * it to its end; a directory, socket or device is refused by ogk_read_file, by name */
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISFIFO(st.st_mode)) {
+        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0) {
+            ogk_fail(e, "%s: %s", path, strerror(errno));
+            return NULL;
+        }
+        char *t = read_stream(fd, path, len, e);
+        close(fd);
+        return t;
+    }
+    return ogk_read_file(path, len, e);
 }
 
 int32_t *app_parse_ids(const char *s, size_t n, const char *where, size_t *count, ogk_error *e)
