@@ -9,12 +9,10 @@
  * M = 1 (decode, memory-bound): gemv_* walk row blocks in memory order with software prefetch, so
  * codes and scales are two linear streams. M > 1: tiles of RB = 2 row blocks x MT <= 8 activation
  * rows, integer/fp32 accumulators in registers, the per-group fp32 sums in memory. */
-#include "kern_int.h"
+#include "b8_avx512.h"
 
-#include <immintrin.h>
 #include <string.h>
 
-#define INLINE static inline __attribute__((always_inline))
 #ifndef KERN_PF_MAX_M
 #define KERN_PF_MAX_M 16 /* tiles of launches up to this many rows prefetch their weights (verify batches) */
 #endif
@@ -24,25 +22,6 @@
 #ifndef PF_BYTES
 #define PF_BYTES 8192 /* software prefetch distance of the M = 1 kernels' code stream */
 #endif
-
-INLINE __m512 load_scales(const ogk_qtensor *W, size_t gi)
-{
-    switch (W->scale_dtype) {
-    case OGK_F32: return _mm512_loadu_ps((const float *)W->scales + gi);
-    case OGK_F16: return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)W->scales + gi)));
-    default: {
-        __m256i h = _mm256_loadu_si256((const __m256i *)((const uint16_t *)W->scales + gi));
-        return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-    }
-    }
-}
-
-INLINE __m512 load_zeros(const ogk_qtensor *W, size_t gi)
-{
-    if (!W->has_zp)
-        return _mm512_set1_ps(8.0f);
-    return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(W->zeros + gi))));
-}
 
 /* the scales and zero points of a group PF_BYTES of codes ahead (their own streams) */
 INLINE void prefetch_groups(const ogk_qtensor *W, uint32_t rb, const int RB, uint32_t g)
@@ -58,16 +37,6 @@ INLINE void prefetch_groups(const ogk_qtensor *W, uint32_t rb, const int RB, uin
         if (W->has_zp)
             _mm_prefetch((const char *)W->zeros + gi, PF_HINT);
     }
-}
-
-INLINE void store_rows(const kern_job *j, uint32_t rb, int m, __m512 v)
-{
-    float *y = j->Y + (size_t)m * j->ldy + (size_t)rb * 16;
-    uint32_t left = j->W->n - rb * 16;
-    if (left >= 16)
-        _mm512_storeu_ps(y, v);
-    else
-        _mm512_mask_storeu_ps(y, (__mmask16)((1u << left) - 1), v);
 }
 
 INLINE void tile_f32(const kern_job *j, uint32_t rb, const int RB, const int MT, int m0)

@@ -8,42 +8,11 @@
  * Σcode·Q (exact in int32 for B <= 4096: 15·32258·4096 < 2^31). Tiles: RB = 2 row blocks x MT <= 4
  * activation rows, two int32 accumulators (one per plane) per pair, fp32 sums in memory.
  * Same chunk format as kern_avx512.c (16 rows x 8 k per 64 bytes, low/high nibbles). */
-#include "kern_int.h"
+#include "b8_avx512.h"
 
-#include <immintrin.h>
 #include <string.h>
 
-#define INLINE static inline __attribute__((always_inline))
 #define PF_BYTES 8192 /* software prefetch distance of the code stream (as kern_avx512.c) */
-
-INLINE __m512 scales16(const ogk_qtensor *W, size_t gi)
-{
-    switch (W->scale_dtype) {
-    case OGK_F32: return _mm512_loadu_ps((const float *)W->scales + gi);
-    case OGK_F16: return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)W->scales + gi)));
-    default: {
-        __m256i h = _mm256_loadu_si256((const __m256i *)((const uint16_t *)W->scales + gi));
-        return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-    }
-    }
-}
-
-INLINE __m512 zeros16(const ogk_qtensor *W, size_t gi)
-{
-    if (!W->has_zp)
-        return _mm512_set1_ps(8.0f);
-    return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(W->zeros + gi))));
-}
-
-INLINE void store16(const kern_job *j, uint32_t rb, int m, __m512 v)
-{
-    float *y = j->Y + (size_t)m * j->ldy + (size_t)rb * 16;
-    uint32_t left = j->W->n - rb * 16;
-    if (left >= 16)
-        _mm512_storeu_ps(y, v);
-    else
-        _mm512_mask_storeu_ps(y, (__mmask16)((1u << left) - 1), v);
-}
 
 INLINE __m512i bcast4(const int8_t *p)
 {
@@ -107,7 +76,7 @@ INLINE void tile_i16(const kern_job *j, uint32_t rb, const int RB, const int MT,
 #pragma GCC unroll 2
         for (int r = 0; r < RB; r++) {
             size_t gi = ((size_t)(rb + r) * kb + g) * 16;
-            __m512 s = scales16(W, gi), z = zeros16(W, gi);
+            __m512 s = load_scales(W, gi), z = load_zeros(W, gi);
 #pragma GCC unroll 4
             for (int m = 0; m < MT; m++) {
                 size_t xi = (size_t)(m0 + m) * kb + g;
@@ -123,7 +92,7 @@ INLINE void tile_i16(const kern_job *j, uint32_t rb, const int RB, const int MT,
     for (int r = 0; r < RB; r++)
 #pragma GCC unroll 4
         for (int m = 0; m < MT; m++)
-            store16(j, rb + r, m0 + m, _mm512_load_ps(y[r][m]));
+            store_rows(j, rb + r, m0 + m, _mm512_load_ps(y[r][m]));
 }
 
 #define TILE16(RB, MT)                                                                                                 \

@@ -1,0 +1,45 @@
+/* What the AVX-512 kernels of the b8 layout share (kern_avx512.c, kern_i16_avx512.c): loading a row
+ * block's 16 scales and zero points of one group as fp32, and storing 16 outputs of one activation
+ * row (masked at the tensor's last, partial row block). Compiled with the files' AVX-512 flags. */
+#ifndef OGK_KERN_B8_AVX512_H
+#define OGK_KERN_B8_AVX512_H
+
+#include "kern_int.h"
+
+#include <immintrin.h>
+
+#define INLINE static inline __attribute__((always_inline))
+
+/* the 16 scales at gi (f32, f16 or bf16) */
+INLINE __m512 load_scales(const ogk_qtensor *W, size_t gi)
+{
+    switch (W->scale_dtype) {
+    case OGK_F32: return _mm512_loadu_ps((const float *)W->scales + gi);
+    case OGK_F16: return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)W->scales + gi)));
+    default: {
+        __m256i h = _mm256_loadu_si256((const __m256i *)((const uint16_t *)W->scales + gi));
+        return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    }
+    }
+}
+
+/* the 16 zero points at gi (8 when the tensor has none) */
+INLINE __m512 load_zeros(const ogk_qtensor *W, size_t gi)
+{
+    if (!W->has_zp)
+        return _mm512_set1_ps(8.0f);
+    return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(W->zeros + gi))));
+}
+
+/* v as Y[m, 16·rb .. 16·rb + 15], masked past the tensor's n */
+INLINE void store_rows(const kern_job *j, uint32_t rb, int m, __m512 v)
+{
+    float *y = j->Y + (size_t)m * j->ldy + (size_t)rb * 16;
+    uint32_t left = j->W->n - rb * 16;
+    if (left >= 16)
+        _mm512_storeu_ps(y, v);
+    else
+        _mm512_mask_storeu_ps(y, (__mmask16)((1u << left) - 1), v);
+}
+
+#endif
