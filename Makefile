@@ -4,9 +4,11 @@
 #   make            build everything into build/
 #   make check      build, then run every C unit test and bats file: "N passed, N failed"
 #   make check SAN=1  the same with ASan+UBSan, in build/san
+#   make check JOBS=2 run two test files at a time (output still whole and in order)
 #   make demo       the main job on the bundled default model
 #   make install PREFIX=/usr/local
 SAN ?= 0
+JOBS ?= 1
 ifeq ($(SAN),1)
 BUILD ?= build/san
 SANFLAGS = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
@@ -135,7 +137,7 @@ $(BUILD)/ttools/%: t/%.c
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
 
 check: all
-	@OGAKIT_BUILD=$(abspath $(BUILD)) bash t/run.sh $(TESTS)
+	@OGAKIT_BUILD=$(abspath $(BUILD)) OGAKIT_TEST_JOBS=$(JOBS) bash t/run.sh $(TESTS)
 
 demo: all
 	@OGAKIT_BUILD=$(abspath $(BUILD)) bash tools/demo.sh

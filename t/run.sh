@@ -1,25 +1,16 @@
 #!/usr/bin/env bash
 # Runs the C unit tests ($OGAKIT_BUILD/t/*) and the bats files (t/*.bats, or the ones named),
 # counts TAP results and ends with one line: "N passed, N failed". Exit 1 if anything failed.
+# OGAKIT_TEST_JOBS=N (make check JOBS=N) runs N test files at a time; their outputs are still printed
+# whole and in order, each followed by its duration.
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=${OGAKIT_BUILD:-$top/build}
 export OGAKIT_BUILD=$build
-pass=0 fail=0 skip=0
-log=$(mktemp)
-trap 'rm -f "$log"' EXIT
-
-count() { # reads TAP on stdin, echoes it, updates counters via the log
-  local line
-  while IFS= read -r line; do
-    printf '%s\n' "$line"
-    case "$line" in
-      "not ok "*) echo F >>"$log" ;;
-      "ok "*"# skip"*|"ok "*"# SKIP"*) echo S >>"$log" ;;
-      "ok "*) echo P >>"$log" ;;
-    esac
-  done
-}
+jobs=${OGAKIT_TEST_JOBS:-1}
+case "$jobs" in ''|*[!0-9]*|0) echo "run.sh: OGAKIT_TEST_JOBS must be a positive number, not '$jobs'" >&2; exit 2 ;; esac
+out=$(mktemp -d)
+trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$out"' EXIT
 
 if [ "$#" -gt 0 ]; then
   targets=("$@")
@@ -29,25 +20,49 @@ else
   for b in "$top"/t/*.bats; do [ -e "$b" ] && targets+=("$b"); done
 fi
 
-for t in "${targets[@]}"; do
-  echo "# $(basename "$t")"
-  t0=$SECONDS
-  case "$t" in
-    *.bats)
-      bats --tap "$t" 2>&1 | count ;;
-    *)
-      before=$(grep -c . "$log" 2>/dev/null || echo 0)
-      "$t" 2>&1 | count
-      rc=${PIPESTATUS[0]}
-      after=$(grep -c . "$log" 2>/dev/null || echo 0)
-      if [ "$rc" -ne 0 ] && [ "$after" = "$before" ]; then
-        echo "not ok - $(basename "$t") exited $rc before reporting"; echo F >>"$log"
-      elif [ "$rc" -gt 1 ]; then
-        echo "not ok - $(basename "$t") exited $rc (crash?)"; echo F >>"$log"
-      fi ;;
-  esac
-  echo "# $(basename "$t"): $((SECONDS - t0)) s"
+# one test file's TAP (plus a "not ok" line when a unit test died without saying why) into $2
+run_one() {
+  local t=$1 o=$2 t0=$SECONDS rc
+  {
+    echo "# $(basename "$t")"
+    case "$t" in
+      *.bats) bats --tap "$t" 2>&1 ;;
+      *)
+        "$t" >"$o.unit" 2>&1
+        rc=$?
+        cat "$o.unit"
+        if [ "$rc" -ne 0 ] && ! grep -qE '^(not )?ok ' "$o.unit"; then
+          echo "not ok - $(basename "$t") exited $rc before reporting"
+        elif [ "$rc" -gt 1 ]; then
+          echo "not ok - $(basename "$t") exited $rc (crash?)"
+        fi
+        rm -f "$o.unit" ;;
+    esac
+    echo "# $(basename "$t"): $((SECONDS - t0)) s"
+  } >"$o.part" 2>&1
+  mv "$o.part" "$o"
+}
+
+# start the files, at most $jobs at a time, in the background; print each one's output in order
+(
+  for i in "${!targets[@]}"; do
+    while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n; done
+    run_one "${targets[$i]}" "$out/$i" &
+  done
+  wait
+) &
+pass=0 fail=0 skip=0
+for i in "${!targets[@]}"; do
+  while [ ! -e "$out/$i" ]; do sleep 0.2; done
+  while IFS= read -r line; do
+    printf '%s\n' "$line"
+    case "$line" in
+      "not ok "*) fail=$((fail + 1)) ;;
+      "ok "*"# skip"*|"ok "*"# SKIP"*) skip=$((skip + 1)) ;;
+      "ok "*) pass=$((pass + 1)) ;;
+    esac
+  done <"$out/$i"
 done
-pass=$(grep -c '^P' "$log"); fail=$(grep -c '^F' "$log"); skip=$(grep -c '^S' "$log")
+wait
 if [ "$skip" -gt 0 ]; then echo "$pass passed, $fail failed, $skip skipped"; else echo "$pass passed, $fail failed"; fi
 [ "$fail" -eq 0 ]
