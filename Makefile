@@ -161,7 +161,7 @@ clean:
 FUZZ_CC ?= clang-14
 FUZZ_SAN = -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 FUZZ_CFLAGS = -std=gnu11 -O1 -g -Wall -Wextra -pthread -Ilib -I$(BUILD)/gen $(FUZZ_SAN)
-FUZZ_MODS = serve spec pack ogax mdesc tok kern q4nx util
+FUZZ_MODS = app serve spec model pack ogax mdesc tok kern q4nx util
 FUZZ_OBJS = $(patsubst lib/%.c,$(BUILD)/fuzz/obj/%.o,$(foreach m,$(FUZZ_MODS),$(wildcard lib/$(m)/*.c))) \
   $(BUILD)/fuzz/obj/onnx/onnx.pb-c.o
 FUZZ_TARGETS = $(patsubst fuzz/%.c,$(BUILD)/fuzz/%,$(wildcard fuzz/*.c))

@@ -9,6 +9,7 @@
  * id in enum kern_isa_id. */
 #include "kern_int.h"
 
+#include <cpuid.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,20 +72,39 @@ static char cpu_model[256];
 
 static void cpu_read(void)
 {
-    __builtin_cpu_init();
-    /* __builtin_cpu_supports takes a string literal: one line per feature, in feature_names order */
-    uint32_t f = 0;
-    f |= __builtin_cpu_supports("avx2") ? KERN_CPU_AVX2 : 0;
-    f |= __builtin_cpu_supports("fma") ? KERN_CPU_FMA : 0;
-    f |= __builtin_cpu_supports("f16c") ? KERN_CPU_F16C : 0;
-    f |= __builtin_cpu_supports("bmi2") ? KERN_CPU_BMI2 : 0;
-    f |= __builtin_cpu_supports("avx512f") ? KERN_CPU_AVX512F : 0;
-    f |= __builtin_cpu_supports("avx512bw") ? KERN_CPU_AVX512BW : 0;
-    f |= __builtin_cpu_supports("avx512vl") ? KERN_CPU_AVX512VL : 0;
-    f |= __builtin_cpu_supports("avx512dq") ? KERN_CPU_AVX512DQ : 0;
-    f |= __builtin_cpu_supports("avx512vnni") ? KERN_CPU_AVX512VNNI : 0;
-    f |= __builtin_cpu_supports("avx512bf16") ? KERN_CPU_AVX512BF16 : 0;
-    f |= __builtin_cpu_supports("avx512vbmi") ? KERN_CPU_AVX512VBMI : 0;
+    /* cpuid (public bit positions of Intel's SDM / AMD's APM), and XGETBV for what the OS saves: the
+     * YMM state for AVX/AVX2, and the opmask and ZMM states for AVX-512. Read directly rather than by
+     * __builtin_cpu_supports, whose feature names differ between compilers (clang 14 has no "f16c"). */
+    uint32_t f = 0, a, b, c1, d, b7 = 0, c7 = 0, a71 = 0, c;
+    if (__get_cpuid(1, &a, &b, &c1, &d)) {
+        uint64_t xcr0 = 0;
+        if (c1 & (1u << 27)) { /* OSXSAVE: XGETBV is there */
+            uint32_t lo, hi;
+            __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+            xcr0 = ((uint64_t)hi << 32) | lo;
+        }
+        int ymm = (c1 & (1u << 28)) && (xcr0 & 0x6) == 0x6, zmm = ymm && (xcr0 & 0xe0) == 0xe0;
+        if (__get_cpuid_max(0, NULL) >= 7) {
+            __cpuid_count(7, 0, a, b7, c7, d);
+            if (a >= 1) /* the highest subleaf of leaf 7 */
+                __cpuid_count(7, 1, a71, b, c, d);
+        }
+        if (ymm) {
+            f |= (b7 & (1u << 5)) ? KERN_CPU_AVX2 : 0;
+            f |= (c1 & (1u << 12)) ? KERN_CPU_FMA : 0;
+            f |= (c1 & (1u << 29)) ? KERN_CPU_F16C : 0;
+        }
+        f |= (b7 & (1u << 8)) ? KERN_CPU_BMI2 : 0;
+        if (zmm) {
+            f |= (b7 & (1u << 16)) ? KERN_CPU_AVX512F : 0;
+            f |= (b7 & (1u << 17)) ? KERN_CPU_AVX512DQ : 0;
+            f |= (b7 & (1u << 30)) ? KERN_CPU_AVX512BW : 0;
+            f |= (b7 & (1u << 31)) ? KERN_CPU_AVX512VL : 0;
+            f |= (c7 & (1u << 1)) ? KERN_CPU_AVX512VBMI : 0;
+            f |= (c7 & (1u << 11)) ? KERN_CPU_AVX512VNNI : 0;
+            f |= (a71 & (1u << 5)) ? KERN_CPU_AVX512BF16 : 0;
+        }
+    }
     cpu = f;
     for (int i = 0; i < KERN_ISA_COUNT; i++) {
         resolved[i] = rows[i];
