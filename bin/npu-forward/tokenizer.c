@@ -450,6 +450,8 @@ int cmd_chat(int argc, char **argv)
             ogk_die(OGK_EXIT_INPUT, "chat: no chat template: the tokenizer has none and there is no built-in one for "
                                     "family '%s'", family ? family : "(unknown)");
         fputs(src, stdout);
+        free(file_tpl);
+        app_tokenizer_close(&at);
         finish("chat");
         return 0;
     }
