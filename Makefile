@@ -4,11 +4,11 @@
 #   make            build everything into build/
 #   make check      build, then run every C unit test and bats file: "N passed, N failed"
 #   make check SAN=1  the same with ASan+UBSan, in build/san
-#   make check JOBS=2 run two test files at a time (output still whole and in order)
+#   make check JOBS=1 one test file at a time (default: one per CPU, at most 4; output whole and in order)
 #   make demo       the main job on the bundled default model
 #   make install PREFIX=/usr/local
 SAN ?= 0
-JOBS ?= 1
+JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ "$$n" -gt 4 ] && n=4; echo $$n)
 ifeq ($(SAN),1)
 BUILD ?= build/san
 SANFLAGS = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined

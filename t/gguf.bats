@@ -213,7 +213,7 @@ EOF
 # ---------------------------------------------------------------- llama.cpp as the oracle
 
 llama_bin() {
-  LLAMA=$("$TOP/tools/llama-cpp.sh" --check 2>/dev/null) ||
+  LLAMA=$("$TOP/tools/llama-cpp.sh" --check --server-only 2>/dev/null) ||
     skip "llama.cpp is not built (tools/llama-cpp.sh; tools/deps.sh builds it): the llama.cpp oracle did not run"
 }
 

@@ -46,8 +46,8 @@ if [ "$need" = 1 ]; then
 fi
 # llama.cpp (noamx build, .cache/llama): the peer and third oracle of t/gguf.bats; ~5-8 min once, cached.
 # A failed build does not fail the set-up: the oracle tests then skip and say why.
-if ! "$top/tools/llama-cpp.sh" --check >/dev/null 2>&1; then
-  echo "deps: building llama.cpp (tools/llama-cpp.sh noamx)" >&2
-  "$top/tools/llama-cpp.sh" noamx >/dev/null || echo "deps: llama.cpp build failed; the llama.cpp oracle tests will skip" >&2
+if ! "$top/tools/llama-cpp.sh" --check --server-only >/dev/null 2>&1; then
+  echo "deps: building llama-server (tools/llama-cpp.sh --server-only noamx)" >&2
+  "$top/tools/llama-cpp.sh" --server-only noamx >/dev/null || echo "deps: llama.cpp build failed; the llama.cpp oracle tests will skip" >&2
 fi
 echo "deps: ok" >&2

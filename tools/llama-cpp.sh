@@ -6,6 +6,8 @@
 #   tools/llama-cpp.sh [noamx|native]   build (once; cached) and print the directory holding
 #                                        llama-server, llama-cli, llama-bench, llama-quantize, llama-tokenize
 #   tools/llama-cpp.sh --check [noamx|native]   print the directory if already built, else exit 4
+#   --server-only (with either): only llama-server, what the tests need (tools/deps.sh builds just it;
+#                 a later build without the option adds the other programs to the same build tree)
 #
 # Builds:
 #   noamx  (default) -march=native minus AMX (-mno-amx-tile -mno-amx-int8 -mno-amx-bf16): what the
@@ -21,8 +23,14 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 top=$(dirname "$here")
 root=$top/.cache/llama
 version=3.22.1
-check=0
-if [ "${1:-}" = --check ]; then check=1; shift; fi
+check=0 server_only=0
+while [ "$#" -gt 0 ]; do
+  case "$1" in
+    --check) check=1; shift ;;
+    --server-only) server_only=1; shift ;;
+    *) break ;;
+  esac
+done
 kind=${1:-noamx}
 case "$kind" in
   noamx|native) ;;
@@ -31,6 +39,7 @@ case "$kind" in
 esac
 out=$root/build-$kind
 bins=(llama-server llama-cli llama-bench llama-quantize llama-tokenize)
+[ "$server_only" = 1 ] && bins=(llama-server)
 built() { local b; for b in "${bins[@]}"; do [ -x "$out/bin/$b" ] || return 1; done; }
 if built; then echo "$out/bin"; exit 0; fi
 [ "$check" = 0 ] || { echo "llama-cpp.sh: llama.cpp ($kind) is not built; run tools/llama-cpp.sh $kind" >&2; exit 4; }
@@ -56,12 +65,15 @@ fi
 flags="-march=native"
 [ "$kind" = noamx ] && flags="$flags -mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
 [ "$kind" = native ] && flags="$flags -include $here/llama-amx-fix.h"
-rm -rf "$out"
 {
-  cmake -S "$root/src" -B "$out" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=OFF \
-    -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" \
-    -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF \
-    -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DBUILD_SHARED_LIBS=OFF &&
+  # a configured tree of this kind is reused: only the missing programs are built
+  if [ ! -f "$out/build.ninja" ]; then
+    rm -rf "$out"
+    cmake -S "$root/src" -B "$out" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=OFF \
+      -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" \
+      -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF \
+      -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DBUILD_SHARED_LIBS=OFF
+  fi &&
   cmake --build "$out" -j "$(nproc)" --target "${bins[@]}"
 } >>"$log" 2>&1 || fail "building llama.cpp ($kind) failed"
 built || fail "the build finished without ${bins[*]}"
