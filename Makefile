@@ -137,7 +137,7 @@ $(BUILD)/ttools/%: t/%.c
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
 
 check: all
-	@OGAKIT_BUILD=$(abspath $(BUILD)) OGAKIT_TEST_JOBS=$(JOBS) bash t/run.sh $(TESTS)
+	@OGAKIT_BUILD=$(abspath $(BUILD)) OGAKIT_SAN=$(SAN) OGAKIT_TEST_JOBS=$(JOBS) bash t/run.sh $(TESTS)
 
 demo: all
 	@OGAKIT_BUILD=$(abspath $(BUILD)) bash tools/demo.sh

@@ -100,6 +100,7 @@ exact() {
 }
 
 @test "q4nx-gguf: values equal the pack's own MatMulNBits decode through llama.cpp's gguf-py (independent of our C)" {
+  skip_under_san "gguf-py reads the GGUFs in Python; q4nx-gguf itself runs in the other tests"
   [ -d "$TOP/.cache/llama/src/gguf-py" ] || skip "llama.cpp source (gguf-py) not fetched: tools/llama-cpp.sh"
   # every family, both styles, both ties, fused and separate qkv, llama's permutation in each form
   # (reading 150k-token vocabularies in Python is slow: a covering subset, not all 16)
@@ -117,6 +118,7 @@ exact() {
 }
 
 @test "q4nx-gguf: metadata: architecture, dims, tokenizer model and pre-tokenizer per family (gguf-py reads it)" {
+  skip_under_san "gguf-py reads the GGUFs in Python; q4nx-gguf itself runs in the other tests"
   [ -d "$TOP/.cache/llama/src/gguf-py" ] || skip "llama.cpp source (gguf-py) not fetched: tools/llama-cpp.sh"
   for f in qwen2 llama qwen3 phi3; do
     [ -e "$F/$f-cpu16.gguf" ] || q4nx-gguf -o "$F/$f-cpu16.gguf" "$F/$f-cpu16.q4nx"
