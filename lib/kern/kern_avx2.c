@@ -7,6 +7,7 @@
 #include "kern_int.h"
 
 #include <immintrin.h>
+#include <math.h>
 #include <string.h>
 
 #define INLINE static inline __attribute__((always_inline))
@@ -181,6 +182,51 @@ void kern_b8_avx2(const kern_job *j, uint32_t rb0, uint32_t rb1)
             int n = j->M - m0 < mt ? j->M - m0 : mt;
             (i8 ? i8_tiles : f32_tiles)[n](j, rb, m0);
         }
+}
+
+/* KERN_I8's activation quantisation (kern_quant_row_i8's arithmetic, 8 lanes at a time: the same
+ * amax, the same x·(127/amax) rounded to nearest even, so bit-identical to it) */
+void kern_quant_rows_avx2(const float *x, int M, uint32_t k, uint32_t block, int8_t *q, float *d, int32_t *qs)
+{
+    uint32_t kb = (k + block - 1) / block;
+    size_t kp = (size_t)kb * block;
+    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    for (int m = 0; m < M; m++, x += k, q += kp, d += kb, qs += kb) {
+        for (uint32_t g = 0; g < kb; g++) {
+            uint32_t c0 = g * block, c1 = c0 + block < k ? c0 + block : k, c;
+            __m256 a = _mm256_setzero_ps();
+            for (c = c0; c + 8 <= c1; c += 8)
+                a = _mm256_max_ps(a, _mm256_and_ps(_mm256_loadu_ps(x + c), absmask));
+            __m128 h = _mm_max_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+            h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+            h = _mm_max_ss(h, _mm_movehdup_ps(h));
+            float amax = _mm_cvtss_f32(h);
+            for (; c < c1; c++)
+                amax = fmaxf(amax, fabsf(x[c]));
+            float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+            __m256 vi = _mm256_set1_ps(inv);
+            __m256i s = _mm256_setzero_si256();
+            for (c = c0; c + 8 <= c1; c += 8) {
+                __m256i v = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + c), vi));
+                s = _mm256_add_epi32(s, v);
+                __m128i p16 = _mm_packs_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+                _mm_storel_epi64((__m128i *)(q + c), _mm_packs_epi16(p16, p16));
+            }
+            __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+            s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
+            s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
+            int32_t sum = _mm_cvtsi128_si32(s4);
+            for (; c < c1; c++) {
+                int v = (int)nearbyintf(x[c] * inv);
+                q[c] = (int8_t)v;
+                sum += v;
+            }
+            for (c = c1; c < c0 + block; c++)
+                q[c] = 0;
+            d[g] = amax / 127.0f;
+            qs[g] = sum;
+        }
+    }
 }
 
 uint64_t kern_read_avx2(const uint8_t *p, size_t n)

@@ -41,8 +41,9 @@ void kern_attend_ref(float *q, int g, const float *kc, const float *vc, int n, i
 void kern_swiglu_ref(float *g, const float *up, size_t n);
 uint64_t kern_read_ref(const uint8_t *p, size_t n);
 
-/* ---- avx2 (kern_avx2.c, dequant_avx2.c) ---- */
+/* ---- avx2 (kern_avx2.c, dequant_avx2.c, attention_avx2.c, act_avx2.c) ---- */
 void kern_b8_avx2(const kern_job *j, uint32_t rb0, uint32_t rb1);
+void kern_quant_rows_avx2(const float *x, int M, uint32_t k, uint32_t block, int8_t *q, float *d, int32_t *qs);
 void kern_dequant_rows_avx2(const ogk_qtensor *t, uint32_t row0, uint32_t nrows, float *out);
 uint64_t kern_read_avx2(const uint8_t *p, size_t n);
 
@@ -55,6 +56,9 @@ void kern_b8_i16_avx512(const kern_job *j, uint32_t rb0, uint32_t rb1);
 void kern_quant_rows_i16_avx512(const float *x, int M, uint32_t k, uint32_t block, int8_t *q1, int8_t *q2, float *d,
                                 int32_t *qs);
 void kern_rm_band_vbmi(const ogk_qtensor *W, uint32_t band, uint8_t *codes, void *scales, uint8_t *zeros); /* kern_vbmi.c */
+void kern_attend_avx2(float *q, int g, const float *kc, const float *vc, int n, int hd, float scale, float *att,
+                      size_t as);
+void kern_swiglu_avx2(float *g, const float *up, size_t n);
 void kern_attend_avx512(float *q, int g, const float *kc, const float *vc, int n, int hd, float scale, float *att,
                         size_t as);
 void kern_swiglu_avx512(float *g, const float *up, size_t n);

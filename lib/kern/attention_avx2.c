@@ -1,0 +1,128 @@
+/* The attend operation of the avx2 row of the ISA table: one query row's causal attention for g query
+ * heads that share a KV head (head_dim a multiple of 8, at most 256; other head sizes go to
+ * kern_attend_ref): scores q·k scaled, softmax with a vector exp, weighted sum of the values. Each key
+ * and value row is loaded once for all g heads; head_dim 64 (Qwen2.5, Llama 3.2 1B) has an unrolled
+ * body. */
+#include <immintrin.h>
+#include <math.h>
+
+#include "exp_avx2.h"
+#include "kern_int.h"
+
+static inline float hsum(__m256 v)
+{
+    __m128 a = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    a = _mm_add_ps(a, _mm_movehl_ps(a, a));
+    a = _mm_add_ss(a, _mm_movehdup_ps(a));
+    return _mm_cvtss_f32(a);
+}
+
+/* e^x for x <= 0 (x - max); below e^-80 exactly 0 (no subnormal terms; the largest term is 1) */
+static inline __m256 exp_neg(__m256 x)
+{
+    __m256 keep = _mm256_cmp_ps(x, _mm256_set1_ps(-80.0f), _CMP_GE_OQ);
+    return _mm256_and_ps(keep, kern_exp256(_mm256_max_ps(x, _mm256_set1_ps(-80.0f))));
+}
+
+/* a[0..n) = e^(a - mx) in place; returns 1 / their sum */
+static float softmax_exp(float *a, int n, float mx)
+{
+    __m256 vmx = _mm256_set1_ps(mx), vsum = _mm256_setzero_ps();
+    int t = 0;
+    for (; t + 8 <= n; t += 8) {
+        __m256 e = exp_neg(_mm256_sub_ps(_mm256_loadu_ps(a + t), vmx));
+        _mm256_storeu_ps(a + t, e);
+        vsum = _mm256_add_ps(vsum, e);
+    }
+    float s = hsum(vsum);
+    for (; t < n; t++) {
+        float d = a[t] - mx;
+        a[t] = d < -80.0f ? 0.0f : expf(d);
+        s += a[t];
+    }
+    return 1.0f / s;
+}
+
+/* one head's q·k over NV vectors of 8, two accumulator chains */
+static inline __attribute__((always_inline)) float dot(const float *q, const float *k, const int NV)
+{
+    __m256 a0 = _mm256_mul_ps(_mm256_loadu_ps(q), _mm256_loadu_ps(k)), a1 = _mm256_setzero_ps();
+#pragma GCC unroll 8
+    for (int i = 1; i < NV; i++) {
+        if (i & 1)
+            a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + 8 * i), _mm256_loadu_ps(k + 8 * i), a1);
+        else
+            a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + 8 * i), _mm256_loadu_ps(k + 8 * i), a0);
+    }
+    return hsum(_mm256_add_ps(a0, a1));
+}
+
+/* out[0..8 NV) = Σ_t w[t] v_t[c0 .. c0 + 8 NV) for NV <= 8 (registers) */
+static inline __attribute__((always_inline)) void wsum(float *out, const float *w, float inv, const float *vc, int n,
+                                                       int hd, int c0, const int NV)
+{
+    __m256 o[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < NV; i++)
+        o[i] = _mm256_setzero_ps();
+    for (int t = 0; t < n; t++) {
+        const float *v = vc + (size_t)t * hd + c0;
+        __m256 a = _mm256_set1_ps(w[t] * inv);
+#pragma GCC unroll 8
+        for (int i = 0; i < NV; i++)
+            o[i] = _mm256_fmadd_ps(a, _mm256_loadu_ps(v + 8 * i), o[i]);
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < NV; i++)
+        _mm256_storeu_ps(out + 8 * i, o[i]);
+}
+
+static inline __attribute__((always_inline)) void attend_heads(float *q, int g, const float *kc, const float *vc,
+                                                               int n, int hd, float scale, float *att, size_t as,
+                                                               const int NV64)
+{
+    /* NV64: head_dim is 64 (8 vectors, unrolled); else any multiple of 8 */
+    const int nv = NV64 ? 8 : hd / 8;
+    float mx[64];
+    for (int h = 0; h < g; h++)
+        mx[h] = -INFINITY;
+    for (int t = 0; t < n; t++) {
+        const float *k = kc + (size_t)t * hd;
+        for (int h = 0; h < g; h++) {
+            float d = (NV64 ? dot(q + (size_t)h * hd, k, 8) : dot(q + (size_t)h * hd, k, 1)) * scale;
+            if (!NV64) /* generic head_dim: the rest of the vectors */
+                for (int i = 1; i < nv; i++)
+                    d += hsum(_mm256_mul_ps(_mm256_loadu_ps(q + (size_t)h * hd + 8 * i), _mm256_loadu_ps(k + 8 * i))) *
+                         scale;
+            att[(size_t)h * as + (size_t)t] = d;
+            mx[h] = d > mx[h] ? d : mx[h];
+        }
+    }
+    for (int h = 0; h < g; h++) {
+        float *w = att + (size_t)h * as, inv = softmax_exp(w, n, mx[h]);
+        float *out = q + (size_t)h * hd;
+        if (NV64)
+            wsum(out, w, inv, vc, n, hd, 0, 8);
+        else
+            for (int c0 = 0; c0 < hd; c0 += 64) {
+                if (hd - c0 >= 64)
+                    wsum(out + c0, w, inv, vc, n, hd, c0, 8);
+                else
+                    for (int c = c0; c < hd; c += 8)
+                        wsum(out + c, w, inv, vc, n, hd, c, 1);
+            }
+    }
+}
+
+void kern_attend_avx2(float *q, int g, const float *kc, const float *vc, int n, int hd, float scale, float *att,
+                      size_t as)
+{
+    if (hd % 8 || hd > 256 || g > 64) {
+        kern_attend_ref(q, g, kc, vc, n, hd, scale, att, as);
+        return;
+    }
+    if (hd == 64)
+        attend_heads(q, g, kc, vc, n, 64, scale, att, as, 1);
+    else
+        attend_heads(q, g, kc, vc, n, hd, scale, att, as, 0);
+}
