@@ -3,6 +3,7 @@
 // (npu-forward serve, llama-server); prints one JSON line: aggregate generated tokens per second (all
 // tokens / wall time), TTFT p50/p99 (request sent -> first text chunk), per-stream decode tok/s (median
 // of the requests' timings.predicted_per_second, llama.cpp's field, which both servers send).
+// One connection per request (llama-server closes a kept-alive one after its answer).
 // Tokens: the final chunk's usage.completion_tokens, else the number of chunks that carried text.
 import http from 'node:http';
 const [port, streams, per, gen] = process.argv.slice(2, 6).map(Number);
@@ -14,7 +15,7 @@ function one(i) {
       stream_options: { include_usage: true } });
     const t0 = process.hrtime.bigint();
     let ttft = null, buf = '', last = null, chunks = 0, tps = null;
-    const req = http.request({ host: '127.0.0.1', port, path: '/v1/completions', method: 'POST', timeout: 600000,
+    const req = http.request({ host: '127.0.0.1', port, path: '/v1/completions', method: 'POST', timeout: 600000, agent: false,
       headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => {
       res.on('data', (c) => {
         buf += c;

@@ -102,34 +102,31 @@ INLINE void tile_f32(const kern_job *j, uint32_t rb, const int MT, int m0)
             store_rows(j, rb * 16 + 8 * h, m0 + m, y[h][m]);
 }
 
+/* One half (8 rows) of a row block at a time: 4 int32 accumulators and 4 fp32 sums for MT <= 4 rows
+ * stay in the 16 ymm registers with the codes and constants (both halves at once spilled); the second
+ * half reads the row block's codes again, from cache. */
 INLINE void tile_i8(const kern_job *j, uint32_t rb, const int MT, int m0)
 {
     const ogk_qtensor *W = j->W;
     const uint32_t B = W->block, kb = W->k_blocks, kp = j->kp, cpg = B / 8;
     const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
     const uint8_t *cb = W->codes + (size_t)rb * kb * B * 8;
-    __m256 y[2][4];
-    __m256i a[2][4];
-#pragma GCC unroll 2
-    for (int h = 0; h < 2; h++)
+    for (int h = 0; h < 2; h++) {
+        __m256 y[4];
 #pragma GCC unroll 4
         for (int m = 0; m < MT; m++)
-            y[h][m] = _mm256_setzero_ps();
-    for (uint32_t g = 0; g < kb; g++) {
-#pragma GCC unroll 2
-        for (int h = 0; h < 2; h++)
+            y[m] = _mm256_setzero_ps();
+        for (uint32_t g = 0; g < kb; g++) {
+            __m256i a[4];
+            const int8_t *q[4];
 #pragma GCC unroll 4
-            for (int m = 0; m < MT; m++)
-                a[h][m] = _mm256_setzero_si256();
-        const int8_t *q[4];
-#pragma GCC unroll 4
-        for (int m = 0; m < MT; m++)
-            q[m] = j->xq + (size_t)(m0 + m) * kp + (size_t)g * B;
-        for (uint32_t c = 0; c < cpg; c++) {
-            const uint8_t *p = cb + ((size_t)g * cpg + c) * 64;
-#pragma GCC unroll 2
-            for (int h = 0; h < 2; h++) {
-                __m256i w = _mm256_loadu_si256((const __m256i *)(p + 32 * h));
+            for (int m = 0; m < MT; m++) {
+                a[m] = _mm256_setzero_si256();
+                q[m] = j->xq + (size_t)(m0 + m) * kp + (size_t)g * B;
+            }
+            const uint8_t *p = cb + (size_t)g * cpg * 64 + 32 * h;
+            for (uint32_t c = 0; c < cpg; c++, p += 64) {
+                __m256i w = _mm256_loadu_si256((const __m256i *)p);
                 __m256i lo = _mm256_and_si256(w, m4), hi = _mm256_and_si256(_mm256_srli_epi16(w, 4), m4);
 #pragma GCC unroll 4
                 for (int m = 0; m < MT; m++) {
@@ -138,27 +135,22 @@ INLINE void tile_i8(const kern_job *j, uint32_t rb, const int MT, int m0)
                     memcpy(&qh, q[m] + c * 8 + 4, 4);
                     __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(lo, _mm256_set1_epi32(ql)),
                                                    _mm256_maddubs_epi16(hi, _mm256_set1_epi32(qh)));
-                    a[h][m] = _mm256_add_epi32(a[h][m], _mm256_madd_epi16(s16, ones));
+                    a[m] = _mm256_add_epi32(a[m], _mm256_madd_epi16(s16, ones));
                 }
             }
-        }
-#pragma GCC unroll 2
-        for (int h = 0; h < 2; h++) {
             size_t gi = ((size_t)rb * kb + g) * 16 + 8 * h;
             __m256 s = load_scales(W, gi), z = load_zeros(W, gi);
 #pragma GCC unroll 4
             for (int m = 0; m < MT; m++) {
                 size_t xi = (size_t)(m0 + m) * kb + g;
-                __m256 t = _mm256_fnmadd_ps(z, _mm256_set1_ps((float)j->xqs[xi]), _mm256_cvtepi32_ps(a[h][m]));
-                y[h][m] = _mm256_fmadd_ps(_mm256_mul_ps(s, _mm256_set1_ps(j->xd[xi])), t, y[h][m]);
+                __m256 t = _mm256_fnmadd_ps(z, _mm256_set1_ps((float)j->xqs[xi]), _mm256_cvtepi32_ps(a[m]));
+                y[m] = _mm256_fmadd_ps(_mm256_mul_ps(s, _mm256_set1_ps(j->xd[xi])), t, y[m]);
             }
         }
-    }
-#pragma GCC unroll 2
-    for (int h = 0; h < 2; h++)
 #pragma GCC unroll 4
         for (int m = 0; m < MT; m++)
-            store_rows(j, rb * 16 + 8 * h, m0 + m, y[h][m]);
+            store_rows(j, rb * 16 + 8 * h, m0 + m, y[m]);
+    }
 }
 
 #define TILE(mode, MT)                                                                                                 \
