@@ -89,11 +89,7 @@ static inline __attribute__((always_inline)) void attend_heads(float *q, int g, 
     for (int t = 0; t < n; t++) {
         const float *k = kc + (size_t)t * hd;
         for (int h = 0; h < g; h++) {
-            float d = (NV64 ? dot(q + (size_t)h * hd, k, 8) : dot(q + (size_t)h * hd, k, 1)) * scale;
-            if (!NV64) /* generic head_dim: the rest of the vectors */
-                for (int i = 1; i < nv; i++)
-                    d += hsum(_mm256_mul_ps(_mm256_loadu_ps(q + (size_t)h * hd + 8 * i), _mm256_loadu_ps(k + 8 * i))) *
-                         scale;
+            float d = dot(q + (size_t)h * hd, k, nv) * scale;
             att[(size_t)h * as + (size_t)t] = d;
             mx[h] = d > mx[h] ? d : mx[h];
         }
