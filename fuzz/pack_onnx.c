@@ -5,9 +5,6 @@
  * model.onnx; pack_open, every accessor over tensors, refusals and assets, and the oga-info report. */
 #include "fuzz.h"
 
-#include <dirent.h>
-#include <limits.h>
-
 #include "pack/pack.h"
 
 static char dir[PATH_MAX], onnx_path[PATH_MAX + 16];
@@ -15,45 +12,9 @@ static char dir[PATH_MAX], onnx_path[PATH_MAX + 16];
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc, (void)argv;
-    const char *src = getenv("OGAKIT_FUZZ_PACK");
-    if (!src) {
-        fprintf(stderr, "pack_onnx: set OGAKIT_FUZZ_PACK to a pack directory (tools/fixture.sh qwen2 cpu tied tiny)\n");
-        exit(2);
-    }
-    const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
-    snprintf(dir, sizeof dir, "%s/fuzz-pack-XXXXXX", tmp);
-    if (!mkdtemp(dir)) {
-        perror("pack_onnx: mkdtemp");
-        exit(4);
-    }
-    DIR *d = opendir(src);
-    if (!d) {
-        perror(src);
-        exit(2);
-    }
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        if (de->d_name[0] == '.' || !strcmp(de->d_name, "model.onnx") || !strcmp(de->d_name, "tokenizer.json"))
-            continue;
-        char from[PATH_MAX * 2], to[PATH_MAX * 2];
-        snprintf(from, sizeof from, "%s/%s", src, de->d_name);
-        snprintf(to, sizeof to, "%s/%s", dir, de->d_name);
-        char *abs = realpath(from, NULL);
-        if (!abs || symlink(abs, to)) {
-            perror(to);
-            exit(4);
-        }
-        free(abs);
-    }
-    closedir(d);
-    snprintf(onnx_path, sizeof onnx_path, "%s/tokenizer.json", dir);
-    FILE *f = fopen(onnx_path, "w");
-    if (!f || fputs("{\"model\":{\"type\":\"BPE\",\"vocab\":{},\"merges\":[]}}\n", f) < 0 || fclose(f)) {
-        perror(onnx_path);
-        exit(4);
-    }
+    char src_dir[PATH_MAX];
+    fuzz_pack_dir("pack_onnx", "model.onnx", "{\"model\":{\"type\":\"BPE\",\"vocab\":{},\"merges\":[]}}\n", dir, src_dir);
     snprintf(onnx_path, sizeof onnx_path, "%s/model.onnx", dir);
-    fprintf(stderr, "pack_onnx: pack directory %s\n", dir);
     return 0;
 }
 

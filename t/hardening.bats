@@ -381,3 +381,32 @@ open_in() {
   [ ! -e "$W/out/t.ogax.tmp.$dead" ]
   cmp "$W/out/t.ogax" "$W/s.ogax"
 }
+
+# ---- the attack campaign (tools/attack.py) at a small scale: a rerun of every class of attack
+
+@test "hardening: tools/attack.py, every class at scale 0.05 (about 70 cases): no crash, hang, stray file or gate disagreement" {
+  run timeout 600 /usr/bin/python3 "$TOP/tools/attack.py" -b "$OGAKIT_BUILD" -s 0.05 --seed "$RANDOM" -o "$W/cases.jsonl"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  echo "$output" | grep -Eq '^[0-9]+ cases, 0 failed$'
+  # every class ran (disk only where tmpfs can be mounted; it says so otherwise)
+  local c
+  for c in container stream pack cli template kill; do
+    echo "$output" | grep -Eq "^$c +[0-9]+ +0 "
+  done
+  [ "$(wc -l < "$W/cases.jsonl")" -ge 60 ]
+}
+
+@test "hardening: tools/attack.py fails a case that crashes (a program killed by a signal counts as a crash)" {
+  # a build directory whose oga-info is a stand-in that dies of SIGSEGV: the pack class must report it
+  mkdir -p "$W/b/bin"
+  local p
+  for p in oga-extract q4nx-pack q4nx-verify npu-forward; do ln -s "$OGAKIT_BUILD/bin/$p" "$W/b/bin/$p"; done
+  printf '#!/bin/sh\nkill -SEGV $$\n' > "$W/b/bin/oga-info"
+  chmod +x "$W/b/bin/oga-info"
+  run timeout 300 /usr/bin/python3 "$TOP/tools/attack.py" -b "$W/b" -s 0.02 --class pack
+  echo "$output"
+  [ "$status" -eq 1 ]
+  echo "$output" | grep -q "oga-info crashed"
+  echo "$output" | grep -Eq '^[0-9]+ cases, [1-9][0-9]* failed$'
+}

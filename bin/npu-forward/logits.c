@@ -15,38 +15,20 @@
 #include "tok/tok.h"
 #include "util/util.h"
 
-static double logsumexp(const float *x, int n)
-{
-    float mx = x[0];
-    for (int i = 1; i < n; i++)
-        mx = x[i] > mx ? x[i] : mx;
-    double s = 0;
-    for (int i = 0; i < n; i++)
-        s += exp((double)x[i] - mx);
-    return mx + log(s);
-}
-
 /* the k largest (ties: lower id first) */
 static json_t *topk_json(const float *x, int V, int k)
 {
-    int *idx = malloc((size_t)k * sizeof *idx), n = 0;
-    for (int j = 0; j < V; j++) {
-        if (n < k || x[j] > x[idx[n - 1]]) {
-            int p = n < k ? n++ : k - 1;
-            while (p > 0 && x[idx[p - 1]] < x[j]) {
-                idx[p] = idx[p - 1];
-                p--;
-            }
-            idx[p] = j;
-        }
-    }
+    int *idx = malloc((size_t)k * sizeof *idx);
+    if (!idx)
+        ogk_die(OGK_EXIT_INIT, "logits: out of memory");
+    int n = model_top_ids(x, V, k, idx);
     json_t *ids = json_array(), *lg = json_array();
     for (int i = 0; i < n; i++) {
         json_array_append_new(ids, json_integer(idx[i]));
         json_array_append_new(lg, json_real(x[idx[i]]));
     }
     free(idx);
-    return json_pack("{s:o,s:o,s:f}", "ids", ids, "logits", lg, "lse", logsumexp(x, V));
+    return json_pack("{s:o,s:o,s:f}", "ids", ids, "logits", lg, "lse", model_logsumexp(x, V));
 }
 
 int cmd_logits(int argc, char **argv)

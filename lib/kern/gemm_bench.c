@@ -112,6 +112,25 @@ static int launch_all(kern_pool *pool, const kern_bench_opts *o, const ogk_qtens
 }
 
 /* median ms of repeated launches of every tensor in Ws; -1 when the kernels refuse one */
+
+/* the fields every result line starts with, and its timing fields */
+static void result_head(json_t *j, int mode)
+{
+    json_object_set_new(j, "device", json_string("cpu"));
+    json_object_set_new(j, "kernel", json_string(kern_isa_current()->name));
+    json_object_set_new(j, "mode", json_string(kern_mode_name(mode)));
+}
+
+static void result_timing(json_t *j, kern_pool *pool, long reps, double ms, double mn, size_t bytes)
+{
+    json_object_set_new(j, "threads", json_integer(kern_pool_threads(pool)));
+    json_object_set_new(j, "reps", json_integer(reps));
+    json_object_set_new(j, "ms", json_real(ms));
+    json_object_set_new(j, "ms_min", json_real(mn));
+    json_object_set_new(j, "weight_bytes", json_integer((json_int_t)bytes));
+    json_object_set_new(j, "GBps", json_real(bytes / (ms * 1e-3) / 1e9));
+}
+
 static double time_launches(kern_pool *pool, const kern_bench_opts *o, const ogk_qtensor *const *Ws, size_t nw,
                             const float *X, int M, float *Y, long *reps_out, double *min_out, ogk_error *e, int *code)
 {
@@ -204,9 +223,7 @@ json_t *kern_bench_one(kern_pool *pool, const kern_bench_opts *o, const ogk_qten
         *all_ok = 0;
     size_t bytes = kern_tensor_bytes(W);
     json_t *j = json_object();
-    json_object_set_new(j, "device", json_string("cpu"));
-    json_object_set_new(j, "kernel", json_string(kern_isa_current()->name));
-    json_object_set_new(j, "mode", json_string(kern_mode_name(o->mode)));
+    result_head(j, o->mode);
     json_object_set_new(j, "tensor", json_string(W->name ? W->name : ""));
     if (W->role)
         json_object_set_new(j, "role", json_string(W->role));
@@ -217,12 +234,7 @@ json_t *kern_bench_one(kern_pool *pool, const kern_bench_opts *o, const ogk_qten
     json_object_set_new(j, "block", json_integer(W->block));
     json_object_set_new(j, "scale_dtype", json_string(ogk_dtype_name(W->scale_dtype)));
     json_object_set_new(j, "zero_points", json_boolean(W->has_zp));
-    json_object_set_new(j, "threads", json_integer(kern_pool_threads(pool)));
-    json_object_set_new(j, "reps", json_integer(reps));
-    json_object_set_new(j, "ms", json_real(ms));
-    json_object_set_new(j, "ms_min", json_real(mn));
-    json_object_set_new(j, "weight_bytes", json_integer((json_int_t)bytes));
-    json_object_set_new(j, "GBps", json_real(bytes / (ms * 1e-3) / 1e9));
+    result_timing(j, pool, reps, ms, mn, bytes);
     json_object_set_new(j, "GFLOPs", json_real(2.0 * M * W->n * W->k / (ms * 1e-3) / 1e9));
     json_object_set_new(j, "checked_rows", json_integer(c.rows));
     if (c.rows) {
@@ -305,17 +317,10 @@ json_t *kern_bench_pass(kern_pool *pool, const kern_bench_opts *o, const ogk_qte
             *all_ok = 0;
     }
     j = json_object();
-    json_object_set_new(j, "device", json_string("cpu"));
-    json_object_set_new(j, "kernel", json_string(kern_isa_current()->name));
-    json_object_set_new(j, "mode", json_string(kern_mode_name(o->mode)));
+    result_head(j, o->mode);
     json_object_set_new(j, "tensors", json_integer((json_int_t)nw));
     json_object_set_new(j, "M", json_integer(M));
-    json_object_set_new(j, "threads", json_integer(kern_pool_threads(pool)));
-    json_object_set_new(j, "reps", json_integer(reps));
-    json_object_set_new(j, "ms", json_real(ms));
-    json_object_set_new(j, "ms_min", json_real(mn));
-    json_object_set_new(j, "weight_bytes", json_integer((json_int_t)bytes));
-    json_object_set_new(j, "GBps", json_real(bytes / (ms * 1e-3) / 1e9));
+    result_timing(j, pool, reps, ms, mn, bytes);
     if (o->probe_mb > 0) {
         json_object_set_new(j, "dram_read_GBps", json_real(probe_gbs));
         json_object_set_new(j, "fraction_of_dram", json_real(ratio));

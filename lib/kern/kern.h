@@ -33,7 +33,7 @@
  *             with Σ code·Q exact (int32: 15·32258·4096 < 2^31); paths round it and the zp term to fp32:
  *                 |Δ| <= (kb + 8) · 2^-23 · Σ_g |scale·d|·(Σ code·|Q| + zp·Σ|Q|).
  *             Error against KERN_F32: |x − d·Q| <= ~d/2 = a / 64516 per element (~256x below KERN_I8's). Paths:
- *             ref and avx512 (others refuse the mode). The model uses it for the classifier of
+ *             ref, avx2 and avx512. The model uses it for the classifier of
  *             passes of several rows in --mode i8 (see lib/model).
  * Blocks (B) are powers of two from 16 to 4096.
  * Columns K..kb·B of the last group are multiplied by zero (the layouts keep whatever codes the

@@ -41,9 +41,13 @@ void kern_attend_ref(float *q, int g, const float *kc, const float *vc, int n, i
 void kern_swiglu_ref(float *g, const float *up, size_t n);
 uint64_t kern_read_ref(const uint8_t *p, size_t n);
 
-/* ---- avx2 (kern_avx2.c, dequant_avx2.c, attention_avx2.c, act_avx2.c) ---- */
+/* ---- avx2 (kern_avx2.c, kern_i16_avx2.c, dequant_avx2.c, attention_avx2.c, act_avx2.c) ---- */
 void kern_b8_avx2(const kern_job *j, uint32_t rb0, uint32_t rb1);
 void kern_quant_rows_avx2(const float *x, int M, uint32_t k, uint32_t block, int8_t *q, float *d, int32_t *qs);
+/* kern_i16_avx2.c */
+void kern_b8_i16_avx2(const kern_job *j, uint32_t rb0, uint32_t rb1);
+void kern_quant_rows_i16_avx2(const float *x, int M, uint32_t k, uint32_t block, int8_t *q1, int8_t *q2, float *d,
+                              int32_t *qs);
 void kern_dequant_rows_avx2(const ogk_qtensor *t, uint32_t row0, uint32_t nrows, float *out);
 uint64_t kern_read_avx2(const uint8_t *p, size_t n);
 

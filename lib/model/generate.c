@@ -26,6 +26,33 @@ int model_argmax(const float *logits, int n)
     return i;
 }
 
+double model_logsumexp(const float *x, int n)
+{
+    float mx = x[0];
+    for (int i = 1; i < n; i++)
+        mx = x[i] > mx ? x[i] : mx;
+    double s = 0;
+    for (int i = 0; i < n; i++)
+        s += exp((double)x[i] - mx);
+    return mx + log(s);
+}
+
+int model_top_ids(const float *x, int n, int k, int *idx)
+{
+    int got = 0;
+    for (int i = 0; i < n && k > 0; i++) {
+        if (got < k || x[i] > x[idx[got - 1]]) {
+            int p = got < k ? got++ : k - 1;
+            while (p > 0 && x[idx[p - 1]] < x[i]) {
+                idx[p] = idx[p - 1];
+                p--;
+            }
+            idx[p] = i;
+        }
+    }
+    return got;
+}
+
 int model_sampler_init(model_sampler *sp, int vocab, float temperature, int top_k, float top_p, uint64_t seed)
 {
     memset(sp, 0, sizeof *sp);

@@ -152,6 +152,11 @@ int model_sampler_init(model_sampler *sp, int vocab, float temperature, int top_
 void model_sampler_free(model_sampler *sp);
 int model_sample(model_sampler *sp, const float *logits);
 int model_argmax(const float *logits, int n);
+/* log(sum(exp(x))) over n logits, in double (the log-softmax's normaliser) */
+double model_logsumexp(const float *x, int n);
+/* the indices of the k largest of n logits into idx[k], largest first (ties: lower index first);
+ * returns how many were written (min(k, n)) */
+int model_top_ids(const float *x, int n, int k, int *idx);
 
 /* Stop strings over streamed text: holds back what could still become a stop string. */
 typedef struct model_stopper {

@@ -329,25 +329,9 @@ static void job_text(const char *s, size_t n, void *arg)
 /* log-softmax of the raw logits: the chosen id's and the top_n largest (ties: lower id first) */
 static void logprobs(const float *x, int V, int id, int top_n, float *lp, int *top_ids, float *top_lps)
 {
-    float mx = x[0];
-    for (int i = 1; i < V; i++)
-        mx = x[i] > mx ? x[i] : mx;
-    double s = 0;
-    for (int i = 0; i < V; i++)
-        s += exp((double)x[i] - mx);
-    double lse = mx + log(s);
+    double lse = model_logsumexp(x, V);
     *lp = (float)(x[id] - lse);
-    int n = 0;
-    for (int i = 0; i < V && top_n > 0; i++) {
-        if (n < top_n || x[i] > x[top_ids[n - 1]]) {
-            int p = n < top_n ? n++ : top_n - 1;
-            while (p > 0 && x[top_ids[p - 1]] < x[i]) {
-                top_ids[p] = top_ids[p - 1];
-                p--;
-            }
-            top_ids[p] = i;
-        }
-    }
+    int n = top_n > 0 ? model_top_ids(x, V, top_n, top_ids) : 0;
     for (int i = 0; i < n; i++)
         top_lps[i] = (float)(x[top_ids[i]] - lse);
 }

@@ -1,11 +1,11 @@
 /* lib/kern KERN_I16 (16-bit activations as two int8 planes): the quantisation is what kern.h says
  * (checked here from its definition: Q = 254·q1 + q2, both planes in [-127, 127], |x − d·Q| <= 0.51·d,
- * d = max|x| / 32258) and bit-identical between the scalar and AVX-512 versions; the AVX-512 kernels
+ * d = max|x| / 32258) and bit-identical between the scalar and each row's version; the row's kernels
  * equal the scalar reference within the bound of kern.h (computed here from the codes, scales and Q:
  * (kb + 8)·2^-23·Σ_g |scale·d|·(Σ code·|Q| + zp·Σ|Q|)), over odd shapes, both layouts, f32/f16/bf16
  * scales, with and without zero points, M = 1, 2, 5, 16, 33; the error against the exact product
- * (fp32 activations, summed in double) is at most 1e-4 of max|y| and far below the int8 mode's;
- * the avx2 path refuses the mode. Skipped by name on a CPU without the avx512 path. */
+ * (fp32 activations, summed in double) is at most 1e-4 of max|y| and far below the int8 mode's.
+ * The same for the avx2 row (vpmaddubsw). Each row is skipped by name on a CPU without it. */
 #include "tap.h"
 #include "kern/kern.h"
 #include "q4nx/q4nx.h"
@@ -14,9 +14,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-void kern_quant_rows_i16_avx512(const float *x, int M, uint32_t k, uint32_t block, int8_t *q1, int8_t *q2, float *d,
-                                int32_t *qs);
 
 #define KERN_TEST_SEED 0x2545F4914F6CDD1Dull
 #include "kern_tensors.h"
@@ -75,17 +72,30 @@ static const shape shapes[] = {{37, 32, 32}, {50, 200, 32}, {17, 128, 128}, {33,
                                {1, 64, 64},  {65, 256, 256}, {20, 520, 64}, {48, 4096, 4096}};
 static const int Ms[] = {1, 2, 5, 16, 33};
 
+static void row_tests(int id, kern_pool *pool);
+
 int main(void)
 {
     ogk_prog_set("kern_i16");
-    if (!kern_isa_supported(KERN_ISA_AVX512)) {
-        printf("ok 1 - # skip kern_i16: no avx512 kernel path on this CPU\n1..1\n");
-        return 0;
-    }
+    static const int rows[] = {KERN_ISA_AVX2, KERN_ISA_AVX512};
     kern_pool *pool = kern_pool_new(3);
+    for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
+        const char *name = kern_isa_row(rows[i])->name;
+        if (!kern_isa_supported(rows[i]))
+            printf("ok %d - # skip kern_i16: no %s kernel path on this CPU\n", ++tap_n, name);
+        else
+            row_tests(rows[i], pool);
+    }
+    kern_pool_free(pool);
+    return TAP_DONE();
+}
+
+static void row_tests(int id, kern_pool *pool)
+{
+    const kern_isa *isa = kern_isa_row(id);
     char why[600];
 
-    /* the quantisation: definition, and scalar == AVX-512 bit for bit */
+    /* the quantisation: definition, and scalar == the row's bit for bit */
     {
         int ok = 1, same = 1;
         why[0] = 0;
@@ -100,7 +110,7 @@ int main(void)
             int32_t *as = malloc(sizeof(int32_t) * kb * M), *bs = malloc(sizeof(int32_t) * kb * M);
             for (int m = 0; m < M; m++)
                 kern_quant_row_i16(x + (size_t)m * K, K, B, a1 + m * kp, a2 + m * kp, ad + m * kb, as + m * kb);
-            kern_quant_rows_i16_avx512(x, M, K, B, b1, b2, bd, bs);
+            isa->quant_i16(x, M, K, B, b1, b2, bd, bs);
             for (int m = 0; m < M && ok; m++)
                 ok = quant_ok(x + (size_t)m * K, K, B, a1 + m * kp, a2 + m * kp, ad + m * kb, as + m * kb, why,
                               sizeof why);
@@ -108,8 +118,8 @@ int main(void)
                     !memcmp(as, bs, sizeof(int32_t) * kb * M);
             free(x), free(a1), free(a2), free(b1), free(b2), free(ad), free(bd), free(as), free(bs);
         }
-        TAP_OK(ok, "16-bit quantisation as defined (Q = 254 q1 + q2, planes in [-127, 127], |x - dQ| <= 0.51 d) %s", why);
-        TAP_OK(same, "AVX-512 16-bit quantisation is bit-identical to the scalar one");
+        TAP_OK(ok, "%s: 16-bit quantisation as defined (Q = 254 q1 + q2, planes in [-127, 127], |x - dQ| <= 0.51 d) %s", isa->name, why);
+        TAP_OK(same, "%s 16-bit quantisation is bit-identical to the scalar one", isa->name);
     }
 
     /* avx512 kernels against the reference, within the bound */
@@ -137,7 +147,7 @@ int main(void)
                         kern_ref_rows(&T.t, x, M, r, KERN_I16, 0, s->n);
                         for (size_t i = 0; i < (size_t)M * s->n; i++)
                             y[i] = NAN;
-                        if (kern_matmul_isa(KERN_ISA_AVX512, (rnd() & 1) ? pool : NULL, &T.t, x, M, y, KERN_I16, &e)) {
+                        if (kern_matmul_isa(id, (rnd() & 1) ? pool : NULL, &T.t, x, M, y, KERN_I16, &e)) {
                             snprintf(why, sizeof why, "%.500s", e.msg);
                             ok = 0;
                         }
@@ -157,7 +167,7 @@ int main(void)
                     }
                     drop(&T);
                 }
-                TAP_OK(ok, "avx512 i16 %s scales %s%s: within the bound of the reference %s", ogk_layout_name(layout),
+                TAP_OK(ok, "%s i16 %s scales %s%s: within the bound of the reference %s", isa->name, ogk_layout_name(layout),
                        ogk_dtype_name(sdts[si]), zp ? " zero points" : "", why);
             }
 
@@ -173,7 +183,7 @@ int main(void)
             x[i] = frand() + frand() + frand();
         ogk_error e;
         kern_ref_rows(&T.t, x, M, yf, KERN_F32, 0, N);
-        kern_matmul_isa(KERN_ISA_AVX512, pool, &T.t, x, M, y16, KERN_I16, &e);
+        kern_matmul_isa(id, pool, &T.t, x, M, y16, KERN_I16, &e);
         kern_ref_rows(&T.t, x, M, y8, KERN_I8, 0, N);
         double e16 = 0, e8 = 0, ymax = 0;
         for (size_t i = 0; i < (size_t)M * N; i++) {
@@ -182,21 +192,10 @@ int main(void)
             ymax = fmax(ymax, fabs(yf[i]));
         }
         TAP_OK(e16 <= 1e-4 * ymax && e16 * 50 < e8,
-               "i16 vs exact: max|err|/max|y| %.2e (<= 1e-4), int8 mode's %.2e (> 50x)", e16 / ymax, e8 / ymax);
+               "%s i16 vs exact: max|err|/max|y| %.2e (<= 1e-4), int8 mode's %.2e (> 50x)", isa->name, e16 / ymax,
+               e8 / ymax);
         free(x), free(yf), free(y16), free(y8);
         drop(&T);
     }
 
-    /* a path without the mode refuses it */
-    if (kern_isa_supported(KERN_ISA_AVX2)) {
-        tensor T;
-        make(&T, OGK_B8, 16, 32, 32, OGK_F32, 0);
-        float x[64] = {0}, y[64];
-        ogk_error e;
-        int rc = kern_matmul_isa(KERN_ISA_AVX2, NULL, &T.t, x, 2, y, KERN_I16, &e);
-        TAP_OK(rc == -1 && strstr(e.msg, "16-bit"), "the avx2 path refuses the 16-bit mode: %s", rc ? e.msg : "(accepted)");
-        drop(&T);
-    }
-    kern_pool_free(pool);
-    return TAP_DONE();
 }

@@ -1,0 +1,91 @@
+/* lib/kern/b8_avx2.h — what the AVX2 b8 kernels share (kern_avx2.c, kern_i16_avx2.c): a row block's
+ * scales and zero points for 8 rows (one 256-bit half of a 64-byte chunk), and the store of 8 output
+ * rows (clipped at N). Included only by *_avx2.c files (compiled with the AVX2 flags). */
+#ifndef OGK_B8_AVX2_H
+#define OGK_B8_AVX2_H
+#include "kern_int.h"
+
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#define INLINE static inline __attribute__((always_inline))
+INLINE __m256 load_scales(const ogk_qtensor *W, size_t gi)
+{
+    switch (W->scale_dtype) {
+    case OGK_F32: return _mm256_loadu_ps((const float *)W->scales + gi);
+    case OGK_F16: return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)W->scales + gi)));
+    default: {
+        __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)W->scales + gi));
+        return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    }
+    }
+}
+
+INLINE __m256 load_zeros(const ogk_qtensor *W, size_t gi)
+{
+    if (!W->has_zp)
+        return _mm256_set1_ps(8.0f);
+    return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(W->zeros + gi))));
+}
+
+INLINE void store_rows(const kern_job *j, uint32_t row0, int m, __m256 v)
+{
+    float *y = j->Y + (size_t)m * j->ldy + row0;
+    uint32_t n = j->W->n;
+    if (row0 + 8 <= n)
+        _mm256_storeu_ps(y, v);
+    else if (row0 < n) {
+        float t[8];
+        _mm256_storeu_ps(t, v);
+        memcpy(y, t, (n - row0) * sizeof *t);
+    }
+}
+
+
+/* one 32-byte half chunk (8 rows x 8 k of unsigned 4-bit codes, split into lo/hi nibbles) against 8
+ * int8 activations q[0..7]: per row the int32 Σ code·q (vpmaddubsw pair sums, <= 2·2·15·127: no
+ * saturation, widened by vpmaddwd) */
+INLINE __m256i i8_dot8(__m256i lo, __m256i hi, const int8_t *q)
+{
+    int32_t ql, qh;
+    memcpy(&ql, q, 4);
+    memcpy(&qh, q + 4, 4);
+    __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(lo, _mm256_set1_epi32(ql)),
+                                   _mm256_maddubs_epi16(hi, _mm256_set1_epi32(qh)));
+    return _mm256_madd_epi16(s16, _mm256_set1_epi16(1));
+}
+
+/* max |x[c]| over [c0, c1) (the activation quantisers' amax, fmaxf order-independent) */
+INLINE float group_amax(const float *x, uint32_t c0, uint32_t c1)
+{
+    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    __m256 a = _mm256_setzero_ps();
+    uint32_t c;
+    for (c = c0; c + 8 <= c1; c += 8)
+        a = _mm256_max_ps(a, _mm256_and_ps(_mm256_loadu_ps(x + c), absmask));
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_movehdup_ps(h));
+    float amax = _mm_cvtss_f32(h);
+    for (; c < c1; c++)
+        amax = fmaxf(amax, fabsf(x[c]));
+    return amax;
+}
+
+/* a group's integer sums into the fp32 result: y + scale·d·(Σ code·q − zp·Σ q), the same fp32
+ * operations in every integer mode (i8, i16) */
+INLINE __m256 group_fma(__m256 y, __m256 s, __m256 z, __m256i dot, const kern_job *j, size_t xi)
+{
+    __m256 t = _mm256_fnmadd_ps(z, _mm256_set1_ps((float)j->xqs[xi]), _mm256_cvtepi32_ps(dot));
+    return _mm256_fmadd_ps(_mm256_mul_ps(s, _mm256_set1_ps(j->xd[xi])), t, y);
+}
+
+INLINE int32_t hsum_i32(__m256i s)
+{
+    __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
+    return _mm_cvtsi128_si32(s4);
+}
+#endif
