@@ -8,6 +8,7 @@ sanitizer build) and counts what came back. A case FAILS the campaign when a pro
   crashed     died of a signal, or printed a sanitizer report (AddressSanitizer, LeakSanitizer,
               UBSan "runtime error:") whatever its exit code
   hung        ran past its time limit (killed)
+  memory      peaked over 4 GiB
   coded wrong exited with a code its man page does not list, or failed without a word on stderr
   left files  left anything beside the final output (temp files) after a refusal or a kill -9
   disagreed   one gate accepted the input and a later one refused it (oga-info importable but
@@ -106,6 +107,8 @@ class Campaign:
             flags.append("hung")
         elif code < 0 or code >= 128 or any(m in e for m in SAN_MARKS):
             flags.append("crashed")
+        elif ru.ru_maxrss > (4 << 20):
+            flags.append("memory over 4 GiB")
         elif code not in CODES.get(prog, {0, 1, 2, 3, 4, 5}):
             flags.append("coded wrong")
         elif code != 0 and not e.strip():

@@ -21,6 +21,11 @@ static char *read_stream(int fd, const char *name, size_t *len, ogk_error *e)
     while (txt && (r = ogk_read_full(fd, txt + n, cap - n - 1)) > 0) {
         if ((n += (size_t)r) + 1 < cap)
             continue;
+        if (n > APP_TEXT_MAX) {
+            ogk_fail(e, "%s: more than %zu MiB of text (the limit of a text input)", name, APP_TEXT_MAX >> 20);
+            free(txt);
+            return NULL;
+        }
         char *t2 = realloc(txt, cap *= 2);
         if (!t2)
             free(txt);
@@ -57,7 +62,13 @@ char *app_read_text(const char *path, size_t *len, ogk_error *e)
         close(fd);
         return t;
     }
-    return ogk_read_file(path, len, e);
+    char *t = ogk_read_file(path, len, e);
+    if (t && *len > APP_TEXT_MAX) {
+        ogk_fail(e, "%s: more than %zu MiB of text (the limit of a text input)", path, APP_TEXT_MAX >> 20);
+        free(t);
+        return NULL;
+    }
+    return t;
 }
 
 int32_t *app_parse_ids(const char *s, size_t n, const char *where, size_t *count, ogk_error *e)

@@ -19,7 +19,9 @@
 /* ---- input ---- */
 /* All of path ("-" = stdin) into a NUL-terminated heap buffer. A pipe or FIFO (`<(...)`) is read to its
  * end; a directory, socket or device is refused by name. A read error is an error (never a silently
- * shortened text). */
+ * shortened text), and so is a text over APP_TEXT_MAX bytes (stdin on /dev/zero, a runaway pipe:
+ * refused by name once the limit is passed, not read until memory runs out). */
+#define APP_TEXT_MAX ((size_t)256 << 20)
 char *app_read_text(const char *path, size_t *len, ogk_error *e);
 /* A JSON array of token ids in [0, 2^31) from s (n bytes); where names the source in errors ("line 3",
  * a path). May be empty. *count ids, malloc'd. */
