@@ -5,8 +5,9 @@
 # Every run starts from .cache/fuzz-corpus/TARGET (fuzz/mkseeds.py makes it; the fuzzer adds what it
 # keeps), under nice -n 19, with -timeout=20 -rss_limit_mb=2048 and -max_len=262144 (the deep-nesting
 # seeds need it); -j JOBS runs that many targets at once (one process each). A run appends one line to
-# .cache/fuzz-campaign.log: date, target, seconds, execs, cov, ft, corpus size, result (clean, or the
-# crash file under .cache/fuzz-out/). A crash stops nothing else; fix it, then put a small input in
+# .cache/fuzz-campaign.log: date, target, CPU seconds (user + sys of the fuzzer), execs, cov, ft,
+# corpus size, result (clean, or the crash file under .cache/fuzz-out/), wall seconds. SIGINT to a fuzzer ends its run
+# early (libFuzzer prints its stats); the time it ran is logged. A crash stops nothing else; fix it, then put a small input in
 # fuzz/regress/TARGET/ (fuzz/README).
 # Exit: 0 every run clean, 1 a run found something, 2 usage, 4 the fuzz build is missing.
 set -uo pipefail
@@ -27,7 +28,7 @@ done
 log=$top/.cache/fuzz-campaign.log
 if [ "$tally" = 1 ]; then
   [ -s "$log" ] || { echo "campaign.sh: no runs recorded yet ($log)"; exit 0; }
-  awk -F'\t' '{ s[$2] += $3; e[$2] += $4; n[$2]++; if ($5 > c[$2]) c[$2] = $5; if ($8 != "clean") bad[$2]++ }
+  awk -F'\t' '{ s[$2] += $3; e[$2] += $4; n[$2]++; if ($5 > c[$2]) c[$2] = $5; if ($8 !~ /^clean/) bad[$2]++ }
     END { printf "%-16s %5s %10s %14s %8s %s\n", "target", "runs", "CPU s", "execs", "max cov", "findings";
           for (t in s) printf "%-16s %5d %10d %14d %8d %d\n", t, n[t], s[t], e[t], c[t], bad[t] }' "$log" | sort
   exit 0
@@ -42,25 +43,31 @@ export OGAKIT_FUZZ_PACK=${OGAKIT_FUZZ_PACK:-$("$top/tools/fixture.sh" qwen2 cpu 
 mkdir -p "$top/.cache/fuzz-out"
 
 one() {
-  local t=$1 out rc execs cov ft corp result
+  local t=$1 out rc execs cov ft corp result t0 el cpu
   out=$(mktemp)
-  nice -n 19 "$build/fuzz/$t" -max_total_time="$secs" -timeout=20 -rss_limit_mb=2048 -max_len=262144 \
-    -print_final_stats=1 -artifact_prefix="$top/.cache/fuzz-out/$t-" "$top/.cache/fuzz-corpus/$t" >"$out" 2>&1
+  t0=$(date +%s)
+  local TIMEFORMAT='%3U %3S'
+  { time nice -n 19 "$build/fuzz/$t" -max_total_time="$secs" -timeout=20 -rss_limit_mb=2048 -max_len=262144 \
+    -print_final_stats=1 -artifact_prefix="$top/.cache/fuzz-out/$t-" "$top/.cache/fuzz-corpus/$t" >"$out" 2>&1; } 2>"$out.cpu"
   rc=$?
+  el=$(($(date +%s) - t0))
+  cpu=$(awk '{printf "%d", $1 + $2}' "$out.cpu")
   execs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$out" | awk '{print $2}' | tail -1)
   cov=$(grep -Eo 'cov: [0-9]+' "$out" | tail -1 | awk '{print $2}')
   ft=$(grep -Eo 'ft: [0-9]+' "$out" | tail -1 | awk '{print $2}')
   corp=$(find "$top/.cache/fuzz-corpus/$t" -type f | wc -l)
   result=clean
-  if [ "$rc" != 0 ]; then
+  if [ "$rc" != 0 ] && grep -q "run interrupted" "$out" && ! grep -q "Test unit written" "$out"; then
+    result=clean   # stopped by SIGINT (the machine was wanted for something else): the time so far counts
+  elif [ "$rc" != 0 ]; then
     result=$(grep -o "Test unit written to .*" "$out" | tail -1 | sed 's/Test unit written to //')
     result="found: ${result:-exit $rc} ($(grep -m1 -E 'ERROR: |invariant failed|runtime error' "$out" | cut -c1-120))"
     cp "$out" "$top/.cache/fuzz-out/$t-$(date +%s).log"
   fi
-  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$t" "$secs" "${execs:-0}" "${cov:-0}" "${ft:-0}" \
-    "$corp" "$result" >>"$log"
-  echo "$t: $secs s, ${execs:-0} execs, cov ${cov:-0}, ft ${ft:-0}, corpus $corp: $result"
-  rm -f "$out"
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$t" "$cpu" "${execs:-0}" "${cov:-0}" "${ft:-0}" \
+    "$corp" "$result" "$el" >>"$log"
+  echo "$t: $cpu CPU s ($el s), ${execs:-0} execs, cov ${cov:-0}, ft ${ft:-0}, corpus $corp: $result"
+  rm -f "$out" "$out.cpu"
   [ "$result" = clean ]
 }
 
