@@ -136,7 +136,15 @@ $(BUILD)/ttools/%: t/%.c
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
 
-check: all
+# the modules the fuzz targets link (here and in `make fuzz` below)
+FUZZ_MODS = app serve spec model pack ogax mdesc tok kern q4nx util
+# the fuzz targets built without libFuzzer (t/fuzz-replay.c's main), for t/fuzz-regress.bats
+FUZZ_REPLAY = $(patsubst fuzz/%.c,$(BUILD)/fuzz-replay/%,$(wildcard fuzz/*.c))
+$(BUILD)/fuzz-replay/%: fuzz/%.c fuzz/fuzz.h t/fuzz-replay.c $(GEN_HDR) $(foreach m,$(FUZZ_MODS) onnx,$(BUILD)/lib/$(m).a)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) -o $@ $< t/fuzz-replay.c $(foreach m,$(FUZZ_MODS) onnx,$(BUILD)/lib/$(m).a) $(LDFLAGS) $(call libs_for,,$(FUZZ_MODS) onnx)
+
+check: all $(FUZZ_REPLAY)
 	@OGAKIT_BUILD=$(abspath $(BUILD)) OGAKIT_SAN=$(SAN) OGAKIT_TEST_JOBS=$(JOBS) bash t/run.sh $(TESTS)
 
 demo: all
@@ -161,7 +169,6 @@ clean:
 FUZZ_CC ?= clang-14
 FUZZ_SAN = -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 FUZZ_CFLAGS = -std=gnu11 -O1 -g -Wall -Wextra -pthread -Ilib -I$(BUILD)/gen $(FUZZ_SAN)
-FUZZ_MODS = app serve spec model pack ogax mdesc tok kern q4nx util
 FUZZ_OBJS = $(patsubst lib/%.c,$(BUILD)/fuzz/obj/%.o,$(foreach m,$(FUZZ_MODS),$(wildcard lib/$(m)/*.c))) \
   $(BUILD)/fuzz/obj/onnx/onnx.pb-c.o
 FUZZ_TARGETS = $(patsubst fuzz/%.c,$(BUILD)/fuzz/%,$(wildcard fuzz/*.c))
