@@ -45,6 +45,15 @@ static inline int fuzz_memfd(const uint8_t *data, size_t size)
     return fd;
 }
 
+/* The input as a path (/proc/self/fd/N of fuzz_memfd) in path[64]; the fd, or -1 (skip the input) */
+static inline int fuzz_memfd_path(const uint8_t *data, size_t size, char *path)
+{
+    int fd = fuzz_memfd(data, size);
+    if (fd >= 0)
+        snprintf(path, 64, "/proc/self/fd/%d", fd);
+    return fd;
+}
+
 /* Reads every byte of a region so ASan sees an out-of-range pointer; the sum keeps it from being
  * optimised away. */
 static volatile unsigned fuzz_sink;

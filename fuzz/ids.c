@@ -9,11 +9,10 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    int fd = fuzz_memfd(data, size);
+    char path[64];
+    int fd = fuzz_memfd_path(data, size, path);
     if (fd < 0)
         return 0;
-    char path[64];
-    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
     ogk_error e = {0};
     int n = -1;
     int *ids = app_read_ids(path, &n, &e);

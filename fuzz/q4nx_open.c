@@ -48,11 +48,10 @@ static void check_q4(const ogk_qtensor *t)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    int fd = fuzz_memfd(data, size);
+    char path[64];
+    int fd = fuzz_memfd_path(data, size, path);
     if (fd < 0)
         return 0;
-    char path[64];
-    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
     ogk_error e;
     e.msg[0] = 0;
     int code = -1;

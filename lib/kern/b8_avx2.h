@@ -56,6 +56,19 @@ INLINE __m256i i8_dot8(__m256i lo, __m256i hi, const int8_t *q)
     return _mm256_madd_epi16(s16, _mm256_set1_epi16(1));
 }
 
+/* the same for KERN_I16's two planes (kern.h): 254·Σ code·q1 + Σ code·q2 = Σ code·Q, exact in int32
+ * (a pair of q1 pair sums widened with 254: 2·7620·254 fits) */
+INLINE __m256i i16_dot8(__m256i lo, __m256i hi, const int8_t *q1, const int8_t *q2)
+{
+    int32_t a, b, c, d;
+    memcpy(&a, q1, 4), memcpy(&b, q1 + 4, 4), memcpy(&c, q2, 4), memcpy(&d, q2 + 4, 4);
+    __m256i s1 = _mm256_add_epi16(_mm256_maddubs_epi16(lo, _mm256_set1_epi32(a)),
+                                  _mm256_maddubs_epi16(hi, _mm256_set1_epi32(b)));
+    __m256i s2 = _mm256_add_epi16(_mm256_maddubs_epi16(lo, _mm256_set1_epi32(c)),
+                                  _mm256_maddubs_epi16(hi, _mm256_set1_epi32(d)));
+    return _mm256_add_epi32(_mm256_madd_epi16(s1, _mm256_set1_epi16(254)), _mm256_madd_epi16(s2, _mm256_set1_epi16(1)));
+}
+
 /* max |x[c]| over [c0, c1) (the activation quantisers' amax, fmaxf order-independent) */
 INLINE float group_amax(const float *x, uint32_t c0, uint32_t c1)
 {
@@ -87,5 +100,51 @@ INLINE int32_t hsum_i32(__m256i s)
     s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
     s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
     return _mm_cvtsi128_si32(s4);
+}
+/* The integer tiles of MT <= 4 activation rows (i8, or i16 when I16: two int8 planes), one half (8
+ * rows) of a row block at a time: 4 int32 accumulators and 4 fp32 sums stay in the 16 ymm registers
+ * with the codes and constants (both halves at once spilled); the second half reads the row block's
+ * codes again, from cache (kern_avx2.c takes both halves at once for MT <= 2 in i8). */
+INLINE void tile_half(const kern_job *j, uint32_t rb, const int MT, int m0, const int I16)
+{
+    const ogk_qtensor *W = j->W;
+    const uint32_t B = W->block, kb = W->k_blocks, kp = j->kp, cpg = B / 8;
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const uint8_t *cb = W->codes + (size_t)rb * kb * B * 8;
+    for (int h = 0; h < 2; h++) {
+        __m256 y[4];
+#pragma GCC unroll 4
+        for (int m = 0; m < MT; m++)
+            y[m] = _mm256_setzero_ps();
+        for (uint32_t g = 0; g < kb; g++) {
+            __m256i a[4];
+            const int8_t *q[4], *q2[4];
+#pragma GCC unroll 4
+            for (int m = 0; m < MT; m++) {
+                a[m] = _mm256_setzero_si256();
+                q[m] = j->xq + (size_t)(m0 + m) * kp + (size_t)g * B;
+                q2[m] = I16 ? j->xq2 + (size_t)(m0 + m) * kp + (size_t)g * B : NULL;
+            }
+            const uint8_t *p = cb + (size_t)g * cpg * 64 + 32 * h;
+            for (uint32_t c = 0; c < cpg; c++, p += 64) {
+                __m256i w = _mm256_loadu_si256((const __m256i *)p);
+                __m256i lo = _mm256_and_si256(w, m4), hi = _mm256_and_si256(_mm256_srli_epi16(w, 4), m4);
+#pragma GCC unroll 4
+                for (int m = 0; m < MT; m++)
+                    a[m] = _mm256_add_epi32(a[m], I16 ? i16_dot8(lo, hi, q[m] + c * 8, q2[m] + c * 8)
+                                                      : i8_dot8(lo, hi, q[m] + c * 8));
+            }
+            size_t gi = ((size_t)rb * kb + g) * 16 + 8 * h;
+            __m256 s = load_scales(W, gi), z = load_zeros(W, gi);
+#pragma GCC unroll 4
+            for (int m = 0; m < MT; m++) {
+                size_t xi = (size_t)(m0 + m) * kb + g;
+                y[m] = group_fma(y[m], s, z, a[m], j, xi);
+            }
+        }
+#pragma GCC unroll 4
+        for (int m = 0; m < MT; m++)
+            store_rows(j, rb * 16 + 8 * h, m0 + m, y[m]);
+    }
 }
 #endif

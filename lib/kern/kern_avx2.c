@@ -66,50 +66,6 @@ INLINE void tile_f32(const kern_job *j, uint32_t rb, const int MT, int m0)
             store_rows(j, rb * 16 + 8 * h, m0 + m, y[h][m]);
 }
 
-/* One half (8 rows) of a row block at a time: 4 int32 accumulators and 4 fp32 sums for MT <= 4 rows
- * stay in the 16 ymm registers with the codes and constants (both halves at once spilled); the second
- * half reads the row block's codes again, from cache. */
-INLINE void tile_i8(const kern_job *j, uint32_t rb, const int MT, int m0)
-{
-    const ogk_qtensor *W = j->W;
-    const uint32_t B = W->block, kb = W->k_blocks, kp = j->kp, cpg = B / 8;
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-    const uint8_t *cb = W->codes + (size_t)rb * kb * B * 8;
-    for (int h = 0; h < 2; h++) {
-        __m256 y[4];
-#pragma GCC unroll 4
-        for (int m = 0; m < MT; m++)
-            y[m] = _mm256_setzero_ps();
-        for (uint32_t g = 0; g < kb; g++) {
-            __m256i a[4];
-            const int8_t *q[4];
-#pragma GCC unroll 4
-            for (int m = 0; m < MT; m++) {
-                a[m] = _mm256_setzero_si256();
-                q[m] = j->xq + (size_t)(m0 + m) * kp + (size_t)g * B;
-            }
-            const uint8_t *p = cb + (size_t)g * cpg * 64 + 32 * h;
-            for (uint32_t c = 0; c < cpg; c++, p += 64) {
-                __m256i w = _mm256_loadu_si256((const __m256i *)p);
-                __m256i lo = _mm256_and_si256(w, m4), hi = _mm256_and_si256(_mm256_srli_epi16(w, 4), m4);
-#pragma GCC unroll 4
-                for (int m = 0; m < MT; m++)
-                    a[m] = _mm256_add_epi32(a[m], i8_dot8(lo, hi, q[m] + c * 8));
-            }
-            size_t gi = ((size_t)rb * kb + g) * 16 + 8 * h;
-            __m256 s = load_scales(W, gi), z = load_zeros(W, gi);
-#pragma GCC unroll 4
-            for (int m = 0; m < MT; m++) {
-                size_t xi = (size_t)(m0 + m) * kb + g;
-                y[m] = group_fma(y[m], s, z, a[m], j, xi);
-            }
-        }
-#pragma GCC unroll 4
-        for (int m = 0; m < MT; m++)
-            store_rows(j, rb * 16 + 8 * h, m0 + m, y[m]);
-    }
-}
-
 /* Both halves of a row block at once for MT <= 2 rows (decode's M = 1 above all): 2 x MT accumulators
  * and fp32 sums fit the registers beside the codes, and every 64-byte chunk is loaded once (the
  * half-at-a-time tile above re-reads a row block's codes, which cost M = 1 10-20 %). */
@@ -166,8 +122,8 @@ TILE(f32, 1)
 TILE(f32, 2)
 TILE(i8_whole, 1)
 TILE(i8_whole, 2)
-TILE(i8, 3)
-TILE(i8, 4)
+static void i8_3(const kern_job *j, uint32_t rb, int m0) { tile_half(j, rb, 3, m0, 0); }
+static void i8_4(const kern_job *j, uint32_t rb, int m0) { tile_half(j, rb, 4, m0, 0); }
 
 typedef void (*tile_fn)(const kern_job *, uint32_t, int);
 

@@ -2,8 +2,8 @@
  * and its activation quantisation. The model uses the mode for the classifier of passes of several
  * rows in --mode i8, where fp32 activations cost several times the integer work per weight.
  *
- * Per 32-row half chunk (8 rows x 8 k of a 64-byte chunk, as kern_avx2.c) and activation row:
- * vpmaddubsw of the unsigned 4-bit codes against each plane's 4 broadcast bytes gives int16 pair sums
+ * The tiles are b8_avx2.h's tile_half with I16 (i16_dot8): per 32-byte half chunk (8 rows x 8 k) and
+ * activation row, vpmaddubsw of the unsigned 4-bit codes against each plane's 4 broadcast bytes gives int16 pair sums
  * (low + high nibble sums <= 2·2·15·127 = 7620: no saturation); vpmaddwd widens them, the q1 plane's
  * with 254 and the q2 plane's with 1, so the one int32 accumulator holds 254·Σcode·q1 + Σcode·q2 =
  * Σcode·Q exactly (|Σ| <= 15·32258·4096 < 2^31 for B <= 4096; a pair's 2·7620·254 fits too).
@@ -12,65 +12,8 @@
 
 #include <math.h>
 
-INLINE __m256i bcast4(const int8_t *p)
-{
-    int32_t v;
-    memcpy(&v, p, 4);
-    return _mm256_set1_epi32(v);
-}
-
-/* one half (8 rows) of a row block at a time, MT <= 4 activation rows: 4 accumulators, 4 fp32 sums,
- * the codes and 3 constants stay in the 16 ymm registers */
-INLINE void tile_i16(const kern_job *j, uint32_t rb, const int MT, int m0)
-{
-    const ogk_qtensor *W = j->W;
-    const uint32_t B = W->block, kb = W->k_blocks, kp = j->kp, cpg = B / 8;
-    const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1), w254 = _mm256_set1_epi16(254);
-    const uint8_t *cb = W->codes + (size_t)rb * kb * B * 8;
-    for (int h = 0; h < 2; h++) {
-        __m256 y[4];
-#pragma GCC unroll 4
-        for (int m = 0; m < MT; m++)
-            y[m] = _mm256_setzero_ps();
-        for (uint32_t g = 0; g < kb; g++) {
-            __m256i a[4];
-            const int8_t *p1[4], *p2[4];
-#pragma GCC unroll 4
-            for (int m = 0; m < MT; m++) {
-                a[m] = _mm256_setzero_si256();
-                p1[m] = j->xq + (size_t)(m0 + m) * kp + (size_t)g * B;
-                p2[m] = j->xq2 + (size_t)(m0 + m) * kp + (size_t)g * B;
-            }
-            const uint8_t *p = cb + (size_t)g * cpg * 64 + 32 * h;
-            for (uint32_t c = 0; c < cpg; c++, p += 64) {
-                __m256i w = _mm256_loadu_si256((const __m256i *)p);
-                __m256i lo = _mm256_and_si256(w, m4), hi = _mm256_and_si256(_mm256_srli_epi16(w, 4), m4);
-#pragma GCC unroll 4
-                for (int m = 0; m < MT; m++) {
-                    __m256i s1 = _mm256_add_epi16(_mm256_maddubs_epi16(lo, bcast4(p1[m] + c * 8)),
-                                                  _mm256_maddubs_epi16(hi, bcast4(p1[m] + c * 8 + 4)));
-                    __m256i s2 = _mm256_add_epi16(_mm256_maddubs_epi16(lo, bcast4(p2[m] + c * 8)),
-                                                  _mm256_maddubs_epi16(hi, bcast4(p2[m] + c * 8 + 4)));
-                    a[m] = _mm256_add_epi32(a[m], _mm256_add_epi32(_mm256_madd_epi16(s1, w254),
-                                                                   _mm256_madd_epi16(s2, ones)));
-                }
-            }
-            size_t gi = ((size_t)rb * kb + g) * 16 + 8 * h;
-            __m256 s = load_scales(W, gi), z = load_zeros(W, gi);
-#pragma GCC unroll 4
-            for (int m = 0; m < MT; m++) {
-                size_t xi = (size_t)(m0 + m) * kb + g;
-                y[m] = group_fma(y[m], s, z, a[m], j, xi);
-            }
-        }
-#pragma GCC unroll 4
-        for (int m = 0; m < MT; m++)
-            store_rows(j, rb * 16 + 8 * h, m0 + m, y[m]);
-    }
-}
-
 #define TILE16(MT)                                                                                                     \
-    static void i16_##MT(const kern_job *j, uint32_t rb, int m0) { tile_i16(j, rb, MT, m0); }
+    static void i16_##MT(const kern_job *j, uint32_t rb, int m0) { tile_half(j, rb, MT, m0, 1); }
 TILE16(1)
 TILE16(2)
 TILE16(3)

@@ -9,14 +9,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* max |x[c]| over [c0, c1): the scale of an activation group */
+static float amax(const float *x, uint32_t c0, uint32_t c1)
+{
+    float a = 0.0f;
+    for (uint32_t c = c0; c < c1; c++)
+        a = fmaxf(a, fabsf(x[c]));
+    return a;
+}
+
 void kern_quant_row_i8(const float *x, uint32_t k, uint32_t block, int8_t *q, float *d, int32_t *qs)
 {
     uint32_t kb = (k + block - 1) / block;
     for (uint32_t g = 0; g < kb; g++) {
         uint32_t c0 = g * block, c1 = c0 + block < k ? c0 + block : k;
-        float a = 0.0f;
-        for (uint32_t c = c0; c < c1; c++)
-            a = fmaxf(a, fabsf(x[c]));
+        float a = amax(x, c0, c1);
         float inv = a > 0.0f ? 127.0f / a : 0.0f;
         int32_t s = 0;
         for (uint32_t c = c0; c < c1; c++) {
@@ -36,9 +43,7 @@ void kern_quant_row_i16(const float *x, uint32_t k, uint32_t block, int8_t *q1, 
     uint32_t kb = (k + block - 1) / block;
     for (uint32_t g = 0; g < kb; g++) {
         uint32_t c0 = g * block, c1 = c0 + block < k ? c0 + block : k;
-        float a = 0.0f;
-        for (uint32_t c = c0; c < c1; c++)
-            a = fmaxf(a, fabsf(x[c]));
+        float a = amax(x, c0, c1);
         float inv = a > 0.0f ? 32258.0f / a : 0.0f;
         int32_t s = 0;
         for (uint32_t c = c0; c < c1; c++) {
