@@ -1,6 +1,7 @@
 /* What the AVX-512 kernels of the b8 layout share (kern_avx512.c, kern_i16_avx512.c): loading a row
  * block's 16 scales and zero points of one group as fp32, and storing 16 outputs of one activation
- * row (masked at the tensor's last, partial row block). Compiled with the files' AVX-512 flags. */
+ * row (masked at the tensor's last, partial row block), and the activation quantisers' group walk.
+ * Compiled with the files' AVX-512 flags. */
 #ifndef OGK_KERN_B8_AVX512_H
 #define OGK_KERN_B8_AVX512_H
 
@@ -42,4 +43,19 @@ INLINE void store_rows(const kern_job *j, uint32_t rb, int m, __m512 v)
         _mm512_mask_storeu_ps(y, (__mmask16)((1u << left) - 1), v);
 }
 
+/* the activation quantisers' group walk: lanes [c, c + 16) of a row of k values, masked past k */
+INLINE __mmask16 tail_mask(uint32_t c, uint32_t k)
+{
+    return c + 16 <= k ? 0xFFFF : c < k ? (__mmask16)((1u << (k - c)) - 1) : 0;
+}
+
+/* max |x[c]| over the group [c0, c0 + block) (0 past k) */
+INLINE float group_amax(const float *x, uint32_t c0, uint32_t block, uint32_t k)
+{
+    const __m512 absmask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
+    __m512 a = _mm512_setzero_ps();
+    for (uint32_t c = c0; c < c0 + block; c += 16)
+        a = _mm512_max_ps(a, _mm512_and_ps(_mm512_maskz_loadu_ps(tail_mask(c, k), x + c), absmask));
+    return _mm512_reduce_max_ps(a);
+}
 #endif

@@ -121,23 +121,17 @@ void kern_quant_rows_i16_avx512(const float *x, int M, uint32_t k, uint32_t bloc
 {
     uint32_t kb = (k + block - 1) / block;
     size_t kp = (size_t)kb * block;
-    const __m512 absmask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
     const __m512i c127 = _mm512_set1_epi32(127), c254 = _mm512_set1_epi32(254);
     const __m512 f254 = _mm512_set1_ps(254.0f);
     for (int m = 0; m < M; m++, x += k, q1 += kp, q2 += kp, d += kb, qs += kb) {
         for (uint32_t g = 0; g < kb; g++) {
             uint32_t c0 = g * block;
-            __m512 a = _mm512_setzero_ps();
-            for (uint32_t c = c0; c < c0 + block; c += 16) {
-                __mmask16 mk = c + 16 <= k ? 0xFFFF : c < k ? (__mmask16)((1u << (k - c)) - 1) : 0;
-                a = _mm512_max_ps(a, _mm512_and_ps(_mm512_maskz_loadu_ps(mk, x + c), absmask));
-            }
-            float amax = _mm512_reduce_max_ps(a);
+            float amax = group_amax(x, c0, block, k);
             float inv = amax > 0.0f ? 32258.0f / amax : 0.0f;
             __m512 vi = _mm512_set1_ps(inv);
             __m512i s = _mm512_setzero_si512();
             for (uint32_t c = c0; c < c0 + block; c += 16) {
-                __mmask16 mk = c + 16 <= k ? 0xFFFF : c < k ? (__mmask16)((1u << (k - c)) - 1) : 0;
+                __mmask16 mk = tail_mask(c, k);
                 __m512i Q = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_maskz_loadu_ps(mk, x + c), vi));
                 __m512 f = _mm512_div_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(Q, c127)), f254);
                 __m512i h = _mm512_cvtps_epi32(_mm512_roundscale_ps(f, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC));

@@ -184,12 +184,7 @@ static int job_wait(serve_job *j, int fd, size_t text_seen, int toks_seen)
     double checked = ogk_now();
     pthread_mutex_lock(&j->mu);
     while (!j->done && (toks_seen == -2 || (j->text_len == text_seen && (toks_seen < 0 || j->n_ids == toks_seen)))) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_nsec += 100 * 1000000L;
-        if (ts.tv_nsec >= 1000000000L)
-            ts.tv_sec++, ts.tv_nsec -= 1000000000L;
-        pthread_cond_timedwait(&j->cv, &j->mu, &ts);
+        ogk_cond_wait_ms(&j->cv, &j->mu, 100);
         /* every 100 ms, woken or not (a busy job wakes this many times a second) */
         double now = ogk_now();
         if (now - checked < 0.1)

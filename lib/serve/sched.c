@@ -557,12 +557,7 @@ static void *sched_main(void *arg)
                 pthread_mutex_unlock(&S->mu);
                 break;
             }
-            struct timespec ts;
-            clock_gettime(CLOCK_MONOTONIC, &ts);
-            ts.tv_nsec += 100 * 1000000L;
-            if (ts.tv_nsec >= 1000000000L)
-                ts.tv_sec++, ts.tv_nsec -= 1000000000L;
-            pthread_cond_timedwait(&S->cv, &S->mu, &ts);
+            ogk_cond_wait_ms(&S->cv, &S->mu, 100);
             pthread_mutex_unlock(&S->mu);
             continue;
         }

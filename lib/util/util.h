@@ -4,6 +4,7 @@
 #ifndef OGK_UTIL_H
 #define OGK_UTIL_H
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -105,6 +106,8 @@ int ogk_json_print(FILE *f, const json_t *j);
 
 /* ---- misc ---- */
 double ogk_now(void); /* monotonic seconds */
+/* pthread_cond_timedwait for at most ms milliseconds (cv made with a CLOCK_MONOTONIC condattr) */
+void ogk_cond_wait_ms(pthread_cond_t *cv, pthread_mutex_t *mu, long ms);
 /* Parse a non-negative integer option value; dies with OGK_EXIT_USAGE naming the option. */
 long ogk_parse_long(const char *opt, const char *val, long min, long max);
 double ogk_parse_double(const char *opt, const char *val);
