@@ -307,6 +307,37 @@ static int tjp_lit(tjp *p, const char *lit, int type, tj *v)
     return 0;
 }
 
+/* RFC 8259's number: -? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)? — strtod alone also takes
+ * "018" and "1." (which Hugging Face's serde_json, and so a real tokenizer.json, never has) */
+static int number_ok(const char *q)
+{
+    if (*q == '-')
+        q++;
+    if (*q == '0')
+        q++;
+    else if (*q >= '1' && *q <= '9')
+        while (*q >= '0' && *q <= '9')
+            q++;
+    else
+        return 0;
+    if (*q == '.') {
+        if (!(*++q >= '0' && *q <= '9'))
+            return 0;
+        while (*q >= '0' && *q <= '9')
+            q++;
+    }
+    if (*q == 'e' || *q == 'E') {
+        q++;
+        if (*q == '+' || *q == '-')
+            q++;
+        if (!(*q >= '0' && *q <= '9'))
+            return 0;
+        while (*q >= '0' && *q <= '9')
+            q++;
+    }
+    return *q == 0;
+}
+
 static int tjp_value(tjp *p, tj *v)
 {
     tjp_ws(p);
@@ -338,7 +369,7 @@ static int tjp_value(tjp *p, tj *v)
         v->type = TJ_NUM;
         v->n = 0;
         v->u.num = strtod(tmp, &endp);
-        if (*endp)
+        if (*endp || !number_ok(tmp))
             return tjp_fail(p, "bad number");
         p->s = q;
         return 0;

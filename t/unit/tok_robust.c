@@ -76,6 +76,36 @@ static void id_collisions(void)
 
 /* regression (fuzz/tok_json): flushing a stream that was never fed (a generation that produced no
  * token) did pointer arithmetic on the NULL id array; it gives the empty text. */
+/* numbers must be RFC 8259 JSON (fuzz/tok_json found "018" accepted: jansson, Python and Hugging Face's
+ * serde_json refuse such a file, so lib/tok must too) */
+static void strict_numbers(void)
+{
+    static const char *bad[] = {"018", "-01", "1.", "1.e5", "1e", "1e+", "-", "00", "+1", "0x10", ".5", "-.5"};
+    static const char *good[] = {"0", "-0", "18", "1.5", "-0.25", "1e5", "1E+5", "2.5e-3", "123456789"};
+    int ok = 1;
+    char why[128] = "";
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char j[96];
+        snprintf(j, sizeof j, "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":%s},\"merges\":[]}}", bad[i]);
+        ogk_error e;
+        tok *t = tok_load(j, strlen(j), NULL, 0, &e);
+        if (t) {
+            ok = 0, snprintf(why, sizeof why, "accepted %s", bad[i]);
+            tok_free(t);
+        }
+    }
+    for (size_t i = 0; i < sizeof good / sizeof *good && ok; i++) {
+        char j[128];
+        snprintf(j, sizeof j, "{\"x\":%s,\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[]}}", good[i]);
+        ogk_error e;
+        tok *t = tok_load(j, strlen(j), NULL, 0, &e);
+        if (!t)
+            ok = 0, snprintf(why, sizeof why, "refused %s: %.80s", good[i], e.msg);
+        tok_free(t);
+    }
+    TAP_OK(ok, "tokenizer.json numbers are RFC 8259's: 018, 1., 1e, 00, +1 refused; 0, -0, 1.5, 1E+5 accepted %s", why);
+}
+
 static void empty_stream(void)
 {
     const char *j = "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[]}}";
@@ -285,6 +315,7 @@ int main(void)
     unknown_first_word();
     id_collisions();
     empty_stream();
+    strict_numbers();
     jinja_error_in_buffer();
     return TAP_DONE();
 }
