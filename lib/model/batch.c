@@ -8,13 +8,13 @@
 #include "kern/kern.h"
 #include "model_int.h"
 
-/* y[rows x N] = x[rows x K] · Wᵀ with model.c's mode rule (the classifier stays fp32). Only the int8
- * kernels give a row the same bits whatever M is; fp32 rows run one at a time (see model.h). */
+/* y[rows x N] = x[rows x K] · Wᵀ with model.c's mode rule. Only the integer kernels (int8, 16-bit)
+ * give a row the same bits whatever M is; fp32 rows run one at a time (see model.h). */
 static int matmul(model_state *work, float *y, const float *x, int rows, const ogk_qtensor *w, ogk_error *e)
 {
-    int mode = work->mode == KERN_I8 && w != work->m->w.lm_head ? KERN_I8 : KERN_F32;
+    int mode = model_matmul_mode(work, w);
     ogk_error ke;
-    if (mode == KERN_I8 || rows == 1) {
+    if (mode != KERN_F32 || rows == 1) {
         if (kern_matmul(work->pool, w, x, rows, y, mode, &ke))
             return ogk_fail(e, "%s: %s", w->role, ke.msg);
         work->prof.launches++;
@@ -114,10 +114,24 @@ int model_forward_batch(model_state *work, model_state *const *states, const int
 
     /* final rmsnorm; classifier into each row's own logits */
     model_step_rmsnorm(work->xb, work->x, m->w.final_norm, n, dim, c->rms_eps);
-    for (int r = 0; r < n; r++)
-        if (matmul(work, states[r]->logits + (size_t)off[r] * c->vocab_size, work->xb + (size_t)r * dim, 1,
-                   m->w.lm_head, e))
+    size_t V = (size_t)c->vocab_size;
+    if (model_matmul_mode(work, m->w.lm_head) != KERN_F32) {
+        /* integer classifier: one pass of n rows (the weights stream once), then each row to its state */
+        if (work->batch_cap < (size_t)n * V) {
+            float *b = realloc(work->batch_logits, (size_t)n * V * sizeof *b);
+            if (!b)
+                return ogk_fail(e, "out of memory (%d rows of logits)", n);
+            work->batch_logits = b, work->batch_cap = (size_t)n * V;
+        }
+        if (matmul(work, work->batch_logits, work->xb, n, m->w.lm_head, e))
             return -1;
+        for (int r = 0; r < n; r++)
+            memcpy(states[r]->logits + (size_t)off[r] * V, work->batch_logits + (size_t)r * V, V * sizeof(float));
+    } else {
+        for (int r = 0; r < n; r++)
+            if (matmul(work, states[r]->logits + (size_t)off[r] * V, work->xb + (size_t)r * dim, 1, m->w.lm_head, e))
+                return -1;
+    }
     for (int r = 0; r < n; r++)
         states[r]->pos = base[r] + off[r] + 1;
     work->prof.rows = n;

@@ -301,7 +301,7 @@ void model_state_free(model_state *s)
     if (!s)
         return;
     free(s->x), free(s->xb), free(s->q), free(s->k), free(s->v), free(s->qkv), free(s->hb), free(s->hb2);
-    free(s->att), free(s->logits), free(s->key_cache), free(s->value_cache);
+    free(s->att), free(s->logits), free(s->batch_logits), free(s->key_cache), free(s->value_cache);
     if (!s->pool_borrowed)
         kern_pool_free(s->pool);
     free(s);
@@ -330,18 +330,18 @@ static void rmsnorm_rows(float *o, const float *x, const float *w, int rows, int
 }
 
 /* y[rows x N] = x[rows x K] · Wᵀ, through the kernels */
+int model_matmul_mode(const model_state *s, const ogk_qtensor *w)
+{
+    return s->mode != KERN_I8 ? KERN_F32
+           : w != s->m->w.lm_head ? KERN_I8
+           : kern_isa_current()->gemm_i16 ? KERN_I16 : KERN_F32;
+}
+
 static void matmul(model_state *s, float *y, const float *x, int rows, const ogk_qtensor *w)
 {
     ogk_error e;
     /* every tensor was checked to be Q4 of the right shape at load, so the kernels cannot refuse it */
-    /* i8 mode: every projection rounds its activations to int8, except the classifier, whose error
-     * would land on the logits unfiltered (see npu-forward.1, --mode): fp32 for one row (decode, where
-     * the weight stream, not the arithmetic, sets the time), 16-bit activations for several (verify
-     * passes, teacher forcing: ~256x below int8's error, a third of fp32's arithmetic) where the
-     * kernel path has them */
-    int mode = s->mode != KERN_I8 ? KERN_F32
-               : w != s->m->w.lm_head ? KERN_I8
-               : rows > 1 && kern_isa_current()->gemm_i16 ? KERN_I16 : KERN_F32;
+    int mode = model_matmul_mode(s, w);
     if (kern_matmul(s->pool, w, x, rows, y, mode, &e) && !s->failed) {
         s->failed = 1; /* the rest of the pass runs on, and model_forward returns the first error */
         ogk_fail(&s->fail, "%s: %s", w->role, e.msg);

@@ -65,7 +65,7 @@ typedef struct model_state {
     kern_pool *pool;
     int context;    /* positions the KV cache holds (<= model context) */
     int logit_rows; /* rows of logits one pass can return (1, <= 16, or 128) */
-    int mode;       /* enum kern_mode: KERN_F32 or KERN_I8 activations (the classifier always f32) */
+    int mode;       /* enum kern_mode: KERN_F32 or KERN_I8 activations (the classifier: model_int.h) */
     int pos;        /* tokens already in the KV cache */
     /* activations for up to MODEL_CHUNK rows, row-major */
     float *x;      /* [rows][dim] the residual stream */
@@ -76,6 +76,8 @@ typedef struct model_state {
     float *hb, *hb2; /* [rows][hidden_dim] gate and up */
     float *att;    /* [n_heads][context] scores, one slice per head */
     float *logits; /* [logit_rows][vocab] */
+    float *batch_logits; /* model_forward_batch's classifier output [rows][vocab] (grown on use) */
+    size_t batch_cap;
     /* kv cache [layer][kv_head][context][head_dim] */
     float *key_cache, *value_cache;
     model_prof prof;
@@ -131,10 +133,10 @@ int model_default_mode(const model *m);
  * several consecutive rows (a speculative verify: tokens at consecutive positions, up to its
  * logit_rows); its r-th row's logits land in logits row r, and its pos advances by its row count.
  * Each row's result is bit-identical to model_forward(state, &token, 1, 0) one token at a time: in i8 mode the
- * kernels' result for a row does not depend on M (exact integer dot products, then the same fp32
- * steps per group in the same order); fp32 activations (f32 mode, and the classifier in both modes)
- * are summed in a different order by the M = 1 and M > 1 kernels, so those matmuls run row by row at
- * M = 1 (the weights are then read once per row). n <= MODEL_CHUNK. 0, or -1 with e filled (a full
+ * kernels' result for a row does not depend on M (exact integer dot products, int8 or the classifier's
+ * 16-bit, then the same fp32 steps per group in the same order); fp32 activations (f32 mode, and the
+ * classifier on a kernel path without 16-bit activations) are summed in a different order by the M = 1
+ * and M > 1 kernels, so those matmuls run row by row at M = 1 (the weights are then read once per row). n <= MODEL_CHUNK. 0, or -1 with e filled (a full
  * context, an id out of range). */
 int model_forward_batch(model_state *work, model_state *const *states, const int *tokens, int n, ogk_error *e);
 

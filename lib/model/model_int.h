@@ -11,5 +11,11 @@ void model_step_swiglu(model_state *s, int rows);                               
 /* rows already projected into s->q, s->k, s->v at positions s->pos..: the family's steps (qkv bias,
  * q/k norm), RoPE, the KV write, attention; the output over s->q (s->pos is not advanced) */
 void model_step_attention(model_state *s, const model_layer *L, int layer, int rows);
+/* the activation mode of a projection (enum kern_mode): f32 mode, f32; i8 mode, int8 for every
+ * projection but the classifier, whose error would land on the logits unfiltered: 16-bit activations
+ * (~256x below int8's error) where the kernel path has them, else fp32 (see npu-forward.1, --mode).
+ * The same in every pass, so one token's logits do not depend on the pass it runs in (decode, verify,
+ * a batched step): the int8 and 16-bit kernels give a row the same bits whatever M is. */
+int model_matmul_mode(const model_state *s, const ogk_qtensor *w);
 
 #endif
