@@ -334,9 +334,34 @@ int ogk_out_commit(ogk_out *o, ogk_error *e)
         ogk_out_abort(o);
         return ogk_fail(e, "%s: write failed: %s", o->path, strerror(err));
     }
-    if (!o->tmp) { /* unnamed: give it the temp name now, for the rename */
+    if (!o->tmp) { /* unnamed */
         char proc[64];
         snprintf(proc, sizeof proc, "/proc/self/fd/%d", o->fd);
+        /* no file at the path yet: link the finished file straight there (atomic; it never has any
+         * other name, so a kill at any moment leaves either nothing or the whole output) */
+        if (linkat(AT_FDCWD, proc, AT_FDCWD, o->path, AT_SYMLINK_FOLLOW) == 0) {
+            int rc = close(o->fd);
+            o->fd = -1;
+            named_open = 0;
+            if (rc != 0) {
+                int err = errno;
+                unlink(o->path);
+                ogk_fail(e, "%s: write failed: %s", o->path, strerror(err));
+                free(o->path);
+                o->path = NULL;
+                return -1;
+            }
+            free(o->path);
+            o->path = NULL;
+            return 0;
+        }
+        if (errno != EEXIST) {
+            int err = errno;
+            ogk_out_abort(o);
+            return ogk_fail(e, "%s: cannot name the output: %s", o->path, strerror(err));
+        }
+        /* replacing a file: the temp name now, then rename over it (a kill between the two leaves
+         * BASE.tmp.PID, which the next writer of the path removes) */
         if (asprintf(&o->tmp, "%s.tmp.%ld", o->path, (long)getpid()) < 0) {
             o->tmp = NULL;
             ogk_out_abort(o);
