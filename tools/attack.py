@@ -65,8 +65,9 @@ class Campaign:
         self.report = open(a.output, "w") if a.output else None
         self.stats = {}
         self.failures = []
-        self.env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1:abort_on_error=0", OGAKIT_KERNEL="")
-        self.env.pop("OGAKIT_KERNEL")
+        # the programs pick their own kernel path (a forced OGAKIT_KERNEL of the caller is not inherited)
+        self.env = {k: v for k, v in os.environ.items() if k != "OGAKIT_KERNEL"}
+        self.env["ASAN_OPTIONS"] = "detect_leaks=1:abort_on_error=0"
 
     def n(self, base):
         return max(1, int(base * self.scale))
