@@ -1,4 +1,4 @@
-/* lib/kern/b8_avx2.h — what the AVX2 b8 kernels share (kern_avx2.c, kern_i16_avx2.c): a row block's
+/* lib/kern/b8_avx2.h — what the AVX2 b8 kernels share (kern_avx2.c, kern_i16_avx2.c), with their integer tile: a row block's
  * scales and zero points for 8 rows (one 256-bit half of a 64-byte chunk), and the store of 8 output
  * rows (clipped at N). Included only by *_avx2.c files (compiled with the AVX2 flags). */
 #ifndef OGK_B8_AVX2_H
@@ -90,7 +90,7 @@ INLINE float group_amax(const float *x, uint32_t c0, uint32_t c1)
  * operations in every integer mode (i8, i16) */
 INLINE __m256 group_fma(__m256 y, __m256 s, __m256 z, __m256i dot, const kern_job *j, size_t xi)
 {
-    __m256 t = _mm256_fnmadd_ps(z, _mm256_set1_ps((float)j->xqs[xi]), _mm256_cvtepi32_ps(dot));
+    __m256 t = _mm256_fnmadd_ps(z, _mm256_broadcast_ss(j->xqf + xi), _mm256_cvtepi32_ps(dot));
     return _mm256_fmadd_ps(_mm256_mul_ps(s, _mm256_set1_ps(j->xd[xi])), t, y);
 }
 
@@ -101,50 +101,58 @@ INLINE int32_t hsum_i32(__m256i s)
     s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
     return _mm_cvtsi128_si32(s4);
 }
-/* The integer tiles of MT <= 4 activation rows (i8, or i16 when I16: two int8 planes), one half (8
- * rows) of a row block at a time: 4 int32 accumulators and 4 fp32 sums stay in the 16 ymm registers
- * with the codes and constants (both halves at once spilled); the second half reads the row block's
- * codes again, from cache (kern_avx2.c takes both halves at once for MT <= 2 in i8). */
-INLINE void tile_half(const kern_job *j, uint32_t rb, const int MT, int m0, const int I16)
+/* The integer tiles of MT <= 4 activation rows (i8, or i16 when I16: two int8 planes): both halves of a
+ * row block at once, so each 64-byte chunk of codes is loaded once and each activation broadcast
+ * serves 16 rows. 2 x MT int32 sums and 2 x MT fp32 results do not all fit the 16 ymm registers
+ * beside the codes for MT > 2; the compiler keeps the fp32 results (touched once per group) on the
+ * stack, which costs less than a second pass over the codes with broadcasts again (a half-block tile
+ * was 5-8 % slower at M = 3..16 and 10-20 % at M = 1). */
+INLINE void tile_int(const kern_job *j, uint32_t rb, const int MT, int m0, const int I16)
 {
     const ogk_qtensor *W = j->W;
     const uint32_t B = W->block, kb = W->k_blocks, kp = j->kp, cpg = B / 8;
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     const uint8_t *cb = W->codes + (size_t)rb * kb * B * 8;
-    for (int h = 0; h < 2; h++) {
-        __m256 y[4];
+    __m256 y[2][4];
 #pragma GCC unroll 4
-        for (int m = 0; m < MT; m++)
-            y[m] = _mm256_setzero_ps();
-        for (uint32_t g = 0; g < kb; g++) {
-            __m256i a[4];
-            const int8_t *q[4], *q2[4];
+    for (int m = 0; m < MT; m++)
+        y[0][m] = y[1][m] = _mm256_setzero_ps();
+    for (uint32_t g = 0; g < kb; g++) {
+        __m256i a[2][4];
+        const int8_t *q[4], *q2[4];
 #pragma GCC unroll 4
-            for (int m = 0; m < MT; m++) {
-                a[m] = _mm256_setzero_si256();
-                q[m] = j->xq + (size_t)(m0 + m) * kp + (size_t)g * B;
-                q2[m] = I16 ? j->xq2 + (size_t)(m0 + m) * kp + (size_t)g * B : NULL;
-            }
-            const uint8_t *p = cb + (size_t)g * cpg * 64 + 32 * h;
-            for (uint32_t c = 0; c < cpg; c++, p += 64) {
-                __m256i w = _mm256_loadu_si256((const __m256i *)p);
+        for (int m = 0; m < MT; m++) {
+            a[0][m] = a[1][m] = _mm256_setzero_si256();
+            q[m] = j->xq + (size_t)(m0 + m) * kp + (size_t)g * B;
+            q2[m] = I16 ? j->xq2 + (size_t)(m0 + m) * kp + (size_t)g * B : NULL;
+        }
+        const uint8_t *p = cb + (size_t)g * cpg * 64;
+        for (uint32_t c = 0; c < cpg; c++, p += 64) {
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; h++) {
+                __m256i w = _mm256_loadu_si256((const __m256i *)(p + 32 * h));
                 __m256i lo = _mm256_and_si256(w, m4), hi = _mm256_and_si256(_mm256_srli_epi16(w, 4), m4);
 #pragma GCC unroll 4
                 for (int m = 0; m < MT; m++)
-                    a[m] = _mm256_add_epi32(a[m], I16 ? i16_dot8(lo, hi, q[m] + c * 8, q2[m] + c * 8)
-                                                      : i8_dot8(lo, hi, q[m] + c * 8));
+                    a[h][m] = _mm256_add_epi32(a[h][m], I16 ? i16_dot8(lo, hi, q[m] + c * 8, q2[m] + c * 8)
+                                                            : i8_dot8(lo, hi, q[m] + c * 8));
             }
+        }
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
             size_t gi = ((size_t)rb * kb + g) * 16 + 8 * h;
             __m256 s = load_scales(W, gi), z = load_zeros(W, gi);
 #pragma GCC unroll 4
             for (int m = 0; m < MT; m++) {
                 size_t xi = (size_t)(m0 + m) * kb + g;
-                y[m] = group_fma(y[m], s, z, a[m], j, xi);
+                y[h][m] = group_fma(y[h][m], s, z, a[h][m], j, xi);
             }
         }
+    }
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++)
 #pragma GCC unroll 4
         for (int m = 0; m < MT; m++)
-            store_rows(j, rb * 16 + 8 * h, m0 + m, y[m]);
-    }
+            store_rows(j, rb * 16 + 8 * h, m0 + m, y[h][m]);
 }
 #endif

@@ -84,6 +84,12 @@ static void prep_rows(void *a, size_t m0, size_t m1, int worker)
             float *d = (float *)j->xd + m * kb;
             int32_t *qs = (int32_t *)j->xqs + m * kb;
             pa->isa->quant_i8(x, 1, K, B, q, d, qs);
+        }
+        if (j->mode == KERN_I16 || j->mode == KERN_I8) {
+            const int32_t *qs = j->xqs + m * kb;
+            float *qf = (float *)j->xqf + m * kb;
+            for (uint32_t g = 0; g < kb; g++)
+                qf[g] = (float)qs[g];
         } else {
             float *xf = (float *)j->xf + m * kp, *xs = (float *)j->xs + m * kb;
             memcpy(xf, x, K * sizeof *x);
@@ -195,8 +201,8 @@ static int matmul(const kern_isa *isa, kern_pool *p, const ogk_qtensor *W, const
     }
     uint32_t kb = W->k_blocks, kp = j.kp;
     int mc_max = M < KERN_CHUNK_M ? M : KERN_CHUNK_M;
-    size_t per_row = mode == KERN_I8    ? (size_t)kp + (size_t)kb * 8
-                     : mode == KERN_I16 ? 2 * (size_t)kp + (size_t)kb * 8
+    size_t per_row = mode == KERN_I8    ? (size_t)kp + (size_t)kb * 12
+                     : mode == KERN_I16 ? 2 * (size_t)kp + (size_t)kb * 12
                                         : (size_t)kp * 4 + (size_t)kb * 4;
     uint8_t *buf = scratch_get(0, per_row * mc_max + 64);
     if (!buf)
@@ -208,7 +214,8 @@ static int matmul(const kern_isa *isa, kern_pool *p, const ogk_qtensor *W, const
         if (mode == KERN_I8 || mode == KERN_I16) {
             j.xd = (const float *)buf;
             j.xqs = (const int32_t *)(buf + (size_t)kb * 4 * mc);
-            j.xq = (const int8_t *)(buf + (size_t)kb * 8 * mc);
+            j.xqf = (const float *)(buf + (size_t)kb * 8 * mc);
+            j.xq = (const int8_t *)(buf + (size_t)kb * 12 * mc);
             j.xq2 = j.xq + (size_t)kp * mc;
         } else {
             j.xf = (const float *)buf;

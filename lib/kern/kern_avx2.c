@@ -66,71 +66,23 @@ INLINE void tile_f32(const kern_job *j, uint32_t rb, const int MT, int m0)
             store_rows(j, rb * 16 + 8 * h, m0 + m, y[h][m]);
 }
 
-/* Both halves of a row block at once for MT <= 2 rows (decode's M = 1 above all): 2 x MT accumulators
- * and fp32 sums fit the registers beside the codes, and every 64-byte chunk is loaded once (the
- * half-at-a-time tile above re-reads a row block's codes, which cost M = 1 10-20 %). */
-INLINE void tile_i8_whole(const kern_job *j, uint32_t rb, const int MT, int m0)
-{
-    const ogk_qtensor *W = j->W;
-    const uint32_t B = W->block, kb = W->k_blocks, kp = j->kp, cpg = B / 8;
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-    const uint8_t *cb = W->codes + (size_t)rb * kb * B * 8;
-    __m256 y[2][2];
-#pragma GCC unroll 2
-    for (int m = 0; m < MT; m++)
-        y[0][m] = y[1][m] = _mm256_setzero_ps();
-    for (uint32_t g = 0; g < kb; g++) {
-        __m256i a[2][2];
-        const int8_t *q[2];
-#pragma GCC unroll 2
-        for (int m = 0; m < MT; m++) {
-            a[0][m] = a[1][m] = _mm256_setzero_si256();
-            q[m] = j->xq + (size_t)(m0 + m) * kp + (size_t)g * B;
-        }
-        const uint8_t *p = cb + (size_t)g * cpg * 64;
-        for (uint32_t c = 0; c < cpg; c++, p += 64) {
-#pragma GCC unroll 2
-            for (int h = 0; h < 2; h++) {
-                __m256i w = _mm256_loadu_si256((const __m256i *)(p + 32 * h));
-                __m256i lo = _mm256_and_si256(w, m4), hi = _mm256_and_si256(_mm256_srli_epi16(w, 4), m4);
-#pragma GCC unroll 2
-                for (int m = 0; m < MT; m++)
-                    a[h][m] = _mm256_add_epi32(a[h][m], i8_dot8(lo, hi, q[m] + c * 8));
-            }
-        }
-#pragma GCC unroll 2
-        for (int h = 0; h < 2; h++) {
-            size_t gi = ((size_t)rb * kb + g) * 16 + 8 * h;
-            __m256 s = load_scales(W, gi), z = load_zeros(W, gi);
-#pragma GCC unroll 2
-            for (int m = 0; m < MT; m++) {
-                size_t xi = (size_t)(m0 + m) * kb + g;
-                y[h][m] = group_fma(y[h][m], s, z, a[h][m], j, xi);
-            }
-        }
-    }
-#pragma GCC unroll 2
-    for (int h = 0; h < 2; h++)
-#pragma GCC unroll 2
-        for (int m = 0; m < MT; m++)
-            store_rows(j, rb * 16 + 8 * h, m0 + m, y[h][m]);
-}
-
 #define TILE(mode, MT)                                                                                                 \
     static void mode##_##MT(const kern_job *j, uint32_t rb, int m0) { tile_##mode(j, rb, MT, m0); }
 TILE(f32, 1)
 TILE(f32, 2)
-TILE(i8_whole, 1)
-TILE(i8_whole, 2)
-static void i8_3(const kern_job *j, uint32_t rb, int m0) { tile_half(j, rb, 3, m0, 0); }
-static void i8_4(const kern_job *j, uint32_t rb, int m0) { tile_half(j, rb, 4, m0, 0); }
+#define TILE_I8(MT)                                                                                                    \
+    static void i8_##MT(const kern_job *j, uint32_t rb, int m0) { tile_int(j, rb, MT, m0, 0); }
+TILE_I8(1)
+TILE_I8(2)
+TILE_I8(3)
+TILE_I8(4)
 
 typedef void (*tile_fn)(const kern_job *, uint32_t, int);
 
 void kern_b8_avx2(const kern_job *j, uint32_t rb0, uint32_t rb1)
 {
     static const tile_fn f32_tiles[] = {0, f32_1, f32_2};
-    static const tile_fn i8_tiles[] = {0, i8_whole_1, i8_whole_2, i8_3, i8_4};
+    static const tile_fn i8_tiles[] = {0, i8_1, i8_2, i8_3, i8_4};
     int i8 = j->mode == KERN_I8, mt = i8 ? 4 : 2;
     for (uint32_t rb = rb0; rb < rb1; rb++)
         for (int m0 = 0; m0 < j->M; m0 += mt) {

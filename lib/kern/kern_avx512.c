@@ -175,7 +175,7 @@ INLINE void tile_i8(const kern_job *j, uint32_t rb, const int RB, const int MT, 
                 __m512i it = MT == 1 ? _mm512_add_epi32(a0[r][m], a1[r][m]) : a0[r][m];
                 size_t xi = (size_t)(m0 + m) * kb + g;
                 /* exact: |Σ code·q|, zp·|Σq| < 2^24 for B <= 4096 */
-                __m512 t = _mm512_fnmadd_ps(z, _mm512_set1_ps((float)j->xqs[xi]), _mm512_cvtepi32_ps(it));
+                __m512 t = _mm512_fnmadd_ps(z, _mm512_set1_ps(j->xqf[xi]), _mm512_cvtepi32_ps(it));
                 _mm512_store_ps(y[r][m], _mm512_fmadd_ps(_mm512_mul_ps(s, _mm512_set1_ps(j->xd[xi])), t,
                                                          _mm512_load_ps(y[r][m])));
             }
@@ -316,7 +316,7 @@ INLINE void gemv_body(const kern_job *j, uint32_t rb0, uint32_t rb1, const uint3
                     _mm_prefetch((const char *)zpp + ahead * 16, PF_HINT);
             }
             __m512 t = i8 ? group_i8(j, cp, cpg, g, B) : group_f32(j, cp, cpg, g, B);
-            t = _mm512_fnmadd_ps(zeros_at(zpp, zp), _mm512_set1_ps(i8 ? (float)j->xqs[g] : j->xs[g]), t);
+            t = _mm512_fnmadd_ps(zeros_at(zpp, zp), _mm512_set1_ps(i8 ? j->xqf[g] : j->xs[g]), t);
             __m512 s = scales_at(sp, dt);
             y = _mm512_fmadd_ps(i8 ? _mm512_mul_ps(s, _mm512_set1_ps(j->xd[g])) : s, t, y);
         }

@@ -2,7 +2,7 @@
  * and its activation quantisation. The model uses the mode for the classifier of passes of several
  * rows in --mode i8, where fp32 activations cost several times the integer work per weight.
  *
- * The tiles are b8_avx2.h's tile_half with I16 (i16_dot8): per 32-byte half chunk (8 rows x 8 k) and
+ * The tiles are b8_avx2.h's tile_int with I16 (i16_dot8): per 32-byte half chunk (8 rows x 8 k) and
  * activation row, vpmaddubsw of the unsigned 4-bit codes against each plane's 4 broadcast bytes gives int16 pair sums
  * (low + high nibble sums <= 2·2·15·127 = 7620: no saturation); vpmaddwd widens them, the q1 plane's
  * with 254 and the q2 plane's with 1, so the one int32 accumulator holds 254·Σcode·q1 + Σcode·q2 =
@@ -13,7 +13,7 @@
 #include <math.h>
 
 #define TILE16(MT)                                                                                                     \
-    static void i16_##MT(const kern_job *j, uint32_t rb, int m0) { tile_half(j, rb, MT, m0, 1); }
+    static void i16_##MT(const kern_job *j, uint32_t rb, int m0) { tile_int(j, rb, MT, m0, 1); }
 TILE16(1)
 TILE16(2)
 TILE16(3)

@@ -82,7 +82,7 @@ INLINE void tile_i16(const kern_job *j, uint32_t rb, const int RB, const int MT,
                 size_t xi = (size_t)(m0 + m) * kb + g;
                 /* Σ code·Q in int32 (exact), then one rounding to fp32 */
                 __m512i dot = _mm512_add_epi32(_mm512_mullo_epi32(a1[r][m], _mm512_set1_epi32(254)), a2[r][m]);
-                __m512 t = _mm512_fnmadd_ps(z, _mm512_set1_ps((float)j->xqs[xi]), _mm512_cvtepi32_ps(dot));
+                __m512 t = _mm512_fnmadd_ps(z, _mm512_set1_ps(j->xqf[xi]), _mm512_cvtepi32_ps(dot));
                 _mm512_store_ps(y[r][m], _mm512_fmadd_ps(_mm512_mul_ps(s, _mm512_set1_ps(j->xd[xi])), t,
                                                          _mm512_load_ps(y[r][m])));
             }

@@ -11,7 +11,9 @@
 /* One M-chunk of one matmul, with X already prepared for the mode:
  *   KERN_F32: xf [M][kp] fp32, zero-padded to kp = kb*B; xs [M][kb] per-group sums of xf.
  *   KERN_I8:  xq [M][kp] int8 (zero-padded); xd [M][kb] scales; xqs [M][kb] per-group sums of xq.
- *   KERN_I16: xq, xq2 [M][kp] the two int8 planes (Q = 254·xq + xq2); xd scales; xqs per-group Σ Q. */
+ *   KERN_I16: xq, xq2 [M][kp] the two int8 planes (Q = 254·xq + xq2); xd scales; xqs per-group Σ Q.
+ *   Both integer modes: xqf [M][kb] = (float)xqs, converted once per row when X is prepared rather
+ *   than once per row block in the tiles (the same rounding; exact in i8, where |Σ| < 2^24). */
 struct kern_job {
     const ogk_qtensor *W;
     int M, mode;
@@ -20,6 +22,7 @@ struct kern_job {
     const int8_t *xq, *xq2;
     const float *xd;
     const int32_t *xqs;
+    const float *xqf;
     float *Y; /* row m, column n at Y[m*ldy + n] */
     size_t ldy;
 };
