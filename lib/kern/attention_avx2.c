@@ -2,7 +2,7 @@
  * heads that share a KV head (head_dim a multiple of 8, at most 256; other head sizes go to
  * kern_attend_ref): scores q·k scaled, softmax with a vector exp, weighted sum of the values. Each key
  * and value row is loaded once for all g heads; head_dim 64 (Qwen2.5, Llama 3.2 1B) has an unrolled
- * body. */
+ * body. The same code reads an fp16 cache (attend_h: the i8 mode's KV cache, half the bytes). */
 #include <immintrin.h>
 #include <math.h>
 
@@ -43,43 +43,51 @@ static float softmax_exp(float *a, int n, float mx)
     return 1.0f / s;
 }
 
-/* one head's q·k over NV vectors of 8, two accumulator chains */
-static inline __attribute__((always_inline)) float dot(const float *q, const float *k, const int NV)
+/* 8 cached values from element i of a key or value row: fp32, or fp16 when H (the i8 mode's cache) */
+static inline __attribute__((always_inline)) __m256 load8(const void *p, size_t i, const int H)
 {
-    __m256 a0 = _mm256_mul_ps(_mm256_loadu_ps(q), _mm256_loadu_ps(k)), a1 = _mm256_setzero_ps();
+    if (H)
+        return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)p + i)));
+    return _mm256_loadu_ps((const float *)p + i);
+}
+
+/* one head's q·k over NV vectors of 8, two accumulator chains (k: row element 0) */
+static inline __attribute__((always_inline)) float dot(const float *q, const void *k, const int NV, const int H)
+{
+    __m256 a0 = _mm256_mul_ps(_mm256_loadu_ps(q), load8(k, 0, H)), a1 = _mm256_setzero_ps();
 #pragma GCC unroll 8
     for (int i = 1; i < NV; i++) {
         if (i & 1)
-            a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + 8 * i), _mm256_loadu_ps(k + 8 * i), a1);
+            a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + 8 * i), load8(k, 8 * (size_t)i, H), a1);
         else
-            a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + 8 * i), _mm256_loadu_ps(k + 8 * i), a0);
+            a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + 8 * i), load8(k, 8 * (size_t)i, H), a0);
     }
     return hsum(_mm256_add_ps(a0, a1));
 }
 
 /* out[0..8 NV) = Σ_t w[t] v_t[c0 .. c0 + 8 NV) for NV <= 8 (registers) */
-static inline __attribute__((always_inline)) void wsum(float *out, const float *w, float inv, const float *vc, int n,
-                                                       int hd, int c0, const int NV)
+static inline __attribute__((always_inline)) void wsum(float *out, const float *w, float inv, const void *vc, int n,
+                                                       int hd, int c0, const int NV, const int H)
 {
     __m256 o[8];
 #pragma GCC unroll 8
     for (int i = 0; i < NV; i++)
         o[i] = _mm256_setzero_ps();
     for (int t = 0; t < n; t++) {
-        const float *v = vc + (size_t)t * hd + c0;
+        size_t v = (size_t)t * hd + c0;
         __m256 a = _mm256_set1_ps(w[t] * inv);
 #pragma GCC unroll 8
         for (int i = 0; i < NV; i++)
-            o[i] = _mm256_fmadd_ps(a, _mm256_loadu_ps(v + 8 * i), o[i]);
+            o[i] = _mm256_fmadd_ps(a, load8(vc, v + 8 * (size_t)i, H), o[i]);
     }
 #pragma GCC unroll 8
     for (int i = 0; i < NV; i++)
         _mm256_storeu_ps(out + 8 * i, o[i]);
 }
 
-static inline __attribute__((always_inline)) void attend_heads(float *q, int g, const float *kc, const float *vc,
+static inline __attribute__((always_inline)) void attend_heads(float *q, int g, const void *kc, const void *vc,
                                                                int n, int hd, float scale, float *att, size_t as,
-                                                               const int NV64)
+                                                               const int NV64, const int H)
 {
     /* NV64: head_dim is 64 (8 vectors, unrolled); else any multiple of 8 */
     const int nv = NV64 ? 8 : hd / 8;
@@ -87,9 +95,10 @@ static inline __attribute__((always_inline)) void attend_heads(float *q, int g, 
     for (int h = 0; h < g; h++)
         mx[h] = -INFINITY;
     for (int t = 0; t < n; t++) {
-        const float *k = kc + (size_t)t * hd;
+        const void *k = H ? (const void *)((const uint16_t *)kc + (size_t)t * hd)
+                          : (const void *)((const float *)kc + (size_t)t * hd);
         for (int h = 0; h < g; h++) {
-            float d = dot(q + (size_t)h * hd, k, nv) * scale;
+            float d = dot(q + (size_t)h * hd, k, nv, H) * scale;
             att[(size_t)h * as + (size_t)t] = d;
             mx[h] = d > mx[h] ? d : mx[h];
         }
@@ -98,14 +107,14 @@ static inline __attribute__((always_inline)) void attend_heads(float *q, int g, 
         float *w = att + (size_t)h * as, inv = softmax_exp(w, n, mx[h]);
         float *out = q + (size_t)h * hd;
         if (NV64)
-            wsum(out, w, inv, vc, n, hd, 0, 8);
+            wsum(out, w, inv, vc, n, hd, 0, 8, H);
         else
             for (int c0 = 0; c0 < hd; c0 += 64) {
                 if (hd - c0 >= 64)
-                    wsum(out + c0, w, inv, vc, n, hd, c0, 8);
+                    wsum(out + c0, w, inv, vc, n, hd, c0, 8, H);
                 else
                     for (int c = c0; c < hd; c += 8)
-                        wsum(out + c, w, inv, vc, n, hd, c, 1);
+                        wsum(out + c, w, inv, vc, n, hd, c, 1, H);
             }
     }
 }
@@ -118,7 +127,21 @@ void kern_attend_avx2(float *q, int g, const float *kc, const float *vc, int n, 
         return;
     }
     if (hd == 64)
-        attend_heads(q, g, kc, vc, n, 64, scale, att, as, 1);
+        attend_heads(q, g, kc, vc, n, 64, scale, att, as, 1, 0);
     else
-        attend_heads(q, g, kc, vc, n, hd, scale, att, as, 0);
+        attend_heads(q, g, kc, vc, n, hd, scale, att, as, 0, 0);
+}
+
+/* the same over an fp16 cache (vcvtph2ps on every load); the AVX-512 row uses it too */
+void kern_attend_h_avx2(float *q, int g, const uint16_t *kc, const uint16_t *vc, int n, int hd, float scale,
+                        float *att, size_t as)
+{
+    if (hd % 8 || hd > 256 || g > 64) {
+        kern_attend_h_ref(q, g, kc, vc, n, hd, scale, att, as);
+        return;
+    }
+    if (hd == 64)
+        attend_heads(q, g, kc, vc, n, 64, scale, att, as, 1, 1);
+    else
+        attend_heads(q, g, kc, vc, n, hd, scale, att, as, 0, 1);
 }

@@ -29,6 +29,7 @@ static const kern_isa rows[KERN_ISA_COUNT] = {
         .rm_band = kern_rm_band_ref,
         .dequant = kern_dequant_rows_ref,
         .attend = kern_attend_ref,
+        .attend_h = kern_attend_h_ref,
         .swiglu = kern_swiglu_ref,
         .read = kern_read_ref,
     },
@@ -43,6 +44,7 @@ static const kern_isa rows[KERN_ISA_COUNT] = {
         .rm_band = kern_rm_band_ref,
         .dequant = kern_dequant_rows_avx2,
         .attend = kern_attend_avx2,
+        .attend_h = kern_attend_h_avx2,
         .swiglu = kern_swiglu_avx2,
         .read = kern_read_avx2,
     },
@@ -58,6 +60,7 @@ static const kern_isa rows[KERN_ISA_COUNT] = {
         .rm_band_needs = KERN_CPU_AVX512VBMI,
         .dequant = kern_dequant_rows_avx2,
         .attend = kern_attend_avx512,
+        .attend_h = kern_attend_h_avx2, /* F16C loads; AVX-512 machines run the AVX2 code */
         .swiglu = kern_swiglu_avx512,
         .read = kern_read_avx512,
     },

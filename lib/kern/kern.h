@@ -109,6 +109,9 @@ typedef struct kern_isa {
      * it), keys / values [n][hd], att slices of n scores, `as` floats apart; any hd */
     void (*attend)(float *q, int g, const float *kc, const float *vc, int n, int hd, float scale, float *att,
                    size_t as);
+    /* the same over an fp16 (IEEE half) cache: the i8 mode's KV cache */
+    void (*attend_h)(float *q, int g, const uint16_t *kc, const uint16_t *vc, int n, int hd, float scale,
+                     float *att, size_t as);
     void (*swiglu)(float *g, const float *up, size_t n); /* g[i] = silu(g[i]) * up[i] */
     uint64_t (*read)(const uint8_t *p, size_t n);          /* XOR of [p, p+n), n % 256 == 0, p 64-aligned */
 } kern_isa;

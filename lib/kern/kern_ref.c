@@ -195,15 +195,17 @@ uint64_t kern_read_ref(const uint8_t *p, size_t n)
 }
 
 /* one query row over n cached positions of its kv head: scores q·k · scale, softmax, weighted sum of
- * the values written over q */
-static void attend_row(float *q, const float *kc, const float *vc, int n, int hd, float scale, float *att)
+ * the values written over q. The cache is fp32, or fp16 when H (attend_h); element i of row t is KV(c, t, i). */
+#define KV(c, t, i) (H ? ogk_f16_to_f32(((const uint16_t *)(c))[(size_t)(t) * hd + (i)]) \
+                       : ((const float *)(c))[(size_t)(t) * hd + (i)])
+static inline __attribute__((always_inline)) void attend_row(float *q, const void *kc, const void *vc, int n, int hd,
+                                                             float scale, float *att, const int H)
 {
     float mx = -INFINITY;
     for (int t = 0; t < n; t++) {
-        const float *k = kc + (size_t)t * hd;
         float d = 0;
         for (int i = 0; i < hd; i++)
-            d += q[i] * k[i];
+            d += q[i] * KV(kc, t, i);
         att[t] = d * scale;
         mx = att[t] > mx ? att[t] : mx;
     }
@@ -214,18 +216,25 @@ static void attend_row(float *q, const float *kc, const float *vc, int n, int hd
     for (int i = 0; i < hd; i++)
         q[i] = 0;
     for (int t = 0; t < n; t++) {
-        const float *v = vc + (size_t)t * hd;
         float a = att[t] * inv;
         for (int i = 0; i < hd; i++)
-            q[i] += a * v[i];
+            q[i] += a * KV(vc, t, i);
     }
 }
+#undef KV
 
 void kern_attend_ref(float *q, int g, const float *kc, const float *vc, int n, int hd, float scale, float *att,
                      size_t as)
 {
     for (int i = 0; i < g; i++)
-        attend_row(q + (size_t)i * hd, kc, vc, n, hd, scale, att + (size_t)i * as);
+        attend_row(q + (size_t)i * hd, kc, vc, n, hd, scale, att + (size_t)i * as, 0);
+}
+
+void kern_attend_h_ref(float *q, int g, const uint16_t *kc, const uint16_t *vc, int n, int hd, float scale,
+                       float *att, size_t as)
+{
+    for (int i = 0; i < g; i++)
+        attend_row(q + (size_t)i * hd, kc, vc, n, hd, scale, att + (size_t)i * as, 1);
 }
 
 void kern_swiglu_ref(float *g, const float *up, size_t n)

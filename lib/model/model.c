@@ -280,8 +280,9 @@ model_state *model_state_new(const model *m, int context, int logit_rows, int mo
     s->hb2 = calloc(R * c->hidden_dim, sizeof(float));
     s->att = calloc((size_t)c->n_heads * context, sizeof(float));
     s->logits = calloc((size_t)logit_rows * c->vocab_size, sizeof(float));
-    s->key_cache = calloc(cache, sizeof(float));
-    s->value_cache = calloc(cache, sizeof(float));
+    s->kv_f16 = mode == KERN_I8;
+    s->key_cache = calloc(cache, s->kv_f16 ? sizeof(uint16_t) : sizeof(float));
+    s->value_cache = calloc(cache, s->kv_f16 ? sizeof(uint16_t) : sizeof(float));
     if (!s->x || !s->xb || !s->q || !s->k || !s->v || !s->qkv || !s->hb || !s->hb2 || !s->att || !s->logits ||
         !s->key_cache || !s->value_cache) {
         model_state_free(s);
@@ -290,6 +291,7 @@ model_state *model_state_new(const model *m, int context, int logit_rows, int mo
     }
     /* attention and SwiGLU from the same row of the ISA table as the kernels (OGAKIT_KERNEL=ref: portable) */
     s->attend = kern_isa_current()->attend;
+    s->attend_h = kern_isa_current()->attend_h;
     s->swiglu = kern_isa_current()->swiglu;
     const char *p = getenv("OGAKIT_PROF");
     s->prof_print = p && *p && strcmp(p, "0");
@@ -444,10 +446,27 @@ static void rope(model_state *s, int pos0, int rows)
     }
 }
 
-static inline float *cache_at(const model_state *s, float *cache, int layer, int kvh, int pos)
+/* element 0 of (layer, kv head, position) in a KV cache of fp32 or fp16 elements */
+static inline void *cache_at(const model_state *s, void *cache, int layer, int kvh, int pos)
 {
     const model_config *c = &s->m->c;
-    return cache + (((size_t)layer * c->n_kv_heads + kvh) * s->context + pos) * c->head_dim;
+    size_t i = (((size_t)layer * c->n_kv_heads + kvh) * s->context + pos) * c->head_dim;
+    return s->kv_f16 ? (void *)((uint16_t *)cache + i) : (void *)((float *)cache + i);
+}
+
+/* hd values into the cache: copied, or rounded to fp16 (nearest even; beyond the half range clamped to
+ * ±65504 rather than made infinite, so a large key cannot turn a score into inf - inf) */
+static void kv_put(const model_state *s, void *dst, const float *src, size_t hd)
+{
+    if (!s->kv_f16) {
+        memcpy(dst, src, hd * sizeof(float));
+        return;
+    }
+    uint16_t *h = dst;
+    for (size_t i = 0; i < hd; i++) {
+        float x = src[i] > 65504.0f ? 65504.0f : src[i] < -65504.0f ? -65504.0f : src[i];
+        h[i] = ogk_f32_to_f16(x);
+    }
 }
 
 /* save key, value of every row at its time step into the kv cache */
@@ -457,10 +476,9 @@ static void kv_store(model_state *s, int layer, int pos0, int rows)
     size_t hd = (size_t)c->head_dim;
     for (int r = 0; r < rows; r++)
         for (int h = 0; h < c->n_kv_heads; h++) {
-            memcpy(cache_at(s, s->key_cache, layer, h, pos0 + r), s->k + ((size_t)r * c->n_kv_heads + h) * hd,
-                   hd * sizeof(float));
-            memcpy(cache_at(s, s->value_cache, layer, h, pos0 + r), s->v + ((size_t)r * c->n_kv_heads + h) * hd,
-                   hd * sizeof(float));
+            kv_put(s, cache_at(s, s->key_cache, layer, h, pos0 + r), s->k + ((size_t)r * c->n_kv_heads + h) * hd, hd);
+            kv_put(s, cache_at(s, s->value_cache, layer, h, pos0 + r), s->v + ((size_t)r * c->n_kv_heads + h) * hd,
+                   hd);
         }
 }
 
@@ -481,10 +499,14 @@ static void attention_task(attn_job *j, int task)
     int kvh = task / nsub, h0 = kvh * G + task % nsub * ATTN_GROUP;
     int g = kvh * G + G - h0 < ATTN_GROUP ? kvh * G + G - h0 : ATTN_GROUP;
     float scale = 1.0f / sqrtf((float)hd), *att = s->att + (size_t)h0 * s->context;
-    const float *kc = cache_at(s, s->key_cache, j->layer, kvh, 0), *vc = cache_at(s, s->value_cache, j->layer, kvh, 0);
-    for (int r = 0; r < j->rows; r++)
-        s->attend(s->q + ((size_t)r * c->n_heads + h0) * hd, g, kc, vc, j->pos0 + r + 1, hd, scale, att,
-                  (size_t)s->context);
+    const void *kc = cache_at(s, s->key_cache, j->layer, kvh, 0), *vc = cache_at(s, s->value_cache, j->layer, kvh, 0);
+    for (int r = 0; r < j->rows; r++) {
+        float *q = s->q + ((size_t)r * c->n_heads + h0) * hd;
+        if (s->kv_f16)
+            s->attend_h(q, g, kc, vc, j->pos0 + r + 1, hd, scale, att, (size_t)s->context);
+        else
+            s->attend(q, g, kc, vc, j->pos0 + r + 1, hd, scale, att, (size_t)s->context);
+    }
 }
 
 static void attention_tasks(void *arg, size_t t0, size_t t1, int worker)

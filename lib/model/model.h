@@ -78,8 +78,10 @@ typedef struct model_state {
     float *logits; /* [logit_rows][vocab] */
     float *batch_logits; /* model_forward_batch's classifier output [rows][vocab] (grown on use) */
     size_t batch_cap;
-    /* kv cache [layer][kv_head][context][head_dim] */
-    float *key_cache, *value_cache;
+    /* kv cache [layer][kv_head][context][head_dim]: fp32, or fp16 (IEEE half) when kv_f16 (the i8 mode:
+     * half the bytes that long-context attention reads) */
+    void *key_cache, *value_cache;
+    int kv_f16;
     model_prof prof;
     int prof_print; /* OGAKIT_PROF set */
     int pool_borrowed; /* the pool belongs to someone else (model_state_new_shared) */
@@ -89,6 +91,8 @@ typedef struct model_state {
      * att slices as floats apart): the ISA table row's attend (kern.h) */
     void (*attend)(float *q, int g, const float *kc, const float *vc, int n, int hd, float scale, float *att,
                    size_t as);
+    void (*attend_h)(float *q, int g, const uint16_t *kc, const uint16_t *vc, int n, int hd, float scale,
+                     float *att, size_t as);
     /* g[i] = silu(g[i]) * up[i] over n values: the ISA table row's swiglu */
     void (*swiglu)(float *g, const float *up, size_t n);
 } model_state;

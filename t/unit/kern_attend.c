@@ -1,14 +1,16 @@
 /* The attend operation of every row of the ISA table this CPU runs (portable; AVX-512 grouped attention,
  * lib/kern/attention_avx512.c) against causal softmax attention written out here in double precision:
  * head_dim 16 (one head at a time), 64 (groups of up to 4 heads), 96 and 128 (groups of 2), 72 (not a
- * multiple of 16: the portable fallback), group sizes 1..7, positions 1..300, peaked and flat scores.
- * Rows this CPU lacks are skipped by name. */
+ * multiple of 16: the portable fallback), group sizes 1..7, positions 1..300, peaked and flat scores;
+ * each over an fp32 cache (attend) and an fp16 one (attend_h, against the reference on the rounded
+ * values). Rows this CPU lacks are skipped by name. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kern/kern.h"
 #include "tap.h"
+#include "util/util.h"
 
 static double urand(unsigned *s)
 {
@@ -63,6 +65,8 @@ int main(void)
                         for (int i = 0; i < n * hd; i++)
                             k[i] = (float)urand(&seed), v[i] = (float)urand(&seed);
                         double scale = 1.0 / sqrt((double)hd);
+                        float *q0 = malloc(sizeof(float) * g * hd);
+                        memcpy(q0, q, sizeof(float) * g * hd);
                         for (int h = 0; h < g; h++)
                             reference(q + (size_t)h * hd, k, v, n, hd, scale, ref + (size_t)h * hd);
                         row->attend(q, g, k, v, n, hd, (float)scale, att, as);
@@ -71,7 +75,23 @@ int main(void)
                         TAP_OK(worst < 2e-6,
                                "%s: head_dim %d, %d positions, %d heads, spread %g: max |err| %.2e (< 2e-6)",
                                row->name, hd, n, g, spread[d], worst);
-                        free(q), free(k), free(v), free(att), free(ref);
+                        /* attend_h: the same over an fp16 cache, against the reference on the rounded values */
+                        uint16_t *kh = malloc(2 * (size_t)n * hd), *vh = malloc(2 * (size_t)n * hd);
+                        for (int i = 0; i < n * hd; i++) {
+                            kh[i] = ogk_f32_to_f16(k[i]), vh[i] = ogk_f32_to_f16(v[i]);
+                            k[i] = ogk_f16_to_f32(kh[i]), v[i] = ogk_f16_to_f32(vh[i]);
+                        }
+                        memcpy(q, q0, sizeof(float) * g * hd);
+                        for (int h = 0; h < g; h++)
+                            reference(q + (size_t)h * hd, k, v, n, hd, scale, ref + (size_t)h * hd);
+                        row->attend_h(q, g, kh, vh, n, hd, (float)scale, att, as);
+                        worst = 0;
+                        for (int i = 0; i < g * hd; i++)
+                            worst = fmax(worst, fabs(q[i] - ref[i]));
+                        TAP_OK(worst < 2e-6,
+                               "%s: fp16 cache, head_dim %d, %d positions, %d heads, spread %g: max |err| %.2e (< 2e-6)",
+                               row->name, hd, n, g, spread[d], worst);
+                        free(q), free(q0), free(k), free(v), free(kh), free(vh), free(att), free(ref);
                     }
     }
     return TAP_DONE();
