@@ -50,7 +50,8 @@ if has llama; then
     if ! q4nx-gguf "$model" -o "$gguf" 2>"$work/gguf.err"; then
       # the fixture's fp32 scales need not be exact in Q4_0's fp16 d: rounded, the file has the same
       # shapes and dtypes (what speed depends on); --widen would write Q8_0/F32 tensors instead
-      q4nx-gguf --allow-lossy "$model" -o "$gguf" || { cat "$work/gguf.err" >&2; echo "peer.sh: q4nx-gguf failed" >&2; exit 4; }
+      q4nx-gguf --allow-lossy "$model" -o "$gguf" 2>"$work/gguf-lossy.err" ||
+        { cat "$work/gguf.err" "$work/gguf-lossy.err" >&2; echo "peer.sh: q4nx-gguf failed" >&2; exit 4; }
       gguf_note="q4nx-gguf --allow-lossy of the same container (its fp32 scales rounded to Q4_0's fp16)"
     fi
   else
