@@ -85,6 +85,60 @@ static inline __attribute__((always_inline)) void wsum(float *out, const float *
         _mm256_storeu_ps(out + 8 * i, o[i]);
 }
 
+/* head_dim 64: the scores of positions [0, n - n % 4) for g heads, four positions at a time per head
+ * (four dot products as four FMA chains against the query in registers, then one horizontal
+ * reduction for all four instead of one per score); an fp16 cache is converted 8 rows at a time into
+ * a stack buffer first, once for all g heads. Returns the first position left to the caller. */
+static inline __attribute__((always_inline)) int scores64(const float *q, int g, const void *kc, int n, float scale,
+                                                          float *att, size_t as, float *mx, const int H)
+{
+    float kbuf[8 * 64] __attribute__((aligned(32)));
+    int t0 = 0;
+    for (; t0 + 4 <= n; t0 += 8) {
+        int nb = n - t0 >= 8 ? 8 : 4;
+        const float *kb;
+        if (H) {
+            const uint16_t *src = (const uint16_t *)kc + (size_t)t0 * 64;
+            for (int i = 0; i < nb * 8; i++)
+                _mm256_store_ps(kbuf + 8 * i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + 8 * i))));
+            kb = kbuf;
+        } else
+            kb = (const float *)kc + (size_t)t0 * 64;
+        for (int h = 0; h < g; h++) {
+            const float *qh = q + (size_t)h * 64;
+            __m256 qv[8];
+#pragma GCC unroll 8
+            for (int i = 0; i < 8; i++)
+                qv[i] = _mm256_loadu_ps(qh + 8 * i);
+            for (int j = 0; j < nb; j += 4) {
+                const float *k = kb + (size_t)j * 64;
+                __m256 a0 = _mm256_mul_ps(qv[0], _mm256_loadu_ps(k)), a1 = _mm256_mul_ps(qv[0], _mm256_loadu_ps(k + 64)),
+                       a2 = _mm256_mul_ps(qv[0], _mm256_loadu_ps(k + 128)),
+                       a3 = _mm256_mul_ps(qv[0], _mm256_loadu_ps(k + 192));
+#pragma GCC unroll 8
+                for (int i = 1; i < 8; i++) {
+                    a0 = _mm256_fmadd_ps(qv[i], _mm256_loadu_ps(k + 8 * i), a0);
+                    a1 = _mm256_fmadd_ps(qv[i], _mm256_loadu_ps(k + 64 + 8 * i), a1);
+                    a2 = _mm256_fmadd_ps(qv[i], _mm256_loadu_ps(k + 128 + 8 * i), a2);
+                    a3 = _mm256_fmadd_ps(qv[i], _mm256_loadu_ps(k + 192 + 8 * i), a3);
+                }
+                /* [a0 a1 a2 a3] -> four sums: pairwise adds within lanes, then the two 128-bit halves */
+                __m256 s = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+                __m128 d = _mm_mul_ps(_mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1)),
+                                      _mm_set1_ps(scale));
+                _mm_storeu_ps(att + (size_t)h * as + (size_t)(t0 + j), d);
+                __m128 m = _mm_max_ps(d, _mm_movehl_ps(d, d));
+                m = _mm_max_ss(m, _mm_movehdup_ps(m));
+                float dm = _mm_cvtss_f32(m);
+                mx[h] = dm > mx[h] ? dm : mx[h];
+            }
+        }
+        if (nb == 4)
+            return t0 + 4;
+    }
+    return t0;
+}
+
 static inline __attribute__((always_inline)) void attend_heads(float *q, int g, const void *kc, const void *vc,
                                                                int n, int hd, float scale, float *att, size_t as,
                                                                const int NV64, const int H)
@@ -94,9 +148,31 @@ static inline __attribute__((always_inline)) void attend_heads(float *q, int g, 
     float mx[64];
     for (int h = 0; h < g; h++)
         mx[h] = -INFINITY;
-    for (int t = 0; t < n; t++) {
+    int t = 0;
+    if (NV64)
+        t = scores64(q, g, kc, n, scale, att, as, mx, H);
+    for (; t < n; t++) {
         const void *k = H ? (const void *)((const uint16_t *)kc + (size_t)t * hd)
                           : (const void *)((const float *)kc + (size_t)t * hd);
+        if (NV64) { /* the key row in 8 registers, loaded (converted) once for all g heads */
+            __m256 kv[8];
+#pragma GCC unroll 8
+            for (int i = 0; i < 8; i++)
+                kv[i] = load8(k, 8 * (size_t)i, H);
+            for (int h = 0; h < g; h++) {
+                const float *qh = q + (size_t)h * hd;
+                __m256 a0 = _mm256_mul_ps(_mm256_loadu_ps(qh), kv[0]), a1 = _mm256_mul_ps(_mm256_loadu_ps(qh + 8), kv[1]);
+#pragma GCC unroll 8
+                for (int i = 2; i < 8; i += 2) {
+                    a0 = _mm256_fmadd_ps(_mm256_loadu_ps(qh + 8 * i), kv[i], a0);
+                    a1 = _mm256_fmadd_ps(_mm256_loadu_ps(qh + 8 * i + 8), kv[i + 1], a1);
+                }
+                float d = hsum(_mm256_add_ps(a0, a1)) * scale;
+                att[(size_t)h * as + (size_t)t] = d;
+                mx[h] = d > mx[h] ? d : mx[h];
+            }
+            continue;
+        }
         for (int h = 0; h < g; h++) {
             float d = dot(q + (size_t)h * hd, k, nv, H) * scale;
             att[(size_t)h * as + (size_t)t] = d;
