@@ -154,25 +154,6 @@ static inline __attribute__((always_inline)) void attend_heads(float *q, int g, 
     for (; t < n; t++) {
         const void *k = H ? (const void *)((const uint16_t *)kc + (size_t)t * hd)
                           : (const void *)((const float *)kc + (size_t)t * hd);
-        if (NV64) { /* the key row in 8 registers, loaded (converted) once for all g heads */
-            __m256 kv[8];
-#pragma GCC unroll 8
-            for (int i = 0; i < 8; i++)
-                kv[i] = load8(k, 8 * (size_t)i, H);
-            for (int h = 0; h < g; h++) {
-                const float *qh = q + (size_t)h * hd;
-                __m256 a0 = _mm256_mul_ps(_mm256_loadu_ps(qh), kv[0]), a1 = _mm256_mul_ps(_mm256_loadu_ps(qh + 8), kv[1]);
-#pragma GCC unroll 8
-                for (int i = 2; i < 8; i += 2) {
-                    a0 = _mm256_fmadd_ps(_mm256_loadu_ps(qh + 8 * i), kv[i], a0);
-                    a1 = _mm256_fmadd_ps(_mm256_loadu_ps(qh + 8 * i + 8), kv[i + 1], a1);
-                }
-                float d = hsum(_mm256_add_ps(a0, a1)) * scale;
-                att[(size_t)h * as + (size_t)t] = d;
-                mx[h] = d > mx[h] ? d : mx[h];
-            }
-            continue;
-        }
         for (int h = 0; h < g; h++) {
             float d = dot(q + (size_t)h * hd, k, nv, H) * scale;
             att[(size_t)h * as + (size_t)t] = d;
