@@ -39,7 +39,8 @@ static const char usage_text[] =
     "common options: -t THREADS (default: online CPUs), -c CONTEXT (default: the model's),\n"
     "  --mode f32|i8 (activations fp32, or int8 per block like accuracy_level 4; default: the pack's, i8 when its\n"
     "  MatMulNBits ran at accuracy_level 4, else f32; info says which),\n"
-    "  --no-mmap (read the weights into 2 MiB huge pages instead of mapping the file: faster decode),\n"
+    "  --no-mmap / --mmap (read the weights into 2 MiB huge pages / map the file; default: the copy when\n"
+    "  the kernel has transparent huge pages and the file is at most half of MemAvailable, else the mapping),\n"
     "  --verify (check every weight's checksum before running; the small parts are checked at every open)\n"
     "environment: OGAKIT_PROF=1 prints per-pass phase timings on stderr; OGAKIT_KERNEL=ref|avx2|avx512.\n"
     "exit status: 0 ok, 2 usage, 3 input refused (not a container, prompt too long, a chat template that\n"
@@ -54,7 +55,7 @@ _Noreturn void nf_usage(int code)
 
 enum {
     O_CHAT = 256, O_SYSTEM, O_TEMP, O_TOPK_S, O_TOPP, O_SEED, O_STOP, O_MODE, O_JSON, O_IDS, O_IGNORE_EOS,
-    O_TOPK, O_FEED, O_OUT_F32, O_WARMUP, O_NO_MMAP, O_PROBE, O_VERIFY, O_VERIFY_ROWS
+    O_TOPK, O_FEED, O_OUT_F32, O_WARMUP, O_NO_MMAP, O_MMAP, O_PROBE, O_VERIFY, O_VERIFY_ROWS
 };
 
 
@@ -71,6 +72,7 @@ static const struct option long_opts[] = {
     {"ignore-eos", no_argument, 0, O_IGNORE_EOS}, {"topk", required_argument, 0, O_TOPK},
     {"feed", required_argument, 0, O_FEED},   {"out-f32", required_argument, 0, O_OUT_F32},
     {"warmup", required_argument, 0, O_WARMUP}, {"no-mmap", no_argument, 0, O_NO_MMAP},
+    {"mmap", no_argument, 0, O_MMAP},
     {"probe", no_argument, 0, O_PROBE},       {"verify", no_argument, 0, O_VERIFY},
     {"verify-rows", required_argument, 0, O_VERIFY_ROWS},
     {"help", no_argument, 0, 'h'},
@@ -115,7 +117,8 @@ void nf_parse(int argc, char **argv, opts *o)
                 ogk_die(OGK_EXIT_USAGE, "--mode: '%s' is not f32 or i8", optarg);
             break;
         case O_JSON: o->json = 1; break;
-        case O_NO_MMAP: o->mo.no_mmap = 1; break;
+        case O_NO_MMAP: o->mo.weights_in = Q4NX_IN_LOAD; break;
+        case O_MMAP: o->mo.weights_in = Q4NX_IN_MAP; break;
         case O_PROBE: o->probe = 1; break;
         case O_VERIFY: o->mo.verify = 1; break;
         case O_VERIFY_ROWS: o->verify_rows = optarg; break;

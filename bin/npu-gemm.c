@@ -40,7 +40,8 @@ static void usage(FILE *f)
             "  --probe-mb MB       --model-pass: alternate each pass with a DRAM read probe over MB\n"
             "                      (0: off, the default) and report both and their ratio; with -m the\n"
             "                      probe reads the container's own memory (the weights' pages) instead\n"
-            "  --no-mmap           -m: read the container into 2 MiB huge pages instead of mapping it\n"
+            "  --no-mmap, --mmap   -m: read the container into 2 MiB huge pages / map it (default: the copy\n"
+            "                      where the kernel has transparent huge pages and memory to spare)\n"
             "  -h, --help          this text\n"
             "Exit: 0 ok, 1 result outside the reference bound, 2 usage, 3 bad model/tensor, 4 device init failed.\n");
 }
@@ -49,7 +50,7 @@ static void usage(FILE *f)
 static struct {
     const char *model, *tensor, *shapes, *dump;
     long n, k, block, rows, threads, reps, check_rows, seed, bw_mb, probe_mb;
-    int asym, sdt, layout, mode, device_npu, sweep, pass, list, kernel, no_mmap;
+    int asym, sdt, layout, mode, device_npu, sweep, pass, list, kernel, weights_in;
     double time_budget;
 } o = {.block = 32, .rows = 1, .check_rows = 64, .seed = 1, .bw_mb = 512, .sdt = OGK_F32, .layout = OGK_B8,
        .mode = KERN_F32, .kernel = -1, .time_budget = 0.3};
@@ -266,7 +267,7 @@ int main(int argc, char **argv)
 {
     ogk_prog_set(argv[0]);
     enum { O_SHAPE = 256, O_BLOCK, O_ASYM, O_SDT, O_LAYOUT, O_TENSOR, O_ROWS, O_MODE, O_DEVICE, O_KERNEL, O_REPS,
-           O_TIME, O_CHECK, O_SEED, O_SWEEP, O_PASS, O_SHAPES, O_LIST, O_BW, O_DUMP, O_PROBE, O_NO_MMAP };
+           O_TIME, O_CHECK, O_SEED, O_SWEEP, O_PASS, O_SHAPES, O_LIST, O_BW, O_DUMP, O_PROBE, O_NO_MMAP, O_MMAP };
     static const struct option lo[] = {
         {"shape", 1, 0, O_SHAPE},   {"block", 1, 0, O_BLOCK},   {"asym", 0, 0, O_ASYM},
         {"scale-dtype", 1, 0, O_SDT}, {"layout", 1, 0, O_LAYOUT}, {"model", 1, 0, 'm'},
@@ -275,7 +276,7 @@ int main(int argc, char **argv)
         {"reps", 1, 0, O_REPS},     {"time", 1, 0, O_TIME},     {"check-rows", 1, 0, O_CHECK},
         {"seed", 1, 0, O_SEED},     {"sweep", 0, 0, O_SWEEP},   {"model-pass", 0, 0, O_PASS},
         {"shapes", 1, 0, O_SHAPES}, {"list-devices", 0, 0, O_LIST}, {"bw-mb", 1, 0, O_BW},
-        {"dump-source", 1, 0, O_DUMP}, {"probe-mb", 1, 0, O_PROBE}, {"no-mmap", 0, 0, O_NO_MMAP}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+        {"dump-source", 1, 0, O_DUMP}, {"probe-mb", 1, 0, O_PROBE}, {"no-mmap", 0, 0, O_NO_MMAP}, {"mmap", 0, 0, O_MMAP}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     const char *shape = NULL;
     int c;
     while ((c = getopt_long(argc, argv, "m:t:h", lo, NULL)) != -1) {
@@ -317,7 +318,8 @@ int main(int argc, char **argv)
         case O_BW: o.bw_mb = ogk_parse_long("--bw-mb", optarg, 1, 1 << 20); break;
         case O_DUMP: o.dump = optarg; break;
         case O_PROBE: o.probe_mb = ogk_parse_long("--probe-mb", optarg, 0, 1 << 20); break;
-        case O_NO_MMAP: o.no_mmap = 1; break;
+        case O_NO_MMAP: o.weights_in = Q4NX_IN_LOAD; break;
+        case O_MMAP: o.weights_in = Q4NX_IN_MAP; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return OGK_EXIT_USAGE;
         }
@@ -408,7 +410,7 @@ int main(int argc, char **argv)
         free(ss), free(Ws);
     } else {
         int code = OGK_EXIT_INPUT;
-        q4nx_file *f = q4nx_open_flags(o.model, o.no_mmap ? Q4NX_OPEN_LOAD : 0, &e, &code);
+        q4nx_file *f = q4nx_open_flags(o.model, q4nx_in_flags(o.weights_in), &e, &code);
         if (!f)
             ogk_die(code, "%s", e.msg);
         probe_mem = q4nx_bytes(f, &probe_len);

@@ -52,7 +52,7 @@ static void usage(FILE *f)
           "  --mode f32|i8       activations of the models (default: the pack's, as npu-forward; the target's\n"
           "                      when there are two models)\n"
           "  --ignore-eos        live: keep going past EOS ids\n"
-          "  --no-mmap           read containers into 2 MiB huge pages\n"
+          "  --no-mmap, --mmap   read containers into 2 MiB huge pages / map them (default: as npu-forward)\n"
           "  --verify            check every weight's checksum of the containers first\n"
           "  --json              JSON instead of the table\n"
           "  --selftest          run the replay rule's and the economics' self-test (TAP)\n"
@@ -70,7 +70,7 @@ model *open_model(const char *path)
 {
     ogk_error e;
     int code;
-    app_model_opts mo = {.model = path, .threads = opt.threads, .mode = opt.mode, .no_mmap = opt.no_mmap, .verify = opt.verify};
+    app_model_opts mo = {.model = path, .threads = opt.threads, .mode = opt.mode, .weights_in = opt.weights_in, .verify = opt.verify};
     model *m = app_model_open(&mo, &e, &code);
     if (!m)
         ogk_die(code, "%s", e.msg);
@@ -185,12 +185,12 @@ int main(int argc, char **argv)
     ogk_prog_set(argv[0]);
     if (argc > 1 && !strcmp(argv[1], "record"))
         return record_main(argc - 1, argv + 1);
-    enum { O_IDS = 256, O_MODE, O_IGNORE_EOS, O_JSON, O_NO_MMAP, O_DRAFT_URL, O_RECORDING, O_STEP, O_PASS, O_MEASURE,
+    enum { O_IDS = 256, O_MODE, O_IGNORE_EOS, O_JSON, O_NO_MMAP, O_MMAP, O_DRAFT_URL, O_RECORDING, O_STEP, O_PASS, O_MEASURE,
            O_SELFTEST, O_TIMEOUT, O_VERIFY };
     static const struct option lo[] = {
         {"model", 1, 0, 'm'},       {"draft", 1, 0, 'd'},         {"prompt", 1, 0, 'p'},
         {"file", 1, 0, 'f'},        {"ids", 1, 0, O_IDS},         {"mode", 1, 0, O_MODE},
-        {"ignore-eos", 0, 0, O_IGNORE_EOS}, {"json", 0, 0, O_JSON}, {"no-mmap", 0, 0, O_NO_MMAP},
+        {"ignore-eos", 0, 0, O_IGNORE_EOS}, {"json", 0, 0, O_JSON}, {"no-mmap", 0, 0, O_NO_MMAP}, {"mmap", 0, 0, O_MMAP},
         {"draft-url", 1, 0, O_DRAFT_URL}, {"recording", 1, 0, O_RECORDING}, {"step-ms", 1, 0, O_STEP},
         {"pass-ms", 1, 0, O_PASS},  {"measure", 0, 0, O_MEASURE}, {"selftest", 0, 0, O_SELFTEST},
         {"timeout", 1, 0, O_TIMEOUT}, {"k", 1, 0, 'k'},          {"help", 0, 0, 'h'},
@@ -220,7 +220,8 @@ int main(int argc, char **argv)
             break;
         case O_IGNORE_EOS: opt.ignore_eos = 1; break;
         case O_JSON: opt.json = 1; break;
-        case O_NO_MMAP: opt.no_mmap = 1; break;
+        case O_NO_MMAP: opt.weights_in = Q4NX_IN_LOAD; break;
+        case O_MMAP: opt.weights_in = Q4NX_IN_MAP; break;
         case O_VERIFY: opt.verify = 1; break;
         case O_DRAFT_URL: opt.draft_url = optarg; break;
         case O_RECORDING: opt.recording = optarg; break;

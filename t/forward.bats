@@ -327,11 +327,11 @@ greedy() {
   echo "$output" | grep -E '^ +16 +8 .* %$'
 }
 
-@test "--no-mmap: weights read into huge pages give bit-identical logits and text" {
+@test "--no-mmap / --mmap: weights read into huge pages or mapped give bit-identical logits and text" {
   local m big
   m=$(container qwen2 amd untied b8)
   echo "$(prompt_ids qwen2 0)" >"$W/nm.ids"
-  npu-forward logits -m "$m" --ids "$W/nm.ids" --out-f32 "$W/nm.map.f32" >/dev/null
+  npu-forward logits -m "$m" --ids "$W/nm.ids" --out-f32 "$W/nm.map.f32" --mmap >/dev/null
   npu-forward logits -m "$m" --ids "$W/nm.ids" --out-f32 "$W/nm.load.f32" --no-mmap >/dev/null
   [ -s "$W/nm.map.f32" ]
   cmp "$W/nm.map.f32" "$W/nm.load.f32"
@@ -339,13 +339,31 @@ greedy() {
   big=$W/pytiny.q4nx
   [ -s "$big" ] || oga-extract "$TOP/share/models/pytiny-target" | q4nx-pack -l b8 -o "$big"
   [ "$(stat -c %s "$big")" -gt $((2 << 20)) ]
-  a=$(npu-forward run -m "$big" -p "def main(" -n 24 --ignore-eos --json | jq -c .ids)
+  a=$(npu-forward run -m "$big" -p "def main(" -n 24 --ignore-eos --json --mmap | jq -c .ids)
   b=$(npu-forward run -m "$big" -p "def main(" -n 24 --ignore-eos --json --no-mmap | jq -c .ids)
   [ "$(echo "$a" | jq length)" -eq 24 ]
   [ "$a" = "$b" ]
   run npu-forward run -m "$W/missing.q4nx" -p x --no-mmap
   [ "$status" -eq 3 ]
   [[ "$output" == *"missing.q4nx"* ]]
+}
+
+@test "the weights' default home: a huge-page copy where THP is on and memory spare, else the mapping; bench says which" {
+  local big want avail size
+  big=$W/pytiny.q4nx
+  [ -s "$big" ] || oga-extract "$TOP/share/models/pytiny-target" | q4nx-pack -l b8 -o "$big"
+  size=$(stat -c %s "$big")
+  avail=$(($(awk '/^MemAvailable:/ { print $2 }' /proc/meminfo) * 1024))
+  want=mapping
+  if grep -qE '\[(always|madvise)\]' /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null &&
+     [ "$size" -le $((avail / 2)) ]; then want="huge-page copy"; fi
+  b() { npu-forward bench -m "$1" -l 8 -g 2 -r 1 --warmup 0 --json "${@:2}" | jq -r .weights_in; }
+  [ "$(b "$big")" = "$want" ]
+  [ "$(b "$big" --mmap)" = mapping ]
+  [ "$(b "$big" --no-mmap)" = "huge-page copy" ]
+  run npu-forward bench -m "$big" -l 8 -g 2 -r 1 --warmup 0 --mmap
+  [ "$status" -eq 0 ]
+  [[ "${lines[0]}" == *"(mapping)" ]]
 }
 
 @test "OGAKIT_PROF=1 prints per-pass phase lines on stderr" {

@@ -76,12 +76,14 @@ int cmd_bench(int argc, char **argv)
     if (!r)
         ogk_die(OGK_EXIT_INPUT, "%s", e.msg);
     json_object_set_new(r, "kernel", json_string(kern_isa_current()->name));
+    const char *held = q4nx_loaded(m->file) ? "huge-page copy" : "mapping";
+    json_object_set_new(r, "weights_in", json_string(held));
     if (o.json) {
         ogk_json_print(stdout, r);
     } else {
-        printf("model %s  family %s  threads %d  mode %s  kernel %s  weights/token %.1f MB\n", o.mo.model,
+        printf("model %s  family %s  threads %d  mode %s  kernel %s  weights/token %.1f MB (%s)\n", o.mo.model,
                m->c.family_name, kern_pool_threads(s->pool), kern_mode_name(app_mode(m, &o.mo)),
-               kern_isa_current()->name, m->weight_bytes / 1e6);
+               kern_isa_current()->name, m->weight_bytes / 1e6, held);
         printf("%8s %6s %16s %20s %20s %14s%s\n", "prompt", "gen", "TTFT ms", "prefill tok/s", "decode tok/s", "E2E ms",
                o.probe ? "   DRAM GB/s  decode/DRAM" : "");
         size_t i;

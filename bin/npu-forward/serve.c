@@ -21,14 +21,14 @@ static void serve_log(const char *line, void *ctx) { (void)ctx, ogk_err("%s", li
 
 int cmd_serve(int argc, char **argv)
 {
-    enum { S_HOST = 300, S_PORT, S_PARALLEL, S_QUEUE, S_API_KEY, S_PREFIX, S_MODE, S_NO_MMAP, S_DRAFT, S_DRAFT_MAX, S_GRACE };
+    enum { S_HOST = 300, S_PORT, S_PARALLEL, S_QUEUE, S_API_KEY, S_PREFIX, S_MODE, S_NO_MMAP, S_MMAP, S_DRAFT, S_DRAFT_MAX, S_GRACE };
     static const struct option so[] = {
         {"model", required_argument, 0, 'm'},     {"threads", required_argument, 0, 't'},
         {"context", required_argument, 0, 'c'},   {"host", required_argument, 0, S_HOST},
         {"port", required_argument, 0, S_PORT},   {"parallel", required_argument, 0, S_PARALLEL},
         {"queue", required_argument, 0, S_QUEUE}, {"api-key", required_argument, 0, S_API_KEY},
         {"prefix-cache", required_argument, 0, S_PREFIX}, {"mode", required_argument, 0, S_MODE},
-        {"no-mmap", no_argument, 0, S_NO_MMAP},   {"draft", required_argument, 0, S_DRAFT},
+        {"no-mmap", no_argument, 0, S_NO_MMAP}, {"mmap", no_argument, 0, S_MMAP},   {"draft", required_argument, 0, S_DRAFT},
         {"draft-max", required_argument, 0, S_DRAFT_MAX}, {"shutdown-grace", required_argument, 0, S_GRACE},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
@@ -57,7 +57,8 @@ int cmd_serve(int argc, char **argv)
                 ogk_die(OGK_EXIT_USAGE, "--mode: '%s' is not f32 or i8", optarg);
             o.mode = !strcmp(optarg, "i8") ? KERN_I8 : KERN_F32;
             break;
-        case S_NO_MMAP: o.no_mmap = 1; break;
+        case S_NO_MMAP: o.weights_in = Q4NX_IN_LOAD; break;
+        case S_MMAP: o.weights_in = Q4NX_IN_MAP; break;
         case S_DRAFT: o.draft_path = optarg; break;
         case S_GRACE: o.shutdown_grace = (double)ogk_parse_long("--shutdown-grace", optarg, 0, 86400); break;
         case S_DRAFT_MAX: o.draft_max = (int)ogk_parse_long("--draft-max", optarg, 1, MODEL_VERIFY_MAX - 1); break;

@@ -219,12 +219,12 @@ static json_t *record_once(rec_peer *rp, json_t *ps, json_t *target, json_t *tok
 
 int record_main(int argc, char **argv)
 {
-    enum { R_URL = 256, R_TOKENIZER, R_PROMPTS, R_TOKENS, R_IGNORE_EOS, R_TWICE, R_MODE, R_NO_MMAP, R_TIMEOUT };
+    enum { R_URL = 256, R_TOKENIZER, R_PROMPTS, R_TOKENS, R_IGNORE_EOS, R_TWICE, R_MODE, R_NO_MMAP, R_MMAP, R_TIMEOUT };
     static const struct option lo[] = {{"model", 1, 0, 'm'},         {"url", 1, 0, R_URL},
                                        {"tokenizer", 1, 0, R_TOKENIZER}, {"prompts", 1, 0, R_PROMPTS},
                                        {"tokens", 1, 0, R_TOKENS},   {"ignore-eos", 0, 0, R_IGNORE_EOS},
                                        {"twice", 0, 0, R_TWICE},     {"mode", 1, 0, R_MODE},
-                                       {"no-mmap", 0, 0, R_NO_MMAP}, {"timeout", 1, 0, R_TIMEOUT},
+                                       {"no-mmap", 0, 0, R_NO_MMAP}, {"mmap", 0, 0, R_MMAP}, {"timeout", 1, 0, R_TIMEOUT},
                                        {"output", 1, 0, 'o'},        {"help", 0, 0, 'h'},
                                        {0, 0, 0, 0}};
     int c;
@@ -243,7 +243,8 @@ int record_main(int argc, char **argv)
             if ((opt.mode = kern_mode_parse(optarg)) < 0)
                 ogk_die(OGK_EXIT_USAGE, "--mode: '%s' is not f32 or i8", optarg);
             break;
-        case R_NO_MMAP: opt.no_mmap = 1; break;
+        case R_NO_MMAP: opt.weights_in = Q4NX_IN_LOAD; break;
+        case R_MMAP: opt.weights_in = Q4NX_IN_MAP; break;
         case R_TIMEOUT: opt.timeout = ogk_parse_double("--timeout", optarg); break;
         case 'o': opt.out = optarg; break;
         case 't': opt.threads = (int)ogk_parse_long("-t", optarg, 1, 1024); break;

@@ -12,7 +12,7 @@
 
 struct sr_opts {
     const char *target, *draft, *prompt, *prompt_file, *ids_file;
-    int n, k, threads, context, mode, ignore_eos, json, no_mmap, verify;
+    int n, k, threads, context, mode, ignore_eos, json, weights_in, verify;
     /* replay */
     const char *draft_url, *recording;
     int ks[SPEC_K_MAX], nk;

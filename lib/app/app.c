@@ -216,7 +216,7 @@ model *app_model_open(const app_model_opts *o, ogk_error *e, int *code)
     *code = OGK_EXIT_INIT;
     if (kern_isa_init(e))
         return NULL;
-    model *m = model_open_flags(o->model, o->no_mmap ? Q4NX_OPEN_LOAD : 0, e, code);
+    model *m = model_open_flags(o->model, q4nx_in_flags(o->weights_in), e, code);
     if (m && o->verify && q4nx_verify_weights(m->file, o->model, e)) {
         model_close(m);
         *code = OGK_EXIT_INPUT;

@@ -51,7 +51,7 @@ typedef struct {
     int threads;       /* <= 0: online CPUs */
     int context;       /* 0: the model's */
     int mode;          /* enum kern_mode; -1: the pack's (model_default_mode) */
-    int no_mmap;       /* read the weights into huge pages instead of mapping them */
+    int weights_in;    /* Q4NX_IN_AUTO (huge-page copy where it pays), _MAP (--mmap), _LOAD (--no-mmap) */
     int verify;        /* check every weight's checksum after opening (refused: exit 3) */
 } app_model_opts;
 /* Select the kernels and open the container. NULL with e and *code (3 refused, 4 cannot run). */

@@ -191,6 +191,8 @@ const uint8_t *q4nx_bytes(const q4nx_file *f, size_t *size)
     return f->map.data;
 }
 
+int q4nx_loaded(const q4nx_file *f) { return f->map.copied; }
+
 q4nx_file *q4nx_open(const char *path, ogk_error *e, int *code)
 {
     return q4nx_open_flags(path, 0, e, code);
@@ -203,7 +205,7 @@ q4nx_file *q4nx_open_flags(const char *path, int flags, ogk_error *e, int *code)
         ogk_fail(e, "out of memory");
         return open_fail(f, code, OGK_EXIT_INIT);
     }
-    if ((flags & Q4NX_OPEN_LOAD ? ogk_map_load : ogk_map_open)(&f->map, path, e))
+    if ((flags & Q4NX_OPEN_LOAD ? ogk_map_load : flags & Q4NX_OPEN_AUTO ? ogk_map_auto : ogk_map_open)(&f->map, path, e))
         return open_fail(f, code, OGK_EXIT_INPUT);
     const uint8_t *p = f->map.data;
     uint64_t size = f->map.size;

@@ -27,6 +27,11 @@ q4nx_file *q4nx_open(const char *path, ogk_error *e, int *code);
 #define Q4NX_OPEN_LOAD 1
 /* Q4NX_OPEN_NOCRC: skip the open-time checksums (q4nx-verify, which computes and reports every one). */
 #define Q4NX_OPEN_NOCRC 2
+/* Q4NX_OPEN_AUTO: Q4NX_OPEN_LOAD where it pays (ogk_map_auto), else a mapping: the model runners' default. */
+#define Q4NX_OPEN_AUTO 4
+/* How a model runner holds the weights (--mmap / --no-mmap / neither): the open flags for it. */
+enum { Q4NX_IN_AUTO = 0, Q4NX_IN_MAP, Q4NX_IN_LOAD };
+static inline int q4nx_in_flags(int in) { return in == Q4NX_IN_LOAD ? Q4NX_OPEN_LOAD : in == Q4NX_IN_MAP ? 0 : Q4NX_OPEN_AUTO; }
 #define Q4NX_SMALL_TENSOR (1u << 20)
 /* Every tensor's checksum (the weights: ~1 s per 10 GB at memory speed): 0, or -1 naming the first
  * corrupt tensor (path is only used in the message). */
@@ -35,6 +40,8 @@ q4nx_file *q4nx_open_flags(const char *path, int flags, ogk_error *e, int *code)
 void q4nx_close(q4nx_file *f);
 /* the whole file's bytes as opened (mapped, or the Q4NX_OPEN_LOAD copy) */
 const uint8_t *q4nx_bytes(const q4nx_file *f, size_t *size);
+/* 1 when the file was read into memory (Q4NX_OPEN_LOAD, or AUTO chose it), 0 when it is mapped */
+int q4nx_loaded(const q4nx_file *f);
 const json_t *q4nx_model(const q4nx_file *f);  /* the normalised model description (OGAX "model") */
 const json_t *q4nx_source(const q4nx_file *f); /* provenance: pack, flavour, tool, version */
 int q4nx_layout(const q4nx_file *f);           /* layout of its quantised tensors */

@@ -984,7 +984,7 @@ int serve_run(const serve_opts *o, ogk_error *e, int *code)
     /* the model: /health says 503 until it is ready */
     ogk_error me;
     int mcode;
-    if (kern_isa_init(&me) || !(srv->m = model_open_flags(o->model_path, o->no_mmap ? Q4NX_OPEN_LOAD : 0, &me, &mcode))) {
+    if (kern_isa_init(&me) || !(srv->m = model_open_flags(o->model_path, q4nx_in_flags(o->weights_in), &me, &mcode))) {
         ogk_fail(e, "%s", me.msg);
         goto out;
     }
@@ -1000,7 +1000,7 @@ int serve_run(const serve_opts *o, ogk_error *e, int *code)
     int mode = o->mode >= 0 ? o->mode : model_default_mode(srv->m); /* -1: the pack's */
     if (serve_sched_init(&srv->S, srv->m, srv->t, &srv->tok_mu, o->parallel > 0 ? o->parallel : 4,
                          o->queue > 0 ? o->queue : 256, o->context, mode, o->threads, o->prefix_cache, &me) ||
-        (o->draft_path && !(srv->dm = model_open_flags(o->draft_path, o->no_mmap ? Q4NX_OPEN_LOAD : 0, &me, &mcode))) ||
+        (o->draft_path && !(srv->dm = model_open_flags(o->draft_path, q4nx_in_flags(o->weights_in), &me, &mcode))) ||
         (srv->dm && serve_sched_drafter(&srv->S, srv->dm, o->draft_max > 0 ? o->draft_max : 4, &me)) ||
         serve_sched_start(&srv->S, &me)) {
         ogk_fail(e, "%s", me.msg);

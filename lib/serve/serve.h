@@ -26,7 +26,7 @@ typedef struct serve_opts {
     int context;         /* positions per slot (0: the model's) */
     int threads;         /* <= 0: online CPUs */
     int mode;            /* enum kern_mode; -1: the pack's (model_default_mode) */
-    int no_mmap;
+    int weights_in; /* Q4NX_IN_* (--mmap, --no-mmap) */
     int prefix_cache;    /* reuse a slot's KV for a shared prompt prefix */
     const char *api_key; /* NULL: none */
     const char *draft_path; /* a drafter container (same vocabulary): greedy requests decode speculatively */

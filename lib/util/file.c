@@ -7,6 +7,7 @@
 #include <libgen.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -104,6 +105,49 @@ int ogk_map_open(ogk_map *m, const char *path, ogk_error *e)
 int ogk_map_load(ogk_map *m, const char *path, ogk_error *e)
 {
     return map_file(m, path, 1, e);
+}
+
+/* the kernel's MemAvailable in bytes (0 when unknown) */
+static uint64_t mem_available(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    unsigned long long kb = 0;
+    if (!f)
+        return 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+            break;
+    fclose(f);
+    return (uint64_t)kb * 1024;
+}
+
+/* 1 when the kernel hands out transparent huge pages to an madvise(MADV_HUGEPAGE) region */
+static int thp_available(void)
+{
+    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+    char line[128] = "";
+    if (!f)
+        return 0;
+    if (!fgets(line, sizeof line, f))
+        line[0] = 0;
+    fclose(f);
+    return strstr(line, "[always]") || strstr(line, "[madvise]");
+}
+
+int ogk_map_load_wanted(uint64_t size)
+{
+    if (size < ((uint64_t)2 << 20) || !thp_available())
+        return 0;
+    uint64_t avail = mem_available();
+    return avail && size <= avail / 2;
+}
+
+int ogk_map_auto(ogk_map *m, const char *path, ogk_error *e)
+{
+    struct stat st;
+    int load = stat(path, &st) == 0 && S_ISREG(st.st_mode) && ogk_map_load_wanted((uint64_t)st.st_size);
+    return map_file(m, path, load, e);
 }
 
 void ogk_map_close(ogk_map *m)

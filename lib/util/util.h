@@ -50,6 +50,14 @@ int ogk_map_open(ogk_map *m, const char *path, ogk_error *e);
  * pages where the kernel grants them) instead of being mapped: a streaming reader of the data then
  * takes one TLB miss per 2 MiB instead of one per 4 KiB. */
 int ogk_map_load(ogk_map *m, const char *path, ogk_error *e);
+/* ogk_map_load where it pays (ogk_map_load_wanted), else ogk_map_open: what the model runners do by
+ * default. In a VM a page walk after a TLB miss is two-dimensional, and decode over 4 KiB file pages ran
+ * ~30 % slower than over a 2 MiB-page copy of them (bench/results/2026-12-02b-zen3-avx2.md). */
+int ogk_map_auto(ogk_map *m, const char *path, ogk_error *e);
+/* 1 when a file of size bytes is worth copying into huge pages: at least 2 MiB, the kernel's
+ * transparent huge pages enabled (always or madvise), and at most half of MemAvailable (the page
+ * cache holds the file as well, until it is reclaimed). */
+int ogk_map_load_wanted(uint64_t size);
 void ogk_map_close(ogk_map *m);
 /* A large scratch buffer (free() it): 2 MiB aligned and, from 2 MiB up, asked to be backed by
  * transparent huge pages, so streaming tools do not spend their time in page faults. NULL on failure. */
