@@ -58,11 +58,12 @@ is_error() {
 run_text() { npu-forward run -m "$W/target.q4nx" -t 1 --json "$@" | jq -r .text; }
 metric() { curl -s -m 10 "http://127.0.0.1:$PORT/metrics" | awk -v k="ogakit_$1" '$1 == k {print $2}'; }
 
-@test "model_forward_batch: every row bit-identical to one-token model_forward (4 states; a 5-row verify), f32 and i8" {
+@test "model_forward_batch: every row bit-identical to one-token model_forward (4 states; a 5-row verify; prompt chunks wanting their last logits), f32 and i8" {
   run "$OGAKIT_BUILD/t/model_batch" "$W/target.q4nx"
   echo "$output"
   [ "$status" = 0 ]
-  [ "$(echo "$output" | grep -c '^ok ')" = 13 ]
+  [ "$(echo "$output" | grep -c '^ok ')" = 20 ]
+  ! echo "$output" | grep -q '^not ok'
 }
 
 @test "serve: /health, /v1/models (id = container name, context length), /metrics in Prometheus text" {

@@ -34,25 +34,32 @@ static void residual(float *x, const float *y, size_t n)
         x[i] += y[i];
 }
 
-int model_forward_batch(model_state *work, model_state *const *states, const int *tokens, int n, ogk_error *e)
+int model_forward_batch(model_state *work, model_state *const *states, const int *tokens, int n,
+                        const unsigned char *want, ogk_error *e)
 {
     const model *m = work->m;
     const model_config *c = &m->c;
     if (n <= 0 || n > MODEL_CHUNK)
         return ogk_fail(e, "batch of %d rows (1..%d)", n, MODEL_CHUNK);
-    /* off[r]: row r's place among the consecutive rows of its state (0 for the first) */
-    int off[MODEL_CHUNK], base[MODEL_CHUNK];
+    /* off[r]: row r's place among the consecutive rows of its state (0 for the first); li[r]: its row
+     * of logits (how many rows of its state before it want logits), -1 when it wants none */
+    int off[MODEL_CHUNK], base[MODEL_CHUNK], li[MODEL_CHUNK], wanted = 0;
     for (int i = 0; i < n; i++) {
         model_state *s = states[i];
         off[i] = i > 0 && states[i - 1] == s ? off[i - 1] + 1 : 0;
         base[i] = s->pos;
+        int w = !want || want[i], prior = 0; /* rows of this state before i that want logits */
+        for (int r = i - off[i]; r < i; r++)
+            prior += li[r] >= 0;
+        li[i] = w ? prior : -1;
+        wanted += w;
         if (s->m != m || s->mode != work->mode)
             return ogk_fail(e, "batch row %d: a state of another model or mode", i);
         if (s->pos + off[i] + 1 > s->context)
             return ogk_fail(e, "batch row %d: context full (%d positions)", i, s->context);
-        if (off[i] >= s->logit_rows)
-            return ogk_fail(e, "batch row %d: row %d of its state, which holds %d rows of logits", i, off[i] + 1,
-                            s->logit_rows);
+        if (li[i] >= s->logit_rows)
+            return ogk_fail(e, "batch row %d: logits row %d of its state, which holds %d rows of logits", i,
+                            li[i] + 1, s->logit_rows);
         if (tokens[i] < 0 || tokens[i] >= c->vocab_size)
             return ogk_fail(e, "token id %d out of range [0, %d)", tokens[i], c->vocab_size);
         for (int j = 0; j < i - off[i]; j++)
@@ -84,17 +91,20 @@ int model_forward_batch(model_state *work, model_state *const *states, const int
             return -1;
         }
 
-        /* each row against its own cache: through the row's state (row 0 of its buffers) */
+        /* each state's rows against its own cache, through the state's buffers: the KV of all its rows
+         * is written first, then each row attends to the positions up to its own (what model_forward
+         * does with a chunk of rows, and the same result for each row as one row at a time) */
         double ta = ogk_now();
-        for (int r = 0; r < n; r++) {
-            model_state *s = states[r];
-            memcpy(s->q, work->q + (size_t)r * qd, (size_t)qd * sizeof(float));
-            memcpy(s->k, work->k + (size_t)r * kvd, (size_t)kvd * sizeof(float));
-            memcpy(s->v, work->v + (size_t)r * kvd, (size_t)kvd * sizeof(float));
-            s->pos = base[r] + off[r]; /* rows of one state: consecutive positions, each after the last's KV */
-            model_step_attention(s, L, l, 1);
-            s->pos = base[r];
-            memcpy(work->q + (size_t)r * qd, s->q, (size_t)qd * sizeof(float));
+        for (int r0 = 0, r1; r0 < n; r0 = r1) {
+            model_state *s = states[r0];
+            for (r1 = r0 + 1; r1 < n && states[r1] == s;)
+                r1++;
+            int rows = r1 - r0;
+            memcpy(s->q, work->q + (size_t)r0 * qd, (size_t)rows * qd * sizeof(float));
+            memcpy(s->k, work->k + (size_t)r0 * kvd, (size_t)rows * kvd * sizeof(float));
+            memcpy(s->v, work->v + (size_t)r0 * kvd, (size_t)rows * kvd * sizeof(float));
+            model_step_attention(s, L, l, rows);
+            memcpy(work->q + (size_t)r0 * qd, s->q, (size_t)rows * qd * sizeof(float));
         }
         work->prof.attn_ms += (ogk_now() - ta) * 1e3;
 
@@ -112,24 +122,34 @@ int model_forward_batch(model_state *work, model_state *const *states, const int
     }
     double t1 = ogk_now();
 
-    /* final rmsnorm; classifier into each row's own logits */
-    model_step_rmsnorm(work->xb, work->x, m->w.final_norm, n, dim, c->rms_eps);
-    size_t V = (size_t)c->vocab_size;
-    if (model_matmul_mode(work, m->w.lm_head) != KERN_F32) {
-        /* integer classifier: one pass of n rows (the weights stream once), then each row to its state */
-        if (work->batch_cap < (size_t)n * V) {
-            float *b = realloc(work->batch_logits, (size_t)n * V * sizeof *b);
-            if (!b)
-                return ogk_fail(e, "out of memory (%d rows of logits)", n);
-            work->batch_logits = b, work->batch_cap = (size_t)n * V;
+    /* final rmsnorm and classifier of the rows that want logits (gathered to the front of xb), each
+     * into its state's logits row */
+    int g = 0;
+    for (int r = 0; r < n; r++)
+        if (li[r] >= 0) {
+            if (g != r)
+                memcpy(work->x + (size_t)g * dim, work->x + (size_t)r * dim, (size_t)dim * sizeof(float));
+            g++;
         }
-        if (matmul(work, work->batch_logits, work->xb, n, m->w.lm_head, e))
+    model_step_rmsnorm(work->xb, work->x, m->w.final_norm, wanted, dim, c->rms_eps);
+    size_t V = (size_t)c->vocab_size;
+    if (wanted && model_matmul_mode(work, m->w.lm_head) != KERN_F32) {
+        /* integer classifier: one pass of the rows (the weights stream once), then each row to its state */
+        if (work->batch_cap < (size_t)wanted * V) {
+            float *b = realloc(work->batch_logits, (size_t)wanted * V * sizeof *b);
+            if (!b)
+                return ogk_fail(e, "out of memory (%d rows of logits)", wanted);
+            work->batch_logits = b, work->batch_cap = (size_t)wanted * V;
+        }
+        if (matmul(work, work->batch_logits, work->xb, wanted, m->w.lm_head, e))
             return -1;
-        for (int r = 0; r < n; r++)
-            memcpy(states[r]->logits + (size_t)off[r] * V, work->batch_logits + (size_t)r * V, V * sizeof(float));
+        for (int r = 0, i = 0; r < n; r++)
+            if (li[r] >= 0)
+                memcpy(states[r]->logits + (size_t)li[r] * V, work->batch_logits + (size_t)i++ * V, V * sizeof(float));
     } else {
-        for (int r = 0; r < n; r++)
-            if (matmul(work, states[r]->logits + (size_t)off[r] * V, work->xb + (size_t)r * dim, 1, m->w.lm_head, e))
+        for (int r = 0, i = 0; r < n; r++)
+            if (li[r] >= 0 &&
+                matmul(work, states[r]->logits + (size_t)li[r] * V, work->xb + (size_t)i++ * dim, 1, m->w.lm_head, e))
                 return -1;
     }
     for (int r = 0; r < n; r++)

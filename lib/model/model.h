@@ -134,15 +134,18 @@ int model_default_mode(const model *m);
  * projections of all rows run as one matmul of M = n rows through work's activation buffers (work:
  * any state of the model, its KV cache is not touched), so the weights stream once for all of them;
  * RoPE, the KV write and attention run per row against that row's own cache. A state may take
- * several consecutive rows (a speculative verify: tokens at consecutive positions, up to its
- * logit_rows); its r-th row's logits land in logits row r, and its pos advances by its row count.
+ * several consecutive rows (a speculative verify, or a chunk of its prompt: tokens at consecutive
+ * positions); its pos advances by its row count. want (NULL: every row) says which rows need logits:
+ * the classifier runs for those only, and a state's r-th such row lands in its logits row r (at most
+ * logit_rows of them per state).
  * Each row's result is bit-identical to model_forward(state, &token, 1, 0) one token at a time: in i8 mode the
  * kernels' result for a row does not depend on M (exact integer dot products, int8 or the classifier's
  * 16-bit, then the same fp32 steps per group in the same order); fp32 activations (f32 mode, and the
  * classifier on a kernel path without 16-bit activations) are summed in a different order by the M = 1
  * and M > 1 kernels, so those matmuls run row by row at M = 1 (the weights are then read once per row). n <= MODEL_CHUNK. 0, or -1 with e filled (a full
  * context, an id out of range). */
-int model_forward_batch(model_state *work, model_state *const *states, const int *tokens, int n, ogk_error *e);
+int model_forward_batch(model_state *work, model_state *const *states, const int *tokens, int n,
+                        const unsigned char *want, ogk_error *e);
 
 /* ---- sampling (generate.c) ---- */
 typedef struct model_sampler {

@@ -1,8 +1,10 @@
 /* The scheduler: one thread owns the model. Each turn of its loop it admits queued jobs into free
- * slots, runs one prefill chunk (at most MODEL_CHUNK prompt rows of one slot, round robin), then one
- * decode step for every slot that has a token to feed, all of them as one model_forward_batch pass,
- * and samples each slot's next token. A new prompt therefore waits at most one chunk per step and the
- * others keep decoding meanwhile.
+ * slots and runs one model_forward_batch pass: a row for every slot that has a token to feed (and its
+ * drafts) and, in i8 mode, prompt rows of the slots still reading their prompt (round robin, up to
+ * MODEL_CHUNK rows in all; only a prompt's last row runs the classifier), then samples each slot's
+ * next token. In f32 mode a prompt chunk (at most MODEL_CHUNK rows of one slot) runs as a pass of its
+ * own before the decode pass. Either way the others keep decoding while prompts are read, and a burst
+ * of short prompts is read together in i8 mode.
  *
  * Prefix cache: a slot remembers the ids whose KV it holds. A new job goes to the free slot sharing
  * the longest prefix with its prompt and starts after it (at least its last prompt token is run, for
@@ -424,6 +426,22 @@ static int next_token(serve_sched *S, serve_slot *sl, const float *logits)
 
 /* ---------------------------------------------------------------- the loop */
 
+/* n prompt rows of sl are in its cache: its history, and the first token once the prompt is done */
+static void prompt_ran(serve_sched *S, serve_slot *sl, int n)
+{
+    serve_job *j = sl->j;
+    memcpy(sl->hist + sl->done, j->prompt + sl->done, (size_t)n * sizeof *sl->hist);
+    if (sl->n_full == sl->done && n == MODEL_CHUNK && sl->done % MODEL_CHUNK == 0)
+        sl->n_full += n;
+    sl->done += n;
+    if (sl->done == j->n_prompt) {
+        sl->t_prompt_done = ogk_now();
+        next_token(S, sl, sl->s->logits);
+    }
+}
+
+/* f32 mode: one chunk of sl's prompt as a pass of its own (model_forward: the M = rows kernels, whose
+ * fp32 sums a prefix-cache reuse must meet again, see the top) */
 static void prefill_chunk(serve_sched *S, serve_slot *sl)
 {
     serve_job *j = sl->j;
@@ -434,14 +452,7 @@ static void prefill_chunk(serve_sched *S, serve_slot *sl)
         finish(S, sl, "stop", e.msg);
         return;
     }
-    memcpy(sl->hist + sl->done, j->prompt + sl->done, (size_t)n * sizeof *sl->hist);
-    if (sl->n_full == sl->done && n == MODEL_CHUNK && sl->done % MODEL_CHUNK == 0)
-        sl->n_full += n;
-    sl->done += n;
-    if (sl->done == j->n_prompt) {
-        sl->t_prompt_done = ogk_now();
-        next_token(S, sl, sl->s->logits);
-    }
+    prompt_ran(S, sl, n);
 }
 
 /* the drafter catches up with the slot's cache and the token to feed, then proposes up to k tokens
@@ -475,39 +486,57 @@ static int draft(serve_sched *S, serve_slot *sl, int *run)
     return k;
 }
 
-static void decode_step(serve_sched *S)
+/* One pass: a row for every decoding slot (and its drafts), and, when prompts is set (i8 mode, where a
+ * row's result does not depend on its neighbours), prompt rows of the slots still reading theirs, round
+ * robin from *rr, up to MODEL_CHUNK rows in all: a burst of new requests is prefilled together instead
+ * of one prompt per step, beside the decode rows (one weight stream for all of them). */
+static void decode_step(serve_sched *S, int prompts, int *rr)
 {
     model_state *states[MODEL_CHUNK];
     int tokens[MODEL_CHUNK], n = 0;
-    int nk[MODEL_CHUNK]; /* per slot: drafts in this pass (0: one plain row) */
+    unsigned char want[MODEL_CHUNK];
+    int nk[MODEL_CHUNK]; /* per slot: drafts in this pass (0: one plain row; -1: no decode row) */
+    int np[MODEL_CHUNK]; /* per slot: prompt rows in this pass */
     int run[MODEL_CHUNK][MODEL_VERIFY_MAX + 1];
-    int any = 0;
     for (int i = 0; i < S->n_slots; i++) {
         serve_slot *sl = &S->slots[i];
-        nk[i] = -1;
+        nk[i] = -1, np[i] = 0;
         if (!sl->j || sl->phase != SLOT_DECODE)
             continue;
         nk[i] = draft(S, sl, run[i]);
-        any = 1;
-        states[n] = sl->s, tokens[n++] = sl->next;
+        want[n] = 1, states[n] = sl->s, tokens[n++] = sl->next;
         for (int r = 1; r <= nk[i]; r++)
-            states[n] = sl->s, tokens[n++] = run[i][r];
+            want[n] = 1, states[n] = sl->s, tokens[n++] = run[i][r];
     }
-    if (!any)
+    int n_dec = n, start = *rr;
+    for (int k = 0; prompts && k < S->n_slots && n < MODEL_CHUNK; k++) {
+        int i = (start + k) % S->n_slots;
+        serve_slot *sl = &S->slots[i];
+        if (!sl->j || sl->phase != SLOT_PREFILL)
+            continue;
+        int left = sl->j->n_prompt - sl->done, rows = left < MODEL_CHUNK - n ? left : MODEL_CHUNK - n;
+        for (int r = 0; r < rows; r++)
+            want[n] = r == left - 1, states[n] = sl->s, tokens[n++] = sl->j->prompt[sl->done + r];
+        np[i] = rows;
+        *rr = i + 1;
+    }
+    if (!n)
         return;
     ogk_error e;
-    if (model_forward_batch(S->work, states, tokens, n, &e)) {
+    if (model_forward_batch(S->work, states, tokens, n, want, &e)) {
         for (int i = 0; i < S->n_slots; i++)
-            if (nk[i] >= 0)
+            if (nk[i] >= 0 || np[i])
                 finish(S, &S->slots[i], "stop", e.msg);
         return;
     }
     pthread_mutex_lock(&S->mu);
-    S->steps++, S->step_rows += (uint64_t)n;
+    S->steps += n_dec > 0, S->step_rows += (uint64_t)n_dec; /* decode rows: the metric is the mean batch */
     pthread_mutex_unlock(&S->mu);
     int V = S->m->c.vocab_size;
     for (int i = 0; i < S->n_slots; i++) {
         serve_slot *sl = &S->slots[i];
+        if (np[i])
+            prompt_ran(S, sl, np[i]);
         if (nk[i] < 0)
             continue;
         int k = nk[i], P = sl->s->pos - (k + 1); /* the position `next` went to */
@@ -569,8 +598,10 @@ static void *sched_main(void *arg)
             if (sl->j && (overdue || __atomic_load_n(&sl->j->cancel, __ATOMIC_RELAXED)))
                 finish(S, sl, "stop", overdue ? "the server is shutting down" : "cancelled");
         }
-        /* one prefill chunk, round robin over the slots still reading their prompt */
-        for (int k = 0; k < S->n_slots; k++) {
+        /* i8: prompt rows go into the decode pass; f32: one prefill chunk of its own, round robin over
+         * the slots still reading their prompt */
+        int prompts = S->work->mode == KERN_I8;
+        for (int k = 0; !prompts && k < S->n_slots; k++) {
             serve_slot *sl = &S->slots[(rr + k) % S->n_slots];
             if (sl->j && sl->phase == SLOT_PREFILL) {
                 prefill_chunk(S, sl);
@@ -578,7 +609,7 @@ static void *sched_main(void *arg)
                 break;
             }
         }
-        decode_step(S);
+        decode_step(S, prompts, &rr);
     }
     return NULL;
 }
