@@ -463,10 +463,8 @@ static void kv_put(const model_state *s, void *dst, const float *src, size_t hd)
         return;
     }
     uint16_t *h = dst;
-    for (size_t i = 0; i < hd; i++) {
-        float x = src[i] > 65504.0f ? 65504.0f : src[i] < -65504.0f ? -65504.0f : src[i];
-        h[i] = ogk_f32_to_f16(x);
-    }
+    for (size_t i = 0; i < hd; i++)
+        h[i] = ogk_f32_to_f16_sat(src[i]);
 }
 
 /* save key, value of every row at its time step into the kv cache */

@@ -55,6 +55,11 @@ uint16_t ogk_f32_to_f16(float f)
     return (uint16_t)(sign | h);
 }
 
+uint16_t ogk_f32_to_f16_sat(float f)
+{
+    return ogk_f32_to_f16(f > 65504.0f ? 65504.0f : f < -65504.0f ? -65504.0f : f);
+}
+
 float ogk_bf16_to_f32(uint16_t h)
 {
     uint32_t bits = (uint32_t)h << 16;

@@ -105,6 +105,9 @@ uint32_t ogk_crc32c(uint32_t crc, const void *buf, size_t n); /* crc starts at 0
 /* ---- half precision ---- */
 float ogk_f16_to_f32(uint16_t h);
 uint16_t ogk_f32_to_f16(float f); /* round to nearest even */
+/* the same, but beyond the half range (and infinities) clamped to ±65504 instead of made infinite:
+ * the fp16 KV cache's rule, so that a large key cannot turn a score into inf - inf. NaN stays NaN. */
+uint16_t ogk_f32_to_f16_sat(float f);
 float ogk_bf16_to_f32(uint16_t h);
 uint16_t ogk_f32_to_bf16(float f); /* round to nearest even */
 

@@ -42,6 +42,11 @@ int main(void)
            "fp16 known values (1, -2, smallest subnormal)");
     TAP_OK(ogk_f32_to_f16(1.0f + ldexpf(1, -11)) == 0x3c00 && ogk_f32_to_f16(1.0f + 3 * ldexpf(1, -11)) == 0x3c02,
            "fp16 rounds to nearest even");
+    TAP_OK(ogk_f32_to_f16(65520.0f) == 0x7c00 && ogk_f32_to_f16_sat(65520.0f) == 0x7bff &&
+               ogk_f32_to_f16_sat(-1e30f) == 0xfbff && ogk_f32_to_f16_sat(INFINITY) == 0x7bff &&
+               ogk_f32_to_f16_sat(-INFINITY) == 0xfbff && ogk_f32_to_f16_sat(65504.0f) == 0x7bff &&
+               ogk_f32_to_f16_sat(1.0f + 3 * ldexpf(1, -11)) == 0x3c02 && isnan(ogk_f16_to_f32(ogk_f32_to_f16_sat(NAN))),
+           "fp16 saturating (the KV cache's): beyond +-65504 and infinities clamp to +-65504, the rest rounds as before");
     int bfok = 1;
     for (uint32_t h = 0; h < 65536; h++) {
         float f = ogk_bf16_to_f32((uint16_t)h);
