@@ -2,9 +2,10 @@
  * heads that share a KV head (head_dim a multiple of 8, at most 256; other head sizes go to
  * kern_attend_ref): scores q·k scaled, softmax with a vector exp, weighted sum of the values. Each key
  * and value row is loaded once for all g heads; head_dim 64 (Qwen2.5, Llama 3.2 1B) has an unrolled
- * body. The same code reads an fp16 cache (attend_h: the i8 mode's KV cache, half the bytes). */
+ * body. The fp16 cache of the i8 mode (attend_h, half the bytes) has its own several-row version below. */
 #include <immintrin.h>
 #include <math.h>
+#include <string.h>
 
 #include "exp_avx2.h"
 #include "kern_int.h"
@@ -85,25 +86,16 @@ static inline __attribute__((always_inline)) void wsum(float *out, const float *
         _mm256_storeu_ps(out + 8 * i, o[i]);
 }
 
-/* head_dim 64: the scores of positions [0, n - n % 4) for g heads, four positions at a time per head
- * (four dot products as four FMA chains against the query in registers, then one horizontal
- * reduction for all four instead of one per score); an fp16 cache is converted 8 rows at a time into
- * a stack buffer first, once for all g heads. Returns the first position left to the caller. */
-static inline __attribute__((always_inline)) int scores64(const float *q, int g, const void *kc, int n, float scale,
-                                                          float *att, size_t as, float *mx, const int H)
+/* head_dim 64 over an fp32 cache: the scores of positions [0, n - n % 4) for g heads, four positions
+ * at a time per head (four dot products as four FMA chains against the query in registers, then one
+ * horizontal reduction for all four instead of one per score). Returns the first position left to the
+ * caller. */
+static int scores64(const float *q, int g, const float *kc, int n, float scale, float *att, size_t as, float *mx)
 {
-    float kbuf[8 * 64] __attribute__((aligned(32)));
     int t0 = 0;
     for (; t0 + 4 <= n; t0 += 8) {
         int nb = n - t0 >= 8 ? 8 : 4;
-        const float *kb;
-        if (H) {
-            const uint16_t *src = (const uint16_t *)kc + (size_t)t0 * 64;
-            for (int i = 0; i < nb * 8; i++)
-                _mm256_store_ps(kbuf + 8 * i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + 8 * i))));
-            kb = kbuf;
-        } else
-            kb = (const float *)kc + (size_t)t0 * 64;
+        const float *kb = kc + (size_t)t0 * 64;
         for (int h = 0; h < g; h++) {
             const float *qh = q + (size_t)h * 64;
             __m256 qv[8];
@@ -139,10 +131,12 @@ static inline __attribute__((always_inline)) int scores64(const float *q, int g,
     return t0;
 }
 
-static inline __attribute__((always_inline)) void attend_heads(float *q, int g, const void *kc, const void *vc,
+/* the fp32 cache (f32 mode): one query row, g heads */
+static inline __attribute__((always_inline)) void attend_heads(float *q, int g, const float *kc, const float *vc,
                                                                int n, int hd, float scale, float *att, size_t as,
-                                                               const int NV64, const int H)
+                                                               const int NV64)
 {
+    const int H = 0;
     /* NV64: head_dim is 64 (8 vectors, unrolled); else any multiple of 8 */
     const int nv = NV64 ? 8 : hd / 8;
     float mx[64];
@@ -150,10 +144,9 @@ static inline __attribute__((always_inline)) void attend_heads(float *q, int g, 
         mx[h] = -INFINITY;
     int t = 0;
     if (NV64)
-        t = scores64(q, g, kc, n, scale, att, as, mx, H);
+        t = scores64(q, g, kc, n, scale, att, as, mx);
     for (; t < n; t++) {
-        const void *k = H ? (const void *)((const uint16_t *)kc + (size_t)t * hd)
-                          : (const void *)((const float *)kc + (size_t)t * hd);
+        const float *k = kc + (size_t)t * hd;
         for (int h = 0; h < g; h++) {
             float d = dot(q + (size_t)h * hd, k, nv, H) * scale;
             att[(size_t)h * as + (size_t)t] = d;
@@ -184,21 +177,166 @@ void kern_attend_avx2(float *q, int g, const float *kc, const float *vc, int n, 
         return;
     }
     if (hd == 64)
-        attend_heads(q, g, kc, vc, n, 64, scale, att, as, 1, 0);
+        attend_heads(q, g, kc, vc, n, 64, scale, att, as, 1);
     else
-        attend_heads(q, g, kc, vc, n, hd, scale, att, as, 0, 0);
+        attend_heads(q, g, kc, vc, n, hd, scale, att, as, 0);
 }
 
-/* the same over an fp16 cache (vcvtph2ps on every load); the AVX-512 row uses it too */
-void kern_attend_h_avx2(float *q, int g, const uint16_t *kc, const uint16_t *vc, int n, int hd, float scale,
-                        float *att, size_t as)
+/* ---- the fp16 cache (the i8 mode's), several query rows at once ----
+ * Row r of a call attends to n0 + r positions (a prompt chunk: consecutive positions of one sequence).
+ * Every key row is converted to fp32 once per call for all rows and heads (8 rows at a time), the
+ * values are read a chunk of VCH elements at a time for all of them (from L1), and each (row, head) is computed with exactly the arithmetic of
+ * a call of one row: a score by its position's own chain and reduction (four positions at a time, a
+ * partial four padded with zero keys whose lanes are dropped), the softmax over the row's own n, the
+ * weighted sum in position order (accumulated over q across the value chunks). So a row's result has
+ * the same bits whatever the call's row count, which the server's batching and prefix cache rely on. */
+#define VCH 8192 /* value elements per chunk of positions (16 KiB of fp16) */
+#define NQMAX 256 /* (row, head) pairs per call; more rows are split (same bits) */
+
+/* scores of positions [0, n) of head_dim 64 for the nq query heads qh[i] into att slices a[i]; with
+ * mx, also each head's running maximum (one row: every position is its own) */
+static void scores64_h(const float *const *qh, float *const *a, int nq, const uint16_t *kc, int n, float scale,
+                       float *mx)
 {
-    if (hd % 8 || hd > 256 || g > 64) {
-        kern_attend_h_ref(q, g, kc, vc, n, hd, scale, att, as);
+    float kbuf[8 * 64] __attribute__((aligned(32)));
+    for (int t0 = 0; t0 < n; t0 += 8) {
+        int nb = n - t0 >= 8 ? 8 : n - t0, nb4 = (nb + 3) & ~3;
+        const uint16_t *src = kc + (size_t)t0 * 64;
+        for (int i = 0; i < nb * 8; i++)
+            _mm256_store_ps(kbuf + 8 * i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + 8 * i))));
+        for (int i = nb * 8; i < nb4 * 8; i++)
+            _mm256_store_ps(kbuf + 8 * i, _mm256_setzero_ps());
+        for (int h = 0; h < nq; h++) {
+            __m256 qv[8];
+#pragma GCC unroll 8
+            for (int i = 0; i < 8; i++)
+                qv[i] = _mm256_loadu_ps(qh[h] + 8 * i);
+            for (int j = 0; j < nb4; j += 4) {
+                const float *k = kbuf + (size_t)j * 64;
+                __m256 a0 = _mm256_mul_ps(qv[0], _mm256_load_ps(k)), a1 = _mm256_mul_ps(qv[0], _mm256_load_ps(k + 64)),
+                       a2 = _mm256_mul_ps(qv[0], _mm256_load_ps(k + 128)),
+                       a3 = _mm256_mul_ps(qv[0], _mm256_load_ps(k + 192));
+#pragma GCC unroll 8
+                for (int i = 1; i < 8; i++) {
+                    a0 = _mm256_fmadd_ps(qv[i], _mm256_load_ps(k + 8 * i), a0);
+                    a1 = _mm256_fmadd_ps(qv[i], _mm256_load_ps(k + 64 + 8 * i), a1);
+                    a2 = _mm256_fmadd_ps(qv[i], _mm256_load_ps(k + 128 + 8 * i), a2);
+                    a3 = _mm256_fmadd_ps(qv[i], _mm256_load_ps(k + 192 + 8 * i), a3);
+                }
+                __m256 s = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+                __m128 d = _mm_mul_ps(_mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1)),
+                                      _mm_set1_ps(scale));
+                if (j + 4 <= nb) {
+                    _mm_storeu_ps(a[h] + t0 + j, d);
+                    if (mx) {
+                        __m128 m = _mm_max_ps(d, _mm_movehl_ps(d, d));
+                        float dm = _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
+                        mx[h] = dm > mx[h] ? dm : mx[h];
+                    }
+                } else {
+                    float tmp[4];
+                    _mm_storeu_ps(tmp, d);
+                    memcpy(a[h] + t0 + j, tmp, (size_t)(nb - j) * sizeof(float));
+                    for (int i = 0; mx && i < nb - j; i++)
+                        mx[h] = tmp[i] > mx[h] ? tmp[i] : mx[h];
+                }
+            }
+        }
+    }
+}
+
+/* max of a[0..n) (exact, so the order does not matter) */
+static float vmax(const float *a, int n)
+{
+    __m256 m = _mm256_set1_ps(-INFINITY);
+    int t = 0;
+    for (; t + 8 <= n; t += 8)
+        m = _mm256_max_ps(m, _mm256_loadu_ps(a + t));
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_movehdup_ps(h));
+    float mx = _mm_cvtss_f32(h);
+    for (; t < n; t++)
+        mx = a[t] > mx ? a[t] : mx;
+    return mx;
+}
+
+/* out[0..8 NV) += Σ_{t in [t0, t1)} (w[t] · inv) · v_t[c ..] over fp16 value rows hd apart (out zero
+ * first when t0 == 0): the same operations in the same order as one pass over [0, t1) */
+static inline __attribute__((always_inline)) void wsum_chunk(float *out, const float *w, float inv, const uint16_t *vc,
+                                                             int hd, int c, int t0, int t1, const int NV)
+{
+    __m256 o[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < NV; i++)
+        o[i] = t0 == 0 ? _mm256_setzero_ps() : _mm256_loadu_ps(out + 8 * i);
+    for (int t = t0; t < t1; t++) {
+        size_t v = (size_t)t * hd + c;
+        __m256 a = _mm256_set1_ps(w[t] * inv);
+#pragma GCC unroll 8
+        for (int i = 0; i < NV; i++)
+            o[i] = _mm256_fmadd_ps(a, load8(vc, v + 8 * (size_t)i, 1), o[i]);
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < NV; i++)
+        _mm256_storeu_ps(out + 8 * i, o[i]);
+}
+
+void kern_attend_h_avx2(float *q, size_t qs, int rows, int g, const uint16_t *kc, const uint16_t *vc, int n0, int hd,
+                        float scale, float *att, size_t as)
+{
+    if (hd % 8 || hd > 256) {
+        kern_attend_h_ref(q, qs, rows, g, kc, vc, n0, hd, scale, att, as);
         return;
     }
-    if (hd == 64)
-        attend_heads(q, g, kc, vc, n, 64, scale, att, as, 1, 1);
-    else
-        attend_heads(q, g, kc, vc, n, hd, scale, att, as, 0, 1);
+    if (rows > 1 && rows * g > NQMAX) { /* in two calls: the same bits for every row */
+        int r = rows / 2;
+        kern_attend_h_avx2(q, qs, r, g, kc, vc, n0, hd, scale, att, as);
+        kern_attend_h_avx2(q + (size_t)r * qs, qs, rows - r, g, kc, vc, n0 + r, hd, scale, att, as);
+        return;
+    }
+    if (g > NQMAX) {
+        kern_attend_h_ref(q, qs, rows, g, kc, vc, n0, hd, scale, att, as);
+        return;
+    }
+    const int nq = rows * g, nmax = n0 + rows - 1, nv = hd / 8;
+    float inv[NQMAX], mx[NQMAX];
+    for (int i = 0; i < nq; i++)
+        mx[i] = -INFINITY;
+    /* scores of every (row, head) over the positions up to the last row's */
+    if (hd == 64) {
+        const float *qh[NQMAX];
+        float *a[NQMAX];
+        for (int i = 0; i < nq; i++)
+            qh[i] = q + (size_t)(i / g) * qs + (size_t)(i % g) * 64, a[i] = att + (size_t)i * as;
+        scores64_h(qh, a, nq, kc, nmax, scale, rows == 1 ? mx : NULL);
+    } else {
+        for (int t = 0; t < nmax; t++)
+            for (int i = 0; i < nq; i++)
+                att[(size_t)i * as + t] = dot(q + (size_t)(i / g) * qs + (size_t)(i % g) * hd, kc + (size_t)t * hd, nv, 1) * scale;
+    }
+    /* each (row, head): the softmax over its own positions */
+    for (int i = 0; i < nq; i++) {
+        float *w = att + (size_t)i * as;
+        int n = n0 + i / g;
+        inv[i] = softmax_exp(w, n, rows == 1 && hd == 64 ? mx[i] : vmax(w, n));
+    }
+    /* the weighted sums over q, a chunk of value rows at a time (they stay in L1 for every row and head) */
+    const int ch = rows == 1 ? nmax : VCH / hd; /* one row: each head's values in one pass */
+    for (int t0 = 0; t0 < nmax; t0 += ch) {
+        int t1 = t0 + ch < nmax ? t0 + ch : nmax;
+        for (int i = 0; i < nq; i++) {
+            int n = n0 + i / g, te = t1 < n ? t1 : n;
+            if (te <= t0)
+                continue;
+            float *out = q + (size_t)(i / g) * qs + (size_t)(i % g) * hd, *w = att + (size_t)i * as;
+            for (int c0 = 0; c0 < hd; c0 += 64) {
+                if (hd - c0 >= 64)
+                    wsum_chunk(out + c0, w, inv[i], vc, hd, c0, t0, te, 8);
+                else
+                    for (int c = c0; c < hd; c += 8)
+                        wsum_chunk(out + c, w, inv[i], vc, hd, c, t0, te, 1);
+            }
+        }
+    }
 }

@@ -46,6 +46,16 @@ INLINE void store_rows(const kern_job *j, uint32_t row0, int m, __m256 v)
 /* one 32-byte half chunk (8 rows x 8 k of unsigned 4-bit codes, split into lo/hi nibbles) against 8
  * int8 activations q[0..7]: per row the int32 Σ code·q (vpmaddubsw pair sums, <= 2·2·15·127: no
  * saturation, widened by vpmaddwd) */
+/* i8_dot8 before the widening: the int16 sums of low + high pairs (each <= 7620 in magnitude) */
+INLINE __m256i i8_pairs8(__m256i lo, __m256i hi, const int8_t *q)
+{
+    int32_t ql, qh;
+    memcpy(&ql, q, 4);
+    memcpy(&qh, q + 4, 4);
+    return _mm256_add_epi16(_mm256_maddubs_epi16(lo, _mm256_set1_epi32(ql)),
+                            _mm256_maddubs_epi16(hi, _mm256_set1_epi32(qh)));
+}
+
 INLINE __m256i i8_dot8(__m256i lo, __m256i hi, const int8_t *q)
 {
     int32_t ql, qh;
@@ -127,6 +137,33 @@ INLINE void tile_int(const kern_job *j, uint32_t rb, const int MT, int m0, const
             q2[m] = I16 ? j->xq2 + (size_t)(m0 + m) * kp + (size_t)g * B : NULL;
         }
         const uint8_t *p = cb + (size_t)g * cpg * 64;
+        if (!I16 && cpg <= 4) {
+            /* int8, groups of <= 32: the pair sums of the whole group add up in int16 (<= 4·7620 =
+             * 30480, no overflow) and one vpmaddwd per group widens them; no int32 accumulators in the
+             * loop (with them, or with larger groups in 4-chunk steps, the compiler keeps sums on the
+             * stack and it was no faster than the plain loop below) */
+            __m256i s16[2][4];
+#pragma GCC unroll 4
+            for (int m = 0; m < MT; m++)
+                s16[0][m] = s16[1][m] = _mm256_setzero_si256();
+            for (uint32_t c = 0; c < cpg; c++, p += 64) {
+                /* both halves unpacked first, then per row its two broadcasts for both: 8 sums, 4 codes,
+                 * 2 broadcasts and the mask fit the 16 registers */
+                __m256i w0 = _mm256_loadu_si256((const __m256i *)p), w1 = _mm256_loadu_si256((const __m256i *)(p + 32));
+                __m256i lo0 = _mm256_and_si256(w0, m4), hi0 = _mm256_and_si256(_mm256_srli_epi16(w0, 4), m4);
+                __m256i lo1 = _mm256_and_si256(w1, m4), hi1 = _mm256_and_si256(_mm256_srli_epi16(w1, 4), m4);
+#pragma GCC unroll 4
+                for (int m = 0; m < MT; m++) {
+                    s16[0][m] = _mm256_add_epi16(s16[0][m], i8_pairs8(lo0, hi0, q[m] + c * 8));
+                    s16[1][m] = _mm256_add_epi16(s16[1][m], i8_pairs8(lo1, hi1, q[m] + c * 8));
+                }
+            }
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; h++)
+#pragma GCC unroll 4
+                for (int m = 0; m < MT; m++)
+                    a[h][m] = _mm256_madd_epi16(s16[h][m], _mm256_set1_epi16(1));
+        } else
         for (uint32_t c = 0; c < cpg; c++, p += 64) {
 #pragma GCC unroll 2
             for (int h = 0; h < 2; h++) {

@@ -109,9 +109,12 @@ typedef struct kern_isa {
      * it), keys / values [n][hd], att slices of n scores, `as` floats apart; any hd */
     void (*attend)(float *q, int g, const float *kc, const float *vc, int n, int hd, float scale, float *att,
                    size_t as);
-    /* the same over an fp16 (IEEE half) cache: the i8 mode's KV cache */
-    void (*attend_h)(float *q, int g, const uint16_t *kc, const uint16_t *vc, int n, int hd, float scale,
-                     float *att, size_t as);
+    /* the same over an fp16 (IEEE half) cache, the i8 mode's KV cache, for `rows` query rows at
+     * consecutive positions: row r (q + r·qs) attends to n0 + r positions, its head h's scores in the
+     * att slice r·g + h. Each row's result is bit-identical to a call of that row alone (the server's
+     * batching and prefix cache rely on it); the keys and values are read once for all rows. */
+    void (*attend_h)(float *q, size_t qs, int rows, int g, const uint16_t *kc, const uint16_t *vc, int n0, int hd,
+                     float scale, float *att, size_t as);
     void (*swiglu)(float *g, const float *up, size_t n); /* g[i] = silu(g[i]) * up[i] */
     uint64_t (*read)(const uint8_t *p, size_t n);          /* XOR of [p, p+n), n % 256 == 0, p 64-aligned */
 } kern_isa;

@@ -41,8 +41,8 @@ void kern_rm_band_ref(const ogk_qtensor *W, uint32_t band, uint8_t *codes, void 
 void kern_dequant_rows_ref(const ogk_qtensor *t, uint32_t row0, uint32_t nrows, float *out);
 void kern_attend_ref(float *q, int g, const float *kc, const float *vc, int n, int hd, float scale, float *att,
                      size_t as);
-void kern_attend_h_ref(float *q, int g, const uint16_t *kc, const uint16_t *vc, int n, int hd, float scale,
-                       float *att, size_t as);
+void kern_attend_h_ref(float *q, size_t qs, int rows, int g, const uint16_t *kc, const uint16_t *vc, int n0, int hd,
+                       float scale, float *att, size_t as);
 void kern_swiglu_ref(float *g, const float *up, size_t n);
 uint64_t kern_read_ref(const uint8_t *p, size_t n);
 
@@ -67,8 +67,8 @@ void kern_quant_rows_i16_avx512(const float *x, int M, uint32_t k, uint32_t bloc
 void kern_rm_band_vbmi(const ogk_qtensor *W, uint32_t band, uint8_t *codes, void *scales, uint8_t *zeros); /* kern_vbmi.c */
 void kern_attend_avx2(float *q, int g, const float *kc, const float *vc, int n, int hd, float scale, float *att,
                       size_t as);
-void kern_attend_h_avx2(float *q, int g, const uint16_t *kc, const uint16_t *vc, int n, int hd, float scale,
-                        float *att, size_t as);
+void kern_attend_h_avx2(float *q, size_t qs, int rows, int g, const uint16_t *kc, const uint16_t *vc, int n0, int hd,
+                        float scale, float *att, size_t as);
 void kern_swiglu_avx2(float *g, const float *up, size_t n);
 void kern_attend_avx512(float *q, int g, const float *kc, const float *vc, int n, int hd, float scale, float *att,
                         size_t as);

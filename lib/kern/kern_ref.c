@@ -230,11 +230,13 @@ void kern_attend_ref(float *q, int g, const float *kc, const float *vc, int n, i
         attend_row(q + (size_t)i * hd, kc, vc, n, hd, scale, att + (size_t)i * as, 0);
 }
 
-void kern_attend_h_ref(float *q, int g, const uint16_t *kc, const uint16_t *vc, int n, int hd, float scale,
-                       float *att, size_t as)
+void kern_attend_h_ref(float *q, size_t qs, int rows, int g, const uint16_t *kc, const uint16_t *vc, int n0, int hd,
+                       float scale, float *att, size_t as)
 {
-    for (int i = 0; i < g; i++)
-        attend_row(q + (size_t)i * hd, kc, vc, n, hd, scale, att + (size_t)i * as, 1);
+    for (int r = 0; r < rows; r++)
+        for (int i = 0; i < g; i++)
+            attend_row(q + (size_t)r * qs + (size_t)i * hd, kc, vc, n0 + r, hd, scale, att + (size_t)(r * g + i) * as,
+                       1);
 }
 
 void kern_swiglu_ref(float *g, const float *up, size_t n)

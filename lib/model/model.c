@@ -10,6 +10,10 @@
 
 #include "kern/kern.h"
 
+/* query rows per attend_h call (the i8 mode's fp16 cache): a prompt chunk reads each key and value once
+ * per ATTN_ROWS rows; the score buffer holds ATTN_ROWS slices per head */
+#define ATTN_ROWS 8
+
 /* ---------------------------------------------------------------- loading */
 
 /* The container's tensors as lib/mdesc sees them: the one check of a runnable model, shared with the
@@ -278,7 +282,7 @@ model_state *model_state_new(const model *m, int context, int logit_rows, int mo
     s->qkv = calloc(R * (qd + 2 * kvd), sizeof(float));
     s->hb = calloc(R * c->hidden_dim, sizeof(float));
     s->hb2 = calloc(R * c->hidden_dim, sizeof(float));
-    s->att = calloc((size_t)c->n_heads * context, sizeof(float));
+    s->att = calloc((size_t)c->n_heads * (mode == KERN_I8 ? ATTN_ROWS : 1) * context, sizeof(float));
     s->logits = calloc((size_t)logit_rows * c->vocab_size, sizeof(float));
     s->kv_f16 = mode == KERN_I8;
     s->key_cache = calloc(cache, s->kv_f16 ? sizeof(uint16_t) : sizeof(float));
@@ -496,15 +500,20 @@ static void attention_task(attn_job *j, int task)
     int hd = c->head_dim, G = c->n_heads / c->n_kv_heads, nsub = (G + ATTN_GROUP - 1) / ATTN_GROUP;
     int kvh = task / nsub, h0 = kvh * G + task % nsub * ATTN_GROUP;
     int g = kvh * G + G - h0 < ATTN_GROUP ? kvh * G + G - h0 : ATTN_GROUP;
-    float scale = 1.0f / sqrtf((float)hd), *att = s->att + (size_t)h0 * s->context;
+    float scale = 1.0f / sqrtf((float)hd);
     const void *kc = cache_at(s, s->key_cache, j->layer, kvh, 0), *vc = cache_at(s, s->value_cache, j->layer, kvh, 0);
-    for (int r = 0; r < j->rows; r++) {
-        float *q = s->q + ((size_t)r * c->n_heads + h0) * hd;
-        if (s->kv_f16)
-            s->attend_h(q, g, kc, vc, j->pos0 + r + 1, hd, scale, att, (size_t)s->context);
-        else
-            s->attend(q, g, kc, vc, j->pos0 + r + 1, hd, scale, att, (size_t)s->context);
+    size_t qs = (size_t)c->n_heads * hd;
+    if (s->kv_f16) { /* ATTN_ROWS rows at a time: the cache is read once for all of them */
+        float *att = s->att + (size_t)h0 * ATTN_ROWS * s->context;
+        for (int r = 0; r < j->rows; r += ATTN_ROWS)
+            s->attend_h(s->q + (size_t)r * qs + (size_t)h0 * hd, qs, j->rows - r < ATTN_ROWS ? j->rows - r : ATTN_ROWS,
+                        g, kc, vc, j->pos0 + r + 1, hd, scale, att, (size_t)s->context);
+        return;
     }
+    float *att = s->att + (size_t)h0 * s->context;
+    for (int r = 0; r < j->rows; r++)
+        s->attend(s->q + (size_t)r * qs + (size_t)h0 * hd, g, kc, vc, j->pos0 + r + 1, hd, scale, att,
+                  (size_t)s->context);
 }
 
 static void attention_tasks(void *arg, size_t t0, size_t t1, int worker)

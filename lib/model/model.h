@@ -91,8 +91,8 @@ typedef struct model_state {
      * att slices as floats apart): the ISA table row's attend (kern.h) */
     void (*attend)(float *q, int g, const float *kc, const float *vc, int n, int hd, float scale, float *att,
                    size_t as);
-    void (*attend_h)(float *q, int g, const uint16_t *kc, const uint16_t *vc, int n, int hd, float scale,
-                     float *att, size_t as);
+    void (*attend_h)(float *q, size_t qs, int rows, int g, const uint16_t *kc, const uint16_t *vc, int n0, int hd,
+                     float scale, float *att, size_t as);
     /* g[i] = silu(g[i]) * up[i] over n values: the ISA table row's swiglu */
     void (*swiglu)(float *g, const float *up, size_t n);
 } model_state;

@@ -3,8 +3,8 @@
  * Owns the HTTP side (libmicrohttpd: routing, API keys, body limits, SSE streaming, OpenAI's error
  * shape), request parsing and validation (req.c), and the scheduler (sched.c): one thread owns the
  * model and its slots (one KV cache each); every step it runs the next token of every decoding slot
- * together as one pass of M = active rows (model_forward_batch), and prefills waiting prompts in
- * chunks of MODEL_CHUNK rows between steps. A slot keeps the ids of what its cache holds, so a
+ * together as one pass of M = active rows (model_forward_batch); waiting prompts are read in the same
+ * passes in i8 mode (up to MODEL_CHUNK rows a pass), in chunks of their own between steps in f32 mode. A slot keeps the ids of what its cache holds, so a
  * prompt that shares a prefix with the previous one served there reuses that KV (timings.cache_n).
  * Greedy output never depends on who else is served (model.h: model_forward_batch).
  * Must not touch argv, exit or signals (the program owns them), nor model or kernel internals.

@@ -3,7 +3,8 @@
  * head_dim 16 (one head at a time), 64 (groups of up to 4 heads), 96 and 128 (groups of 2), 72 (not a
  * multiple of 16: the portable fallback), group sizes 1..7, positions 1..300, peaked and flat scores;
  * each over an fp32 cache (attend) and an fp16 one (attend_h, against the reference on the rounded
- * values). Rows this CPU lacks are skipped by name. */
+ * values). attend_h of several query rows at once (a prompt chunk) must give every row the bits of a
+ * call of that row alone. Rows this CPU lacks are skipped by name. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,7 +85,7 @@ int main(void)
                         memcpy(q, q0, sizeof(float) * g * hd);
                         for (int h = 0; h < g; h++)
                             reference(q + (size_t)h * hd, k, v, n, hd, scale, ref + (size_t)h * hd);
-                        row->attend_h(q, g, kh, vh, n, hd, (float)scale, att, as);
+                        row->attend_h(q, (size_t)g * hd, 1, g, kh, vh, n, hd, (float)scale, att, as);
                         worst = 0;
                         for (int i = 0; i < g * hd; i++)
                             worst = fmax(worst, fabs(q[i] - ref[i]));
@@ -93,6 +94,39 @@ int main(void)
                                row->name, hd, n, g, spread[d], worst);
                         free(q), free(q0), free(k), free(v), free(kh), free(vh), free(att), free(ref);
                     }
+    }
+    /* attend_h over several rows: bit-identical to one row at a time, for every row of the table */
+    for (int isa = 0; isa < KERN_ISA_COUNT; isa++) {
+        const kern_isa *row = kern_isa_row(isa);
+        if (!kern_isa_supported(isa))
+            continue;
+        static const int rws[] = {2, 3, 8, 40}, n0s[] = {1, 6, 33, 130}, hds2[] = {64, 128, 72}, gs2[] = {1, 4, 7};
+        unsigned seed = 11;
+        int cases = 0, same = 1;
+        for (size_t a = 0; a < 4; a++)
+            for (size_t b = 0; b < 4; b++)
+                for (size_t c = 0; c < 3; c++)
+                    for (size_t d = 0; d < 3; d++) {
+                        int rows = rws[a], n0 = n0s[b], hd = hds2[c], g = gs2[d], n = n0 + rows - 1;
+                        size_t qs = (size_t)g * hd + 8, as = (size_t)n + 3;
+                        float *q = malloc(sizeof(float) * qs * rows), *q1 = malloc(sizeof(float) * qs * rows);
+                        float *att = malloc(sizeof(float) * as * rows * g);
+                        uint16_t *kh = malloc(2 * (size_t)n * hd), *vh = malloc(2 * (size_t)n * hd);
+                        for (size_t i = 0; i < qs * rows; i++)
+                            q[i] = q1[i] = (float)(urand(&seed) * 8.0);
+                        for (int i = 0; i < n * hd; i++)
+                            kh[i] = ogk_f32_to_f16((float)urand(&seed)), vh[i] = ogk_f32_to_f16((float)urand(&seed));
+                        float scale = 1.0f / sqrtf((float)hd);
+                        row->attend_h(q, qs, rows, g, kh, vh, n0, hd, scale, att, as);
+                        for (int r = 0; r < rows; r++)
+                            row->attend_h(q1 + (size_t)r * qs, qs, 1, g, kh, vh, n0 + r, hd, scale, att, as);
+                        for (int r = 0; r < rows; r++)
+                            same &= !memcmp(q + (size_t)r * qs, q1 + (size_t)r * qs, sizeof(float) * g * hd);
+                        cases++;
+                        free(q), free(q1), free(att), free(kh), free(vh);
+                    }
+        TAP_OK(same, "%s: attend_h of 2-40 rows at once gives each row the bits of a call of its own (%d cases)",
+               row->name, cases);
     }
     return TAP_DONE();
 }
