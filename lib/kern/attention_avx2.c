@@ -86,6 +86,25 @@ static inline __attribute__((always_inline)) void wsum(float *out, const float *
         _mm256_storeu_ps(out + 8 * i, o[i]);
 }
 
+/* head_dim 64: the scaled scores of 4 consecutive key rows k (64 floats apart) against the query in qv,
+ * four FMA chains then one horizontal reduction for the four; each lane's arithmetic is its own row's
+ * alone (the fp16 path relies on it: a partial block is padded with zero rows) */
+static inline __attribute__((always_inline)) __m128 score4(const __m256 *qv, const float *k, float scale)
+{
+    __m256 a0 = _mm256_mul_ps(qv[0], _mm256_loadu_ps(k)), a1 = _mm256_mul_ps(qv[0], _mm256_loadu_ps(k + 64)),
+           a2 = _mm256_mul_ps(qv[0], _mm256_loadu_ps(k + 128)), a3 = _mm256_mul_ps(qv[0], _mm256_loadu_ps(k + 192));
+#pragma GCC unroll 8
+    for (int i = 1; i < 8; i++) {
+        a0 = _mm256_fmadd_ps(qv[i], _mm256_loadu_ps(k + 8 * i), a0);
+        a1 = _mm256_fmadd_ps(qv[i], _mm256_loadu_ps(k + 64 + 8 * i), a1);
+        a2 = _mm256_fmadd_ps(qv[i], _mm256_loadu_ps(k + 128 + 8 * i), a2);
+        a3 = _mm256_fmadd_ps(qv[i], _mm256_loadu_ps(k + 192 + 8 * i), a3);
+    }
+    /* [a0 a1 a2 a3] -> four sums: pairwise adds within lanes, then the two 128-bit halves */
+    __m256 s = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+    return _mm_mul_ps(_mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1)), _mm_set1_ps(scale));
+}
+
 /* head_dim 64 over an fp32 cache: the scores of positions [0, n - n % 4) for g heads, four positions
  * at a time per head (four dot products as four FMA chains against the query in registers, then one
  * horizontal reduction for all four instead of one per score). Returns the first position left to the
@@ -103,21 +122,7 @@ static int scores64(const float *q, int g, const float *kc, int n, float scale, 
             for (int i = 0; i < 8; i++)
                 qv[i] = _mm256_loadu_ps(qh + 8 * i);
             for (int j = 0; j < nb; j += 4) {
-                const float *k = kb + (size_t)j * 64;
-                __m256 a0 = _mm256_mul_ps(qv[0], _mm256_loadu_ps(k)), a1 = _mm256_mul_ps(qv[0], _mm256_loadu_ps(k + 64)),
-                       a2 = _mm256_mul_ps(qv[0], _mm256_loadu_ps(k + 128)),
-                       a3 = _mm256_mul_ps(qv[0], _mm256_loadu_ps(k + 192));
-#pragma GCC unroll 8
-                for (int i = 1; i < 8; i++) {
-                    a0 = _mm256_fmadd_ps(qv[i], _mm256_loadu_ps(k + 8 * i), a0);
-                    a1 = _mm256_fmadd_ps(qv[i], _mm256_loadu_ps(k + 64 + 8 * i), a1);
-                    a2 = _mm256_fmadd_ps(qv[i], _mm256_loadu_ps(k + 128 + 8 * i), a2);
-                    a3 = _mm256_fmadd_ps(qv[i], _mm256_loadu_ps(k + 192 + 8 * i), a3);
-                }
-                /* [a0 a1 a2 a3] -> four sums: pairwise adds within lanes, then the two 128-bit halves */
-                __m256 s = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
-                __m128 d = _mm_mul_ps(_mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1)),
-                                      _mm_set1_ps(scale));
+                __m128 d = score4(qv, kb + (size_t)j * 64, scale);
                 _mm_storeu_ps(att + (size_t)h * as + (size_t)(t0 + j), d);
                 __m128 m = _mm_max_ps(d, _mm_movehl_ps(d, d));
                 m = _mm_max_ss(m, _mm_movehdup_ps(m));
@@ -212,20 +217,7 @@ static void scores64_h(const float *const *qh, float *const *a, int nq, const ui
             for (int i = 0; i < 8; i++)
                 qv[i] = _mm256_loadu_ps(qh[h] + 8 * i);
             for (int j = 0; j < nb4; j += 4) {
-                const float *k = kbuf + (size_t)j * 64;
-                __m256 a0 = _mm256_mul_ps(qv[0], _mm256_load_ps(k)), a1 = _mm256_mul_ps(qv[0], _mm256_load_ps(k + 64)),
-                       a2 = _mm256_mul_ps(qv[0], _mm256_load_ps(k + 128)),
-                       a3 = _mm256_mul_ps(qv[0], _mm256_load_ps(k + 192));
-#pragma GCC unroll 8
-                for (int i = 1; i < 8; i++) {
-                    a0 = _mm256_fmadd_ps(qv[i], _mm256_load_ps(k + 8 * i), a0);
-                    a1 = _mm256_fmadd_ps(qv[i], _mm256_load_ps(k + 64 + 8 * i), a1);
-                    a2 = _mm256_fmadd_ps(qv[i], _mm256_load_ps(k + 128 + 8 * i), a2);
-                    a3 = _mm256_fmadd_ps(qv[i], _mm256_load_ps(k + 192 + 8 * i), a3);
-                }
-                __m256 s = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
-                __m128 d = _mm_mul_ps(_mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1)),
-                                      _mm_set1_ps(scale));
+                __m128 d = score4(qv, kbuf + (size_t)j * 64, scale);
                 if (j + 4 <= nb) {
                     _mm_storeu_ps(a[h] + t0 + j, d);
                     if (mx) {
