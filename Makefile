@@ -23,13 +23,14 @@ CFLAGS_BASE = -std=gnu11 $(OPT) -g -Wall -Wextra -Werror -pthread -Ilib -I$(BUIL
   $(shell pkg-config --cflags libdrm 2>/dev/null) $(SANFLAGS)
 LDFLAGS = $(SANFLAGS)
 
-# per-file ISA flags (files named *_avx2.c, *_avx512.c, *_vbmi.c): the only place that knows about
+# per-file ISA flags (files named *_avx2.c, *_avx512.c, *_vbmi.c, *_amx.c): the only place that knows about
 # instruction sets. Which of them runs is chosen once at run time from cpuid by lib/kern/isa.c, the ISA
 # table. (lib/util/crc32c.c checks for the SSE4.2 crc32 instruction on its own: a checksum, exact on
 # either path, below the kernels' layer.)
 AVX2_FLAGS = -mavx2 -mfma -mf16c -mbmi2
 AVX512_FLAGS = $(AVX2_FLAGS) -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16
 VBMI_FLAGS = $(AVX512_FLAGS) -mavx512vbmi
+AMX_FLAGS = $(VBMI_FLAGS) -mamx-tile -mamx-int8
 
 # modules each program links (dependencies after dependents)
 MODS_oga-info    = pack mdesc tok onnx util
@@ -108,6 +109,7 @@ $(BUILD)/obj/%.o: lib/%.c $(GEN_HDR)
 $(BUILD)/obj/%_avx2.o: ISA = $(AVX2_FLAGS)
 $(BUILD)/obj/%_avx512.o: ISA = $(AVX512_FLAGS)
 $(BUILD)/obj/%_vbmi.o: ISA = $(VBMI_FLAGS)
+$(BUILD)/obj/%_amx.o: ISA = $(AMX_FLAGS)
 
 define module_rule
 $(BUILD)/lib/$(1).a: $(patsubst lib/$(1)/%.c,$(BUILD)/obj/$(1)/%.o,$(wildcard lib/$(1)/*.c))
@@ -178,6 +180,7 @@ $(BUILD)/fuzz/obj/%.o: lib/%.c $(GEN_HDR)
 $(BUILD)/fuzz/obj/%_avx2.o: ISA = $(AVX2_FLAGS)
 $(BUILD)/fuzz/obj/%_avx512.o: ISA = $(AVX512_FLAGS)
 $(BUILD)/fuzz/obj/%_vbmi.o: ISA = $(VBMI_FLAGS)
+$(BUILD)/fuzz/obj/%_amx.o: ISA = $(AMX_FLAGS)
 $(BUILD)/fuzz/obj/onnx/onnx.pb-c.o: $(BUILD)/gen/onnx/onnx.pb-c.c
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -Wno-unused-parameter -c -o $@ $<

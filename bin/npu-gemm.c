@@ -28,7 +28,7 @@ static void usage(FILE *f)
             "  --mode f32|i8       fp32 activations (exact) or int8-quantised activations (default f32)\n"
             "  --device cpu|npu    backend (default cpu; npu needs an amdxdna device and kernel binaries)\n"
             "  -t, --threads N     worker threads (default: online CPUs)\n"
-            "  --kernel ref|avx2|avx512   force a CPU kernel path (also OGAKIT_KERNEL)\n"
+            "  --kernel ref|avx2|avx512|amx   force a CPU kernel path (also OGAKIT_KERNEL)\n"
             "  --reps R            timed launches (default: as many as fit in --time seconds, >= 5)\n"
             "  --time S            time budget per measurement for automatic --reps (default 0.3)\n"
             "  --check-rows R      output columns checked against the reference (default 64; 0: none)\n"

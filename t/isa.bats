@@ -32,7 +32,7 @@ run_all() {
   cat "$W/out"
   [ "$(wc -l <"$W/out")" -eq 4 ]
   [ "$(cut -d' ' -f2 "$W/out" | sort -u)" = 4 ]
-  [ "$(cut -d' ' -f3- "$W/out" | sort -u)" = "OGAKIT_KERNEL=bogus: unknown kernel path (ref, avx2, avx512)" ]
+  [ "$(cut -d' ' -f3- "$W/out" | sort -u)" = "OGAKIT_KERNEL=bogus: unknown kernel path (ref, avx2, avx512, amx)" ]
 }
 
 @test "OGAKIT_KERNEL naming a row this CPU lacks: refused the same way, or skipped when it has them all" {
@@ -40,14 +40,14 @@ run_all() {
   for k in avx2 avx512; do
     OGAKIT_KERNEL=$k npu-gemm --list-devices --bw-mb 1 >/dev/null 2>&1 || missing=$k
   done
-  [ -n "$missing" ] || skip "this CPU runs every row of the table (ref, avx2, avx512)"
+  [ -n "$missing" ] || skip "this CPU runs every row of the table (ref, avx2, avx512, amx)"
   run_all "$missing"
   cat "$W/out"
   [ "$(cut -d' ' -f2 "$W/out" | sort -u)" = 4 ]
   [ "$(cut -d' ' -f3- "$W/out" | sort -u)" = "OGAKIT_KERNEL=$missing: this CPU lacks the instructions it needs" ]
 }
 
-@test "OGAKIT_KERNEL=ref|avx2|avx512: every program runs with each row this CPU supports, and says which" {
+@test "OGAKIT_KERNEL=ref|avx2|avx512|amx: every program runs with each row this CPU supports, and says which" {
   local k
   for k in ref avx2 avx512; do
     if ! OGAKIT_KERNEL=$k npu-gemm --list-devices --bw-mb 1 >"$W/dev.json" 2>/dev/null; then
@@ -68,7 +68,7 @@ run_all() {
   [ "$(echo "$output" | jq -r .kernel)" = ref ]
   run npu-gemm --kernel sse9 --shape 64,64
   [ "$status" -eq 2 ]
-  OGAKIT_KERNEL= npu-gemm --shape 64,64 --reps 1 | jq -e '.kernel | IN("ref", "avx2", "avx512")'
+  OGAKIT_KERNEL= npu-gemm --shape 64,64 --reps 1 | jq -e '.kernel | IN("ref", "avx2", "avx512", "amx")'
 }
 
 @test "npu-gemm --list-devices: the CPU's name and features come from the ISA table" {

@@ -4,13 +4,15 @@
  * lib/model's attention and SwiGLU, the dequantiser q4nx-verify uses, npu-gemm's listing) takes its
  * functions and facts from here.
  *
- * Adding an ISA (AMX): its functions in one new file (kern_amx.c, flags in the Makefile), its feature
+ * Adding an ISA: its functions in one new file (like kern_amx.c, flags in the Makefile), its feature
  * bits below, one row in `rows` (operations it does not speed up point to an existing row's), and its
  * id in enum kern_isa_id. */
 #include "kern_int.h"
 
 #include <cpuid.h>
 #include <pthread.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +20,9 @@
 #define AVX2_NEEDS (KERN_CPU_AVX2 | KERN_CPU_FMA | KERN_CPU_BMI2)
 #define AVX512_NEEDS                                                                                                   \
     (AVX2_NEEDS | KERN_CPU_AVX512F | KERN_CPU_AVX512BW | KERN_CPU_AVX512VL | KERN_CPU_AVX512DQ | KERN_CPU_AVX512VNNI)
+/* AMX: the tile unit with int8 products, its state enabled by the OS (XCR0) and granted to this process;
+ * VBMI because kern_amx.c is compiled with it (every CPU with AMX has it) */
+#define AMX_NEEDS (AVX512_NEEDS | KERN_CPU_AVX512VBMI | KERN_CPU_AMXTILE | KERN_CPU_AMXINT8)
 
 static const kern_isa rows[KERN_ISA_COUNT] = {
     [KERN_ISA_REF] = {
@@ -64,23 +69,53 @@ static const kern_isa rows[KERN_ISA_COUNT] = {
         .swiglu = kern_swiglu_avx512,
         .read = kern_read_avx512,
     },
+    [KERN_ISA_AMX] = { /* the avx512 row with AMX int8 tiles for wide int8 launches (prompt chunks) */
+        .name = "amx",
+        .needs = AMX_NEEDS,
+        .gemv = kern_gemv_avx512,
+        .gemm = kern_gemm_amx,
+        .quant_i8 = kern_quant_rows_avx512,
+        .gemm_i16 = kern_b8_i16_avx512,
+        .quant_i16 = kern_quant_rows_i16_avx512,
+        .rm_band = kern_rm_band_vbmi,
+        .dequant = kern_dequant_rows_avx2,
+        .attend = kern_attend_avx512,
+        .attend_h = kern_attend_h_avx2,
+        .swiglu = kern_swiglu_avx512,
+        .read = kern_read_avx512,
+    },
 };
 
 /* ---- the CPU ---- */
 static const char *const feature_names[] = {"avx2",     "fma",      "f16c",     "bmi2",       "avx512f",    "avx512bw",
-                                            "avx512vl", "avx512dq", "avx512vnni", "avx512bf16", "avx512vbmi"};
+                                            "avx512vl", "avx512dq", "avx512vnni", "avx512bf16", "avx512vbmi",
+                                            "amx-tile", "amx-int8"};
 
 static pthread_once_t cpu_once = PTHREAD_ONCE_INIT;
 static uint32_t cpu; /* KERN_CPU_* bits */
 static kern_isa resolved[KERN_ISA_COUNT]; /* rows as this CPU runs them (rm_band without its extras: ref) */
 static char cpu_model[256];
 
+/* Linux hands out the AMX tile data state per process, on request (arch_prctl ARCH_REQ_XCOMP_PERM for
+ * XFEATURE_XTILEDATA = 18; public uAPI numbers); without the grant the first tile instruction faults.
+ * 1 if the process has it afterwards. */
+static int amx_grant(void)
+{
+    enum { ARCH_GET_XCOMP_PERM = 0x1022, ARCH_REQ_XCOMP_PERM = 0x1023, XFEATURE_XTILEDATA = 18 };
+    unsigned long perm = 0;
+    if (syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) != 0)
+        return 0;
+    if (syscall(SYS_arch_prctl, ARCH_GET_XCOMP_PERM, &perm) != 0)
+        return 0;
+    return !!(perm & (1ul << XFEATURE_XTILEDATA));
+}
+
 static void cpu_read(void)
 {
     /* cpuid (public bit positions of Intel's SDM / AMD's APM), and XGETBV for what the OS saves: the
      * YMM state for AVX/AVX2, and the opmask and ZMM states for AVX-512. Read directly rather than by
      * __builtin_cpu_supports, whose feature names differ between compilers (clang 14 has no "f16c"). */
-    uint32_t f = 0, a, b, c1, d, b7 = 0, c7 = 0, a71 = 0, c;
+    uint32_t f = 0, a, b, c1, d, b7 = 0, c7 = 0, d7 = 0, a71 = 0, c;
     if (__get_cpuid(1, &a, &b, &c1, &d)) {
         uint64_t xcr0 = 0;
         if (c1 & (1u << 27)) { /* OSXSAVE: XGETBV is there */
@@ -90,7 +125,7 @@ static void cpu_read(void)
         }
         int ymm = (c1 & (1u << 28)) && (xcr0 & 0x6) == 0x6, zmm = ymm && (xcr0 & 0xe0) == 0xe0;
         if (__get_cpuid_max(0, NULL) >= 7) {
-            __cpuid_count(7, 0, a, b7, c7, d);
+            __cpuid_count(7, 0, a, b7, c7, d7);
             if (a >= 1) /* the highest subleaf of leaf 7 */
                 __cpuid_count(7, 1, a71, b, c, d);
         }
@@ -109,6 +144,9 @@ static void cpu_read(void)
             f |= (c7 & (1u << 11)) ? KERN_CPU_AVX512VNNI : 0;
             f |= (a71 & (1u << 5)) ? KERN_CPU_AVX512BF16 : 0;
         }
+        /* AMX-TILE (7.0 EDX bit 24) and AMX-INT8 (bit 25), XCR0's tile config and data bits (17, 18) */
+        if ((d7 & (1u << 24)) && (d7 & (1u << 25)) && (xcr0 & (3ull << 17)) == (3ull << 17) && amx_grant())
+            f |= KERN_CPU_AMXTILE | KERN_CPU_AMXINT8;
     }
     cpu = f;
     for (int i = 0; i < KERN_ISA_COUNT; i++) {
@@ -187,7 +225,7 @@ static void choose(void)
     if (env && *env) {
         int id = kern_isa_find(env);
         if (id < 0)
-            snprintf(choice_error, sizeof choice_error, "OGAKIT_KERNEL=%s: unknown kernel path (ref, avx2, avx512)", env);
+            snprintf(choice_error, sizeof choice_error, "OGAKIT_KERNEL=%s: unknown kernel path (ref, avx2, avx512, amx)", env);
         else if (!kern_isa_supported(id))
             snprintf(choice_error, sizeof choice_error, "OGAKIT_KERNEL=%s: this CPU lacks the instructions it needs",
                      env);

@@ -31,19 +31,19 @@ void kern_dequant_rows(const ogk_qtensor *W, uint32_t row0, uint32_t nrows, floa
 /* ---- per-thread scratch for the prepared X (grows, freed at thread exit) ---- */
 static pthread_key_t scratch_key;
 static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+#define SCRATCH_SLOTS 3
 typedef struct {
-    void *p[2];
-    size_t cap[2];
+    void *p[SCRATCH_SLOTS];
+    size_t cap[SCRATCH_SLOTS];
 } scratch;
 static void scratch_free(void *s)
 {
-    if (s)
-        free(((scratch *)s)->p[0]), free(((scratch *)s)->p[1]);
+    for (int i = 0; s && i < SCRATCH_SLOTS; i++)
+        free(((scratch *)s)->p[i]);
     free(s);
 }
 static void scratch_init(void) { pthread_key_create(&scratch_key, scratch_free); }
-/* slot 0: the prepared X (calling thread); slot 1: an rm band converted to b8 (any worker) */
-static void *scratch_get(int slot, size_t n)
+void *kern_scratch(int slot, size_t n)
 {
     pthread_once(&scratch_once, scratch_init);
     scratch *s = pthread_getspecific(scratch_key);
@@ -135,7 +135,7 @@ static void run_rm_bands(void *a, size_t b, size_t e, int worker)
     const ogk_qtensor *W = ra->j->W;
     size_t kb = W->k_blocks, ss = ogk_dtype_size(W->scale_dtype);
     size_t cbytes = 2 * kb * W->block * 8, sbytes = 2 * kb * 16 * ss, zbytes = W->has_zp ? 2 * kb * 16 : 0;
-    uint8_t *buf = scratch_get(1, cbytes + sbytes + zbytes + 128);
+    uint8_t *buf = kern_scratch(1, cbytes + sbytes + zbytes + 128);
     if (!buf)
         abort();
     for (size_t band = b; band < e; band++) {
@@ -204,7 +204,8 @@ static int matmul(const kern_isa *isa, kern_pool *p, const ogk_qtensor *W, const
     size_t per_row = mode == KERN_I8    ? (size_t)kp + (size_t)kb * 12
                      : mode == KERN_I16 ? 2 * (size_t)kp + (size_t)kb * 12
                                         : (size_t)kp * 4 + (size_t)kb * 4;
-    uint8_t *buf = scratch_get(0, per_row * mc_max + 64);
+    /* + 16 rows of kp bytes: the AMX tiles read up to 15 activation rows past the last (kern_amx.c) */
+    uint8_t *buf = kern_scratch(0, per_row * mc_max + (size_t)kp * 16 + 64);
     if (!buf)
         return ogk_fail(e, "out of memory for %d x %u activations", mc_max, kp);
     for (int m0 = 0; m0 < M; m0 += KERN_CHUNK_M) {

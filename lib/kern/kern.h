@@ -40,13 +40,14 @@
  * source had there).
  *
  * The ISA table (isa.c, in the spirit of ggml's type traits): one static const row of function
- * pointers per instruction set ("ref" scalar, "avx2", "avx512" = AVX-512 F/BW/VL/DQ/VNNI) holding every
+ * pointers per instruction set ("ref" scalar, "avx2", "avx512" = AVX-512 F/BW/VL/DQ/VNNI, "amx" = the avx512
+ * row with AMX-INT8 tiles for int8 launches of 16 rows and more) holding every
  * per-ISA operation: the b8 GEMM micro-kernels and M = 1 GEMV bodies, int8 activation quantisation,
  * the rm -> b8 band shuffle, dequantisation, one query row's attention, SwiGLU, the read-probe loop.
- * The row is chosen once, from cpuid, or forced by OGAKIT_KERNEL=ref|avx2|avx512 (an unknown or
+ * The row is chosen once, from cpuid, or forced by OGAKIT_KERNEL=ref|avx2|avx512|amx (an unknown or
  * unsupported name is an error of kern_isa_init, which every program turns into the same refusal:
- * exit 4, OGK_EXIT_INIT). isa.c is the only file that reads cpuid or OGAKIT_KERNEL. Adding an ISA
- * (AMX) means one new file with its functions and one row in isa.c.
+ * exit 4, OGK_EXIT_INIT). isa.c is the only file that reads cpuid or OGAKIT_KERNEL (and asks Linux for
+ * the AMX tile state). Adding an ISA means one new file with its functions and one row in isa.c.
  * The b8 layout is the fast one; rm is moved one 32-row band at a time into b8 order in per-thread
  * scratch (with AVX-512 VBMI byte shuffles when the row and the CPU have them) and then multiplied by
  * the same micro-kernels.
@@ -83,10 +84,10 @@ typedef void (*kern_range_fn)(void *arg, size_t begin, size_t end, int worker);
 void kern_pool_for(kern_pool *p, size_t n, size_t grain, kern_range_fn fn, void *arg);
 
 /* ---- the ISA table (isa.c) ---- */
-enum kern_isa_id { KERN_ISA_REF = 0, KERN_ISA_AVX2 = 1, KERN_ISA_AVX512 = 2, KERN_ISA_COUNT };
+enum kern_isa_id { KERN_ISA_REF = 0, KERN_ISA_AVX2 = 1, KERN_ISA_AVX512 = 2, KERN_ISA_AMX = 3, KERN_ISA_COUNT };
 typedef struct kern_job kern_job; /* one M-chunk of a matmul, X prepared (kern_int.h) */
 typedef struct kern_isa {
-    const char *name;  /* "ref", "avx2", "avx512": what OGAKIT_KERNEL and --kernel take */
+    const char *name;  /* "ref", "avx2", "avx512", "amx": what OGAKIT_KERNEL and --kernel take */
     uint32_t needs;    /* CPU features (KERN_CPU_* bits of isa.c) the row requires */
     /* b8 row blocks [rb0, rb1) of a job: M = 1 (decode, memory-bound) and M > 1 (tiles). NULL on the
      * ref row, whose matmul is kern_ref_rows. */
@@ -120,7 +121,7 @@ typedef struct kern_isa {
 } kern_isa;
 
 /* Choose the row once: OGAKIT_KERNEL if set, else the widest row this CPU supports. 0, or -1 with e
- * filled ("OGAKIT_KERNEL=x: unknown kernel path (ref, avx2, avx512)" / "...: this CPU lacks the
+ * filled ("OGAKIT_KERNEL=x: unknown kernel path (ref, avx2, avx512, amx)" / "...: this CPU lacks the
  * instructions it needs"); programs exit OGK_EXIT_INIT on it. Later calls return the first answer. */
 int kern_isa_init(ogk_error *e);
 /* The chosen row (kern_isa_init on first use; if that failed, the ref row). */

@@ -32,8 +32,13 @@ enum {
     KERN_CPU_AVX2 = 1u << 0, KERN_CPU_FMA = 1u << 1, KERN_CPU_F16C = 1u << 2, KERN_CPU_BMI2 = 1u << 3,
     KERN_CPU_AVX512F = 1u << 4, KERN_CPU_AVX512BW = 1u << 5, KERN_CPU_AVX512VL = 1u << 6,
     KERN_CPU_AVX512DQ = 1u << 7, KERN_CPU_AVX512VNNI = 1u << 8, KERN_CPU_AVX512BF16 = 1u << 9,
-    KERN_CPU_AVX512VBMI = 1u << 10,
+    KERN_CPU_AVX512VBMI = 1u << 10, KERN_CPU_AMXTILE = 1u << 11, KERN_CPU_AMXINT8 = 1u << 12,
 };
+
+/* per-thread scratch of the kernels (kern.c): slot 0 the prepared X (calling thread), 1 an rm band in b8
+ * order, 2 the AMX tiles' unpacked codes. Grows to the largest n asked, 64-byte aligned, freed at thread
+ * exit; NULL when out of memory. */
+void *kern_scratch(int slot, size_t n);
 
 /* ---- ref (kern_ref.c): the scalar definitions ---- */
 void kern_quant_rows_ref(const float *x, int M, uint32_t k, uint32_t block, int8_t *q, float *d, int32_t *qs);
@@ -64,6 +69,12 @@ void kern_quant_rows_avx512(const float *x, int M, uint32_t k, uint32_t block, i
 void kern_b8_i16_avx512(const kern_job *j, uint32_t rb0, uint32_t rb1);
 void kern_quant_rows_i16_avx512(const float *x, int M, uint32_t k, uint32_t block, int8_t *q1, int8_t *q2, float *d,
                                 int32_t *qs);
+/* ---- amx (kern_amx.c): int8 tiles for KERN_I8 launches of KERN_AMX_MIN_M rows or more; the rest goes to
+ * kern_gemm_avx512. Activation tiles read up to 15 rows (of kp bytes) past the launch's xq rows. ---- */
+#ifndef KERN_AMX_MIN_M
+#define KERN_AMX_MIN_M 16
+#endif
+void kern_gemm_amx(const kern_job *j, uint32_t rb0, uint32_t rb1);
 void kern_rm_band_vbmi(const ogk_qtensor *W, uint32_t band, uint8_t *codes, void *scales, uint8_t *zeros); /* kern_vbmi.c */
 void kern_attend_avx2(float *q, int g, const float *kc, const float *vc, int n, int hd, float scale, float *att,
                       size_t as);

@@ -289,6 +289,39 @@ int main(void)
                     }
     }
 
+    /* the amx row's int8 tiles give the avx512 row's results bit for bit (the same exact integer group
+     * sums, scaled with the same fused multiply-add in the same group order), on launches wide enough
+     * to use the tiles (16 rows and more, with a partial last 16-row block), every block size, odd N and K */
+    if (kern_isa_supported(KERN_ISA_AMX)) {
+        static const shape bs[] = {{300, 896, 32}, {37, 200, 16}, {50, 520, 64}, {33, 300, 128}, {70, 1024, 256},
+                                   {20, 4100, 4096}};
+        static const int bm[] = {16, 17, 31, 48, 130};
+        int same = 1;
+        char why[256] = "";
+        for (size_t si = 0; si < sizeof bs / sizeof *bs && same; si++)
+            for (int zp = 0; zp < 2 && same; zp++)
+                for (size_t mi = 0; mi < sizeof bm / sizeof *bm && same; mi++) {
+                    tensor T;
+                    make(&T, OGK_B8, bs[si].n, bs[si].k, bs[si].block, zp ? OGK_F16 : OGK_F32, zp);
+                    int M = bm[mi];
+                    float *x = make_x(M, bs[si].k), *ya = malloc((size_t)M * bs[si].n * 4),
+                          *yb = malloc((size_t)M * bs[si].n * 4);
+                    ogk_error e;
+                    int rc = kern_matmul_isa(KERN_ISA_AMX, pool, &T.t, x, M, ya, KERN_I8, &e) |
+                             kern_matmul_isa(KERN_ISA_AVX512, pool, &T.t, x, M, yb, KERN_I8, &e);
+                    if (rc || memcmp(ya, yb, (size_t)M * bs[si].n * 4)) {
+                        same = 0;
+                        snprintf(why, sizeof why, ": N=%u K=%u B=%u M=%d %s differs", bs[si].n, bs[si].k,
+                                 bs[si].block, M, zp ? "asym" : "sym");
+                    }
+                    free(x), free(ya), free(yb);
+                    drop(&T);
+                }
+        TAP_OK(same, "amx i8 tiles are bit-identical to the avx512 row's (M 16..130, blocks 16..4096)%s", why);
+    } else {
+        printf("ok %d - # skip row amx: not supported on this CPU (no AMX-INT8, or no tile state granted)\n", ++tap_n);
+    }
+
     /* thread count does not change results (each output is computed by one thread, same order) */
     {
         tensor T;
