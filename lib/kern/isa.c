@@ -65,7 +65,7 @@ static const kern_isa rows[KERN_ISA_COUNT] = {
         .rm_band_needs = KERN_CPU_AVX512VBMI,
         .dequant = kern_dequant_rows_avx2,
         .attend = kern_attend_avx512,
-        .attend_h = kern_attend_h_avx2, /* F16C loads; AVX-512 machines run the AVX2 code */
+        .attend_h = kern_attend_h_avx512,
         .swiglu = kern_swiglu_avx512,
         .read = kern_read_avx512,
     },
@@ -80,7 +80,7 @@ static const kern_isa rows[KERN_ISA_COUNT] = {
         .rm_band = kern_rm_band_vbmi,
         .dequant = kern_dequant_rows_avx2,
         .attend = kern_attend_avx512,
-        .attend_h = kern_attend_h_avx2,
+        .attend_h = kern_attend_h_avx512,
         .swiglu = kern_swiglu_avx512,
         .read = kern_read_avx512,
     },

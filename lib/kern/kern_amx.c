@@ -108,6 +108,9 @@ static void tile_amx(const kern_job *j, uint32_t rb, int m0, const int8_t *ub, u
         y[i] = _mm512_setzero_ps();
     const int8_t *xa = j->xq + (size_t)m0 * kp;
     for (uint32_t g = 0; g < kb + 2; g++) {
+        if (g + 4 < kb) /* the B rows of group g + 4 into L1 (the unpacked codes are in L2) */
+            for (uint32_t o = 0; o < B * 16; o += 64)
+                _mm_prefetch((const char *)ub + (size_t)(g + 4) * B * 16 + o, _MM_HINT_T0);
         if (g < kb) {
             switch (g & 3) {
             case 0: GROUP_PRODUCTS(0, 4, 6); break;
