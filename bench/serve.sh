@@ -9,7 +9,8 @@
 # machine.
 #
 #   bench/serve.sh [REQUESTS_PER_STREAM]     (env: THREADS=2, GEN=128, MODE=i8, MODEL=a .q4nx to use,
-#                                             PEER=0 to skip llama-server)
+#                                             PEER=0 to skip llama-server, LLAMA=noamx|native: which
+#                                             llama.cpp build serves as the peer, default noamx)
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 bin=${OGAKIT_BUILD:-$top/build}/bin
@@ -37,7 +38,7 @@ kill "$server"; wait "$server" 2>/dev/null || true; server=
 
 # the peer: llama-server on the same weights
 [ "${PEER:-1}" = 1 ] || exit 0
-llama=$("$top/tools/llama-cpp.sh" --check --server-only 2>/dev/null) || { echo "# llama-server: not built (tools/llama-cpp.sh); no peer row" >&2; exit 0; }
+llama=$("$top/tools/llama-cpp.sh" --check --server-only "${LLAMA:-noamx}" 2>/dev/null) || { echo "# llama-server: not built (tools/llama-cpp.sh); no peer row" >&2; exit 0; }
 q4nx-gguf -o "$work/model.gguf" "$model" 2>/dev/null || q4nx-gguf --widen -o "$work/model.gguf" "$model"
 lport=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 "$llama/llama-server" -m "$work/model.gguf" --host 127.0.0.1 --port "$lport" -np 16 -c $((16 * 1024)) -t "$threads" \

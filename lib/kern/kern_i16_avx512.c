@@ -103,8 +103,56 @@ TILE16(2, 2)
 TILE16(2, 3)
 TILE16(2, 4)
 
+/* M = 1 (decode's classifier): row blocks in memory order, so the codes are one linear stream (with
+ * software prefetch), four int32 accumulators (two planes x low/high nibbles). Per group the same
+ * exact integer Σ code·Q and the same fp32 operations as the tiles, so a row's logits have the same bits
+ * in a pass of one row and in a pass of several (the server's batching relies on it). */
+INLINE void gemv_i16_body(const kern_job *j, uint32_t rb0, uint32_t rb1, const uint32_t B)
+{
+    const ogk_qtensor *W = j->W;
+    const uint32_t kb = W->k_blocks, cpg = B / 8;
+    const __m512i m4 = _mm512_set1_epi8(0x0F), c254 = _mm512_set1_epi32(254);
+    const uint8_t *cp = W->codes + (size_t)rb0 * kb * B * 8;
+    for (uint32_t rb = rb0; rb < rb1; rb++) {
+        __m512 y = _mm512_setzero_ps();
+        for (uint32_t g = 0; g < kb; g++, cp += B * 8) {
+            const int8_t *p1 = j->xq + (size_t)g * B, *p2 = j->xq2 + (size_t)g * B;
+            { /* the scales (and zero points) of the group PF_BYTES of codes ahead: their own streams */
+                size_t ga = ((size_t)rb * kb + g) * 16 + (size_t)(PF_BYTES / (B * 8) + 1) * 16;
+                _mm_prefetch((const char *)W->scales + ga * ogk_dtype_size(W->scale_dtype), _MM_HINT_T0);
+                if (W->has_zp)
+                    _mm_prefetch((const char *)W->zeros + ga, _MM_HINT_T0);
+            }
+            __m512i a1 = _mm512_setzero_si512(), b1 = a1, a2 = a1, b2 = a1;
+#pragma GCC unroll 16
+            for (uint32_t c = 0; c < cpg; c++) {
+                __m512i w = _mm512_loadu_si512(cp + c * 64);
+                _mm_prefetch((const char *)cp + c * 64 + PF_BYTES, _MM_HINT_T0);
+                __m512i lo = _mm512_and_si512(w, m4), hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), m4);
+                a1 = _mm512_dpbusd_epi32(a1, lo, bcast4(p1 + c * 8));
+                b1 = _mm512_dpbusd_epi32(b1, hi, bcast4(p1 + c * 8 + 4));
+                a2 = _mm512_dpbusd_epi32(a2, lo, bcast4(p2 + c * 8));
+                b2 = _mm512_dpbusd_epi32(b2, hi, bcast4(p2 + c * 8 + 4));
+            }
+            size_t gi = ((size_t)rb * kb + g) * 16;
+            __m512i dot = _mm512_add_epi32(_mm512_mullo_epi32(_mm512_add_epi32(a1, b1), c254), _mm512_add_epi32(a2, b2));
+            __m512 t = _mm512_fnmadd_ps(load_zeros(W, gi), _mm512_set1_ps(j->xqf[g]), _mm512_cvtepi32_ps(dot));
+            y = _mm512_fmadd_ps(_mm512_mul_ps(load_scales(W, gi), _mm512_set1_ps(j->xd[g])), t, y);
+        }
+        store_rows(j, rb, 0, y);
+    }
+}
+
+static void gemv_i16_32(const kern_job *j, uint32_t rb0, uint32_t rb1) { gemv_i16_body(j, rb0, rb1, 32); }
+static void gemv_i16_128(const kern_job *j, uint32_t rb0, uint32_t rb1) { gemv_i16_body(j, rb0, rb1, 128); }
+static void gemv_i16_any(const kern_job *j, uint32_t rb0, uint32_t rb1) { gemv_i16_body(j, rb0, rb1, j->W->block); }
+
 void kern_b8_i16_avx512(const kern_job *j, uint32_t rb0, uint32_t rb1)
 {
+    if (j->M == 1) {
+        (j->W->block == 32 ? gemv_i16_32 : j->W->block == 128 ? gemv_i16_128 : gemv_i16_any)(j, rb0, rb1);
+        return;
+    }
     typedef void (*fn)(const kern_job *, uint32_t, int);
     static const fn tiles[] = {0, i16_2_1, i16_2_2, i16_2_3, i16_2_4};
     uint32_t rb = rb0;

@@ -5,7 +5,9 @@
  * (kb + 8)·2^-23·Σ_g |scale·d|·(Σ code·|Q| + zp·Σ|Q|)), over odd shapes, both layouts, f32/f16/bf16
  * scales, with and without zero points, M = 1, 2, 5, 16, 33; the error against the exact product
  * (fp32 activations, summed in double) is at most 1e-4 of max|y| and far below the int8 mode's.
- * The same for the avx2 row (vpmaddubsw). Each row is skipped by name on a CPU without it. */
+ * The same for the avx2 row (vpmaddubsw). A row's outputs have the same bits alone (M = 1, the decode
+ * classifier's GEMV) and inside launches of 2..33 rows (the tiles): the server's batching relies on it.
+ * Each row is skipped by name on a CPU without it. */
 #include "tap.h"
 #include "kern/kern.h"
 #include "q4nx/q4nx.h"
@@ -77,7 +79,7 @@ static void row_tests(int id, kern_pool *pool);
 int main(void)
 {
     ogk_prog_set("kern_i16");
-    static const int rows[] = {KERN_ISA_AVX2, KERN_ISA_AVX512};
+    static const int rows[] = {KERN_ISA_AVX2, KERN_ISA_AVX512, KERN_ISA_AMX};
     kern_pool *pool = kern_pool_new(3);
     for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
         const char *name = kern_isa_row(rows[i])->name;
@@ -198,4 +200,32 @@ static void row_tests(int id, kern_pool *pool)
         drop(&T);
     }
 
+    /* one row alone (M = 1) gives the bits it gets inside a launch of several rows */
+    {
+        static const int Ms[] = {2, 5, 16, 33};
+        int same = 1;
+        why[0] = 0;
+        for (int layout = OGK_RM; layout <= OGK_B8 && same; layout++)
+            for (int zp = 0; zp < 2 && same; zp++) {
+                tensor T;
+                make(&T, layout, 70, 520, layout == OGK_RM ? 64 : 32, zp ? OGK_F16 : OGK_F32, zp);
+                for (size_t mi = 0; mi < sizeof Ms / sizeof *Ms && same; mi++) {
+                    int M = Ms[mi];
+                    float *x = make_x(M, 520), *ym = malloc((size_t)M * 70 * 4), *y1 = malloc(70 * 4);
+                    ogk_error e;
+                    kern_matmul_isa(id, pool, &T.t, x, M, ym, KERN_I16, &e);
+                    for (int r = 0; r < M && same; r++) {
+                        kern_matmul_isa(id, pool, &T.t, x + (size_t)r * 520, 1, y1, KERN_I16, &e);
+                        if (memcmp(y1, ym + (size_t)r * 70, 70 * 4)) {
+                            same = 0;
+                            snprintf(why, sizeof why, ": %s %s M=%d row %d differs", ogk_layout_name(layout),
+                                     zp ? "asym" : "sym", M, r);
+                        }
+                    }
+                    free(x), free(ym), free(y1);
+                }
+                drop(&T);
+            }
+        TAP_OK(same, "%s i16: each row alone has the bits it has in a launch of 2-33 rows%s", isa->name, why);
+    }
 }

@@ -289,6 +289,42 @@ int main(void)
                     }
     }
 
+    /* i8: a row alone (M = 1, the GEMV) has the bits it has inside launches of several rows (tiles, and
+     * on the amx row the AMX tiles from 16 rows): exact integer group sums, the same fp32 steps. The
+     * server's continuous batching and prefix cache rely on it. */
+    for (int isa = KERN_ISA_AVX2; isa < KERN_ISA_COUNT; isa++) {
+        if (!kern_isa_supported(isa)) {
+            skip_row(isa);
+            continue;
+        }
+        static const int bm[] = {2, 8, 17, 40, 130};
+        int same = 1;
+        char why[200] = "";
+        for (int layout = OGK_RM; layout <= OGK_B8 && same; layout++)
+            for (int zp = 0; zp < 2 && same; zp++) {
+                tensor T;
+                make(&T, layout, 50, 200, 32, zp ? OGK_BF16 : OGK_F32, zp);
+                for (size_t mi = 0; mi < sizeof bm / sizeof *bm && same; mi++) {
+                    int M = bm[mi];
+                    float *x = make_x(M, 200), *ym = malloc((size_t)M * 50 * 4), *y1 = malloc(50 * 4);
+                    ogk_error e;
+                    kern_matmul_isa(isa, pool, &T.t, x, M, ym, KERN_I8, &e);
+                    for (int r = 0; r < M && same; r++) {
+                        kern_matmul_isa(isa, pool, &T.t, x + (size_t)r * 200, 1, y1, KERN_I8, &e);
+                        if (memcmp(y1, ym + (size_t)r * 50, 50 * 4)) {
+                            same = 0;
+                            snprintf(why, sizeof why, ": %s %s M=%d row %d differs", ogk_layout_name(layout),
+                                     zp ? "asym" : "sym", M, r);
+                        }
+                    }
+                    free(x), free(ym), free(y1);
+                }
+                drop(&T);
+            }
+        TAP_OK(same, "%s i8: each row alone has the bits it has in a launch of 2-130 rows%s", kern_isa_row(isa)->name,
+               why);
+    }
+
     /* the amx row's int8 tiles give the avx512 row's results bit for bit (the same exact integer group
      * sums, scaled with the same fused multiply-add in the same group order), on launches wide enough
      * to use the tiles (16 rows and more, with a partial last 16-row block), every block size, odd N and K */
