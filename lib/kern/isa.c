@@ -75,7 +75,7 @@ static const kern_isa rows[KERN_ISA_COUNT] = {
         .gemv = kern_gemv_avx512,
         .gemm = kern_gemm_amx,
         .quant_i8 = kern_quant_rows_avx512,
-        .gemm_i16 = kern_b8_i16_avx512,
+        .gemm_i16 = kern_b8_i16_amx,
         .quant_i16 = kern_quant_rows_i16_avx512,
         .rm_band = kern_rm_band_vbmi,
         .dequant = kern_dequant_rows_avx2,
@@ -89,7 +89,7 @@ static const kern_isa rows[KERN_ISA_COUNT] = {
 /* ---- the CPU ---- */
 static const char *const feature_names[] = {"avx2",     "fma",      "f16c",     "bmi2",       "avx512f",    "avx512bw",
                                             "avx512vl", "avx512dq", "avx512vnni", "avx512bf16", "avx512vbmi",
-                                            "amx-tile", "amx-int8"};
+                                            "amx_tile", "amx_int8"};
 
 static pthread_once_t cpu_once = PTHREAD_ONCE_INIT;
 static uint32_t cpu; /* KERN_CPU_* bits */

@@ -1,7 +1,8 @@
-/* AMX int8 tiles for the b8 layout in KERN_I8 (compiled with the AVX-512 flags plus -mamx-tile
- * -mamx-int8). The amx row of the ISA table uses them for launches of KERN_AMX_MIN_M rows and more
- * (prompt chunks, wide batches); everything else (M = 1, narrow batches, f32, the 16-bit mode) runs
- * the avx512 row's kernels.
+/* AMX int8 tiles for the b8 layout (compiled with the AVX-512 flags plus -mamx-tile -mamx-int8). The amx
+ * row of the ISA table uses them for KERN_I8 launches of KERN_AMX_MIN_M rows and more (prompt chunks,
+ * wide batches) and for KERN_I16 launches of KERN_AMX16_MIN_M rows and more (the classifier of verify
+ * passes and of the server's batched steps); everything else (M = 1, narrow batches, f32) runs the
+ * avx512 row's kernels.
  *
  * Numerics are those of every KERN_I8 path, and bit for bit those of the avx512 tiles: per (output
  * row n, activation row m, group g) the exact integer t = Σ (code − zp)·q (|t| < 2^23 for B <= 4096, so
@@ -46,15 +47,24 @@ static void amx_configure(uint32_t kt)
     __asm__ volatile("ldtilecfg %0" : : "m"(c) : "memory");
 }
 
-/* row block rb's codes as signed bytes code − zp in B-tile order: out[k / 4][16 rows][4] (kp·16 bytes) */
-INLINE void unpack_rb(const ogk_qtensor *W, uint32_t rb, int8_t *out)
+/* row blocks unpacked at a time: as many as fit in 512 KiB (they are read once per 16 activation rows,
+ * so they should stay in L2), at least one */
+static uint32_t amx_batch(size_t ubytes)
+{
+    size_t n = ((size_t)512 << 10) / ubytes;
+    return n ? (uint32_t)n : 1;
+}
+
+/* row block rb's codes in B-tile order, out[k / 4][16 rows][4] (kp·16 bytes): as signed bytes code − zp
+ * (sub, for TDPBSSD) or as the unsigned codes themselves (for TDPBSUD) */
+INLINE void unpack_rb(const ogk_qtensor *W, uint32_t rb, int8_t *out, const int sub)
 {
     const uint32_t B = W->block, kb = W->k_blocks, cpg = B / 8;
     const __m512i m4 = _mm512_set1_epi8(0x0F), rep = _mm512_set1_epi32(0x01010101);
     const uint8_t *cp = W->codes + (size_t)rb * kb * B * 8;
     for (uint32_t g = 0; g < kb; g++) {
-        __m512i z = _mm512_set1_epi8(8);
-        if (W->has_zp) /* 16 zero points, each repeated over its row's 4 bytes */
+        __m512i z = _mm512_set1_epi8(sub ? 8 : 0);
+        if (sub && W->has_zp) /* 16 zero points, each repeated over its row's 4 bytes */
             z = _mm512_mullo_epi32(
                 _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(W->zeros + ((size_t)rb * kb + g) * 16))), rep);
         for (uint32_t c = 0; c < cpg; c++, cp += 64) {
@@ -140,18 +150,121 @@ void kern_gemm_amx(const kern_job *j, uint32_t rb0, uint32_t rb1)
 {
     const ogk_qtensor *W = j->W;
     const size_t ubytes = (size_t)j->kp * 16; /* one row block's unpacked codes */
-    int8_t *ub = j->mode == KERN_I8 && j->M >= KERN_AMX_MIN_M ? kern_scratch(2, ubytes * (rb1 - rb0)) : NULL;
+    int8_t *ub = j->mode == KERN_I8 && j->M >= KERN_AMX_MIN_M ? kern_scratch(2, ubytes * amx_batch(ubytes)) : NULL;
     if (!ub) { /* other modes, narrow launches (or no memory for the unpacked codes): the avx512 tiles */
         kern_gemm_avx512(j, rb0, rb1);
         return;
     }
-    const uint32_t kt = W->block < 64 ? W->block : 64;
-    for (uint32_t rb = rb0; rb < rb1; rb++)
-        unpack_rb(W, rb, ub + (rb - rb0) * ubytes);
+    const uint32_t kt = W->block < 64 ? W->block : 64, nb = amx_batch(ubytes);
     amx_configure(kt);
-    /* activation rows outside (their 16 x kp bytes stay in L1), row blocks inside */
-    for (int m0 = 0; m0 < j->M; m0 += 16)
-        for (uint32_t rb = rb0; rb < rb1; rb++)
-            tile_amx(j, rb, m0, ub + (rb - rb0) * ubytes, kt);
+    /* row blocks a batch at a time (their unpacked codes stay in L2); in a batch, activation rows
+     * outside (their 16 x kp bytes stay in L1), row blocks inside */
+    for (uint32_t b0 = rb0; b0 < rb1; b0 += nb) {
+        uint32_t b1 = b0 + nb < rb1 ? b0 + nb : rb1;
+        for (uint32_t rb = b0; rb < b1; rb++)
+            unpack_rb(W, rb, ub + (rb - b0) * ubytes, 1);
+        for (int m0 = 0; m0 < j->M; m0 += 16)
+            for (uint32_t rb = b0; rb < b1; rb++)
+                tile_amx(j, rb, m0, ub + (rb - b0) * ubytes, kt);
+    }
+    _tile_release();
+}
+
+/* ---- KERN_I16 (16-bit activations as two int8 planes, Q = 254·q1 + q2): the classifier of passes of
+ * several rows. The codes stay unsigned (TDPBSUD: signed activations x unsigned codes), one C tile per
+ * plane, and per group the tiles' exact Σ code·q1 and Σ code·q2 combine to Σ code·Q (int32), which then
+ * takes the avx512 kernels' fp32 steps (t = cvt(Σ code·Q) − zp·ΣQ; y += (scale·d)·t): a row's result has
+ * the bits of the avx512 GEMV and tiles. Two planes' C tiles per group, double-buffered (tiles 0..3). */
+INLINE void post_group16(const kern_job *j, uint32_t rb, const int *rowi, uint32_t g, const int32_t (*a1)[16],
+                         const int32_t (*a2)[16], __m512 *y)
+{
+    const ogk_qtensor *W = j->W;
+    const uint32_t kb = W->k_blocks;
+    const size_t gi = ((size_t)rb * kb + g) * 16;
+    __m512 s = load_scales(W, gi), z = load_zeros(W, gi);
+    const __m512i c254 = _mm512_set1_epi32(254);
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i++) {
+        size_t xi = (size_t)rowi[i] * kb + g;
+        __m512i dot = _mm512_add_epi32(_mm512_mullo_epi32(_mm512_load_si512(a1[i]), c254), _mm512_load_si512(a2[i]));
+        __m512 t = _mm512_fnmadd_ps(z, _mm512_set1_ps(j->xqf[xi]), _mm512_cvtepi32_ps(dot));
+        y[i] = _mm512_fmadd_ps(_mm512_mul_ps(s, _mm512_set1_ps(j->xd[xi])), t, y[i]);
+    }
+}
+
+#define GROUP_PRODUCTS16(c1, c2)                                                                                       \
+    do {                                                                                                               \
+        _tile_zero(c1);                                                                                                \
+        _tile_zero(c2);                                                                                                \
+        for (uint32_t k0 = g * B; k0 < (g + 1) * B; k0 += kt) {                                                        \
+            _tile_loadd(4, x1 + k0, kp);                                                                               \
+            _tile_loadd(5, x2 + k0, kp);                                                                               \
+            _tile_loadd(6, ub + (size_t)k0 * 16, 64);                                                                  \
+            _tile_dpbsud(c1, 4, 6);                                                                                    \
+            _tile_dpbsud(c2, 5, 6);                                                                                    \
+        }                                                                                                              \
+    } while (0)
+
+static void tile_amx16(const kern_job *j, uint32_t rb, int m0, const int8_t *ub, uint32_t kt)
+{
+    const ogk_qtensor *W = j->W;
+    const uint32_t B = W->block, kb = W->k_blocks, kp = j->kp;
+    int32_t acc[4][2][16][16] __attribute__((aligned(64))); /* [buffer][plane] */
+    int rowi[16];
+    int rows = j->M - m0 < 16 ? j->M - m0 : 16;
+    for (int i = 0; i < 16; i++) /* rows past the launch reuse its last row's scales (results dropped) */
+        rowi[i] = m0 + (i < rows ? i : rows - 1);
+    __m512 y[16];
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i++)
+        y[i] = _mm512_setzero_ps();
+    const int8_t *x1 = j->xq + (size_t)m0 * kp, *x2 = j->xq2 + (size_t)m0 * kp;
+    /* step g: group g's products into tile pair g & 1, group g − 1's pair stored, group g − 2 scaled */
+    for (uint32_t g = 0; g < kb + 2; g++) {
+        if (g < kb) {
+            if (g & 1)
+                GROUP_PRODUCTS16(2, 3);
+            else
+                GROUP_PRODUCTS16(0, 1);
+        }
+        if (g >= 1 && g <= kb) {
+            int32_t (*a)[16][16] = acc[(g - 1) & 3];
+            if ((g - 1) & 1) {
+                _tile_stored(2, a[0], 64);
+                _tile_stored(3, a[1], 64);
+            } else {
+                _tile_stored(0, a[0], 64);
+                _tile_stored(1, a[1], 64);
+            }
+        }
+        if (g >= 2)
+            post_group16(j, rb, rowi, g - 2, (const int32_t(*)[16])acc[(g - 2) & 3][0],
+                         (const int32_t(*)[16])acc[(g - 2) & 3][1], y);
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i++)
+        if (i < rows)
+            store_rows(j, rb, m0 + i, y[i]);
+}
+
+void kern_b8_i16_amx(const kern_job *j, uint32_t rb0, uint32_t rb1)
+{
+    const ogk_qtensor *W = j->W;
+    const size_t ubytes = (size_t)j->kp * 16;
+    int8_t *ub = j->M >= KERN_AMX16_MIN_M ? kern_scratch(2, ubytes * amx_batch(ubytes)) : NULL;
+    if (!ub) {
+        kern_b8_i16_avx512(j, rb0, rb1);
+        return;
+    }
+    const uint32_t kt = W->block < 64 ? W->block : 64, nb = amx_batch(ubytes);
+    amx_configure(kt);
+    for (uint32_t b0 = rb0; b0 < rb1; b0 += nb) {
+        uint32_t b1 = b0 + nb < rb1 ? b0 + nb : rb1;
+        for (uint32_t rb = b0; rb < b1; rb++)
+            unpack_rb(W, rb, ub + (rb - b0) * ubytes, 0);
+        for (int m0 = 0; m0 < j->M; m0 += 16)
+            for (uint32_t rb = b0; rb < b1; rb++)
+                tile_amx16(j, rb, m0, ub + (rb - b0) * ubytes, kt);
+    }
     _tile_release();
 }

@@ -75,6 +75,12 @@ void kern_quant_rows_i16_avx512(const float *x, int M, uint32_t k, uint32_t bloc
 #define KERN_AMX_MIN_M 16
 #endif
 void kern_gemm_amx(const kern_job *j, uint32_t rb0, uint32_t rb1);
+/* KERN_I16 launches of KERN_AMX16_MIN_M rows or more on AMX tiles (bit-identical to kern_b8_i16_avx512,
+ * which runs the rest) */
+#ifndef KERN_AMX16_MIN_M
+#define KERN_AMX16_MIN_M 16
+#endif
+void kern_b8_i16_amx(const kern_job *j, uint32_t rb0, uint32_t rb1);
 void kern_rm_band_vbmi(const ogk_qtensor *W, uint32_t band, uint8_t *codes, void *scales, uint8_t *zeros); /* kern_vbmi.c */
 void kern_attend_avx2(float *q, int g, const float *kc, const float *vc, int n, int hd, float scale, float *att,
                       size_t as);
