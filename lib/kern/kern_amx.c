@@ -11,11 +11,15 @@
  *
  * How: a 64-byte b8 chunk (16 rows x 8 k; dword r = row r's codes for k0..k0+3 in the low nibbles and
  * k0+4..k0+7 in the high ones) is, nibble by nibble, two rows of an AMX B tile in its "4 k per column"
- * order. So for each pair of row blocks the codes are unpacked once per launch into per-thread scratch as
- * signed bytes code − zp (kp·16 bytes per row block), and TDPBSSD multiplies them with the int8
- * activations, which are tile-loaded straight from the prepared X (row stride kp). Per group: 2 A
- * tiles (32 activation rows) x 2 B tiles (32 output rows) -> 4 C tiles of int32 sums, K = min(B, 64)
- * per step; the C tiles go to memory and AVX-512 applies scale·d in fp32.
+ * order. So the row blocks of a work range are unpacked, a batch of at most 512 KiB at a time, into
+ * per-thread scratch as signed bytes code − zp (kp·16 bytes per row block), and TDPBSSD multiplies them
+ * with the int8 activations, which are tile-loaded straight from the prepared X (row stride kp). One
+ * 16 x 16 output tile per (16 activation rows, row block), its fp32 sums in 16 registers over the
+ * groups; K = min(B, 64) per product; per group the C tile goes to memory and AVX-512 applies scale·d.
+ * Four C tiles (and two A, two B tiles) rotate: step g issues group g's products, stores group g − 1's
+ * tile and scales group g − 2's sums. What bounds it (bench/results/2026-12-02c-emr-amx.md): per group
+ * the tile side (zero, loads, product, store) and the vector side (16 x cvt, mul, fma) take about the
+ * same time and, on the machine measured, do not overlap.
  *
  * The tile state: Linux grants it per process (arch_prctl, done by isa.c before it offers this row);
  * each launch loads its configuration with an inline-asm LDTILECFG (GCC 12's _tile_loadconfig
@@ -32,7 +36,8 @@ typedef struct {
     uint8_t rows[16];
 } amx_cfg;
 
-/* tiles: 0..3 C (C[ma][r] = 2·ma + r), 4..5 A (activation rows m0 + 16·ma), 6..7 B (row block rb + r) */
+/* tiles: 0..3 C (rotating over groups), 4..5 A (activation rows), 6..7 B (codes); in the 16-bit mode 0..3 are
+ * two planes' C tiles double-buffered, 4 and 5 the two planes' A tiles, 6 the codes */
 static void amx_configure(uint32_t kt)
 {
     amx_cfg c __attribute__((aligned(64)));
