@@ -41,7 +41,7 @@
  *
  * The ISA table (isa.c, in the spirit of ggml's type traits): one static const row of function
  * pointers per instruction set ("ref" scalar, "avx2", "avx512" = AVX-512 F/BW/VL/DQ/VNNI, "amx" = the avx512
- * row with AMX-INT8 tiles for int8 launches of 16 rows and more) holding every
+ * row with AMX-INT8 tiles for int8 and 16-bit launches of 16 rows and more) holding every
  * per-ISA operation: the b8 GEMM micro-kernels and M = 1 GEMV bodies, int8 activation quantisation,
  * the rm -> b8 band shuffle, dequantisation, one query row's attention, SwiGLU, the read-probe loop.
  * The row is chosen once, from cpuid, or forced by OGAKIT_KERNEL=ref|avx2|avx512|amx (an unknown or
