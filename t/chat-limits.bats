@@ -157,3 +157,30 @@ open('$W/big.txt', 'w').write(' '.join(random.choice(w) + str(random.randint(0, 
   [ "$status" -eq 2 ]
   [[ "$output" == *"--sample-top-k"* ]]
 }
+
+@test "chat: integer division or modulo by zero and integer overflow are refused by name (exit 3), never a NaN or infinite integer" {
+  # found by the chat_render fuzzer (issue 12): range(100 % 0) turned a NaN "integer" into a size
+  local t out
+  local -a tpl=(
+    '{% for i in range(100%000) %}x{% endfor %}|integer division or modulo by zero'
+    '{{ 7 // 0 }}|integer division or modulo by zero'
+    '{{ [1, 2][0 % 0] }}|integer division or modulo by zero'
+    "{% set n = 10 %}{% for i in range(12) %}{% set n = n * n %}{% endfor %}{{ n }}|integer overflow"
+    '{{ messages | tojson(indent=99999999999) }}|tojson indent must be an integer of at most 1000'
+    "{{ 'abc' | indent(99999999999999999999) }}|indent width must be an integer of at most 1000"
+  )
+  for t in "${tpl[@]}"; do
+    printf '%s' "${t%|*}" > "$W/z.jinja"
+    run timeout 20 npu-forward chat --template "$W/z.jinja" "$W/m.json"
+    echo "$t -> $status: $output"
+    [ "$status" -eq 3 ]
+    [[ "$output" == *"${t##*|}"* ]]
+  done
+  # integer arithmetic that stays finite still renders as @huggingface/jinja renders it (JS remainder:
+  # -7 % 3 is -1); where the reference would print NaN (7 % 0) we refuse instead
+  printf '%s' '{{ 7 % 3 }} {{ 7 // 2 }} {{ -7 % 3 }} {{ 2 ** 10 }}' > "$W/ok.jinja"
+  run npu-forward chat --template "$W/ok.jinja" "$W/m.json"
+  [ "$status" -eq 0 ]
+  [ "$output" = "$(cd "$TOP/.cache/node" && node -e 'const {Template} = require("@huggingface/jinja");
+    process.stdout.write(new Template(require("fs").readFileSync(process.argv[1], "utf8")).render({messages: []}))' "$W/ok.jinja")" ]
+}

@@ -241,8 +241,8 @@ static jv call_fn(interp *I, jv fnv, jv *args, size_t nargs, env *E)
     case F_RANGE: {
         double start = 0, stop, step = 1;
         for (size_t i = 0; i < np; i++)
-            if (args[i].t != V_INT)
-                jj_jfail(c, "range() arguments must be integers");
+            if (args[i].t != V_INT || !isfinite(args[i].u.num))
+                jj_jfail(c, "range() arguments must be finite integers");
         if (np == 1) {
             stop = args[0].u.num;
         } else if (np >= 2) {
@@ -258,7 +258,7 @@ static jv call_fn(interp *I, jv fnv, jv *args, size_t nargs, env *E)
         double cnt = step > 0 ? ceil((stop - start) / step) : ceil((start - stop) / -step);
         if (cnt < 0)
             cnt = 0;
-        if (cnt > 1e6)
+        if (!(cnt <= 1e6)) /* NaN too */
             jj_jfail(c, "range() too long");
         jv a = jj_v_arr(c, (size_t)cnt);
         for (size_t i = 0; i < (size_t)cnt; i++)
@@ -330,6 +330,14 @@ static jv call_fn(interp *I, jv fnv, jv *args, size_t nargs, env *E)
     jj_jfail(c, "bad function");
 }
 
+/* an integer operation's result: finite, or the render fails by name */
+static jv int_result(jctx *c, const node *x, double r)
+{
+    if (!isfinite(r))
+        jj_jfail(c, "template line %d: integer overflow", x->line);
+    return v_int(r);
+}
+
 /* JS loose equality for the value kinds templates compare */
 static jv eval_bin(interp *I, node *x, env *E)
 {
@@ -369,18 +377,22 @@ static jv eval_bin(interp *I, node *x, env *E)
     if (lnum && rnum) {
         double a = l.u.num, b = r.u.num;
         int fl = l.t == V_FLOAT || r.t == V_FLOAT;
+        /* integers stay finite (an infinite or NaN "integer" would reach range(), indexing, ...):
+         * division or modulo by zero and overflow are errors, as in Python */
+        if (!fl && b == 0 && (OP("//") || OP("%")))
+            jj_jfail(c, "template line %d: integer division or modulo by zero", x->line);
         if (OP("+"))
-            return fl ? v_float(a + b) : v_int(a + b);
+            return fl ? v_float(a + b) : int_result(c, x, a + b);
         if (OP("-"))
-            return fl ? v_float(a - b) : v_int(a - b);
+            return fl ? v_float(a - b) : int_result(c, x, a - b);
         if (OP("*"))
-            return fl ? v_float(a * b) : v_int(a * b);
+            return fl ? v_float(a * b) : int_result(c, x, a * b);
         if (OP("/"))
             return v_float(a / b);
         if (OP("//"))
-            return fl ? v_float(floor(a / b)) : v_int(floor(a / b));
+            return fl ? v_float(floor(a / b)) : int_result(c, x, floor(a / b));
         if (OP("%"))
-            return fl ? v_float(fmod(a, b)) : v_int(fmod(a, b));
+            return fl ? v_float(fmod(a, b)) : int_result(c, x, fmod(a, b));
         if (OP("<"))
             return v_bool(a < b);
         if (OP(">"))
@@ -538,6 +550,9 @@ static jv eval_member(interp *I, node *x, env *E)
            stp = s->c ? jj_eval(I, s->c, E) : v_undef();
         if ((st.t != V_INT && st.t != V_UNDEF) || (sp.t != V_INT && sp.t != V_UNDEF) || (stp.t != V_INT && stp.t != V_UNDEF))
             jj_jfail(c, "Slice indices must be integers or undefined");
+        if ((st.t == V_INT && !isfinite(st.u.num)) || (sp.t == V_INT && !isfinite(sp.u.num)) ||
+            (stp.t == V_INT && !isfinite(stp.u.num)))
+            jj_jfail(c, "Slice indices must be finite");
         /* elements: array items or code points */
         size_t len = 0;
         size_t *off = NULL;
@@ -612,7 +627,7 @@ static jv eval_member(interp *I, node *x, env *E)
                 cnt++;
             if (i < 0)
                 i += (double)cnt;
-            if (i < 0 || i >= (double)cnt)
+            if (!(i >= 0 && i < (double)cnt)) /* NaN too */
                 return v_undef();
             size_t q = 0;
             for (size_t k = 0; k < (size_t)i; k++)

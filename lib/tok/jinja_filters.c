@@ -35,6 +35,8 @@ static int f_tojson(fargs *a, jv v, jv *out)
         jv ind = jj_kwarg(a->args, a->nargs, "indent"), ea = jj_kwarg(a->args, a->nargs, "ensure_ascii"),
            sk = jj_kwarg(a->args, a->nargs, "sort_keys"), sep = jj_kwarg(a->args, a->nargs, "separators");
         if (ind.t == V_INT) {
+            if (!(fabs(ind.u.num) <= 1000))
+                jj_jfail(c, "tojson indent must be an integer of at most 1000");
             o.indent = (int)ind.u.num;
             if (o.indent > 0)
                 o.item_sep = ",";
@@ -396,9 +398,11 @@ static int f_indent(fargs *a, jv v, jv *out)
     if (v.t != V_STR)
         return 0;
     jv w = arg(a, 0, "width"), first = arg(a, 1, "first"), blank = arg(a, 2, "blank");
-    int width = w.t == V_INT ? (int)w.u.num : 4;
     if (w.t != V_UNDEF && w.t != V_INT)
         jj_jfail(c, "width must be a number");
+    if (w.t == V_INT && !(fabs(w.u.num) <= 1000))
+        jj_jfail(c, "indent width must be an integer of at most 1000");
+    int width = w.t == V_INT ? (int)w.u.num : 4;
     tok_buf *b = jj_tbuf_open(c);
     size_t i = 0;
     int lineno = 0;
