@@ -151,28 +151,37 @@ static void tile_amx(const kern_job *j, uint32_t rb, int m0, const int8_t *ub, u
             store_rows(j, rb, m0 + i, y[i]);
 }
 
-void kern_gemm_amx(const kern_job *j, uint32_t rb0, uint32_t rb1)
+typedef void (*amx_tile_fn)(const kern_job *j, uint32_t rb, int m0, const int8_t *ub, uint32_t kt);
+
+/* One launch's row blocks [rb0, rb1) on the tiles: the codes unpacked a batch at a time (signed code − zp
+ * when sub, else the unsigned codes; a batch stays in L2), and in a batch activation rows outside (their
+ * 16 x kp bytes stay in L1), row blocks inside. 0, or -1 without scratch memory (nothing done). */
+static int amx_launch(const kern_job *j, uint32_t rb0, uint32_t rb1, int sub, amx_tile_fn tile)
 {
     const ogk_qtensor *W = j->W;
     const size_t ubytes = (size_t)j->kp * 16; /* one row block's unpacked codes */
-    int8_t *ub = j->mode == KERN_I8 && j->M >= KERN_AMX_MIN_M ? kern_scratch(2, ubytes * amx_batch(ubytes)) : NULL;
-    if (!ub) { /* other modes, narrow launches (or no memory for the unpacked codes): the avx512 tiles */
-        kern_gemm_avx512(j, rb0, rb1);
-        return;
-    }
     const uint32_t kt = W->block < 64 ? W->block : 64, nb = amx_batch(ubytes);
+    int8_t *ub = kern_scratch(2, ubytes * nb);
+    if (!ub)
+        return -1;
     amx_configure(kt);
-    /* row blocks a batch at a time (their unpacked codes stay in L2); in a batch, activation rows
-     * outside (their 16 x kp bytes stay in L1), row blocks inside */
     for (uint32_t b0 = rb0; b0 < rb1; b0 += nb) {
         uint32_t b1 = b0 + nb < rb1 ? b0 + nb : rb1;
         for (uint32_t rb = b0; rb < b1; rb++)
-            unpack_rb(W, rb, ub + (rb - b0) * ubytes, 1);
+            unpack_rb(W, rb, ub + (rb - b0) * ubytes, sub);
         for (int m0 = 0; m0 < j->M; m0 += 16)
             for (uint32_t rb = b0; rb < b1; rb++)
-                tile_amx(j, rb, m0, ub + (rb - b0) * ubytes, kt);
+                tile(j, rb, m0, ub + (rb - b0) * ubytes, kt);
     }
     _tile_release();
+    return 0;
+}
+
+void kern_gemm_amx(const kern_job *j, uint32_t rb0, uint32_t rb1)
+{
+    /* other modes, narrow launches (or no memory for the unpacked codes): the avx512 tiles */
+    if (j->mode != KERN_I8 || j->M < KERN_AMX_MIN_M || amx_launch(j, rb0, rb1, 1, tile_amx) < 0)
+        kern_gemm_avx512(j, rb0, rb1);
 }
 
 /* ---- KERN_I16 (16-bit activations as two int8 planes, Q = 254·q1 + q2): the classifier of passes of
@@ -254,22 +263,6 @@ static void tile_amx16(const kern_job *j, uint32_t rb, int m0, const int8_t *ub,
 
 void kern_b8_i16_amx(const kern_job *j, uint32_t rb0, uint32_t rb1)
 {
-    const ogk_qtensor *W = j->W;
-    const size_t ubytes = (size_t)j->kp * 16;
-    int8_t *ub = j->M >= KERN_AMX16_MIN_M ? kern_scratch(2, ubytes * amx_batch(ubytes)) : NULL;
-    if (!ub) {
+    if (j->M < KERN_AMX16_MIN_M || amx_launch(j, rb0, rb1, 0, tile_amx16) < 0)
         kern_b8_i16_avx512(j, rb0, rb1);
-        return;
-    }
-    const uint32_t kt = W->block < 64 ? W->block : 64, nb = amx_batch(ubytes);
-    amx_configure(kt);
-    for (uint32_t b0 = rb0; b0 < rb1; b0 += nb) {
-        uint32_t b1 = b0 + nb < rb1 ? b0 + nb : rb1;
-        for (uint32_t rb = b0; rb < b1; rb++)
-            unpack_rb(W, rb, ub + (rb - b0) * ubytes, 0);
-        for (int m0 = 0; m0 < j->M; m0 += 16)
-            for (uint32_t rb = b0; rb < b1; rb++)
-                tile_amx16(j, rb, m0, ub + (rb - b0) * ubytes, kt);
-    }
-    _tile_release();
 }
