@@ -25,7 +25,8 @@ static void usage(FILE *f)
             "Multiplies M activation rows by a 4-bit Q4NX weight tensor, checks the result against the\n"
             "scalar reference and prints timings as JSON on stdout.\n"
             "  --rows M            activation rows (default 1: decode)\n"
-            "  --mode f32|i8       fp32 activations (exact) or int8-quantised activations (default f32)\n"
+            "  --mode f32|i8|i16   fp32 activations (exact), int8-quantised activations, or 16-bit ones (two\n"
+            "                      int8 planes: npu-forward's classifier in i8 mode) (default f32)\n"
             "  --device cpu|npu    backend (default cpu; npu needs an amdxdna device and kernel binaries)\n"
             "  -t, --threads N     worker threads (default: online CPUs)\n"
             "  --kernel ref|avx2|avx512|amx   force a CPU kernel path (also OGAKIT_KERNEL)\n"
@@ -293,8 +294,9 @@ int main(int argc, char **argv)
         case O_TENSOR: o.tensor = optarg; break;
         case O_ROWS: o.rows = ogk_parse_long("--rows", optarg, 1, 1 << 20); break;
         case O_MODE:
-            if ((o.mode = kern_mode_parse(optarg)) < 0)
-                ogk_die(OGK_EXIT_USAGE, "--mode: '%s' is not f32 or i8", optarg);
+            /* i16: the classifier's 16-bit activations (npu-forward's head in --mode i8) */
+            if ((o.mode = !strcmp(optarg, "i16") ? KERN_I16 : kern_mode_parse(optarg)) < 0)
+                ogk_die(OGK_EXIT_USAGE, "--mode: '%s' is not f32, i8 or i16", optarg);
             break;
         case O_DEVICE:
             if (!strcmp(optarg, "npu"))

@@ -21,7 +21,10 @@ int kern_mode_parse(const char *s)
     return !s ? -1 : !strcmp(s, "f32") ? KERN_F32 : !strcmp(s, "i8") ? KERN_I8 : -1;
 }
 
-const char *kern_mode_name(int mode) { return mode == KERN_I8 ? "i8" : mode == KERN_F32 ? "f32" : "?"; }
+const char *kern_mode_name(int mode)
+{
+    return mode == KERN_I8 ? "i8" : mode == KERN_F32 ? "f32" : mode == KERN_I16 ? "i16" : "?";
+}
 
 void kern_dequant_rows(const ogk_qtensor *W, uint32_t row0, uint32_t nrows, float *out)
 {
@@ -90,6 +93,11 @@ static void prep_rows(void *a, size_t m0, size_t m1, int worker)
             float *qf = (float *)j->xqf + m * kb;
             for (uint32_t g = 0; g < kb; g++)
                 qf[g] = (float)qs[g];
+            if (j->mode == KERN_I8) {
+                int32_t *z8 = (int32_t *)j->xz8 + m * kb;
+                for (uint32_t g = 0; g < kb; g++)
+                    z8[g] = -8 * qs[g];
+            }
         } else {
             float *xf = (float *)j->xf + m * kp, *xs = (float *)j->xs + m * kb;
             memcpy(xf, x, K * sizeof *x);
@@ -201,7 +209,7 @@ static int matmul(const kern_isa *isa, kern_pool *p, const ogk_qtensor *W, const
     }
     uint32_t kb = W->k_blocks, kp = j.kp;
     int mc_max = M < KERN_CHUNK_M ? M : KERN_CHUNK_M;
-    size_t per_row = mode == KERN_I8    ? (size_t)kp + (size_t)kb * 12
+    size_t per_row = mode == KERN_I8    ? (size_t)kp + (size_t)kb * 16
                      : mode == KERN_I16 ? 2 * (size_t)kp + (size_t)kb * 12
                                         : (size_t)kp * 4 + (size_t)kb * 4;
     /* + 16 rows of kp bytes: the AMX tiles read up to 15 activation rows past the last (kern_amx.c) */
@@ -218,6 +226,8 @@ static int matmul(const kern_isa *isa, kern_pool *p, const ogk_qtensor *W, const
             j.xqf = (const float *)(buf + (size_t)kb * 8 * mc);
             j.xq = (const int8_t *)(buf + (size_t)kb * 12 * mc);
             j.xq2 = j.xq + (size_t)kp * mc;
+            if (mode == KERN_I8) /* after xq and the AMX tiles' 16 rows of slack */
+                j.xz8 = (const int32_t *)(buf + (size_t)kb * 12 * mc + (size_t)kp * (mc + 16));
         } else {
             j.xf = (const float *)buf;
             j.xs = (const float *)(buf + (size_t)kp * 4 * mc);

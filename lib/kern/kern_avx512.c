@@ -111,14 +111,18 @@ INLINE void tile_f32(const kern_job *j, uint32_t rb, const int RB, const int MT,
             store_rows(j, rb + r, m0 + m, _mm512_load_ps(y[r][m]));
 }
 
-INLINE void tile_i8(const kern_job *j, uint32_t rb, const int RB, const int MT, int m0)
+/* int8 tiles. MT = 1 (the odd row block, single rows): two int32 accumulators per row block (lo, hi
+ * nibbles) to hide the vpdpbusd latency. MT > 1: one accumulator per (row block, activation row), so
+ * RB x MT of them plus the unpacked codes fit the 32 registers; the group's chunk loop is straight-line
+ * code for B = 32 (the compiler otherwise copies and spills accumulators on every chunk). */
+INLINE void tile_i8_body(const kern_job *j, uint32_t rb, const int RB, const int MT, int m0, const uint32_t B,
+                          const int zp)
 {
     const ogk_qtensor *W = j->W;
-    const uint32_t B = W->block, kb = W->k_blocks, kp = j->kp, cpg = B / 8;
+    const uint32_t kb = W->k_blocks, kp = j->kp, cpg = B / 8;
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     /* the fp32 sums live in memory (touched once per group): registers go to the int32 accumulators */
     float y[4][8][16] __attribute__((aligned(64)));
-    __m512i a0[4][8], a1[4][8];
     const uint8_t *cb[4];
 #pragma GCC unroll 4
     for (int r = 0; r < RB; r++) {
@@ -127,25 +131,29 @@ INLINE void tile_i8(const kern_job *j, uint32_t rb, const int RB, const int MT, 
         for (int m = 0; m < MT; m++)
             _mm512_store_ps(y[r][m], _mm512_setzero_ps());
     }
+    const int8_t *q0 = j->xq + (size_t)m0 * kp;
     for (uint32_t g = 0; g < kb; g++) {
         if (PF_BYTES && j->M <= KERN_PF_MAX_M)
             prefetch_groups(W, rb, RB, g);
+        /* without zero points the accumulators start at −8·Σq, so they end at the exact Σ (code − 8)·q */
+        __m512i a[4][8], a1[4];
 #pragma GCC unroll 4
-        for (int r = 0; r < RB; r++)
+        for (int r = 0; r < RB; r++) {
+            a1[r] = _mm512_setzero_si512();
 #pragma GCC unroll 8
             for (int m = 0; m < MT; m++)
-                a0[r][m] = a1[r][m] = _mm512_setzero_si512();
-        const int8_t *q[8];
-#pragma GCC unroll 8
-        for (int m = 0; m < MT; m++)
-            q[m] = j->xq + (size_t)(m0 + m) * kp + (size_t)g * B;
+                a[r][m] = zp ? _mm512_setzero_si512() : _mm512_set1_epi32(j->xz8[(size_t)(m0 + m) * kb + g]);
+        }
+        const int8_t *q = q0 + (size_t)g * B;
+#pragma GCC unroll 16
         for (uint32_t c = 0; c < cpg; c++) {
             __m512i lo[4], hi[4];
 #pragma GCC unroll 4
             for (int r = 0; r < RB; r++) {
-                __m512i w = _mm512_loadu_si512(cb[r] + ((size_t)g * cpg + c) * 64);
+                const uint8_t *p = cb[r] + ((size_t)g * cpg + c) * 64;
+                __m512i w = _mm512_loadu_si512(p);
                 if (PF_BYTES && j->M <= KERN_PF_MAX_M)
-                    _mm_prefetch((const char *)cb[r] + ((size_t)g * cpg + c) * 64 + PF_BYTES, PF_HINT);
+                    _mm_prefetch((const char *)p + PF_BYTES, PF_HINT);
                 lo[r] = _mm512_and_si512(w, m4);
                 hi[r] = _mm512_and_si512(_mm512_srli_epi16(w, 4), m4);
             }
@@ -153,29 +161,30 @@ INLINE void tile_i8(const kern_job *j, uint32_t rb, const int RB, const int MT, 
 #pragma GCC unroll 8
             for (int m = 0; m < MT; m++) {
                 int32_t ql, qh;
-                memcpy(&ql, q[m] + c * 8, 4);
-                memcpy(&qh, q[m] + c * 8 + 4, 4);
+                memcpy(&ql, q + (size_t)m * kp + c * 8, 4);
+                memcpy(&qh, q + (size_t)m * kp + c * 8 + 4, 4);
                 const __m512i bl = _mm512_set1_epi32(ql), bh = _mm512_set1_epi32(qh);
 #pragma GCC unroll 4
                 for (int r = 0; r < RB; r++) {
-                    a0[r][m] = _mm512_dpbusd_epi32(a0[r][m], lo[r], bl);
+                    a[r][m] = _mm512_dpbusd_epi32(a[r][m], lo[r], bl);
                     if (MT == 1)
-                        a1[r][m] = _mm512_dpbusd_epi32(a1[r][m], hi[r], bh);
+                        a1[r] = _mm512_dpbusd_epi32(a1[r], hi[r], bh);
                     else
-                        a0[r][m] = _mm512_dpbusd_epi32(a0[r][m], hi[r], bh);
+                        a[r][m] = _mm512_dpbusd_epi32(a[r][m], hi[r], bh);
                 }
             }
         }
 #pragma GCC unroll 4
         for (int r = 0; r < RB; r++) {
             size_t gi = ((size_t)(rb + r) * kb + g) * 16;
-            __m512 s = load_scales(W, gi), z = load_zeros(W, gi);
+            __m512 s = load_scales(W, gi);
 #pragma GCC unroll 8
             for (int m = 0; m < MT; m++) {
-                __m512i it = MT == 1 ? _mm512_add_epi32(a0[r][m], a1[r][m]) : a0[r][m];
+                __m512i it = MT == 1 ? _mm512_add_epi32(a[r][m], a1[r]) : a[r][m];
                 size_t xi = (size_t)(m0 + m) * kb + g;
                 /* exact: |Σ code·q|, zp·|Σq| < 2^24 for B <= 4096 */
-                __m512 t = _mm512_fnmadd_ps(z, _mm512_set1_ps(j->xqf[xi]), _mm512_cvtepi32_ps(it));
+                __m512 t = zp ? _mm512_fnmadd_ps(load_zeros(W, gi), _mm512_set1_ps(j->xqf[xi]), _mm512_cvtepi32_ps(it))
+                              : _mm512_cvtepi32_ps(it);
                 _mm512_store_ps(y[r][m], _mm512_fmadd_ps(_mm512_mul_ps(s, _mm512_set1_ps(j->xd[xi])), t,
                                                          _mm512_load_ps(y[r][m])));
             }
@@ -186,6 +195,15 @@ INLINE void tile_i8(const kern_job *j, uint32_t rb, const int RB, const int MT, 
 #pragma GCC unroll 8
         for (int m = 0; m < MT; m++)
             store_rows(j, rb + r, m0 + m, _mm512_load_ps(y[r][m]));
+}
+
+/* block 32 without zero points (the builder's default) with its chunk loop unrolled; others with the loop */
+INLINE void tile_i8(const kern_job *j, uint32_t rb, const int RB, const int MT, int m0)
+{
+    if (j->W->block == 32 && !j->W->has_zp)
+        tile_i8_body(j, rb, RB, MT, m0, 32, 0);
+    else
+        tile_i8_body(j, rb, RB, MT, m0, j->W->block, j->W->has_zp);
 }
 
 #define TILE(mode, RB, MT)                                                                                             \

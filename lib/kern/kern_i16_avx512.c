@@ -21,10 +21,10 @@ INLINE __m512i bcast4(const int8_t *p)
     return _mm512_set1_epi32(v);
 }
 
-INLINE void tile_i16(const kern_job *j, uint32_t rb, const int RB, const int MT, int m0)
+INLINE void tile_i16_body(const kern_job *j, uint32_t rb, const int RB, const int MT, int m0, const uint32_t B)
 {
     const ogk_qtensor *W = j->W;
-    const uint32_t B = W->block, kb = W->k_blocks, kp = j->kp, cpg = B / 8;
+    const uint32_t kb = W->k_blocks, kp = j->kp, cpg = B / 8;
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     const int pf = j->M <= 16;
     float y[2][4][16] __attribute__((aligned(64)));
@@ -49,6 +49,7 @@ INLINE void tile_i16(const kern_job *j, uint32_t rb, const int RB, const int MT,
             p1[m] = j->xq + (size_t)(m0 + m) * kp + (size_t)g * B;
             p2[m] = j->xq2 + (size_t)(m0 + m) * kp + (size_t)g * B;
         }
+#pragma GCC unroll 16
         for (uint32_t c = 0; c < cpg; c++) {
             __m512i lo[2], hi[2];
 #pragma GCC unroll 2
@@ -93,6 +94,15 @@ INLINE void tile_i16(const kern_job *j, uint32_t rb, const int RB, const int MT,
 #pragma GCC unroll 4
         for (int m = 0; m < MT; m++)
             store_rows(j, rb + r, m0 + m, _mm512_load_ps(y[r][m]));
+}
+
+/* block 32 (the builder's default) with the group's chunk loop unrolled; other blocks with the loop */
+INLINE void tile_i16(const kern_job *j, uint32_t rb, const int RB, const int MT, int m0)
+{
+    if (j->W->block == 32)
+        tile_i16_body(j, rb, RB, MT, m0, 32);
+    else
+        tile_i16_body(j, rb, RB, MT, m0, j->W->block);
 }
 
 #define TILE16(RB, MT)                                                                                                 \

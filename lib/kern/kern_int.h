@@ -13,7 +13,10 @@
  *   KERN_I8:  xq [M][kp] int8 (zero-padded); xd [M][kb] scales; xqs [M][kb] per-group sums of xq.
  *   KERN_I16: xq, xq2 [M][kp] the two int8 planes (Q = 254·xq + xq2); xd scales; xqs per-group Σ Q.
  *   Both integer modes: xqf [M][kb] = (float)xqs, converted once per row when X is prepared rather
- *   than once per row block in the tiles (the same rounding; exact in i8, where |Σ| < 2^24). */
+ *   than once per row block in the tiles (the same rounding; exact in i8, where |Σ| < 2^24).
+ *   KERN_I8 also: xz8 [M][kb] = −8·xqs, the default zero point's term as an integer, which the avx512
+ *   tiles start their accumulators from (Σ (code − 8)·q is exact in int32 and its conversion equals
+ *   cvt(Σ code·q) − 8·xqf, so the bits are those of every other path). */
 struct kern_job {
     const ogk_qtensor *W;
     int M, mode;
@@ -23,6 +26,7 @@ struct kern_job {
     const float *xd;
     const int32_t *xqs;
     const float *xqf;
+    const int32_t *xz8;
     float *Y; /* row m, column n at Y[m*ldy + n] */
     size_t ldy;
 };
