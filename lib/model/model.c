@@ -487,19 +487,36 @@ static void kv_store(model_state *s, int layer, int pos0, int rows)
 /* causal grouped-query attention of one query head over positions [0, pos]; output over q */
 typedef struct {
     model_state *s;
-    int layer, pos0, rows;
+    int layer, pos0, rows, group;
 } attn_job;
 
-/* causal grouped-query attention, one task = up to ATTN_GROUP query heads of one KV head (so each
+/* causal grouped-query attention, one task = up to attn_group() query heads of one KV head (so each
  * key/value row is read once for all of them), every row of the pass; output over q */
-#define ATTN_GROUP 4
+#define ATTN_GROUP 4 /* fp32 cache: the attend kernels' widest head group */
+/* query heads per task: the fp32 cache's attend takes up to ATTN_GROUP; the fp16 cache's attend_h works
+ * 16 (row, head) pairs per lane block and converts each key block once per call, so it takes all of a KV
+ * head's query heads (up to 16) in one call, split further only so that every thread has a task. A pair's
+ * result does not depend on the others in its call, so the grouping changes no bits. */
+static int attn_group(const model_state *s)
+{
+    const model_config *c = &s->m->c;
+    int G = c->n_heads / c->n_kv_heads;
+    if (!s->kv_f16)
+        return G < ATTN_GROUP ? G : ATTN_GROUP;
+    int nsub = (G + 15) / 16, threads = kern_pool_threads(s->pool);
+    int want = (threads + c->n_kv_heads - 1) / c->n_kv_heads; /* tasks per KV head for one per thread */
+    if (want > nsub)
+        nsub = want < G ? want : G;
+    return (G + nsub - 1) / nsub;
+}
+
 static void attention_task(attn_job *j, int task)
 {
     model_state *s = j->s;
     const model_config *c = &s->m->c;
-    int hd = c->head_dim, G = c->n_heads / c->n_kv_heads, nsub = (G + ATTN_GROUP - 1) / ATTN_GROUP;
-    int kvh = task / nsub, h0 = kvh * G + task % nsub * ATTN_GROUP;
-    int g = kvh * G + G - h0 < ATTN_GROUP ? kvh * G + G - h0 : ATTN_GROUP;
+    int hd = c->head_dim, G = c->n_heads / c->n_kv_heads, grp = j->group, nsub = (G + grp - 1) / grp;
+    int kvh = task / nsub, h0 = kvh * G + task % nsub * grp;
+    int g = kvh * G + G - h0 < grp ? kvh * G + G - h0 : grp;
     float scale = 1.0f / sqrtf((float)hd);
     const void *kc = cache_at(s, s->key_cache, j->layer, kvh, 0), *vc = cache_at(s, s->value_cache, j->layer, kvh, 0);
     size_t qs = (size_t)c->n_heads * hd;
@@ -528,11 +545,11 @@ static void attention_tasks(void *arg, size_t t0, size_t t1, int worker)
 #endif
 static void attention(model_state *s, int layer, int pos0, int rows)
 {
-    attn_job j = {s, layer, pos0, rows};
+    attn_job j = {s, layer, pos0, rows, attn_group(s)};
     /* a short decode step's attention is microseconds: waking the pool would cost more than it saves */
     size_t work = (size_t)rows * (size_t)(pos0 + rows) * (size_t)s->m->c.n_heads;
     const model_config *c = &s->m->c;
-    size_t tasks = (size_t)c->n_kv_heads * ((c->n_heads / c->n_kv_heads + ATTN_GROUP - 1) / ATTN_GROUP);
+    size_t tasks = (size_t)c->n_kv_heads * ((c->n_heads / c->n_kv_heads + j.group - 1) / j.group);
     kern_pool_for(work < ATTN_POOL_WORK ? NULL : s->pool, tasks, 1, attention_tasks, &j);
 }
 
