@@ -24,6 +24,7 @@ teardown() { rm -rf "$tmp"; }
   [ "$status" -eq 2 ]
   run npu-gemm --shape 64,64 --mode f16
   [ "$status" -eq 2 ]
+  [[ "$output" == *"--mode: 'f16' is not f32, i8 or i16"* ]]
   run npu-gemm --shape 64,64 --device gpu
   [ "$status" -eq 2 ]
   OGAKIT_KERNEL=sse9 run npu-gemm --shape 64,64
@@ -41,10 +42,10 @@ teardown() { rm -rf "$tmp"; }
 }
 
 @test "every kernel path, layout, mode and scale type agrees with the reference on odd shapes" {
-  for k in ref avx2 avx512; do
+  for k in ref avx2 avx512 amx; do
     for l in b8 rm; do
       for cfg in "--block 32" "--block 128 --asym --scale-dtype f16" "--block 64 --asym --scale-dtype bf16"; do
-        for m in f32 i8; do
+        for m in f32 i8 i16; do
           for M in 1 16 130; do
             run npu-gemm --kernel $k --layout $l $cfg --mode $m --shape 37,300 --rows $M --reps 1 --check-rows 37
             if [ "$status" -eq 4 ] && [[ "$output" == *"lacks the instructions"* ]]; then continue; fi
