@@ -1,8 +1,9 @@
 /* AMX int8 tiles for the b8 layout (compiled with the AVX-512 flags plus -mamx-tile -mamx-int8). The amx
  * row of the ISA table uses them for KERN_I8 launches of KERN_AMX_MIN_M rows and more (prompt chunks,
  * wide batches) and for KERN_I16 launches of KERN_AMX16_MIN_M rows and more (the classifier of verify
- * passes and of the server's batched steps); everything else (M = 1, narrow batches, f32) runs the
- * avx512 row's kernels.
+ * passes and of the server's batched steps), in whole 16-row tiles (a last partial tile only when it
+ * has more than KERN_AMX_REST rows); everything else (the rows after the tiles, M = 1, narrow batches,
+ * f32) runs the avx512 row's kernels.
  *
  * Numerics are those of every KERN_I8 path, and bit for bit those of the avx512 tiles: per (output
  * row n, activation row m, group g) the exact integer t = Σ (code − zp)·q (|t| < 2^23 for B <= 4096, so
@@ -153,10 +154,39 @@ static void tile_amx(const kern_job *j, uint32_t rb, int m0, const int8_t *ub, u
 
 typedef void (*amx_tile_fn)(const kern_job *j, uint32_t rb, int m0, const int8_t *ub, uint32_t kt);
 
-/* One launch's row blocks [rb0, rb1) on the tiles: the codes unpacked a batch at a time (signed code − zp
- * when sub, else the unsigned codes; a batch stays in L2), and in a batch activation rows outside (their
- * 16 x kp bytes stay in L1), row blocks inside. 0, or -1 without scratch memory (nothing done). */
-static int amx_launch(const kern_job *j, uint32_t rb0, uint32_t rb1, int sub, amx_tile_fn tile)
+/* Rows of a launch for the tiles: whole 16-row tiles, and a last partial one only when it has more than
+ * KERN_AMX_REST rows (a 16-row tile costs about what the avx512 tiles take for ~10 rows, npu-gemm on the
+ * Emerald Rapids machine); the rows after it go to the avx512 tiles (amx_rest). */
+static int amx_rows(int M)
+{
+    int r = M % 16;
+    return r > KERN_AMX_REST ? M : M - r;
+}
+
+/* rows [m0, M) of a launch on the avx512 tiles (bit-identical to the AMX ones): the job seen from row m0 */
+static void amx_rest(const kern_job *j, int m0, uint32_t rb0, uint32_t rb1,
+                     void (*avx512)(const kern_job *, uint32_t, uint32_t))
+{
+    if (m0 >= j->M)
+        return;
+    const uint32_t kb = j->W->k_blocks;
+    kern_job r = *j;
+    r.M = j->M - m0;
+    r.xq = j->xq + (size_t)m0 * j->kp;
+    if (j->xq2)
+        r.xq2 = j->xq2 + (size_t)m0 * j->kp;
+    r.xd = j->xd + (size_t)m0 * kb, r.xqs = j->xqs + (size_t)m0 * kb, r.xqf = j->xqf + (size_t)m0 * kb;
+    if (j->xz8)
+        r.xz8 = j->xz8 + (size_t)m0 * kb;
+    r.Y = j->Y + (size_t)m0 * j->ldy;
+    avx512(&r, rb0, rb1);
+}
+
+/* One launch's row blocks [rb0, rb1) on the tiles, rows [0, M): the codes unpacked a batch at a time
+ * (signed code − zp when sub, else the unsigned codes; a batch stays in L2), and in a batch activation rows
+ * outside (their 16 x kp bytes stay in L1), row blocks inside. 0, or -1 without scratch memory (nothing
+ * done). */
+static int amx_launch(const kern_job *j, int M, uint32_t rb0, uint32_t rb1, int sub, amx_tile_fn tile)
 {
     const ogk_qtensor *W = j->W;
     const size_t ubytes = (size_t)j->kp * 16; /* one row block's unpacked codes */
@@ -169,7 +199,7 @@ static int amx_launch(const kern_job *j, uint32_t rb0, uint32_t rb1, int sub, am
         uint32_t b1 = b0 + nb < rb1 ? b0 + nb : rb1;
         for (uint32_t rb = b0; rb < b1; rb++)
             unpack_rb(W, rb, ub + (rb - b0) * ubytes, sub);
-        for (int m0 = 0; m0 < j->M; m0 += 16)
+        for (int m0 = 0; m0 < M; m0 += 16)
             for (uint32_t rb = b0; rb < b1; rb++)
                 tile(j, rb, m0, ub + (rb - b0) * ubytes, kt);
     }
@@ -180,8 +210,12 @@ static int amx_launch(const kern_job *j, uint32_t rb0, uint32_t rb1, int sub, am
 void kern_gemm_amx(const kern_job *j, uint32_t rb0, uint32_t rb1)
 {
     /* other modes, narrow launches (or no memory for the unpacked codes): the avx512 tiles */
-    if (j->mode != KERN_I8 || j->M < KERN_AMX_MIN_M || amx_launch(j, rb0, rb1, 1, tile_amx) < 0)
+    int M = amx_rows(j->M);
+    if (j->mode != KERN_I8 || j->M < KERN_AMX_MIN_M || amx_launch(j, M, rb0, rb1, 1, tile_amx) < 0) {
         kern_gemm_avx512(j, rb0, rb1);
+        return;
+    }
+    amx_rest(j, M, rb0, rb1, kern_gemm_avx512);
 }
 
 /* ---- KERN_I16 (16-bit activations as two int8 planes, Q = 254·q1 + q2): the classifier of passes of
@@ -263,6 +297,10 @@ static void tile_amx16(const kern_job *j, uint32_t rb, int m0, const int8_t *ub,
 
 void kern_b8_i16_amx(const kern_job *j, uint32_t rb0, uint32_t rb1)
 {
-    if (j->M < KERN_AMX16_MIN_M || amx_launch(j, rb0, rb1, 0, tile_amx16) < 0)
+    int M = amx_rows(j->M);
+    if (j->M < KERN_AMX16_MIN_M || amx_launch(j, M, rb0, rb1, 0, tile_amx16) < 0) {
         kern_b8_i16_avx512(j, rb0, rb1);
+        return;
+    }
+    amx_rest(j, M, rb0, rb1, kern_b8_i16_avx512);
 }

@@ -73,10 +73,14 @@ void kern_quant_rows_avx512(const float *x, int M, uint32_t k, uint32_t block, i
 void kern_b8_i16_avx512(const kern_job *j, uint32_t rb0, uint32_t rb1);
 void kern_quant_rows_i16_avx512(const float *x, int M, uint32_t k, uint32_t block, int8_t *q1, int8_t *q2, float *d,
                                 int32_t *qs);
-/* ---- amx (kern_amx.c): int8 tiles for KERN_I8 launches of KERN_AMX_MIN_M rows or more; the rest goes to
- * kern_gemm_avx512. Activation tiles read up to 15 rows (of kp bytes) past the launch's xq rows. ---- */
+/* ---- amx (kern_amx.c): int8 tiles for KERN_I8 launches of KERN_AMX_MIN_M rows or more (whole 16-row
+ * tiles; up to KERN_AMX_REST rows after them, and narrower launches, go to kern_gemm_avx512). Activation
+ * tiles read up to 15 rows (of kp bytes) past the launch's xq rows. ---- */
 #ifndef KERN_AMX_MIN_M
-#define KERN_AMX_MIN_M 16
+#define KERN_AMX_MIN_M 32 /* npu-gemm 4864x896, one core: at 16 rows AMX and avx512 tie, at 24 avx512 wins */
+#endif
+#ifndef KERN_AMX_REST
+#define KERN_AMX_REST 10 /* rows past the last whole 16-row tile that go to avx512 rather than a tile */
 #endif
 void kern_gemm_amx(const kern_job *j, uint32_t rb0, uint32_t rb1);
 /* KERN_I16 launches of KERN_AMX16_MIN_M rows or more on AMX tiles (bit-identical to kern_b8_i16_avx512,

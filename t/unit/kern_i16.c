@@ -72,7 +72,7 @@ typedef struct {
 } shape;
 static const shape shapes[] = {{37, 32, 32}, {50, 200, 32}, {17, 128, 128}, {33, 300, 128}, {100, 72, 16},
                                {1, 64, 64},  {65, 256, 256}, {20, 520, 64}, {48, 4096, 4096}};
-static const int Ms[] = {1, 2, 5, 16, 33};
+static const int Ms[] = {1, 2, 5, 16, 20, 27, 33}; /* on the amx row: 20 = a tile + 4 rows on avx512, 27 a partial tile */
 
 static void row_tests(int id, kern_pool *pool);
 
@@ -202,7 +202,7 @@ static void row_tests(int id, kern_pool *pool)
 
     /* one row alone (M = 1) gives the bits it gets inside a launch of several rows */
     {
-        static const int Ms[] = {2, 5, 16, 33};
+        static const int Ms[] = {2, 5, 16, 20, 27, 33};
         int same = 1;
         why[0] = 0;
         for (int layout = OGK_RM; layout <= OGK_B8 && same; layout++)
