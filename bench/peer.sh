@@ -20,7 +20,8 @@
 # llama.cpp: tools/llama-cpp.sh builds it under .cache/llama (noamx: -march=native minus AMX, what
 # CPUs without AMX run; native: AMX where the CPU has it; on a CPU without AMX the two are the same).
 #
-# Output: a markdown file and a JSON file under OUT named DATE-peer.{md,json} (written atomically),
+# Output: a markdown file and a JSON file under OUT named DATE-peer.{md,json} (DATEb-peer.. when that
+# day already has one; written atomically),
 # the markdown also on stdout. Exit status: 0 ok, 2 usage, 4 a contender could not be built or run.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -155,7 +156,12 @@ json=$work/peer.json
 } | jq -s '.[0] + {rows: [.[1:][] | select(has("name"))]} + ((.[1:][] | select(has("ogakit_runs"))) // {})' >"$json"
 
 mkdir -p "$out"
-base=$out/$(date -u +%F)-peer
+# a day's first run is DATE-peer, later ones DATE{b,c,...}-peer: an earlier result is never overwritten
+day=$(date -u +%F) base=$out/$day-peer
+for sfx in b c d e f g h i j k l m n o p q r s t u v w x y z; do
+  [ -e "$base.md" ] || [ -e "$base.json" ] || break
+  base=$out/$day$sfx-peer
+done
 cp "$md" "$base.md.tmp" && mv "$base.md.tmp" "$base.md"
 cp "$json" "$base.json.tmp" && mv "$base.json.tmp" "$base.json"
 cat "$md"
