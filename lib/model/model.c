@@ -487,7 +487,7 @@ static void kv_store(model_state *s, int layer, int pos0, int rows)
 /* causal grouped-query attention of one query head over positions [0, pos]; output over q */
 typedef struct {
     model_state *s;
-    int layer, pos0, rows, group;
+    int layer, pos0, rows, group, nsub; /* query heads per task; tasks per KV head */
 } attn_job;
 
 /* causal grouped-query attention, one task = up to attn_group() query heads of one KV head (so each
@@ -514,8 +514,8 @@ static void attention_task(attn_job *j, int task)
 {
     model_state *s = j->s;
     const model_config *c = &s->m->c;
-    int hd = c->head_dim, G = c->n_heads / c->n_kv_heads, grp = j->group, nsub = (G + grp - 1) / grp;
-    int kvh = task / nsub, h0 = kvh * G + task % nsub * grp;
+    int hd = c->head_dim, G = c->n_heads / c->n_kv_heads, grp = j->group;
+    int kvh = task / j->nsub, h0 = kvh * G + task % j->nsub * grp;
     int g = kvh * G + G - h0 < grp ? kvh * G + G - h0 : grp;
     float scale = 1.0f / sqrtf((float)hd);
     const void *kc = cache_at(s, s->key_cache, j->layer, kvh, 0), *vc = cache_at(s, s->value_cache, j->layer, kvh, 0);
@@ -545,11 +545,12 @@ static void attention_tasks(void *arg, size_t t0, size_t t1, int worker)
 #endif
 static void attention(model_state *s, int layer, int pos0, int rows)
 {
-    attn_job j = {s, layer, pos0, rows, attn_group(s)};
-    /* a short decode step's attention is microseconds: waking the pool would cost more than it saves */
-    size_t work = (size_t)rows * (size_t)(pos0 + rows) * (size_t)s->m->c.n_heads;
     const model_config *c = &s->m->c;
-    size_t tasks = (size_t)c->n_kv_heads * ((c->n_heads / c->n_kv_heads + j.group - 1) / j.group);
+    int group = attn_group(s);
+    attn_job j = {s, layer, pos0, rows, group, (c->n_heads / c->n_kv_heads + group - 1) / group};
+    /* a short decode step's attention is microseconds: waking the pool would cost more than it saves */
+    size_t work = (size_t)rows * (size_t)(pos0 + rows) * (size_t)c->n_heads;
+    size_t tasks = (size_t)c->n_kv_heads * (size_t)j.nsub;
     kern_pool_for(work < ATTN_POOL_WORK ? NULL : s->pool, tasks, 1, attention_tasks, &j);
 }
 
