@@ -319,12 +319,22 @@ void model_rewind(model_state *s, int n) { s->pos = n > s->pos ? 0 : s->pos - n;
 
 /* ---------------------------------------------------------------- the steps */
 
+/* The sum of squares in 16 lanes (element i into lane i mod 16, each a product then a sum: no fused
+ * multiply-add, so every build and CPU gets the same bits), the lanes added in a fixed tree: 16
+ * independent chains instead of one of n dependent adds. */
 static void rmsnorm(float *o, const float *x, const float *w, int n, float eps)
 {
-    float ss = 0;
-    for (int i = 0; i < n; i++)
-        ss += x[i] * x[i];
-    float r = 1.0f / sqrtf(ss / (float)n + eps);
+    float acc[16] = {0};
+    int i = 0;
+    for (; i + 16 <= n; i += 16)
+        for (int l = 0; l < 16; l++)
+            acc[l] += x[i + l] * x[i + l];
+    for (int l = 0; i < n; i++, l++)
+        acc[l] += x[i] * x[i];
+    for (int h = 8; h; h >>= 1)
+        for (int l = 0; l < h; l++)
+            acc[l] += acc[l + h];
+    float r = 1.0f / sqrtf(acc[0] / (float)n + eps);
     for (int i = 0; i < n; i++)
         o[i] = x[i] * r * w[i];
 }
@@ -348,11 +358,14 @@ static void matmul(model_state *s, float *y, const float *x, int rows, const ogk
     ogk_error e;
     /* every tensor was checked to be Q4 of the right shape at load, so the kernels cannot refuse it */
     int mode = model_matmul_mode(s, w);
+    double t0 = s->prof_print ? ogk_now() : 0;
     if (kern_matmul(s->pool, w, x, rows, y, mode, &e) && !s->failed) {
         s->failed = 1; /* the rest of the pass runs on, and model_forward returns the first error */
         ogk_fail(&s->fail, "%s: %s", w->role, e.msg);
     }
     s->prof.launches++;
+    if (s->prof_print)
+        s->prof.gemm_ms += (ogk_now() - t0) * 1e3;
 }
 
 /* token embedding rows into x: plain float rows, or dequantised rows of a quantised table (tied) */
@@ -379,11 +392,9 @@ static void embed(model_state *s, const int *tokens, int rows)
     }
 }
 
-/* q, k, v projections of xb: one packed matmul split into q|k|v, or three */
+/* q, k, v projections of xb: one packed matmul (into s->qkv, split by split_qkv), or three */
 static void qkv_project(model_state *s, const model_layer *L, int rows)
 {
-    const model_config *c = &s->m->c;
-    int qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim, all = qd + 2 * kvd;
     if (!L->wqkv) {
         matmul(s, s->q, s->xb, rows, L->wq);
         matmul(s, s->k, s->xb, rows, L->wk);
@@ -391,7 +402,14 @@ static void qkv_project(model_state *s, const model_layer *L, int rows)
         return;
     }
     matmul(s, s->qkv, s->xb, rows, L->wqkv);
-    for (int r = 0; r < rows; r++) {
+}
+
+/* rows [r0, r1) of the packed projection split into q, k, v */
+static void split_qkv(model_state *s, int r0, int r1)
+{
+    const model_config *c = &s->m->c;
+    int qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim, all = qd + 2 * kvd;
+    for (int r = r0; r < r1; r++) {
         const float *p = s->qkv + (size_t)r * all;
         memcpy(s->q + (size_t)r * qd, p, (size_t)qd * sizeof(float));
         memcpy(s->k + (size_t)r * kvd, p + qd, (size_t)kvd * sizeof(float));
@@ -400,11 +418,11 @@ static void qkv_project(model_state *s, const model_layer *L, int rows)
 }
 
 /* qwen2: q, k, v biases */
-static void add_qkv_bias(model_state *s, const model_layer *L, int rows)
+static void add_qkv_bias(model_state *s, const model_layer *L, int r0, int r1)
 {
     const model_config *c = &s->m->c;
     int qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
-    for (int r = 0; r < rows; r++) {
+    for (int r = r0; r < r1; r++) {
         for (int i = 0; i < qd; i++)
             s->q[(size_t)r * qd + i] += L->bq[i];
         for (int i = 0; i < kvd; i++) {
@@ -415,13 +433,13 @@ static void add_qkv_bias(model_state *s, const model_layer *L, int rows)
 }
 
 /* qwen3: RMSNorm of every q and k head over head_dim, before RoPE */
-static void qk_norm(model_state *s, const model_layer *L, int rows)
+static void qk_norm(model_state *s, const model_layer *L, int r0, int r1)
 {
     const model_config *c = &s->m->c;
     int hd = c->head_dim;
-    for (int h = 0; h < rows * c->n_heads; h++)
+    for (int h = r0 * c->n_heads; h < r1 * c->n_heads; h++)
         rmsnorm(s->q + (size_t)h * hd, s->q + (size_t)h * hd, L->q_norm, hd, c->rms_eps);
-    for (int h = 0; h < rows * c->n_kv_heads; h++)
+    for (int h = r0 * c->n_kv_heads; h < r1 * c->n_kv_heads; h++)
         rmsnorm(s->k + (size_t)h * hd, s->k + (size_t)h * hd, L->k_norm, hd, c->rms_eps);
 }
 
@@ -437,11 +455,11 @@ static void rope_head(float *x, const float *cos, const float *sin, int rope_dim
     }
 }
 
-static void rope(model_state *s, int pos0, int rows)
+static void rope(model_state *s, int pos0, int r0, int r1)
 {
     const model_config *c = &s->m->c;
     int hd = c->head_dim, half = c->rope_dim / 2;
-    for (int r = 0; r < rows; r++) {
+    for (int r = r0; r < r1; r++) {
         const float *cs = s->m->w.rope_cos + (size_t)(pos0 + r) * half, *sn = s->m->w.rope_sin + (size_t)(pos0 + r) * half;
         for (int h = 0; h < c->n_heads; h++)
             rope_head(s->q + ((size_t)r * c->n_heads + h) * hd, cs, sn, c->rope_dim, c->rope_interleaved);
@@ -472,11 +490,11 @@ static void kv_put(const model_state *s, void *dst, const float *src, size_t hd)
 }
 
 /* save key, value of every row at its time step into the kv cache */
-static void kv_store(model_state *s, int layer, int pos0, int rows)
+static void kv_store(model_state *s, int layer, int pos0, int r0, int r1)
 {
     const model_config *c = &s->m->c;
     size_t hd = (size_t)c->head_dim;
-    for (int r = 0; r < rows; r++)
+    for (int r = r0; r < r1; r++)
         for (int h = 0; h < c->n_kv_heads; h++) {
             kv_put(s, cache_at(s, s->key_cache, layer, h, pos0 + r), s->k + ((size_t)r * c->n_kv_heads + h) * hd, hd);
             kv_put(s, cache_at(s, s->value_cache, layer, h, pos0 + r), s->v + ((size_t)r * c->n_kv_heads + h) * hd,
@@ -568,10 +586,64 @@ static void swiglu(model_state *s, int rows)
     kern_pool_for(rows >= 8 ? s->pool : NULL, (size_t)rows, 0, swiglu_range, s);
 }
 
-static void residual(float *x, const float *y, size_t n)
+/* ---------------------------------------------------------------- per-row steps
+ * The work between the GEMMs that goes row by row (norms, residuals, the q/k/v steps and the KV
+ * write) runs over the pool for passes of ROWS_POOL_MIN rows and more (prompt chunks); a row's
+ * result is the same whichever thread computes it. */
+#ifndef ROWS_POOL_MIN
+#define ROWS_POOL_MIN 16
+#endif
+typedef struct rows_job rows_job;
+struct rows_job {
+    model_state *s;
+    const model_layer *L;
+    const float *norm; /* norm_step: the rmsnorm weights after the residual (NULL: none) */
+    int layer, pos0, split, residual;
+    void (*fn)(const rows_job *j, int r0, int r1);
+};
+
+static void rows_range(void *arg, size_t r0, size_t r1, int worker)
 {
-    for (size_t i = 0; i < n; i++)
-        x[i] += y[i];
+    (void)worker;
+    const rows_job *j = arg;
+    j->fn(j, (int)r0, (int)r1);
+}
+
+static void for_rows(const rows_job *j, int rows)
+{
+    kern_pool_for(rows >= ROWS_POOL_MIN ? j->s->pool : NULL, (size_t)rows, 0, rows_range, (void *)j);
+}
+
+/* x += xb (when residual); then xb = rmsnorm(x) (when norm) */
+static void norm_step(const rows_job *j, int r0, int r1)
+{
+    model_state *s = j->s;
+    const model_config *c = &s->m->c;
+    size_t dim = (size_t)c->dim;
+    for (int r = r0; r < r1; r++) {
+        float *x = s->x + (size_t)r * dim, *xb = s->xb + (size_t)r * dim;
+        if (j->residual)
+            for (size_t i = 0; i < dim; i++)
+                x[i] += xb[i];
+        if (j->norm)
+            rmsnorm(xb, x, j->norm, (int)dim, c->rms_eps);
+    }
+}
+
+/* after the q, k, v projections: the packed one split; the family's steps (qkv bias, q/k norm);
+ * rotary position; key and value into the KV cache */
+static void qkv_step(const rows_job *j, int r0, int r1)
+{
+    model_state *s = j->s;
+    const model_config *c = &s->m->c;
+    if (j->split)
+        split_qkv(s, r0, r1);
+    if (c->qkv_bias)
+        add_qkv_bias(s, j->L, r0, r1);
+    if (c->qk_norm)
+        qk_norm(s, j->L, r0, r1);
+    rope(s, j->pos0, r0, r1);
+    kv_store(s, j->layer, j->pos0, r0, r1);
 }
 
 /* ---------------------------------------------------------------- the forward pass */
@@ -585,43 +657,39 @@ static void forward_rows(model_state *s, const int *tokens, int rows, int want, 
     const model *m = s->m;
     const model_config *c = &m->c;
     int dim = c->dim, pos0 = s->pos;
-    size_t nx = (size_t)rows * dim;
     double t0 = ogk_now();
 
     embed(s, tokens, rows);
     double t1 = ogk_now();
 
+    rows_job rj = {.s = s, .pos0 = pos0, .norm = m->w.layers[0].input_norm, .fn = norm_step};
+    for_rows(&rj, rows); /* the first layer's attention rmsnorm */
     for (int l = 0; l < c->n_layers; l++) {
         const model_layer *L = &m->w.layers[l];
+        rj.L = L, rj.layer = l;
 
-        /* attention rmsnorm */
-        rmsnorm_rows(s->xb, s->x, L->input_norm, rows, dim, c->rms_eps);
-
-        /* q, k, v; the family's extra steps; rotary position */
+        /* q, k, v; the family's extra steps; rotary position; key, value into the kv cache */
         qkv_project(s, L, rows);
-        if (c->qkv_bias)
-            add_qkv_bias(s, L, rows);
-        if (c->qk_norm)
-            qk_norm(s, L, rows);
-        rope(s, pos0, rows);
+        rj.fn = qkv_step, rj.split = L->wqkv != NULL;
+        for_rows(&rj, rows);
 
-        /* save key, value at these time steps into the kv cache; attend */
+        /* attend */
         double ta = ogk_now();
-        kv_store(s, l, pos0, rows);
         attention(s, l, pos0, rows);
         s->prof.attn_ms += (ogk_now() - ta) * 1e3;
 
-        /* output projection, residual connection back into x */
+        /* output projection, residual connection back into x; ffn rmsnorm */
         matmul(s, s->xb, s->q, rows, L->wo);
-        residual(s->x, s->xb, nx);
+        rj.fn = norm_step, rj.residual = 1, rj.norm = L->post_attn_norm;
+        for_rows(&rj, rows);
 
-        /* ffn rmsnorm; SwiGLU MLP: down(silu(gate(x)) * up(x)); residual */
-        rmsnorm_rows(s->xb, s->x, L->post_attn_norm, rows, dim, c->rms_eps);
+        /* SwiGLU MLP: down(silu(gate(x)) * up(x)); residual; the next layer's attention rmsnorm */
         matmul(s, s->hb, s->xb, rows, L->w_gate);
         matmul(s, s->hb2, s->xb, rows, L->w_up);
         swiglu(s, rows);
         matmul(s, s->xb, s->hb, rows, L->w_down);
-        residual(s->x, s->xb, nx);
+        rj.norm = l + 1 < c->n_layers ? m->w.layers[l + 1].input_norm : NULL;
+        for_rows(&rj, rows);
     }
     double t2 = ogk_now();
 
@@ -678,9 +746,9 @@ void model_prof_print(const model_state *s, const char *pass)
         return;
     fprintf(stderr,
             "%s: prof %s rows=%d launches=%d embed=%.3fms layers=%.3fms (attention=%.3fms) head=%.3fms "
-            "sampling=%.3fms\n",
+            "sampling=%.3fms gemm=%.3fms\n",
             ogk_prog(), pass, s->prof.rows, s->prof.launches, s->prof.embed_ms, s->prof.layers_ms, s->prof.attn_ms,
-            s->prof.head_ms, s->prof.sampling_ms);
+            s->prof.head_ms, s->prof.sampling_ms, s->prof.gemm_ms);
 }
 
 /* ---------------------------------------------------------------- hooks for batch.c (model_int.h) */
@@ -708,12 +776,7 @@ void model_step_swiglu(model_state *s, int rows) { swiglu(s, rows); }
 /* forward_rows' attention sublayer for rows already projected into s->q, s->k, s->v at s->pos.. */
 void model_step_attention(model_state *s, const model_layer *L, int layer, int rows)
 {
-    const model_config *c = &s->m->c;
-    if (c->qkv_bias)
-        add_qkv_bias(s, L, rows);
-    if (c->qk_norm)
-        qk_norm(s, L, rows);
-    rope(s, s->pos, rows);
-    kv_store(s, layer, s->pos, rows);
+    rows_job rj = {.s = s, .L = L, .layer = layer, .pos0 = s->pos, .fn = qkv_step};
+    for_rows(&rj, rows);
     attention(s, layer, s->pos, rows);
 }

@@ -57,6 +57,7 @@ typedef struct model {
 /* Per-pass phase timings (OGAKIT_PROF=1 prints them). */
 typedef struct model_prof {
     double embed_ms, layers_ms, attn_ms, head_ms, sampling_ms; /* attn_ms: part of layers_ms */
+    double gemm_ms; /* the weight GEMMs' launches (kern_matmul), part of layers_ms and head_ms */
     int rows, launches;
 } model_prof;
 
