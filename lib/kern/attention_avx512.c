@@ -245,6 +245,44 @@ static void wsum2(float *oa, const float *wa, int ta, float *ob, const float *wb
         wsum1(ob, wb, vb + (size_t)(tc - t0) * 64, tc, tb);
 }
 
+/* four pairs over the same chunk, every pair with positions past t0: their common positions side by side
+ * (16 chains; each value row is loaded once for the four), then each one's rest. Every output element is
+ * the same chain of fused multiply-adds over positions in order as in wsum1. */
+static void wsum4(float *const *o, const float *const *w, const int *te, const float *vb, int t0)
+{
+    int tc = te[0];
+    for (int p = 1; p < 4; p++)
+        tc = te[p] < tc ? te[p] : tc;
+    __m512 a[4][4];
+#pragma GCC unroll 4
+    for (int p = 0; p < 4; p++)
+#pragma GCC unroll 4
+        for (int d = 0; d < 4; d++)
+            a[p][d] = t0 == 0 ? _mm512_setzero_ps() : _mm512_loadu_ps(o[p] + 16 * d);
+    const float *v = vb;
+    const float *w0 = w[0], *w1 = w[1], *w2 = w[2], *w3 = w[3];
+    for (int t = t0; t < tc; t++, v += 64) {
+        __m512 v0 = _mm512_load_ps(v), v1 = _mm512_load_ps(v + 16), v2 = _mm512_load_ps(v + 32),
+               v3 = _mm512_load_ps(v + 48);
+        __m512 x[4] = {_mm512_set1_ps(w0[t]), _mm512_set1_ps(w1[t]), _mm512_set1_ps(w2[t]), _mm512_set1_ps(w3[t])};
+#pragma GCC unroll 4
+        for (int p = 0; p < 4; p++) {
+            a[p][0] = _mm512_fmadd_ps(x[p], v0, a[p][0]);
+            a[p][1] = _mm512_fmadd_ps(x[p], v1, a[p][1]);
+            a[p][2] = _mm512_fmadd_ps(x[p], v2, a[p][2]);
+            a[p][3] = _mm512_fmadd_ps(x[p], v3, a[p][3]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int p = 0; p < 4; p++)
+#pragma GCC unroll 4
+        for (int d = 0; d < 4; d++)
+            _mm512_storeu_ps(o[p] + 16 * d, a[p][d]);
+    for (int p = 0; p < 4; p++)
+        if (te[p] > tc)
+            wsum1(o[p], w[p], vb + (size_t)(tc - t0) * 64, tc, te[p]);
+}
+
 void kern_attend_h_avx512(float *q, size_t qs, int rows, int g, const uint16_t *kc, const uint16_t *vc, int n0, int hd,
                           float scale, float *att, size_t as)
 {
@@ -322,6 +360,17 @@ void kern_attend_h_avx512(float *q, size_t qs, int rows, int g, const uint16_t *
         int nb = nmax - t0 < VROWS_H ? nmax - t0 : VROWS_H;
         rows_f32(vc + (size_t)t0 * 64, nb, nb, vb, VROWS_H * 128);
         int i = 0;
+        while (i < nq && np[i] <= t0) /* pairs without positions in this chunk (np grows with i) */
+            i++;
+        for (; i + 4 <= nq; i += 4) { /* four pairs at a time */
+            int te[4];
+            for (int p = 0; p < 4; p++)
+                te[p] = np[i + p] < t0 + nb ? np[i + p] : t0 + nb;
+            float *const o4[4] = {outp[i], outp[i + 1], outp[i + 2], outp[i + 3]};
+            const float *const w4[4] = {att + (size_t)i * as, att + (size_t)(i + 1) * as, att + (size_t)(i + 2) * as,
+                                        att + (size_t)(i + 3) * as};
+            wsum4(o4, w4, te, vb, t0);
+        }
         for (; i + 2 <= nq; i += 2) {
             int ta = np[i] < t0 + nb ? np[i] : t0 + nb, tb = np[i + 1] < t0 + nb ? np[i + 1] : t0 + nb;
             if (ta <= t0 && tb <= t0)

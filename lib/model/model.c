@@ -12,7 +12,7 @@
 
 /* query rows per attend_h call (the i8 mode's fp16 cache): a prompt chunk reads each key and value once
  * per ATTN_ROWS rows; the score buffer holds ATTN_ROWS slices per head */
-#define ATTN_ROWS 8
+#define ATTN_ROWS 16
 
 /* ---------------------------------------------------------------- loading */
 
