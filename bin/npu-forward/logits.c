@@ -41,9 +41,13 @@ int cmd_logits(int argc, char **argv)
     int n, V = m->c.vocab_size;
     int *ids = nf_read_ids(o.ids_file, &n);
     nf_check_ids(m, "ids", ids, n);
-    /* feed: prefill = passes of 128 rows (M = 128 kernels), verify = 16 (M <= 16), step = 1 (decode) */
-    int per = !strcmp(o.feed, "prefill") ? MODEL_CHUNK : !strcmp(o.feed, "verify") ? MODEL_VERIFY_MAX : 1;
+    /* feed: prefill = the mode's prefill passes (512 rows in i8 mode, 128 in f32), verify = 16 (M <= 16),
+     * step = 1 (decode) */
+    int prefill = !strcmp(o.feed, "prefill");
+    int per = prefill ? MODEL_CHUNK : !strcmp(o.feed, "verify") ? MODEL_VERIFY_MAX : 1;
     model_state *s = nf_new_state(m, &o, 0, per);
+    if (prefill)
+        per = model_prefill_rows(s);
     if (n > s->context)
         ogk_die(OGK_EXIT_INPUT, "ids: %d tokens do not fit the context of %d positions", n, s->context);
     ogk_out out = {0};

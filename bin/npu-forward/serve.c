@@ -44,7 +44,7 @@ int cmd_serve(int argc, char **argv)
         case 'c': o.context = (int)ogk_parse_long("-c", optarg, 1, 1 << 24); break;
         case S_HOST: o.host = optarg; break;
         case S_PORT: o.port = (int)ogk_parse_long("--port", optarg, 0, 65535); break;
-        case S_PARALLEL: o.parallel = (int)ogk_parse_long("--parallel", optarg, 1, MODEL_CHUNK); break;
+        case S_PARALLEL: o.parallel = (int)ogk_parse_long("--parallel", optarg, 1, SERVE_PASS_ROWS); break;
         case S_QUEUE: o.queue = (int)ogk_parse_long("--queue", optarg, 1, 1 << 20); break;
         case S_API_KEY: o.api_key = optarg; break;
         case S_PREFIX:

@@ -1,5 +1,5 @@
 /* kern_matmul: checks the tensor, takes the chosen row of the ISA table (isa.c), prepares X per
- * 128-row chunk (padding, group sums, int8 quantisation) and hands row blocks to the pool. The per-ISA
+ * 512-row chunk (padding, group sums, int8 quantisation) and hands row blocks to the pool. The per-ISA
  * micro-kernels live in kern_avx2.c / kern_avx512.c; the rm layout is moved band by band into b8
  * order for them. The DRAM read probe. */
 #include "kern_int.h"

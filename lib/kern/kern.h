@@ -67,7 +67,7 @@
 enum kern_mode { KERN_F32 = 0, KERN_I8 = 1, KERN_I16 = 2 }; /* I16: internal (see above), not a --mode */
 int kern_mode_parse(const char *s); /* "f32" / "i8" -> enum kern_mode, -1 otherwise */
 const char *kern_mode_name(int mode);
-#define KERN_CHUNK_M 128
+#define KERN_CHUNK_M 512
 
 /* ---- thread pool ---- */
 typedef struct kern_pool kern_pool;

@@ -315,6 +315,8 @@ void model_state_free(model_state *s)
 
 void model_state_reset(model_state *s) { s->pos = 0; }
 
+int model_prefill_rows(const model_state *s) { return s->mode == KERN_I8 ? MODEL_CHUNK : MODEL_F32_CHUNK; }
+
 void model_rewind(model_state *s, int n) { s->pos = n > s->pos ? 0 : s->pos - n; }
 
 /* ---------------------------------------------------------------- the steps */
@@ -725,9 +727,10 @@ int model_forward(model_state *s, const int *tokens, int n, int all_rows, ogk_er
     double sampling = s->prof.sampling_ms; /* of the token this pass runs (set by the caller) */
     memset(&s->prof, 0, sizeof s->prof);
     s->prof.sampling_ms = sampling;
-    /* prefill in chunks of MODEL_CHUNK rows; only the last chunk's last row needs logits unless all do */
-    for (int done = 0; done < n; done += MODEL_CHUNK) {
-        int rows = n - done < MODEL_CHUNK ? n - done : MODEL_CHUNK;
+    /* prefill in chunks; only the last chunk's last row needs logits unless all do */
+    const int chunk = model_prefill_rows(s);
+    for (int done = 0; done < n; done += chunk) {
+        int rows = n - done < chunk ? n - done : chunk;
         int want = all_rows ? LOGITS_ALL : done + rows == n ? LOGITS_LAST : LOGITS_NONE;
         forward_rows(s, tokens + done, rows, want, s->logits + (all_rows ? (size_t)done * c->vocab_size : 0));
         if (s->failed) {

@@ -19,7 +19,9 @@
 #include "q4nx/q4nx.h"
 #include "util/util.h"
 
-#define MODEL_CHUNK 128     /* prefill rows per pass: the M = 128 kernels */
+#define MODEL_CHUNK 512    /* rows a pass takes at most: i8 mode's prefill chunks, batched passes */
+#define MODEL_F32_CHUNK 128 /* f32 mode's prefill chunks (its fp32 sums depend on the pass's rows, so a
+                               prefix-cache reuse meets whole chunks of this size again) */
 #define MODEL_VERIFY_MAX 16 /* rows of a speculative verify pass */
 
 
@@ -115,9 +117,11 @@ void model_state_free(model_state *s);
 model_state *model_state_new_shared(const model *m, int context, int logit_rows, int mode, kern_pool *pool,
                                     ogk_error *e);
 void model_state_reset(model_state *s); /* forget the cache (pos = 0) */
+/* rows of one prefill pass in s's mode: MODEL_CHUNK in i8 mode, MODEL_F32_CHUNK in f32 mode */
+int model_prefill_rows(const model_state *s);
 
 /* Run tokens[0..n) at positions s->pos.. through the model, appending to the KV cache. Rows go in
- * passes of up to MODEL_CHUNK. all_rows: logits of every row into s->logits (requires n <= logit_rows);
+ * passes of up to model_prefill_rows(s). all_rows: logits of every row into s->logits (requires n <= logit_rows);
  * otherwise only the last row's (s->logits row 0). Returns 0, or -1 with e filled when the context is full or
  * a kernel refused (then the pass is not kept: s->pos is as before the call). */
 int model_forward(model_state *s, const int *tokens, int n, int all_rows, ogk_error *e);

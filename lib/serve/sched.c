@@ -1,8 +1,8 @@
 /* The scheduler: one thread owns the model. Each turn of its loop it admits queued jobs into free
  * slots and runs one model_forward_batch pass: a row for every slot that has a token to feed (and its
  * drafts) and, in i8 mode, prompt rows of the slots still reading their prompt (round robin, up to
- * MODEL_CHUNK rows in all; only a prompt's last row runs the classifier), then samples each slot's
- * next token. In f32 mode a prompt chunk (at most MODEL_CHUNK rows of one slot) runs as a pass of its
+ * SERVE_PASS_ROWS rows in all; only a prompt's last row runs the classifier), then samples each slot's
+ * next token. In f32 mode a prompt chunk (at most MODEL_F32_CHUNK rows of one slot) runs as a pass of its
  * own before the decode pass. Either way the others keep decoding while prompts are read, and a burst
  * of short prompts is read together in i8 mode.
  *
@@ -91,8 +91,8 @@ int serve_sched_init(serve_sched *S, const model *m, tok *t, pthread_mutex_t *to
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&S->cv, &ca);
     pthread_condattr_destroy(&ca);
-    if (n_slots < 1 || n_slots > MODEL_CHUNK)
-        return ogk_fail(e, "--parallel %d: want 1..%d slots", n_slots, MODEL_CHUNK);
+    if (n_slots < 1 || n_slots > SERVE_PASS_ROWS)
+        return ogk_fail(e, "--parallel %d: want 1..%d slots", n_slots, SERVE_PASS_ROWS);
     S->q_cap = queue > 0 ? queue : 1;
     if (!(S->queue = calloc((size_t)S->q_cap, sizeof *S->queue)) ||
         !(S->slots = calloc((size_t)n_slots, sizeof *S->slots)))
@@ -119,9 +119,9 @@ int serve_sched_drafter(serve_sched *S, const model *dm, int k, ogk_error *e)
     if (dm->c.vocab_size != S->m->c.vocab_size)
         return ogk_fail(e, "the drafter's vocabulary (%d) differs from the target's (%d)", dm->c.vocab_size,
                         S->m->c.vocab_size);
-    if (k < 1 || k + 1 > MODEL_VERIFY_MAX || S->n_slots * (k + 1) > MODEL_CHUNK)
+    if (k < 1 || k + 1 > MODEL_VERIFY_MAX || S->n_slots * (k + 1) > SERVE_PASS_ROWS)
         return ogk_fail(e, "--draft-max %d: want 1..%d, and --parallel x (draft-max + 1) <= %d", k,
-                        MODEL_VERIFY_MAX - 1, MODEL_CHUNK);
+                        MODEL_VERIFY_MAX - 1, SERVE_PASS_ROWS);
     S->dm = dm, S->draft_max = k;
     for (int i = 0; i < S->n_slots; i++) {
         serve_slot *sl = &S->slots[i];
@@ -243,7 +243,7 @@ static int reusable(const serve_sched *S, const serve_slot *sl, const int *p, in
         c++;
     if (sl->s->mode != KERN_I8) {
         c = c < sl->n_full ? c : sl->n_full;
-        c -= c % MODEL_CHUNK;
+        c -= c % MODEL_F32_CHUNK;
     }
     return c;
 }
@@ -431,7 +431,7 @@ static void prompt_ran(serve_sched *S, serve_slot *sl, int n)
 {
     serve_job *j = sl->j;
     memcpy(sl->hist + sl->done, j->prompt + sl->done, (size_t)n * sizeof *sl->hist);
-    if (sl->n_full == sl->done && n == MODEL_CHUNK && sl->done % MODEL_CHUNK == 0)
+    if (sl->n_full == sl->done && n == MODEL_F32_CHUNK && sl->done % MODEL_F32_CHUNK == 0)
         sl->n_full += n;
     sl->done += n;
     if (sl->done == j->n_prompt) {
@@ -446,7 +446,7 @@ static void prefill_chunk(serve_sched *S, serve_slot *sl)
 {
     serve_job *j = sl->j;
     int n = j->n_prompt - sl->done;
-    n = n < MODEL_CHUNK ? n : MODEL_CHUNK;
+    n = n < MODEL_F32_CHUNK ? n : MODEL_F32_CHUNK;
     ogk_error e;
     if (model_forward(sl->s, j->prompt + sl->done, n, 0, &e)) {
         finish(S, sl, "stop", e.msg);
@@ -488,16 +488,17 @@ static int draft(serve_sched *S, serve_slot *sl, int *run)
 
 /* One pass: a row for every decoding slot (and its drafts), and, when prompts is set (i8 mode, where a
  * row's result does not depend on its neighbours), prompt rows of the slots still reading theirs, round
- * robin from *rr, up to MODEL_CHUNK rows in all: a burst of new requests is prefilled together instead
+ * robin from *rr, up to SERVE_PASS_ROWS rows in all: a burst of new requests is prefilled together instead
  * of one prompt per step, beside the decode rows (one weight stream for all of them). */
 static void decode_step(serve_sched *S, int prompts, int *rr)
 {
-    model_state *states[MODEL_CHUNK];
-    int tokens[MODEL_CHUNK], n = 0;
-    unsigned char want[MODEL_CHUNK];
-    int nk[MODEL_CHUNK]; /* per slot: drafts in this pass (0: one plain row; -1: no decode row) */
-    int np[MODEL_CHUNK]; /* per slot: prompt rows in this pass */
-    int run[MODEL_CHUNK][MODEL_VERIFY_MAX + 1];
+    _Static_assert(SERVE_PASS_ROWS <= MODEL_CHUNK, "a batched pass is one model_forward_batch");
+    model_state *states[SERVE_PASS_ROWS];
+    int tokens[SERVE_PASS_ROWS], n = 0;
+    unsigned char want[SERVE_PASS_ROWS];
+    int nk[SERVE_PASS_ROWS]; /* per slot: drafts in this pass (0: one plain row; -1: no decode row) */
+    int np[SERVE_PASS_ROWS]; /* per slot: prompt rows in this pass */
+    int run[SERVE_PASS_ROWS][MODEL_VERIFY_MAX + 1];
     for (int i = 0; i < S->n_slots; i++) {
         serve_slot *sl = &S->slots[i];
         nk[i] = -1, np[i] = 0;
@@ -509,12 +510,12 @@ static void decode_step(serve_sched *S, int prompts, int *rr)
             want[n] = 1, states[n] = sl->s, tokens[n++] = run[i][r];
     }
     int n_dec = n, start = *rr;
-    for (int k = 0; prompts && k < S->n_slots && n < MODEL_CHUNK; k++) {
+    for (int k = 0; prompts && k < S->n_slots && n < SERVE_PASS_ROWS; k++) {
         int i = (start + k) % S->n_slots;
         serve_slot *sl = &S->slots[i];
         if (!sl->j || sl->phase != SLOT_PREFILL)
             continue;
-        int left = sl->j->n_prompt - sl->done, rows = left < MODEL_CHUNK - n ? left : MODEL_CHUNK - n;
+        int left = sl->j->n_prompt - sl->done, rows = left < SERVE_PASS_ROWS - n ? left : SERVE_PASS_ROWS - n;
         for (int r = 0; r < rows; r++)
             want[n] = r == left - 1, states[n] = sl->s, tokens[n++] = sl->j->prompt[sl->done + r];
         np[i] = rows;

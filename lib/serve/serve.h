@@ -4,7 +4,7 @@
  * shape), request parsing and validation (req.c), and the scheduler (sched.c): one thread owns the
  * model and its slots (one KV cache each); every step it runs the next token of every decoding slot
  * together as one pass of M = active rows (model_forward_batch); waiting prompts are read in the same
- * passes in i8 mode (up to MODEL_CHUNK rows a pass), in chunks of their own between steps in f32 mode. A slot keeps the ids of what its cache holds, so a
+ * passes in i8 mode (up to SERVE_PASS_ROWS rows a pass), in chunks of their own between steps in f32 mode. A slot keeps the ids of what its cache holds, so a
  * prompt that shares a prefix with the previous one served there reuses that KV (timings.cache_n).
  * Greedy output never depends on who else is served (model.h: model_forward_batch).
  * Must not touch argv, exit or signals (the program owns them), nor model or kernel internals.
@@ -16,6 +16,10 @@
 #include <stddef.h>
 
 #include "util/util.h"
+
+/* rows of one batched pass at most (decode rows, drafts, prompt rows): a running stream waits at most
+ * one such pass for its next token while a burst of prompts is read; also the most slots */
+#define SERVE_PASS_ROWS 128
 
 typedef struct serve_opts {
     const char *model_path;
