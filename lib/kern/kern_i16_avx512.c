@@ -12,7 +12,12 @@
 
 #include <string.h>
 
-#define PF_BYTES 8192 /* software prefetch distance of the code stream (as kern_avx512.c) */
+#ifndef PF_BYTES
+#define PF_BYTES 16384 /* software prefetch distance of the code stream (as kern_avx512.c) */
+#endif
+#ifndef PF_HINT
+#define PF_HINT _MM_HINT_T1 /* into L2 (as kern_avx512.c) */
+#endif
 
 INLINE __m512i bcast4(const int8_t *p)
 {
@@ -57,7 +62,7 @@ INLINE void tile_i16_body(const kern_job *j, uint32_t rb, const int RB, const in
                 const uint8_t *cp = cb[r] + ((size_t)g * cpg + c) * 64;
                 __m512i w = _mm512_loadu_si512(cp);
                 if (pf)
-                    _mm_prefetch((const char *)cp + PF_BYTES, _MM_HINT_T0);
+                    _mm_prefetch((const char *)cp + PF_BYTES, PF_HINT);
                 lo[r] = _mm512_and_si512(w, m4);
                 hi[r] = _mm512_and_si512(_mm512_srli_epi16(w, 4), m4);
             }
@@ -129,15 +134,15 @@ INLINE void gemv_i16_body(const kern_job *j, uint32_t rb0, uint32_t rb1, const u
             const int8_t *p1 = j->xq + (size_t)g * B, *p2 = j->xq2 + (size_t)g * B;
             { /* the scales (and zero points) of the group PF_BYTES of codes ahead: their own streams */
                 size_t ga = ((size_t)rb * kb + g) * 16 + (size_t)(PF_BYTES / (B * 8) + 1) * 16;
-                _mm_prefetch((const char *)W->scales + ga * ogk_dtype_size(W->scale_dtype), _MM_HINT_T0);
+                _mm_prefetch((const char *)W->scales + ga * ogk_dtype_size(W->scale_dtype), PF_HINT);
                 if (W->has_zp)
-                    _mm_prefetch((const char *)W->zeros + ga, _MM_HINT_T0);
+                    _mm_prefetch((const char *)W->zeros + ga, PF_HINT);
             }
             __m512i a1 = _mm512_setzero_si512(), b1 = a1, a2 = a1, b2 = a1;
 #pragma GCC unroll 16
             for (uint32_t c = 0; c < cpg; c++) {
                 __m512i w = _mm512_loadu_si512(cp + c * 64);
-                _mm_prefetch((const char *)cp + c * 64 + PF_BYTES, _MM_HINT_T0);
+                _mm_prefetch((const char *)cp + c * 64 + PF_BYTES, PF_HINT);
                 __m512i lo = _mm512_and_si512(w, m4), hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), m4);
                 a1 = _mm512_dpbusd_epi32(a1, lo, bcast4(p1 + c * 8));
                 b1 = _mm512_dpbusd_epi32(b1, hi, bcast4(p1 + c * 8 + 4));
