@@ -283,6 +283,9 @@ static void wsum4(float *const *o, const float *const *w, const int *te, const f
             wsum1(o[p], w[p], vb + (size_t)(tc - t0) * 64, tc, te[p]);
 }
 
+static void softmax_wsum(float *const *outp, const int *np, int nq, int nmax, const uint16_t *vc, float *att,
+                         size_t as);
+
 void kern_attend_h_avx512(float *q, size_t qs, int rows, int g, const uint16_t *kc, const uint16_t *vc, int n0, int hd,
                           float scale, float *att, size_t as)
 {
@@ -300,7 +303,6 @@ void kern_attend_h_avx512(float *q, size_t qs, int rows, int g, const uint16_t *
     float qt[NQ_H / 16][64][16] __attribute__((aligned(64))); /* [pair block][c][lane] */
     float kb[16 * 64] __attribute__((aligned(64)));
     float st[16][16] __attribute__((aligned(64)));             /* [position][lane] of one block */
-    float vb[VROWS_H * 64] __attribute__((aligned(64)));
     float *outp[NQ_H];
     int np[NQ_H];
     for (int i = 0; i < npb * 16; i++) {
@@ -336,7 +338,15 @@ void kern_attend_h_avx512(float *q, size_t qs, int rows, int g, const uint16_t *
                                       _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, idx, &st[0][l], 4));
         }
     }
-    /* each pair: softmax over its own positions, weights scaled by 1 / sum in place */
+    softmax_wsum(outp, np, nq, nmax, vc, att, as);
+}
+
+/* the rest of attend_h after the scores (pair i's in att + i·as, over np[i] positions, its output at
+ * outp[i]; np grows with i): each pair's softmax over its own positions, weights scaled by 1 / sum in
+ * place (max exact, sum in the order softmax_exp takes), then the weighted sums over the values */
+static void softmax_wsum(float *const *outp, const int *np, int nq, int nmax, const uint16_t *vc, float *att, size_t as)
+{
+    float vb[VROWS_H * 64] __attribute__((aligned(64)));
     for (int i = 0; i < nq; i++) {
         float *w = att + (size_t)i * as;
         int n = np[i];
@@ -387,5 +397,64 @@ void kern_attend_h_avx512(float *q, size_t qs, int rows, int g, const uint16_t *
             if (ta > t0)
                 wsum1(outp[i], att + (size_t)i * as, vb, t0, ta);
         }
+    }
+}
+
+/* ---- one query row over the transposed keys: attend_h1t ----
+ * Keys in blocks of 16 positions, kt[(t / 16) · 1024 + c · 16 + t % 16] (model.c keeps this copy of the
+ * key cache for decode), so a block's dimension c is one vector of 16 positions: a pair's score of 16
+ * positions is its chain of 64 fused multiply-adds over c in order (its q[c] broadcast), times scale:
+ * the operations of attend_h's lane-per-pair scores, so the bits are attend_h's for one row, with
+ * every lane used (one row has g pairs, often fewer than 16) and no transposition of the scores.
+ * Positions of a block past n are computed from whatever the block holds and never stored. */
+static inline __attribute__((always_inline)) void scores_t(const float *q, const int PG, const uint16_t *kt, int n,
+                                                            float scale, float *att, size_t as)
+{
+    const __m512 vs = _mm512_set1_ps(scale);
+    for (int t0 = 0; t0 < n; t0 += 16) {
+        const uint16_t *b = kt + (size_t)t0 * 64;
+        __m512 a[8];
+#pragma GCC unroll 8
+        for (int p = 0; p < PG; p++)
+            a[p] = _mm512_setzero_ps();
+        for (int c = 0; c < 64; c++) {
+            if (!(c & 1)) /* the block 4 KiB ahead, a line per two dimensions */
+                _mm_prefetch((const char *)(b + c * 16) + 4096, _MM_HINT_T0);
+            __m512 k = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(b + c * 16)));
+#pragma GCC unroll 8
+            for (int p = 0; p < PG; p++)
+                a[p] = _mm512_fmadd_ps(_mm512_set1_ps(q[p * 64 + c]), k, a[p]);
+        }
+        __mmask16 m = n - t0 < 16 ? (__mmask16)((1u << (n - t0)) - 1) : (__mmask16)0xFFFF;
+#pragma GCC unroll 8
+        for (int p = 0; p < PG; p++)
+            _mm512_mask_storeu_ps(att + (size_t)p * as + t0, m, _mm512_mul_ps(a[p], vs));
+    }
+}
+
+void kern_attend_h1t_avx512(float *q, int g, const uint16_t *kt, const uint16_t *vc, int n, float scale, float *att,
+                            size_t as)
+{
+    float *outp[NQ_H];
+    int np[NQ_H];
+    for (int p0 = 0; p0 < g; p0 += NQ_H) { /* more heads than a call takes: in calls of NQ_H */
+        int gc = g - p0 < NQ_H ? g - p0 : NQ_H;
+        for (int i = 0; i < gc; i++)
+            outp[i] = q + (size_t)(p0 + i) * 64, np[i] = n;
+        for (int i = 0; i < gc; i += 8) { /* up to 8 pairs' scores at a time (their chains in registers) */
+            const float *qi = q + (size_t)(p0 + i) * 64;
+            float *ai = att + (size_t)(p0 + i) * as;
+            switch (gc - i < 8 ? gc - i : 8) {
+            case 1: scores_t(qi, 1, kt, n, scale, ai, as); break;
+            case 2: scores_t(qi, 2, kt, n, scale, ai, as); break;
+            case 3: scores_t(qi, 3, kt, n, scale, ai, as); break;
+            case 4: scores_t(qi, 4, kt, n, scale, ai, as); break;
+            case 5: scores_t(qi, 5, kt, n, scale, ai, as); break;
+            case 6: scores_t(qi, 6, kt, n, scale, ai, as); break;
+            case 7: scores_t(qi, 7, kt, n, scale, ai, as); break;
+            default: scores_t(qi, 8, kt, n, scale, ai, as); break;
+            }
+        }
+        softmax_wsum(outp, np, gc, n, vc, att + (size_t)p0 * as, as);
     }
 }

@@ -14,6 +14,9 @@
  * per ATTN_ROWS rows; the score buffer holds ATTN_ROWS slices per head */
 #define ATTN_ROWS 16
 
+/* positions the transposed key copy holds: the context rounded up to whole blocks of 16 */
+static size_t key_t_ctx(int context) { return ((size_t)context + 15) / 16 * 16; }
+
 /* ---------------------------------------------------------------- loading */
 
 /* The container's tensors as lib/mdesc sees them: the one check of a runnable model, shared with the
@@ -286,6 +289,13 @@ model_state *model_state_new(const model *m, int context, int logit_rows, int mo
     s->logits = calloc((size_t)logit_rows * c->vocab_size, sizeof(float));
     s->kv_f16 = mode == KERN_I8;
     s->key_cache = calloc(cache, s->kv_f16 ? sizeof(uint16_t) : sizeof(float));
+    s->attend_h1t = kern_isa_current()->attend_h1t;
+    if (s->kv_f16 && s->attend_h1t && c->head_dim == 64 &&
+        !(s->key_t = calloc((size_t)c->n_layers * kvd * (size_t)key_t_ctx(context), sizeof(uint16_t)))) {
+        model_state_free(s);
+        ogk_fail(e, "out of memory for a context of %d positions (-c lowers it)", context);
+        return NULL;
+    }
     s->value_cache = calloc(cache, s->kv_f16 ? sizeof(uint16_t) : sizeof(float));
     if (!s->x || !s->xb || !s->q || !s->k || !s->v || !s->qkv || !s->hb || !s->hb2 || !s->att || !s->logits ||
         !s->key_cache || !s->value_cache) {
@@ -307,7 +317,7 @@ void model_state_free(model_state *s)
     if (!s)
         return;
     free(s->x), free(s->xb), free(s->q), free(s->k), free(s->v), free(s->qkv), free(s->hb), free(s->hb2);
-    free(s->att), free(s->logits), free(s->batch_logits), free(s->key_cache), free(s->value_cache);
+    free(s->att), free(s->logits), free(s->batch_logits), free(s->key_cache), free(s->value_cache), free(s->key_t);
     if (!s->pool_borrowed)
         kern_pool_free(s->pool);
     free(s);
@@ -491,14 +501,28 @@ static void kv_put(const model_state *s, void *dst, const float *src, size_t hd)
         h[i] = ogk_f32_to_f16_sat(src[i]);
 }
 
-/* save key, value of every row at its time step into the kv cache */
+/* (layer, kv head)'s transposed keys: blocks of 16 positions x head_dim */
+static uint16_t *key_t_at(const model_state *s, int layer, int kvh)
+{
+    const model_config *c = &s->m->c;
+    return s->key_t + ((size_t)layer * c->n_kv_heads + kvh) * (size_t)key_t_ctx(s->context) * c->head_dim;
+}
+
+/* save key, value of every row at its time step into the kv cache (and the key into the transposed copy) */
 static void kv_store(model_state *s, int layer, int pos0, int r0, int r1)
 {
     const model_config *c = &s->m->c;
     size_t hd = (size_t)c->head_dim;
     for (int r = r0; r < r1; r++)
         for (int h = 0; h < c->n_kv_heads; h++) {
-            kv_put(s, cache_at(s, s->key_cache, layer, h, pos0 + r), s->k + ((size_t)r * c->n_kv_heads + h) * hd, hd);
+            int pos = pos0 + r;
+            kv_put(s, cache_at(s, s->key_cache, layer, h, pos), s->k + ((size_t)r * c->n_kv_heads + h) * hd, hd);
+            if (s->key_t) {
+                const uint16_t *kr = cache_at(s, s->key_cache, layer, h, pos);
+                uint16_t *b = key_t_at(s, layer, h) + (size_t)(pos / 16) * 16 * hd + pos % 16;
+                for (size_t i = 0; i < hd; i++)
+                    b[i * 16] = kr[i];
+            }
             kv_put(s, cache_at(s, s->value_cache, layer, h, pos0 + r), s->v + ((size_t)r * c->n_kv_heads + h) * hd,
                    hd);
         }
@@ -540,6 +564,11 @@ static void attention_task(attn_job *j, int task)
     float scale = 1.0f / sqrtf((float)hd);
     const void *kc = cache_at(s, s->key_cache, j->layer, kvh, 0), *vc = cache_at(s, s->value_cache, j->layer, kvh, 0);
     size_t qs = (size_t)c->n_heads * hd;
+    if (j->rows == 1 && s->key_t) { /* decode: over the transposed keys (the same bits) */
+        s->attend_h1t(s->q + (size_t)h0 * hd, g, key_t_at(s, j->layer, kvh), vc, j->pos0 + 1, scale,
+                      s->att + (size_t)h0 * ATTN_ROWS * s->context, (size_t)s->context);
+        return;
+    }
     if (s->kv_f16) { /* ATTN_ROWS rows at a time: the cache is read once for all of them */
         float *att = s->att + (size_t)h0 * ATTN_ROWS * s->context;
         for (int r = 0; r < j->rows; r += ATTN_ROWS)
