@@ -128,13 +128,14 @@ INLINE void gemv_i16_body(const kern_job *j, uint32_t rb0, uint32_t rb1, const u
     const uint32_t kb = W->k_blocks, cpg = B / 8;
     const __m512i m4 = _mm512_set1_epi8(0x0F), c254 = _mm512_set1_epi32(254);
     const uint8_t *cp = W->codes + (size_t)rb0 * kb * B * 8;
+    const size_t ss = ogk_dtype_size(W->scale_dtype);
     for (uint32_t rb = rb0; rb < rb1; rb++) {
         __m512 y = _mm512_setzero_ps();
         for (uint32_t g = 0; g < kb; g++, cp += B * 8) {
             const int8_t *p1 = j->xq + (size_t)g * B, *p2 = j->xq2 + (size_t)g * B;
             { /* the scales (and zero points) of the group PF_BYTES of codes ahead: their own streams */
                 size_t ga = ((size_t)rb * kb + g) * 16 + (size_t)(PF_BYTES / (B * 8) + 1) * 16;
-                _mm_prefetch((const char *)W->scales + ga * ogk_dtype_size(W->scale_dtype), PF_HINT);
+                _mm_prefetch((const char *)W->scales + ga * ss, PF_HINT);
                 if (W->has_zp)
                     _mm_prefetch((const char *)W->zeros + ga, PF_HINT);
             }
