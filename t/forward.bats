@@ -260,6 +260,14 @@ greedy() {
   echo "$output" | jq -e '.weight_bytes_per_token as $w | [.results[] |
     (.decode_tok_s.median * $w / 1e9 / .dram_read_GBps.median) / .decode_fraction_of_dram.median |
     . > 0.5 and . < 2] | all'
+  # with the KV cache a step reads: a larger fraction, the same ratio law; the KV bytes grow with the
+  # mean position (prompt + (gen + 1) / 2), here 16 + 4.5 and 32 + 4.5
+  echo "$output" | jq -e '.weight_bytes_per_token as $w | [.results[] |
+    .decode_fraction_of_dram_kv.median > .decode_fraction_of_dram.median and
+    ((.decode_tok_s.median * ($w + .kv_bytes_per_token) / 1e9 / .dram_read_GBps.median) /
+     .decode_fraction_of_dram_kv.median | . > 0.5 and . < 2)] | all'
+  echo "$output" | jq -e '(.results[1].kv_bytes_per_token / .results[0].kv_bytes_per_token) * 20.5 / 36.5 |
+    . > 0.999 and . < 1.001'
   run npu-forward bench -m "$m" -l 16 -g 4 -r 1 --json
   echo "$output" | jq -e '.results[0] | has("dram_read_GBps") | not'
 }

@@ -85,7 +85,7 @@ int cmd_bench(int argc, char **argv)
                m->c.family_name, kern_pool_threads(s->pool), kern_mode_name(app_mode(m, &o.mo)),
                kern_isa_current()->name, m->weight_bytes / 1e6, held);
         printf("%8s %6s %16s %20s %20s %14s%s\n", "prompt", "gen", "TTFT ms", "prefill tok/s", "decode tok/s", "E2E ms",
-               o.probe ? "   DRAM GB/s  decode/DRAM" : "");
+               o.probe ? "   DRAM GB/s  decode/DRAM  w+KV/DRAM" : "");
         size_t i;
         json_t *row;
         json_array_foreach(json_object_get(r, "results"), i, row)
@@ -97,7 +97,8 @@ int cmd_bench(int argc, char **argv)
                    (int)json_integer_value(json_object_get(row, "gen_tokens")), MED("ttft_ms"), SD("ttft_ms"),
                    MED("prefill_tok_s"), SD("prefill_tok_s"), MED("decode_tok_s"), SD("decode_tok_s"), MED("e2e_ms"));
             if (json_object_get(row, "decode_fraction_of_dram"))
-                printf(" %12.1f %10.0f %%", MED("dram_read_GBps"), 100 * MED("decode_fraction_of_dram"));
+                printf(" %12.1f %10.0f %% %9.0f %%", MED("dram_read_GBps"), 100 * MED("decode_fraction_of_dram"),
+                       100 * MED("decode_fraction_of_dram_kv"));
             putchar('\n');
 #undef MED
 #undef SD

@@ -134,14 +134,15 @@ json_t *model_bench(model_state *s, const model_bench_opts *o, ogk_error *e)
     int *ids = malloc((size_t)maxlen * sizeof *ids);
     int R = o->reps > 0 ? o->reps : 1;
     double *ttft = malloc(sizeof(double) * R), *pp = malloc(sizeof(double) * R), *tg = malloc(sizeof(double) * R),
-           *e2e = malloc(sizeof(double) * R), *bw = malloc(sizeof(double) * R), *fr = malloc(sizeof(double) * R);
+           *e2e = malloc(sizeof(double) * R), *bw = malloc(sizeof(double) * R), *fr = malloc(sizeof(double) * R),
+           *frkv = malloc(sizeof(double) * R);
     kern_bw_probe *probe = NULL;
     if (o->probe) {
         size_t fsz;
         const uint8_t *fb = q4nx_bytes(m->file, &fsz);
         if (!(probe = kern_bw_probe_over(fb, fsz))) {
             ogk_fail(e, "the container is too small for a bandwidth probe");
-            free(ids), free(ttft), free(pp), free(tg), free(e2e), free(bw), free(fr);
+            free(ids), free(ttft), free(pp), free(tg), free(e2e), free(bw), free(fr), free(frkv);
             return NULL;
         }
     }
@@ -151,6 +152,10 @@ json_t *model_bench(model_state *s, const model_bench_opts *o, ogk_error *e)
     for (int li = 0; li < o->n_lens; li++) {
         int L = o->prompt_lens[li];
         model_bench_prompt(ids, L, m->c.vocab_size);
+        /* the KV cache a decode step reads besides the weights (keys and values of every layer and KV
+         * head up to its position), on average over the generated tokens */
+        double kv = (double)m->c.n_layers * m->c.n_kv_heads * m->c.head_dim * 2.0 * (s->kv_f16 ? 2 : 4) *
+                    (L + (o->gen + 1) / 2.0);
         for (int r = -o->warmup; r < R; r++) {
             model_gen g = {.max_new = o->gen + 1, .ignore_eos = 1};
             model_gen_stats st;
@@ -166,6 +171,7 @@ json_t *model_bench(model_state *s, const model_bench_opts *o, ogk_error *e)
             e2e[r] = st.prefill_ms + st.decode_ms + st.sampling_ms;
             bw[r] = gbs;
             fr[r] = gbs > 0 ? tg[r] * (double)m->weight_bytes / 1e9 / gbs : 0;
+            frkv[r] = gbs > 0 ? tg[r] * ((double)m->weight_bytes + kv) / 1e9 / gbs : 0;
         }
         json_t *row = json_pack("{s:i,s:i,s:o,s:o,s:o,s:o}", "prompt_tokens", L, "gen_tokens", o->gen, "ttft_ms",
                                 stat(ttft, R, 3), "prefill_tok_s", stat(pp, R, 2), "decode_tok_s", stat(tg, R, 2),
@@ -173,6 +179,8 @@ json_t *model_bench(model_state *s, const model_bench_opts *o, ogk_error *e)
         if (probe) {
             json_object_set_new(row, "dram_read_GBps", stat(bw, R, 2));
             json_object_set_new(row, "decode_fraction_of_dram", stat(fr, R, 4));
+            json_object_set_new(row, "kv_bytes_per_token", json_integer((json_int_t)kv));
+            json_object_set_new(row, "decode_fraction_of_dram_kv", stat(frkv, R, 4));
         }
         json_array_append_new(rows, row);
         if (o->n_verify) {
@@ -184,7 +192,7 @@ json_t *model_bench(model_state *s, const model_bench_opts *o, ogk_error *e)
     }
     model_sampler_free(&sp);
     kern_bw_probe_free(probe);
-    free(ids), free(ttft), free(pp), free(tg), free(e2e), free(bw), free(fr);
+    free(ids), free(ttft), free(pp), free(tg), free(e2e), free(bw), free(fr), free(frkv);
     return json_pack("{s:s,s:i,s:i,s:s,s:i,s:I,s:o,s:I}", "family", m->c.family_name, "threads",
                      kern_pool_threads(s->pool), "context", s->context, "mode", kern_mode_name(s->mode),
                      "reps", R, "weight_bytes_per_token", (json_int_t)m->weight_bytes, "results", rows, "peak_rss_bytes",
@@ -192,7 +200,7 @@ json_t *model_bench(model_state *s, const model_bench_opts *o, ogk_error *e)
 fail:
     model_sampler_free(&sp);
     kern_bw_probe_free(probe);
-    free(ids), free(ttft), free(pp), free(tg), free(e2e), free(bw), free(fr);
+    free(ids), free(ttft), free(pp), free(tg), free(e2e), free(bw), free(fr), free(frkv);
     json_decref(rows);
     return NULL;
 }
