@@ -268,6 +268,13 @@ EOF
   [[ "$output" == *"unsupported model type 'Unigram'"* ]]
   run npu-forward tokenize hi
   [ "$status" -eq 2 ]
+  # -f FILE and arguments: one input or the other, never one dropped in silence (before, the
+  # arguments were ignored, or chat's replaced -f's file)
+  echo hello > "$W/in.txt"
+  for c in tokenize detokenize chat; do
+    run -2 npu-forward "$c" --tokenizer "$(tokdir qwen3)" -f "$W/in.txt" other
+    [[ "$output" == *"$c: give the input as -f FILE or as arguments, not both"* ]]
+  done
   run npu-forward tokenize --bogus
   [ "$status" -eq 2 ]
   run npu-forward tokenize --help

@@ -354,6 +354,13 @@ class Campaign:
             shutil.rmtree(d)
             self.record("pack", what, steps, extra)
 
+    # (program, option) whose value is an input that may be a stream, read to its end (a prompt, ids, a
+    # tokenizer tool's input, an OGAX stream to check)
+    TEXT_INPUTS = {("npu-forward run", "-f"), ("npu-forward run", "--ids"), ("npu-forward logits", "--ids"),
+                   ("npu-forward tokenize", "-f"), ("npu-forward detokenize", "-f"), ("npu-forward chat", "-f"),
+                   ("oga-extract", "-c"), ("oga-extract", "--check")}
+    TEXT_POSITIONAL = {"npu-forward chat", "npu-forward detokenize"}  # a lone argument is an input file
+
     def c_cli(self):
         rng = self.rng
         fifo = os.path.join(self.work, "fifo")
@@ -405,12 +412,28 @@ class Campaign:
             if key.startswith("npu-forward run") and "-n" not in argv:
                 argv += ["-n", "2"]
             stdin = rng.choice([None, self.stream, "/dev/zero"]) if key in ("q4nx-pack", "npu-forward tokenize", "npu-forward detokenize", "npu-forward chat") else None
-            fd = None
-            if fifo in argv:  # a writer that never writes: readers must not wait on it forever
+            fd = writer = None
+            # a text input (a prompt, ids, a tokenizer tool's input) may be a stream, read to its end
+            # (npu-forward(1)): there the FIFO gets a writer that writes a line and closes, as a shell's
+            # <(...) would; anywhere else it gets a writer that never writes, and no program may wait on it
+            text_in = any(argv[k + 1] == fifo and ((key, argv[k]) in self.TEXT_INPUTS)
+                          for k in range(len(argv) - 1)) or (fifo in argv[2:] and key in self.TEXT_POSITIONAL)
+            if text_in:
+                writer = subprocess.Popen(["sh", "-c", 'printf "[1, 2]\\n" > "$0"', fifo],
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            elif fifo in argv:  # a writer that never writes: readers must not wait on it forever
                 fd = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)
             r = self.run(argv, timeout=30, stdin=stdin, cwd=self.work)
             if fd is not None:
                 os.close(fd)
+            if writer is not None:  # the program did not read it: let the writer's open return, then end it
+                rfd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+                try:
+                    writer.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    writer.kill()
+                    writer.wait()
+                os.close(rfd)
             self.record("cli", " ".join(argv)[:300] + (" < " + stdin if stdin else ""), [(key, r)])
 
     def templates(self):

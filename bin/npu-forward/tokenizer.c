@@ -99,6 +99,8 @@ static void parse(int argc, char **argv, tok_opts *o, const char *usage)
     o->nargs = argc - optind;
     if (o->dir && o->model)
         ogk_die(OGK_EXIT_USAGE, "%s: --tokenizer and -m are exclusive", argv[0]);
+    if (o->file && o->nargs) /* before, the arguments were dropped without a word (or replaced -f's file) */
+        ogk_die(OGK_EXIT_USAGE, "%s: give the input as -f FILE or as arguments, not both", argv[0]);
     if (o->lines && o->jsonl)
         ogk_die(OGK_EXIT_USAGE, "%s: --lines and --jsonl are exclusive", argv[0]);
 }
