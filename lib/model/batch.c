@@ -28,12 +28,6 @@ static int matmul(model_state *work, float *y, const float *x, int rows, const o
     return 0;
 }
 
-static void residual(float *x, const float *y, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        x[i] += y[i];
-}
-
 int model_forward_batch(model_state *work, model_state *const *states, const int *tokens, int n,
                         const unsigned char *want, ogk_error *e)
 {
@@ -67,7 +61,6 @@ int model_forward_batch(model_state *work, model_state *const *states, const int
                 return ogk_fail(e, "batch rows %d and %d: the rows of one state must be consecutive", j, i);
     }
     int dim = c->dim, hd = c->head_dim, qd = c->n_heads * hd, kvd = c->n_kv_heads * hd;
-    size_t nx = (size_t)n * dim;
     double t0 = ogk_now();
     memset(&work->prof, 0, sizeof work->prof);
 
@@ -76,16 +69,11 @@ int model_forward_batch(model_state *work, model_state *const *states, const int
         const model_layer *L = &m->w.layers[l];
 
         /* attention rmsnorm; q, k, v for all rows at once */
-        model_step_rmsnorm(work->xb, work->x, L->input_norm, n, dim, c->rms_eps);
+        model_step_residual_norm(work, n, 0, L->input_norm);
         if (L->wqkv) {
             if (matmul(work, work->qkv, work->xb, n, L->wqkv, e))
                 return -1;
-            for (int r = 0; r < n; r++) {
-                const float *p = work->qkv + (size_t)r * (qd + 2 * kvd);
-                memcpy(work->q + (size_t)r * qd, p, (size_t)qd * sizeof(float));
-                memcpy(work->k + (size_t)r * kvd, p + qd, (size_t)kvd * sizeof(float));
-                memcpy(work->v + (size_t)r * kvd, p + qd + kvd, (size_t)kvd * sizeof(float));
-            }
+            model_step_split_qkv(work, n);
         } else if (matmul(work, work->q, work->xb, n, L->wq, e) || matmul(work, work->k, work->xb, n, L->wk, e) ||
                    matmul(work, work->v, work->xb, n, L->wv, e)) {
             return -1;
@@ -111,14 +99,13 @@ int model_forward_batch(model_state *work, model_state *const *states, const int
         /* output projection, residual; ffn rmsnorm; SwiGLU MLP; residual */
         if (matmul(work, work->xb, work->q, n, L->wo, e))
             return -1;
-        residual(work->x, work->xb, nx);
-        model_step_rmsnorm(work->xb, work->x, L->post_attn_norm, n, dim, c->rms_eps);
+        model_step_residual_norm(work, n, 1, L->post_attn_norm);
         if (matmul(work, work->hb, work->xb, n, L->w_gate, e) || matmul(work, work->hb2, work->xb, n, L->w_up, e))
             return -1;
         model_step_swiglu(work, n);
         if (matmul(work, work->xb, work->hb, n, L->w_down, e))
             return -1;
-        residual(work->x, work->xb, nx);
+        model_step_residual_norm(work, n, 1, NULL);
     }
     double t1 = ogk_now();
 

@@ -289,16 +289,13 @@ model_state *model_state_new(const model *m, int context, int logit_rows, int mo
     s->logits = calloc((size_t)logit_rows * c->vocab_size, sizeof(float));
     s->kv_f16 = mode == KERN_I8;
     s->key_cache = calloc(cache, s->kv_f16 ? sizeof(uint16_t) : sizeof(float));
-    s->attend_h1t = kern_isa_current()->attend_h1t;
-    if (s->kv_f16 && s->attend_h1t && c->head_dim == 64 &&
-        !(s->key_t = calloc((size_t)c->n_layers * kvd * (size_t)key_t_ctx(context), sizeof(uint16_t)))) {
-        model_state_free(s);
-        ogk_fail(e, "out of memory for a context of %d positions (-c lowers it)", context);
-        return NULL;
-    }
     s->value_cache = calloc(cache, s->kv_f16 ? sizeof(uint16_t) : sizeof(float));
+    s->attend_h1t = kern_isa_current()->attend_h1t;
+    int want_key_t = s->kv_f16 && s->attend_h1t && c->head_dim == 64;
+    if (want_key_t)
+        s->key_t = calloc((size_t)c->n_layers * kvd * key_t_ctx(context), sizeof(uint16_t));
     if (!s->x || !s->xb || !s->q || !s->k || !s->v || !s->qkv || !s->hb || !s->hb2 || !s->att || !s->logits ||
-        !s->key_cache || !s->value_cache) {
+        !s->key_cache || !s->value_cache || (want_key_t && !s->key_t)) {
         model_state_free(s);
         ogk_fail(e, "out of memory for a context of %d positions (-c lowers it)", context);
         return NULL;
@@ -516,15 +513,15 @@ static void kv_store(model_state *s, int layer, int pos0, int r0, int r1)
     for (int r = r0; r < r1; r++)
         for (int h = 0; h < c->n_kv_heads; h++) {
             int pos = pos0 + r;
-            kv_put(s, cache_at(s, s->key_cache, layer, h, pos), s->k + ((size_t)r * c->n_kv_heads + h) * hd, hd);
-            if (s->key_t) {
-                const uint16_t *kr = cache_at(s, s->key_cache, layer, h, pos);
+            void *kd = cache_at(s, s->key_cache, layer, h, pos);
+            kv_put(s, kd, s->k + ((size_t)r * c->n_kv_heads + h) * hd, hd);
+            if (s->key_t) { /* the fp16 row just written, into its lane of the position's block */
+                const uint16_t *kr = kd;
                 uint16_t *b = key_t_at(s, layer, h) + (size_t)(pos / 16) * 16 * hd + pos % 16;
                 for (size_t i = 0; i < hd; i++)
                     b[i * 16] = kr[i];
             }
-            kv_put(s, cache_at(s, s->value_cache, layer, h, pos0 + r), s->v + ((size_t)r * c->n_kv_heads + h) * hd,
-                   hd);
+            kv_put(s, cache_at(s, s->value_cache, layer, h, pos), s->v + ((size_t)r * c->n_kv_heads + h) * hd, hd);
         }
 }
 
@@ -804,6 +801,14 @@ void model_step_rmsnorm(float *o, const float *x, const float *w, int rows, int 
 }
 
 void model_step_swiglu(model_state *s, int rows) { swiglu(s, rows); }
+
+void model_step_split_qkv(model_state *s, int rows) { split_qkv(s, 0, rows); }
+
+void model_step_residual_norm(model_state *s, int rows, int residual, const float *norm)
+{
+    rows_job rj = {.s = s, .norm = norm, .residual = residual, .fn = norm_step};
+    for_rows(&rj, rows);
+}
 
 /* forward_rows' attention sublayer for rows already projected into s->q, s->k, s->v at s->pos.. */
 void model_step_attention(model_state *s, const model_layer *L, int layer, int rows)
