@@ -13,36 +13,6 @@
 
 #include <string.h>
 
-#ifndef KERN_PF_MAX_M
-#define KERN_PF_MAX_M 16 /* tiles of launches up to this many rows prefetch their weights (verify batches) */
-#endif
-/* Software prefetch of the weight streams: 16 KiB ahead into L2. Into L1 (T0) and 8 KiB ahead, a
- * model's GEMVs streamed ~6 % slower on the Emerald Rapids machine (npu-gemm --model-pass, 2 threads:
- * 9.8-9.9 ms against 9.0-9.3 for the container's 309 MB); a software prefetch into L1 holds a fill
- * buffer until its line arrives, which the loads themselves then lack. */
-#ifndef PF_HINT
-#define PF_HINT _MM_HINT_T1
-#endif
-#ifndef PF_BYTES
-#define PF_BYTES 16384 /* software prefetch distance of the code streams */
-#endif
-
-/* the scales and zero points of a group PF_BYTES of codes ahead (their own streams) */
-INLINE void prefetch_groups(const ogk_qtensor *W, uint32_t rb, const int RB, uint32_t g)
-{
-    uint32_t ahead = PF_BYTES / (W->block * 8) + 1, kb = W->k_blocks;
-    if (g + ahead >= kb)
-        return;
-    size_t ss = W->scale_dtype == OGK_F32 ? 4 : 2;
-#pragma GCC unroll 4
-    for (int r = 0; r < RB; r++) {
-        size_t gi = ((size_t)(rb + r) * kb + g + ahead) * 16;
-        _mm_prefetch((const char *)W->scales + gi * ss, PF_HINT);
-        if (W->has_zp)
-            _mm_prefetch((const char *)W->zeros + gi, PF_HINT);
-    }
-}
-
 INLINE void tile_f32(const kern_job *j, uint32_t rb, const int RB, const int MT, int m0)
 {
     const ogk_qtensor *W = j->W;

@@ -12,12 +12,6 @@
 
 #include <string.h>
 
-#ifndef PF_BYTES
-#define PF_BYTES 16384 /* software prefetch distance of the code stream (as kern_avx512.c) */
-#endif
-#ifndef PF_HINT
-#define PF_HINT _MM_HINT_T1 /* into L2 (as kern_avx512.c) */
-#endif
 
 INLINE __m512i bcast4(const int8_t *p)
 {
@@ -31,7 +25,7 @@ INLINE void tile_i16_body(const kern_job *j, uint32_t rb, const int RB, const in
     const ogk_qtensor *W = j->W;
     const uint32_t kb = W->k_blocks, kp = j->kp, cpg = B / 8;
     const __m512i m4 = _mm512_set1_epi8(0x0F);
-    const int pf = j->M <= 16;
+    const int pf = PF_BYTES && j->M <= KERN_PF_MAX_M;
     float y[2][4][16] __attribute__((aligned(64)));
     __m512i a1[2][4], a2[2][4];
     const uint8_t *cb[2];
@@ -43,6 +37,8 @@ INLINE void tile_i16_body(const kern_job *j, uint32_t rb, const int RB, const in
             _mm512_store_ps(y[r][m], _mm512_setzero_ps());
     }
     for (uint32_t g = 0; g < kb; g++) {
+        if (pf)
+            prefetch_groups(W, rb, RB, g);
 #pragma GCC unroll 2
         for (int r = 0; r < RB; r++)
 #pragma GCC unroll 4
