@@ -44,10 +44,9 @@ INLINE void store_rows(const kern_job *j, uint32_t rb, int m, __m512 v)
         _mm512_mask_storeu_ps(y, (__mmask16)((1u << left) - 1), v);
 }
 
-#ifndef KERN_PF_MAX_M
-#define KERN_PF_MAX_M 16 /* tiles of launches up to this many rows prefetch their weights (verify batches) */
-#endif
-/* Software prefetch of the weight streams: 16 KiB ahead into L2. Into L1 (T0) and 8 KiB ahead, a
+/* Software prefetch of the weight streams, in launches of every width: 16 KiB ahead into L2 (tiles of
+ * wide launches used to skip it, which cost 18 % at 24 rows and 10 % at 48, npu-gemm --model-pass of
+ * the container on the avx512 row). Into L1 (T0) and 8 KiB ahead, a
  * model's GEMVs streamed ~6 % slower on the Emerald Rapids machine (npu-gemm --model-pass, 2 threads:
  * 9.8-9.9 ms against 9.0-9.3 for the container's 309 MB); a software prefetch into L1 holds a fill
  * buffer until its line arrives, which the loads themselves then lack. */

@@ -29,7 +29,7 @@ INLINE void tile_f32(const kern_job *j, uint32_t rb, const int RB, const int MT,
             _mm512_store_ps(y[r][m], _mm512_setzero_ps());
     }
     for (uint32_t g = 0; g < kb; g++) {
-        if (PF_BYTES && j->M <= KERN_PF_MAX_M)
+        if (PF_BYTES)
             prefetch_groups(W, rb, RB, g);
 #pragma GCC unroll 4
         for (int r = 0; r < RB; r++)
@@ -46,7 +46,7 @@ INLINE void tile_f32(const kern_job *j, uint32_t rb, const int RB, const int MT,
             for (int r = 0; r < RB; r++)
             {
                 w[r] = _mm512_loadu_si512(cb[r] + ((size_t)g * cpg + c) * 64);
-                if (PF_BYTES && j->M <= KERN_PF_MAX_M)
+                if (PF_BYTES)
                     _mm_prefetch((const char *)cb[r] + ((size_t)g * cpg + c) * 64 + PF_BYTES, PF_HINT);
             }
 #pragma GCC unroll 4
@@ -107,7 +107,7 @@ INLINE void tile_i8_body(const kern_job *j, uint32_t rb, const int RB, const int
     }
     const int8_t *q0 = j->xq + (size_t)m0 * kp;
     for (uint32_t g = 0; g < kb; g++) {
-        if (PF_BYTES && j->M <= KERN_PF_MAX_M)
+        if (PF_BYTES)
             prefetch_groups(W, rb, RB, g);
         /* without zero points the accumulators start at −8·Σq, so they end at the exact Σ (code − 8)·q */
         __m512i a[4][8], a1[4];
@@ -126,7 +126,7 @@ INLINE void tile_i8_body(const kern_job *j, uint32_t rb, const int RB, const int
             for (int r = 0; r < RB; r++) {
                 const uint8_t *p = cb[r] + ((size_t)g * cpg + c) * 64;
                 __m512i w = _mm512_loadu_si512(p);
-                if (PF_BYTES && j->M <= KERN_PF_MAX_M)
+                if (PF_BYTES)
                     _mm_prefetch((const char *)p + PF_BYTES, PF_HINT);
                 lo[r] = _mm512_and_si512(w, m4);
                 hi[r] = _mm512_and_si512(_mm512_srli_epi16(w, 4), m4);

@@ -25,7 +25,7 @@ INLINE void tile_i16_body(const kern_job *j, uint32_t rb, const int RB, const in
     const ogk_qtensor *W = j->W;
     const uint32_t kb = W->k_blocks, kp = j->kp, cpg = B / 8;
     const __m512i m4 = _mm512_set1_epi8(0x0F);
-    const int pf = PF_BYTES && j->M <= KERN_PF_MAX_M;
+    const int pf = PF_BYTES != 0;
     float y[2][4][16] __attribute__((aligned(64)));
     __m512i a1[2][4], a2[2][4];
     const uint8_t *cb[2];
