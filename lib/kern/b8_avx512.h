@@ -44,6 +44,15 @@ INLINE void store_rows(const kern_job *j, uint32_t rb, int m, __m512 v)
         _mm512_mask_storeu_ps(y, (__mmask16)((1u << left) - 1), v);
 }
 
+/* the 16-bit mode's Σ code·Q = 254·Σ code·q1 + Σ code·q2 as fp32, from the two planes' exact int32 sums:
+ * each is below 2^24 in magnitude (15·127·4096), so both convert exactly and one fused multiply-add
+ * rounds the exact integer 254·s1 + s2 once, as converting it from int32 would (same bits; one
+ * operation fewer than the int32 multiply, add and convert) */
+INLINE __m512 dot_q(__m512i s1, __m512i s2)
+{
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(s1), _mm512_set1_ps(254.0f), _mm512_cvtepi32_ps(s2));
+}
+
 /* Software prefetch of the weight streams, in launches of every width: 16 KiB ahead into L2 (tiles of
  * wide launches used to skip it, which cost 18 % at 24 rows and 10 % at 48, npu-gemm --model-pass of
  * the container on the avx512 row). Into L1 (T0) and 8 KiB ahead, a

@@ -230,12 +230,10 @@ INLINE void post_group16(const kern_job *j, uint32_t rb, const int *rowi, uint32
     const uint32_t kb = W->k_blocks;
     const size_t gi = ((size_t)rb * kb + g) * 16;
     __m512 s = load_scales(W, gi), z = load_zeros(W, gi);
-    const __m512i c254 = _mm512_set1_epi32(254);
 #pragma GCC unroll 16
     for (int i = 0; i < 16; i++) {
         size_t xi = (size_t)rowi[i] * kb + g;
-        __m512i dot = _mm512_add_epi32(_mm512_mullo_epi32(_mm512_load_si512(a1[i]), c254), _mm512_load_si512(a2[i]));
-        __m512 t = _mm512_fnmadd_ps(z, _mm512_set1_ps(j->xqf[xi]), _mm512_cvtepi32_ps(dot));
+        __m512 t = _mm512_fnmadd_ps(z, _mm512_set1_ps(j->xqf[xi]), dot_q(_mm512_load_si512(a1[i]), _mm512_load_si512(a2[i])));
         y[i] = _mm512_fmadd_ps(_mm512_mul_ps(s, _mm512_set1_ps(j->xd[xi])), t, y[i]);
     }
 }

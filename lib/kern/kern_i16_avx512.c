@@ -82,9 +82,7 @@ INLINE void tile_i16_body(const kern_job *j, uint32_t rb, const int RB, const in
 #pragma GCC unroll 4
             for (int m = 0; m < MT; m++) {
                 size_t xi = (size_t)(m0 + m) * kb + g;
-                /* Σ code·Q in int32 (exact), then one rounding to fp32 */
-                __m512i dot = _mm512_add_epi32(_mm512_mullo_epi32(a1[r][m], _mm512_set1_epi32(254)), a2[r][m]);
-                __m512 t = _mm512_fnmadd_ps(z, _mm512_set1_ps(j->xqf[xi]), _mm512_cvtepi32_ps(dot));
+                __m512 t = _mm512_fnmadd_ps(z, _mm512_set1_ps(j->xqf[xi]), dot_q(a1[r][m], a2[r][m]));
                 _mm512_store_ps(y[r][m], _mm512_fmadd_ps(_mm512_mul_ps(s, _mm512_set1_ps(j->xd[xi])), t,
                                                          _mm512_load_ps(y[r][m])));
             }
@@ -122,7 +120,7 @@ INLINE void gemv_i16_body(const kern_job *j, uint32_t rb0, uint32_t rb1, const u
 {
     const ogk_qtensor *W = j->W;
     const uint32_t kb = W->k_blocks, cpg = B / 8;
-    const __m512i m4 = _mm512_set1_epi8(0x0F), c254 = _mm512_set1_epi32(254);
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
     const uint8_t *cp = W->codes + (size_t)rb0 * kb * B * 8;
     const size_t ss = ogk_dtype_size(W->scale_dtype);
     for (uint32_t rb = rb0; rb < rb1; rb++) {
@@ -147,8 +145,8 @@ INLINE void gemv_i16_body(const kern_job *j, uint32_t rb0, uint32_t rb1, const u
                 b2 = _mm512_dpbusd_epi32(b2, hi, bcast4(p2 + c * 8 + 4));
             }
             size_t gi = ((size_t)rb * kb + g) * 16;
-            __m512i dot = _mm512_add_epi32(_mm512_mullo_epi32(_mm512_add_epi32(a1, b1), c254), _mm512_add_epi32(a2, b2));
-            __m512 t = _mm512_fnmadd_ps(load_zeros(W, gi), _mm512_set1_ps(j->xqf[g]), _mm512_cvtepi32_ps(dot));
+            __m512 t = _mm512_fnmadd_ps(load_zeros(W, gi), _mm512_set1_ps(j->xqf[g]),
+                                        dot_q(_mm512_add_epi32(a1, b1), _mm512_add_epi32(a2, b2)));
             y = _mm512_fmadd_ps(_mm512_mul_ps(load_scales(W, gi), _mm512_set1_ps(j->xd[g])), t, y);
         }
         store_rows(j, rb, 0, y);
