@@ -116,11 +116,12 @@ typedef struct kern_isa {
      * batching and prefix cache rely on it); the keys and values are read once for all rows. */
     void (*attend_h)(float *q, size_t qs, int rows, int g, const uint16_t *kc, const uint16_t *vc, int n0, int hd,
                      float scale, float *att, size_t as);
-    /* attend_h of one query row (decode) at head_dim 64 over a copy of the keys transposed in blocks of
-     * 16 positions: kt[(t / 16)·1024 + c·16 + t % 16] (so a block's dimension c is one vector of 16
-     * positions). Bit-identical to attend_h(rows = 1) over the same keys; NULL on rows without it. */
-    void (*attend_h1t)(float *q, int g, const uint16_t *kt, const uint16_t *vc, int n, float scale, float *att,
-                       size_t as);
+    /* attend_h at head_dim 64 over a copy of the keys transposed in blocks of 16 positions:
+     * kt[(t / 16)·1024 + c·16 + t % 16] (so a block's dimension c is one vector of 16 positions, and a
+     * score of 16 positions takes one chain of fused multiply-adds). Bit-identical to attend_h over the
+     * same keys, for any rows (decode's one, verify and prompt passes); NULL on rows without it. */
+    void (*attend_ht)(float *q, size_t qs, int rows, int g, const uint16_t *kt, const uint16_t *vc, int n0,
+                      float scale, float *att, size_t as);
     void (*swiglu)(float *g, const float *up, size_t n); /* g[i] = silu(g[i]) * up[i] */
     uint64_t (*read)(const uint8_t *p, size_t n);          /* XOR of [p, p+n), n % 256 == 0, p 64-aligned */
 } kern_isa;

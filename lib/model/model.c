@@ -13,6 +13,12 @@
 /* query rows per attend_h call (the i8 mode's fp16 cache): a prompt chunk reads each key and value once
  * per ATTN_ROWS rows; the score buffer holds ATTN_ROWS slices per head */
 #define ATTN_ROWS 16
+/* passes of up to this many (row, head) pairs per KV head take attend_ht over the transposed keys (decode,
+ * verify passes; faster there), more (prompt chunks: 16 rows x 7 heads) attend_h (faster there; the same
+ * bits either way) */
+#ifndef ATTN_HT_PAIRS
+#define ATTN_HT_PAIRS 64
+#endif
 
 /* positions the transposed key copy holds: the context rounded up to whole blocks of 16 */
 static size_t key_t_ctx(int context) { return ((size_t)context + 15) / 16 * 16; }
@@ -290,8 +296,8 @@ model_state *model_state_new(const model *m, int context, int logit_rows, int mo
     s->kv_f16 = mode == KERN_I8;
     s->key_cache = calloc(cache, s->kv_f16 ? sizeof(uint16_t) : sizeof(float));
     s->value_cache = calloc(cache, s->kv_f16 ? sizeof(uint16_t) : sizeof(float));
-    s->attend_h1t = kern_isa_current()->attend_h1t;
-    int want_key_t = s->kv_f16 && s->attend_h1t && c->head_dim == 64;
+    s->attend_ht = kern_isa_current()->attend_ht;
+    int want_key_t = s->kv_f16 && s->attend_ht && c->head_dim == 64;
     if (want_key_t)
         s->key_t = calloc((size_t)c->n_layers * kvd * key_t_ctx(context), sizeof(uint16_t));
     if (!s->x || !s->xb || !s->q || !s->k || !s->v || !s->qkv || !s->hb || !s->hb2 || !s->att || !s->logits ||
@@ -561,16 +567,16 @@ static void attention_task(attn_job *j, int task)
     float scale = 1.0f / sqrtf((float)hd);
     const void *kc = cache_at(s, s->key_cache, j->layer, kvh, 0), *vc = cache_at(s, s->value_cache, j->layer, kvh, 0);
     size_t qs = (size_t)c->n_heads * hd;
-    if (j->rows == 1 && s->key_t) { /* decode: over the transposed keys (the same bits) */
-        s->attend_h1t(s->q + (size_t)h0 * hd, g, key_t_at(s, j->layer, kvh), vc, j->pos0 + 1, scale,
-                      s->att + (size_t)h0 * ATTN_ROWS * s->context, (size_t)s->context);
-        return;
-    }
     if (s->kv_f16) { /* ATTN_ROWS rows at a time: the cache is read once for all of them */
         float *att = s->att + (size_t)h0 * ATTN_ROWS * s->context;
-        for (int r = 0; r < j->rows; r += ATTN_ROWS)
-            s->attend_h(s->q + (size_t)r * qs + (size_t)h0 * hd, qs, j->rows - r < ATTN_ROWS ? j->rows - r : ATTN_ROWS,
-                        g, kc, vc, j->pos0 + r + 1, hd, scale, att, (size_t)s->context);
+        for (int r = 0; r < j->rows; r += ATTN_ROWS) {
+            int n = j->rows - r < ATTN_ROWS ? j->rows - r : ATTN_ROWS;
+            float *q = s->q + (size_t)r * qs + (size_t)h0 * hd;
+            if (s->key_t && n * g <= ATTN_HT_PAIRS) /* over the transposed keys (the same bits) */
+                s->attend_ht(q, qs, n, g, key_t_at(s, j->layer, kvh), vc, j->pos0 + r + 1, scale, att, (size_t)s->context);
+            else
+                s->attend_h(q, qs, n, g, kc, vc, j->pos0 + r + 1, hd, scale, att, (size_t)s->context);
+        }
         return;
     }
     float *att = s->att + (size_t)h0 * s->context;
