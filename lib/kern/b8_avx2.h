@@ -111,6 +111,22 @@ INLINE int32_t hsum_i32(__m256i s)
     s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
     return _mm_cvtsi128_si32(s4);
 }
+/* Software prefetch of the weight streams (as the avx512 kernels): a group's code lines PF_BYTES ahead,
+ * and its scales and zero points the same distance ahead in their own streams, by address (a row
+ * block's groups are contiguous and the next row block's follow). Into L2. */
+#ifndef PF_BYTES
+#define PF_BYTES 16384
+#endif
+INLINE void prefetch_group(const ogk_qtensor *W, const uint8_t *p, uint32_t cpg, size_t gi)
+{
+    for (uint32_t c = 0; c < cpg; c++)
+        _mm_prefetch((const char *)p + c * 64 + PF_BYTES, _MM_HINT_T1);
+    size_t ss = W->scale_dtype == OGK_F32 ? 4 : 2, ga = gi + (size_t)PF_BYTES * 2 / W->block;
+    _mm_prefetch((const char *)W->scales + ga * ss, _MM_HINT_T1);
+    if (W->has_zp)
+        _mm_prefetch((const char *)W->zeros + ga, _MM_HINT_T1);
+}
+
 /* The integer tiles of MT <= 4 activation rows (i8, or i16 when I16: two int8 planes): both halves of a
  * row block at once, so each 64-byte chunk of codes is loaded once and each activation broadcast
  * serves 16 rows. 2 x MT int32 sums and 2 x MT fp32 results do not all fit the 16 ymm registers
@@ -137,6 +153,8 @@ INLINE void tile_int(const kern_job *j, uint32_t rb, const int MT, int m0, const
             q2[m] = I16 ? j->xq2 + (size_t)(m0 + m) * kp + (size_t)g * B : NULL;
         }
         const uint8_t *p = cb + (size_t)g * cpg * 64;
+        if (PF_BYTES && m0 == 0) /* the first pass over the row block (later ones find it in cache) */
+            prefetch_group(W, p, cpg, ((size_t)rb * kb + g) * 16);
         if (!I16 && cpg <= 4) {
             /* int8, groups of <= 32: the pair sums of the whole group add up in int16 (<= 4·7620 =
              * 30480, no overflow) and one vpmaddwd per group widens them; no int32 accumulators in the

@@ -30,6 +30,8 @@ INLINE void tile_f32(const kern_job *j, uint32_t rb, const int MT, int m0)
 #pragma GCC unroll 4
         for (int m = 0; m < MT; m++)
             x[m] = j->xf + (size_t)(m0 + m) * kp + (size_t)g * B;
+        if (PF_BYTES && m0 == 0) /* the first pass over the row block (later ones find it in cache) */
+            prefetch_group(W, cb + (size_t)g * cpg * 64, cpg, ((size_t)rb * kb + g) * 16);
         for (uint32_t c = 0; c < cpg; c++) {
             const uint8_t *p = cb + ((size_t)g * cpg + c) * 64;
 #pragma GCC unroll 2
