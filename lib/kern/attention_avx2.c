@@ -207,8 +207,11 @@ static void scores64_h(const float *const *qh, float *const *a, int nq, const ui
     for (int t0 = 0; t0 < n; t0 += 8) {
         int nb = n - t0 >= 8 ? 8 : n - t0, nb4 = (nb + 3) & ~3;
         const uint16_t *src = kc + (size_t)t0 * 64;
-        for (int i = 0; i < nb * 8; i++)
+        for (int i = 0; i < nb * 8; i++) {
+            if (!(i & 3)) /* the key rows 4 KiB ahead (decode at long context streams them from DRAM) */
+                _mm_prefetch((const char *)(src + 8 * i) + 4096, _MM_HINT_T0);
             _mm256_store_ps(kbuf + 8 * i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + 8 * i))));
+        }
         for (int i = nb * 8; i < nb4 * 8; i++)
             _mm256_store_ps(kbuf + 8 * i, _mm256_setzero_ps());
         for (int h = 0; h < nq; h++) {
@@ -264,6 +267,9 @@ static inline __attribute__((always_inline)) void wsum_chunk(float *out, const f
         o[i] = t0 == 0 ? _mm256_setzero_ps() : _mm256_loadu_ps(out + 8 * i);
     for (int t = t0; t < t1; t++) {
         size_t v = (size_t)t * hd + c;
+        if (NV == 8) /* the value rows 4 KiB ahead, as the keys */
+            _mm_prefetch((const char *)(vc + v) + 4096, _MM_HINT_T0),
+                _mm_prefetch((const char *)(vc + v) + 4096 + 64, _MM_HINT_T0);
         __m256 a = _mm256_set1_ps(w[t] * inv);
 #pragma GCC unroll 8
         for (int i = 0; i < NV; i++)
