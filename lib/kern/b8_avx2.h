@@ -111,20 +111,13 @@ INLINE int32_t hsum_i32(__m256i s)
     s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
     return _mm_cvtsi128_si32(s4);
 }
-/* Software prefetch of the weight streams (as the avx512 kernels): a group's code lines PF_BYTES ahead,
- * and its scales and zero points the same distance ahead in their own streams, by address (a row
- * block's groups are contiguous and the next row block's follow). Into L2. */
-#ifndef PF_BYTES
-#define PF_BYTES 16384
-#endif
+/* Software prefetch of the weight streams (as the avx512 kernels, kern_int.h): a group's code lines
+ * PF_BYTES ahead into L2, and the scales and zero points that go with them */
 INLINE void prefetch_group(const ogk_qtensor *W, const uint8_t *p, uint32_t cpg, size_t gi)
 {
     for (uint32_t c = 0; c < cpg; c++)
         _mm_prefetch((const char *)p + c * 64 + PF_BYTES, _MM_HINT_T1);
-    size_t ss = W->scale_dtype == OGK_F32 ? 4 : 2, ga = gi + (size_t)PF_BYTES * 2 / W->block;
-    _mm_prefetch((const char *)W->scales + ga * ss, _MM_HINT_T1);
-    if (W->has_zp)
-        _mm_prefetch((const char *)W->zeros + ga, _MM_HINT_T1);
+    kern_prefetch_scales(W, gi);
 }
 
 /* The integer tiles of MT <= 4 activation rows (i8, or i16 when I16: two int8 planes): both halves of a

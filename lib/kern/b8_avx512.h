@@ -53,35 +53,22 @@ INLINE __m512 dot_q(__m512i s1, __m512i s2)
     return _mm512_fmadd_ps(_mm512_cvtepi32_ps(s1), _mm512_set1_ps(254.0f), _mm512_cvtepi32_ps(s2));
 }
 
-/* Software prefetch of the weight streams, in launches of every width: 16 KiB ahead into L2 (tiles of
- * wide launches used to skip it, which cost 18 % at 24 rows and 10 % at 48, npu-gemm --model-pass of
- * the container on the avx512 row). Into L1 (T0) and 8 KiB ahead, a
- * model's GEMVs streamed ~6 % slower on the Emerald Rapids machine (npu-gemm --model-pass, 2 threads:
- * 9.8-9.9 ms against 9.0-9.3 for the container's 309 MB); a software prefetch into L1 holds a fill
- * buffer until its line arrives, which the loads themselves then lack. */
+/* Software prefetch of the weight streams (PF_BYTES, kern_int.h), in launches of every width: 16 KiB
+ * ahead into L2 (tiles of wide launches used to skip it, which cost 18 % at 24 rows and 10 % at 48,
+ * npu-gemm --model-pass of the container on the avx512 row). Into L1 (T0) and 8 KiB ahead, a model's
+ * GEMVs streamed ~6 % slower on the Emerald Rapids machine (npu-gemm --model-pass, 2 threads: 9.8-9.9
+ * ms against 9.0-9.3 for the container's 309 MB); a software prefetch into L1 holds a fill buffer
+ * until its line arrives, which the loads themselves then lack. */
 #ifndef PF_HINT
 #define PF_HINT _MM_HINT_T1
 #endif
-#ifndef PF_BYTES
-#define PF_BYTES 16384 /* software prefetch distance of the code streams */
-#endif
 
-/* the scales and zero points of row blocks rb .. rb + RB − 1 at group g, PF_BYTES of codes ahead in
- * their own streams, by address: a row block's groups are contiguous and the next row block's follow,
- * so the prefetch runs on across row blocks into the next tiles' (at K = 896 a row block has 28 groups,
- * fewer than PF_BYTES of codes hold: a prefetch kept inside the row block never ran, and each tile's
- * first scale loads missed; an 8-row launch of the container took 14.7 ms, 11.5 with this) */
+/* the scales and zero points of row blocks rb .. rb + RB − 1 at group g, ahead (kern_prefetch_scales) */
 INLINE void prefetch_groups(const ogk_qtensor *W, uint32_t rb, const int RB, uint32_t g)
 {
-    const uint32_t kb = W->k_blocks;
-    const size_t ss = W->scale_dtype == OGK_F32 ? 4 : 2, ahead = (size_t)PF_BYTES * 2 / W->block; /* groups x 16 */
 #pragma GCC unroll 4
-    for (int r = 0; r < RB; r++) {
-        size_t gi = ((size_t)(rb + r) * kb + g) * 16 + ahead;
-        _mm_prefetch((const char *)W->scales + gi * ss, PF_HINT);
-        if (W->has_zp)
-            _mm_prefetch((const char *)W->zeros + gi, PF_HINT);
-    }
+    for (int r = 0; r < RB; r++)
+        kern_prefetch_scales(W, ((size_t)(rb + r) * W->k_blocks + g) * 16);
 }
 
 /* the activation quantisers' group walk: lanes [c, c + 16) of a row of k values, masked past k */

@@ -25,7 +25,6 @@ INLINE void tile_i16_body(const kern_job *j, uint32_t rb, const int RB, const in
     const ogk_qtensor *W = j->W;
     const uint32_t kb = W->k_blocks, kp = j->kp, cpg = B / 8;
     const __m512i m4 = _mm512_set1_epi8(0x0F);
-    const int pf = PF_BYTES != 0;
     float y[2][4][16] __attribute__((aligned(64)));
     __m512i a1[2][4], a2[2][4];
     const uint8_t *cb[2];
@@ -37,7 +36,7 @@ INLINE void tile_i16_body(const kern_job *j, uint32_t rb, const int RB, const in
             _mm512_store_ps(y[r][m], _mm512_setzero_ps());
     }
     for (uint32_t g = 0; g < kb; g++) {
-        if (pf)
+        if (PF_BYTES)
             prefetch_groups(W, rb, RB, g);
 #pragma GCC unroll 2
         for (int r = 0; r < RB; r++)
@@ -57,7 +56,7 @@ INLINE void tile_i16_body(const kern_job *j, uint32_t rb, const int RB, const in
             for (int r = 0; r < RB; r++) {
                 const uint8_t *cp = cb[r] + ((size_t)g * cpg + c) * 64;
                 __m512i w = _mm512_loadu_si512(cp);
-                if (pf)
+                if (PF_BYTES)
                     _mm_prefetch((const char *)cp + PF_BYTES, PF_HINT);
                 lo[r] = _mm512_and_si512(w, m4);
                 hi[r] = _mm512_and_si512(_mm512_srli_epi16(w, 4), m4);
