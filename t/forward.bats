@@ -24,13 +24,14 @@ setup_file() {
 
 teardown_file() { rm -rf "$W"; }
 
-# container FAMILY STYLE TIE LAYOUT [ACC] [IODTYPE] -> path (built once per run)
+# container FAMILY STYLE TIE LAYOUT [ACC] [IODTYPE] -> path (built once per run); GEOM=hd96|hd128 for
+# packs of other head sizes (default tiny)
 container() {
-  local fam=$1 style=$2 tie=$3 layout=$4 acc=${5:-0} io=${6:-fp32}
-  local out=$W/$fam-$style-$tie-acc$acc-$io.$layout.q4nx
+  local fam=$1 style=$2 tie=$3 layout=$4 acc=${5:-0} io=${6:-fp32} geom=${GEOM:-tiny}
+  local out=$W/$fam-$style-$tie-$geom-acc$acc-$io.$layout.q4nx
   if [ ! -s "$out" ]; then
     local pack
-    pack=$(fixture "$fam" "$style" "$tie" tiny "$acc" "$io")
+    pack=$(fixture "$fam" "$style" "$tie" "$geom" "$acc" "$io")
     oga-extract "$pack" | q4nx-pack -l "$layout" -o "$out"
   fi
   echo "$out"
@@ -44,17 +45,17 @@ prompt_ids() { jq -c ".prompts[$2].ids.$1" "$TOP/share/prompts/gates.json"; }
 # oracle's teacher-forced logits over all of them in order. One onnxruntime session per step (the
 # sequences go in as one batch). Echoes the key.
 oracle() {
-  local fam=$1 style=$2 tie=$3 acc=${4:-0} io=${5:-fp32} key seqs n i
-  key=$fam-$style-$tie-acc$acc-$io
-  seqs=$W/$fam-$style-$tie-$io
+  local fam=$1 style=$2 tie=$3 acc=${4:-0} io=${5:-fp32} geom=${GEOM:-tiny} key seqs n i
+  key=$fam-$style-$tie-$geom-acc$acc-$io
+  seqs=$W/$fam-$style-$tie-$geom-$io
   n=$(jq '.prompts | length' "$TOP/share/prompts/gates.json")
   if [ ! -s "$seqs.seq0.json" ]; then
-    node "$TOP/tools/ort-ref.js" "$(fixture "$fam" "$style" "$tie" tiny 0 "$io")" generate -n 32 --no-logits       --ids "$(jq -c "[.prompts[].ids.$fam]" "$TOP/share/prompts/gates.json")" >"$seqs.gen.json"
+    node "$TOP/tools/ort-ref.js" "$(fixture "$fam" "$style" "$tie" "$geom" 0 "$io")" generate -n 32 --no-logits       --ids "$(jq -c "[.prompts[].ids.$fam]" "$TOP/share/prompts/gates.json")" >"$seqs.gen.json"
     for ((i = 0; i < n; i++)); do jq -c ".batch[$i] | .prompt_ids + .ids" "$seqs.gen.json" >"$seqs.seq$i.json"; done
   fi
   if [ ! -s "$W/$key.f32" ]; then
     jq -s -c . "$seqs".seq*.json >"$seqs.all.json"
-    node "$TOP/tools/ort-ref.js" "$(fixture "$fam" "$style" "$tie" tiny "$acc" "$io")" teacher \
+    node "$TOP/tools/ort-ref.js" "$(fixture "$fam" "$style" "$tie" "$geom" "$acc" "$io")" teacher \
       --ids-file "$seqs.all.json" --logits-f32 "$W/$key.f32" >/dev/null
   fi
   echo "$key"
@@ -64,7 +65,7 @@ oracle() {
 # on fd 3 and sets $output; bound: KL_MAX for f32, the peer bound for i8
 gate() {
   local fam=$1 style=$2 tie=$3 layout=$4 mode=$5 feed=${6:-prefill} m key n i V pairs=() bound gap threads=
-  local io=${IO:-fp32}
+  local io=${IO:-fp32} geom=${GEOM:-tiny}
   m=$(container "$fam" "$style" "$tie" "$layout" 0 "$io")
   key=$(oracle "$fam" "$style" "$tie" 0 "$io")
   n=$(jq '.prompts | length' "$TOP/share/prompts/gates.json")
@@ -72,7 +73,7 @@ gate() {
   # one-row passes of a tiny model: pool wake-ups would cost more than the work
   [ "$feed" = prefill ] || threads="-t 1"
   for ((i = 0; i < n; i++)); do
-    npu-forward logits -m "$m" --mode "$mode" --feed "$feed" $threads --ids "$W/$fam-$style-$tie-$io.seq$i.json" \
+    npu-forward logits -m "$m" --mode "$mode" --feed "$feed" $threads --ids "$W/$fam-$style-$tie-$geom-$io.seq$i.json" \
       --out-f32 "$W/ours.$i.f32" >/dev/null
   done
   cat "$W"/ours.*.f32 >"$W/ours.f32"
@@ -95,7 +96,7 @@ gate() {
     run "$W/forward-compare" --vocab "$V" --kl-max "$bound" --gap "$gap" "${pairs[@]}"
   fi
   rm -f "$W/ours.f32"
-  echo "# $fam $style $tie $layout $mode $feed: $(echo "$output" | jq -c '{positions, mean_kl, max_kl, chunk_mean_kl_max, top1_checked, top1_mismatched}')" >&3
+  echo "# $fam $style $tie $geom $layout $mode $feed: $(echo "$output" | jq -c '{positions, mean_kl, max_kl, chunk_mean_kl_max, top1_checked, top1_mismatched}')" >&3
   [ "$status" -eq 0 ]
   [ "$mode" != i8 ] || awk -v k="$(echo "$output" | jq .mean_kl)" -v b="$bound" 'BEGIN { exit !(k <= b) }'
 }
@@ -122,6 +123,18 @@ gate() {
   gate qwen2 cpu tied b8 f32 step
   gate qwen2 cpu tied b8 f32 verify
   gate llama amd untied b8 f32 verify
+}
+
+# ---- head sizes of the bigger real models (128: Qwen2.5-1.5B, Llama-3.2-3B, Mistral; 96: Phi-3), whose
+# attention takes other code than the fixtures' 16 and Qwen2.5-0.5B's 64 ----
+@test "gate head_dim 128 and 96: f32 prompt, decode and verify feeds, and i8" {
+  GEOM=hd128 gate qwen2 cpu tied b8 f32
+  GEOM=hd128 gate qwen2 cpu tied b8 f32 step
+  GEOM=hd128 gate llama amd untied rm f32 verify
+  GEOM=hd128 gate qwen2 cpu tied b8 i8
+  GEOM=hd96 gate phi3 cpu untied b8 f32
+  GEOM=hd96 gate phi3 amd tied rm f32 verify
+  GEOM=hd96 gate phi3 cpu untied b8 i8
 }
 
 # ---- i8 gates: no worse than onnxruntime's own int8 activations ----
