@@ -6,7 +6,7 @@ Hugging Face-named float weights.
 Run with Debian's /usr/bin/python3 (python3-onnx 1.12, python3-numpy).
 
   mkpack.py --family qwen2|llama|qwen3|phi3 --style cpu|amd --tie tied|untied
-            [--geom tiny|hd96|hd128|qwen05b] [--accuracy-level 0|4] [--io-dtype fp32|fp16]
+            [--geom tiny|hd96|hd128|qwen05b|qwen15b] [--accuracy-level 0|4] [--io-dtype fp32|fp16]
             [--seed N] [--block-size B] [--dump-weights W.npz] --out DIR
   mkpack.py --config config.json --weights W.npz [--tokenizer-dir DIR] --out PACK
             [--style cpu|amd] [--accuracy-level 0|4] [--io-dtype fp32|fp16]
@@ -87,6 +87,9 @@ GEOMS = {
     "hd96": dict(hidden=192, layers=2, heads=2, kv_heads=1, head=96, inter=256, context=2048),
     # Qwen2.5-0.5B
     "qwen05b": dict(hidden=896, layers=24, heads=14, kv_heads=2, head=64, inter=4864,
+                    context=32768, vocab=151936),
+    # Qwen2.5-1.5B (head_dim 128; for benchmarks)
+    "qwen15b": dict(hidden=1536, layers=28, heads=12, kv_heads=2, head=128, inter=8960,
                     context=32768, vocab=151936),
 }
 

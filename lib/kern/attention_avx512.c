@@ -163,91 +163,95 @@ void kern_attend_avx512(float *q, int g, const float *kc, const float *vc, int n
 }
 
 /* ---- the fp16 cache (the i8 mode's), several query rows at once: attend_h ----
- * head_dim 64 (other sizes: the avx2 code). Row r of a call attends to n0 + r positions. The (row, head)
- * pairs are worked 16 at a time, one per lane: the queries are transposed once per call (qt[c][lane]),
- * and a block of 16 key rows is converted to fp32 once for all pairs; the score of (pair, position) is
- * its lane's chain of 64 fused multiply-adds over c in order, times scale. Each pair's softmax is over
- * its own positions (max exact, sum in the order softmax_exp takes), its weights are scaled by 1 / sum
- * in place, and the weighted sum of values runs over positions in order, 64 value rows (converted to
- * fp32 once for all pairs) at a time, two pairs side by side. Nothing a pair computes depends on the other
- * pairs or the call's row count (padding lanes and key rows are zero and their results dropped), so a
- * row's result has the same bits alone or in any batch, which the server's batching relies on. */
-#define NQ_H 256   /* (row, head) pairs per call; more rows are split (same bits) */
-#define VROWS_H 64 /* value rows per chunk (16 KiB of fp32) */
+ * head_dim HD = 64, 96 or 128 (other sizes: the avx2 code). Row r of a call attends to n0 + r positions.
+ * The (row, head) pairs are worked 16 at a time, one per lane: the queries are transposed once per call
+ * (qt[c][lane]), and a block of 16 key rows is converted to fp32 once for all pairs; the score of (pair,
+ * position) is its lane's chain of HD fused multiply-adds over c in order, times scale. Each pair's
+ * softmax is over its own positions (max exact, sum in the order softmax_exp takes), its weights are
+ * scaled by 1 / sum in place, and the weighted sum of values runs over positions in order, a chunk of
+ * 16 KiB of value rows (converted to fp32 once for all pairs) at a time, two or four pairs side by side.
+ * Nothing a pair computes depends on the other pairs or the call's row count (padding lanes and key rows
+ * are zero and their results dropped), so a row's result has the same bits alone or in any batch,
+ * which the server's batching relies on. */
+#define NQ_H 256 /* (row, head) pairs per call at head_dim 64 (nq_h: fewer for larger heads); more rows are split */
+#define HD_MAX 128
 
-/* key (or value) rows [0, nb) of head_dim 64 from fp16 into buf[cap][64] fp32, rows nb..cap zero; the
+/* pairs per call at head_dim HD: the transposed queries stay within NQ_H x 64 floats, whole lane blocks */
+static inline int nq_h(int HD) { return NQ_H * 64 / HD / 16 * 16; }
+
+/* value rows per chunk: 16 KiB of fp32 */
+static inline int vrows_h(int HD) { return 4096 / HD; }
+
+/* key (or value) rows [0, nb) of head_dim HD from fp16 into buf[cap][HD] fp32, rows nb..cap zero; the
  * cache lines `ahead` bytes further are prefetched (decode at long context streams the cache from DRAM,
  * and the conversion bursts leave the prefetchers behind) */
-static inline void rows_f32(const uint16_t *src, int nb, int cap, float *buf, size_t ahead)
+static inline __attribute__((always_inline)) void rows_f32(const uint16_t *src, int nb, int cap, float *buf,
+                                                            size_t ahead, const int HD)
 {
     for (int j = 0; j < nb; j++) {
-        _mm_prefetch((const char *)(src + j * 64) + ahead, _MM_HINT_T0);
-        _mm_prefetch((const char *)(src + j * 64) + ahead + 64, _MM_HINT_T0);
-        for (int c = 0; c < 64; c += 16)
-            _mm512_store_ps(buf + j * 64 + c, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(src + j * 64 + c))));
+        for (int c = 0; c < HD * 2; c += 64)
+            _mm_prefetch((const char *)(src + (size_t)j * HD) + ahead + c, _MM_HINT_T0);
+        for (int c = 0; c < HD; c += 16)
+            _mm512_store_ps(buf + j * HD + c,
+                            _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(src + (size_t)j * HD + c))));
     }
     for (int j = nb; j < cap; j++)
-        for (int c = 0; c < 64; c += 16)
-            _mm512_store_ps(buf + j * 64 + c, _mm512_setzero_ps());
+        for (int c = 0; c < HD; c += 16)
+            _mm512_store_ps(buf + j * HD + c, _mm512_setzero_ps());
 }
 
-/* weighted sum of one pair over value rows [t0, te) of the chunk (fp32 rows of 64 at vb, row t0 first) */
-static inline void wsum1(float *out, const float *w, const float *vb, int t0, int te)
+/* weighted sum of one pair over value rows [t0, te) of the chunk (fp32 rows of 16 NV at vb, row t0 first) */
+static inline __attribute__((always_inline)) void wsum1(float *out, const float *w, const float *vb, int t0, int te,
+                                                         const int NV)
 {
-    __m512 o0, o1, o2, o3;
-    if (t0 == 0) /* a pair's first positions: nothing summed yet */
-        o0 = o1 = o2 = o3 = _mm512_setzero_ps();
-    else
-        o0 = _mm512_loadu_ps(out), o1 = _mm512_loadu_ps(out + 16), o2 = _mm512_loadu_ps(out + 32),
-        o3 = _mm512_loadu_ps(out + 48);
-    for (int t = t0; t < te; t++, vb += 64) {
+    __m512 o[HD_MAX / 16];
+#pragma GCC unroll 8
+    for (int d = 0; d < NV; d++)
+        o[d] = t0 == 0 ? _mm512_setzero_ps() : _mm512_loadu_ps(out + 16 * d); /* t0 == 0: nothing summed yet */
+    for (int t = t0; t < te; t++, vb += 16 * NV) {
         __m512 a = _mm512_set1_ps(w[t]);
-        o0 = _mm512_fmadd_ps(a, _mm512_load_ps(vb), o0);
-        o1 = _mm512_fmadd_ps(a, _mm512_load_ps(vb + 16), o1);
-        o2 = _mm512_fmadd_ps(a, _mm512_load_ps(vb + 32), o2);
-        o3 = _mm512_fmadd_ps(a, _mm512_load_ps(vb + 48), o3);
+#pragma GCC unroll 8
+        for (int d = 0; d < NV; d++)
+            o[d] = _mm512_fmadd_ps(a, _mm512_load_ps(vb + 16 * d), o[d]);
     }
-    _mm512_storeu_ps(out, o0), _mm512_storeu_ps(out + 16, o1), _mm512_storeu_ps(out + 32, o2),
-        _mm512_storeu_ps(out + 48, o3);
+#pragma GCC unroll 8
+    for (int d = 0; d < NV; d++)
+        _mm512_storeu_ps(out + 16 * d, o[d]);
 }
 
-/* two pairs over the same chunk: their common positions side by side (8 chains), then each one's rest */
-static void wsum2(float *oa, const float *wa, int ta, float *ob, const float *wb, int tb, const float *vb, int t0)
+/* two pairs over the same chunk: their common positions side by side, then each one's rest */
+static inline __attribute__((always_inline)) void wsum2(float *oa, const float *wa, int ta, float *ob, const float *wb,
+                                                         int tb, const float *vb, int t0, const int NV)
 {
     int tc = ta < tb ? ta : tb;
-    __m512 a0, a1, a2, a3, b0, b1, b2, b3;
-    if (t0 == 0) {
-        a0 = a1 = a2 = a3 = b0 = b1 = b2 = b3 = _mm512_setzero_ps();
-    } else {
-        a0 = _mm512_loadu_ps(oa), a1 = _mm512_loadu_ps(oa + 16), a2 = _mm512_loadu_ps(oa + 32),
-        a3 = _mm512_loadu_ps(oa + 48);
-        b0 = _mm512_loadu_ps(ob), b1 = _mm512_loadu_ps(ob + 16), b2 = _mm512_loadu_ps(ob + 32),
-        b3 = _mm512_loadu_ps(ob + 48);
+    __m512 a[HD_MAX / 16], b[HD_MAX / 16];
+#pragma GCC unroll 8
+    for (int d = 0; d < NV; d++) {
+        a[d] = t0 == 0 ? _mm512_setzero_ps() : _mm512_loadu_ps(oa + 16 * d);
+        b[d] = t0 == 0 ? _mm512_setzero_ps() : _mm512_loadu_ps(ob + 16 * d);
     }
     const float *v = vb;
-    for (int t = t0; t < tc; t++, v += 64) {
+    for (int t = t0; t < tc; t++, v += 16 * NV) {
         __m512 x = _mm512_set1_ps(wa[t]), y = _mm512_set1_ps(wb[t]);
-        __m512 v0 = _mm512_load_ps(v), v1 = _mm512_load_ps(v + 16), v2 = _mm512_load_ps(v + 32),
-               v3 = _mm512_load_ps(v + 48);
-        a0 = _mm512_fmadd_ps(x, v0, a0), b0 = _mm512_fmadd_ps(y, v0, b0);
-        a1 = _mm512_fmadd_ps(x, v1, a1), b1 = _mm512_fmadd_ps(y, v1, b1);
-        a2 = _mm512_fmadd_ps(x, v2, a2), b2 = _mm512_fmadd_ps(y, v2, b2);
-        a3 = _mm512_fmadd_ps(x, v3, a3), b3 = _mm512_fmadd_ps(y, v3, b3);
+#pragma GCC unroll 8
+        for (int d = 0; d < NV; d++) {
+            __m512 vd = _mm512_load_ps(v + 16 * d);
+            a[d] = _mm512_fmadd_ps(x, vd, a[d]), b[d] = _mm512_fmadd_ps(y, vd, b[d]);
+        }
     }
-    _mm512_storeu_ps(oa, a0), _mm512_storeu_ps(oa + 16, a1), _mm512_storeu_ps(oa + 32, a2),
-        _mm512_storeu_ps(oa + 48, a3);
-    _mm512_storeu_ps(ob, b0), _mm512_storeu_ps(ob + 16, b1), _mm512_storeu_ps(ob + 32, b2),
-        _mm512_storeu_ps(ob + 48, b3);
+#pragma GCC unroll 8
+    for (int d = 0; d < NV; d++)
+        _mm512_storeu_ps(oa + 16 * d, a[d]), _mm512_storeu_ps(ob + 16 * d, b[d]);
     /* the rest continues from the stored sums (the callers give both pairs positions past t0) */
     if (ta > tc)
-        wsum1(oa, wa, vb + (size_t)(tc - t0) * 64, tc, ta);
+        wsum1(oa, wa, vb + (size_t)(tc - t0) * 16 * NV, tc, ta, NV);
     if (tb > tc)
-        wsum1(ob, wb, vb + (size_t)(tc - t0) * 64, tc, tb);
+        wsum1(ob, wb, vb + (size_t)(tc - t0) * 16 * NV, tc, tb, NV);
 }
 
-/* four pairs over the same chunk, every pair with positions past t0: their common positions side by side
- * (16 chains; each value row is loaded once for the four), then each one's rest. Every output element is
- * the same chain of fused multiply-adds over positions in order as in wsum1. */
+/* four pairs over the same chunk at head_dim 64, every pair with positions past t0: their common positions
+ * side by side (16 chains; each value row is loaded once for the four), then each one's rest. Every output
+ * element is the same chain of fused multiply-adds over positions in order as in wsum1. */
 static void wsum4(float *const *o, const float *const *w, const int *te, const float *vb, int t0)
 {
     int tc = te[0];
@@ -280,73 +284,18 @@ static void wsum4(float *const *o, const float *const *w, const int *te, const f
             _mm512_storeu_ps(o[p] + 16 * d, a[p][d]);
     for (int p = 0; p < 4; p++)
         if (te[p] > tc)
-            wsum1(o[p], w[p], vb + (size_t)(tc - t0) * 64, tc, te[p]);
-}
-
-static void softmax_wsum(float *const *outp, const int *np, int nq, int nmax, const uint16_t *vc, float *att,
-                         size_t as);
-
-void kern_attend_h_avx512(float *q, size_t qs, int rows, int g, const uint16_t *kc, const uint16_t *vc, int n0, int hd,
-                          float scale, float *att, size_t as)
-{
-    if (hd != 64 || g > NQ_H) {
-        kern_attend_h_avx2(q, qs, rows, g, kc, vc, n0, hd, scale, att, as);
-        return;
-    }
-    if (rows > 1 && rows * g > NQ_H) { /* in two calls: the same bits for every row */
-        int r = rows / 2;
-        kern_attend_h_avx512(q, qs, r, g, kc, vc, n0, hd, scale, att, as);
-        kern_attend_h_avx512(q + (size_t)r * qs, qs, rows - r, g, kc, vc, n0 + r, hd, scale, att, as);
-        return;
-    }
-    const int nq = rows * g, nmax = n0 + rows - 1, npb = (nq + 15) / 16;
-    float qt[NQ_H / 16][64][16] __attribute__((aligned(64))); /* [pair block][c][lane] */
-    float kb[16 * 64] __attribute__((aligned(64)));
-    float st[16][16] __attribute__((aligned(64)));             /* [position][lane] of one block */
-    float *outp[NQ_H];
-    int np[NQ_H];
-    for (int i = 0; i < npb * 16; i++) {
-        const float *qi = i < nq ? q + (size_t)(i / g) * qs + (size_t)(i % g) * 64 : NULL;
-        for (int c = 0; c < 64; c++)
-            qt[i / 16][c][i % 16] = qi ? qi[c] : 0.0f;
-        if (i < nq)
-            outp[i] = q + (size_t)(i / g) * qs + (size_t)(i % g) * 64, np[i] = n0 + i / g;
-    }
-    /* scores: 16 positions x 16 pairs per block, lane = pair */
-    const __m512 vs = _mm512_set1_ps(scale);
-    const __m512i idx = _mm512_setr_epi32(0, 16, 32, 48, 64, 80, 96, 112, 128, 144, 160, 176, 192, 208, 224, 240);
-    for (int t0 = 0; t0 < nmax; t0 += 16) {
-        int nb = nmax - t0 < 16 ? nmax - t0 : 16;
-        rows_f32(kc + (size_t)t0 * 64, nb, 16, kb, 4096);
-        for (int pb = 0; pb < npb; pb++) {
-            __m512 a[16];
-#pragma GCC unroll 16
-            for (int j = 0; j < 16; j++)
-                a[j] = _mm512_setzero_ps();
-            for (int c = 0; c < 64; c++) {
-                __m512 qc = _mm512_load_ps(qt[pb][c]);
-#pragma GCC unroll 16
-                for (int j = 0; j < 16; j++)
-                    a[j] = _mm512_fmadd_ps(qc, _mm512_set1_ps(kb[j * 64 + c]), a[j]);
-            }
-#pragma GCC unroll 16
-            for (int j = 0; j < 16; j++)
-                _mm512_store_ps(st[j], _mm512_mul_ps(a[j], vs));
-            __mmask16 m = (__mmask16)((1u << nb) - 1);
-            for (int l = 0; l < 16 && pb * 16 + l < nq; l++) /* lane l's 16 positions, a column of st */
-                _mm512_mask_storeu_ps(att + (size_t)(pb * 16 + l) * as + t0, m,
-                                      _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, idx, &st[0][l], 4));
-        }
-    }
-    softmax_wsum(outp, np, nq, nmax, vc, att, as);
+            wsum1(o[p], w[p], vb + (size_t)(tc - t0) * 64, tc, te[p], 4);
 }
 
 /* the rest of attend_h after the scores (pair i's in att + i·as, over np[i] positions, its output at
  * outp[i]; np grows with i): each pair's softmax over its own positions, weights scaled by 1 / sum in
- * place (max exact, sum in the order softmax_exp takes), then the weighted sums over the values */
-static void softmax_wsum(float *const *outp, const int *np, int nq, int nmax, const uint16_t *vc, float *att, size_t as)
+ * place, then the weighted sums of the values, a chunk of value rows at a time, pairs side by side */
+static inline __attribute__((always_inline)) void softmax_wsum(float *const *outp, const int *np, int nq, int nmax,
+                                                                const uint16_t *vc, float *att, size_t as,
+                                                                const int HD)
 {
-    float vb[VROWS_H * 64] __attribute__((aligned(64)));
+    const int NV = HD / 16, VR = vrows_h(HD);
+    float vb[4096] __attribute__((aligned(64)));
     for (int i = 0; i < nq; i++) {
         float *w = att + (size_t)i * as;
         int n = np[i];
@@ -365,39 +314,118 @@ static void softmax_wsum(float *const *outp, const int *np, int nq, int nmax, co
             _mm512_mask_storeu_ps(w + t, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, w + t), inv));
         }
     }
-    /* weighted sums, a chunk of value rows at a time, two pairs side by side */
-    for (int t0 = 0; t0 < nmax; t0 += VROWS_H) {
-        int nb = nmax - t0 < VROWS_H ? nmax - t0 : VROWS_H;
-        rows_f32(vc + (size_t)t0 * 64, nb, nb, vb, VROWS_H * 128);
+    /* weighted sums, a chunk of value rows at a time: four pairs side by side at head_dim 64, else two */
+    for (int t0 = 0; t0 < nmax; t0 += VR) {
+        int nb = nmax - t0 < VR ? nmax - t0 : VR;
+        rows_f32(vc + (size_t)t0 * HD, nb, nb, vb, (size_t)VR * HD * 2, HD);
         int i = 0;
         while (i < nq && np[i] <= t0) /* pairs without positions in this chunk (np grows with i) */
             i++;
-        for (; i + 4 <= nq; i += 4) { /* four pairs at a time */
-            int te[4];
-            for (int p = 0; p < 4; p++)
-                te[p] = np[i + p] < t0 + nb ? np[i + p] : t0 + nb;
-            float *const o4[4] = {outp[i], outp[i + 1], outp[i + 2], outp[i + 3]};
-            const float *const w4[4] = {att + (size_t)i * as, att + (size_t)(i + 1) * as, att + (size_t)(i + 2) * as,
-                                        att + (size_t)(i + 3) * as};
-            wsum4(o4, w4, te, vb, t0);
-        }
+        if (NV == 4)
+            for (; i + 4 <= nq; i += 4) {
+                int te[4];
+                for (int p = 0; p < 4; p++)
+                    te[p] = np[i + p] < t0 + nb ? np[i + p] : t0 + nb;
+                float *const o4[4] = {outp[i], outp[i + 1], outp[i + 2], outp[i + 3]};
+                const float *const w4[4] = {att + (size_t)i * as, att + (size_t)(i + 1) * as,
+                                            att + (size_t)(i + 2) * as, att + (size_t)(i + 3) * as};
+                wsum4(o4, w4, te, vb, t0);
+            }
         for (; i + 2 <= nq; i += 2) {
             int ta = np[i] < t0 + nb ? np[i] : t0 + nb, tb = np[i + 1] < t0 + nb ? np[i + 1] : t0 + nb;
             if (ta <= t0 && tb <= t0)
                 continue;
             if (ta <= t0)
-                wsum1(outp[i + 1], att + (size_t)(i + 1) * as, vb, t0, tb);
+                wsum1(outp[i + 1], att + (size_t)(i + 1) * as, vb, t0, tb, NV);
             else if (tb <= t0)
-                wsum1(outp[i], att + (size_t)i * as, vb, t0, ta);
+                wsum1(outp[i], att + (size_t)i * as, vb, t0, ta, NV);
             else
-                wsum2(outp[i], att + (size_t)i * as, ta, outp[i + 1], att + (size_t)(i + 1) * as, tb, vb, t0);
+                wsum2(outp[i], att + (size_t)i * as, ta, outp[i + 1], att + (size_t)(i + 1) * as, tb, vb, t0, NV);
         }
         if (i < nq) {
             int ta = np[i] < t0 + nb ? np[i] : t0 + nb;
             if (ta > t0)
-                wsum1(outp[i], att + (size_t)i * as, vb, t0, ta);
+                wsum1(outp[i], att + (size_t)i * as, vb, t0, ta, NV);
         }
     }
+}
+
+static void softmax_wsum64(float *const *outp, const int *np, int nq, int nmax, const uint16_t *vc, float *att,
+                           size_t as)
+{
+    softmax_wsum(outp, np, nq, nmax, vc, att, as, 64);
+}
+
+static inline __attribute__((always_inline)) void attend_h(float *q, size_t qs, int rows, int g, const uint16_t *kc,
+                                                            const uint16_t *vc, int n0, float scale, float *att,
+                                                            size_t as, const int HD)
+{
+    const int NQ = nq_h(HD);
+    if (rows > 1 && rows * g > NQ) { /* in two calls: the same bits for every row */
+        int r = rows / 2;
+        kern_attend_h_avx512(q, qs, r, g, kc, vc, n0, HD, scale, att, as);
+        kern_attend_h_avx512(q + (size_t)r * qs, qs, rows - r, g, kc, vc, n0 + r, HD, scale, att, as);
+        return;
+    }
+    const int nq = rows * g, nmax = n0 + rows - 1, npb = (nq + 15) / 16;
+    float qt[NQ_H * 64] __attribute__((aligned(64))); /* [pair block][c][lane], npb x HD x 16 */
+    float kb[16 * HD_MAX] __attribute__((aligned(64)));
+    float st[16][16] __attribute__((aligned(64))); /* [position][lane] of one block */
+    float *outp[NQ_H];
+    int np[NQ_H];
+    for (int i = 0; i < npb * 16; i++) {
+        const float *qi = i < nq ? q + (size_t)(i / g) * qs + (size_t)(i % g) * HD : NULL;
+        for (int c = 0; c < HD; c++)
+            qt[((size_t)(i / 16) * HD + c) * 16 + i % 16] = qi ? qi[c] : 0.0f;
+        if (i < nq)
+            outp[i] = q + (size_t)(i / g) * qs + (size_t)(i % g) * HD, np[i] = n0 + i / g;
+    }
+    /* scores: 16 positions x 16 pairs per block, lane = pair */
+    const __m512 vs = _mm512_set1_ps(scale);
+    const __m512i idx = _mm512_setr_epi32(0, 16, 32, 48, 64, 80, 96, 112, 128, 144, 160, 176, 192, 208, 224, 240);
+    for (int t0 = 0; t0 < nmax; t0 += 16) {
+        int nb = nmax - t0 < 16 ? nmax - t0 : 16;
+        rows_f32(kc + (size_t)t0 * HD, nb, 16, kb, 4096, HD);
+        for (int pb = 0; pb < npb; pb++) {
+            const float *qb = qt + (size_t)pb * HD * 16;
+            __m512 a[16];
+#pragma GCC unroll 16
+            for (int j = 0; j < 16; j++)
+                a[j] = _mm512_setzero_ps();
+            for (int c = 0; c < HD; c++) {
+                __m512 qc = _mm512_load_ps(qb + c * 16);
+#pragma GCC unroll 16
+                for (int j = 0; j < 16; j++)
+                    a[j] = _mm512_fmadd_ps(qc, _mm512_set1_ps(kb[j * HD + c]), a[j]);
+            }
+#pragma GCC unroll 16
+            for (int j = 0; j < 16; j++)
+                _mm512_store_ps(st[j], _mm512_mul_ps(a[j], vs));
+            __mmask16 m = (__mmask16)((1u << nb) - 1);
+            for (int l = 0; l < 16 && pb * 16 + l < nq; l++) /* lane l's 16 positions, a column of st */
+                _mm512_mask_storeu_ps(att + (size_t)(pb * 16 + l) * as + t0, m,
+                                      _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, idx, &st[0][l], 4));
+        }
+    }
+    softmax_wsum(outp, np, nq, nmax, vc, att, as, HD);
+}
+
+#define ATTEND_H(HD)                                                                                                   \
+    static void attend_h##HD(float *q, size_t qs, int rows, int g, const uint16_t *kc, const uint16_t *vc, int n0,     \
+                             float scale, float *att, size_t as)                                                       \
+    {                                                                                                                  \
+        attend_h(q, qs, rows, g, kc, vc, n0, scale, att, as, HD);                                                      \
+    }
+ATTEND_H(64) ATTEND_H(96) ATTEND_H(128)
+
+void kern_attend_h_avx512(float *q, size_t qs, int rows, int g, const uint16_t *kc, const uint16_t *vc, int n0, int hd,
+                          float scale, float *att, size_t as)
+{
+    if ((hd != 64 && hd != 96 && hd != 128) || g > nq_h(hd)) {
+        kern_attend_h_avx2(q, qs, rows, g, kc, vc, n0, hd, scale, att, as);
+        return;
+    }
+    (hd == 64 ? attend_h64 : hd == 96 ? attend_h96 : attend_h128)(q, qs, rows, g, kc, vc, n0, scale, att, as);
 }
 
 /* ---- query rows over the transposed keys: attend_ht ----
@@ -482,5 +510,5 @@ void kern_attend_ht_avx512(float *q, size_t qs, int rows, int g, const uint16_t 
         int pg = nq - i < PAIRS_T ? nq - i : PAIRS_T;
         fns[pg](qp + i, np + i, ap + i, kt, np[i + pg - 1], scale);
     }
-    softmax_wsum(outp, np, nq, nmax, vc, att, as);
+    softmax_wsum64(outp, np, nq, nmax, vc, att, as);
 }
