@@ -350,12 +350,6 @@ static inline __attribute__((always_inline)) void softmax_wsum(float *const *out
     }
 }
 
-static void softmax_wsum64(float *const *outp, const int *np, int nq, int nmax, const uint16_t *vc, float *att,
-                           size_t as)
-{
-    softmax_wsum(outp, np, nq, nmax, vc, att, as, 64);
-}
-
 static inline __attribute__((always_inline)) void attend_h(float *q, size_t qs, int rows, int g, const uint16_t *kc,
                                                             const uint16_t *vc, int n0, float scale, float *att,
                                                             size_t as, const int HD)
@@ -429,9 +423,9 @@ void kern_attend_h_avx512(float *q, size_t qs, int rows, int g, const uint16_t *
 }
 
 /* ---- query rows over the transposed keys: attend_ht ----
- * Keys in blocks of 16 positions, kt[(t / 16) · 1024 + c · 16 + t % 16] (model.c keeps this copy of the
+ * Keys in blocks of 16 positions, kt[(t / 16) · 16·HD + c · 16 + t % 16] (model.c keeps this copy of the
  * key cache), so a block's dimension c is one vector of 16 positions: a pair's score of 16 positions is
- * its chain of 64 fused multiply-adds over c in order (its q[c] broadcast), times scale: the operations
+ * its chain of HD fused multiply-adds over c in order (its q[c] broadcast), times scale: the operations
  * of attend_h's lane-per-pair scores, so the bits are attend_h's, with every lane used and no
  * transposition of the scores. Up to 16 pairs at a time (their chains in registers); a pair stores only
  * its own positions (row r's pairs n0 + r of them), so positions of a block past them, computed from
@@ -443,16 +437,17 @@ void kern_attend_h_avx512(float *q, size_t qs, int rows, int g, const uint16_t *
 
 /* PG pairs' scores over the blocks of kt up to nmax positions */
 static inline __attribute__((always_inline)) void scores_t(const float *const *qp, const int *np, float *const *ap,
-                                                            const int PG, const uint16_t *kt, int nmax, float scale)
+                                                            const int PG, const uint16_t *kt, int nmax, float scale,
+                                                            const int HD)
 {
     const __m512 vs = _mm512_set1_ps(scale);
     for (int t0 = 0; t0 < nmax; t0 += 16) {
-        const uint16_t *b = kt + (size_t)t0 * 64;
+        const uint16_t *b = kt + (size_t)t0 * HD;
         __m512 a[PAIRS_T];
 #pragma GCC unroll 16
         for (int p = 0; p < PG; p++)
             a[p] = _mm512_setzero_ps();
-        for (int c = 0; c < 64; c++) {
+        for (int c = 0; c < HD; c++) {
             if (!(c & 1)) /* the block 4 KiB ahead, a line per two dimensions */
                 _mm_prefetch((const char *)(b + c * 16) + 4096, _MM_HINT_T0);
             __m512 k = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(b + c * 16)));
@@ -472,43 +467,54 @@ static inline __attribute__((always_inline)) void scores_t(const float *const *q
 
 typedef void (*scores_fn)(const float *const *qp, const int *np, float *const *ap, const uint16_t *kt, int nmax,
                           float scale);
-#define SCORES_T(PG)                                                                                                   \
-    static void scores_t##PG(const float *const *qp, const int *np, float *const *ap, const uint16_t *kt, int nmax,    \
-                             float scale)                                                                              \
+#define SCORES_T(PG, HD)                                                                                               \
+    static void scores_t##PG##_##HD(const float *const *qp, const int *np, float *const *ap, const uint16_t *kt,       \
+                                    int nmax, float scale)                                                             \
     {                                                                                                                  \
-        scores_t(qp, np, ap, PG, kt, nmax, scale);                                                                     \
+        scores_t(qp, np, ap, PG, kt, nmax, scale, HD);                                                                 \
     }
-SCORES_T(1) SCORES_T(2) SCORES_T(3) SCORES_T(4) SCORES_T(5) SCORES_T(6) SCORES_T(7) SCORES_T(8)
-SCORES_T(9) SCORES_T(10) SCORES_T(11) SCORES_T(12) SCORES_T(13) SCORES_T(14) SCORES_T(15) SCORES_T(16)
+#define SCORES_HD(HD)                                                                                                  \
+    SCORES_T(1, HD) SCORES_T(2, HD) SCORES_T(3, HD) SCORES_T(4, HD) SCORES_T(5, HD) SCORES_T(6, HD) SCORES_T(7, HD)    \
+    SCORES_T(8, HD) SCORES_T(9, HD) SCORES_T(10, HD) SCORES_T(11, HD) SCORES_T(12, HD) SCORES_T(13, HD)               \
+    SCORES_T(14, HD) SCORES_T(15, HD) SCORES_T(16, HD)                                                                 \
+    static const scores_fn scores_hd##HD[PAIRS_T + 1] = {                                                              \
+        0,              scores_t1_##HD,  scores_t2_##HD,  scores_t3_##HD,  scores_t4_##HD,  scores_t5_##HD,            \
+        scores_t6_##HD, scores_t7_##HD,  scores_t8_##HD,  scores_t9_##HD,  scores_t10_##HD, scores_t11_##HD,           \
+        scores_t12_##HD, scores_t13_##HD, scores_t14_##HD, scores_t15_##HD, scores_t16_##HD};                          \
+    static void softmax_wsum##HD(float *const *outp, const int *np, int nq, int nmax, const uint16_t *vc, float *att,  \
+                                 size_t as)                                                                            \
+    {                                                                                                                  \
+        softmax_wsum(outp, np, nq, nmax, vc, att, as, HD);                                                             \
+    }
+SCORES_HD(64) SCORES_HD(96) SCORES_HD(128)
 
-void kern_attend_ht_avx512(float *q, size_t qs, int rows, int g, const uint16_t *kt, const uint16_t *vc, int n0,
+void kern_attend_ht_avx512(float *q, size_t qs, int rows, int g, const uint16_t *kt, const uint16_t *vc, int n0, int hd,
                            float scale, float *att, size_t as)
 {
-    static const scores_fn fns[PAIRS_T + 1] = {0, scores_t1, scores_t2, scores_t3, scores_t4, scores_t5, scores_t6,
-                                               scores_t7, scores_t8, scores_t9, scores_t10, scores_t11, scores_t12,
-                                               scores_t13, scores_t14, scores_t15, scores_t16};
-    if (g > NQ_H) { /* more heads than a call takes: each row alone, in calls of NQ_H heads */
+    const scores_fn *fns = hd == 64 ? scores_hd64 : hd == 96 ? scores_hd96 : scores_hd128;
+    const int NQ = nq_h(hd);
+    if (g > NQ) { /* more heads than a call takes: each row alone, in calls of NQ heads */
         for (int r = 0; r < rows; r++)
-            for (int h0 = 0; h0 < g; h0 += NQ_H)
-                kern_attend_ht_avx512(q + (size_t)r * qs + (size_t)h0 * 64, qs, 1, g - h0 < NQ_H ? g - h0 : NQ_H, kt, vc,
-                                      n0 + r, scale, att, as);
+            for (int h0 = 0; h0 < g; h0 += NQ)
+                kern_attend_ht_avx512(q + (size_t)r * qs + (size_t)h0 * hd, qs, 1, g - h0 < NQ ? g - h0 : NQ, kt, vc,
+                                      n0 + r, hd, scale, att, as);
         return;
     }
-    if (rows * g > NQ_H) { /* in two calls: the same bits for every row */
+    if (rows * g > NQ) { /* in two calls: the same bits for every row */
         int r = rows / 2;
-        kern_attend_ht_avx512(q, qs, r, g, kt, vc, n0, scale, att, as);
-        kern_attend_ht_avx512(q + (size_t)r * qs, qs, rows - r, g, kt, vc, n0 + r, scale, att, as);
+        kern_attend_ht_avx512(q, qs, r, g, kt, vc, n0, hd, scale, att, as);
+        kern_attend_ht_avx512(q + (size_t)r * qs, qs, rows - r, g, kt, vc, n0 + r, hd, scale, att, as);
         return;
     }
     const int nq = rows * g, nmax = n0 + rows - 1;
     float *outp[NQ_H], *ap[NQ_H];
     int np[NQ_H];
     for (int i = 0; i < nq; i++)
-        outp[i] = q + (size_t)(i / g) * qs + (size_t)(i % g) * 64, np[i] = n0 + i / g, ap[i] = att + (size_t)i * as;
+        outp[i] = q + (size_t)(i / g) * qs + (size_t)(i % g) * hd, np[i] = n0 + i / g, ap[i] = att + (size_t)i * as;
     const float *const *qp = (const float *const *)outp;
     for (int i = 0; i < nq; i += PAIRS_T) {
         int pg = nq - i < PAIRS_T ? nq - i : PAIRS_T;
         fns[pg](qp + i, np + i, ap + i, kt, np[i + pg - 1], scale);
     }
-    softmax_wsum64(outp, np, nq, nmax, vc, att, as);
+    (hd == 64 ? softmax_wsum64 : hd == 96 ? softmax_wsum96 : softmax_wsum128)(outp, np, nq, nmax, vc, att, as);
 }

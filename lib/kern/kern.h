@@ -86,6 +86,8 @@ void kern_pool_for(kern_pool *p, size_t n, size_t grain, kern_range_fn fn, void 
 /* ---- the ISA table (isa.c) ---- */
 enum kern_isa_id { KERN_ISA_REF = 0, KERN_ISA_AVX2 = 1, KERN_ISA_AVX512 = 2, KERN_ISA_AMX = 3, KERN_ISA_COUNT };
 typedef struct kern_job kern_job; /* one M-chunk of a matmul, X prepared (kern_int.h) */
+/* the head sizes attend_ht takes */
+#define KERN_ATTEND_HT_HD(hd) ((hd) == 64 || (hd) == 96 || (hd) == 128)
 typedef struct kern_isa {
     const char *name;  /* "ref", "avx2", "avx512", "amx": what OGAKIT_KERNEL and --kernel take */
     uint32_t needs;    /* CPU features (KERN_CPU_* bits of isa.c) the row requires */
@@ -116,11 +118,12 @@ typedef struct kern_isa {
      * batching and prefix cache rely on it); the keys and values are read once for all rows. */
     void (*attend_h)(float *q, size_t qs, int rows, int g, const uint16_t *kc, const uint16_t *vc, int n0, int hd,
                      float scale, float *att, size_t as);
-    /* attend_h at head_dim 64 over a copy of the keys transposed in blocks of 16 positions:
-     * kt[(t / 16)·1024 + c·16 + t % 16] (so a block's dimension c is one vector of 16 positions, and a
-     * score of 16 positions takes one chain of fused multiply-adds). Bit-identical to attend_h over the
-     * same keys, for any rows (decode's one, verify and prompt passes); NULL on rows without it. */
-    void (*attend_ht)(float *q, size_t qs, int rows, int g, const uint16_t *kt, const uint16_t *vc, int n0,
+    /* attend_h at head_dim hd = 64, 96 or 128 (KERN_ATTEND_HT_HD) over a copy of the keys transposed in
+     * blocks of 16 positions: kt[(t / 16)·16·hd + c·16 + t % 16] (so a block's dimension c is one vector
+     * of 16 positions, and a score of 16 positions takes one chain of fused multiply-adds). Bit-identical
+     * to attend_h over the same keys, for any rows (decode's one, verify and prompt passes); NULL on rows
+     * without it. */
+    void (*attend_ht)(float *q, size_t qs, int rows, int g, const uint16_t *kt, const uint16_t *vc, int n0, int hd,
                       float scale, float *att, size_t as);
     void (*swiglu)(float *g, const float *up, size_t n); /* g[i] = silu(g[i]) * up[i] */
     uint64_t (*read)(const uint8_t *p, size_t n);          /* XOR of [p, p+n), n % 256 == 0, p 64-aligned */

@@ -101,7 +101,7 @@ void kern_swiglu_avx512(float *g, const float *up, size_t n);
 /* attend_h of the avx512 and amx rows (head_dim 64; other sizes go to the avx2 code) */
 void kern_attend_h_avx512(float *q, size_t qs, int rows, int g, const uint16_t *kc, const uint16_t *vc, int n0, int hd,
                           float scale, float *att, size_t as);
-void kern_attend_ht_avx512(float *q, size_t qs, int rows, int g, const uint16_t *kt, const uint16_t *vc, int n0,
+void kern_attend_ht_avx512(float *q, size_t qs, int rows, int g, const uint16_t *kt, const uint16_t *vc, int n0, int hd,
                            float scale, float *att, size_t as);
 uint64_t kern_read_avx512(const uint8_t *p, size_t n);
 

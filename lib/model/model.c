@@ -297,7 +297,7 @@ model_state *model_state_new(const model *m, int context, int logit_rows, int mo
     s->key_cache = calloc(cache, s->kv_f16 ? sizeof(uint16_t) : sizeof(float));
     s->value_cache = calloc(cache, s->kv_f16 ? sizeof(uint16_t) : sizeof(float));
     s->attend_ht = kern_isa_current()->attend_ht;
-    int want_key_t = s->kv_f16 && s->attend_ht && c->head_dim == 64;
+    int want_key_t = s->kv_f16 && s->attend_ht && KERN_ATTEND_HT_HD(c->head_dim);
     if (want_key_t)
         s->key_t = calloc((size_t)c->n_layers * kvd * key_t_ctx(context), sizeof(uint16_t));
     if (!s->x || !s->xb || !s->q || !s->k || !s->v || !s->qkv || !s->hb || !s->hb2 || !s->att || !s->logits ||
@@ -573,7 +573,8 @@ static void attention_task(attn_job *j, int task)
             int n = j->rows - r < ATTN_ROWS ? j->rows - r : ATTN_ROWS;
             float *q = s->q + (size_t)r * qs + (size_t)h0 * hd;
             if (s->key_t && n * g <= ATTN_HT_PAIRS) /* over the transposed keys (the same bits) */
-                s->attend_ht(q, qs, n, g, key_t_at(s, j->layer, kvh), vc, j->pos0 + r + 1, scale, att, (size_t)s->context);
+                s->attend_ht(q, qs, n, g, key_t_at(s, j->layer, kvh), vc, j->pos0 + r + 1, hd, scale, att,
+                            (size_t)s->context);
             else
                 s->attend_h(q, qs, n, g, kc, vc, j->pos0 + r + 1, hd, scale, att, (size_t)s->context);
         }

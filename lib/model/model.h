@@ -86,8 +86,8 @@ typedef struct model_state {
     void *key_cache, *value_cache;
     int kv_f16;
     /* the keys once more, transposed in blocks of 16 positions (kern.h: attend_ht), for the fp16
-     * cache's attention: [layer][kv_head][block][head_dim][16] fp16; NULL unless the i8 mode, head_dim
-     * 64 and a kernel row with attend_ht */
+     * cache's attention: [layer][kv_head][block][head_dim][16] fp16; NULL unless the i8 mode, a head_dim
+     * attend_ht takes (KERN_ATTEND_HT_HD) and a kernel row with attend_ht */
     uint16_t *key_t;
     model_prof prof;
     int prof_print; /* OGAKIT_PROF set */
@@ -100,7 +100,7 @@ typedef struct model_state {
                    size_t as);
     void (*attend_h)(float *q, size_t qs, int rows, int g, const uint16_t *kc, const uint16_t *vc, int n0, int hd,
                      float scale, float *att, size_t as);
-    void (*attend_ht)(float *q, size_t qs, int rows, int g, const uint16_t *kt, const uint16_t *vc, int n0,
+    void (*attend_ht)(float *q, size_t qs, int rows, int g, const uint16_t *kt, const uint16_t *vc, int n0, int hd,
                       float scale, float *att, size_t as);
     /* g[i] = silu(g[i]) * up[i] over n values: the ISA table row's swiglu */
     void (*swiglu)(float *g, const float *up, size_t n);

@@ -138,38 +138,41 @@ int main(void)
             continue;
         }
         static const int ns3[] = {1, 2, 15, 16, 17, 31, 100, 300, 1030}, gs3[] = {1, 2, 3, 7, 8, 9, 14, 16, 20};
-        static const int rs3[] = {1, 2, 5, 8, 16, 40};
+        static const int rs3[] = {1, 2, 5, 8, 16, 40}, hds3[] = {64, 96, 128};
         unsigned seed = 13;
         int cases = 0, same = 1;
-        for (size_t b = 0; b < sizeof ns3 / sizeof *ns3; b++)
-            for (size_t c = 0; c < sizeof gs3 / sizeof *gs3; c++)
-                for (size_t ri = 0; ri < sizeof rs3 / sizeof *rs3; ri++) {
-                    int n0 = ns3[b], g = gs3[c], rows = rs3[ri], n = n0 + rows - 1, nb = (n + 15) / 16;
-                    if (rows > 1 && n0 > 300)
-                        continue;
-                    size_t as = (size_t)n + 3, qs = (size_t)64 * g + 5, qn = qs * rows;
-                    float *q = malloc(sizeof(float) * qn), *q1 = malloc(sizeof(float) * qn);
-                    float *att = malloc(sizeof(float) * as * g * rows);
-                    uint16_t *kh = malloc(2 * (size_t)n * 64), *vh = malloc(2 * (size_t)n * 64);
-                    uint16_t *kt = malloc(2 * (size_t)nb * 16 * 64);
-                    for (size_t i = 0; i < qn; i++)
-                        q[i] = q1[i] = (float)(urand(&seed) * 8.0);
-                    for (int i = 0; i < n * 64; i++)
-                        kh[i] = ogk_f32_to_f16((float)urand(&seed)), vh[i] = ogk_f32_to_f16((float)urand(&seed));
-                    for (int i = 0; i < nb * 16 * 64; i++) /* garbage past n: large halves, infinities, NaNs */
-                        kt[i] = (uint16_t)(0x7A00 + (urand(&seed) + 0.5) * 0x0A00);
-                    for (int t = 0; t < n; t++)
-                        for (int d = 0; d < 64; d++)
-                            kt[(size_t)(t / 16) * 1024 + (size_t)d * 16 + t % 16] = kh[(size_t)t * 64 + d];
-                    float scale = 0.125f;
-                    row->attend_h(q, qs, rows, g, kh, vh, n0, 64, scale, att, as);
-                    row->attend_ht(q1, qs, rows, g, kt, vh, n0, scale, att, as);
-                    for (int r = 0; r < rows; r++)
-                        same &= !memcmp(q + (size_t)r * qs, q1 + (size_t)r * qs, sizeof(float) * 64 * g);
-                    cases++;
-                    free(q), free(q1), free(att), free(kh), free(vh), free(kt);
-                }
-        TAP_OK(same, "%s: attend_ht over transposed keys gives attend_h's bits, 1-40 rows (%d cases)", row->name,
+        for (size_t h = 0; h < sizeof hds3 / sizeof *hds3; h++)
+            for (size_t b = 0; b < sizeof ns3 / sizeof *ns3; b++)
+                for (size_t c = 0; c < sizeof gs3 / sizeof *gs3; c++)
+                    for (size_t ri = 0; ri < sizeof rs3 / sizeof *rs3; ri++) {
+                        int hd = hds3[h], n0 = ns3[b], g = gs3[c], rows = rs3[ri], n = n0 + rows - 1, nb = (n + 15) / 16;
+                        if ((rows > 1 && n0 > 300) || (hd != 64 && (c % 2 || ri % 2))) /* fewer at 96, 128 */
+                            continue;
+                        if (!KERN_ATTEND_HT_HD(hd))
+                            continue;
+                        size_t as = (size_t)n + 3, qs = (size_t)hd * g + 5, qn = qs * rows;
+                        float *q = malloc(sizeof(float) * qn), *q1 = malloc(sizeof(float) * qn);
+                        float *att = malloc(sizeof(float) * as * g * rows);
+                        uint16_t *kh = malloc(2 * (size_t)n * hd), *vh = malloc(2 * (size_t)n * hd);
+                        uint16_t *kt = malloc(2 * (size_t)nb * 16 * hd);
+                        for (size_t i = 0; i < qn; i++)
+                            q[i] = q1[i] = (float)(urand(&seed) * 8.0);
+                        for (int i = 0; i < n * hd; i++)
+                            kh[i] = ogk_f32_to_f16((float)urand(&seed)), vh[i] = ogk_f32_to_f16((float)urand(&seed));
+                        for (int i = 0; i < nb * 16 * hd; i++) /* garbage past n: large halves, infinities, NaNs */
+                            kt[i] = (uint16_t)(0x7A00 + (urand(&seed) + 0.5) * 0x0A00);
+                        for (int t = 0; t < n; t++)
+                            for (int d = 0; d < hd; d++)
+                                kt[(size_t)(t / 16) * 16 * hd + (size_t)d * 16 + t % 16] = kh[(size_t)t * hd + d];
+                        float scale = 0.125f;
+                        row->attend_h(q, qs, rows, g, kh, vh, n0, hd, scale, att, as);
+                        row->attend_ht(q1, qs, rows, g, kt, vh, n0, hd, scale, att, as);
+                        for (int r = 0; r < rows; r++)
+                            same &= !memcmp(q + (size_t)r * qs, q1 + (size_t)r * qs, sizeof(float) * hd * g);
+                        cases++;
+                        free(q), free(q1), free(att), free(kh), free(vh), free(kt);
+                    }
+        TAP_OK(same, "%s: attend_ht over transposed keys gives attend_h's bits, head_dim 64/96/128, 1-40 rows (%d cases)", row->name,
                cases);
     }
     return TAP_DONE();
