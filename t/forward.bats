@@ -132,9 +132,11 @@ gate() {
   GEOM=hd128 gate qwen2 cpu tied b8 f32 step
   GEOM=hd128 gate llama amd untied rm f32 verify
   GEOM=hd128 gate qwen2 cpu tied b8 i8
+  GEOM=hd128 gate qwen2 cpu tied b8 i8 verify
   GEOM=hd96 gate phi3 cpu untied b8 f32
   GEOM=hd96 gate phi3 amd tied rm f32 verify
   GEOM=hd96 gate phi3 cpu untied b8 i8
+  GEOM=hd96 gate phi3 cpu untied b8 i8 step
 }
 
 # ---- i8 gates: no worse than onnxruntime's own int8 activations ----
