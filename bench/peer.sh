@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/peer.sh - ogakit (npu-forward --mode i8), llama.cpp (llama-bench, Q4_0 GGUF) and onnxruntime
-# (accuracy_level 4) side by side on the qwen05b fixture's shapes (Qwen2.5-0.5B geometry), in one run,
+# (accuracy_level 4) side by side on a fixture of Qwen2.5-0.5B shapes (GEOM=qwen15b: Qwen2.5-1.5B), in one run,
 # on the same threads: prefill pp512 / pp2048 and decode tg$GEN after 128, 2048 and 4096 positions,
 # plus ogakit's verify passes (k rows against a 1-row step at the same position, alternated in
 # process). RUNS interleaved rounds, each running every contender once in turn, so a change of the
@@ -8,7 +8,7 @@
 # rounds and the ratios of those medians. A benchmark, not a test: run it on a quiet machine.
 #
 #   bench/peer.sh [RUNS]     (default 5)
-#   env: THREADS=2  GEN=128  PP=512,2048  CTX=128,2048,4096  VERIFY=2,4,8,16
+#   env: THREADS=2  GEN=128  PP=512,2048  CTX=128,2048,4096  VERIFY=2,4,8,16  GEOM=qwen05b|qwen15b
 #        PEERS="ours llama ort" (any subset)  LLAMA=noamx|native (llama.cpp build; default noamx)
 #        GGUF=FILE (a ready GGUF for llama.cpp)  OUT=DIR (default bench/results)  OGAKIT_BUILD=build
 #
@@ -28,7 +28,7 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 bin=${OGAKIT_BUILD:-$top/build}/bin
 runs=${1:-5}
 case "$runs" in ''|*[!0-9]*|0) echo "peer.sh: RUNS must be a positive integer, not '$runs'" >&2; exit 2 ;; esac
-threads=${THREADS:-2} gen=${GEN:-128} pp=${PP:-512,2048} ctx=${CTX:-128,2048,4096} verify=${VERIFY:-2,4,8,16}
+geom=${GEOM:-qwen05b} threads=${THREADS:-2} gen=${GEN:-128} pp=${PP:-512,2048} ctx=${CTX:-128,2048,4096} verify=${VERIFY:-2,4,8,16}
 peers=${PEERS:-ours llama ort} llama_kind=${LLAMA:-noamx} out=${OUT:-$top/bench/results}
 export PATH="$bin:$PATH"
 for t in jq node; do command -v "$t" >/dev/null || { echo "peer.sh: $t is not installed" >&2; exit 4; }; done
@@ -36,7 +36,9 @@ has() { [[ " $peers " == *" $1 "* ]]; }
 work=$(mktemp -d "${TMPDIR:-/tmp}/ogk-bench-peer.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
-pack4=$("$top/tools/fixture.sh" qwen2 cpu tied qwen05b 4)
+case "$geom" in qwen05b) shapes="Qwen2.5-0.5B shapes" ;; qwen15b) shapes="Qwen2.5-1.5B shapes, head_dim 128" ;;
+  *) echo "peer.sh: GEOM must be qwen05b or qwen15b, not '$geom'" >&2; exit 2 ;; esac
+pack4=$("$top/tools/fixture.sh" qwen2 cpu tied "$geom" 4)
 model=$work/model.q4nx
 oga-extract "$pack4" | q4nx-pack -l b8 -o "$model"
 
@@ -74,7 +76,7 @@ for l in ${pp//,/ } ${ctx//,/ }; do [ "$l" -gt "$maxctx" ] && maxctx=$l; done
 lens=$(echo "${pp//,/ } ${ctx//,/ }" | tr ' ' '\n' | sort -n -u | paste -sd,)
 stamp=$(date -u +%FT%TZ)
 commit=$(git -C "$top" rev-parse --short HEAD 2>/dev/null || echo '?')
-cmdline="THREADS=$threads GEN=$gen PP=$pp CTX=$ctx VERIFY=$verify PEERS=\"$peers\" LLAMA=$llama_kind${GGUF:+ GGUF=$GGUF} bench/peer.sh $runs"
+cmdline="GEOM=$geom THREADS=$threads GEN=$gen PP=$pp CTX=$ctx VERIFY=$verify PEERS=\"$peers\" LLAMA=$llama_kind${GGUF:+ GGUF=$GGUF} bench/peer.sh $runs"
 
 nice_run() { nice -n 5 "$@"; }
 for r in $(seq "$runs"); do
@@ -115,7 +117,7 @@ md=$work/peer.md
   echo
   echo "Command: \`$cmdline\` (commit $commit, $threads threads, $runs interleaved rounds, medians; load at the start"
   echo "$(cut -d' ' -f1-3 /proc/loadavg); CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'))."
-  echo "Model: the qwen05b fixture (Qwen2.5-0.5B shapes, random int4 weights, block 32, tied embeddings)."
+  echo "Model: the $geom fixture ($shapes, random int4 weights, block 32, tied embeddings)."
   has ours && echo "ogakit: npu-forward bench --mode i8 on the fixture's container (q4nx-pack -l b8)."
   has ort && echo "onnxruntime: tools/ort-ref.js --bench on the accuracy_level 4 pack."
   has llama && echo "llama.cpp: $llama_note; GGUF: $gguf_note."

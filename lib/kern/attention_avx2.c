@@ -2,7 +2,8 @@
  * heads that share a KV head (head_dim a multiple of 8, at most 256; other head sizes go to
  * kern_attend_ref): scores q·k scaled, softmax with a vector exp, weighted sum of the values. Each key
  * and value row is loaded once for all g heads; head_dim 64 (Qwen2.5, Llama 3.2 1B) has an unrolled
- * body. The fp16 cache of the i8 mode (attend_h, half the bytes) has its own several-row version below. */
+ * body. The fp16 cache of the i8 mode (attend_h, half the bytes) has its own several-row version below,
+ * with blocked scores at head_dim 64, 96 and 128. */
 #include <immintrin.h>
 #include <math.h>
 #include <string.h>
@@ -198,29 +199,55 @@ void kern_attend_avx2(float *q, int g, const float *kc, const float *vc, int n, 
 #define VCH 8192 /* value elements per chunk of positions (16 KiB of fp16) */
 #define NQMAX 256 /* (row, head) pairs per call; more rows are split (same bits) */
 
-/* scores of positions [0, n) of head_dim 64 for the nq query heads qh[i] into att slices a[i]; with
- * mx, also each head's running maximum (one row: every position is its own) */
-static void scores64_h(const float *const *qh, float *const *a, int nq, const uint16_t *kc, int n, float scale,
-                       float *mx)
+/* head_dim HD (64, 96, 128): the scaled scores of 4 consecutive key rows k (HD floats apart) against the
+ * query (in registers at 64, else read from qh), as score4 does at 64: four FMA chains, then one
+ * horizontal reduction for the four; each lane's arithmetic is its own row's alone */
+static inline __attribute__((always_inline)) __m128 score4_hd(const __m256 *qv, const float *qh, const float *k,
+                                                               float scale, const int HD)
 {
-    float kbuf[8 * 64] __attribute__((aligned(32)));
+    if (HD == 64)
+        return score4(qv, k, scale);
+    __m256 q0 = _mm256_loadu_ps(qh);
+    __m256 a0 = _mm256_mul_ps(q0, _mm256_loadu_ps(k)), a1 = _mm256_mul_ps(q0, _mm256_loadu_ps(k + HD)),
+           a2 = _mm256_mul_ps(q0, _mm256_loadu_ps(k + 2 * HD)), a3 = _mm256_mul_ps(q0, _mm256_loadu_ps(k + 3 * HD));
+#pragma GCC unroll 16
+    for (int i = 1; i < HD / 8; i++) {
+        __m256 qi = _mm256_loadu_ps(qh + 8 * i);
+        a0 = _mm256_fmadd_ps(qi, _mm256_loadu_ps(k + 8 * i), a0);
+        a1 = _mm256_fmadd_ps(qi, _mm256_loadu_ps(k + HD + 8 * i), a1);
+        a2 = _mm256_fmadd_ps(qi, _mm256_loadu_ps(k + 2 * HD + 8 * i), a2);
+        a3 = _mm256_fmadd_ps(qi, _mm256_loadu_ps(k + 3 * HD + 8 * i), a3);
+    }
+    __m256 s = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+    return _mm_mul_ps(_mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1)), _mm_set1_ps(scale));
+}
+
+/* scores of positions [0, n) of head_dim HD (64, 96, 128) for the nq query heads qh[i] into att slices a[i];
+ * with mx, also each head's running maximum (one row: every position is its own). A block of 8 key rows
+ * is converted to fp32 once for all heads. */
+static inline __attribute__((always_inline)) void scores_h(const float *const *qh, float *const *a, int nq,
+                                                            const uint16_t *kc, int n, float scale, float *mx,
+                                                            const int HD)
+{
+    float kbuf[8 * 128] __attribute__((aligned(32)));
     for (int t0 = 0; t0 < n; t0 += 8) {
         int nb = n - t0 >= 8 ? 8 : n - t0, nb4 = (nb + 3) & ~3;
-        const uint16_t *src = kc + (size_t)t0 * 64;
-        for (int i = 0; i < nb * 8; i++) {
+        const uint16_t *src = kc + (size_t)t0 * HD;
+        for (int i = 0; i < nb * HD / 8; i++) {
             if (!(i & 3)) /* the key rows 4 KiB ahead (decode at long context streams them from DRAM) */
                 _mm_prefetch((const char *)(src + 8 * i) + 4096, _MM_HINT_T0);
             _mm256_store_ps(kbuf + 8 * i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + 8 * i))));
         }
-        for (int i = nb * 8; i < nb4 * 8; i++)
+        for (int i = nb * HD / 8; i < nb4 * HD / 8; i++)
             _mm256_store_ps(kbuf + 8 * i, _mm256_setzero_ps());
         for (int h = 0; h < nq; h++) {
             __m256 qv[8];
+            if (HD == 64)
 #pragma GCC unroll 8
-            for (int i = 0; i < 8; i++)
-                qv[i] = _mm256_loadu_ps(qh[h] + 8 * i);
+                for (int i = 0; i < 8; i++)
+                    qv[i] = _mm256_loadu_ps(qh[h] + 8 * i);
             for (int j = 0; j < nb4; j += 4) {
-                __m128 d = score4(qv, kbuf + (size_t)j * 64, scale);
+                __m128 d = score4_hd(qv, qh[h], kbuf + (size_t)j * HD, scale, HD);
                 if (j + 4 <= nb) {
                     _mm_storeu_ps(a[h] + t0 + j, d);
                     if (mx) {
@@ -239,6 +266,14 @@ static void scores64_h(const float *const *qh, float *const *a, int nq, const ui
         }
     }
 }
+
+#define SCORES_H(HD)                                                                                                   \
+    static void scores##HD##_h(const float *const *qh, float *const *a, int nq, const uint16_t *kc, int n,            \
+                               float scale, float *mx)                                                                 \
+    {                                                                                                                  \
+        scores_h(qh, a, nq, kc, n, scale, mx, HD);                                                                     \
+    }
+SCORES_H(64) SCORES_H(96) SCORES_H(128)
 
 /* max of a[0..n) (exact, so the order does not matter) */
 static float vmax(const float *a, int n)
@@ -302,12 +337,13 @@ void kern_attend_h_avx2(float *q, size_t qs, int rows, int g, const uint16_t *kc
     for (int i = 0; i < nq; i++)
         mx[i] = -INFINITY;
     /* scores of every (row, head) over the positions up to the last row's */
-    if (hd == 64) {
+    const int blocked = hd == 64 || hd == 96 || hd == 128; /* scores_h: key blocks converted once */
+    if (blocked) {
         const float *qh[NQMAX];
         float *a[NQMAX];
         for (int i = 0; i < nq; i++)
-            qh[i] = q + (size_t)(i / g) * qs + (size_t)(i % g) * 64, a[i] = att + (size_t)i * as;
-        scores64_h(qh, a, nq, kc, nmax, scale, rows == 1 ? mx : NULL);
+            qh[i] = q + (size_t)(i / g) * qs + (size_t)(i % g) * hd, a[i] = att + (size_t)i * as;
+        (hd == 64 ? scores64_h : hd == 96 ? scores96_h : scores128_h)(qh, a, nq, kc, nmax, scale, rows == 1 ? mx : NULL);
     } else {
         for (int t = 0; t < nmax; t++)
             for (int i = 0; i < nq; i++)
@@ -317,7 +353,7 @@ void kern_attend_h_avx2(float *q, size_t qs, int rows, int g, const uint16_t *kc
     for (int i = 0; i < nq; i++) {
         float *w = att + (size_t)i * as;
         int n = n0 + i / g;
-        inv[i] = softmax_exp(w, n, rows == 1 && hd == 64 ? mx[i] : vmax(w, n));
+        inv[i] = softmax_exp(w, n, rows == 1 && blocked ? mx[i] : vmax(w, n));
     }
     /* the weighted sums over q, a chunk of value rows at a time (they stay in L1 for every row and head) */
     const int ch = rows == 1 ? nmax : VCH / hd; /* one row: each head's values in one pass */
