@@ -100,13 +100,13 @@ int main(void)
         const kern_isa *row = kern_isa_row(isa);
         if (!kern_isa_supported(isa))
             continue;
-        static const int rws[] = {2, 3, 8, 40}, n0s[] = {1, 6, 33, 130}, hds2[] = {64, 128, 72}, gs2[] = {1, 4, 7};
+        static const int rws[] = {2, 3, 8, 40}, n0s[] = {1, 6, 33, 130}, hds2[] = {64, 96, 128, 72}, gs2[] = {1, 4, 7};
         unsigned seed = 11;
         int cases = 0, same = 1;
         for (size_t a = 0; a < 4; a++)
             for (size_t b = 0; b < 4; b++)
-                for (size_t c = 0; c < 3; c++)
-                    for (size_t d = 0; d < 3; d++) {
+                for (size_t c = 0; c < sizeof hds2 / sizeof *hds2; c++)
+                    for (size_t d = 0; d < sizeof gs2 / sizeof *gs2; d++) {
                         int rows = rws[a], n0 = n0s[b], hd = hds2[c], g = gs2[d], n = n0 + rows - 1;
                         size_t qs = (size_t)g * hd + 8, as = (size_t)n + 3;
                         float *q = malloc(sizeof(float) * qs * rows), *q1 = malloc(sizeof(float) * qs * rows);
