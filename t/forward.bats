@@ -133,6 +133,7 @@ gate() {
   GEOM=hd128 gate llama amd untied rm f32 verify
   GEOM=hd128 gate qwen2 cpu tied b8 i8
   GEOM=hd128 gate qwen2 cpu tied b8 i8 verify
+  GEOM=hd128 gate llama amd untied b8 i8 verify
   GEOM=hd96 gate phi3 cpu untied b8 f32
   GEOM=hd96 gate phi3 amd tied rm f32 verify
   GEOM=hd96 gate phi3 cpu untied b8 i8
