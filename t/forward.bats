@@ -140,6 +140,22 @@ gate() {
   GEOM=hd96 gate phi3 cpu untied b8 i8 step
 }
 
+@test "gate head_dim 128, i8 verify feed, on every kernel row this CPU has (each row's attention at 128)" {
+  local k
+  for k in ref avx2 avx512 amx; do
+    if [ "$k" = ref ] && [ "${OGAKIT_SAN:-0}" = 1 ]; then # the scalar row's minute, not under ASan
+      echo "# row ref: skipped under SAN=1 (the plain build runs it)" >&3
+      continue
+    fi
+    if ! OGAKIT_KERNEL=$k npu-gemm --list-devices --bw-mb 1 >/dev/null 2>&1; then
+      echo "# row $k: skipped, not supported on this CPU" >&3
+      continue
+    fi
+    echo "# row $k" >&3
+    OGAKIT_KERNEL=$k GEOM=hd128 gate qwen2 cpu tied b8 i8 verify
+  done
+}
+
 # ---- i8 gates: no worse than onnxruntime's own int8 activations ----
 @test "gate i8: every family, tied and untied, both layouts: mean KL no larger than onnxruntime acc4's" {
   gate qwen2 cpu tied b8 i8
