@@ -6,7 +6,7 @@ Hugging Face-named float weights.
 Run with Debian's /usr/bin/python3 (python3-onnx 1.12, python3-numpy).
 
   mkpack.py --family qwen2|llama|qwen3|phi3 --style cpu|amd --tie tied|untied
-            [--geom tiny|hd96|hd128|qwen05b|qwen15b] [--accuracy-level 0|4] [--io-dtype fp32|fp16]
+            [--geom tiny|hd64|hd96|hd128|qwen05b|qwen15b] [--accuracy-level 0|4] [--io-dtype fp32|fp16]
             [--seed N] [--block-size B] [--dump-weights W.npz] --out DIR
   mkpack.py --config config.json --weights W.npz [--tokenizer-dir DIR] --out PACK
             [--style cpu|amd] [--accuracy-level 0|4] [--io-dtype fp32|fp16]
@@ -81,8 +81,10 @@ GEOMS = {
     # hidden 64 < 128: the amd style's block 128 gets a zero-padded last block (K=64),
     # intermediate 128 gives down_proj exactly one full amd block and 4 cpu blocks.
     "tiny": dict(hidden=64, layers=2, heads=4, kv_heads=2, head=16, inter=128, context=2048),
-    # head sizes of the bigger real models (Qwen2.5-1.5B / Llama-3.2-3B / Mistral: 128, Phi-3: 96),
+    # head sizes of real models (Qwen2.5-0.5B / Llama-3.2-1B: 64, Qwen2.5-1.5B / Llama-3.2-3B / Mistral: 128,
+    # Phi-3: 96),
     # small otherwise; the amd style's block 128 gets a zero-padded last block at hidden 192
+    "hd64": dict(hidden=128, layers=2, heads=4, kv_heads=2, head=64, inter=256, context=2048),
     "hd128": dict(hidden=256, layers=2, heads=2, kv_heads=1, head=128, inter=256, context=2048),
     "hd96": dict(hidden=192, layers=2, heads=2, kv_heads=1, head=96, inter=256, context=2048),
     # Qwen2.5-0.5B
