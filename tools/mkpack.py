@@ -81,9 +81,8 @@ GEOMS = {
     # hidden 64 < 128: the amd style's block 128 gets a zero-padded last block (K=64),
     # intermediate 128 gives down_proj exactly one full amd block and 4 cpu blocks.
     "tiny": dict(hidden=64, layers=2, heads=4, kv_heads=2, head=16, inter=128, context=2048),
-    # head sizes of real models (Qwen2.5-0.5B / Llama-3.2-1B: 64, Qwen2.5-1.5B / Llama-3.2-3B / Mistral: 128,
-    # Phi-3: 96),
-    # small otherwise; the amd style's block 128 gets a zero-padded last block at hidden 192
+    # small models with the head sizes of real ones (64: Qwen2.5-0.5B, Llama-3.2-1B; 96: Phi-3; 128:
+    # Qwen2.5-1.5B, Llama-3.2-3B, Mistral); the amd style's block 128 gets a zero-padded last block at hidden 192
     "hd64": dict(hidden=128, layers=2, heads=4, kv_heads=2, head=64, inter=256, context=2048),
     "hd128": dict(hidden=256, layers=2, heads=2, kv_heads=1, head=128, inter=256, context=2048),
     "hd96": dict(hidden=192, layers=2, heads=2, kv_heads=1, head=96, inter=256, context=2048),

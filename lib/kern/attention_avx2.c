@@ -337,7 +337,7 @@ void kern_attend_h_avx2(float *q, size_t qs, int rows, int g, const uint16_t *kc
     for (int i = 0; i < nq; i++)
         mx[i] = -INFINITY;
     /* scores of every (row, head) over the positions up to the last row's */
-    const int blocked = hd == 64 || hd == 96 || hd == 128; /* scores_h: key blocks converted once */
+    const int blocked = KERN_ATTEND_HD(hd); /* scores_h: key blocks converted once */
     if (blocked) {
         const float *qh[NQMAX];
         float *a[NQMAX];

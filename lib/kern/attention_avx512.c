@@ -415,7 +415,7 @@ ATTEND_H(64) ATTEND_H(96) ATTEND_H(128)
 void kern_attend_h_avx512(float *q, size_t qs, int rows, int g, const uint16_t *kc, const uint16_t *vc, int n0, int hd,
                           float scale, float *att, size_t as)
 {
-    if ((hd != 64 && hd != 96 && hd != 128) || g > nq_h(hd)) {
+    if (!KERN_ATTEND_HD(hd) || g > nq_h(hd)) {
         kern_attend_h_avx2(q, qs, rows, g, kc, vc, n0, hd, scale, att, as);
         return;
     }
@@ -488,7 +488,7 @@ typedef void (*scores_fn)(const float *const *qp, const int *np, float *const *a
     }
 SCORES_HD(64) SCORES_HD(96) SCORES_HD(128)
 
-/* hd is one of KERN_ATTEND_HT_HD's sizes (model.c keeps the transposed keys only for those) */
+/* hd is one of KERN_ATTEND_HD's sizes (model.c keeps the transposed keys only for those) */
 void kern_attend_ht_avx512(float *q, size_t qs, int rows, int g, const uint16_t *kt, const uint16_t *vc, int n0, int hd,
                            float scale, float *att, size_t as)
 {

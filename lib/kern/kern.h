@@ -86,8 +86,9 @@ void kern_pool_for(kern_pool *p, size_t n, size_t grain, kern_range_fn fn, void 
 /* ---- the ISA table (isa.c) ---- */
 enum kern_isa_id { KERN_ISA_REF = 0, KERN_ISA_AVX2 = 1, KERN_ISA_AVX512 = 2, KERN_ISA_AMX = 3, KERN_ISA_COUNT };
 typedef struct kern_job kern_job; /* one M-chunk of a matmul, X prepared (kern_int.h) */
-/* the head sizes attend_ht takes */
-#define KERN_ATTEND_HT_HD(hd) ((hd) == 64 || (hd) == 96 || (hd) == 128)
+/* the head sizes the SIMD attention of the fp16 cache specialises (avx512 attend_h / attend_ht, avx2's blocked
+ * scores); attend_ht takes only these */
+#define KERN_ATTEND_HD(hd) ((hd) == 64 || (hd) == 96 || (hd) == 128)
 typedef struct kern_isa {
     const char *name;  /* "ref", "avx2", "avx512", "amx": what OGAKIT_KERNEL and --kernel take */
     uint32_t needs;    /* CPU features (KERN_CPU_* bits of isa.c) the row requires */
@@ -118,7 +119,7 @@ typedef struct kern_isa {
      * batching and prefix cache rely on it); the keys and values are read once for all rows. */
     void (*attend_h)(float *q, size_t qs, int rows, int g, const uint16_t *kc, const uint16_t *vc, int n0, int hd,
                      float scale, float *att, size_t as);
-    /* attend_h at head_dim hd = 64, 96 or 128 (KERN_ATTEND_HT_HD) over a copy of the keys transposed in
+    /* attend_h at head_dim hd = 64, 96 or 128 (KERN_ATTEND_HD) over a copy of the keys transposed in
      * blocks of 16 positions: kt[(t / 16)·16·hd + c·16 + t % 16] (so a block's dimension c is one vector
      * of 16 positions, and a score of 16 positions takes one chain of fused multiply-adds). Bit-identical
      * to attend_h over the same keys, for any rows (decode's one, verify and prompt passes); NULL on rows

@@ -87,7 +87,7 @@ typedef struct model_state {
     int kv_f16;
     /* the keys once more, transposed in blocks of 16 positions (kern.h: attend_ht), for the fp16
      * cache's attention: [layer][kv_head][block][head_dim][16] fp16; NULL unless the i8 mode, a head_dim
-     * attend_ht takes (KERN_ATTEND_HT_HD) and a kernel row with attend_ht */
+     * attend_ht takes (KERN_ATTEND_HD) and a kernel row with attend_ht */
     uint16_t *key_t;
     model_prof prof;
     int prof_print; /* OGAKIT_PROF set */

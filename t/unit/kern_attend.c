@@ -148,7 +148,7 @@ int main(void)
                         int hd = hds3[h], n0 = ns3[b], g = gs3[c], rows = rs3[ri], n = n0 + rows - 1, nb = (n + 15) / 16;
                         if ((rows > 1 && n0 > 300) || (hd != 64 && (c % 2 || ri % 2))) /* fewer at 96, 128 */
                             continue;
-                        if (!KERN_ATTEND_HT_HD(hd))
+                        if (!KERN_ATTEND_HD(hd))
                             continue;
                         size_t as = (size_t)n + 3, qs = (size_t)hd * g + 5, qn = qs * rows;
                         float *q = malloc(sizeof(float) * qn), *q1 = malloc(sizeof(float) * qn);
