@@ -12,7 +12,8 @@
  *
  * How: a 64-byte b8 chunk (16 rows x 8 k; dword r = row r's codes for k0..k0+3 in the low nibbles and
  * k0+4..k0+7 in the high ones) is, nibble by nibble, two rows of an AMX B tile in its "4 k per column"
- * order. So the row blocks of a work range are unpacked, a batch of at most 512 KiB at a time, into
+ * order. So the row blocks of a work range are unpacked, a batch at a time (at most 512 KiB for wide
+ * launches; 16 KiB for narrow ones, which prefetch the next batch meanwhile: amx_batch), into
  * per-thread scratch as signed bytes code − zp (kp·16 bytes per row block), and TDPBSSD multiplies them
  * with the int8 activations, which are tile-loaded straight from the prepared X (row stride kp). One
  * 16 x 16 output tile per (16 activation rows, row block), its fp32 sums in 16 registers over the
@@ -31,11 +32,33 @@
 
 #include <string.h>
 
+#ifndef AMX_PF_M
+#define AMX_PF_M 48 /* launches of at most this many rows unpack small batches and prefetch the next one */
+#endif
+
 typedef struct {
     uint8_t palette, start_row, reserved[14];
     uint16_t colsb[16];
     uint8_t rows[16];
 } amx_cfg;
+
+/* The next batch's weights (codes, scales, zero points) fetched into L2 while this batch is multiplied,
+ * a few lines per group, so that its unpack does not wait on DRAM: at 16..64 rows a batch's unpack
+ * otherwise streams from memory with the tile unit idle. */
+typedef struct {
+    const char *p[3];
+    size_t left[3]; /* lines */
+    uint32_t per[3]; /* lines per group */
+} amx_pf;
+
+INLINE void amx_pf_step(amx_pf *pf)
+{
+#pragma GCC unroll 3
+    for (int s = 0; s < 3; s++) {
+        for (uint32_t i = 0; i < pf->per[s] && pf->left[s]; i++, pf->left[s]--, pf->p[s] += 64)
+            _mm_prefetch(pf->p[s], _MM_HINT_T1);
+    }
+}
 
 /* tiles: 0..3 C (rotating over groups), 4..5 A (activation rows), 6..7 B (codes); in the 16-bit mode 0..3 are
  * two planes' C tiles double-buffered, 4 and 5 the two planes' A tiles, 6 the codes */
@@ -53,11 +76,14 @@ static void amx_configure(uint32_t kt)
     __asm__ volatile("ldtilecfg %0" : : "m"(c) : "memory");
 }
 
-/* row blocks unpacked at a time: as many as fit in 512 KiB (they are read once per 16 activation rows,
- * so they should stay in L2), at least one */
-static uint32_t amx_batch(size_t ubytes)
+/* row blocks unpacked at a time, at least one: as many as fit in 512 KiB for wide launches (they are read
+ * once per 16 activation rows, so they should stay in L2); 16 KiB for narrow ones (up to AMX_PF_M rows),
+ * which fetch the next batch's weights into L2 meanwhile (amx_pf): npu-gemm --model-pass of the qwen05b
+ * container, 2 threads, 16 rows 30 -> 24-25 ms, 32 rows 46-47 -> 41-43, and at 64 rows no gain; wide
+ * launches with small batches were much slower (512 rows: 500 -> 770 ms), and with the prefetch too */
+static uint32_t amx_batch(size_t ubytes, int narrow)
 {
-    size_t n = ((size_t)512 << 10) / ubytes;
+    size_t n = ((size_t)(narrow ? 16 : 512) << 10) / ubytes;
     return n ? (uint32_t)n : 1;
 }
 
@@ -109,7 +135,7 @@ INLINE void post_group(const kern_job *j, uint32_t rb, const float *const *drow,
  * The 16 x 16 outputs stay in registers over the groups. Software-pipelined over four C tiles (and two
  * A and two B tiles, so no tile waits on the one before it): step g issues group g's products, stores
  * group g − 1's C tile (finished meanwhile) and scales group g − 2's stored sums with the vector unit. */
-static void tile_amx(const kern_job *j, uint32_t rb, int m0, const int8_t *ub, uint32_t kt)
+INLINE void tile_amx_body(const kern_job *j, uint32_t rb, int m0, const int8_t *ub, uint32_t kt, amx_pf *pf)
 {
     const ogk_qtensor *W = j->W;
     const uint32_t B = W->block, kb = W->k_blocks, kp = j->kp;
@@ -124,6 +150,8 @@ static void tile_amx(const kern_job *j, uint32_t rb, int m0, const int8_t *ub, u
         y[i] = _mm512_setzero_ps();
     const int8_t *xa = j->xq + (size_t)m0 * kp;
     for (uint32_t g = 0; g < kb + 2; g++) {
+        if (pf)
+            amx_pf_step(pf);
         if (g + 4 < kb) /* the B rows of group g + 4 into L1 (the unpacked codes are in L2) */
             for (uint32_t o = 0; o < B * 16; o += 64)
                 _mm_prefetch((const char *)ub + (size_t)(g + 4) * B * 16 + o, _MM_HINT_T0);
@@ -152,7 +180,21 @@ static void tile_amx(const kern_job *j, uint32_t rb, int m0, const int8_t *ub, u
             store_rows(j, rb, m0 + i, y[i]);
 }
 
-typedef void (*amx_tile_fn)(const kern_job *j, uint32_t rb, int m0, const int8_t *ub, uint32_t kt);
+typedef void (*amx_tile_fn)(const kern_job *j, uint32_t rb, int m0, const int8_t *ub, uint32_t kt, amx_pf *pf);
+
+/* each body twice: with the next batch's prefetch (narrow launches) and without (wide ones, whose hot
+ * loop must not carry it: 512 rows were 6 % slower with a run-time test per group) */
+#define AMX_TILES(name)                                                                                                \
+    static void name##_narrow(const kern_job *j, uint32_t rb, int m0, const int8_t *ub, uint32_t kt, amx_pf *pf)      \
+    {                                                                                                                  \
+        name##_body(j, rb, m0, ub, kt, pf);                                                                            \
+    }                                                                                                                  \
+    static void name##_wide(const kern_job *j, uint32_t rb, int m0, const int8_t *ub, uint32_t kt, amx_pf *pf)        \
+    {                                                                                                                  \
+        (void)pf;                                                                                                      \
+        name##_body(j, rb, m0, ub, kt, NULL);                                                                          \
+    }
+AMX_TILES(tile_amx)
 
 /* Rows of a launch for the tiles: whole 16-row tiles, and a last partial one only when it has more than
  * KERN_AMX_REST rows (a 16-row tile costs about what the avx512 tiles take for ~10 rows, npu-gemm on the
@@ -186,22 +228,34 @@ static void amx_rest(const kern_job *j, int m0, uint32_t rb0, uint32_t rb1,
  * (signed code − zp when sub, else the unsigned codes; a batch stays in L2), and in a batch activation rows
  * outside (their 16 x kp bytes stay in L1), row blocks inside. 0, or -1 without scratch memory (nothing
  * done). */
-static int amx_launch(const kern_job *j, int M, uint32_t rb0, uint32_t rb1, int sub, amx_tile_fn tile)
+static int amx_launch(const kern_job *j, int M, uint32_t rb0, uint32_t rb1, int sub, amx_tile_fn narrow_tile,
+                      amx_tile_fn wide_tile)
 {
     const ogk_qtensor *W = j->W;
     const size_t ubytes = (size_t)j->kp * 16; /* one row block's unpacked codes */
-    const uint32_t kt = W->block < 64 ? W->block : 64, nb = amx_batch(ubytes);
+    const int narrow = M <= AMX_PF_M;
+    const uint32_t kt = W->block < 64 ? W->block : 64, nb = amx_batch(ubytes, narrow);
     int8_t *ub = kern_scratch(2, ubytes * nb);
     if (!ub)
         return -1;
     amx_configure(kt);
+    /* one row block's codes, scales and zero points */
+    const size_t cb = (size_t)W->k_blocks * W->block * 8, sb = (size_t)W->k_blocks * 16 * ogk_dtype_size(W->scale_dtype),
+                 zb = W->has_zp ? (size_t)W->k_blocks * 16 : 0;
     for (uint32_t b0 = rb0; b0 < rb1; b0 += nb) {
-        uint32_t b1 = b0 + nb < rb1 ? b0 + nb : rb1;
+        uint32_t b1 = b0 + nb < rb1 ? b0 + nb : rb1, b2 = b1 + nb < rb1 ? b1 + nb : rb1;
         for (uint32_t rb = b0; rb < b1; rb++)
             unpack_rb(W, rb, ub + (rb - b0) * ubytes, sub);
+        /* narrow: the next batch [b1, b2) spread over this batch's groups */
+        amx_pf pf = {.p = {(const char *)W->codes + b1 * cb, (const char *)W->scales + b1 * sb,
+                           W->has_zp ? (const char *)W->zeros + b1 * zb : NULL},
+                     .left = {((b2 - b1) * cb + 63) / 64, ((b2 - b1) * sb + 63) / 64, ((b2 - b1) * zb + 63) / 64}};
+        size_t steps = (size_t)(M + 15) / 16 * (b1 - b0) * (W->k_blocks + 2); /* amx_pf_step calls in the batch */
+        for (int s = 0; s < 3; s++)
+            pf.per[s] = (uint32_t)((pf.left[s] + steps - 1) / steps);
         for (int m0 = 0; m0 < M; m0 += 16)
             for (uint32_t rb = b0; rb < b1; rb++)
-                tile(j, rb, m0, ub + (rb - b0) * ubytes, kt);
+                (narrow ? narrow_tile : wide_tile)(j, rb, m0, ub + (rb - b0) * ubytes, kt, &pf);
     }
     _tile_release();
     return 0;
@@ -211,7 +265,7 @@ void kern_gemm_amx(const kern_job *j, uint32_t rb0, uint32_t rb1)
 {
     /* other modes, narrow launches (or no memory for the unpacked codes): the avx512 tiles */
     int M = amx_rows(j->M);
-    if (j->mode != KERN_I8 || j->M < KERN_AMX_MIN_M || amx_launch(j, M, rb0, rb1, 1, tile_amx) < 0) {
+    if (j->mode != KERN_I8 || j->M < KERN_AMX_MIN_M || amx_launch(j, M, rb0, rb1, 1, tile_amx_narrow, tile_amx_wide) < 0) {
         kern_gemm_avx512(j, rb0, rb1);
         return;
     }
@@ -251,7 +305,7 @@ INLINE void post_group16(const kern_job *j, uint32_t rb, const int *rowi, uint32
         }                                                                                                              \
     } while (0)
 
-static void tile_amx16(const kern_job *j, uint32_t rb, int m0, const int8_t *ub, uint32_t kt)
+INLINE void tile_amx16_body(const kern_job *j, uint32_t rb, int m0, const int8_t *ub, uint32_t kt, amx_pf *pf)
 {
     const ogk_qtensor *W = j->W;
     const uint32_t B = W->block, kb = W->k_blocks, kp = j->kp;
@@ -267,6 +321,8 @@ static void tile_amx16(const kern_job *j, uint32_t rb, int m0, const int8_t *ub,
     const int8_t *x1 = j->xq + (size_t)m0 * kp, *x2 = j->xq2 + (size_t)m0 * kp;
     /* step g: group g's products into tile pair g & 1, group g − 1's pair stored, group g − 2 scaled */
     for (uint32_t g = 0; g < kb + 2; g++) {
+        if (pf)
+            amx_pf_step(pf);
         if (g < kb) {
             if (g & 1)
                 GROUP_PRODUCTS16(2, 3);
@@ -293,10 +349,12 @@ static void tile_amx16(const kern_job *j, uint32_t rb, int m0, const int8_t *ub,
             store_rows(j, rb, m0 + i, y[i]);
 }
 
+AMX_TILES(tile_amx16)
+
 void kern_b8_i16_amx(const kern_job *j, uint32_t rb0, uint32_t rb1)
 {
     int M = amx_rows(j->M);
-    if (j->M < KERN_AMX16_MIN_M || amx_launch(j, M, rb0, rb1, 0, tile_amx16) < 0) {
+    if (j->M < KERN_AMX16_MIN_M || amx_launch(j, M, rb0, rb1, 0, tile_amx16_narrow, tile_amx16_wide) < 0) {
         kern_b8_i16_avx512(j, rb0, rb1);
         return;
     }

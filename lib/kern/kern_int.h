@@ -77,7 +77,10 @@ void kern_quant_rows_i16_avx512(const float *x, int M, uint32_t k, uint32_t bloc
  * tiles; up to KERN_AMX_REST rows after them, and narrower launches, go to kern_gemm_avx512). Activation
  * tiles read up to 15 rows (of kp bytes) past the launch's xq rows. ---- */
 #ifndef KERN_AMX_MIN_M
-#define KERN_AMX_MIN_M 32 /* npu-gemm 4864x896, one core: at 16 rows AMX and avx512 tie, at 24 avx512 wins */
+/* npu-gemm --model-pass of the qwen05b container, 2 threads, since narrow launches prefetch their next batch
+ * (kern_amx.c): at 16 rows 22.4-23.4 ms against 23.5-24.0 for the avx512 tiles, 24 rows a tie, 28 rows 7 %
+ * faster */
+#define KERN_AMX_MIN_M 16
 #endif
 #ifndef KERN_AMX_REST
 #define KERN_AMX_REST 10 /* rows past the last whole 16-row tile that go to avx512 rather than a tile */

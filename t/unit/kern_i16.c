@@ -72,7 +72,9 @@ typedef struct {
 } shape;
 static const shape shapes[] = {{37, 32, 32}, {50, 200, 32}, {17, 128, 128}, {33, 300, 128}, {100, 72, 16},
                                {1, 64, 64},  {65, 256, 256}, {20, 520, 64}, {48, 4096, 4096}};
-static const int Ms[] = {1, 2, 5, 16, 20, 27, 33}; /* on the amx row: 20 = a tile + 4 rows on avx512, 27 a partial tile */
+/* on the amx row: 20 = a tile + 4 rows on avx512, 27 a partial tile; up to 48 rows narrow launches (small
+ * unpacked batches, the next one prefetched), 50 a wide one */
+static const int Ms[] = {1, 2, 5, 16, 20, 27, 33, 50};
 
 static void row_tests(int id, kern_pool *pool);
 
