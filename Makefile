@@ -30,7 +30,7 @@ LDFLAGS = $(SANFLAGS)
 AVX2_FLAGS = -mavx2 -mfma -mf16c -mbmi2
 AVX512_FLAGS = $(AVX2_FLAGS) -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16
 VBMI_FLAGS = $(AVX512_FLAGS) -mavx512vbmi
-AMX_FLAGS = $(VBMI_FLAGS) -mamx-tile -mamx-int8
+AMX_FLAGS = $(VBMI_FLAGS) -mgfni -mamx-tile -mamx-int8
 
 # modules each program links (dependencies after dependents)
 MODS_oga-info    = pack mdesc tok onnx util

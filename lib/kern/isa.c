@@ -21,8 +21,8 @@
 #define AVX512_NEEDS                                                                                                   \
     (AVX2_NEEDS | KERN_CPU_AVX512F | KERN_CPU_AVX512BW | KERN_CPU_AVX512VL | KERN_CPU_AVX512DQ | KERN_CPU_AVX512VNNI)
 /* AMX: the tile unit with int8 products, its state enabled by the OS (XCR0) and granted to this process;
- * VBMI because kern_amx.c is compiled with it (every CPU with AMX has it) */
-#define AMX_NEEDS (AVX512_NEEDS | KERN_CPU_AVX512VBMI | KERN_CPU_AMXTILE | KERN_CPU_AMXINT8)
+ * VBMI and GFNI because kern_amx.c is compiled with them (every CPU with AMX has both) */
+#define AMX_NEEDS (AVX512_NEEDS | KERN_CPU_AVX512VBMI | KERN_CPU_GFNI | KERN_CPU_AMXTILE | KERN_CPU_AMXINT8)
 
 static const kern_isa rows[KERN_ISA_COUNT] = {
     [KERN_ISA_REF] = {
@@ -91,7 +91,7 @@ static const kern_isa rows[KERN_ISA_COUNT] = {
 /* ---- the CPU ---- */
 static const char *const feature_names[] = {"avx2",     "fma",      "f16c",     "bmi2",       "avx512f",    "avx512bw",
                                             "avx512vl", "avx512dq", "avx512vnni", "avx512bf16", "avx512vbmi",
-                                            "amx_tile", "amx_int8"};
+                                            "amx_tile", "amx_int8", "gfni"};
 
 static pthread_once_t cpu_once = PTHREAD_ONCE_INIT;
 static uint32_t cpu; /* KERN_CPU_* bits */
@@ -144,6 +144,7 @@ static void cpu_read(void)
             f |= (b7 & (1u << 31)) ? KERN_CPU_AVX512VL : 0;
             f |= (c7 & (1u << 1)) ? KERN_CPU_AVX512VBMI : 0;
             f |= (c7 & (1u << 11)) ? KERN_CPU_AVX512VNNI : 0;
+            f |= (c7 & (1u << 8)) ? KERN_CPU_GFNI : 0; /* GFNI; its 512-bit forms with AVX-512F */
             f |= (a71 & (1u << 5)) ? KERN_CPU_AVX512BF16 : 0;
         }
         /* AMX-TILE (7.0 EDX bit 24) and AMX-INT8 (bit 25), XCR0's tile config and data bits (17, 18) */

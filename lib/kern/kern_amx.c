@@ -88,22 +88,39 @@ static uint32_t amx_batch(size_t ubytes, int narrow)
 }
 
 /* row block rb's codes in B-tile order, out[k / 4][16 rows][4] (kp·16 bytes): as signed bytes code − zp
- * (sub, for TDPBSSD) or as the unsigned codes themselves (for TDPBSUD) */
+ * (sub, for TDPBSSD) or as the unsigned codes themselves (for TDPBSUD). Without zero points one GF(2)
+ * affine transform per nibble (GFNI) gives code − 8 sign-extended: bits 0..2 copied, bit 3 inverted into
+ * bits 3..7 (the matrix's byte 7 − i selects output bit i's input bits; the constant 0xF8 inverts) */
+#define GF_LO_M8 0x0102040808080808ull /* low nibble − 8 */
+#define GF_HI_M8 0x1020408080808080ull /* high nibble − 8 */
+#define GF_HI 0x1020408000000000ull    /* high nibble */
 INLINE void unpack_rb(const ogk_qtensor *W, uint32_t rb, int8_t *out, const int sub)
 {
     const uint32_t B = W->block, kb = W->k_blocks, cpg = B / 8;
     const __m512i m4 = _mm512_set1_epi8(0x0F), rep = _mm512_set1_epi32(0x01010101);
+    const __m512i glo = _mm512_set1_epi64((long long)GF_LO_M8), ghi = _mm512_set1_epi64((long long)GF_HI_M8),
+                  gh = _mm512_set1_epi64((long long)GF_HI);
     const uint8_t *cp = W->codes + (size_t)rb * kb * B * 8;
     for (uint32_t g = 0; g < kb; g++) {
-        __m512i z = _mm512_set1_epi8(sub ? 8 : 0);
+        __m512i z = _mm512_setzero_si512();
         if (sub && W->has_zp) /* 16 zero points, each repeated over its row's 4 bytes */
             z = _mm512_mullo_epi32(
                 _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(W->zeros + ((size_t)rb * kb + g) * 16))), rep);
         for (uint32_t c = 0; c < cpg; c++, cp += 64) {
-            __m512i w = _mm512_loadu_si512(cp);
+            __m512i w = _mm512_loadu_si512(cp), lo, hi;
             int8_t *o = out + ((size_t)g * B + (size_t)c * 8) * 16;
-            _mm512_store_si512(o, _mm512_sub_epi8(_mm512_and_si512(w, m4), z));
-            _mm512_store_si512(o + 64, _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(w, 4), m4), z));
+            if (!sub) {
+                lo = _mm512_and_si512(w, m4);
+                hi = _mm512_gf2p8affine_epi64_epi8(w, gh, 0);
+            } else if (!W->has_zp) {
+                lo = _mm512_gf2p8affine_epi64_epi8(w, glo, 0xF8);
+                hi = _mm512_gf2p8affine_epi64_epi8(w, ghi, 0xF8);
+            } else {
+                lo = _mm512_sub_epi8(_mm512_and_si512(w, m4), z);
+                hi = _mm512_sub_epi8(_mm512_gf2p8affine_epi64_epi8(w, gh, 0), z);
+            }
+            _mm512_store_si512(o, lo);
+            _mm512_store_si512(o + 64, hi);
         }
     }
 }
