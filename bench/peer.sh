@@ -10,6 +10,9 @@
 #   bench/peer.sh [RUNS]     (default 5)
 #   env: THREADS=2  GEN=128  PP=512,2048  CTX=128,2048,4096  VERIFY=2,4,8,16  GEOM=qwen05b|qwen15b
 #        PEERS="ours llama ort" (any subset)  LLAMA=noamx|native (llama.cpp build; default noamx)
+#        SCALES=f32|f16 (the fixture's scales for ogakit and llama.cpp; default f32. f16: the pack built
+#        with fp16 I/O, whose scales Q4_0's fp16 d holds exactly, so both run bit-identical weights;
+#        onnxruntime stays on the fp32 pack, its CPU kernels' usual case)
 #        GGUF=FILE (a ready GGUF for llama.cpp)  OUT=DIR (default bench/results)  OGAKIT_BUILD=build
 #
 # The GGUF: GGUF=FILE if given; else `q4nx-gguf` of the same container when build/bin/q4nx-gguf
@@ -38,9 +41,13 @@ trap 'rm -rf "$work"' EXIT
 
 case "$geom" in qwen05b) shapes="Qwen2.5-0.5B shapes" ;; qwen15b) shapes="Qwen2.5-1.5B shapes, head_dim 128" ;;
   *) echo "peer.sh: GEOM must be qwen05b or qwen15b, not '$geom'" >&2; exit 2 ;; esac
+scales=${SCALES:-f32}
+case "$scales" in f32|f16) ;; *) echo "peer.sh: SCALES must be f32 or f16, not '$scales'" >&2; exit 2 ;; esac
 pack4=$("$top/tools/fixture.sh" qwen2 cpu tied "$geom" 4)
+packw=$pack4 # the pack ogakit and llama.cpp run
+[ "$scales" = f16 ] && packw=$("$top/tools/fixture.sh" qwen2 cpu tied "$geom" 4 fp16)
 model=$work/model.q4nx
-oga-extract "$pack4" | q4nx-pack -l b8 -o "$model"
+oga-extract "$packw" | q4nx-pack -l b8 -o "$model"
 
 gguf_note=
 if has llama; then
@@ -76,7 +83,7 @@ for l in ${pp//,/ } ${ctx//,/ }; do [ "$l" -gt "$maxctx" ] && maxctx=$l; done
 lens=$(echo "${pp//,/ } ${ctx//,/ }" | tr ' ' '\n' | sort -n -u | paste -sd,)
 stamp=$(date -u +%FT%TZ)
 commit=$(git -C "$top" rev-parse --short HEAD 2>/dev/null || echo '?')
-cmdline="GEOM=$geom THREADS=$threads GEN=$gen PP=$pp CTX=$ctx VERIFY=$verify PEERS=\"$peers\" LLAMA=$llama_kind${GGUF:+ GGUF=$GGUF} bench/peer.sh $runs"
+cmdline="GEOM=$geom SCALES=$scales THREADS=$threads GEN=$gen PP=$pp CTX=$ctx VERIFY=$verify PEERS=\"$peers\" LLAMA=$llama_kind${GGUF:+ GGUF=$GGUF} bench/peer.sh $runs"
 
 nice_run() { nice -n 5 "$@"; }
 for r in $(seq "$runs"); do
@@ -117,7 +124,7 @@ md=$work/peer.md
   echo
   echo "Command: \`$cmdline\` (commit $commit, $threads threads, $runs interleaved rounds, medians; load at the start"
   echo "$(cut -d' ' -f1-3 /proc/loadavg); CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'))."
-  echo "Model: the $geom fixture ($shapes, random int4 weights, block 32, tied embeddings)."
+  echo "Model: the $geom fixture ($shapes, random int4 weights, block 32, tied embeddings; $scales scales for ogakit and llama.cpp)."
   has ours && echo "ogakit: npu-forward bench --mode i8 on the fixture's container (q4nx-pack -l b8)."
   has ort && echo "onnxruntime: tools/ort-ref.js --bench on the accuracy_level 4 pack."
   has llama && echo "llama.cpp: $llama_note; GGUF: $gguf_note."
@@ -148,8 +155,9 @@ md=$work/peer.md
 json=$work/peer.json
 {
   jq -n --arg stamp "$stamp" --arg cmd "$cmdline" --arg commit "$commit" --argjson threads "$threads" \
-    --argjson runs "$runs" --arg llama "${llama_note:-}" --arg gguf "$gguf_note" \
-    '{date: $stamp, command: $cmd, commit: $commit, threads: $threads, runs: $runs, llama_cpp: $llama, gguf: $gguf, rows: []}'
+    --argjson runs "$runs" --arg llama "${llama_note:-}" --arg gguf "$gguf_note" --arg geom "$geom" --arg scales "$scales" \
+    '{date: $stamp, command: $cmd, commit: $commit, threads: $threads, runs: $runs, geometry: $geom, scales: $scales,
+      llama_cpp: $llama, gguf: $gguf, rows: []}'
   for row in "${rows[@]}"; do
     IFS='|' read -r n a b c <<<"$row"
     jq -n --arg n "$n" --argjson a "$a" --argjson b "$b" --argjson c "$c" '{name: $n, ogakit: $a, llama_cpp: $b, onnxruntime: $c}'
