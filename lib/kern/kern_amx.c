@@ -79,8 +79,9 @@ static void amx_configure(uint32_t kt)
 /* row blocks unpacked at a time, at least one: as many as fit in 512 KiB for wide launches (they are read
  * once per 16 activation rows, so they should stay in L2); 16 KiB for narrow ones (up to AMX_PF_M rows),
  * which fetch the next batch's weights into L2 meanwhile (amx_pf): npu-gemm --model-pass of the qwen05b
- * container, 2 threads, 16 rows 30 -> 24-25 ms, 32 rows 46-47 -> 41-43, and at 64 rows no gain; wide
- * launches with small batches were much slower (512 rows: 500 -> 770 ms), and with the prefetch too */
+ * container, 2 threads, 16 rows 27.4-30.8 -> 22.4-24.2 ms, 32 rows 42.7-47.0 -> 36.4-41.6, at 64 rows
+ * no gain; wide launches with small batches were much slower (512 rows: 500 -> 770 ms), and 64 rows
+ * with 512 KiB batches and the prefetch too (73 -> 80-88 ms) */
 static uint32_t amx_batch(size_t ubytes, int narrow)
 {
     size_t n = ((size_t)(narrow ? 16 : 512) << 10) / ubytes;
@@ -200,7 +201,8 @@ INLINE void tile_amx_body(const kern_job *j, uint32_t rb, int m0, const int8_t *
 typedef void (*amx_tile_fn)(const kern_job *j, uint32_t rb, int m0, const int8_t *ub, uint32_t kt, amx_pf *pf);
 
 /* each body twice: with the next batch's prefetch (narrow launches) and without (wide ones, whose hot
- * loop must not carry it: 512 rows were 6 % slower with a run-time test per group) */
+ * loop then carries no test for it: with a run-time test per group 512 rows took 503 ms against 472-477
+ * in two alternated runs) */
 #define AMX_TILES(name)                                                                                                \
     static void name##_narrow(const kern_job *j, uint32_t rb, int m0, const int8_t *ub, uint32_t kt, amx_pf *pf)      \
     {                                                                                                                  \
