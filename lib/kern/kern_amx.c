@@ -214,6 +214,7 @@ typedef void (*amx_tile_fn)(const kern_job *j, uint32_t rb, int m0, const int8_t
         name##_body(j, rb, m0, ub, kt, NULL);                                                                          \
     }
 AMX_TILES(tile_amx)
+static const amx_tile_fn tiles_i8[2] = {tile_amx_wide, tile_amx_narrow}; /* [narrow] */
 
 /* Rows of a launch for the tiles: whole 16-row tiles, and a last partial one only when it has more than
  * KERN_AMX_REST rows (a 16-row tile costs about what the avx512 tiles take for ~10 rows, npu-gemm on the
@@ -247,8 +248,7 @@ static void amx_rest(const kern_job *j, int m0, uint32_t rb0, uint32_t rb1,
  * (signed code − zp when sub, else the unsigned codes; a batch stays in L2), and in a batch activation rows
  * outside (their 16 x kp bytes stay in L1), row blocks inside. 0, or -1 without scratch memory (nothing
  * done). */
-static int amx_launch(const kern_job *j, int M, uint32_t rb0, uint32_t rb1, int sub, amx_tile_fn narrow_tile,
-                      amx_tile_fn wide_tile)
+static int amx_launch(const kern_job *j, int M, uint32_t rb0, uint32_t rb1, int sub, const amx_tile_fn tiles[2])
 {
     const ogk_qtensor *W = j->W;
     const size_t ubytes = (size_t)j->kp * 16; /* one row block's unpacked codes */
@@ -265,16 +265,18 @@ static int amx_launch(const kern_job *j, int M, uint32_t rb0, uint32_t rb1, int 
         uint32_t b1 = b0 + nb < rb1 ? b0 + nb : rb1, b2 = b1 + nb < rb1 ? b1 + nb : rb1;
         for (uint32_t rb = b0; rb < b1; rb++)
             unpack_rb(W, rb, ub + (rb - b0) * ubytes, sub);
-        /* narrow: the next batch [b1, b2) spread over this batch's groups */
-        amx_pf pf = {.p = {(const char *)W->codes + b1 * cb, (const char *)W->scales + b1 * sb,
-                           W->has_zp ? (const char *)W->zeros + b1 * zb : NULL},
-                     .left = {((b2 - b1) * cb + 63) / 64, ((b2 - b1) * sb + 63) / 64, ((b2 - b1) * zb + 63) / 64}};
-        size_t steps = (size_t)(M + 15) / 16 * (b1 - b0) * (W->k_blocks + 2); /* amx_pf_step calls in the batch */
-        for (int s = 0; s < 3; s++)
-            pf.per[s] = (uint32_t)((pf.left[s] + steps - 1) / steps);
+        amx_pf pf = {0};
+        if (narrow) { /* the next batch [b1, b2) spread over this batch's groups */
+            pf = (amx_pf){.p = {(const char *)W->codes + b1 * cb, (const char *)W->scales + b1 * sb,
+                                W->has_zp ? (const char *)W->zeros + b1 * zb : NULL},
+                          .left = {((b2 - b1) * cb + 63) / 64, ((b2 - b1) * sb + 63) / 64, ((b2 - b1) * zb + 63) / 64}};
+            size_t steps = (size_t)(M + 15) / 16 * (b1 - b0) * (W->k_blocks + 2); /* amx_pf_step calls */
+            for (int s = 0; s < 3; s++)
+                pf.per[s] = (uint32_t)((pf.left[s] + steps - 1) / steps);
+        }
         for (int m0 = 0; m0 < M; m0 += 16)
             for (uint32_t rb = b0; rb < b1; rb++)
-                (narrow ? narrow_tile : wide_tile)(j, rb, m0, ub + (rb - b0) * ubytes, kt, &pf);
+                tiles[narrow](j, rb, m0, ub + (rb - b0) * ubytes, kt, &pf);
     }
     _tile_release();
     return 0;
@@ -282,9 +284,9 @@ static int amx_launch(const kern_job *j, int M, uint32_t rb0, uint32_t rb1, int 
 
 void kern_gemm_amx(const kern_job *j, uint32_t rb0, uint32_t rb1)
 {
-    /* other modes, narrow launches (or no memory for the unpacked codes): the avx512 tiles */
+    /* other modes, launches under KERN_AMX_MIN_M rows (or no memory for the unpacked codes): the avx512 tiles */
     int M = amx_rows(j->M);
-    if (j->mode != KERN_I8 || j->M < KERN_AMX_MIN_M || amx_launch(j, M, rb0, rb1, 1, tile_amx_narrow, tile_amx_wide) < 0) {
+    if (j->mode != KERN_I8 || j->M < KERN_AMX_MIN_M || amx_launch(j, M, rb0, rb1, 1, tiles_i8) < 0) {
         kern_gemm_avx512(j, rb0, rb1);
         return;
     }
@@ -369,11 +371,12 @@ INLINE void tile_amx16_body(const kern_job *j, uint32_t rb, int m0, const int8_t
 }
 
 AMX_TILES(tile_amx16)
+static const amx_tile_fn tiles_i16[2] = {tile_amx16_wide, tile_amx16_narrow}; /* [narrow] */
 
 void kern_b8_i16_amx(const kern_job *j, uint32_t rb0, uint32_t rb1)
 {
     int M = amx_rows(j->M);
-    if (j->M < KERN_AMX16_MIN_M || amx_launch(j, M, rb0, rb1, 0, tile_amx16_narrow, tile_amx16_wide) < 0) {
+    if (j->M < KERN_AMX16_MIN_M || amx_launch(j, M, rb0, rb1, 0, tiles_i16) < 0) {
         kern_b8_i16_avx512(j, rb0, rb1);
         return;
     }
