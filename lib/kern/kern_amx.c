@@ -152,7 +152,10 @@ INLINE void post_group(const kern_job *j, uint32_t rb, const float *const *drow,
 /* activation rows [m0, m0 + 16) (rows past j->M computed and dropped) x row block rb (unpacked at ub).
  * The 16 x 16 outputs stay in registers over the groups. Software-pipelined over four C tiles (and two
  * A and two B tiles, so no tile waits on the one before it): step g issues group g's products, stores
- * group g − 1's C tile (finished meanwhile) and scales group g − 2's stored sums with the vector unit. */
+ * group g − 1's C tile (finished meanwhile) and scales group g − 2's stored sums with the vector unit.
+ * The unpacked codes (in L2) are read in order without software prefetch: prefetching group g + 4's B
+ * rows into L1 cost 7-9 % at 16-32 rows (npu-gemm --model-pass of the qwen05b container, 2 threads:
+ * 16 rows 22.4-23.8 -> 20.9-21.4 ms, 32 rows 37.7-39.4 -> 35.0-35.4) and 1-2 % at 64 and 512. */
 INLINE void tile_amx_body(const kern_job *j, uint32_t rb, int m0, const int8_t *ub, uint32_t kt, amx_pf *pf)
 {
     const ogk_qtensor *W = j->W;
@@ -170,9 +173,6 @@ INLINE void tile_amx_body(const kern_job *j, uint32_t rb, int m0, const int8_t *
     for (uint32_t g = 0; g < kb + 2; g++) {
         if (pf)
             amx_pf_step(pf);
-        if (g + 4 < kb) /* the B rows of group g + 4 into L1 (the unpacked codes are in L2) */
-            for (uint32_t o = 0; o < B * 16; o += 64)
-                _mm_prefetch((const char *)ub + (size_t)(g + 4) * B * 16 + o, _MM_HINT_T0);
         if (g < kb) {
             switch (g & 3) {
             case 0: GROUP_PRODUCTS(0, 4, 6); break;
