@@ -43,26 +43,23 @@ static double run(int what, int bf, long n)
     for (long it = 0; it < n; it++) {
         int32_t *c = C[it & 3];
         __asm__("" : "+r"(c));
-        if (what & TILE) {
-            if (it & 1) {
-                _tile_zero(1);
-                _tile_loadd(5, A[1], 64);
-                _tile_loadd(7, Bt[1], 64);
-                if (bf)
-                    _tile_dpbf16ps(1, 5, 7);
-                else
-                    _tile_dpbssd(1, 5, 7);
-                _tile_stored(1, c, 64);
-            } else {
-                _tile_zero(0);
-                _tile_loadd(4, A[0], 64);
-                _tile_loadd(6, Bt[0], 64);
-                if (bf)
-                    _tile_dpbf16ps(0, 4, 6);
-                else
-                    _tile_dpbssd(0, 4, 6);
-                _tile_stored(0, c, 64);
-            }
+        if (what & TILE) { /* tile numbers are immediates: two literal copies, alternating */
+#define STEP(C, TA, TB)                                                                                                \
+    do {                                                                                                               \
+        _tile_zero(C);                                                                                                 \
+        _tile_loadd(TA, A[C], 64);                                                                                     \
+        _tile_loadd(TB, Bt[C], 64);                                                                                    \
+        if (bf)                                                                                                        \
+            _tile_dpbf16ps(C, TA, TB);                                                                                 \
+        else                                                                                                           \
+            _tile_dpbssd(C, TA, TB);                                                                                   \
+        _tile_stored(C, c, 64);                                                                                        \
+    } while (0)
+            if (it & 1)
+                STEP(1, 5, 7);
+            else
+                STEP(0, 4, 6);
+#undef STEP
         }
         if (what & VECTOR) {
             const int32_t *src = C[(it + 2) & 3];
