@@ -162,17 +162,18 @@ void kern_attend_avx512(float *q, int g, const float *kc, const float *vc, int n
     }
 }
 
-/* ---- the fp16 cache (the i8 mode's), several query rows at once: attend_h ----
+/* ---- the fp16 cache (the i8 mode's), several query rows at once: attend_h and attend_ht ----
  * head_dim HD = 64, 96 or 128 (other sizes: the avx2 code). Row r of a call attends to n0 + r positions.
- * The (row, head) pairs are worked 16 at a time, one per lane: the queries are transposed once per call
- * (qt[c][lane]), and a block of 16 key rows is converted to fp32 once for all pairs; the score of (pair,
- * position) is its lane's chain of HD fused multiply-adds over c in order, times scale. Each pair's
+ * Scores over keys in blocks of 16 positions, transposed: kt[(t / 16)·16·HD + c·16 + t % 16] (attend_ht
+ * reads model.c's copy of the key cache in this order; attend_h transposes its plain cache into it, 16 KiB
+ * at a time), so a block's dimension c is one vector of 16 positions and a pair's score of 16 positions is
+ * its chain of HD fused multiply-adds over c in order (its q[c] broadcast), times scale. Each pair's
  * softmax is over its own positions (max exact, sum in the order softmax_exp takes), its weights are
  * scaled by 1 / sum in place, and the weighted sum of values runs over positions in order, a chunk of
  * 16 KiB of value rows (converted to fp32 once for all pairs) at a time, two or four pairs side by side.
- * Nothing a pair computes depends on the other pairs or the call's row count (padding lanes and key rows
- * are zero and their results dropped), so a row's result has the same bits alone or in any batch,
- * which the server's batching relies on. */
+ * Nothing a pair computes depends on the other pairs or the call's row count (positions past a pair's
+ * own are computed from whatever the block holds and dropped), so a row's result has the same bits alone
+ * or in any batch, which the server's batching relies on, and attend_h's bits are attend_ht's. */
 #define NQ_H 256 /* (row, head) pairs per call at head_dim 64 (nq_h: fewer for larger heads); more rows are split */
 #define HD_MAX 128
 
@@ -350,101 +351,25 @@ static inline __attribute__((always_inline)) void softmax_wsum(float *const *out
     }
 }
 
-static inline __attribute__((always_inline)) void attend_h(float *q, size_t qs, int rows, int g, const uint16_t *kc,
-                                                            const uint16_t *vc, int n0, float scale, float *att,
-                                                            size_t as, const int HD)
-{
-    const int NQ = nq_h(HD);
-    if (rows > 1 && rows * g > NQ) { /* in two calls: the same bits for every row */
-        int r = rows / 2;
-        kern_attend_h_avx512(q, qs, r, g, kc, vc, n0, HD, scale, att, as);
-        kern_attend_h_avx512(q + (size_t)r * qs, qs, rows - r, g, kc, vc, n0 + r, HD, scale, att, as);
-        return;
-    }
-    const int nq = rows * g, nmax = n0 + rows - 1, npb = (nq + 15) / 16;
-    float qt[NQ_H * 64] __attribute__((aligned(64))); /* [pair block][c][lane], npb x HD x 16 */
-    float kb[16 * HD_MAX] __attribute__((aligned(64)));
-    float st[16][16] __attribute__((aligned(64))); /* [position][lane] of one block */
-    float *outp[NQ_H];
-    int np[NQ_H];
-    for (int i = 0; i < npb * 16; i++) {
-        const float *qi = i < nq ? q + (size_t)(i / g) * qs + (size_t)(i % g) * HD : NULL;
-        for (int c = 0; c < HD; c++)
-            qt[((size_t)(i / 16) * HD + c) * 16 + i % 16] = qi ? qi[c] : 0.0f;
-        if (i < nq)
-            outp[i] = q + (size_t)(i / g) * qs + (size_t)(i % g) * HD, np[i] = n0 + i / g;
-    }
-    /* scores: 16 positions x 16 pairs per block, lane = pair */
-    const __m512 vs = _mm512_set1_ps(scale);
-    const __m512i idx = _mm512_setr_epi32(0, 16, 32, 48, 64, 80, 96, 112, 128, 144, 160, 176, 192, 208, 224, 240);
-    for (int t0 = 0; t0 < nmax; t0 += 16) {
-        int nb = nmax - t0 < 16 ? nmax - t0 : 16;
-        rows_f32(kc + (size_t)t0 * HD, nb, 16, kb, 4096, HD);
-        for (int pb = 0; pb < npb; pb++) {
-            const float *qb = qt + (size_t)pb * HD * 16;
-            __m512 a[16];
-#pragma GCC unroll 16
-            for (int j = 0; j < 16; j++)
-                a[j] = _mm512_setzero_ps();
-            for (int c = 0; c < HD; c++) {
-                __m512 qc = _mm512_load_ps(qb + c * 16);
-#pragma GCC unroll 16
-                for (int j = 0; j < 16; j++)
-                    a[j] = _mm512_fmadd_ps(qc, _mm512_set1_ps(kb[j * HD + c]), a[j]);
-            }
-#pragma GCC unroll 16
-            for (int j = 0; j < 16; j++)
-                _mm512_store_ps(st[j], _mm512_mul_ps(a[j], vs));
-            __mmask16 m = (__mmask16)((1u << nb) - 1);
-            for (int l = 0; l < 16 && pb * 16 + l < nq; l++) /* lane l's 16 positions, a column of st */
-                _mm512_mask_storeu_ps(att + (size_t)(pb * 16 + l) * as + t0, m,
-                                      _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, idx, &st[0][l], 4));
-        }
-    }
-    softmax_wsum(outp, np, nq, nmax, vc, att, as, HD);
-}
-
-#define ATTEND_H(HD)                                                                                                   \
-    static void attend_h##HD(float *q, size_t qs, int rows, int g, const uint16_t *kc, const uint16_t *vc, int n0,     \
-                             float scale, float *att, size_t as)                                                       \
-    {                                                                                                                  \
-        attend_h(q, qs, rows, g, kc, vc, n0, scale, att, as, HD);                                                      \
-    }
-ATTEND_H(64) ATTEND_H(96) ATTEND_H(128)
-
-void kern_attend_h_avx512(float *q, size_t qs, int rows, int g, const uint16_t *kc, const uint16_t *vc, int n0, int hd,
-                          float scale, float *att, size_t as)
-{
-    if (!KERN_ATTEND_HD(hd) || g > nq_h(hd)) {
-        kern_attend_h_avx2(q, qs, rows, g, kc, vc, n0, hd, scale, att, as);
-        return;
-    }
-    (hd == 64 ? attend_h64 : hd == 96 ? attend_h96 : attend_h128)(q, qs, rows, g, kc, vc, n0, scale, att, as);
-}
-
-/* ---- query rows over the transposed keys: attend_ht ----
- * Keys in blocks of 16 positions, kt[(t / 16) · 16·HD + c · 16 + t % 16] (model.c keeps this copy of the
- * key cache), so a block's dimension c is one vector of 16 positions: a pair's score of 16 positions is
- * its chain of HD fused multiply-adds over c in order (its q[c] broadcast), times scale: the operations
- * of attend_h's lane-per-pair scores, so the bits are attend_h's, with every lane used and no
- * transposition of the scores. Up to 16 pairs at a time (their chains in registers); a pair stores only
- * its own positions (row r's pairs n0 + r of them), so positions of a block past them, computed from
- * whatever the block holds, are dropped. Each group streams the blocks and converts each vector as it
- * goes. Faster than attend_h's lane-per-pair scores for a few rows (decode, verify passes: at 4096
- * positions an 8-row pass's attention 14.0 -> 13.0 ms, 2 rows 4.45 -> 3.95), slower for a prompt
- * chunk's 16 rows x 7 heads (a 2048-token prefill 2020 -> 2090 ms): model.c picks by pairs. */
+/* ---- the scores ----
+ * Up to PAIRS_T pairs at a time (their chains in registers); a pair stores only its own positions. Keys in
+ * chunks of 16 KiB outside, groups of PAIRS_T pairs inside, so the keys are read from memory once for all
+ * groups. Measured on the Emerald Rapids machine (one thread, 16 rows x 7 heads of 64): faster than scores
+ * with a pair per lane (the keys' rows broadcast, the score blocks transposed by gathers), 0.42 against
+ * 0.46 ms after 2048 positions. */
 #define PAIRS_T 16
 
-/* PG pairs' scores over the blocks of kt from position ta (a multiple of 16) up to tb; the pairs' queries
- * transposed, qt[c][16] (pair p's dimension c at qt[c·16 + p]: its broadcasts are one pointer plus constants;
- * with a pointer per pair the loop spent a third of its vector-port operations moving pointers into registers) */
+/* PG pairs' scores over the blocks from position ta (a multiple of 16) up to tb, the block of ta at kb; the
+ * pairs' queries transposed, qt[c][16] (pair p's dimension c at qt[c·16 + p]: its broadcasts are one pointer
+ * plus constants; with a pointer per pair the loop spent a third of its vector-port operations moving
+ * pointers into registers) */
 static inline __attribute__((always_inline)) void scores_t(const float *qt, const int *np, float *const *ap,
-                                                            const int PG, const uint16_t *kt, int ta, int tb,
+                                                            const int PG, const uint16_t *kb, int ta, int tb,
                                                             float scale, const int HD)
 {
     const __m512 vs = _mm512_set1_ps(scale);
     for (int t0 = ta; t0 < tb; t0 += 16) {
-        const uint16_t *b = kt + (size_t)t0 * HD;
+        const uint16_t *b = kb + (size_t)(t0 - ta) * HD;
         __m512 a[PAIRS_T];
 #pragma GCC unroll 16
         for (int p = 0; p < PG; p++)
@@ -467,13 +392,13 @@ static inline __attribute__((always_inline)) void scores_t(const float *qt, cons
     }
 }
 
-typedef void (*scores_fn)(const float *qt, const int *np, float *const *ap, const uint16_t *kt, int ta, int tb,
+typedef void (*scores_fn)(const float *qt, const int *np, float *const *ap, const uint16_t *kb, int ta, int tb,
                           float scale);
 #define SCORES_T(PG, HD)                                                                                               \
-    static void scores_t##PG##_##HD(const float *qt, const int *np, float *const *ap, const uint16_t *kt, int ta,     \
+    static void scores_t##PG##_##HD(const float *qt, const int *np, float *const *ap, const uint16_t *kb, int ta,     \
                                     int tb, float scale)                                                               \
     {                                                                                                                  \
-        scores_t(qt, np, ap, PG, kt, ta, tb, scale, HD);                                                               \
+        scores_t(qt, np, ap, PG, kb, ta, tb, scale, HD);                                                               \
     }
 #define SCORES_HD(HD)                                                                                                  \
     SCORES_T(1, HD) SCORES_T(2, HD) SCORES_T(3, HD) SCORES_T(4, HD) SCORES_T(5, HD) SCORES_T(6, HD) SCORES_T(7, HD)    \
@@ -490,23 +415,23 @@ typedef void (*scores_fn)(const float *qt, const int *np, float *const *ap, cons
     }
 SCORES_HD(64) SCORES_HD(96) SCORES_HD(128)
 
-/* hd is one of KERN_ATTEND_HD's sizes (model.c keeps the transposed keys only for those) */
-void kern_attend_ht_avx512(float *q, size_t qs, int rows, int g, const uint16_t *kt, const uint16_t *vc, int n0, int hd,
-                           float scale, float *att, size_t as)
+/* attend_h (kc, the plain cache) or attend_ht (kt, the transposed one), hd one of KERN_ATTEND_HD's sizes */
+static void attend_t(float *q, size_t qs, int rows, int g, const uint16_t *kt, const uint16_t *kc, const uint16_t *vc,
+                     int n0, int hd, float scale, float *att, size_t as)
 {
     const scores_fn *fns = hd == 64 ? scores_hd64 : hd == 96 ? scores_hd96 : scores_hd128;
     const int NQ = nq_h(hd);
     if (g > NQ) { /* more heads than a call takes: each row alone, in calls of NQ heads */
         for (int r = 0; r < rows; r++)
             for (int h0 = 0; h0 < g; h0 += NQ)
-                kern_attend_ht_avx512(q + (size_t)r * qs + (size_t)h0 * hd, qs, 1, g - h0 < NQ ? g - h0 : NQ, kt, vc,
-                                      n0 + r, hd, scale, att, as);
+                attend_t(q + (size_t)r * qs + (size_t)h0 * hd, qs, 1, g - h0 < NQ ? g - h0 : NQ, kt, kc, vc, n0 + r, hd,
+                         scale, att, as);
         return;
     }
     if (rows * g > NQ) { /* in two calls: the same bits for every row */
         int r = rows / 2;
-        kern_attend_ht_avx512(q, qs, r, g, kt, vc, n0, hd, scale, att, as);
-        kern_attend_ht_avx512(q + (size_t)r * qs, qs, rows - r, g, kt, vc, n0 + r, hd, scale, att, as);
+        attend_t(q, qs, r, g, kt, kc, vc, n0, hd, scale, att, as);
+        attend_t(q + (size_t)r * qs, qs, rows - r, g, kt, kc, vc, n0 + r, hd, scale, att, as);
         return;
     }
     const int nq = rows * g, nmax = n0 + rows - 1;
@@ -514,19 +439,45 @@ void kern_attend_ht_avx512(float *q, size_t qs, int rows, int g, const uint16_t 
     int np[NQ_H];
     for (int i = 0; i < nq; i++)
         outp[i] = q + (size_t)(i / g) * qs + (size_t)(i % g) * hd, np[i] = n0 + i / g, ap[i] = att + (size_t)i * as;
-    /* the groups of PAIRS_T pairs inside, chunks of 16 KiB of keys outside: the keys are read from memory once
-     * for all groups (group by group, a verify pass of 8 rows x 7 heads streamed them four times) */
     float qt[NQ_H * 64] __attribute__((aligned(64))); /* group i / 16's transposed queries at qt + i · hd */
     for (int i = 0; i < nq; i++)
         for (int c = 0; c < hd; c++)
             qt[(size_t)(i / 16) * hd * 16 + (size_t)c * 16 + i % 16] = outp[i][c];
-    const int chunk = 8192 / hd / 16 * 16; /* positions */
-    for (int ta = 0; ta < nmax; ta += chunk)
+    const int chunk = 8192 / hd / 16 * 16; /* positions: 16 KiB of keys */
+    uint16_t buf[8192] __attribute__((aligned(64))); /* attend_h: a chunk of kc transposed */
+    for (int ta = 0; ta < nmax; ta += chunk) {
+        const uint16_t *kb = buf;
+        if (kt) {
+            kb = kt + (size_t)ta * hd;
+        } else { /* positions [ta, ta + n), the last block's rest zero */
+            int n = nmax - ta < chunk ? nmax - ta : chunk;
+            for (int t = 0; t < (n + 15) / 16 * 16; t++)
+                for (int c = 0; c < hd; c++)
+                    buf[(size_t)(t / 16) * 16 * hd + (size_t)c * 16 + t % 16] = t < n ? kc[(size_t)(ta + t) * hd + c] : 0;
+        }
         for (int i = 0; i < nq; i += PAIRS_T) {
             int pg = nq - i < PAIRS_T ? nq - i : PAIRS_T;
             int tb = np[i + pg - 1] < ta + chunk ? np[i + pg - 1] : ta + chunk;
             if (tb > ta)
-                fns[pg](qt + (size_t)i * hd, np + i, ap + i, kt, ta, tb, scale);
+                fns[pg](qt + (size_t)i * hd, np + i, ap + i, kb, ta, tb, scale);
         }
+    }
     (hd == 64 ? softmax_wsum64 : hd == 96 ? softmax_wsum96 : softmax_wsum128)(outp, np, nq, nmax, vc, att, as);
+}
+
+void kern_attend_h_avx512(float *q, size_t qs, int rows, int g, const uint16_t *kc, const uint16_t *vc, int n0, int hd,
+                          float scale, float *att, size_t as)
+{
+    if (!KERN_ATTEND_HD(hd)) {
+        kern_attend_h_avx2(q, qs, rows, g, kc, vc, n0, hd, scale, att, as);
+        return;
+    }
+    attend_t(q, qs, rows, g, NULL, kc, vc, n0, hd, scale, att, as);
+}
+
+/* hd is one of KERN_ATTEND_HD's sizes (model.c keeps the transposed keys only for those) */
+void kern_attend_ht_avx512(float *q, size_t qs, int rows, int g, const uint16_t *kt, const uint16_t *vc, int n0, int hd,
+                           float scale, float *att, size_t as)
+{
+    attend_t(q, qs, rows, g, kt, NULL, vc, n0, hd, scale, att, as);
 }

@@ -10,15 +10,9 @@
 
 #include "kern/kern.h"
 
-/* query rows per attend_h call (the i8 mode's fp16 cache): a prompt chunk reads each key and value once
- * per ATTN_ROWS rows; the score buffer holds ATTN_ROWS slices per head */
+/* query rows per attend_h / attend_ht call (the i8 mode's fp16 cache): a prompt chunk reads each key and value
+ * once per ATTN_ROWS rows; the score buffer holds ATTN_ROWS slices per head */
 #define ATTN_ROWS 16
-/* passes of up to this many (row, head) pairs per KV head take attend_ht over the transposed keys (decode,
- * verify passes; faster there), more (prompt chunks: 16 rows x 7 heads) attend_h (faster there; the same
- * bits either way) */
-#ifndef ATTN_HT_PAIRS
-#define ATTN_HT_PAIRS 64
-#endif
 
 /* positions the transposed key copy holds: the context rounded up to whole blocks of 16 */
 static size_t key_t_ctx(int context) { return ((size_t)context + 15) / 16 * 16; }
@@ -540,10 +534,10 @@ typedef struct {
 /* causal grouped-query attention, one task = up to attn_group() query heads of one KV head (so each
  * key/value row is read once for all of them), every row of the pass; output over q */
 #define ATTN_GROUP 4 /* fp32 cache: the attend kernels' widest head group */
-/* query heads per task: the fp32 cache's attend takes up to ATTN_GROUP; the fp16 cache's attend_h works
- * 16 (row, head) pairs per lane block and converts each key block once per call, so it takes all of a KV
- * head's query heads (up to 16) in one call, split further only so that every thread has a task. A pair's
- * result does not depend on the others in its call, so the grouping changes no bits. */
+/* query heads per task: the fp32 cache's attend takes up to ATTN_GROUP; the fp16 cache's attend_h / attend_ht
+ * read each key and value chunk once for all (row, head) pairs of a call, so they take all of a KV head's
+ * query heads (up to 16) in one call, split further only so that every thread has a task. A pair's result
+ * does not depend on the others in its call, so the grouping changes no bits. */
 static int attn_group(const model_state *s)
 {
     const model_config *c = &s->m->c;
@@ -572,7 +566,7 @@ static void attention_task(attn_job *j, int task)
         for (int r = 0; r < j->rows; r += ATTN_ROWS) {
             int n = j->rows - r < ATTN_ROWS ? j->rows - r : ATTN_ROWS;
             float *q = s->q + (size_t)r * qs + (size_t)h0 * hd;
-            if (s->key_t && n * g <= ATTN_HT_PAIRS) /* over the transposed keys (the same bits) */
+            if (s->key_t) /* over the transposed keys (the same bits as attend_h's) */
                 s->attend_ht(q, qs, n, g, key_t_at(s, j->layer, kvh), vc, j->pos0 + r + 1, hd, scale, att,
                             (size_t)s->context);
             else
