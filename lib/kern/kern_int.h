@@ -102,7 +102,8 @@ void kern_swiglu_avx2(float *g, const float *up, size_t n);
 void kern_attend_avx512(float *q, int g, const float *kc, const float *vc, int n, int hd, float scale, float *att,
                         size_t as);
 void kern_swiglu_avx512(float *g, const float *up, size_t n);
-/* attend_h of the avx512 and amx rows (head_dim 64; other sizes go to the avx2 code) */
+/* attend_h and attend_ht of the avx512 and amx rows: one score kernel over block-transposed keys (attend_h
+ * transposes its plain cache a chunk at a time), head_dim 64, 96 or 128; attend_h of other sizes: the avx2 code */
 void kern_attend_h_avx512(float *q, size_t qs, int rows, int g, const uint16_t *kc, const uint16_t *vc, int n0, int hd,
                           float scale, float *att, size_t as);
 void kern_attend_ht_avx512(float *q, size_t qs, int rows, int g, const uint16_t *kt, const uint16_t *vc, int n0, int hd,
