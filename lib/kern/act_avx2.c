@@ -1,5 +1,6 @@
 /* The swiglu operation of the avx2 row of the ISA table: g = silu(g) * up = g * up / (1 + e^-g), 8
- * lanes at a time (the portable definition is kern_swiglu_ref, which also takes the tail). */
+ * lanes at a time (the portable definition is kern_swiglu_ref, which also takes the tail); and its half
+ * operation (fp32 -> fp16 for the KV cache, F16C), which the avx512 rows share. */
 #include <stddef.h>
 
 #include "exp_avx2.h"
@@ -17,4 +18,24 @@ void kern_swiglu_avx2(float *g, const float *up, size_t n)
     }
     if (i < n)
         kern_swiglu_ref(g + i, up + i, n - i);
+}
+
+/* clamped to ±65504 (min / max return their second operand for a NaN, so a NaN stays one), converted with
+ * nearest-even (F16C rounds like the portable code, subnormal results included), and a NaN's payload
+ * replaced by the portable code's: sign | 0x7e00 */
+void kern_half_avx2(uint16_t *dst, const float *src, size_t n)
+{
+    const __m256 top = _mm256_set1_ps(65504.0f), bot = _mm256_set1_ps(-65504.0f);
+    const __m128i mag = _mm_set1_epi16(0x7fff), inf = _mm_set1_epi16(0x7c00), sgn = _mm_set1_epi16((short)0x8000),
+                  qnan = _mm_set1_epi16(0x7e00);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 x = _mm256_max_ps(bot, _mm256_min_ps(top, _mm256_loadu_ps(src + i)));
+        __m128i h = _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        __m128i nan = _mm_cmpgt_epi16(_mm_and_si128(h, mag), inf);
+        h = _mm_blendv_epi8(h, _mm_or_si128(_mm_and_si128(h, sgn), qnan), nan);
+        _mm_storeu_si128((__m128i *)(dst + i), h);
+    }
+    if (i < n)
+        kern_half_ref(dst + i, src + i, n - i);
 }

@@ -36,6 +36,7 @@ static const kern_isa rows[KERN_ISA_COUNT] = {
         .attend = kern_attend_ref,
         .attend_h = kern_attend_h_ref,
         .swiglu = kern_swiglu_ref,
+        .half = kern_half_ref,
         .read = kern_read_ref,
     },
     [KERN_ISA_AVX2] = {
@@ -51,6 +52,7 @@ static const kern_isa rows[KERN_ISA_COUNT] = {
         .attend = kern_attend_avx2,
         .attend_h = kern_attend_h_avx2,
         .swiglu = kern_swiglu_avx2,
+        .half = kern_half_avx2,
         .read = kern_read_avx2,
     },
     [KERN_ISA_AVX512] = {
@@ -68,6 +70,7 @@ static const kern_isa rows[KERN_ISA_COUNT] = {
         .attend_h = kern_attend_h_avx512,
         .attend_ht = kern_attend_ht_avx512,
         .swiglu = kern_swiglu_avx512,
+        .half = kern_half_avx2,
         .read = kern_read_avx512,
     },
     [KERN_ISA_AMX] = { /* the avx512 row with AMX int8 tiles for wide int8 launches (prompt chunks) */
@@ -84,6 +87,7 @@ static const kern_isa rows[KERN_ISA_COUNT] = {
         .attend_h = kern_attend_h_avx512,
         .attend_ht = kern_attend_ht_avx512,
         .swiglu = kern_swiglu_avx512,
+        .half = kern_half_avx2,
         .read = kern_read_avx512,
     },
 };

@@ -127,6 +127,9 @@ typedef struct kern_isa {
     void (*attend_ht)(float *q, size_t qs, int rows, int g, const uint16_t *kt, const uint16_t *vc, int n0, int hd,
                       float scale, float *att, size_t as);
     void (*swiglu)(float *g, const float *up, size_t n); /* g[i] = silu(g[i]) * up[i] */
+    /* dst[i] = the fp16 of src[i], for the KV cache: nearest, ties to even, beyond ±65504 clamped to it (a large
+     * key cannot turn a score into inf - inf), NaN as sign | 0x7e00: ogk_f32_to_f16_sat's bits on every row */
+    void (*half)(uint16_t *dst, const float *src, size_t n);
     uint64_t (*read)(const uint8_t *p, size_t n);          /* XOR of [p, p+n), n % 256 == 0, p 64-aligned */
 } kern_isa;
 

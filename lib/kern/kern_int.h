@@ -54,6 +54,7 @@ void kern_attend_ref(float *q, int g, const float *kc, const float *vc, int n, i
 void kern_attend_h_ref(float *q, size_t qs, int rows, int g, const uint16_t *kc, const uint16_t *vc, int n0, int hd,
                        float scale, float *att, size_t as);
 void kern_swiglu_ref(float *g, const float *up, size_t n);
+void kern_half_ref(uint16_t *dst, const float *src, size_t n);
 uint64_t kern_read_ref(const uint8_t *p, size_t n);
 
 /* ---- avx2 (kern_avx2.c, kern_i16_avx2.c, dequant_avx2.c, attention_avx2.c, act_avx2.c) ---- */
@@ -99,6 +100,7 @@ void kern_attend_avx2(float *q, int g, const float *kc, const float *vc, int n, 
 void kern_attend_h_avx2(float *q, size_t qs, int rows, int g, const uint16_t *kc, const uint16_t *vc, int n0, int hd,
                         float scale, float *att, size_t as);
 void kern_swiglu_avx2(float *g, const float *up, size_t n);
+void kern_half_avx2(uint16_t *dst, const float *src, size_t n); /* F16C; the avx512 rows take it too */
 void kern_attend_avx512(float *q, int g, const float *kc, const float *vc, int n, int hd, float scale, float *att,
                         size_t as);
 void kern_swiglu_avx512(float *g, const float *up, size_t n);

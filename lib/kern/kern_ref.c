@@ -245,6 +245,12 @@ void kern_swiglu_ref(float *g, const float *up, size_t n)
         g[i] = g[i] / (1.0f + expf(-g[i])) * up[i];
 }
 
+void kern_half_ref(uint16_t *dst, const float *src, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        dst[i] = ogk_f32_to_f16_sat(src[i]);
+}
+
 /* b8 and rm row windows in storage order */
 void kern_dequant_rows_ref(const ogk_qtensor *t, uint32_t row0, uint32_t nrows, float *out)
 {

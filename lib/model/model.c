@@ -304,6 +304,7 @@ model_state *model_state_new(const model *m, int context, int logit_rows, int mo
     s->attend = kern_isa_current()->attend;
     s->attend_h = kern_isa_current()->attend_h;
     s->swiglu = kern_isa_current()->swiglu;
+    s->half = kern_isa_current()->half;
     const char *p = getenv("OGAKIT_PROF");
     s->prof_print = p && *p && strcmp(p, "0");
     return s;
@@ -486,16 +487,13 @@ static inline void *cache_at(const model_state *s, void *cache, int layer, int k
 }
 
 /* hd values into the cache: copied, or rounded to fp16 (nearest even; beyond the half range clamped to
- * ±65504 rather than made infinite, so a large key cannot turn a score into inf - inf) */
+ * ±65504 rather than made infinite, so a large key cannot turn a score into inf - inf: kern.h's half) */
 static void kv_put(const model_state *s, void *dst, const float *src, size_t hd)
 {
-    if (!s->kv_f16) {
+    if (s->kv_f16)
+        s->half(dst, src, hd);
+    else
         memcpy(dst, src, hd * sizeof(float));
-        return;
-    }
-    uint16_t *h = dst;
-    for (size_t i = 0; i < hd; i++)
-        h[i] = ogk_f32_to_f16_sat(src[i]);
 }
 
 /* (layer, kv head)'s transposed keys: blocks of 16 positions x head_dim */

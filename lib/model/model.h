@@ -104,6 +104,7 @@ typedef struct model_state {
                       float scale, float *att, size_t as);
     /* g[i] = silu(g[i]) * up[i] over n values: the ISA table row's swiglu */
     void (*swiglu)(float *g, const float *up, size_t n);
+    void (*half)(uint16_t *dst, const float *src, size_t n); /* fp32 -> the fp16 cache */
 } model_state;
 
 /* Open a container and bind the model to it. NULL on failure with e filled and *code set:
