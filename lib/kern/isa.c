@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define AVX2_NEEDS (KERN_CPU_AVX2 | KERN_CPU_FMA | KERN_CPU_BMI2)
+#define AVX2_NEEDS (KERN_CPU_AVX2 | KERN_CPU_FMA | KERN_CPU_F16C | KERN_CPU_BMI2) /* F16C: the fp16 cache and scales */
 #define AVX512_NEEDS                                                                                                   \
     (AVX2_NEEDS | KERN_CPU_AVX512F | KERN_CPU_AVX512BW | KERN_CPU_AVX512VL | KERN_CPU_AVX512DQ | KERN_CPU_AVX512VNNI)
 /* AMX: the tile unit with int8 products, its state enabled by the OS (XCR0) and granted to this process;
