@@ -364,12 +364,89 @@ void kern_gemm_avx512(const kern_job *j, uint32_t rb0, uint32_t rb1)
             (i8 ? i8_1_1 : f32_1_1)(j, rb, m0);
 }
 
+/* 16 vectors' lanes reduced into one vector, lane j from v[j] (max or add): four levels of pairs, each
+ * output the lanes of two inputs' halves side by side (the first w of every 2w lanes against the second w);
+ * after the last level lane j holds v[j]'s result. 15 x (two permutes + one operation) against 16 separate
+ * reductions' ~6 operations each. */
+static const int32_t red_idx[4][2][16] = {
+#define RI(w, h, l) ((l) / (w) < 8 / (w) ? 0 : 16) + (l) / (w) % (8 / (w)) * 2 * (w) + (l) % (w) + (h) * (w)
+#define RIDX(w, h)                                                                                                     \
+    {RI(w, h, 0),  RI(w, h, 1),  RI(w, h, 2),  RI(w, h, 3),  RI(w, h, 4),  RI(w, h, 5),  RI(w, h, 6),  RI(w, h, 7),   \
+     RI(w, h, 8),  RI(w, h, 9),  RI(w, h, 10), RI(w, h, 11), RI(w, h, 12), RI(w, h, 13), RI(w, h, 14), RI(w, h, 15)}
+    {RIDX(8, 0), RIDX(8, 1)}, {RIDX(4, 0), RIDX(4, 1)}, {RIDX(2, 0), RIDX(2, 1)}, {RIDX(1, 0), RIDX(1, 1)}};
+#undef RIDX
+#undef RI
+
+INLINE __m512 reduce16_max(__m512 *v)
+{
+    for (int lv = 0, n = 16; lv < 4; lv++, n /= 2) {
+        __m512i lo = _mm512_loadu_si512(red_idx[lv][0]), hi = _mm512_loadu_si512(red_idx[lv][1]);
+        for (int i = 0; i < n / 2; i++)
+            v[i] = _mm512_max_ps(_mm512_permutex2var_ps(v[2 * i], lo, v[2 * i + 1]),
+                                 _mm512_permutex2var_ps(v[2 * i], hi, v[2 * i + 1]));
+    }
+    return v[0];
+}
+
+INLINE __m512i reduce16_add(__m512i *v)
+{
+    for (int lv = 0, n = 16; lv < 4; lv++, n /= 2) {
+        __m512i lo = _mm512_loadu_si512(red_idx[lv][0]), hi = _mm512_loadu_si512(red_idx[lv][1]);
+        for (int i = 0; i < n / 2; i++)
+            v[i] = _mm512_add_epi32(_mm512_permutex2var_epi32(v[2 * i], lo, v[2 * i + 1]),
+                                    _mm512_permutex2var_epi32(v[2 * i], hi, v[2 * i + 1]));
+    }
+    return v[0];
+}
+
+/* block 32: groups [g, g + n) of one row, n <= 16, all inside k, with the per-group operations of the loop
+ * below (the same fp32 steps, so the same bits) and the horizontal reductions done 16 groups at a time */
+INLINE void quant16_b32(const float *x, uint32_t g, int n, int8_t *q, float *d, int32_t *qs)
+{
+    const __m512 absmask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
+    const float *xg = x + (size_t)g * 32;
+    __m512 a[16];
+#pragma GCC unroll 16
+    for (int j = 0; j < 16; j++) { /* groups past n read nothing and come out 0 */
+        __mmask16 mk = j < n ? 0xFFFF : 0;
+        a[j] = _mm512_max_ps(_mm512_setzero_ps(), _mm512_and_ps(_mm512_maskz_loadu_ps(mk, xg + 32 * j), absmask));
+        a[j] = _mm512_max_ps(a[j], _mm512_and_ps(_mm512_maskz_loadu_ps(mk, xg + 32 * j + 16), absmask));
+    }
+    __m512 amax = reduce16_max(a);
+    __mmask16 pos = _mm512_cmp_ps_mask(amax, _mm512_setzero_ps(), _CMP_GT_OQ), mn = (__mmask16)((1u << n) - 1);
+    float inv[16] __attribute__((aligned(64)));
+    _mm512_store_ps(inv, _mm512_maskz_div_ps(pos, _mm512_set1_ps(127.0f), amax));
+    _mm512_mask_storeu_ps(d + g, mn, _mm512_div_ps(amax, _mm512_set1_ps(127.0f)));
+    __m512i s[16];
+#pragma GCC unroll 16
+    for (int j = 0; j < 16; j++) {
+        __mmask16 mk = j < n ? 0xFFFF : 0;
+        __m512 vi = _mm512_set1_ps(inv[j]);
+        __m512i v0 = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_maskz_loadu_ps(mk, xg + 32 * j), vi)),
+                v1 = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_maskz_loadu_ps(mk, xg + 32 * j + 16), vi));
+        s[j] = _mm512_add_epi32(v0, v1);
+        if (j < n) {
+            _mm_storeu_si128((__m128i *)(q + (size_t)g * 32 + 32 * j), _mm512_cvtepi32_epi8(v0));
+            _mm_storeu_si128((__m128i *)(q + (size_t)g * 32 + 32 * j + 16), _mm512_cvtepi32_epi8(v1));
+        }
+    }
+    _mm512_mask_storeu_epi32(qs + g, mn, reduce16_add(s));
+}
+
 void kern_quant_rows_avx512(const float *x, int M, uint32_t k, uint32_t block, int8_t *q, float *d, int32_t *qs)
 {
     uint32_t kb = (k + block - 1) / block;
     size_t kp = (size_t)kb * block;
     for (int m = 0; m < M; m++, x += k, q += kp, d += kb, qs += kb) {
-        for (uint32_t g = 0; g < kb; g++) {
+        uint32_t g = 0;
+        if (block == 32) { /* the whole groups (inside k), 16 at a time (n a constant: no masks), then the rest */
+            uint32_t whole = k / 32;
+            for (; g + 16 <= whole; g += 16)
+                quant16_b32(x, g, 16, q, d, qs);
+            if (g < whole)
+                quant16_b32(x, g, (int)(whole - g), q, d, qs), g = whole;
+        }
+        for (; g < kb; g++) {
             uint32_t c0 = g * block;
             float amax = group_amax(x, c0, block, k);
             float inv = amax > 0.0f ? 127.0f / amax : 0.0f;

@@ -197,12 +197,16 @@ int main(void)
     for (int i = 0; i < KERN_ISA_COUNT; i++)
         qsame[i] = 1;
     for (int rep = 0; rep < 50; rep++) {
-        uint32_t K = 1 + rnd() % 700, B = 16u << (rnd() % 4), kb = (K + B - 1) / B;
+        /* every third K of block 32 up to 1700 (the avx512 row quantises 16 such groups at a time) */
+        uint32_t K = 1 + rnd() % (rep % 3 ? 700 : 1700), B = rep % 3 ? 16u << (rnd() % 4) : 32, kb = (K + B - 1) / B;
         float *x = malloc(K * sizeof *x);
         for (uint32_t i = 0; i < K; i++)
             x[i] = frand() * (rep % 5 ? 3.0f : 1e-30f);
         if (rep % 7 == 0)
             memset(x, 0, K * sizeof *x);
+        if (rep % 4 == 1) /* one all-zero group among others */
+            for (uint32_t i = B; i < 2 * B && i < K; i++)
+                x[i] = 0;
         int8_t *q1 = malloc((size_t)kb * B), *q2 = malloc((size_t)kb * B);
         float *d1 = malloc(kb * 4), *d2 = malloc(kb * 4);
         int32_t *s1 = malloc(kb * 4), *s2 = malloc(kb * 4);
