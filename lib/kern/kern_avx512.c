@@ -377,24 +377,17 @@ static const int32_t red_idx[4][2][16] = {
 #undef RIDX
 #undef RI
 
-INLINE __m512 reduce16_max(__m512 *v)
+/* max (floats) or add (int32): permutes move bits, so one tree serves both */
+INLINE __m512i reduce16(__m512i *v, const int add)
 {
     for (int lv = 0, n = 16; lv < 4; lv++, n /= 2) {
         __m512i lo = _mm512_loadu_si512(red_idx[lv][0]), hi = _mm512_loadu_si512(red_idx[lv][1]);
-        for (int i = 0; i < n / 2; i++)
-            v[i] = _mm512_max_ps(_mm512_permutex2var_ps(v[2 * i], lo, v[2 * i + 1]),
-                                 _mm512_permutex2var_ps(v[2 * i], hi, v[2 * i + 1]));
-    }
-    return v[0];
-}
-
-INLINE __m512i reduce16_add(__m512i *v)
-{
-    for (int lv = 0, n = 16; lv < 4; lv++, n /= 2) {
-        __m512i lo = _mm512_loadu_si512(red_idx[lv][0]), hi = _mm512_loadu_si512(red_idx[lv][1]);
-        for (int i = 0; i < n / 2; i++)
-            v[i] = _mm512_add_epi32(_mm512_permutex2var_epi32(v[2 * i], lo, v[2 * i + 1]),
-                                    _mm512_permutex2var_epi32(v[2 * i], hi, v[2 * i + 1]));
+        for (int i = 0; i < n / 2; i++) {
+            __m512i a = _mm512_permutex2var_epi32(v[2 * i], lo, v[2 * i + 1]),
+                    b = _mm512_permutex2var_epi32(v[2 * i], hi, v[2 * i + 1]);
+            v[i] = add ? _mm512_add_epi32(a, b)
+                       : _mm512_castps_si512(_mm512_max_ps(_mm512_castsi512_ps(a), _mm512_castsi512_ps(b)));
+        }
     }
     return v[0];
 }
@@ -405,14 +398,15 @@ INLINE void quant16_b32(const float *x, uint32_t g, int n, int8_t *q, float *d, 
 {
     const __m512 absmask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
     const float *xg = x + (size_t)g * 32;
-    __m512 a[16];
+    __m512i a[16];
 #pragma GCC unroll 16
     for (int j = 0; j < 16; j++) { /* groups past n read nothing and come out 0 */
         __mmask16 mk = j < n ? 0xFFFF : 0;
-        a[j] = _mm512_max_ps(_mm512_setzero_ps(), _mm512_and_ps(_mm512_maskz_loadu_ps(mk, xg + 32 * j), absmask));
-        a[j] = _mm512_max_ps(a[j], _mm512_and_ps(_mm512_maskz_loadu_ps(mk, xg + 32 * j + 16), absmask));
+        __m512 m = _mm512_max_ps(_mm512_setzero_ps(), _mm512_and_ps(_mm512_maskz_loadu_ps(mk, xg + 32 * j), absmask));
+        a[j] = _mm512_castps_si512(
+            _mm512_max_ps(m, _mm512_and_ps(_mm512_maskz_loadu_ps(mk, xg + 32 * j + 16), absmask)));
     }
-    __m512 amax = reduce16_max(a);
+    __m512 amax = _mm512_castsi512_ps(reduce16(a, 0));
     __mmask16 pos = _mm512_cmp_ps_mask(amax, _mm512_setzero_ps(), _CMP_GT_OQ), mn = (__mmask16)((1u << n) - 1);
     float inv[16] __attribute__((aligned(64)));
     _mm512_store_ps(inv, _mm512_maskz_div_ps(pos, _mm512_set1_ps(127.0f), amax));
@@ -430,7 +424,7 @@ INLINE void quant16_b32(const float *x, uint32_t g, int n, int8_t *q, float *d, 
             _mm_storeu_si128((__m128i *)(q + (size_t)g * 32 + 32 * j + 16), _mm512_cvtepi32_epi8(v1));
         }
     }
-    _mm512_mask_storeu_epi32(qs + g, mn, reduce16_add(s));
+    _mm512_mask_storeu_epi32(qs + g, mn, reduce16(s, 1));
 }
 
 void kern_quant_rows_avx512(const float *x, int M, uint32_t k, uint32_t block, int8_t *q, float *d, int32_t *qs)
