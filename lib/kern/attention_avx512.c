@@ -183,11 +183,11 @@ static inline int nq_h(int HD) { return NQ_H * 64 / HD / 16 * 16; }
 /* value rows per chunk: 16 KiB of fp32 */
 static inline int vrows_h(int HD) { return 4096 / HD; }
 
-/* key (or value) rows [0, nb) of head_dim HD from fp16 into buf[cap][HD] fp32, rows nb..cap zero; the
- * cache lines `ahead` bytes further are prefetched (decode at long context streams the cache from DRAM,
- * and the conversion bursts leave the prefetchers behind) */
-static inline __attribute__((always_inline)) void rows_f32(const uint16_t *src, int nb, int cap, float *buf,
-                                                            size_t ahead, const int HD)
+/* value rows [0, nb) of head_dim HD from fp16 into buf[nb][HD] fp32; the cache lines `ahead` bytes further
+ * are prefetched (decode at long context streams the cache from DRAM, and the conversion bursts leave the
+ * prefetchers behind) */
+static inline __attribute__((always_inline)) void rows_f32(const uint16_t *src, int nb, float *buf, size_t ahead,
+                                                            const int HD)
 {
     for (int j = 0; j < nb; j++) {
         for (int c = 0; c < HD * 2; c += 64)
@@ -196,9 +196,6 @@ static inline __attribute__((always_inline)) void rows_f32(const uint16_t *src, 
             _mm512_store_ps(buf + j * HD + c,
                             _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(src + (size_t)j * HD + c))));
     }
-    for (int j = nb; j < cap; j++)
-        for (int c = 0; c < HD; c += 16)
-            _mm512_store_ps(buf + j * HD + c, _mm512_setzero_ps());
 }
 
 /* weighted sum of one pair over value rows [t0, te) of the chunk (fp32 rows of 16 NV at vb, row t0 first) */
@@ -318,7 +315,7 @@ static inline __attribute__((always_inline)) void softmax_wsum(float *const *out
     /* weighted sums, a chunk of value rows at a time: four pairs side by side at head_dim 64, else two */
     for (int t0 = 0; t0 < nmax; t0 += VR) {
         int nb = nmax - t0 < VR ? nmax - t0 : VR;
-        rows_f32(vc + (size_t)t0 * HD, nb, nb, vb, (size_t)VR * HD * 2, HD);
+        rows_f32(vc + (size_t)t0 * HD, nb, vb, (size_t)VR * HD * 2, HD);
         int i = 0;
         while (i < nq && np[i] <= t0) /* pairs without positions in this chunk (np grows with i) */
             i++;
