@@ -4,15 +4,15 @@
  * times the row's d, fused multiply-add into the row's fp32 outputs). Each side is timed alone and both
  * interleaved as the kernel runs them (the vector side scaling the tile stored two steps before), for the
  * int8 tiles the kernel uses (TDPBSSD, K = 32 bytes) and for bf16 tiles (TDPBF16PS, K = 32 values: fp32
- * sums, so no conversion). Prints JSON. Exit: 0 ok, 2 usage, 4 no AMX (cpuid or the kernel's permission).
- * Built and run by bench/amx-floor.sh. */
-#include <cpuid.h>
+ * sums, so no conversion). Prints JSON. Exit: 0 ok, 2 usage, 4 no AMX (the ISA table, lib/kern/isa.c, reads
+ * cpuid and asks Linux for the tile state). Built against kern.a and run by bench/amx-floor.sh. */
 #include <immintrin.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <time.h>
-#include <unistd.h>
+
+#include "kern/kern.h"
 
 typedef struct {
     unsigned char palette, start_row, reserved[14];
@@ -107,13 +107,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: amx-floor [STEPS >= 1000]\n");
         return 2;
     }
-    unsigned a, b, c, d;
-    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << 24)) || !(d & (1u << 25)) || !(d & (1u << 22))) {
-        fprintf(stderr, "amx-floor: this CPU has no AMX-TILE/INT8/BF16 (cpuid leaf 7)\n");
-        return 4;
-    }
-    if (syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XFEATURE_XTILEDATA */)) {
-        fprintf(stderr, "amx-floor: the kernel refused the tile state (arch_prctl ARCH_REQ_XCOMP_PERM)\n");
+    int bf16 = 0, has;
+    const char *name;
+    for (int i = 0; (name = kern_cpu_feature(i, &has)); i++)
+        bf16 |= has && !strcmp(name, "amx_bf16");
+    if (!kern_isa_supported(KERN_ISA_AMX) || !bf16) {
+        fprintf(stderr, "amx-floor: this CPU (or the kernel's tile permission) gives no AMX-INT8/BF16 row\n");
         return 4;
     }
     for (int i = 0; i < 64; i++)

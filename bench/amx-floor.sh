@@ -10,11 +10,12 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 build=${OGAKIT_BUILD:-$top/build}
 runs=${1:-5}
 [[ $runs =~ ^[1-9][0-9]*$ ]] || { echo "amx-floor.sh: RUNS must be a positive integer" >&2; exit 2; }
-[ -x "$build/bin/npu-gemm" ] || { echo "amx-floor.sh: $build/bin/npu-gemm not built (make)" >&2; exit 4; }
+[ -x "$build/bin/npu-gemm" ] && [ -f "$build/lib/kern.a" ] || { echo "amx-floor.sh: $build not built (make)" >&2; exit 4; }
 exe=$top/.cache/bench/amx-floor
 mkdir -p "$(dirname "$exe")"
 cc -std=gnu11 -O2 -Wall -Wextra -Werror -mavx512f -mavx512bw -mavx512vl -mavx512dq \
-  -mamx-tile -mamx-int8 -mamx-bf16 -o "$exe.tmp" "$top/bench/amx-floor.c" && mv "$exe.tmp" "$exe"
+  -mamx-tile -mamx-int8 -mamx-bf16 -I"$top/lib" -I"$build/gen" -o "$exe.tmp" "$top/bench/amx-floor.c" \
+  "$build/lib/kern.a" "$build/lib/util.a" -ljansson -lm -pthread && mv "$exe.tmp" "$exe"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 for _ in $(seq "$runs"); do

@@ -95,7 +95,7 @@ static const kern_isa rows[KERN_ISA_COUNT] = {
 /* ---- the CPU ---- */
 static const char *const feature_names[] = {"avx2",     "fma",      "f16c",     "bmi2",       "avx512f",    "avx512bw",
                                             "avx512vl", "avx512dq", "avx512vnni", "avx512bf16", "avx512vbmi",
-                                            "amx_tile", "amx_int8", "gfni"};
+                                            "amx_tile", "amx_int8", "gfni",     "amx_bf16"};
 
 static pthread_once_t cpu_once = PTHREAD_ONCE_INIT;
 static uint32_t cpu; /* KERN_CPU_* bits */
@@ -153,7 +153,7 @@ static void cpu_read(void)
         }
         /* AMX-TILE (7.0 EDX bit 24) and AMX-INT8 (bit 25), XCR0's tile config and data bits (17, 18) */
         if ((d7 & (1u << 24)) && (d7 & (1u << 25)) && (xcr0 & (3ull << 17)) == (3ull << 17) && amx_grant())
-            f |= KERN_CPU_AMXTILE | KERN_CPU_AMXINT8;
+            f |= KERN_CPU_AMXTILE | KERN_CPU_AMXINT8 | ((d7 & (1u << 22)) ? KERN_CPU_AMXBF16 : 0); /* bit 22 */
     }
     cpu = f;
     for (int i = 0; i < KERN_ISA_COUNT; i++) {

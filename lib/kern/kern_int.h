@@ -37,7 +37,7 @@ enum {
     KERN_CPU_AVX512F = 1u << 4, KERN_CPU_AVX512BW = 1u << 5, KERN_CPU_AVX512VL = 1u << 6,
     KERN_CPU_AVX512DQ = 1u << 7, KERN_CPU_AVX512VNNI = 1u << 8, KERN_CPU_AVX512BF16 = 1u << 9,
     KERN_CPU_AVX512VBMI = 1u << 10, KERN_CPU_AMXTILE = 1u << 11, KERN_CPU_AMXINT8 = 1u << 12,
-    KERN_CPU_GFNI = 1u << 13,
+    KERN_CPU_GFNI = 1u << 13, KERN_CPU_AMXBF16 = 1u << 14, /* AMX-BF16: no row needs it (bench/amx-floor.c asks) */
 };
 
 /* per-thread scratch of the kernels (kern.c): slot 0 the prepared X (calling thread), 1 an rm band in b8
