@@ -60,6 +60,7 @@ static const kern_isa rows[KERN_ISA_COUNT] = {
         .needs = AVX512_NEEDS,
         .gemv = kern_gemv_avx512,
         .gemm = kern_gemm_avx512,
+        .gemm_grain = 2,
         .quant_i8 = kern_quant_rows_avx512,
         .gemm_i16 = kern_b8_i16_avx512,
         .quant_i16 = kern_quant_rows_i16_avx512,

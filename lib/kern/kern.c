@@ -236,11 +236,12 @@ static int matmul(const kern_isa *isa, kern_pool *p, const ogk_qtensor *W, const
         kern_pool_for(mc >= 8 ? p : NULL, (size_t)mc, 0, prep_rows, &pa);
         run_arg ra = {.j = &j, .isa = isa};
         if (W->layout == OGK_B8) {
-            /* ranges of about 4 per thread, but at most ~128 KB of weights each at M = 1, so that on a
-             * shared machine a thread that keeps running can take over the work of one that is not */
+            /* ranges of about 4 per thread (or the row's gemm_grain from 16 rows), but at most ~128 KB of
+             * weights each at M = 1, so that on a shared machine a thread that keeps running can take over
+             * the work of one that is not */
             size_t nb = (W->n + 15) / 16, unit = mc == 1 ? 4 : 2;
             size_t rb_bytes = (size_t)kb * W->block * 8 + (size_t)kb * 16 * (ogk_dtype_size(W->scale_dtype) + W->has_zp);
-            size_t grain = (nb + (size_t)nt * 4 - 1) / ((size_t)nt * 4);
+            size_t grain = mc >= 16 && isa->gemm_grain ? isa->gemm_grain : (nb + (size_t)nt * 4 - 1) / ((size_t)nt * 4);
             if (mc == 1 && grain * rb_bytes > (KERN_RANGE_BYTES))
                 grain = (KERN_RANGE_BYTES) / rb_bytes;
             grain = grain < unit ? unit : (grain + unit - 1) / unit * unit;
