@@ -37,7 +37,7 @@ run_all() {
 
 @test "OGAKIT_KERNEL naming a row this CPU lacks: refused the same way, or skipped when it has them all" {
   local k missing=
-  for k in avx2 avx512; do
+  for k in avx2 avx512 amx; do
     OGAKIT_KERNEL=$k npu-gemm --list-devices --bw-mb 1 >/dev/null 2>&1 || missing=$k
   done
   [ -n "$missing" ] || skip "this CPU runs every row of the table (ref, avx2, avx512, amx)"
@@ -49,7 +49,7 @@ run_all() {
 
 @test "OGAKIT_KERNEL=ref|avx2|avx512|amx: every program runs with each row this CPU supports, and says which" {
   local k
-  for k in ref avx2 avx512; do
+  for k in ref avx2 avx512 amx; do
     if ! OGAKIT_KERNEL=$k npu-gemm --list-devices --bw-mb 1 >"$W/dev.json" 2>/dev/null; then
       echo "# row $k: not supported on this CPU" >&3
       continue
