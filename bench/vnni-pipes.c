@@ -4,8 +4,9 @@
  * AND, shift, broadcast load, code load; software prefetch), in cycles per loop from the clock a chain of
  * dependent IMULs (3 cycles each) gives. On Zen 4 (2026-12-03, bench/results/2026-12-03h-zen4.md) a zmm
  * store costs the VNNI pipes ~1.7 cycles and a multiply or FMA ~0.9, while converts, logic, shifts, loads
- * and prefetches ride free: why kern_avx512.c keeps the fp32 sums of wide launches in registers. Prints JSON. Exit: 0 ok, 2 usage, 4 no avx512 row (the ISA table,
- * lib/kern/isa.c, reads cpuid). Built against kern.a and run by bench/vnni-pipes.sh. */
+ * and prefetches ride free: why kern_avx512.c keeps the fp32 sums of wide launches in registers. Prints
+ * JSON. Exit: 0 ok, 2 usage, 4 no avx512 row (the ISA table, lib/kern/isa.c, reads cpuid). Built against
+ * kern.a and run by bench/vnni-pipes.sh. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>

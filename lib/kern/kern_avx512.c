@@ -345,9 +345,9 @@ typedef void (*tile_fn)(const kern_job *, uint32_t, int);
 #define MT 8 /* activation rows per tile, both modes (tiles 2 x 1 .. 2 x MT) */
 /* int8 launches of 16 rows and more take 4 rows per tile: the tile's 8 int32 and 8 fp32 sums stay in
  * registers, where 8 rows keep the fp32 sums in memory, and a zmm store costs the VNNI pipes ~1.7 cycles
- * on Zen 4 (bench/vnni-pipes.sh). npu-gemm --model-pass of the qwen05b
- * container, 2 threads, AMD EPYC (Zen 4), median of 6 alternated launches: 128 rows 219 -> 205 ms,
- * 16 rows 26.6 -> 25.9 ms; at 8 rows no difference (13.9 both), so shorter launches keep 8. */
+ * on Zen 4 (bench/vnni-pipes.sh). npu-gemm --model-pass of the qwen05b container, 2 threads, AMD EPYC
+ * (Zen 4), median of 6 alternated launches: 128 rows 219 -> 205 ms, 16 rows 26.6 -> 25.9 ms; at 8 rows
+ * no difference (13.9 both), so shorter launches keep 8. */
 #define MT_WIDE 4
 
 void kern_gemv_avx512(const kern_job *j, uint32_t rb0, uint32_t rb1) { gemv(j, rb0, rb1); }
