@@ -241,7 +241,7 @@ static int matmul(const kern_isa *isa, kern_pool *p, const ogk_qtensor *W, const
              * the work of one that is not */
             size_t nb = (W->n + 15) / 16, unit = mc == 1 ? 4 : 2;
             size_t rb_bytes = (size_t)kb * W->block * 8 + (size_t)kb * 16 * (ogk_dtype_size(W->scale_dtype) + W->has_zp);
-            size_t grain = mc >= 16 && isa->gemm_grain ? isa->gemm_grain
+            size_t grain = mc >= KERN_WIDE_M && isa->gemm_grain ? isa->gemm_grain
                                                        : (nb + (size_t)nt * 4 - 1) / ((size_t)nt * 4);
             if (mc == 1 && grain * rb_bytes > (KERN_RANGE_BYTES))
                 grain = (KERN_RANGE_BYTES) / rb_bytes;

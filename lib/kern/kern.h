@@ -96,12 +96,12 @@ typedef struct kern_isa {
      * ref row, whose matmul is kern_ref_rows. */
     void (*gemv)(const kern_job *j, uint32_t rb0, uint32_t rb1);
     void (*gemm)(const kern_job *j, uint32_t rb0, uint32_t rb1);
-    /* row blocks per range of a launch of 16 rows or more (0: about four ranges per thread, as below 16
-     * rows, where the passes also stream the weights from DRAM). The avx512 tiles take 2: such launches
-     * are compute-bound, and at N = 896 (56 row blocks) ranges of 8 could leave the two threads 24 and
-     * 32 (npu-gemm --shape 896,896 --rows 128 -t 2 on Zen 4: 280 -> 300-315 GMAC/s; --model-pass of the
-     * qwen05b container at 128 rows 229 -> 207 ms, median of 5 alternated). The AMX tiles keep the
-     * default: they unpack and reuse a batch of row blocks per range. */
+    /* row blocks per range of a launch of KERN_WIDE_M (16) rows or more (0: about four ranges per
+     * thread, as in narrower launches, which also stream the weights from DRAM). The avx512 tiles take 2:
+     * wide launches are compute-bound, and at N = 896 (56 row blocks) ranges of 8 could leave the two
+     * threads 24 and 32 (npu-gemm --shape 896,896 --rows 128 -t 2 on Zen 4: 280 -> 300-315 GMAC/s;
+     * --model-pass of the qwen05b container at 128 rows 229 -> 207 ms, median of 5 alternated). The AMX
+     * tiles keep the default: they unpack and reuse a batch of row blocks per range. */
     uint32_t gemm_grain;
     /* int8 quantisation of M rows of K values (kern_quant_row_i8's result, bit for bit) */
     void (*quant_i8)(const float *x, int M, uint32_t k, uint32_t block, int8_t *q, float *d, int32_t *qs);

@@ -343,11 +343,11 @@ static void gemv(const kern_job *j, uint32_t rb0, uint32_t rb1)
 
 typedef void (*tile_fn)(const kern_job *, uint32_t, int);
 #define MT 8 /* activation rows per tile, both modes (tiles 2 x 1 .. 2 x MT) */
-/* int8 launches of 16 rows and more take 4 rows per tile: the tile's 8 int32 and 8 fp32 sums stay in
- * registers, where 8 rows keep the fp32 sums in memory, and a zmm store costs the VNNI pipes ~1.7 cycles
- * on Zen 4 (bench/vnni-pipes.sh). npu-gemm --model-pass of the qwen05b container, 2 threads, AMD EPYC
- * (Zen 4), median of 6 alternated launches: 128 rows 219 -> 205 ms, 16 rows 26.6 -> 25.9 ms; at 8 rows
- * no difference (13.9 both), so shorter launches keep 8. */
+/* int8 launches of KERN_WIDE_M rows and more take 4 rows per tile: the tile's 8 int32 and 8 fp32 sums
+ * stay in registers, where 8 rows keep the fp32 sums in memory, and a zmm store costs the VNNI pipes ~1.7
+ * cycles on Zen 4 (bench/vnni-pipes.sh). npu-gemm --model-pass of the qwen05b container, 2 threads, AMD
+ * EPYC (Zen 4), median of 6 alternated launches: 128 rows 219 -> 205 ms, 16 rows 26.6 -> 25.9 ms; at 8
+ * rows no difference (13.9 both), so narrower launches keep 8. */
 #define MT_WIDE 4
 
 void kern_gemv_avx512(const kern_job *j, uint32_t rb0, uint32_t rb1) { gemv(j, rb0, rb1); }
@@ -358,7 +358,7 @@ void kern_gemm_avx512(const kern_job *j, uint32_t rb0, uint32_t rb1)
     uint32_t rb = rb0;
     static const tile_fn f32_tiles[MT + 1] = {0, f32_2_1, f32_2_2, f32_2_3, f32_2_4, f32_2_5, f32_2_6, f32_2_7, f32_2_8};
     static const tile_fn i8_tiles[MT + 1] = {0, i8_2_1, i8_2_2, i8_2_3, i8_2_4, i8_2_5, i8_2_6, i8_2_7, i8_2_8};
-    const int mt = i8 && j->M >= 16 ? MT_WIDE : MT;
+    const int mt = i8 && j->M >= KERN_WIDE_M ? MT_WIDE : MT;
     for (; rb + 2 <= rb1; rb += 2)
         for (int m0 = 0; m0 < j->M; m0 += mt) {
             int n = j->M - m0 < mt ? j->M - m0 : mt;

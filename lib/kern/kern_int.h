@@ -68,6 +68,9 @@ void kern_dequant_rows_avx2(const ogk_qtensor *t, uint32_t row0, uint32_t nrows,
 uint64_t kern_read_avx2(const uint8_t *p, size_t n);
 
 /* ---- avx512 (kern_avx512.c, attention_avx512.c, act_avx512.c) ---- */
+/* launches of KERN_WIDE_M rows or more are compute-bound on the avx512 tiles: 4-row tiles whose sums stay
+ * in registers (kern_avx512.c), ranges of the row's gemm_grain (kern.c) */
+#define KERN_WIDE_M 16
 void kern_gemv_avx512(const kern_job *j, uint32_t rb0, uint32_t rb1);
 void kern_gemm_avx512(const kern_job *j, uint32_t rb0, uint32_t rb1);
 void kern_quant_rows_avx512(const float *x, int M, uint32_t k, uint32_t block, int8_t *q, float *d, int32_t *qs);
