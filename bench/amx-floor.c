@@ -10,22 +10,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "kern/kern.h"
+#include "util/util.h"
 
 typedef struct {
     unsigned char palette, start_row, reserved[14];
     unsigned short colsb[16];
     unsigned char rows[16];
 } tilecfg;
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 static char A[2][1024] __attribute__((aligned(64))), Bt[2][1024] __attribute__((aligned(64)));
 static int32_t C[4][256] __attribute__((aligned(64)));
@@ -39,7 +32,7 @@ static double run(int what, int bf, long n)
     __m512 y[16], s = _mm512_set1_ps(1.0001f);
     for (int i = 0; i < 16; i++)
         y[i] = _mm512_setzero_ps();
-    double t0 = now();
+    double t0 = ogk_now();
     for (long it = 0; it < n; it++) {
         int32_t *c = C[it & 3];
         __asm__("" : "+r"(c));
@@ -78,7 +71,7 @@ static double run(int what, int bf, long n)
             }
         }
     }
-    double t = now() - t0;
+    double t = ogk_now() - t0;
     float z = 0; /* keep the sums alive */
     for (int i = 0; i < 16; i++)
         z += _mm512_reduce_add_ps(y[i]);

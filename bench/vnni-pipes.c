@@ -9,16 +9,9 @@
  * kern.a and run by bench/vnni-pipes.sh. */
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include "kern/kern.h"
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
+#include "util/util.h"
 
 static char scratch[1024] __attribute__((aligned(64)));
 
@@ -32,10 +25,10 @@ static char scratch[1024] __attribute__((aligned(64)));
 /* seconds for n loops of body (p: scratch) */
 #define TIME(body)                                                                                                     \
     ({                                                                                                                 \
-        double t0 = now();                                                                                             \
+        double t0 = ogk_now();                                                                                         \
         for (long i = 0; i < n; i++)                                                                                   \
             __asm__ volatile(body ::"r"(scratch) : CLOBBER);                                                          \
-        now() - t0;                                                                                                    \
+        ogk_now() - t0;                                                                                                \
     })
 
 int main(int argc, char **argv)
@@ -49,10 +42,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "vnni-pipes: this CPU has no avx512 row (AVX-512 VNNI)\n");
         return 4;
     }
-    double t = now();
+    double t = ogk_now();
     for (long i = 0; i < n; i++)
         __asm__ volatile("imul %%rax, %%rax\n imul %%rax, %%rax\n imul %%rax, %%rax\n imul %%rax, %%rax\n" ::: "rax");
-    double hz = (double)n * 12 / (now() - t);
+    double hz = (double)n * 12 / (ogk_now() - t);
     struct {
         const char *name;
         double s;
