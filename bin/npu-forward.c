@@ -27,10 +27,12 @@ static const char usage_text[] =
     "  logits     -m MODEL --ids FILE [--top-logits K] [--feed prefill|verify|step] [--out-f32 FILE]\n"
     "             logits at every position (teacher forcing), JSON; --top-logits K lists only the K\n"
     "             largest per position (--topk: old name)\n"
-    "  bench      -m MODEL [-l 128,512,2048] [-g 128] [-r 5] [--warmup 1] [--probe] [--verify-rows 2,8,16] [--json]\n"
+    "  bench      -m MODEL [-l 128,512,2048] [-g 128] [-r 5] [--warmup 1] [--probe] [--verify-rows 2,8,16 [--full-head]]\n"
+    "             [--json]\n"
     "             prompt processing and token generation speed; --probe: a DRAM read pass over\n"
     "             the weights' memory before every run, and decode's fraction of it; --verify-rows: after\n"
-    "             each prompt, passes of K rows (all rows' logits) alternated with 1-row steps\n"
+    "             each prompt, passes of K rows alternated with 1-row steps (greedy verify passes: each row's\n"
+    "             argmax; --full-head: every row's logits)\n"
     "  info       -m MODEL   the model's configuration, JSON\n"
     "  serve      -m MODEL [--host 127.0.0.1] [--port 8080] [--parallel 4] [--queue 256] [--api-key KEY]\n"
     "             [--prefix-cache on|off] [--draft D.q4nx [--draft-max 4]] [--shutdown-grace 5]\n"
@@ -55,7 +57,7 @@ _Noreturn void nf_usage(int code)
 
 enum {
     O_CHAT = 256, O_SYSTEM, O_TEMP, O_TOPK_S, O_TOPP, O_SEED, O_STOP, O_MODE, O_JSON, O_IDS, O_IGNORE_EOS,
-    O_TOPK, O_FEED, O_OUT_F32, O_WARMUP, O_NO_MMAP, O_MMAP, O_PROBE, O_VERIFY, O_VERIFY_ROWS
+    O_TOPK, O_FEED, O_OUT_F32, O_WARMUP, O_NO_MMAP, O_MMAP, O_PROBE, O_VERIFY, O_VERIFY_ROWS, O_FULL_HEAD
 };
 
 
@@ -74,7 +76,7 @@ static const struct option long_opts[] = {
     {"warmup", required_argument, 0, O_WARMUP}, {"no-mmap", no_argument, 0, O_NO_MMAP},
     {"mmap", no_argument, 0, O_MMAP},
     {"probe", no_argument, 0, O_PROBE},       {"verify", no_argument, 0, O_VERIFY},
-    {"verify-rows", required_argument, 0, O_VERIFY_ROWS},
+    {"verify-rows", required_argument, 0, O_VERIFY_ROWS}, {"full-head", no_argument, 0, O_FULL_HEAD},
     {"help", no_argument, 0, 'h'},
     {0, 0, 0, 0},
 };
@@ -122,6 +124,7 @@ void nf_parse(int argc, char **argv, opts *o)
         case O_PROBE: o->probe = 1; break;
         case O_VERIFY: o->mo.verify = 1; break;
         case O_VERIFY_ROWS: o->verify_rows = optarg; break;
+        case O_FULL_HEAD: o->full_head = 1; break;
         case O_IDS: o->ids_file = optarg; break;
         case O_IGNORE_EOS: o->ignore_eos = 1; break;
         case O_TOPK: o->top_logits = (int)ogk_parse_long("--top-logits", optarg, 1, 1 << 24); break;

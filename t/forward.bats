@@ -325,6 +325,26 @@ greedy() {
   [ "$status" -eq 2 ]
   run npu-forward bench -m "$m" -l 16 -g 4 -r 1 --json
   echo "$output" | jq -e '.results[0] | has("verify") | not'
+  # the passes are greedy verify passes (the argmax head), or with --full-head full logits
+  run npu-forward bench -m "$m" -l 16 -g 1 -r 1 --mode i8 --verify-rows 4 --json
+  echo "$output" | jq -e '[.results[0].verify[].head] == ["argmax", "argmax"]'
+  run npu-forward bench -m "$m" -l 16 -g 1 -r 1 --mode i8 --verify-rows 4 --full-head --json
+  echo "$output" | jq -e '[.results[0].verify[].head] == ["full", "full"]'
+  run -2 npu-forward bench -m "$m" -l 16 -g 1 -r 1 --full-head
+  [[ "$output" == *"--full-head: only with --verify-rows"* ]]
+}
+
+@test "argmax head: its int8-vs-16-bit bound holds on every entry; each row's argmax and logit are the full classifier's (random and trained models, b8 and rm, every kernel row)" {
+  local trained=$W/pytiny-target.q4nx
+  oga-extract "$TOP/share/models/pytiny-target" | q4nx-pack -l b8 -o "$trained"
+  run "$OGAKIT_BUILD/t/model_head" "$(container qwen2 cpu tied b8 4)" "$(container llama amd untied rm 4)" "$trained"
+  echo "$output"
+  [ "$status" = 0 ]
+  ! echo "$output" | grep -q '^not ok'
+  # three models, each: open, and per kernel row this CPU runs 4 checks (5 with 16-bit kernels)
+  [ "$(echo "$output" | grep -c '^ok .*open ')" = 3 ]
+  [ "$(echo "$output" | grep -c '^ok .*the head recomputed [1-9]')" -ge 3 ]
+  [ "$(echo "$output" | grep -c '^ok .*bound on every entry')" -ge 3 ]
 }
 
 @test "the default --mode follows the pack: i8 for accuracy_level 4, f32 for level 0; info says which" {

@@ -70,7 +70,9 @@ int cmd_bench(int argc, char **argv)
         context = maxlen + o.gen + MODEL_VERIFY_MAX < m->c.context_length ? maxlen + o.gen + MODEL_VERIFY_MAX
                                                                           : m->c.context_length;
     model_state *s = nf_new_state(m, &o, context, nv ? MODEL_VERIFY_MAX : 1);
-    model_bench_opts bo = {lens, nl, o.gen, o.reps, o.warmup, o.probe, nv ? vk : NULL, nv};
+    if (o.full_head && !nv)
+        ogk_die(OGK_EXIT_USAGE, "--full-head: only with --verify-rows");
+    model_bench_opts bo = {lens, nl, o.gen, o.reps, o.warmup, o.probe, nv ? vk : NULL, nv, o.full_head};
     ogk_error e;
     json_t *r = model_bench(s, &bo, &e);
     if (!r)

@@ -12,7 +12,7 @@
 typedef struct {
     app_model_opts mo; /* -m, -t, -c, --mode, --no-mmap */
     const char *cmd, *prompt, *prompt_file, *ids_file, *system, *out_f32, *feed, *lens, *verify_rows;
-    int chat, n, sample_top_k, json, ignore_eos, top_logits, gen, reps, warmup, probe;
+    int chat, n, sample_top_k, json, ignore_eos, top_logits, gen, reps, warmup, probe, full_head;
     float temp, top_p;
     uint64_t seed;
     char **stops;

@@ -1,6 +1,7 @@
 /* The swiglu operation of the avx2 row of the ISA table: g = silu(g) * up = g * up / (1 + e^-g), 8
  * lanes at a time (the portable definition is kern_swiglu_ref, which also takes the tail); and its half
  * operation (fp32 -> fp16 for the KV cache, F16C), which the avx512 rows share. */
+#include <math.h>
 #include <stddef.h>
 
 #include "exp_avx2.h"
@@ -38,4 +39,35 @@ void kern_half_avx2(uint16_t *dst, const float *src, size_t n)
     }
     if (i < n)
         kern_half_ref(dst + i, src + i, n - i);
+}
+
+/* the argmax head's scans (kern.h: vmax, mark_ge); MAXPS keeps its second operand on NaN */
+float kern_vmax_avx2(const float *x, size_t n)
+{
+    __m256 m0 = _mm256_set1_ps(-INFINITY), m1 = m0;
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        m0 = _mm256_max_ps(_mm256_loadu_ps(x + i), m0);
+        m1 = _mm256_max_ps(_mm256_loadu_ps(x + i + 8), m1);
+    }
+    float lane[8], m = kern_vmax_ref(x + i, n - i);
+    _mm256_storeu_ps(lane, _mm256_max_ps(m0, m1));
+    for (int l = 0; l < 8; l++)
+        m = lane[l] > m ? lane[l] : m;
+    return m;
+}
+
+void kern_mark_ge_avx2(const float *x, size_t n, float thr, unsigned char *mark)
+{
+    const __m256 t = _mm256_set1_ps(thr);
+    size_t b = 0;
+    for (; b * 16 + 16 <= n; b++) {
+        const float *p = x + b * 16;
+        __m256 k = _mm256_or_ps(_mm256_cmp_ps(_mm256_loadu_ps(p), t, _CMP_NLT_UQ),
+                                _mm256_cmp_ps(_mm256_loadu_ps(p + 8), t, _CMP_NLT_UQ));
+        if (_mm256_movemask_ps(k))
+            mark[b] = 1;
+    }
+    if (b * 16 < n)
+        kern_mark_ge_ref(x + b * 16, n - b * 16, thr, mark + b);
 }

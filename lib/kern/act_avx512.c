@@ -1,5 +1,6 @@
 /* The swiglu operation of the avx512 row of the ISA table: g = silu(g) * up = g * up / (1 + e^-g), 16
- * lanes at a time (the portable definition is kern_swiglu_ref). */
+ * lanes at a time (the portable definition is kern_swiglu_ref); the argmax head's scans (vmax, mark_ge). */
+#include <math.h>
 #include <stddef.h>
 
 #include "exp_avx512.h"
@@ -25,5 +26,44 @@ void kern_swiglu_avx512(float *g, const float *up, size_t n)
         __m512 x = _mm512_maskz_loadu_ps(m, g + i);
         __m512 d = _mm512_add_ps(one, exp_clamped(_mm512_sub_ps(_mm512_setzero_ps(), x)));
         _mm512_mask_storeu_ps(g + i, m, _mm512_div_ps(_mm512_mul_ps(x, _mm512_maskz_loadu_ps(m, up + i)), d));
+    }
+}
+
+/* MAXPS returns its second operand when either is NaN: the running maximum, so NaN is skipped */
+float kern_vmax_avx512(const float *x, size_t n)
+{
+    __m512 m0 = _mm512_set1_ps(-INFINITY), m1 = m0, m2 = m0, m3 = m0;
+    size_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        m0 = _mm512_max_ps(_mm512_loadu_ps(x + i), m0);
+        m1 = _mm512_max_ps(_mm512_loadu_ps(x + i + 16), m1);
+        m2 = _mm512_max_ps(_mm512_loadu_ps(x + i + 32), m2);
+        m3 = _mm512_max_ps(_mm512_loadu_ps(x + i + 48), m3);
+    }
+    for (; i + 16 <= n; i += 16)
+        m0 = _mm512_max_ps(_mm512_loadu_ps(x + i), m0);
+    if (i < n)
+        m1 = _mm512_max_ps(_mm512_mask_loadu_ps(m0, (__mmask16)((1u << (n - i)) - 1), x + i), m1);
+    return _mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(m0, m1), _mm512_max_ps(m2, m3)));
+}
+
+void kern_mark_ge_avx512(const float *x, size_t n, float thr, unsigned char *mark)
+{
+    const __m512 t = _mm512_set1_ps(thr);
+    size_t b = 0;
+    for (; b * 16 + 64 <= n; b += 4) { /* NLT_UQ: not below, or NaN */
+        const float *p = x + b * 16;
+        __mmask16 k0 = _mm512_cmp_ps_mask(_mm512_loadu_ps(p), t, _CMP_NLT_UQ),
+                  k1 = _mm512_cmp_ps_mask(_mm512_loadu_ps(p + 16), t, _CMP_NLT_UQ),
+                  k2 = _mm512_cmp_ps_mask(_mm512_loadu_ps(p + 32), t, _CMP_NLT_UQ),
+                  k3 = _mm512_cmp_ps_mask(_mm512_loadu_ps(p + 48), t, _CMP_NLT_UQ);
+        if (k0 | k1 | k2 | k3) {
+            mark[b] |= k0 != 0, mark[b + 1] |= k1 != 0, mark[b + 2] |= k2 != 0, mark[b + 3] |= k3 != 0;
+        }
+    }
+    for (; b * 16 < n; b++) {
+        __mmask16 m = n - b * 16 < 16 ? (__mmask16)((1u << (n - b * 16)) - 1) : (__mmask16)0xffff;
+        if (_mm512_mask_cmp_ps_mask(m, _mm512_maskz_loadu_ps(m, x + b * 16), t, _CMP_NLT_UQ))
+            mark[b] = 1;
     }
 }

@@ -38,6 +38,8 @@ static const kern_isa rows[KERN_ISA_COUNT] = {
         .swiglu = kern_swiglu_ref,
         .half = kern_half_ref,
         .read = kern_read_ref,
+        .vmax = kern_vmax_ref,
+        .mark_ge = kern_mark_ge_ref,
     },
     [KERN_ISA_AVX2] = {
         .name = "avx2",
@@ -54,6 +56,8 @@ static const kern_isa rows[KERN_ISA_COUNT] = {
         .swiglu = kern_swiglu_avx2,
         .half = kern_half_avx2,
         .read = kern_read_avx2,
+        .vmax = kern_vmax_avx2,
+        .mark_ge = kern_mark_ge_avx2,
     },
     [KERN_ISA_AVX512] = {
         .name = "avx512",
@@ -73,6 +77,8 @@ static const kern_isa rows[KERN_ISA_COUNT] = {
         .swiglu = kern_swiglu_avx512,
         .half = kern_half_avx2,
         .read = kern_read_avx512,
+        .vmax = kern_vmax_avx512,
+        .mark_ge = kern_mark_ge_avx512,
     },
     [KERN_ISA_AMX] = { /* the avx512 row with AMX int8 tiles for wide int8 launches (prompt chunks) */
         .name = "amx",
@@ -90,6 +96,8 @@ static const kern_isa rows[KERN_ISA_COUNT] = {
         .swiglu = kern_swiglu_avx512,
         .half = kern_half_avx2,
         .read = kern_read_avx512,
+        .vmax = kern_vmax_avx512,
+        .mark_ge = kern_mark_ge_avx512,
     },
 };
 

@@ -118,7 +118,10 @@ typedef struct {
     const kern_isa *isa;
     const float *X; /* ref row */
     int M;
+    const uint32_t *sel; /* kern_matmul_cols: the blocks to run (range indices index it), or NULL: all */
 } run_arg;
+
+static uint32_t sel_block(const run_arg *ra, size_t i) { return ra->sel ? ra->sel[i] : (uint32_t)i; }
 
 /* the row's micro-kernel for a job: 16-bit activations, M = 1, or tiles */
 static void b8_kernel(const kern_isa *isa, const kern_job *j, uint32_t rb0, uint32_t rb1)
@@ -130,7 +133,12 @@ static void run_b8(void *a, size_t b, size_t e, int worker)
 {
     (void)worker;
     run_arg *ra = a;
-    b8_kernel(ra->isa, ra->j, (uint32_t)b, (uint32_t)e);
+    if (!ra->sel) {
+        b8_kernel(ra->isa, ra->j, (uint32_t)b, (uint32_t)e);
+        return;
+    }
+    for (size_t i = b; i < e; i++)
+        b8_kernel(ra->isa, ra->j, ra->sel[i], ra->sel[i] + 1);
 }
 
 /* rm on a SIMD row: each 32-row band (one row of rm tiles) is moved into b8 order in per-thread
@@ -146,7 +154,8 @@ static void run_rm_bands(void *a, size_t b, size_t e, int worker)
     uint8_t *buf = kern_scratch(1, cbytes + sbytes + zbytes + 128);
     if (!buf)
         abort();
-    for (size_t band = b; band < e; band++) {
+    for (size_t i = b; i < e; i++) {
+        uint32_t band = sel_block(ra, i);
         ogk_qtensor sub = *W;
         sub.layout = OGK_B8;
         sub.n = W->n - (uint32_t)band * 32 < 32 ? W->n - (uint32_t)band * 32 : 32;
@@ -165,7 +174,14 @@ static void run_ref(void *a, size_t b, size_t e, int worker)
 {
     (void)worker;
     run_arg *ra = a;
-    kern_ref_rows(ra->j->W, ra->X, ra->M, ra->j->Y, ra->j->mode, (uint32_t)b, (uint32_t)e);
+    if (!ra->sel) { /* ref ranges are of columns, a selection's of 16-column blocks */
+        kern_ref_rows(ra->j->W, ra->X, ra->M, ra->j->Y, ra->j->mode, (uint32_t)b, (uint32_t)e);
+        return;
+    }
+    for (size_t i = b; i < e; i++) {
+        uint32_t n0 = ra->sel[i] * 16, n1 = n0 + 16 < ra->j->W->n ? n0 + 16 : ra->j->W->n;
+        kern_ref_rows(ra->j->W, ra->X, ra->M, ra->j->Y, ra->j->mode, n0, n1);
+    }
 }
 
 static int check_tensor(const ogk_qtensor *W, int M, int mode, ogk_error *e)
@@ -192,8 +208,9 @@ static int check_tensor(const ogk_qtensor *W, int M, int mode, ogk_error *e)
     return 0;
 }
 
+/* sel (nsel blocks: 16 columns on the b8 and ref paths, 32 on rm's bands) or NULL: every block */
 static int matmul(const kern_isa *isa, kern_pool *p, const ogk_qtensor *W, const float *X, int M, float *Y, int mode,
-                  ogk_error *e)
+                  const uint32_t *sel, size_t nsel, ogk_error *e)
 {
     if (check_tensor(W, M, mode, e) < 0)
         return -1;
@@ -202,9 +219,9 @@ static int matmul(const kern_isa *isa, kern_pool *p, const ogk_qtensor *W, const
     if (mode == KERN_I16 && isa->gemm && !isa->gemm_i16)
         return ogk_fail(e, "kernel path %s: no 16-bit activation mode (ref and avx512 have it)", isa->name);
     if (!isa->gemm) { /* the ref row */
-        run_arg ra = {.j = &j, .isa = isa, .X = X, .M = M};
+        run_arg ra = {.j = &j, .isa = isa, .X = X, .M = M, .sel = sel};
         j.Y = Y;
-        kern_pool_for(p, W->n, 0, run_ref, &ra);
+        kern_pool_for(p, sel ? nsel : W->n, 0, run_ref, &ra);
         return 0;
     }
     uint32_t kb = W->k_blocks, kp = j.kp;
@@ -234,8 +251,12 @@ static int matmul(const kern_isa *isa, kern_pool *p, const ogk_qtensor *W, const
         }
         prep_arg pa = {.j = &j, .X = X + (size_t)m0 * W->k, .isa = isa};
         kern_pool_for(mc >= 8 ? p : NULL, (size_t)mc, 0, prep_rows, &pa);
-        run_arg ra = {.j = &j, .isa = isa};
-        if (W->layout == OGK_B8) {
+        run_arg ra = {.j = &j, .isa = isa, .sel = sel};
+        if (sel) { /* a few blocks (kern_matmul_cols): on the calling thread unless there is much to do */
+            size_t bytes = (size_t)mc * nsel * kern_tensor_bytes(W) / ((W->n + 15) / 16);
+            kern_pool_for(bytes < KERN_INLINE_BYTES ? NULL : p, nsel, 1, W->layout == OGK_B8 ? run_b8 : run_rm_bands,
+                          &ra);
+        } else if (W->layout == OGK_B8) {
             /* ranges of about 4 per thread (or the row's gemm_grain from 16 rows), but at most ~128 KB of
              * weights each at M = 1, so that on a shared machine a thread that keeps running can take over
              * the work of one that is not */
@@ -262,14 +283,39 @@ int kern_matmul_isa(int isa, kern_pool *p, const ogk_qtensor *W, const float *X,
     if (!kern_isa_supported(isa))
         return ogk_fail(e, "kernel path %s: not supported by this CPU",
                         kern_isa_row(isa) ? kern_isa_row(isa)->name : "?");
-    return matmul(kern_isa_row(isa), p, W, X, M, Y, mode, e);
+    return matmul(kern_isa_row(isa), p, W, X, M, Y, mode, NULL, 0, e);
 }
 
 int kern_matmul(kern_pool *p, const ogk_qtensor *W, const float *X, int M, float *Y, int mode, ogk_error *e)
 {
     if (kern_isa_init(e) < 0)
         return -1;
-    return matmul(kern_isa_current(), p, W, X, M, Y, mode, e);
+    return matmul(kern_isa_current(), p, W, X, M, Y, mode, NULL, 0, e);
+}
+
+int kern_matmul_cols(kern_pool *p, const ogk_qtensor *W, const float *X, int M, float *Y, int mode,
+                     const uint32_t *cols, size_t ncols, ogk_error *e)
+{
+    if (kern_isa_init(e) < 0 || check_tensor(W, M, mode, e) < 0)
+        return -1;
+    const kern_isa *isa = kern_isa_current();
+    uint32_t unit = isa->gemm && W->layout != OGK_B8 ? 32 : 16;
+    uint32_t *sel = malloc((ncols ? ncols : 1) * sizeof *sel);
+    if (!sel)
+        return ogk_fail(e, "out of memory for %zu columns", ncols);
+    size_t nsel = 0;
+    for (size_t i = 0; i < ncols; i++) {
+        if (cols[i] >= W->n || (i && cols[i] < cols[i - 1])) {
+            free(sel);
+            return ogk_fail(e, "tensor %s: column list not ascending within [0, %u) at %zu", W->name ? W->name : "?",
+                            W->n, i);
+        }
+        if (!nsel || sel[nsel - 1] != cols[i] / unit)
+            sel[nsel++] = cols[i] / unit;
+    }
+    int rc = nsel ? matmul(isa, p, W, X, M, Y, mode, sel, nsel, e) : 0;
+    free(sel);
+    return rc;
 }
 
 /* ---- the DRAM read-bandwidth probe ---- */

@@ -138,6 +138,11 @@ typedef struct kern_isa {
      * key cannot turn a score into inf - inf), NaN as sign | 0x7e00: ogk_f32_to_f16_sat's bits on every row */
     void (*half)(uint16_t *dst, const float *src, size_t n);
     uint64_t (*read)(const uint8_t *p, size_t n);          /* XOR of [p, p+n), n % 256 == 0, p 64-aligned */
+    /* the classifier's argmax head (lib/model head.c): the largest of n values (NaN skipped; -inf when there
+     * is none), and mark[b] = 1 for every block b of 16 values (the last may be shorter) holding a value
+     * >= thr or a NaN (other marks left alone) */
+    float (*vmax)(const float *x, size_t n);
+    void (*mark_ge)(const float *x, size_t n, float thr, unsigned char *mark);
 } kern_isa;
 
 /* Choose the row once: OGAKIT_KERNEL if set, else the widest row this CPU supports. 0, or -1 with e
@@ -166,6 +171,12 @@ void kern_dequant_rows(const ogk_qtensor *W, uint32_t row0, uint32_t nrows, floa
 /* Y[M x N] = X[M x K] · Wᵀ on the chosen row. W must be OGK_Q4 in layout b8 or rm. p may be NULL
  * (single-threaded). Returns 0, or -1 with e filled when W is not something it can multiply. */
 int kern_matmul(kern_pool *p, const ogk_qtensor *W, const float *X, int M, float *Y, int mode, ogk_error *e);
+/* kern_matmul for some columns: Y[m][n] for every n in cols (ascending, < N), and for the other columns of
+ * the 16-column blocks (32 on the rm layout's SIMD path) they fall in, gets the bits kern_matmul gives it;
+ * the rest of Y (row stride N) is left alone. A classifier recomputes a few candidates with it (lib/model
+ * head.c). */
+int kern_matmul_cols(kern_pool *p, const ogk_qtensor *W, const float *X, int M, float *Y, int mode,
+                     const uint32_t *cols, size_t ncols, ogk_error *e);
 /* The same on an explicit row of the table (tests and benchmarks compare rows with it). */
 int kern_matmul_isa(int isa, kern_pool *p, const ogk_qtensor *W, const float *X, int M, float *Y, int mode,
                      ogk_error *e);

@@ -55,6 +55,8 @@ void kern_attend_h_ref(float *q, size_t qs, int rows, int g, const uint16_t *kc,
                        float scale, float *att, size_t as);
 void kern_swiglu_ref(float *g, const float *up, size_t n);
 void kern_half_ref(uint16_t *dst, const float *src, size_t n);
+float kern_vmax_ref(const float *x, size_t n);
+void kern_mark_ge_ref(const float *x, size_t n, float thr, unsigned char *mark);
 uint64_t kern_read_ref(const uint8_t *p, size_t n);
 
 /* ---- avx2 (kern_avx2.c, kern_i16_avx2.c, dequant_avx2.c, attention_avx2.c, act_avx2.c) ---- */
@@ -104,9 +106,13 @@ void kern_attend_h_avx2(float *q, size_t qs, int rows, int g, const uint16_t *kc
                         float scale, float *att, size_t as);
 void kern_swiglu_avx2(float *g, const float *up, size_t n);
 void kern_half_avx2(uint16_t *dst, const float *src, size_t n); /* F16C; the avx512 rows take it too */
+float kern_vmax_avx2(const float *x, size_t n);
+void kern_mark_ge_avx2(const float *x, size_t n, float thr, unsigned char *mark);
 void kern_attend_avx512(float *q, int g, const float *kc, const float *vc, int n, int hd, float scale, float *att,
                         size_t as);
 void kern_swiglu_avx512(float *g, const float *up, size_t n);
+float kern_vmax_avx512(const float *x, size_t n);
+void kern_mark_ge_avx512(const float *x, size_t n, float thr, unsigned char *mark);
 /* attend_h and attend_ht of the avx512 and amx rows: one score kernel over block-transposed keys (attend_h
  * transposes its plain cache a chunk at a time), head_dim 64, 96 or 128; attend_h of other sizes: the avx2 code */
 void kern_attend_h_avx512(float *q, size_t qs, int rows, int g, const uint16_t *kc, const uint16_t *vc, int n0, int hd,

@@ -251,6 +251,25 @@ void kern_half_ref(uint16_t *dst, const float *src, size_t n)
         dst[i] = ogk_f32_to_f16_sat(src[i]);
 }
 
+float kern_vmax_ref(const float *x, size_t n)
+{
+    float m = -INFINITY;
+    for (size_t i = 0; i < n; i++)
+        m = x[i] > m ? x[i] : m;
+    return m;
+}
+
+void kern_mark_ge_ref(const float *x, size_t n, float thr, unsigned char *mark)
+{
+    for (size_t b = 0; b * 16 < n; b++) {
+        int any = 0;
+        for (size_t i = b * 16; i < n && i < b * 16 + 16; i++)
+            any |= !(x[i] < thr);
+        if (any)
+            mark[b] = 1;
+    }
+}
+
 /* b8 and rm row windows in storage order */
 void kern_dequant_rows_ref(const ogk_qtensor *t, uint32_t row0, uint32_t nrows, float *out)
 {

@@ -120,6 +120,9 @@ int model_forward_batch(model_state *work, model_state *const *states, const int
         }
     model_step_rmsnorm(work->xb, work->x, m->w.final_norm, wanted, dim, c->rms_eps);
     size_t V = (size_t)c->vocab_size;
+    int argmax_only = 1; /* the argmax head when no state with logits here reads more than its argmax */
+    for (int r = 0; r < n; r++)
+        argmax_only &= li[r] < 0 || states[r]->head_argmax;
     if (wanted && model_matmul_mode(work, m->w.lm_head) != KERN_F32) {
         /* integer classifier: one pass of the rows (the weights stream once), then each row to its state */
         if (work->batch_cap < (size_t)wanted * V) {
@@ -128,8 +131,10 @@ int model_forward_batch(model_state *work, model_state *const *states, const int
                 return ogk_fail(e, "out of memory (%d rows of logits)", wanted);
             work->batch_logits = b, work->batch_cap = (size_t)wanted * V;
         }
-        if (matmul(work, work->batch_logits, work->xb, wanted, m->w.lm_head, e))
-            return -1;
+        ogk_error ke;
+        if (model_classify(work, work->batch_logits, work->xb, wanted, argmax_only, &ke))
+            return ogk_fail(e, "%s: %s", m->w.lm_head->role, ke.msg);
+        work->prof.launches++;
         for (int r = 0, i = 0; r < n; r++)
             if (li[r] >= 0)
                 memcpy(states[r]->logits + (size_t)li[r] * V, work->batch_logits + (size_t)i++ * V, V * sizeof(float));

@@ -67,6 +67,7 @@ static json_t *bench_verify(model_state *s, const model_bench_opts *o, const int
     enum { NV = 7 };
     double *v = malloc(sizeof(double) * ROUNDS * nk * NV);
     json_t *out = json_array();
+    int was = s->head_argmax;
     if (!v) {
         ogk_fail(e, "out of memory");
         json_decref(out);
@@ -75,6 +76,7 @@ static json_t *bench_verify(model_state *s, const model_bench_opts *o, const int
     model_state_reset(s);
     if (model_forward(s, ids, L, 0, e))
         goto fail;
+    s->head_argmax = !o->full_head; /* a greedy verify reads each row's argmax (head.c) */
     int toks[MODEL_VERIFY_MAX];
     for (int i = 0; i < MODEL_VERIFY_MAX; i++)
         toks[i] = ids[i % L];
@@ -101,14 +103,16 @@ static json_t *bench_verify(model_state *s, const model_bench_opts *o, const int
                 col[r] = v[((size_t)k * ROUNDS + r) * NV + c];
             med[c] = round(median_of(col, ROUNDS) * 1e4) / 1e4;
         }
-        json_array_append_new(out, json_pack("{s:i,s:f,s:f,s:f,s:f,s:f,s:f,s:f}", "rows", k ? o->verify_rows[k - 1] : 1,
-                                             "ms", med[0], "steps", med[4], "layers_ms", med[1], "attention_ms", med[2],
+        json_array_append_new(out, json_pack("{s:i,s:s,s:f,s:f,s:f,s:f,s:f,s:f,s:f}", "rows", k ? o->verify_rows[k - 1] : 1,
+                                             "head", o->full_head ? "full" : "argmax", "ms", med[0], "steps", med[4], "layers_ms", med[1], "attention_ms", med[2],
                                              "head_ms", med[3], "cpu_ms", med[5], "cpu_steps", med[6]));
     }
     free(v);
+    s->head_argmax = was;
     return out;
 fail:
     free(v);
+    s->head_argmax = was;
     json_decref(out);
     return NULL;
 }

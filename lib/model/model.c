@@ -3,6 +3,7 @@
  * consecutive positions (prefill chunk, verify batch, or one decode token) through the same code. */
 #define _GNU_SOURCE
 #include "model.h"
+#include "model_int.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -217,6 +218,10 @@ model *model_open_flags(const char *path, int flags, ogk_error *e, int *code)
     *code = OGK_EXIT_INIT;
     if (check_tensors(m, e) || bind_weights(m, e))
         goto fail;
+    if (!(m->head = model_head_new())) {
+        ogk_fail(e, "out of memory");
+        goto fail;
+    }
     return m;
 fail:
     model_close(m);
@@ -231,6 +236,7 @@ void model_close(model *m)
         free(m->owned[i]);
     free(m->owned);
     free(m->w.layers);
+    model_head_free(m->head);
     if (m->file)
         q4nx_close(m->file);
     free(m);
@@ -724,7 +730,12 @@ static void forward_rows(model_state *s, const int *tokens, int rows, int want, 
     if (want != LOGITS_NONE) {
         int first = want == LOGITS_ALL ? 0 : rows - 1, n = rows - first;
         rmsnorm_rows(s->xb, s->x + (size_t)first * dim, m->w.final_norm, n, dim, c->rms_eps);
-        matmul(s, logits, s->xb, n, m->w.lm_head);
+        ogk_error e;
+        if (model_classify(s, logits, s->xb, n, s->head_argmax, &e) && !s->failed) {
+            s->failed = 1;
+            ogk_fail(&s->fail, "%s: %s", m->w.lm_head->role, e.msg);
+        }
+        s->prof.launches++;
     }
     double t3 = ogk_now();
 
@@ -774,9 +785,9 @@ void model_prof_print(const model_state *s, const char *pass)
         return;
     fprintf(stderr,
             "%s: prof %s rows=%d launches=%d embed=%.3fms layers=%.3fms (attention=%.3fms) head=%.3fms "
-            "sampling=%.3fms gemm=%.3fms\n",
+            "sampling=%.3fms gemm=%.3fms head_cols=%d\n",
             ogk_prog(), pass, s->prof.rows, s->prof.launches, s->prof.embed_ms, s->prof.layers_ms, s->prof.attn_ms,
-            s->prof.head_ms, s->prof.sampling_ms, s->prof.gemm_ms);
+            s->prof.head_ms, s->prof.sampling_ms, s->prof.gemm_ms, s->prof.head_cols);
 }
 
 /* ---------------------------------------------------------------- hooks for batch.c (model_int.h) */

@@ -1,5 +1,5 @@
-/* lib/model — the transformer forward pass over a Q4NX container, and what runs it: generation with
- * sampling and streaming (generate.c), the benchmark (bench.c). Owns the model structs, the KV cache
+/* lib/model — the transformer forward pass over a Q4NX container, and what runs it: the classifier and its
+ * argmax head (head.c), generation with sampling and streaming (generate.c), the benchmark (bench.c). Owns the model structs, the KV cache
  * and every activation buffer. Must not know container bytes (lib/q4nx gives views), kernel internals
  * (lib/kern multiplies) or tokenizer internals (lib/tok turns text into ids and back).
  *
@@ -47,6 +47,8 @@ typedef struct model_weights {
     const float *rope_cos, *rope_sin; /* [context][rope_dim/2] the pack's caches */
 } model_weights;
 
+typedef struct model_head model_head; /* the argmax head's per-row bounds of the classifier (head.c) */
+
 typedef struct model {
     q4nx_file *file;
     model_config c;
@@ -54,6 +56,7 @@ typedef struct model {
     void **owned; /* buffers converted at load */
     int n_owned;
     uint64_t weight_bytes; /* quantised bytes one decode token streams (codes + scales + zeros) */
+    model_head *head;
 } model;
 
 /* Per-pass phase timings (OGAKIT_PROF=1 prints them). */
@@ -61,6 +64,7 @@ typedef struct model_prof {
     double embed_ms, layers_ms, attn_ms, head_ms, sampling_ms; /* attn_ms: part of layers_ms */
     double gemm_ms; /* the weight GEMMs' launches (kern_matmul), part of layers_ms and head_ms */
     int rows, launches;
+    int head_cols; /* classifier columns the argmax head recomputed in 16-bit (0: it did not run) */
 } model_prof;
 
 typedef struct model_state {
@@ -70,6 +74,11 @@ typedef struct model_state {
     int logit_rows; /* rows of logits one pass can return (1, <= 16, or 128) */
     int mode;       /* enum kern_mode: KERN_F32 or KERN_I8 activations (the classifier: model_int.h) */
     int pos;        /* tokens already in the KV cache */
+    /* set by a caller that reads nothing of a logits row but its argmax (model_argmax: greedy decoding without
+     * logprobs, a greedy verify): in i8 mode the classifier then runs in int8 and recomputes in 16-bit only
+     * the entries that could be a row's maximum (head.c). The argmax is the full classifier's; the other
+     * entries are int8 approximations. 0 by default. */
+    int head_argmax;
     /* activations for up to MODEL_CHUNK rows, row-major */
     float *x;      /* [rows][dim] the residual stream */
     float *xb;     /* [rows][dim] normed input of a sublayer, then its output */
@@ -248,13 +257,14 @@ typedef struct model_bench_opts {
     int reps;   /* measured repetitions per length (after one warm-up) */
     int warmup; /* warm-up runs per length */
     int probe;  /* before every measured run, one DRAM read pass over the container's bytes */
-    const int *verify_rows; /* after each prompt: passes of these many rows (2..MODEL_VERIFY_MAX, logits of */
-    int n_verify;           /* every row, like a verify pass) alternated with 1-row decode steps */
+    const int *verify_rows; /* after each prompt: passes of these many rows (2..MODEL_VERIFY_MAX, like a */
+    int n_verify;           /* greedy verify pass: each row's argmax) alternated with 1-row decode steps */
+    int full_head;          /* the verify passes compute every row's logits (not the argmax head) */
 } model_bench_opts;
 /* JSON result: per prompt length TTFT / prefill tok/s / decode tok/s / E2E (median and stddev), peak
  * RSS, weight bytes per token; with probe, per length the probe's GB/s and decode's fraction of it
  * (weight bytes per token x decode tok/s / probe GB/s, the median of the run-by-run ratios). With
- * verify_rows: per length "verify": [{rows, ms, steps, layers_ms, attention_ms, head_ms, cpu_ms, cpu_steps}],
+ * verify_rows: per length "verify": [{rows, head, ms, steps, layers_ms, attention_ms, head_ms, cpu_ms, cpu_steps}],
  * each the median over rounds that run a 1-row step and every k-row pass in turn at the same position
  * (steps: the k-row pass over the step of its round; cpu_: the same in process CPU time); the state needs logit_rows >= the largest k. NULL with e filled
  * when a length does not fit the context. */

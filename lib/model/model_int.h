@@ -21,4 +21,13 @@ void model_step_attention(model_state *s, const model_layer *L, int layer, int r
  * a batched step): the int8 and 16-bit kernels give a row the same bits whatever M is. */
 int model_matmul_mode(const model_state *s, const ogk_qtensor *w);
 
+/* head.c: the classifier of n final-normed rows xb into logits [n][vocab] on s's pool, the argmax head when
+ * argmax_only (and the mode has one: i8). 0, or -1 with e filled. */
+int model_classify(model_state *s, float *logits, const float *xb, int n, int argmax_only, ogk_error *e);
+model_head *model_head_new(void); /* NULL: out of memory */
+/* For tests: the largest |int8 − 16-bit classifier| over the head's bound, over every entry of n activation
+ * rows x (<= 1 when the bound holds); -1 on failure. */
+double model_head_worst(model_state *s, const float *x, int n);
+void model_head_free(model_head *h);
+
 #endif

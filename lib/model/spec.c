@@ -67,6 +67,9 @@ int model_spec_greedy(model_state *T, model_state *D, const int *prompt, int n, 
     if (prefill(T, prompt, n, e) || prefill(D, prompt, n, e))
         return -1;
     st->prefill_ms = (ogk_now() - t0) * 1e3;
+    /* both read nothing of their logits but argmaxes: the classifier's argmax head (head.c) */
+    int t_was = T->head_argmax, d_was = D->head_argmax;
+    T->head_argmax = D->head_argmax = 1;
     int last = prompt[n - 1];
     int feed[2] = {last}, nfeed = 1; /* accepted tokens the drafter has not run yet */
     double r0 = ogk_now();
@@ -81,13 +84,13 @@ int model_spec_greedy(model_state *T, model_state *D, const int *prompt, int n, 
         int run[SPEC_MAX_K + 1];
         double td = ogk_now();
         if (model_forward(D, feed, nfeed, 0, e))
-            return -1;
+            goto fail;
         st->draft_tokens_run += nfeed;
         run[0] = last;
         run[1] = argmax_row(D, 0);
         for (int i = 1; i < kk; i++) {
             if (model_forward(D, &run[i], 1, 0, e))
-                return -1;
+                goto fail;
             st->draft_tokens_run++;
             run[i + 1] = argmax_row(D, 0);
         }
@@ -95,7 +98,7 @@ int model_spec_greedy(model_state *T, model_state *D, const int *prompt, int n, 
         st->draft_ms += (tv - td) * 1e3;
         /* verify: kk + 1 rows; row i predicts the token after run[i] */
         if (model_forward(T, run, kk + 1, 1, e))
-            return -1;
+            goto fail;
         model_prof_print(T, "verify");
         st->verify_ms += (ogk_now() - tv) * 1e3;
         int j = 0;
@@ -123,5 +126,9 @@ int model_spec_greedy(model_state *T, model_state *D, const int *prompt, int n, 
     }
 done:
     st->decode_ms = (ogk_now() - r0) * 1e3;
+    T->head_argmax = t_was, D->head_argmax = d_was;
     return 0;
+fail:
+    T->head_argmax = t_was, D->head_argmax = d_was;
+    return -1;
 }

@@ -263,6 +263,10 @@ static void start_job(serve_sched *S, serve_slot *sl, serve_job *j)
     sl->ts = tok_stream_new(S->t, 1);
     pthread_mutex_unlock(S->tok_mu);
     int ok = sl->ts && !model_sampler_init(&sl->sp, S->m->c.vocab_size, j->temperature, j->top_k, j->top_p, j->seed);
+    /* greedy without logprobs reads each logits row's argmax only: the classifier's argmax head (lib/model) */
+    sl->s->head_argmax = j->temperature <= 0 && j->top_n < 0;
+    if (sl->d)
+        sl->d->head_argmax = 1; /* the drafter only drafts greedily */
     pthread_mutex_lock(&j->mu);
     j->t_start = ogk_now();
     j->cache_n = r;

@@ -381,6 +381,95 @@ int main(void)
         drop(&T);
     }
 
+    /* kern_matmul_cols: the listed columns (and their blocks) get kern_matmul's bits on every row this CPU
+     * runs, b8 and rm, int8 and 16-bit; columns in no listed column's 32-column span are left alone */
+    {
+        int before = kern_isa_find(kern_isa_current()->name), same = 1, untouched = 1, ran = 0;
+        const uint32_t cols[] = {3, 17, 18, 150, 299};
+        for (int isa = 0; isa < KERN_ISA_COUNT; isa++) {
+            if (!kern_isa_supported(isa) || kern_isa_set(isa))
+                continue;
+            for (int layout = OGK_RM; layout <= OGK_B8; layout++) {
+                tensor T;
+                make(&T, layout, 300, 448, 32, OGK_F16, layout == OGK_RM);
+                float *x = make_x(9, 448), *yf = malloc(9 * 300 * 4), *yc = malloc(9 * 300 * 4);
+                for (int mode = KERN_I8; mode <= KERN_I16; mode++) {
+                    ogk_error e;
+                    memset(yc, 0xA5, 9 * 300 * 4);
+                    if (kern_matmul(pool, &T.t, x, 9, yf, mode, &e) ||
+                        kern_matmul_cols(pool, &T.t, x, 9, yc, mode, cols, 5, &e)) {
+                        same = 0;
+                        continue;
+                    }
+                    ran++;
+                    for (uint32_t n = 0; n < 300; n++) {
+                        int listed = 0, near = 0;
+                        for (int c = 0; c < 5; c++)
+                            listed |= cols[c] / 16 == n / 16, near |= cols[c] / 32 == n / 32;
+                        for (int m = 0; m < 9; m++) {
+                            float *a = yc + m * 300 + n;
+                            if (listed)
+                                same &= !memcmp(a, yf + m * 300 + n, 4);
+                            else if (!near)
+                                untouched &= ((const uint8_t *)a)[0] == 0xA5 && ((const uint8_t *)a)[3] == 0xA5;
+                        }
+                    }
+                }
+                free(x), free(yf), free(yc);
+                drop(&T);
+            }
+        }
+        kern_isa_set(before);
+        TAP_OK(ran && same && untouched,
+               "kern_matmul_cols: listed columns' blocks bit-identical to kern_matmul, the rest untouched (%d launches)",
+               ran);
+        tensor T;
+        make(&T, OGK_B8, 40, 64, 32, OGK_F32, 0);
+        float x[64] = {0}, y[40];
+        ogk_error e1, e2;
+        const uint32_t down[] = {5, 4}, out[] = {40};
+        TAP_OK(kern_matmul_cols(pool, &T.t, x, 1, y, KERN_I16, down, 2, &e1) < 0 && strstr(e1.msg, "ascending") &&
+                   kern_matmul_cols(pool, &T.t, x, 1, y, KERN_I16, out, 1, &e2) < 0,
+               "kern_matmul_cols refuses a descending list and a column past N: %s", e1.msg);
+        drop(&T);
+    }
+
+    /* the argmax head's scans: every row's vmax and mark_ge give the ref row's answer (tails, NaN, -inf) */
+    {
+        int same = 1;
+        const size_t sizes[] = {1, 15, 16, 17, 63, 64, 65, 1000, 4099};
+        float *v = malloc(4099 * sizeof *v);
+        unsigned char mref[260], mrow[260], init[260];
+        for (int rep = 0; rep < 40; rep++) {
+            size_t n = sizes[rep % 9];
+            for (size_t i = 0; i < n; i++)
+                v[i] = frand() * 100.0f;
+            if (rep % 3 == 1)
+                v[rnd() % n] = NAN;
+            if (rep % 5 == 2)
+                v[rnd() % n] = -INFINITY;
+            if (rep == 39)
+                for (size_t i = 0; i < n; i++)
+                    v[i] = NAN;
+            float thr = frand() * 100.0f, want = kern_isa_row(KERN_ISA_REF)->vmax(v, n);
+            for (int i = 0; i < 260; i++)
+                init[i] = rnd() % 7 == 0;
+            memcpy(mref, init, sizeof mref);
+            kern_isa_row(KERN_ISA_REF)->mark_ge(v, n, thr, mref);
+            for (int isa = 1; isa < KERN_ISA_COUNT; isa++) {
+                if (!kern_isa_supported(isa))
+                    continue;
+                float got = kern_isa_row(isa)->vmax(v, n);
+                memcpy(mrow, init, sizeof mrow);
+                kern_isa_row(isa)->mark_ge(v, n, thr, mrow);
+                same &= !memcmp(&got, &want, 4) && !memcmp(mrow, mref, sizeof mref);
+            }
+            same &= rep != 39 || want == -INFINITY;
+        }
+        free(v);
+        TAP_OK(same, "vmax and mark_ge: every row gives the ref row's maximum and marks (tails, NaN, -inf)");
+    }
+
     /* refusals */
     {
         ogk_error e;
