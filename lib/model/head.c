@@ -244,6 +244,12 @@ double model_head_worst(model_state *s, const float *x, int n)
     return worst;
 }
 
+void model_prepare_head(model_state *s)
+{
+    if (model_matmul_mode(s, s->m->w.lm_head) == KERN_I16)
+        head_bounds(s);
+}
+
 int model_classify(model_state *s, float *logits, const float *xb, int n, int argmax_only, ogk_error *e)
 {
     int mode = model_matmul_mode(s, s->m->w.lm_head);

@@ -102,6 +102,7 @@ int serve_sched_init(serve_sched *S, const model *m, tok *t, pthread_mutex_t *to
     /* the batch's activation rows: a state whose cache is never used (one position) */
     if (!(S->work = model_state_new_shared(m, 1, 1, mode, S->pool, e)))
         return -1;
+    model_prepare_head(S->work); /* greedy passes of several rows: not on the first request's time */
     for (int i = 0; i < n_slots; i++) {
         serve_slot *sl = &S->slots[i];
         if (!(sl->s = model_state_new_shared(m, context, 1, mode, S->pool, e)))
