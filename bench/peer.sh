@@ -137,7 +137,7 @@ md=$work/peer.md
   done
   if has ours && [ -n "$verify" ]; then
     echo
-    echo "ogakit verify passes (k rows, logits of every row) in decode steps (a 1-row pass at the same position,"
+    echo "ogakit greedy verify passes (k rows, each row's argmax: the argmax head) in decode steps (a 1-row pass at the same position,"
     echo "alternated in the same process; median over 31 rounds, then over the $runs runs):"
     echo
     printf '| after |'; for k in ${verify//,/ }; do printf ' %s rows |' "$k"; done; echo

@@ -243,7 +243,8 @@ typedef struct model_spec_stats {
     double decode_ms;                       /* all rounds, wall */
     const char *stop;                       /* "eos", "length", "context" */
 } model_spec_stats;
-/* out: room for max_new ids. T needs logit_rows >= k + 1. 0, or -1 with e filled. */
+/* out: room for max_new ids. T needs logit_rows >= k + 1. Both states run with head_argmax set (their
+ * logits hold argmaxes only afterwards; the flags are restored). 0, or -1 with e filled. */
 int model_spec_greedy(model_state *T, model_state *D, const int *prompt, int n, int max_new, int k, int ignore_eos,
                       int *out, model_spec_stats *st, ogk_error *e);
 /* Plain greedy decoding over the same rule (prompt all but last, then one token per pass), for
