@@ -330,6 +330,8 @@ greedy() {
   echo "$output" | jq -e '[.results[0].verify[].head] == ["argmax", "argmax"]'
   run npu-forward bench -m "$m" -l 16 -g 1 -r 1 --mode i8 --verify-rows 4 --full-head --json
   echo "$output" | jq -e '[.results[0].verify[].head] == ["full", "full"]'
+  run npu-forward bench -m "$m" -l 16 -g 1 -r 1 --mode f32 --verify-rows 4 --json # no 16-bit classifier
+  echo "$output" | jq -e '[.results[0].verify[].head] == ["full", "full"]'
   run -2 npu-forward bench -m "$m" -l 16 -g 1 -r 1 --full-head
   [[ "$output" == *"--full-head: only with --verify-rows"* ]]
 }

@@ -270,7 +270,9 @@ typedef struct model_bench_opts {
  * (weight bytes per token x decode tok/s / probe GB/s, the median of the run-by-run ratios). With
  * verify_rows: per length "verify": [{rows, head, ms, steps, layers_ms, attention_ms, head_ms, cpu_ms, cpu_steps}],
  * each the median over rounds that run a 1-row step and every k-row pass in turn at the same position
- * (steps: the k-row pass over the step of its round; cpu_: the same in process CPU time); the state needs logit_rows >= the largest k. NULL with e filled
+ * (steps: the k-row pass over the step of its round; cpu_: the same in process CPU time; head: "argmax" when the
+ * passes ran the classifier's argmax head, "full" with full_head or a mode without one); the state needs
+ * logit_rows >= the largest k. NULL with e filled
  * when a length does not fit the context. */
 json_t *model_bench(model_state *s, const model_bench_opts *o, ogk_error *e);
 /* The deterministic prompt the benchmark uses (same LCG as tools/ort-ref.js --bench). */

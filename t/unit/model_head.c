@@ -34,8 +34,10 @@ static void one(const char *path)
     kern_pool *pool = kern_pool_new(2);
     int before = kern_isa_find(kern_isa_current()->name);
     for (int isa = 0; isa < KERN_ISA_COUNT; isa++) {
-        if (!kern_isa_supported(isa) || kern_isa_set(isa))
+        if (!kern_isa_supported(isa) || kern_isa_set(isa)) {
+            printf("ok %d - # skip row %s: not supported on this CPU\n", ++tap_n, kern_isa_row(isa)->name);
             continue;
+        }
         const char *rn = kern_isa_row(isa)->name;
         model_state *s = model_state_new_shared(m, 256, 16, KERN_I8, pool, &e);
         float *full = malloc((size_t)16 * V * sizeof *full);
