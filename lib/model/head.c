@@ -22,6 +22,7 @@
  * every entry and the argmaxes against the full classifier. */
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -125,7 +126,7 @@ typedef struct {
     const model_head *h;
     const float *xb, *logits;
     unsigned char *marks; /* [rows][nb]: the row's candidate blocks */
-    int bad;              /* a row's bound or maximum is not finite, or no memory: the full classifier */
+    atomic_int bad;       /* a row's bound or maximum is not finite, or no memory: the full classifier */
 } scan_job;
 
 /* E (‖x̂8 − x̂16‖₂) and F (the two kernels' fp32 rounding over S_n) of activation row x; q [3·kp] bytes,
@@ -157,8 +158,8 @@ static void scan_rows(void *arg, size_t r0, size_t r1, int worker)
     float *d = malloc(2 * (size_t)kb * sizeof *d);
     int32_t *qs = malloc((size_t)kb * sizeof *qs);
     if (!q || !d || !qs)
-        sj->bad = 1;
-    for (size_t m = r0; m < r1 && !sj->bad; m++) {
+        atomic_store(&sj->bad, 1);
+    for (size_t m = r0; m < r1 && !atomic_load(&sj->bad); m++) {
         float E, F;
         const float *L = sj->logits + m * V;
         unsigned char *mark = sj->marks + m * nb;
@@ -168,7 +169,7 @@ static void scan_rows(void *arg, size_t r0, size_t r1, int worker)
          * of the bounds and comparisons) */
         float slack = 1e-5f * (fabsf(mx) + bmax), T = mx - bmax - slack, thr = T - bmax;
         if (!isfinite(T) || !isfinite(thr) || !isfinite(bmax)) {
-            sj->bad = 1;
+            atomic_store(&sj->bad, 1);
             break;
         }
         isa->mark_ge(L, V, thr, mark); /* blocks with an entry >= thr (or NaN); then each entry's own bound */
@@ -202,14 +203,14 @@ static int argmax_head(model_state *s, float *logits, const float *xb, int n, og
     }
     kern_pool_for(n > 1 ? s->pool : NULL, (size_t)n, 1, scan_rows, &sj);
     size_t nc = 0;
-    for (uint32_t b = 0; b < nb && !sj.bad; b++) {
+    for (uint32_t b = 0; b < nb && !atomic_load(&sj.bad); b++) {
         int any = 0;
         for (int m = 0; m < n; m++)
             any |= sj.marks[(size_t)m * nb + b];
         if (any)
             cols[nc++] = b * 16;
     }
-    if (sj.bad || nc * HEAD_MAX_SHARE > nb)
+    if (atomic_load(&sj.bad) || nc * HEAD_MAX_SHARE > nb)
         goto done;
     rc = kern_matmul_cols(s->pool, w, xb, n, logits, KERN_I16, cols, nc, e) ? -1 : 0;
     s->prof.head_cols += (int)(nc * 16);
