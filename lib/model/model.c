@@ -369,16 +369,23 @@ int model_matmul_mode(const model_state *s, const ogk_qtensor *w)
            : kern_isa_current()->gemm_i16 ? KERN_I16 : KERN_F32;
 }
 
+/* a launch refused: the rest of the pass runs on, and model_forward returns the first error */
+static void launch_failed(model_state *s, const ogk_qtensor *w, const ogk_error *e)
+{
+    if (!s->failed) {
+        s->failed = 1;
+        ogk_fail(&s->fail, "%s: %s", w->role, e->msg);
+    }
+}
+
 static void matmul(model_state *s, float *y, const float *x, int rows, const ogk_qtensor *w)
 {
     ogk_error e;
     /* every tensor was checked to be Q4 of the right shape at load, so the kernels cannot refuse it */
     int mode = model_matmul_mode(s, w);
     double t0 = s->prof_print ? ogk_now() : 0;
-    if (kern_matmul(s->pool, w, x, rows, y, mode, &e) && !s->failed) {
-        s->failed = 1; /* the rest of the pass runs on, and model_forward returns the first error */
-        ogk_fail(&s->fail, "%s: %s", w->role, e.msg);
-    }
+    if (kern_matmul(s->pool, w, x, rows, y, mode, &e))
+        launch_failed(s, w, &e);
     s->prof.launches++;
     if (s->prof_print)
         s->prof.gemm_ms += (ogk_now() - t0) * 1e3;
@@ -731,10 +738,8 @@ static void forward_rows(model_state *s, const int *tokens, int rows, int want, 
         int first = want == LOGITS_ALL ? 0 : rows - 1, n = rows - first;
         rmsnorm_rows(s->xb, s->x + (size_t)first * dim, m->w.final_norm, n, dim, c->rms_eps);
         ogk_error e;
-        if (model_classify(s, logits, s->xb, n, s->head_argmax, &e) && !s->failed) {
-            s->failed = 1;
-            ogk_fail(&s->fail, "%s: %s", m->w.lm_head->role, e.msg);
-        }
+        if (model_classify(s, logits, s->xb, n, s->head_argmax, &e))
+            launch_failed(s, m->w.lm_head, &e);
         s->prof.launches++;
     }
     double t3 = ogk_now();

@@ -68,7 +68,7 @@ int model_spec_greedy(model_state *T, model_state *D, const int *prompt, int n, 
         return -1;
     st->prefill_ms = (ogk_now() - t0) * 1e3;
     /* both read nothing of their logits but argmaxes: the classifier's argmax head (head.c) */
-    int t_was = T->head_argmax, d_was = D->head_argmax;
+    int t_was = T->head_argmax, d_was = D->head_argmax, rc = -1;
     T->head_argmax = D->head_argmax = 1;
     int last = prompt[n - 1];
     int feed[2] = {last}, nfeed = 1; /* accepted tokens the drafter has not run yet */
@@ -126,9 +126,8 @@ int model_spec_greedy(model_state *T, model_state *D, const int *prompt, int n, 
     }
 done:
     st->decode_ms = (ogk_now() - r0) * 1e3;
-    T->head_argmax = t_was, D->head_argmax = d_was;
-    return 0;
+    rc = 0;
 fail:
     T->head_argmax = t_was, D->head_argmax = d_was;
-    return -1;
+    return rc;
 }
