@@ -15,12 +15,15 @@ static inline __m512 exp512(__m512 x)
     return _mm512_maskz_mov_ps(keep, kern_exp512(_mm512_max_ps(x, _mm512_set1_ps(-80.0f))));
 }
 
-/* a[0..n) = e^(a - mx) in place; returns 1 / their sum */
-static inline float softmax_exp(float *a, int n, float mx)
+/* a[0..n) = e^(a - mx) in place; returns 1 / their sum. pf (may be NULL): a line per 16 values is
+ * prefetched into L2 from *pf up to pfe (*pf advances) */
+static inline float softmax_exp_pf(float *a, int n, float mx, const char **pf, const char *pfe)
 {
     __m512 vmx = _mm512_set1_ps(mx), vsum = _mm512_setzero_ps();
     int t = 0;
     for (; t + 16 <= n; t += 16) {
+        if (pf && *pf < pfe)
+            _mm_prefetch(*pf, _MM_HINT_T1), *pf += 64;
         __m512 e = exp512(_mm512_sub_ps(_mm512_loadu_ps(a + t), vmx));
         _mm512_storeu_ps(a + t, e);
         vsum = _mm512_add_ps(vsum, e);
@@ -33,6 +36,8 @@ static inline float softmax_exp(float *a, int n, float mx)
     }
     return 1.0f / _mm512_reduce_add_ps(vsum);
 }
+
+static inline float softmax_exp(float *a, int n, float mx) { return softmax_exp_pf(a, n, mx, NULL, NULL); }
 
 static void attend_one(float *q, const float *kc, const float *vc, int n, int hd, float scale, float *att)
 {
@@ -180,33 +185,50 @@ void kern_attend_avx512(float *q, int g, const float *kc, const float *vc, int n
 /* pairs per call at head_dim HD: the transposed queries stay within NQ_H x 64 floats, whole lane blocks */
 static inline int nq_h(int HD) { return NQ_H * 64 / HD / 16 * 16; }
 
+/* bytes of values fetched into L2 ahead of the weighted sums (pf_row; 32 to 256 KiB: the same, Zen 4) */
+#define PF_L2 65536
+
 /* value rows per chunk: 16 KiB of fp32 */
 static inline int vrows_h(int HD) { return 4096 / HD; }
 
-/* value rows [0, nb) of head_dim HD from fp16 into buf[nb][HD] fp32; the cache lines `ahead` bytes further
- * are prefetched (decode at long context streams the cache from DRAM, and the conversion bursts leave the
- * prefetchers behind) */
-static inline __attribute__((always_inline)) void rows_f32(const uint16_t *src, int nb, float *buf, size_t ahead,
-                                                            const int HD)
+/* value rows [0, nb) of head_dim HD from fp16 into buf[nb][HD] fp32 (prefetched: pf_row) */
+static inline __attribute__((always_inline)) void rows_f32(const uint16_t *src, int nb, float *buf, const int HD)
 {
     for (int j = 0; j < nb; j++) {
-        for (int c = 0; c < HD * 2; c += 64)
-            _mm_prefetch((const char *)(src + (size_t)j * HD) + ahead + c, _MM_HINT_T0);
         for (int c = 0; c < HD; c += 16)
             _mm512_store_ps(buf + j * HD + c,
                             _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(src + (size_t)j * HD + c))));
     }
 }
 
-/* weighted sum of one pair over value rows [t0, te) of the chunk (fp32 rows of 16 NV at vb, row t0 first) */
+/* Decode at long context streams the values from DRAM, and the weighted sums would wait on it: the softmaxes
+ * (no memory traffic of their own) fetch the first PF_L2 bytes of values into L2, and the first weighted sum
+ * over a chunk fetches, a row per position, the next chunk into L1 and the chunk PF_L2 further on into L2,
+ * so the misses stay spread over the work (a fetch of the next chunk in the conversion's own burst left
+ * the conversion waiting on memory: over a third of decode's attention after 4096 positions).
+ * pf_row: the fp16 value row t - t0 of the next chunk at pf (NULL: none) and its row PF_L2 further */
+static inline __attribute__((always_inline)) void pf_row(const char *pf, int t, int t0, const int NV)
+{
+    const size_t row = (size_t)NV * 32, l2 = PF_L2 - (size_t)vrows_h(16 * NV) * row; /* pf is a chunk on */
+    if (pf)
+#pragma GCC unroll 4
+        for (size_t c = 0; c < row; c += 64) {
+            _mm_prefetch(pf + (size_t)(t - t0) * row + c, _MM_HINT_T0);
+            _mm_prefetch(pf + (size_t)(t - t0) * row + c + l2, _MM_HINT_T1);
+        }
+}
+
+/* weighted sum of one pair over value rows [t0, te) of the chunk (fp32 rows of 16 NV at vb, row t0 first);
+ * pf: pf_row's */
 static inline __attribute__((always_inline)) void wsum1(float *out, const float *w, const float *vb, int t0, int te,
-                                                         const int NV)
+                                                         const char *pf, const int NV)
 {
     __m512 o[HD_MAX / 16];
 #pragma GCC unroll 8
     for (int d = 0; d < NV; d++)
         o[d] = t0 == 0 ? _mm512_setzero_ps() : _mm512_loadu_ps(out + 16 * d); /* t0 == 0: nothing summed yet */
     for (int t = t0; t < te; t++, vb += 16 * NV) {
+        pf_row(pf, t, t0, NV);
         __m512 a = _mm512_set1_ps(w[t]);
 #pragma GCC unroll 8
         for (int d = 0; d < NV; d++)
@@ -219,7 +241,7 @@ static inline __attribute__((always_inline)) void wsum1(float *out, const float 
 
 /* two pairs over the same chunk: their common positions side by side, then each one's rest */
 static inline __attribute__((always_inline)) void wsum2(float *oa, const float *wa, int ta, float *ob, const float *wb,
-                                                         int tb, const float *vb, int t0, const int NV)
+                                                         int tb, const float *vb, int t0, const char *pf, const int NV)
 {
     int tc = ta < tb ? ta : tb;
     __m512 a[HD_MAX / 16], b[HD_MAX / 16];
@@ -230,6 +252,7 @@ static inline __attribute__((always_inline)) void wsum2(float *oa, const float *
     }
     const float *v = vb;
     for (int t = t0; t < tc; t++, v += 16 * NV) {
+        pf_row(pf, t, t0, NV);
         __m512 x = _mm512_set1_ps(wa[t]), y = _mm512_set1_ps(wb[t]);
 #pragma GCC unroll 8
         for (int d = 0; d < NV; d++) {
@@ -242,15 +265,15 @@ static inline __attribute__((always_inline)) void wsum2(float *oa, const float *
         _mm512_storeu_ps(oa + 16 * d, a[d]), _mm512_storeu_ps(ob + 16 * d, b[d]);
     /* the rest continues from the stored sums (the callers give both pairs positions past t0) */
     if (ta > tc)
-        wsum1(oa, wa, vb + (size_t)(tc - t0) * 16 * NV, tc, ta, NV);
+        wsum1(oa, wa, vb + (size_t)(tc - t0) * 16 * NV, tc, ta, NULL, NV);
     if (tb > tc)
-        wsum1(ob, wb, vb + (size_t)(tc - t0) * 16 * NV, tc, tb, NV);
+        wsum1(ob, wb, vb + (size_t)(tc - t0) * 16 * NV, tc, tb, NULL, NV);
 }
 
 /* four pairs over the same chunk at head_dim 64, every pair with positions past t0: their common positions
  * side by side (16 chains; each value row is loaded once for the four), then each one's rest. Every output
  * element is the same chain of fused multiply-adds over positions in order as in wsum1. */
-static void wsum4(float *const *o, const float *const *w, const int *te, const float *vb, int t0)
+static void wsum4(float *const *o, const float *const *w, const int *te, const float *vb, int t0, const char *pf)
 {
     int tc = te[0];
     for (int p = 1; p < 4; p++)
@@ -264,6 +287,7 @@ static void wsum4(float *const *o, const float *const *w, const int *te, const f
     const float *v = vb;
     const float *w0 = w[0], *w1 = w[1], *w2 = w[2], *w3 = w[3];
     for (int t = t0; t < tc; t++, v += 64) {
+        pf_row(pf, t, t0, 4);
         __m512 v0 = _mm512_load_ps(v), v1 = _mm512_load_ps(v + 16), v2 = _mm512_load_ps(v + 32),
                v3 = _mm512_load_ps(v + 48);
         __m512 x[4] = {_mm512_set1_ps(w0[t]), _mm512_set1_ps(w1[t]), _mm512_set1_ps(w2[t]), _mm512_set1_ps(w3[t])};
@@ -282,7 +306,7 @@ static void wsum4(float *const *o, const float *const *w, const int *te, const f
             _mm512_storeu_ps(o[p] + 16 * d, a[p][d]);
     for (int p = 0; p < 4; p++)
         if (te[p] > tc)
-            wsum1(o[p], w[p], vb + (size_t)(tc - t0) * 64, tc, te[p], 4);
+            wsum1(o[p], w[p], vb + (size_t)(tc - t0) * 64, tc, te[p], NULL, 4);
 }
 
 /* the rest of attend_h after the scores (pair i's in att + i·as, over np[i] positions, its output at
@@ -294,6 +318,10 @@ static inline __attribute__((always_inline)) void softmax_wsum(float *const *out
 {
     const int NV = HD / 16, VR = vrows_h(HD);
     float vb[4096] __attribute__((aligned(64)));
+    /* the first PF_L2 bytes of values into L2 while the softmaxes run, the first chunk into L1 (pf_row) */
+    const char *pf2 = (const char *)vc, *pf2e = pf2 + ((size_t)nmax * HD * 2 < PF_L2 ? (size_t)nmax * HD * 2 : PF_L2);
+    for (int t = 0; t < VR && t < nmax; t++)
+        pf_row((const char *)vc, t, 0, NV);
     for (int i = 0; i < nq; i++) {
         float *w = att + (size_t)i * as;
         int n = np[i];
@@ -304,7 +332,7 @@ static inline __attribute__((always_inline)) void softmax_wsum(float *const *out
         if (t < n)
             mx = _mm512_mask_max_ps(mx, (__mmask16)((1u << (n - t)) - 1), mx,
                                     _mm512_maskz_loadu_ps((__mmask16)((1u << (n - t)) - 1), w + t));
-        __m512 inv = _mm512_set1_ps(softmax_exp(w, n, _mm512_reduce_max_ps(mx)));
+        __m512 inv = _mm512_set1_ps(softmax_exp_pf(w, n, _mm512_reduce_max_ps(mx), &pf2, pf2e));
         for (t = 0; t + 16 <= n; t += 16)
             _mm512_storeu_ps(w + t, _mm512_mul_ps(_mm512_loadu_ps(w + t), inv));
         if (t < n) {
@@ -315,7 +343,9 @@ static inline __attribute__((always_inline)) void softmax_wsum(float *const *out
     /* weighted sums, a chunk of value rows at a time: four pairs side by side at head_dim 64, else two */
     for (int t0 = 0; t0 < nmax; t0 += VR) {
         int nb = nmax - t0 < VR ? nmax - t0 : VR;
-        rows_f32(vc + (size_t)t0 * HD, nb, vb, (size_t)VR * HD * 2, HD);
+        rows_f32(vc + (size_t)t0 * HD, nb, vb, HD);
+        /* the next chunk, fetched by the first weighted sum over this one */
+        const char *pf = t0 + VR < nmax ? (const char *)(vc + (size_t)(t0 + VR) * HD) : NULL;
         int i = 0;
         while (i < nq && np[i] <= t0) /* pairs without positions in this chunk (np grows with i) */
             i++;
@@ -327,23 +357,25 @@ static inline __attribute__((always_inline)) void softmax_wsum(float *const *out
                 float *const o4[4] = {outp[i], outp[i + 1], outp[i + 2], outp[i + 3]};
                 const float *const w4[4] = {att + (size_t)i * as, att + (size_t)(i + 1) * as,
                                             att + (size_t)(i + 2) * as, att + (size_t)(i + 3) * as};
-                wsum4(o4, w4, te, vb, t0);
+                wsum4(o4, w4, te, vb, t0, pf);
+                pf = NULL;
             }
         for (; i + 2 <= nq; i += 2) {
             int ta = np[i] < t0 + nb ? np[i] : t0 + nb, tb = np[i + 1] < t0 + nb ? np[i + 1] : t0 + nb;
             if (ta <= t0 && tb <= t0)
                 continue;
             if (ta <= t0)
-                wsum1(outp[i + 1], att + (size_t)(i + 1) * as, vb, t0, tb, NV);
+                wsum1(outp[i + 1], att + (size_t)(i + 1) * as, vb, t0, tb, pf, NV);
             else if (tb <= t0)
-                wsum1(outp[i], att + (size_t)i * as, vb, t0, ta, NV);
+                wsum1(outp[i], att + (size_t)i * as, vb, t0, ta, pf, NV);
             else
-                wsum2(outp[i], att + (size_t)i * as, ta, outp[i + 1], att + (size_t)(i + 1) * as, tb, vb, t0, NV);
+                wsum2(outp[i], att + (size_t)i * as, ta, outp[i + 1], att + (size_t)(i + 1) * as, tb, vb, t0, pf, NV);
+            pf = NULL;
         }
         if (i < nq) {
             int ta = np[i] < t0 + nb ? np[i] : t0 + nb;
             if (ta > t0)
-                wsum1(outp[i], att + (size_t)i * as, vb, t0, ta, NV);
+                wsum1(outp[i], att + (size_t)i * as, vb, t0, ta, pf, NV);
         }
     }
 }
