@@ -34,7 +34,7 @@ static const char usage_text[] =
     "             each prompt, passes of K rows alternated with 1-row steps (greedy verify passes: each row's\n"
     "             argmax; --full-head: every row's logits)\n"
     "  info       -m MODEL   the model's configuration, JSON\n"
-    "  serve      -m MODEL [--host 127.0.0.1] [--port 8080] [--parallel 4] [--queue 256] [--api-key KEY]\n"
+    "  serve      -m MODEL [--host 127.0.0.1] [--port 8080] [--parallel 4] [--queue 256] [--api-key KEY] [--cors ORIGIN]\n"
     "             [--prefix-cache on|off] [--draft D.q4nx [--draft-max 4]] [--shutdown-grace 5]\n"
     "             an OpenAI-compatible HTTP server (see npu-forward(1))\n"
     "  tokenize | detokenize | chat   tokenizer tools (see npu-forward tokenize --help)\n"

@@ -148,6 +148,37 @@ metric() { curl -s -m 10 "http://127.0.0.1:$PORT/metrics" | awk -v k="ogakit_$1"
   [ "$(echo "$BODY" | jq -r '.choices[0].finish_reason')" = length ] || [ "$(echo "$BODY" | jq -r '.usage.completion_tokens')" -lt 12 ]
 }
 
+@test "serve: streamed logprobs and tokens over 200 tokens (the job's arrays grow meanwhile) equal the answer in one piece" {
+  start_server -c 512
+  req='{"prompt": "def fibonacci(n):", "max_tokens": 200, "temperature": 0, "ignore_eos": true, "logprobs": 2, "return_tokens": true'
+  post /v1/completions "$req}"
+  [ "$STATUS" = 200 ]
+  one=$(echo "$BODY" | jq -c '.choices[0] | [.tokens, .logprobs.tokens, .logprobs.token_logprobs, .logprobs.top_logprobs]')
+  [ "$(echo "$one" | jq '.[0] | length')" = 200 ]
+  curl -s -N -m 60 -H 'Content-Type: application/json' --data-binary "$req, \"stream\": true}" \
+    "http://127.0.0.1:$PORT/v1/completions" >"$BATS_TEST_TMPDIR/sse"
+  [ "$(tail -1 "$BATS_TEST_TMPDIR/sse" | tr -d '\r')" = "data: [DONE]" ] || [ "$(grep -c . "$BATS_TEST_TMPDIR/sse")" -gt 0 ]
+  streamed=$(sed -n 's/^data: \({.*\)/\1/p' "$BATS_TEST_TMPDIR/sse" | jq -sc '[.[].choices[0]] |
+    [[.[].tokens // [] | .[]], [.[].logprobs // {} | .tokens // [] | .[]], [.[].logprobs // {} | .token_logprobs // [] | .[]],
+     [.[].logprobs // {} | .top_logprobs // [] | .[]]]')
+  [ "$streamed" = "$one" ]
+}
+
+@test "serve: an error quoting bytes that are not UTF-8 still gets its JSON answer; an endless chunked body is cut off" {
+  start_server -c 256
+  get /v1/%FF%FE
+  is_error 404
+  post /v1/completions "$(printf '{"model": "%s", "prompt": "x"}' "$(printf 'a%.0s' $(seq 382))é")"
+  is_error 404
+  # a body that never ends: the server drops it up to its limit, then closes the connection (no hang)
+  # (curl -T - streams stdin as a chunked upload; before the cut-off it ran into its 30 s limit, exit 28)
+  run timeout 60 sh -c "yes | curl -s -o /dev/null -m 30 -X POST -T - -H 'Content-Type: application/json' \
+    http://127.0.0.1:$PORT/v1/completions"
+  [ "$status" != 124 ] && [ "$status" != 28 ]
+  get /health
+  [ "$STATUS" = 200 ]
+}
+
 @test "serve: /tokenize and /detokenize (llama-server shapes) agree with npu-forward tokenize" {
   start_server
   post /tokenize '{"content": "def fibonacci(n):"}'
@@ -205,6 +236,18 @@ metric() { curl -s -m 10 "http://127.0.0.1:$PORT/metrics" | awk -v k="ogakit_$1"
   post /v1/completions '{"prompt": "x", "top_p": 2}'; is_error 400
   post /v1/completions '{"prompt": "x", "stream": "yes"}'; is_error 400
   post /v1/completions '{"prompt": "x", "n": 2}'; is_error 400
+  # OpenAI fields the server does not implement: refused when they ask for something, accepted when neutral
+  for f in '"tools": [{"type": "function", "function": {"name": "f"}}]' '"response_format": {"type": "json_object"}' \
+           '"logit_bias": {"17": -100}' '"presence_penalty": 0.5' '"frequency_penalty": -1' '"functions": [{"name": "f"}]'; do
+    post /v1/chat/completions "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"max_tokens\": 1, $f}"
+    is_error 400
+    [ "$(echo "$BODY" | jq -r .error.code)" = unsupported_parameter ]
+  done
+  post /v1/completions '{"prompt": "x", "max_tokens": 1, "suffix": "y"}'; is_error 400
+  post /v1/completions '{"prompt": "x", "max_tokens": 1, "best_of": 3}'; is_error 400
+  post /v1/chat/completions '{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 1, "tools": [], "logit_bias": {},
+    "response_format": {"type": "text"}, "presence_penalty": 0, "frequency_penalty": 0, "tool_choice": "none"}'
+  [ "$STATUS" = 200 ]
   post /v1/completions '{"prompt": "x", "model": "gpt-4"}'; is_error 404
   [ "$(echo "$BODY" | jq -r .error.code)" = model_not_found ]
   post /v1/completions '{"prompt": [1, 2, 4096]}'; is_error 400
@@ -212,6 +255,11 @@ metric() { curl -s -m 10 "http://127.0.0.1:$PORT/metrics" | awk -v k="ogakit_$1"
   long=$(printf 'word %.0s' $(seq 200))
   post /v1/completions "{\"prompt\": \"$long\"}"; is_error 400
   [ "$(echo "$BODY" | jq -r .error.code)" = context_length_exceeded ]
+  # a 6 MiB prompt: refused once its first context's worth of tokens is counted
+  { printf '{"prompt": "'; head -c $((6 << 20)) /dev/zero | tr '\0' 'w' | sed 's/wwww/w ww/g'; printf '"}'; } >"$BATS_TEST_TMPDIR/huge"
+  STATUS=$(curl -s -m 30 -o "$BATS_TEST_TMPDIR/body" -w '%{http_code}' --data-binary @"$BATS_TEST_TMPDIR/huge" "http://127.0.0.1:$PORT/v1/completions")
+  BODY=$(cat "$BATS_TEST_TMPDIR/body"); is_error 400
+  echo "$BODY" | jq -e '.error.code == "context_length_exceeded" and (.error.message | test("more than [0-9]+ tokens"))'
   # invalid UTF-8 inside a JSON string
   STATUS=$(printf '{"prompt": "a\xff\xfeb"}' | curl -s -m 30 -o "$BATS_TEST_TMPDIR/body" -w '%{http_code}' --data-binary @- "http://127.0.0.1:$PORT/v1/completions")
   BODY=$(cat "$BATS_TEST_TMPDIR/body"); is_error 400
@@ -237,6 +285,28 @@ metric() { curl -s -m 10 "http://127.0.0.1:$PORT/metrics" | awk -v k="ogakit_$1"
   [ "$(curl -s -m 30 -o /dev/null -w '%{http_code}' -H 'Authorization: Bearer sekrit' "http://127.0.0.1:$PORT/v1/models")" = 200 ]
   get /health
   [ "$STATUS" = 200 ]
+}
+
+@test "serve: OPTIONS is 204 without a key; --cors ORIGIN adds the preflight's headers and the origin on answers, none without it" {
+  start_server -c 256 --api-key sekrit
+  hdr() { curl -s -m 10 -D - -o /dev/null "$@" | tr -d '\r'; }
+  h=$(hdr -X OPTIONS "http://127.0.0.1:$PORT/v1/chat/completions")
+  echo "$h" | grep -q '^HTTP/1.1 204' && echo "$h" | grep -qi '^Allow: .*POST'
+  ! echo "$h" | grep -qi '^Access-Control'
+  ! hdr -H 'Authorization: Bearer sekrit' "http://127.0.0.1:$PORT/v1/models" | grep -qi '^Access-Control'
+  stop_servers
+  start_server -c 256 --api-key sekrit --cors http://localhost:3000
+  h=$(hdr -X OPTIONS -H 'Origin: http://localhost:3000' -H 'Access-Control-Request-Method: POST' \
+    -H 'Access-Control-Request-Headers: authorization, content-type' "http://127.0.0.1:$PORT/v1/chat/completions")
+  echo "$h" | grep -q '^HTTP/1.1 204'
+  echo "$h" | grep -qi '^Access-Control-Allow-Origin: http://localhost:3000$'
+  echo "$h" | grep -qi '^Access-Control-Allow-Headers: .*Authorization' && echo "$h" | grep -qi '^Access-Control-Allow-Methods: .*POST'
+  hdr -H 'Authorization: Bearer sekrit' "http://127.0.0.1:$PORT/v1/models" | grep -qi '^Access-Control-Allow-Origin: http://localhost:3000$'
+  hdr "http://127.0.0.1:$PORT/v1/models" | grep -qi '^Access-Control-Allow-Origin: http://localhost:3000$' # the 401 too
+  hdr -N -H 'Authorization: Bearer sekrit' -H 'Content-Type: application/json' \
+    -d '{"prompt": "x", "max_tokens": 2, "stream": true}' "http://127.0.0.1:$PORT/v1/completions" | grep -qi '^Access-Control-Allow-Origin'
+  run npu-forward serve -m "$W/target.q4nx" --cors ''
+  [ "$status" = 2 ]
 }
 
 @test "serve: a port in use and a bad model exit 4 with a named error; bad options exit 2" {
@@ -302,6 +372,29 @@ metric() { curl -s -m 10 "http://127.0.0.1:$PORT/metrics" | awk -v k="ogakit_$1"
   grep -q '^HTTP/1.1 503' "$BATS_TEST_TMPDIR/h"
   grep -qi '^Retry-After: [0-9]' "$BATS_TEST_TMPDIR/h"
   STATUS=503 BODY=$(cat "$BATS_TEST_TMPDIR/body") is_error 503
+  wait "$pa" "$pb"
+  [ "$(jq -r .usage.completion_tokens "$BATS_TEST_TMPDIR/a")" = 100 ]
+  [ "$(jq -r .usage.completion_tokens "$BATS_TEST_TMPDIR/b")" = 100 ]
+}
+
+@test "serve: a queued request whose client left frees its place in the queue, even behind a live one" {
+  OGAKIT_KERNEL=ref start_server --parallel 1 --queue 2
+  long='{"prompt": "def f(x):", "max_tokens": 100, "temperature": 0, "ignore_eos": true}'
+  curl -s -m 300 -H 'Content-Type: application/json' "http://127.0.0.1:$PORT/v1/completions" -d "$long" >"$BATS_TEST_TMPDIR/a" &
+  pa=$!
+  for _ in $(seq 100); do [ "$(metric slots_busy)" = 1 ] && break; sleep 0.02; done
+  curl -s -m 300 -H 'Content-Type: application/json' "http://127.0.0.1:$PORT/v1/completions" -d "$long" >"$BATS_TEST_TMPDIR/b" &
+  pb=$!
+  for _ in $(seq 100); do [ "$(metric requests_queued)" = 1 ] && break; sleep 0.02; done
+  curl -s -m 300 -H 'Content-Type: application/json' "http://127.0.0.1:$PORT/v1/completions" -d "$long" >/dev/null &
+  pc=$!
+  for _ in $(seq 100); do [ "$(metric requests_queued)" = 2 ] && break; sleep 0.02; done
+  [ "$(metric requests_queued)" = 2 ]
+  kill "$pc"; wait "$pc" || true
+  for _ in $(seq 200); do [ "$(metric requests_queued)" = 1 ] && break; sleep 0.02; done
+  [ "$(metric requests_queued)" = 1 ]
+  post /v1/completions '{"prompt": "def f(x):", "max_tokens": 2, "temperature": 0}'
+  [ "$STATUS" = 200 ]
   wait "$pa" "$pb"
   [ "$(jq -r .usage.completion_tokens "$BATS_TEST_TMPDIR/a")" = 100 ]
   [ "$(jq -r .usage.completion_tokens "$BATS_TEST_TMPDIR/b")" = 100 ]

@@ -98,7 +98,8 @@ int cmd_run(int argc, char **argv)
         ogk_die(OGK_EXIT_INPUT, "prompt: %d tokens do not fit the context of %d positions (-c, up to %d)", n,
                 s->context, m->c.context_length);
     model_sampler sp;
-    if (model_sampler_init(&sp, m->c.vocab_size, o.temp, o.sample_top_k, o.top_p, o.seed ? o.seed : (uint64_t)getpid()))
+    if (model_sampler_init(&sp, model_sample_vocab(m->c.vocab_size, tok_vocab_size(t), o.temp), o.temp, o.sample_top_k, o.top_p,
+                           o.seed ? o.seed : (uint64_t)getpid()))
         ogk_die(OGK_EXIT_INIT, "out of memory");
     run_ctx r = {.ts = tok_stream_new(t, 1), .json = o.json};
     if (!r.ts)

@@ -21,7 +21,7 @@ static void serve_log(const char *line, void *ctx) { (void)ctx, ogk_err("%s", li
 
 int cmd_serve(int argc, char **argv)
 {
-    enum { S_HOST = 300, S_PORT, S_PARALLEL, S_QUEUE, S_API_KEY, S_PREFIX, S_MODE, S_NO_MMAP, S_MMAP, S_DRAFT, S_DRAFT_MAX, S_GRACE };
+    enum { S_HOST = 300, S_PORT, S_PARALLEL, S_QUEUE, S_API_KEY, S_PREFIX, S_MODE, S_NO_MMAP, S_MMAP, S_DRAFT, S_DRAFT_MAX, S_GRACE, S_CORS };
     static const struct option so[] = {
         {"model", required_argument, 0, 'm'},     {"threads", required_argument, 0, 't'},
         {"context", required_argument, 0, 'c'},   {"host", required_argument, 0, S_HOST},
@@ -30,6 +30,7 @@ int cmd_serve(int argc, char **argv)
         {"prefix-cache", required_argument, 0, S_PREFIX}, {"mode", required_argument, 0, S_MODE},
         {"no-mmap", no_argument, 0, S_NO_MMAP}, {"mmap", no_argument, 0, S_MMAP},   {"draft", required_argument, 0, S_DRAFT},
         {"draft-max", required_argument, 0, S_DRAFT_MAX}, {"shutdown-grace", required_argument, 0, S_GRACE},
+        {"cors", required_argument, 0, S_CORS},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
@@ -47,6 +48,11 @@ int cmd_serve(int argc, char **argv)
         case S_PARALLEL: o.parallel = (int)ogk_parse_long("--parallel", optarg, 1, SERVE_PASS_ROWS); break;
         case S_QUEUE: o.queue = (int)ogk_parse_long("--queue", optarg, 1, 1 << 20); break;
         case S_API_KEY: o.api_key = optarg; break;
+        case S_CORS:
+            if (!*optarg || strpbrk(optarg, "\r\n"))
+                ogk_die(OGK_EXIT_USAGE, "--cors: '%s' is not an origin (\"*\" or scheme://host[:port])", optarg);
+            o.cors = optarg;
+            break;
         case S_PREFIX:
             if (strcmp(optarg, "on") && strcmp(optarg, "off"))
                 ogk_die(OGK_EXIT_USAGE, "--prefix-cache: '%s' is not on or off", optarg);

@@ -53,6 +53,11 @@ int model_top_ids(const float *x, int n, int k, int *idx)
     return got;
 }
 
+int model_sample_vocab(int model_vocab, int tok_vocab, float temperature)
+{
+    return temperature > 0 && tok_vocab > 0 && tok_vocab < model_vocab ? tok_vocab : model_vocab;
+}
+
 int model_sampler_init(model_sampler *sp, int vocab, float temperature, int top_k, float top_p, uint64_t seed)
 {
     memset(sp, 0, sizeof *sp);

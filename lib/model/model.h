@@ -182,6 +182,11 @@ typedef struct model_sampler {
     int vocab;
 } model_sampler;
 int model_sampler_init(model_sampler *sp, int vocab, float temperature, int top_k, float top_p, uint64_t seed);
+/* the ids a sampler draws from: the model's vocabulary (model_vocab), but with temperature > 0 only the tokenizer's ids
+ * (tok_vocab: the tokenizer's max id + 1) when the classifier has more rows (Qwen pads its vocabulary):
+ * a padded row's logit can win a draw at a high temperature, and no text decodes from it. Greedy
+ * decoding keeps the whole row (the argmax head's result is exact over the whole row only). */
+int model_sample_vocab(int model_vocab, int tok_vocab, float temperature);
 void model_sampler_free(model_sampler *sp);
 int model_sample(model_sampler *sp, const float *logits);
 int model_argmax(const float *logits, int n);

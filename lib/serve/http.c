@@ -45,14 +45,24 @@ typedef struct conn {
     char *body;
     size_t len, cap;
     int too_big, responded, counted;
+    size_t dropped; /* body bytes swallowed after a refusal */
 } conn;
 
-/* text -> ids (int), refusing an empty encoding */
-static int *encode(tok *t, const char *text, size_t len, int add_special, int *n, ogk_error *e)
+/* a refused request's body is read and dropped so that its answer can go out, but only up to the body
+ * limit: a client that keeps sending (an endless chunked body) is disconnected */
+static enum MHD_Result drop_body(const server *srv, conn *cn, size_t *upload_size)
+{
+    cn->dropped += *upload_size;
+    *upload_size = 0;
+    return cn->dropped > srv->body_limit ? MHD_NO : MHD_YES;
+}
+
+/* text -> ids (int), refusing an empty encoding and, as soon as it is clear, one of more than max_ids */
+static int *encode(tok *t, const char *text, size_t len, int add_special, size_t max_ids, int *n, ogk_error *e)
 {
     int32_t *ids32;
     size_t nn;
-    if (tok_encode(t, text, len, add_special, &ids32, &nn, e))
+    if (tok_encode_max(t, text, len, add_special, max_ids, &ids32, &nn, e))
         return NULL;
     if (nn == 0) {
         free(ids32);
@@ -104,14 +114,25 @@ static json_t *jstr(const char *s, size_t n)
     return j ? j : json_string("");
 }
 
-static enum MHD_Result send_text(struct MHD_Connection *c, int status, const char *type, char *buf, size_t len,
-                                 const char *retry_after)
+/* --cors ORIGIN: the header that lets a browser page of that origin read the answers (none without it) */
+static void add_cors(const server *srv, struct MHD_Response *r)
+{
+    if (!srv->o->cors)
+        return;
+    MHD_add_response_header(r, "Access-Control-Allow-Origin", srv->o->cors);
+    if (strcmp(srv->o->cors, "*"))
+        MHD_add_response_header(r, "Vary", "Origin");
+}
+
+static enum MHD_Result send_text(const server *srv, struct MHD_Connection *c, int status, const char *type, char *buf,
+                                 size_t len, const char *retry_after)
 {
     struct MHD_Response *r = MHD_create_response_from_buffer(len, buf, MHD_RESPMEM_MUST_FREE);
     if (!r) {
         free(buf);
         return MHD_NO;
     }
+    add_cors(srv, r);
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
     if (retry_after)
         MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, retry_after);
@@ -120,13 +141,13 @@ static enum MHD_Result send_text(struct MHD_Connection *c, int status, const cha
     return ret;
 }
 
-static enum MHD_Result send_json(struct MHD_Connection *c, int status, json_t *j)
+static enum MHD_Result send_json(const server *srv, struct MHD_Connection *c, int status, json_t *j)
 {
     char *s = json_dumps(j, JSON_COMPACT);
     json_decref(j);
     if (!s)
         return MHD_NO;
-    return send_text(c, status, "application/json", s, strlen(s), NULL);
+    return send_text(srv, c, status, "application/json", s, strlen(s), NULL);
 }
 
 static json_t *err_json(const serve_err *err)
@@ -141,9 +162,11 @@ static enum MHD_Result send_err(server *srv, struct MHD_Connection *c, const ser
     json_t *j = err_json(err);
     char *s = json_dumps(j, JSON_COMPACT);
     json_decref(j);
+    if (!s) /* out of memory: a fixed answer rather than none */
+        s = strdup("{\"error\":{\"message\":\"server error\",\"type\":\"server_error\",\"param\":null,\"code\":null}}");
     if (!s)
         return MHD_NO;
-    return send_text(c, err->status, "application/json", s, strlen(s), err->status == 503 ? "1" : NULL);
+    return send_text(srv, c, err->status, "application/json", s, strlen(s), err->status == 503 ? "1" : NULL);
 }
 
 static enum MHD_Result fail(server *srv, struct MHD_Connection *c, int status, const char *param, const char *code,
@@ -260,12 +283,21 @@ static int *prompt_ids(server *srv, const serve_req *r, int *n, serve_err *err)
             return NULL;
         }
     }
-    ids = encode(srv->t, text, len, add_special, n, &e);
+    /* a prompt that cannot leave room for a completion is refused without encoding all of it (the lock is
+     * the scheduler's too) */
+    size_t max_ids = srv->S.context > 1 ? (size_t)srv->S.context - 1 : 1;
+    ids = encode(srv->t, text, len, add_special, max_ids, n, &e);
     pthread_mutex_unlock(&srv->tok_mu);
     if (text != r->prompt)
         free(text);
-    if (!ids)
-        serve_err_set(err, 400, r->kind == REQ_CHAT ? "messages" : "prompt", "invalid_value", "prompt: %s", e.msg);
+    const char *param = r->kind == REQ_CHAT ? "messages" : "prompt";
+    if (!ids && !strncmp(e.msg, "more than", 9))
+        serve_err_set(err, 400, param, "context_length_exceeded",
+                      "This model's maximum context length is %d tokens; the prompt is %s, leaving no room for a "
+                      "completion",
+                      srv->S.context, e.msg);
+    else if (!ids)
+        serve_err_set(err, 400, param, "invalid_value", "prompt: %s", e.msg);
     return ids;
 }
 
@@ -312,9 +344,41 @@ static json_t *piece_json(server *srv, int id, json_t **bytes)
 }
 
 /* logprobs of generated tokens [t0, t1): the completions shape or the chat shape */
-static json_t *logprobs_json(server *srv, const serve_job *j, int kind, int t0, int t1, size_t *offset)
+/* generated tokens [t0, t1) of a job, copied under its lock: the scheduler grows (reallocates) the job's
+ * arrays while a stream reads them */
+typedef struct {
+    int n, top; /* tokens; alternatives per token */
+    int *ids, *top_ids;
+    float *lps, *top_lps;
+} tok_slice;
+
+static void slice_free(tok_slice *s) { free(s->ids), free(s->top_ids), free(s->lps), free(s->top_lps); }
+
+/* the caller holds j->mu (or the job is done); -1 out of memory */
+static int slice_copy(const serve_job *j, int t0, int t1, tok_slice *s)
 {
-    int top = j->top_n > 0 ? j->top_n : 0;
+    int n = t1 - t0, top = j->top_n > 0 ? j->top_n : 0;
+    size_t nt = (size_t)n * top;
+    *s = (tok_slice){n, top, malloc((size_t)n * sizeof(int) + 1), malloc(nt * sizeof(int) + 1),
+                     malloc((size_t)n * sizeof(float) + 1), malloc(nt * sizeof(float) + 1)};
+    if (!s->ids || !s->top_ids || !s->lps || !s->top_lps) {
+        slice_free(s);
+        return -1;
+    }
+    if (n)
+        memcpy(s->ids, j->ids + t0, (size_t)n * sizeof(int));
+    if (n && j->top_n >= 0) /* logprobs asked: lps exist (and the alternatives, with top_n > 0) */
+        memcpy(s->lps, j->lps + t0, (size_t)n * sizeof(float));
+    if (nt) {
+        memcpy(s->top_ids, j->top_ids + (size_t)t0 * top, nt * sizeof(int));
+        memcpy(s->top_lps, j->top_lps + (size_t)t0 * top, nt * sizeof(float));
+    }
+    return 0;
+}
+
+static json_t *logprobs_json(server *srv, const tok_slice *j, int kind, size_t *offset)
+{
+    int top = j->top, t0 = 0, t1 = j->n;
     pthread_mutex_lock(&srv->tok_mu);
     json_t *out;
     if (kind == REQ_CHAT) {
@@ -431,30 +495,38 @@ static int next_event(stream *st)
     int failed = j->failed, n_ids = j->n_ids;
     size_t tl = j->text_len;
     json_t *text = jstr(j->text + st->text_sent, tl - st->text_sent);
+    tok_slice sl;
+    int oom = slice_copy(j, st->toks_sent, n_ids, &sl); /* the tokens since the last event */
     pthread_mutex_unlock(&j->mu);
+    if (oom)
+        failed = 1;
     if (failed) {
         json_decref(text);
+        if (!oom)
+            slice_free(&sl);
         serve_err err;
-        serve_err_set(&err, 500, NULL, "generation_failed", "%s", j->err);
+        serve_err_set(&err, 500, NULL, "generation_failed", "%s", oom ? "out of memory" : j->err);
         set_pending(st, err_json(&err));
         st->stage = 2;
         return 1;
     }
     /* with logprobs, every event carries the tokens since the last one; otherwise only new text counts */
     if (tl > st->text_sent || (lp && n_ids > st->toks_sent)) {
-        json_t *lpj = lp ? logprobs_json(st->srv, j, st->r.kind, st->toks_sent, n_ids, &st->offset) : json_null();
+        json_t *lpj = lp ? logprobs_json(st->srv, &sl, st->r.kind, &st->offset) : json_null();
         json_t *choice = st->r.kind == REQ_CHAT
                              ? json_pack("{s:i,s:{s:o},s:o,s:n}", "index", 0, "delta", "content", text, "logprobs",
                                          lpj, "finish_reason")
                              : json_pack("{s:o,s:i,s:o,s:n}", "text", text, "index", 0, "logprobs", lpj,
                                          "finish_reason");
         if (st->r.return_tokens)
-            json_object_set_new(choice, "tokens", ids_json(j->ids + st->toks_sent, n_ids - st->toks_sent));
+            json_object_set_new(choice, "tokens", ids_json(sl.ids, sl.n));
+        slice_free(&sl);
         st->text_sent = tl, st->toks_sent = n_ids;
         set_pending(st, chunk_base(st, choice));
         return 1;
     }
     json_decref(text);
+    slice_free(&sl); /* the job is done: its arrays no longer change */
     /* done, everything sent: the final chunk with the finish reason, usage and timings */
     json_t *choice = st->r.kind == REQ_CHAT ? json_pack("{s:i,s:{},s:n,s:s}", "index", 0, "delta", "logprobs",
                                                         "finish_reason", j->finish)
@@ -575,6 +647,7 @@ static enum MHD_Result completion(server *srv, struct MHD_Connection *c, conn *c
             stream_free(st);
             return MHD_NO;
         }
+        add_cors(srv, resp);
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
         enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, resp);
@@ -590,7 +663,7 @@ static enum MHD_Result completion(server *srv, struct MHD_Connection *c, conn *c
         return MHD_NO; /* nobody to answer */
     }
     if (j->failed) {
-        enum MHD_Result ret = fail(srv, c, 503, NULL, "generation_failed", "%s", j->err);
+        enum MHD_Result ret = fail(srv, c, 500, NULL, "generation_failed", "%s", j->err);
         serve_job_unref(j);
         serve_req_free(&r);
         return ret;
@@ -608,7 +681,16 @@ static enum MHD_Result completion(server *srv, struct MHD_Connection *c, conn *c
         text = jstr(j->text, j->text_len);
     }
     size_t off = 0;
-    json_t *lp = r.logprobs >= 0 ? logprobs_json(srv, j, kind, 0, j->n_ids, &off) : json_null();
+    tok_slice sl = {0};
+    if (r.logprobs >= 0 && slice_copy(j, 0, j->n_ids, &sl)) { /* the job is done: no lock needed */
+        json_decref(text);
+        enum MHD_Result ret = fail(srv, c, 500, NULL, NULL, "out of memory");
+        serve_job_unref(j);
+        serve_req_free(&r);
+        return ret;
+    }
+    json_t *lp = r.logprobs >= 0 ? logprobs_json(srv, &sl, kind, &off) : json_null();
+    slice_free(&sl);
     json_t *choice = kind == REQ_CHAT ? json_pack("{s:i,s:{s:s,s:o},s:o,s:s}", "index", 0, "message", "role",
                                                   "assistant", "content", text, "logprobs", lp, "finish_reason",
                                                   j->finish)
@@ -622,7 +704,7 @@ static enum MHD_Result completion(server *srv, struct MHD_Connection *c, conn *c
                             timings_json(j));
     serve_job_unref(j);
     serve_req_free(&r);
-    return send_json(c, 200, out);
+    return send_json(srv, c, 200, out);
 }
 
 /* ---------------------------------------------------------------- the other endpoints */
@@ -677,7 +759,7 @@ static enum MHD_Result tokenize(server *srv, struct MHD_Connection *c, conn *cn)
         json_decref(toks);
         return fail(srv, c, 400, "content", "invalid_value", "content: %s", e.msg);
     }
-    return send_json(c, 200, json_pack("{s:o}", "tokens", toks));
+    return send_json(srv, c, 200, json_pack("{s:o}", "tokens", toks));
 }
 
 /* llama-server's POST /detokenize: {"tokens": [ids]} -> {"content"} */
@@ -717,7 +799,7 @@ static enum MHD_Result detokenize(server *srv, struct MHD_Connection *c, conn *c
         return fail(srv, c, 400, "tokens", "invalid_value", "tokens: %s", e.msg);
     json_t *out = json_pack("{s:o}", "content", jstr(s, len));
     free(s);
-    return send_json(c, 200, out);
+    return send_json(srv, c, 200, out);
 }
 
 static enum MHD_Result models(server *srv, struct MHD_Connection *c)
@@ -728,7 +810,7 @@ static enum MHD_Result models(server *srv, struct MHD_Connection *c)
                              "n_layer", mc->n_layers, "weight_bytes", (json_int_t)srv->m->weight_bytes);
     json_t *m = json_pack("{s:s,s:s,s:I,s:s,s:i,s:o}", "id", srv->model_id, "object", "model", "created",
                           (json_int_t)time(NULL), "owned_by", "ogakit", "context_length", srv->S.context, "meta", meta);
-    return send_json(c, 200, json_pack("{s:s,s:[o]}", "object", "list", "data", m));
+    return send_json(srv, c, 200, json_pack("{s:s,s:[o]}", "object", "list", "data", m));
 }
 
 static enum MHD_Result metrics(server *srv, struct MHD_Connection *c)
@@ -775,7 +857,7 @@ static enum MHD_Result metrics(server *srv, struct MHD_Connection *c)
     M("kv_cells_total", "gauge", "KV cache positions, over all slots.", "%ld", (long)S->context * S->n_slots);
 #undef M
     fclose(f);
-    return send_text(c, 200, "text/plain; version=0.0.4", buf, len, NULL);
+    return send_text(srv, c, 200, "text/plain; version=0.0.4", buf, len, NULL);
 }
 
 /* ---------------------------------------------------------------- routing */
@@ -803,6 +885,24 @@ static int authorised(server *srv, struct MHD_Connection *c)
     return d == 0;
 }
 
+/* OPTIONS: 204 with the methods; with --cors, what a browser's preflight needs to go on */
+static enum MHD_Result preflight(const server *srv, struct MHD_Connection *c)
+{
+    struct MHD_Response *r = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
+    if (!r)
+        return MHD_NO;
+    MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "GET, HEAD, POST, OPTIONS");
+    if (srv->o->cors) {
+        add_cors(srv, r);
+        MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, HEAD, POST, OPTIONS");
+        MHD_add_response_header(r, "Access-Control-Allow-Headers", "Authorization, Content-Type, X-Api-Key");
+        MHD_add_response_header(r, "Access-Control-Max-Age", "600");
+    }
+    enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_NO_CONTENT, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
 static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                const char *version, const char *upload, size_t *upload_size, void **con_cls)
 {
@@ -816,6 +916,10 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         cn->srv = srv;
         *con_cls = cn;
         __atomic_add_fetch(&srv->http_requests, 1, __ATOMIC_RELAXED);
+        if (!strcmp(method, "OPTIONS")) { /* a browser's preflight: carries no key */
+            cn->responded = 1;
+            return preflight(srv, c);
+        }
         /* refuse before reading a body: wrong key, announced size over the limit */
         if (!is(url, "/health", "/v1/health") && !authorised(srv, c)) {
             cn->responded = 1;
@@ -829,17 +933,15 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         }
         return MHD_YES;
     }
-    if (cn->responded) { /* answered already: swallow the body */
-        *upload_size = 0;
-        return MHD_YES;
-    }
+    if (cn->responded) /* answered already */
+        return drop_body(srv, cn, upload_size);
     if (*upload_size) {
         size_t n = *upload_size;
-        *upload_size = 0;
         if (cn->too_big || cn->len + n > srv->body_limit) {
             cn->too_big = 1;
-            return MHD_YES;
+            return drop_body(srv, cn, upload_size);
         }
+        *upload_size = 0;
         if (cn->len + n + 1 > cn->cap) {
             size_t cap = (cn->len + n + 1) * 2;
             cap = cap > srv->body_limit + 1 ? srv->body_limit + 1 : cap;
@@ -862,7 +964,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
             return fail(srv, c, 405, NULL, "method_not_allowed", "%s %s: use GET", method, url);
         if (!ready)
             return fail(srv, c, 503, NULL, "model_loading", "Loading model");
-        return send_json(c, 200, json_pack("{s:s}", "status", "ok"));
+        return send_json(srv, c, 200, json_pack("{s:s}", "status", "ok"));
     }
     struct {
         const char *a, *b;

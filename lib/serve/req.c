@@ -1,6 +1,7 @@
 /* Request bodies of /v1/completions and /v1/chat/completions: JSON into a serve_req, every field
  * checked for type and range, anything wrong a named 4xx in OpenAI's error shape. Unknown fields are
- * ignored (as OpenAI-compatible servers do: clients send fields for other servers). */
+ * ignored (as OpenAI-compatible servers do: clients send fields for other servers); known OpenAI fields
+ * this server does not implement (tools, JSON mode, penalties, ...) are refused unless empty or neutral. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <stdarg.h>
@@ -16,6 +17,14 @@ int serve_err_set(serve_err *err, int status, const char *param, const char *cod
     va_start(ap, fmt);
     vsnprintf(err->message, sizeof err->message, fmt, ap);
     va_end(ap);
+    /* valid UTF-8, or jansson refuses the body and the client gets no answer: an invalid byte (a request's
+     * own text quoted back, or a character the length limit cut in two) becomes '?' */
+    char *m = err->message;
+    for (size_t i = 0, n = strlen(m); i < n;) {
+        i += tok_utf8_check(m + i, n - i);
+        if (i < n)
+            m[i++] = '?';
+    }
     err->status = status, err->param = param, err->code = code;
     err->type = status == 401   ? "authentication_error"
                 : status == 404 ? "not_found_error"
@@ -195,6 +204,33 @@ static int parse_prompt(serve_req *r, const json_t *p, serve_err *err)
     return 0;
 }
 
+/* OpenAI fields whose meaning this server does not implement: refused when they ask for something (a
+ * client would otherwise get an answer that silently ignores them), accepted when empty or neutral */
+static int refuse_unsupported(const json_t *j, serve_err *err)
+{
+    static const char *const lists[] = {"tools", "functions", "logit_bias"};
+    for (size_t i = 0; i < sizeof lists / sizeof *lists; i++) {
+        const json_t *v = field(j, lists[i]);
+        if (v && !(json_is_array(v) && !json_array_size(v)) && !(json_is_object(v) && !json_object_size(v)))
+            return serve_err_set(err, 400, lists[i], "unsupported_parameter", "'%s' is not supported by this server",
+                                 lists[i]);
+    }
+    const json_t *v = field(j, "response_format");
+    if (v && (!json_is_object(v) || !json_is_string(json_object_get(v, "type")) ||
+              strcmp(json_string_value(json_object_get(v, "type")), "text")))
+        return serve_err_set(err, 400, "response_format", "unsupported_parameter",
+                             "'response_format': only {\"type\": \"text\"} is supported (no JSON mode or schema)");
+    if ((v = field(j, "suffix")) && !(json_is_string(v) && !json_string_length(v)))
+        return serve_err_set(err, 400, "suffix", "unsupported_parameter", "'suffix' (insertion) is not supported");
+    static const char *const zero[] = {"presence_penalty", "frequency_penalty"};
+    for (size_t i = 0; i < sizeof zero / sizeof *zero; i++)
+        if ((v = field(j, zero[i])) && !(json_is_number(v) && json_number_value(v) == 0))
+            return serve_err_set(err, 400, zero[i], "unsupported_parameter", "'%s': only 0 is supported", zero[i]);
+    if ((v = field(j, "best_of")) && !(json_is_integer(v) && json_integer_value(v) == 1))
+        return serve_err_set(err, 400, "best_of", "unsupported_parameter", "'best_of': only 1 is supported");
+    return 0;
+}
+
 int serve_req_parse(const char *body, size_t len, int kind, serve_req *r, serve_err *err)
 {
     memset(r, 0, sizeof *r);
@@ -209,6 +245,8 @@ int serve_req_parse(const char *body, size_t len, int kind, serve_req *r, serve_
         serve_err_set(err, 400, NULL, "invalid_json", "the body must be a JSON object");
         goto out;
     }
+    if (refuse_unsupported(j, err))
+        goto out;
     const json_t *v;
     if ((v = field(j, "model"))) {
         if (!json_is_string(v)) {

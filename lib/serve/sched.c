@@ -158,9 +158,37 @@ void serve_sched_free(serve_sched *S)
     memset(S, 0, sizeof *S);
 }
 
+/* a queued job that will not run: done, failed "cancelled", the queue's reference dropped */
+static void drop_queued(serve_job *j)
+{
+    pthread_mutex_lock(&j->mu);
+    j->done = j->failed = 1;
+    snprintf(j->err, sizeof j->err, "cancelled");
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+    serve_job_unref(j);
+}
+
+/* under S->mu: the queue without the jobs whose clients left (anywhere in it, so that they do not hold
+ * places that others are refused for), the rest in order */
+static void purge_cancelled(serve_sched *S)
+{
+    int kept = 0;
+    for (int i = 0; i < S->q_len; i++) {
+        serve_job *j = S->queue[(S->q_head + i) % S->q_cap];
+        if (__atomic_load_n(&j->cancel, __ATOMIC_RELAXED))
+            drop_queued(j);
+        else
+            S->queue[(S->q_head + kept++) % S->q_cap] = j;
+    }
+    S->q_len = kept;
+}
+
 int serve_sched_submit(serve_sched *S, serve_job *j)
 {
     pthread_mutex_lock(&S->mu);
+    if (S->q_len == S->q_cap)
+        purge_cancelled(S);
     if (S->stopping || S->q_len == S->q_cap) {
         int rc = S->stopping ? -2 : -1;
         pthread_mutex_unlock(&S->mu);
@@ -263,7 +291,8 @@ static void start_job(serve_sched *S, serve_slot *sl, serve_job *j)
     pthread_mutex_lock(S->tok_mu);
     sl->ts = tok_stream_new(S->t, 1);
     pthread_mutex_unlock(S->tok_mu);
-    int ok = sl->ts && !model_sampler_init(&sl->sp, S->m->c.vocab_size, j->temperature, j->top_k, j->top_p, j->seed);
+    int V = model_sample_vocab(S->m->c.vocab_size, tok_vocab_size(S->t), j->temperature);
+    int ok = sl->ts && !model_sampler_init(&sl->sp, V, j->temperature, j->top_k, j->top_p, j->seed);
     /* greedy without logprobs reads each logits row's argmax only: the classifier's argmax head (lib/model) */
     sl->s->head_argmax = j->temperature <= 0 && j->top_n < 0;
     if (sl->d)
@@ -279,16 +308,12 @@ static void start_job(serve_sched *S, serve_slot *sl, serve_job *j)
 /* under S->mu: queued jobs into free slots (the best prefix match first), cancelled ones dropped */
 static void admit(serve_sched *S)
 {
+    purge_cancelled(S);
     while (S->q_len) {
         serve_job *j = S->queue[S->q_head];
-        if (__atomic_load_n(&j->cancel, __ATOMIC_RELAXED)) {
+        if (__atomic_load_n(&j->cancel, __ATOMIC_RELAXED)) { /* left while an earlier one was started */
             S->q_head = (S->q_head + 1) % S->q_cap, S->q_len--;
-            pthread_mutex_lock(&j->mu);
-            j->done = j->failed = 1;
-            snprintf(j->err, sizeof j->err, "cancelled");
-            pthread_cond_broadcast(&j->cv);
-            pthread_mutex_unlock(&j->mu);
-            serve_job_unref(j);
+            drop_queued(j);
             continue;
         }
         serve_slot *best = NULL;

@@ -33,6 +33,7 @@ typedef struct serve_opts {
     int weights_in; /* Q4NX_IN_* (--mmap, --no-mmap) */
     int prefix_cache;    /* reuse a slot's KV for a shared prompt prefix */
     const char *api_key; /* NULL: none */
+    const char *cors;    /* Access-Control-Allow-Origin for browser pages ("*" or an origin); NULL: none */
     const char *draft_path; /* a drafter container (same vocabulary): greedy requests decode speculatively */
     int draft_max;          /* tokens it proposes per step (0: 4) */
     size_t body_limit;   /* bytes; 0: 8 MiB */

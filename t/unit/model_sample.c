@@ -27,6 +27,24 @@ static void sink(const char *s, size_t n, void *ctx)
 
 int main(void)
 {
+    /* a padded classifier (8 rows, a tokenizer of 6 ids) whose padded rows win: sampling draws only the
+     * tokenizer's ids, greedy keeps the whole row */
+    {
+        float pad[8] = {0, 0.5f, 0.2f, 0, 0.1f, 0.3f, 4, 4};
+        int count[8], V = model_sample_vocab(8, 6, 2.0f), padded = 0;
+        TAP_OK(V == 6 && model_sample_vocab(8, 6, 0) == 8 && model_sample_vocab(8, 9, 2.0f) == 8 &&
+                   model_sample_vocab(8, 0, 2.0f) == 8, "sample vocabulary: the tokenizer's ids when sampling, else all");
+        model_sampler sp;
+        model_sampler_init(&sp, 8, 2.0f, 0, 1, 5);
+        draws(&sp, pad, 2000, count);
+        padded = count[6] + count[7];
+        model_sampler_free(&sp);
+        model_sampler_init(&sp, V, 2.0f, 0, 1, 5);
+        draws(&sp, pad, 2000, count);
+        model_sampler_free(&sp);
+        TAP_OK(padded > 1000 && count[6] + count[7] == 0 && count[1] > 0,
+               "a sampler over the sample vocabulary never draws a padded id (%d of 2000 over the whole row)", padded);
+    }
     float tie[5] = {1, 3, 3, 2, -1};
     TAP_OK(model_argmax(tie, 5) == 1, "argmax: first of equal maxima");
     static float big[1003];
