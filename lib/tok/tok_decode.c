@@ -197,6 +197,15 @@ static const char *const cleanup_pairs[][2] = {{" .", "."},   {" ?", "?"},   {" 
                                                {" ' ", "'"},  {" n't", "n't"}, {" 'm", "'m"}, {" 's", "'s"},
                                                {" 've", "'ve"}, {" 're", "'re"}};
 
+/* a valid id whose text is one of the special tokens' (skip_special drops it) */
+static int is_special(const tok *t, int32_t id)
+{
+    for (int k = 0; k < t->nspecial; k++)
+        if (t->special_n[k] == t->symn[id] && !memcmp(t->special_strs[k], t->sym[id], t->symn[id]))
+            return 1;
+    return 0;
+}
+
 char *tok_decode(tok *t, const int32_t *ids, size_t n, int skip_special, int cleanup, size_t *len, ogk_error *e)
 {
     strlist in = {0}, out = {0};
@@ -207,13 +216,8 @@ char *tok_decode(tok *t, const int32_t *ids, size_t n, int skip_special, int cle
             ogk_fail(e, "token id %d is not in the vocabulary (size %d)", id, t->ntok);
             goto done;
         }
-        if (skip_special) {
-            int sp = 0;
-            for (int k = 0; k < t->nspecial && !sp; k++)
-                sp = t->special_n[k] == t->symn[id] && !memcmp(t->special_strs[k], t->sym[id], t->symn[id]);
-            if (sp)
-                continue;
-        }
+        if (skip_special && is_special(t, id))
+            continue;
         if (sl_push(&in, t->sym[id], t->symn[id]))
             goto oom;
     }
@@ -315,6 +319,12 @@ static const char *stream_step(tok_stream *s, int final, size_t *len, ogk_error 
 
 const char *tok_stream_put(tok_stream *s, int32_t id, size_t *len, ogk_error *e)
 {
+    /* a dropped special token adds nothing to the window (whose decoding each step costs its length: a
+     * run of them, e.g. EOS with ignore_eos, would make the steps quadratic) */
+    if (s->skip_special && id >= 0 && id < s->t->ntok && s->t->is_tok[id] && is_special(s->t, id)) {
+        *len = 0;
+        return "";
+    }
     if (tk_ids_push(&s->ids, id)) {
         ogk_fail(e, "out of memory");
         return NULL;
