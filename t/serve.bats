@@ -255,6 +255,11 @@ metric() { curl -s -m 10 "http://127.0.0.1:$PORT/metrics" | awk -v k="ogakit_$1"
   long=$(printf 'word %.0s' $(seq 200))
   post /v1/completions "{\"prompt\": \"$long\"}"; is_error 400
   [ "$(echo "$BODY" | jq -r .error.code)" = context_length_exceeded ]
+  # 300,000 token ids: refused before the JSON is parsed (the count of values is over the context's worth)
+  { printf '{"prompt": [0'; yes ',0' | head -n 300000 | tr -d '\n'; printf ']}'; } >"$BATS_TEST_TMPDIR/ids"
+  STATUS=$(curl -s -m 30 -o "$BATS_TEST_TMPDIR/body" -w '%{http_code}' --data-binary @"$BATS_TEST_TMPDIR/ids" "http://127.0.0.1:$PORT/v1/completions")
+  BODY=$(cat "$BATS_TEST_TMPDIR/body"); is_error 400
+  echo "$BODY" | jq -e '.error.message | test("more than [0-9]+ JSON values")'
   # a 6 MiB prompt: refused once its first context's worth of tokens is counted
   { printf '{"prompt": "'; head -c $((6 << 20)) /dev/zero | tr '\0' 'w' | sed 's/wwww/w ww/g'; printf '"}'; } >"$BATS_TEST_TMPDIR/huge"
   STATUS=$(curl -s -m 30 -o "$BATS_TEST_TMPDIR/body" -w '%{http_code}' --data-binary @"$BATS_TEST_TMPDIR/huge" "http://127.0.0.1:$PORT/v1/completions")

@@ -573,10 +573,37 @@ static void stream_free(void *cls)
 
 /* ---------------------------------------------------------------- completions */
 
+/* JSON values in a body (separators and openings outside strings, counted without parsing): a body of
+ * 8 MiB of "0," would parse into four million values, some 200 MB, before any check on them */
+static size_t json_values(const char *s, size_t n, size_t stop)
+{
+    size_t v = 1;
+    int in_str = 0;
+    for (size_t i = 0; i < n && v <= stop; i++) {
+        char ch = s[i];
+        if (in_str) {
+            if (ch == '\\')
+                i++;
+            else if (ch == '"')
+                in_str = 0;
+        } else if (ch == '"') {
+            in_str = 1;
+        } else if (ch == ',' || ch == '[' || ch == '{') {
+            v++;
+        }
+    }
+    return v;
+}
+
 static enum MHD_Result completion(server *srv, struct MHD_Connection *c, conn *cn, int kind)
 {
     serve_req r;
     serve_err err;
+    /* no request needs many more values than a context's worth of token ids */
+    size_t max_values = (size_t)srv->S.context + 65536;
+    if (json_values(cn->body ? cn->body : "", cn->len, max_values) > max_values)
+        return fail(srv, c, 400, NULL, "invalid_value", "the request has more than %zu JSON values (the context is %d)",
+                    max_values, srv->S.context);
     if (serve_req_parse(cn->body ? cn->body : "", cn->len, kind, &r, &err))
         return send_err(srv, c, &err);
     int n = 0, *ids = NULL;
