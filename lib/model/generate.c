@@ -82,10 +82,11 @@ static float rng_uniform(uint64_t *s)
     return (float)((*s * 0x2545F4914F6CDD1Dull) >> 40) / 16777216.0f;
 }
 
-static const float *cmp_base;
-static int by_logit_desc(const void *a, const void *b)
+/* qsort_r's order: the logits (arg) descending, lower id first on ties */
+static int by_logit_desc(const void *a, const void *b, void *arg)
 {
-    float x = cmp_base[*(const int *)a], y = cmp_base[*(const int *)b];
+    const float *lg = arg;
+    float x = lg[*(const int *)a], y = lg[*(const int *)b];
     return x < y ? 1 : x > y ? -1 : *(const int *)a - *(const int *)b;
 }
 
@@ -103,8 +104,7 @@ int model_sample(model_sampler *sp, const float *logits)
     for (int i = 0; i < V; i++)
         if (logits[i] >= floor)
             sp->idx[n++] = i;
-    cmp_base = logits;
-    qsort(sp->idx, (size_t)n, sizeof *sp->idx, by_logit_desc);
+    qsort_r(sp->idx, (size_t)n, sizeof *sp->idx, by_logit_desc, (void *)logits);
     if (sp->top_k > 0 && n > sp->top_k)
         n = sp->top_k;
     double sum = 0;
