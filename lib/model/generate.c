@@ -90,39 +90,83 @@ static int by_logit_desc(const void *a, const void *b, void *arg)
     return x < y ? 1 : x > y ? -1 : *(const int *)a - *(const int *)b;
 }
 
-/* temperature, then top-k, then top-p (nucleus), then a draw */
+/* idx[0..k) becomes the k first of idx[0..n) in by_logit_desc's order (a total order), among themselves in
+ * no order: Wirth's selection, O(n) on average */
+static void select_first(int *idx, int n, int k, const float *lg)
+{
+    int l = 0, r = n - 1, K = k - 1;
+    while (l < r) {
+        int x = idx[K], i = l, j = r;
+        do {
+            while (by_logit_desc(&idx[i], &x, (void *)lg) < 0)
+                i++;
+            while (by_logit_desc(&x, &idx[j], (void *)lg) < 0)
+                j--;
+            if (i <= j) {
+                int t = idx[i];
+                idx[i++] = idx[j], idx[j--] = t;
+            }
+        } while (i <= j);
+        if (j < K)
+            l = i;
+        if (K < i)
+            r = j;
+    }
+}
+
+/* idx[0..m) sorted: the m first of idx[0..n) in by_logit_desc's order */
+static void sort_first(int *idx, int n, int m, const float *lg)
+{
+    if (m < n)
+        select_first(idx, n, m, lg);
+    qsort_r(idx, (size_t)m, sizeof *idx, by_logit_desc, (void *)lg);
+}
+
+/* temperature, then top-k, then top-p (nucleus), then a draw. Sorting is only as deep as the cuts need:
+ * the k first for top-k, the nucleus for top-p (found 64, 256, ... deep), none for temperature alone
+ * (the draw then walks the candidates in id order; a full sort of a flat distribution over 150k ids
+ * cost twice a decode step) */
 int model_sample(model_sampler *sp, const float *logits)
 {
     int V = sp->vocab;
     if (sp->temperature <= 0)
         return model_argmax(logits, V);
-    /* candidates: the top_k largest, or everything within reach of the nucleus */
-    float mx = logits[model_argmax(logits, V)];
+    float mx = logits[model_argmax(logits, V)], T = sp->temperature;
     int n = 0;
-    /* a logit more than 30 / (1/T) below the max has probability < e^-30 relative: never drawn */
-    float floor = mx - 30.0f * sp->temperature;
+    /* candidates: a logit more than 30 / (1/T) below the max has probability < e^-30 relative: never drawn */
+    float floor = mx - 30.0f * T;
     for (int i = 0; i < V; i++)
         if (logits[i] >= floor)
             sp->idx[n++] = i;
-    qsort_r(sp->idx, (size_t)n, sizeof *sp->idx, by_logit_desc, (void *)logits);
-    if (sp->top_k > 0 && n > sp->top_k)
+    int sorted = sp->top_k > 0 && n > sp->top_k;
+    if (sorted) {
+        sort_first(sp->idx, n, sp->top_k, logits);
         n = sp->top_k;
+    }
     double sum = 0;
-    for (int i = 0; i < n; i++)
-        sum += sp->prob[i] = expf((logits[sp->idx[i]] - mx) / sp->temperature);
     if (sp->top_p > 0 && sp->top_p < 1) {
-        double cum = 0;
-        for (int i = 0; i < n; i++) {
-            cum += sp->prob[i] / sum;
-            if (cum >= sp->top_p) {
-                n = i + 1;
+        for (int i = 0; i < n; i++)
+            sum += expf((logits[sp->idx[i]] - mx) / T);
+        /* the smallest prefix in order whose mass reaches top_p */
+        for (int m = n < 64 ? n : 64;; m = m * 4 < n ? m * 4 : n) {
+            if (!sorted)
+                sort_first(sp->idx, n, m, logits);
+            double cum = 0;
+            int cut = 0;
+            for (int i = 0; i < m && !cut; i++) {
+                cum += expf((logits[sp->idx[i]] - mx) / T) / sum;
+                if (cum >= sp->top_p)
+                    cut = i + 1;
+            }
+            if (cut || m == n) {
+                n = cut ? cut : n;
                 break;
             }
         }
-        sum = 0;
-        for (int i = 0; i < n; i++)
-            sum += sp->prob[i];
     }
+    sum = 0;
+    for (int i = 0; i < n; i++)
+        sum += sp->prob[i] = expf((logits[sp->idx[i]] - mx) / T);
     double u = rng_uniform(&sp->rng) * sum, cum = 0;
     for (int i = 0; i < n; i++) {
         cum += sp->prob[i];

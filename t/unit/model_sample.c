@@ -15,6 +15,71 @@ static int draws(model_sampler *sp, const float *lg, int n, int *count)
     return n;
 }
 
+/* a large vocabulary (5000 ids, logits in [0, 8) in no order): the ids top-k and top-p may draw, worked out
+ * by a full sort here (logit descending, lower id first), against what 60000 draws give */
+static const float *ref_lg;
+static int ref_cmp(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return ref_lg[x] > ref_lg[y] ? -1 : ref_lg[x] < ref_lg[y] ? 1 : x - y;
+}
+
+static void large_vocab(void)
+{
+    enum { V = 5000, N = 20000 };
+    static float lg[V];
+    static int order[V], seen[V];
+    unsigned h = 1;
+    for (int i = 0; i < V; i++) {
+        h = h * 1103515245u + 12345u;
+        lg[i] = (float)(h >> 8 & 0xFFFF) / 8192.0f;
+    }
+    lg[4321] = lg[17]; /* a tie, ordered by id */
+    for (int i = 0; i < V; i++)
+        order[i] = i;
+    ref_lg = lg;
+    qsort(order, V, sizeof *order, ref_cmp);
+    double mx = lg[order[0]];
+    /* the nucleus of the k first: the fewest first ids whose weight reaches half of theirs */
+#define NUCLEUS(k, out)                                                                                              \
+    do {                                                                                                             \
+        double tot = 0, cum = 0;                                                                                     \
+        for (int i = 0; i < (k); i++)                                                                                \
+            tot += exp(lg[order[i]] - mx);                                                                           \
+        for ((out) = 0; cum < 0.5 * tot;)                                                                            \
+            cum += exp(lg[order[(out)++]] - mx);                                                                     \
+    } while (0)
+    int nucleus, nucleus300;
+    NUCLEUS(V, nucleus);
+    NUCLEUS(300, nucleus300);
+    struct {
+        int top_k;
+        float top_p;
+        int want; /* the ids it may draw: order[0..want) */
+    } cases[] = {{100, 1, 100}, {0, 0.5f, nucleus}, {300, 0.5f, nucleus300}};
+    for (int c = 0; c < 3; c++) {
+        /* the least likely of them is expected >= 20 times: that all are drawn is no luck */
+        double tot = 0;
+        for (int i = 0; i < cases[c].want; i++)
+            tot += exp(lg[order[i]] - mx);
+        if (N * exp(lg[order[cases[c].want - 1]] - mx) / tot < 20)
+            TAP_OK(0, "case %d: too few draws to expect every id", c);
+        model_sampler sp;
+        model_sampler_init(&sp, V, 1, cases[c].top_k, cases[c].top_p, 9);
+        memset(seen, 0, sizeof seen);
+        for (int i = 0; i < N; i++)
+            seen[model_sample(&sp, lg)]++;
+        model_sampler_free(&sp);
+        int inside = 0, outside = 0;
+        for (int r = 0; r < V; r++)
+            r < cases[c].want ? (inside += seen[order[r]] > 0) : (outside += seen[order[r]]);
+        TAP_OK(inside == cases[c].want && outside == 0,
+               "5000 ids, top-k %d, top-p %.1f: every one of the %d first in order drawn (%d), none beyond (%d)",
+               cases[c].top_k, cases[c].top_p, cases[c].want, inside, outside);
+    }
+    TAP_OK(nucleus > 256 && nucleus < 1000, "the top-p 0.5 nucleus is %d ids deep (past two rounds of 64, 256)", nucleus);
+}
+
 static char out[256];
 static size_t out_len;
 static void sink(const char *s, size_t n, void *ctx)
@@ -45,6 +110,7 @@ int main(void)
         TAP_OK(padded > 1000 && count[6] + count[7] == 0 && count[1] > 0,
                "a sampler over the sample vocabulary never draws a padded id (%d of 2000 over the whole row)", padded);
     }
+    large_vocab();
     float tie[5] = {1, 3, 3, 2, -1};
     TAP_OK(model_argmax(tie, 5) == 1, "argmax: first of equal maxima");
     static float big[1003];
