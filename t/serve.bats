@@ -364,33 +364,35 @@ metric() { curl -s -m 10 "http://127.0.0.1:$PORT/metrics" | awk -v k="ogakit_$1"
   [ "$STATUS" = 200 ]
 }
 
-@test "serve: --parallel 1 --queue 1: a third request while one runs and one waits gets 503 with Retry-After" {
-  OGAKIT_KERNEL=ref start_server --parallel 1 --queue 1
-  long='{"prompt": "def f(x):", "max_tokens": 100, "temperature": 0, "ignore_eos": true}'
+# with --parallel 1 (the ref kernel, so that 100 tokens take a while): request a runs, b waits in the queue
+long='{"prompt": "def f(x):", "max_tokens": 100, "temperature": 0, "ignore_eos": true}'
+one_runs_one_waits() {
   curl -s -m 300 -H 'Content-Type: application/json' "http://127.0.0.1:$PORT/v1/completions" -d "$long" >"$BATS_TEST_TMPDIR/a" &
   pa=$!
   for _ in $(seq 100); do [ "$(metric slots_busy)" = 1 ] && break; sleep 0.02; done
   curl -s -m 300 -H 'Content-Type: application/json' "http://127.0.0.1:$PORT/v1/completions" -d "$long" >"$BATS_TEST_TMPDIR/b" &
   pb=$!
   for _ in $(seq 100); do [ "$(metric requests_queued)" = 1 ] && break; sleep 0.02; done
-  curl -s -m 30 -D "$BATS_TEST_TMPDIR/h" -o "$BATS_TEST_TMPDIR/body" -H 'Content-Type: application/json' "http://127.0.0.1:$PORT/v1/completions" -d "$long"
-  grep -q '^HTTP/1.1 503' "$BATS_TEST_TMPDIR/h"
-  grep -qi '^Retry-After: [0-9]' "$BATS_TEST_TMPDIR/h"
-  STATUS=503 BODY=$(cat "$BATS_TEST_TMPDIR/body") is_error 503
+}
+both_finish() {
   wait "$pa" "$pb"
   [ "$(jq -r .usage.completion_tokens "$BATS_TEST_TMPDIR/a")" = 100 ]
   [ "$(jq -r .usage.completion_tokens "$BATS_TEST_TMPDIR/b")" = 100 ]
 }
 
+@test "serve: --parallel 1 --queue 1: a third request while one runs and one waits gets 503 with Retry-After" {
+  OGAKIT_KERNEL=ref start_server --parallel 1 --queue 1
+  one_runs_one_waits
+  curl -s -m 30 -D "$BATS_TEST_TMPDIR/h" -o "$BATS_TEST_TMPDIR/body" -H 'Content-Type: application/json' "http://127.0.0.1:$PORT/v1/completions" -d "$long"
+  grep -q '^HTTP/1.1 503' "$BATS_TEST_TMPDIR/h"
+  grep -qi '^Retry-After: [0-9]' "$BATS_TEST_TMPDIR/h"
+  STATUS=503 BODY=$(cat "$BATS_TEST_TMPDIR/body") is_error 503
+  both_finish
+}
+
 @test "serve: a queued request whose client left frees its place in the queue, even behind a live one" {
   OGAKIT_KERNEL=ref start_server --parallel 1 --queue 2
-  long='{"prompt": "def f(x):", "max_tokens": 100, "temperature": 0, "ignore_eos": true}'
-  curl -s -m 300 -H 'Content-Type: application/json' "http://127.0.0.1:$PORT/v1/completions" -d "$long" >"$BATS_TEST_TMPDIR/a" &
-  pa=$!
-  for _ in $(seq 100); do [ "$(metric slots_busy)" = 1 ] && break; sleep 0.02; done
-  curl -s -m 300 -H 'Content-Type: application/json' "http://127.0.0.1:$PORT/v1/completions" -d "$long" >"$BATS_TEST_TMPDIR/b" &
-  pb=$!
-  for _ in $(seq 100); do [ "$(metric requests_queued)" = 1 ] && break; sleep 0.02; done
+  one_runs_one_waits
   curl -s -m 300 -H 'Content-Type: application/json' "http://127.0.0.1:$PORT/v1/completions" -d "$long" >/dev/null &
   pc=$!
   for _ in $(seq 100); do [ "$(metric requests_queued)" = 2 ] && break; sleep 0.02; done
@@ -400,9 +402,7 @@ metric() { curl -s -m 10 "http://127.0.0.1:$PORT/metrics" | awk -v k="ogakit_$1"
   [ "$(metric requests_queued)" = 1 ]
   post /v1/completions '{"prompt": "def f(x):", "max_tokens": 2, "temperature": 0}'
   [ "$STATUS" = 200 ]
-  wait "$pa" "$pb"
-  [ "$(jq -r .usage.completion_tokens "$BATS_TEST_TMPDIR/a")" = 100 ]
-  [ "$(jq -r .usage.completion_tokens "$BATS_TEST_TMPDIR/b")" = 100 ]
+  both_finish
 }
 
 @test "serve: prefix cache: a shared prefix is reused (timings.cache_n) and the text is what a fresh run gives" {

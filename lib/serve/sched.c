@@ -158,12 +158,12 @@ void serve_sched_free(serve_sched *S)
     memset(S, 0, sizeof *S);
 }
 
-/* a queued job that will not run: done, failed "cancelled", the queue's reference dropped */
-static void drop_queued(serve_job *j)
+/* a queued job that will not run: done, failed (why), the queue's reference dropped */
+static void drop_queued(serve_job *j, const char *why)
 {
     pthread_mutex_lock(&j->mu);
     j->done = j->failed = 1;
-    snprintf(j->err, sizeof j->err, "cancelled");
+    snprintf(j->err, sizeof j->err, "%s", why);
     pthread_cond_broadcast(&j->cv);
     pthread_mutex_unlock(&j->mu);
     serve_job_unref(j);
@@ -177,7 +177,7 @@ static void purge_cancelled(serve_sched *S)
     for (int i = 0; i < S->q_len; i++) {
         serve_job *j = S->queue[(S->q_head + i) % S->q_cap];
         if (__atomic_load_n(&j->cancel, __ATOMIC_RELAXED))
-            drop_queued(j);
+            drop_queued(j, "cancelled");
         else
             S->queue[(S->q_head + kept++) % S->q_cap] = j;
     }
@@ -313,7 +313,7 @@ static void admit(serve_sched *S)
         serve_job *j = S->queue[S->q_head];
         if (__atomic_load_n(&j->cancel, __ATOMIC_RELAXED)) { /* left while an earlier one was started */
             S->q_head = (S->q_head + 1) % S->q_cap, S->q_len--;
-            drop_queued(j);
+            drop_queued(j, "cancelled");
             continue;
         }
         serve_slot *best = NULL;
@@ -660,12 +660,7 @@ void serve_sched_stop(serve_sched *S, double grace_s)
     while (S->q_len) { /* never started: refused */
         serve_job *j = S->queue[S->q_head];
         S->q_head = (S->q_head + 1) % S->q_cap, S->q_len--;
-        pthread_mutex_lock(&j->mu);
-        j->done = j->failed = 1;
-        snprintf(j->err, sizeof j->err, "the server is shutting down");
-        pthread_cond_broadcast(&j->cv);
-        pthread_mutex_unlock(&j->mu);
-        serve_job_unref(j);
+        drop_queued(j, "the server is shutting down");
     }
     pthread_cond_signal(&S->cv);
     pthread_mutex_unlock(&S->mu);
