@@ -267,6 +267,7 @@ static int parse_scale_dtype(const char *s)
 int main(int argc, char **argv)
 {
     ogk_prog_set(argv[0]);
+    ogk_stdout_checked(OGK_EXIT_CHECK); /* its write-failure status (EXIT STATUS in the man page) */
     enum { O_SHAPE = 256, O_BLOCK, O_ASYM, O_SDT, O_LAYOUT, O_TENSOR, O_ROWS, O_MODE, O_DEVICE, O_KERNEL, O_REPS,
            O_TIME, O_CHECK, O_SEED, O_SWEEP, O_PASS, O_SHAPES, O_LIST, O_BW, O_DUMP, O_PROBE, O_NO_MMAP, O_MMAP };
     static const struct option lo[] = {

@@ -170,6 +170,7 @@ bad:
 int main(int argc, char **argv)
 {
     ogk_prog_set(argv[0]);
+    ogk_stdout_checked(OGK_EXIT_CHECK); /* its write-failure status (EXIT STATUS in the man page) */
     static const struct option opts[] = {{"output", required_argument, 0, 'o'},
                                          {"allow-incomplete", no_argument, 0, 'a'},
                                          {"check", required_argument, 0, 'c'},

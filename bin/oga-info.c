@@ -22,6 +22,7 @@ static void usage(FILE *f)
 int main(int argc, char **argv)
 {
     ogk_prog_set(argv[0]);
+    ogk_stdout_checked(OGK_EXIT_CHECK); /* its write-failure status (EXIT STATUS in the man page) */
     static const struct option opts[] = {{"tensors", no_argument, 0, 't'},
                                          {"quiet", no_argument, 0, 'q'},
                                          {"help", no_argument, 0, 'h'},

@@ -30,6 +30,7 @@ static void usage(FILE *to)
 int main(int argc, char **argv)
 {
     ogk_prog_set(argv[0]);
+    ogk_stdout_checked(OGK_EXIT_CHECK); /* its write-failure status (EXIT STATUS in the man page) */
     const char *out_path = NULL;
     int check = 0, verbose = 0;
     gguf_convert_opts o = {GGUF_EXACT, NULL};

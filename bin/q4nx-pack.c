@@ -53,6 +53,7 @@ static int part_crc_ok(const char *what, const char *name, const uint8_t *p, con
 int main(int argc, char **argv)
 {
     ogk_prog_set(argv[0]);
+    ogk_stdout_checked(OGK_EXIT_CHECK); /* its write-failure status (EXIT STATUS in the man page) */
     const char *out_path = NULL;
     int layout = OGK_B8, verbose = 0;
     static const struct option opts[] = {{"layout", required_argument, 0, 'l'}, {"output", required_argument, 0, 'o'},

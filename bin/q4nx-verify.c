@@ -42,6 +42,7 @@ static q4nx_file *open_or_die(const char *path)
 int main(int argc, char **argv)
 {
     ogk_prog_set(argv[0]);
+    ogk_stdout_checked(OGK_EXIT_CHECK); /* its write-failure status (EXIT STATUS in the man page) */
     const char *pack_dir = NULL, *against = NULL;
     long sample = 64;
     int all = 0, sample_given = 0;

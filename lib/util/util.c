@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -22,6 +23,26 @@ void ogk_prog_set(const char *argv0)
 }
 
 const char *ogk_prog(void) { return prog_name; }
+
+static int stdout_code;
+
+static void stdout_check(void)
+{
+    errno = 0;
+    if (!fflush(stdout) && !ferror(stdout))
+        return;
+    int err = errno;
+    fprintf(stderr, "%s: standard output: write failed%s%s\n", prog_name, err ? ": " : "",
+            err == EPIPE ? "broken pipe (the reader closed it)" : err ? strerror(err) : "");
+    _exit(stdout_code);
+}
+
+void ogk_stdout_checked(int code)
+{
+    stdout_code = code;
+    signal(SIGPIPE, SIG_IGN);
+    atexit(stdout_check);
+}
 
 void ogk_verr(const char *fmt, va_list ap)
 {

@@ -28,6 +28,11 @@ enum {
 /* ---- program name and diagnostics ("prog: message" on stderr) ---- */
 void ogk_prog_set(const char *argv0);
 const char *ogk_prog(void);
+/* Standard output as a checked stream: SIGPIPE ignored (a reader that closes early is a named error, not a
+ * silent death by signal), and at exit a failed write or flush of stdout is reported ("standard output:
+ * write failed: ...") and the process exits with `code` (the program's documented write-failure status).
+ * Programs call it at the start of main. */
+void ogk_stdout_checked(int code);
 void ogk_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void ogk_verr(const char *fmt, va_list ap);
 _Noreturn void ogk_die(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
