@@ -425,3 +425,23 @@ open_in() {
   run -3 timeout 60 spec-replay -d "$W/m.q4nx" < /dev/zero
   [[ "$output" == *"more than 256 MiB of text"* ]]
 }
+
+@test "hardening: a closed pipe or a full disk on standard output is a named write failure with the program's status, never a silent death or exit 0" {
+  p=$TOP/share/models/pytiny-target
+  oga-extract "$p" >"$W/t.ogax"
+  q4nx-pack -o "$W/t.q4nx" <"$W/t.ogax"
+  # the reader closes early: q4nx-pack and q4nx-gguf die by SIGPIPE (status 141) without it
+  run bash -c "q4nx-pack -o - <'$W/t.ogax' 2>'$W/err' | head -c 10 >/dev/null; echo \${PIPESTATUS[0]}"
+  [ "$output" = 1 ] && grep -q 'write failed' "$W/err"
+  run bash -c "q4nx-gguf --widen '$W/t.q4nx' 2>'$W/err' | head -c 10 >/dev/null; echo \${PIPESTATUS[0]}"
+  [ "$output" = 1 ] && grep -qi 'writing the GGUF failed: broken pipe' "$W/err"
+  # a full disk: these exited 0
+  run npu-forward info -m "$W/t.q4nx"
+  [ "$status" = 0 ]
+  run bash -c "npu-forward info -m '$W/t.q4nx' >/dev/full"
+  [ "$status" = 3 ] && [[ "$output" == *"standard output: write failed"* ]]
+  run bash -c "oga-extract --check '$W/t.ogax' >/dev/full"
+  [ "$status" = 1 ] && [[ "$output" == *"write failed"* ]]
+  run bash -c "spec-replay --selftest >/dev/full"
+  [ "$status" = 3 ] && [[ "$output" == *"write failed"* ]]
+}
