@@ -106,6 +106,14 @@ int main(int argc, char **argv)
         }
         if (n == 0)
             break;
+        /* a tensor's sizes are checked before its payload is read: a corrupt header's claim is not allocated */
+        ogax_tensor t;
+        int tensor = !strcmp(fr.type, "tensor");
+        if (tensor && ogax_tensor_parse(&fr, &t, &e)) {
+            json_decref(fr.hdr);
+            rc = OGK_EXIT_INPUT;
+            break;
+        }
         uint8_t *p = grow(&pay, fr.payload_len);
         if (ogax_read(&r, p, fr.payload_len, &e)) {
             rc = OGK_EXIT_INPUT;
@@ -140,12 +148,9 @@ int main(int argc, char **argv)
             } else if (q4nx_writer_asset(w, name, p, fr.payload_len, &e)) {
                 rc = OGK_EXIT_INPUT;
             }
-        } else if (!strcmp(fr.type, "tensor")) {
-            ogax_tensor t;
+        } else if (tensor) {
             json_t *nl = json_object_get(model, "num_layers");
-            if (ogax_tensor_parse(&fr, &t, &e)) {
-                rc = OGK_EXIT_INPUT;
-            } else if (json_is_integer(nl) && !mdesc_role_known(t.role, (int)json_integer_value(nl))) {
+            if (json_is_integer(nl) && !mdesc_role_known(t.role, (int)json_integer_value(nl))) {
                 ogk_fail(&e, "tensor %s: role %s is not a role of a %" JSON_INTEGER_FORMAT "-layer model", t.name, t.role,
                          json_integer_value(nl));
                 rc = OGK_EXIT_INPUT;

@@ -445,3 +445,23 @@ open_in() {
   run bash -c "spec-replay --selftest >/dev/full"
   [ "$status" = 3 ] && [[ "$output" == *"write failed"* ]]
 }
+
+@test "hardening: a tensor frame claiming a terabyte payload is refused by q4nx-pack before anything is allocated (exit 3, named)" {
+  oga-extract "$TOP/share/models/pytiny-target" >"$W/t.ogax"
+  /usr/bin/python3 - "$W/t.ogax" "$W/bad.ogax" <<'PY'
+import json, struct, sys
+d = bytearray(open(sys.argv[1], 'rb').read())
+at = 0
+while at < len(d):
+    hl, pl = struct.unpack_from('<IQ', d, at + 4)
+    if json.loads(d[at + 16:at + 16 + hl])['type'] == 'tensor':
+        struct.pack_into('<Q', d, at + 8, 1 << 40)
+        break
+    at += 16 + hl + pl
+open(sys.argv[2], 'wb').write(d)
+PY
+  run q4nx-pack -o "$W/x.q4nx" <"$W/bad.ogax"
+  [ "$status" = 3 ]
+  [[ "$output" == *"payload 1099511627776 bytes, parts say"* ]]
+  [ ! -e "$W/x.q4nx" ]
+}
