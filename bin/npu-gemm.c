@@ -396,14 +396,17 @@ int main(int argc, char **argv)
             long n = strtol(tok, &end, 10), k = *end == 'x' ? strtol(end + 1, &end, 10) : 0, cnt = 1;
             if (*end == '*')
                 cnt = strtol(end + 1, &end, 10);
-            if (*end || n <= 0 || k <= 0 || cnt <= 0 || cnt > 100000)
-                ogk_die(OGK_EXIT_USAGE, "--shapes: '%s': expected NxK or NxK*COUNT", tok);
+            if (*end || n <= 0 || k <= 0 || cnt <= 0 || cnt > 100000 || n > (1L << 24) || k > (1L << 24))
+                ogk_die(OGK_EXIT_USAGE, "--shapes: '%s': expected NxK or NxK*COUNT (N, K up to 2^24; COUNT up to 100000)",
+                        tok);
             for (long i = 0; i < cnt; i++) {
                 ss = realloc(ss, (ns + 1) * sizeof *ss);
                 synth_make(&ss[ns++], (uint32_t)n, (uint32_t)k, 0);
             }
         }
         free(spec);
+        if (!ns)
+            ogk_die(OGK_EXIT_USAGE, "--shapes '%s': no shape", o.shapes);
         const ogk_qtensor **Ws = malloc(ns * sizeof *Ws);
         for (size_t i = 0; i < ns; i++)
             Ws[i] = &ss[i].t;

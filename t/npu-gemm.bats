@@ -27,6 +27,11 @@ teardown() { rm -rf "$tmp"; }
   [[ "$output" == *"--mode: 'f16' is not f32, i8 or i16"* ]]
   run npu-gemm --shape 64,64 --device gpu
   [ "$status" -eq 2 ]
+  # --model-pass --shapes: sizes beyond 2^24 (they wrapped to 32 bits) and an empty list
+  for s in 9223372036854775807x2 2x9223372036854775807 4294967296x32 '' ,; do
+    run npu-gemm --model-pass --shapes "$s"
+    [ "$status" -eq 2 ] && [[ "$output" == *"--shapes"* ]]
+  done
   OGAKIT_KERNEL=sse9 run npu-gemm --shape 64,64
   [ "$status" -eq 4 ] # the refusal every program gives (t/isa.bats)
   [[ "$output" == *"OGAKIT_KERNEL=sse9: unknown kernel path"* ]]
