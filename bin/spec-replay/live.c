@@ -29,10 +29,14 @@ int live(void)
         if (prompt[i] >= T->c.vocab_size)
             ogk_die(OGK_EXIT_INPUT, "prompt: token id %d at %d is outside the vocabulary (%d)", prompt[i], i,
                     T->c.vocab_size);
-    int ctx = opt.context ? opt.context : np + opt.n + opt.k + 1;
+    /* both runs must have room for every token (one cut short by the context would differ from the other) */
+    int need = np + opt.n + opt.k + 1, ctx = opt.context ? opt.context : need;
+    if (ctx < need)
+        ogk_die(OGK_EXIT_INPUT, "prompt %d + %d tokens + %d drafts need %d positions; -c gives %d", np, opt.n, opt.k,
+                need, ctx);
     if (ctx > T->c.context_length || ctx > D->c.context_length)
-        ogk_die(OGK_EXIT_INPUT, "prompt %d + %d tokens + %d drafts need %d positions; the models hold %d and %d", np,
-                opt.n, opt.k, np + opt.n + opt.k + 1, T->c.context_length, D->c.context_length);
+        ogk_die(OGK_EXIT_INPUT, "%d positions (%s) are more than the models hold (%d and %d)", ctx,
+                opt.context ? "-c" : "prompt + tokens + drafts", T->c.context_length, D->c.context_length);
     model_state *ts = new_state(T, ctx, opt.k + 1), *ds = new_state(D, ctx, 1);
 
     int *plain = malloc(sizeof(int) * opt.n), *spec = malloc(sizeof(int) * opt.n);
