@@ -321,6 +321,8 @@ int ogk_out_open(ogk_out *o, const char *path, ogk_error *e)
 {
     memset(o, 0, sizeof *o);
     o->fd = -1;
+    if (path && !*path)
+        return ogk_fail(e, "an empty output path (use - for standard output)");
     if (!path || strcmp(path, "-") == 0) {
         if (isatty(STDOUT_FILENO))
             return ogk_fail(e, "refusing to write binary output to a terminal (redirect stdout or use -o FILE)");
@@ -375,8 +377,10 @@ int ogk_out_commit(ogk_out *o, ogk_error *e)
         return 0;
     if (fsync(o->fd) != 0) {
         int err = errno;
+        /* the message first: the abort frees the path */
+        ogk_fail(e, "%s: write failed: %s", o->path, strerror(err));
         ogk_out_abort(o);
-        return ogk_fail(e, "%s: write failed: %s", o->path, strerror(err));
+        return -1;
     }
     if (!o->tmp) { /* unnamed */
         char proc[64];
@@ -401,8 +405,10 @@ int ogk_out_commit(ogk_out *o, ogk_error *e)
         }
         if (errno != EEXIST) {
             int err = errno;
+            /* the message first: the abort frees the path */
+            ogk_fail(e, "%s: cannot name the output: %s", o->path, strerror(err));
             ogk_out_abort(o);
-            return ogk_fail(e, "%s: cannot name the output: %s", o->path, strerror(err));
+            return -1;
         }
         /* replacing a file: the temp name now, then rename over it (a kill between the two leaves
          * BASE.tmp.PID, which the next writer of the path removes) */
@@ -418,21 +424,27 @@ int ogk_out_commit(ogk_out *o, ogk_error *e)
             pending_tmp = NULL;
             free(o->tmp);
             o->tmp = NULL;
+            /* the message first: the abort frees the path */
+            ogk_fail(e, "%s: cannot name the output: %s", o->path, strerror(err));
             ogk_out_abort(o);
-            return ogk_fail(e, "%s: cannot name the output: %s", o->path, strerror(err));
+            return -1;
         }
     }
     if (close(o->fd) != 0) {
         int err = errno;
         o->fd = -1;
+        /* the message first: the abort frees the path */
+        ogk_fail(e, "%s: write failed: %s", o->path, strerror(err));
         ogk_out_abort(o);
-        return ogk_fail(e, "%s: write failed: %s", o->path, strerror(err));
+        return -1;
     }
     o->fd = -1;
     if (rename(o->tmp, o->path) != 0) {
         int err = errno;
+        /* the message first: the abort frees the path */
+        ogk_fail(e, "%s: rename failed: %s", o->path, strerror(err));
         ogk_out_abort(o);
-        return ogk_fail(e, "%s: rename failed: %s", o->path, strerror(err));
+        return -1;
     }
     pending_tmp = NULL;
     named_open = 0;
