@@ -310,8 +310,12 @@ metric() { curl -s -m 10 "http://127.0.0.1:$PORT/metrics" | awk -v k="ogakit_$1"
   hdr "http://127.0.0.1:$PORT/v1/models" | grep -qi '^Access-Control-Allow-Origin: http://localhost:3000$' # the 401 too
   hdr -N -H 'Authorization: Bearer sekrit' -H 'Content-Type: application/json' \
     -d '{"prompt": "x", "max_tokens": 2, "stream": true}' "http://127.0.0.1:$PORT/v1/completions" | grep -qi '^Access-Control-Allow-Origin'
-  run npu-forward serve -m "$W/target.q4nx" --cors ''
-  [ "$status" = 2 ]
+  for bad in '' 'http://' 'ftp://x' 'javascript:alert(1)' 'http://a/b' $'http://a\r\nX: y'; do
+    run npu-forward serve -m "$W/target.q4nx" --cors "$bad"
+    [ "$status" = 2 ] && [[ "$output" == *"--cors"* ]]
+  done
+  run npu-forward serve -m "$W/target.q4nx" --api-key ''
+  [ "$status" = 2 ] && [[ "$output" == *"--api-key"* ]]
 }
 
 @test "serve: a port in use and a bad model exit 4 with a named error; bad options exit 2" {

@@ -1,4 +1,5 @@
 /* npu-forward serve: the OpenAI-compatible server (lib/serve) from the command line, until SIGINT/SIGTERM. */
+#include <ctype.h>
 #include <getopt.h>
 #include <math.h>
 #include <signal.h>
@@ -18,6 +19,20 @@
 static volatile sig_atomic_t serve_stop;
 static void on_signal(int sig) { (void)sig, serve_stop = 1; }
 static void serve_log(const char *line, void *ctx) { (void)ctx, ogk_err("%s", line); }
+
+/* "*", or http(s)://host[:port]: a browser's Origin, no path, nothing a header could not carry */
+static int cors_origin(const char *s)
+{
+    if (!strcmp(s, "*"))
+        return 1;
+    const char *h = !strncmp(s, "http://", 7) ? s + 7 : !strncmp(s, "https://", 8) ? s + 8 : NULL;
+    if (!h || !*h)
+        return 0;
+    for (const char *p = h; *p; p++)
+        if (!(isalnum((unsigned char)*p) || strchr(".-:[]", *p)))
+            return 0;
+    return 1;
+}
 
 int cmd_serve(int argc, char **argv)
 {
@@ -47,10 +62,15 @@ int cmd_serve(int argc, char **argv)
         case S_PORT: o.port = (int)ogk_parse_long("--port", optarg, 0, 65535); break;
         case S_PARALLEL: o.parallel = (int)ogk_parse_long("--parallel", optarg, 1, SERVE_PASS_ROWS); break;
         case S_QUEUE: o.queue = (int)ogk_parse_long("--queue", optarg, 1, 1 << 20); break;
-        case S_API_KEY: o.api_key = optarg; break;
-        case S_CORS:
+        case S_API_KEY:
             if (!*optarg || strpbrk(optarg, "\r\n"))
-                ogk_die(OGK_EXIT_USAGE, "--cors: '%s' is not an origin (\"*\" or scheme://host[:port])", optarg);
+                ogk_die(OGK_EXIT_USAGE, "--api-key: an empty key or one with a line break guards nothing");
+            o.api_key = optarg;
+            break;
+        case S_CORS:
+            if (!cors_origin(optarg))
+                ogk_die(OGK_EXIT_USAGE, "--cors: '%s' is not an origin (\"*\", or http:// or https:// and a host[:port])",
+                        optarg);
             o.cors = optarg;
             break;
         case S_PREFIX:
