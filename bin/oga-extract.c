@@ -220,9 +220,9 @@ int main(int argc, char **argv)
     }
 
     ogk_out o;
-    if (ogk_out_open(&o, outpath, &e)) {
+    if (ogk_out_open(&o, outpath, &e)) { /* a file that cannot be created: 1; stdout on a terminal: 2 */
         pack_close(p);
-        ogk_die(OGK_EXIT_USAGE, "%s", e.msg);
+        ogk_die(outpath && strcmp(outpath, "-") ? OGK_EXIT_CHECK : OGK_EXIT_USAGE, "%s", e.msg);
     }
     ogax_writer w;
     ogax_writer_init(&w, o.fd);

@@ -51,6 +51,9 @@ variant() {
   [ "$status" -eq 2 ]
   run oga-extract --help
   [ "$status" -eq 0 ] && [[ "$output" == *"usage: oga-extract"* ]]
+  # an output file that cannot be created is a write failure (1, as the man page says), not a usage error
+  run oga-extract -o "$BATS_TEST_TMPDIR/no/such/dir/x.ogax" "$(fixture qwen2 cpu tied)"
+  [ "$status" -eq 1 ] && [[ "$output" == *"cannot create"* ]]
 }
 
 @test "oga-extract --check rejects truncated, corrupted and padded streams" {
