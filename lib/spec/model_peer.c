@@ -37,6 +37,7 @@ int spec_model_draft(void *self, const int *prefix, int n, int k, int *out, ogk_
 {
     spec_model_drafter *md = self;
     model_state *s = md->s;
+    s->head_argmax = 1; /* drafts read argmaxes only: the live loop's drafter runs the same head */
     if (n + k > s->context)
         return ogk_fail(e, "the drafter's context of %d positions cannot hold %d tokens and %d drafts", s->context, n,
                         k);
@@ -82,19 +83,24 @@ int spec_model_time_passes(model_state *s, const int *prompt, int np, int rows, 
     int toks[SPEC_K_MAX + 1];
     for (int i = 0; i < rows; i++)
         toks[i] = prompt[(np - 1 + i) % np];
+    /* a verify pass reads argmaxes only: the classifier's argmax head, as the live loop runs it */
+    int was = s->head_argmax;
+    s->head_argmax = 1;
     double st[65], pt[65];
-    for (int r = 0; r <= reps; r++) { /* r = 0: warm-up */
+    int rc = 0;
+    for (int r = 0; r <= reps && !rc; r++) { /* r = 0: warm-up */
         double t0 = ogk_now();
-        if (model_forward(s, toks, 1, 0, e))
-            return -1;
+        rc = model_forward(s, toks, 1, 0, e);
         double t1 = ogk_now();
         model_rewind(s, 1);
-        if (model_forward(s, toks, rows, 1, e))
-            return -1;
+        rc = rc ? rc : model_forward(s, toks, rows, 1, e);
         double t2 = ogk_now();
         model_rewind(s, rows);
         st[r] = (t1 - t0) * 1e3, pt[r] = (t2 - t1) * 1e3;
     }
+    s->head_argmax = was;
+    if (rc)
+        return -1;
     qsort(st + 1, (size_t)reps, sizeof(double), cmp_d);
     qsort(pt + 1, (size_t)reps, sizeof(double), cmp_d);
     *step_ms = st[1 + reps / 2];
