@@ -216,6 +216,19 @@ mutation_case() { # MUTATION CODE WHAT-substring
 @test "refused: an unquantised lm_head"                      { mutation_case plain-lm-head unsupported_op lm_head.weight; }
 @test "refused: a weight the graph walk cannot place"        { mutation_case unassigned unassigned stray.weight; }
 @test "refused: a node without an op_type (no crash)"         { mutation_case no-op-type graph "layer 0"; }
+# attributes the runtime does not implement: refused by name, never ignored (wrong output)
+@test "refused: MatMulNBits weight_prepacked"                 { mutation_case weight-prepacked unsupported_op "tensor model.layers.0."; }
+@test "refused: GroupQueryAttention local_window_size"        { mutation_case gqa-window unsupported_op "layer 0 attention"; }
+@test "refused: GroupQueryAttention softcap"                  { mutation_case gqa-softcap unsupported_op "layer 1 attention"; }
+@test "refused: GroupQueryAttention scale not 1/sqrt(head_dim)" { mutation_case gqa-scale unsupported_op graph; }
+@test "refused: a gate activation other than SiLU"            { mutation_case gelu-gate unsupported_op "layer 0 mlp"; }
+@test "GroupQueryAttention without a scale attribute (the default 1/sqrt(head_dim)) imports" {
+  local s
+  for s in cpu amd; do
+    run oga-info -q "$(mutated "$s" gqa-scale-default)"
+    [ "$status" -eq 0 ] || { echo "$s: $output"; return 1; }
+  done
+}
 
 @test "inline initializers (raw_data, float_data, fp16 in int32_data) import byte for byte" {
   local s d

@@ -20,6 +20,12 @@ Mutations:
                     -> still importable
   no-op-type        the first MatMulNBits node without an op_type (optional in the proto; was a
                     strcmp on NULL, fuzz/pack_onnx)                              -> refused, no crash
+  weight-prepacked  the first MatMulNBits with weight_prepacked=1                -> unsupported_op
+  gqa-window        every GroupQueryAttention with local_window_size=4 (sliding window) -> unsupported_op
+  gqa-softcap       every GroupQueryAttention with softcap=30                    -> unsupported_op
+  gqa-scale         every GroupQueryAttention with scale 1/head_dim, not 1/sqrt(head_dim) -> unsupported_op
+  gqa-scale-default every GroupQueryAttention without a scale attribute (1/sqrt(head_dim)) -> still importable
+  gelu-gate         layer 0's gate activation Gelu(x) * x instead of Sigmoid(x) * x -> unsupported_op
 """
 import os
 import sys
@@ -130,6 +136,26 @@ def main():
         g.input.extend([helper.make_tensor_value_info("unused_%d" % i, TensorProto.FLOAT, [1]) for i in range(300)])
     elif what == "no-op-type":
         mnb[0].ClearField("op_type")
+    elif what == "weight-prepacked":
+        mnb[0].attribute.extend([helper.make_attribute("weight_prepacked", 1)])
+    elif what.startswith("gqa-"):
+        for n in g.node:
+            if n.op_type != "GroupQueryAttention":
+                continue
+            if what == "gqa-window":
+                attr(n, "local_window_size").i = 4
+            elif what == "gqa-softcap":
+                attr(n, "softcap").f = 30.0
+            elif what == "gqa-scale":
+                attr(n, "scale").f = attr(n, "scale").f ** 2
+            elif what == "gqa-scale-default":
+                n.attribute.remove(attr(n, "scale"))
+            else:
+                sys.exit("unknown mutation " + what)
+    elif what == "gelu-gate":
+        sig = [n for n in g.node if n.op_type == "Sigmoid"][0]
+        sig.op_type = "Gelu"
+        sig.domain = "com.microsoft"
     else:
         sys.exit("unknown mutation " + what)
     onnx.save(m, os.path.join(dst, "model.onnx"))

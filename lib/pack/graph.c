@@ -15,7 +15,9 @@
 #include "graph_int.h"
 
 #include <errno.h>
+#include <float.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -206,6 +208,11 @@ void pack_check_dims(pack *p)
             }
         }
     }
+    /* the runtime scales scores by 1/sqrt(head_dim); a custom scale must be that value, to float rounding */
+    float want = hd > 0 ? 1.0f / sqrtf((float)hd) : 0;
+    if (p->g.attn_scale && want && fabsf(p->g.attn_scale - want) > 4 * FLT_EPSILON * want)
+        pack_refuse(p, "graph", "unsupported_op", "GroupQueryAttention scale %g is not 1/sqrt(head_dim %lld) = %g",
+                    (double)p->g.attn_scale, hd, (double)want);
     if (p->g.rope_dim_attr > 0 && p->g.rope_dim > 0 && p->g.rope_dim_attr != p->g.rope_dim)
         pack_refuse(p, "graph", "graph", "RotaryEmbedding rotary_embedding_dim %d != cache width x 2 = %d", p->g.rope_dim_attr,
                     p->g.rope_dim);

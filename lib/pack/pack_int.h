@@ -29,6 +29,7 @@ typedef struct {
     int io_dtype;         /* enum ogk_dtype of the logits, 0 unknown */
     int has_rotary_nodes, has_gqa_rotary, separate_qkv, packed_qkv, has_position_ids, ryzenai_nodes;
     int qkv_bias, qk_norm, tied;
+    float attn_scale;     /* GroupQueryAttention scale attribute, 0 absent (1/sqrt(head_dim)) */
     size_t ignored_constants;
 } pack_graph_facts;
 

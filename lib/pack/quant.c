@@ -133,6 +133,11 @@ const pack_tensor *pg_emit_mnb(G *g, int n, const char *role)
                     "MatMulNBits %s: block_size %" PRId64 " is not a power of two in 16..4096", nname(g, n), block);
         return NULL;
     }
+    if (attr_i(g, n, "weight_prepacked", 0, NULL)) {
+        pack_refuse(p, what, "unsupported_op", "MatMulNBits %s: weight_prepacked (B in a backend's own layout) is not supported",
+                    nname(g, n));
+        return NULL;
+    }
     if (in(g, n, 4)) {
         pack_refuse(p, what, "g_idx", "MatMulNBits %s has a g_idx input (act-order group index); not supported",
                     nname(g, n));
@@ -213,6 +218,10 @@ void pg_emit_gbq(G *g, int n, int dvi, int sliced)
         return;
     int64_t bits = attr_i(g, n, "bits", 4, NULL), block = attr_i(g, n, "block_size", 128, NULL),
             gax = attr_i(g, n, "gather_axis", 0, NULL), qax = attr_i(g, n, "quantize_axis", 1, NULL);
+    if (attr_i(g, n, "weight_prepacked", 0, NULL)) {
+        pack_refuse(p, what, "unsupported_op", "GatherBlockQuantized %s: weight_prepacked is not supported", nname(g, n));
+        return;
+    }
     if (bits != 4) {
         pack_refuse(p, what, "unsupported_bits", "GatherBlockQuantized %s has bits=%" PRId64 "; only 4 is supported",
                     nname(g, n), bits);

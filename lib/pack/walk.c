@@ -25,6 +25,26 @@ static int is_attention(const G *g, int n)
     return is_op(g, n, "GroupQueryAttention") || is_op(g, n, "MultiHeadAttention") || is_op(g, n, "Attention") ||
            is_op(g, n, "PagedAttention");
 }
+/* SiLU, the only gate activation the runtime applies: x * Sigmoid(x) as two nodes, or one Silu / Swish
+ * (alpha 1) node; x is the gate projection's output */
+static int is_silu(const G *g, int act, const char *x)
+{
+    if (is_op(g, act, "Silu"))
+        return 1;
+    if (is_op(g, act, "Swish")) {
+        Onnx__AttributeProto *a = attr(g, act, "alpha");
+        return !a || !a->has_f || a->f == 1.0f;
+    }
+    const char *sv = out(g, act, 0);
+    gval *v = is_op(g, act, "Sigmoid") && sv ? val(g, sv) : NULL;
+    for (int c = 0; v && c < v->ncons; c++) {
+        int m = v->cons[c];
+        const char *a = in(g, m, 0), *b = in(g, m, 1);
+        if (is_op(g, m, "Mul") && a && b && ((!strcmp(a, x) && !strcmp(b, sv)) || (!strcmp(a, sv) && !strcmp(b, x))))
+            return 1;
+    }
+    return 0;
+}
 static int is_activation(const G *g, int n)
 {
     static const char *ops[] = {"Sigmoid", "Silu", "Swish", "Gelu", "FastGelu", "QuickGelu", "BiasGelu", "Relu", "Tanh", "Elu"};
@@ -194,6 +214,24 @@ static void walk_attention(G *g, int layer, const char *start, int *nodes, size_
         h = attr_i(g, attn, "kv_num_heads", 0, &have);
         if (have)
             p->g.gqa_kv_heads = (int)h;
+        /* what the runtime's attention does not do: a sliding window, soft-capped or smoothed scores,
+         * a scale other than 1/sqrt(head_dim) (checked against the config in pack_check_dims) */
+        int64_t win = attr_i(g, attn, "local_window_size", -1, NULL), smooth = attr_i(g, attn, "smooth_softmax", 0, NULL);
+        Onnx__AttributeProto *cap = attr(g, attn, "softcap"), *sc = attr(g, attn, "scale");
+        if (win != -1)
+            pack_refuse(p, what, "unsupported_op", "GroupQueryAttention %s: local_window_size %" PRId64
+                        " (sliding-window attention) is not supported", nname(g, attn), win);
+        if (cap && cap->has_f && cap->f != 0)
+            pack_refuse(p, what, "unsupported_op", "GroupQueryAttention %s: softcap %g is not supported", nname(g, attn),
+                        (double)cap->f);
+        if (smooth)
+            pack_refuse(p, what, "unsupported_op", "GroupQueryAttention %s: smooth_softmax is not supported", nname(g, attn));
+        if (sc && sc->has_f && sc->f != 0) { /* 0: the default, 1/sqrt(head_dim) */
+            if (p->g.attn_scale && p->g.attn_scale != sc->f)
+                pack_refuse(p, what, "unsupported_op", "GroupQueryAttention %s: scale %g differs from another layer's %g",
+                            nname(g, attn), (double)sc->f, (double)p->g.attn_scale);
+            p->g.attn_scale = sc->f;
+        }
         if (attr_i(g, attn, "do_rotary", 0, NULL)) {
             p->g.has_gqa_rotary = 1;
             p->g.rope_interleaved = (int)attr_i(g, attn, "rotary_interleaved", 0, NULL);
@@ -272,20 +310,22 @@ static void walk_mlp(G *g, int layer, const char *start, int *nodes, size_t nn)
 {
     pack *p = g->p;
     const char *what = pack_printf(p, "layer %d mlp", layer);
-    int gate = -1, up = -1, down = -1, nfirst = 0, nother = 0;
+    int gate = -1, up = -1, down = -1, nfirst = 0, nother = 0, gate_act = -1;
     for (size_t i = 0; i < nn; i++) {
         int n = nodes[i];
         if (!is_linear(g, n))
             continue;
         if (consumes(g, n, start)) {
             nfirst++;
-            int act = 0;
-            gval *v = val(g, out(g, n, 0));
+            int act = -1;
+            gval *v = out(g, n, 0) ? val(g, out(g, n, 0)) : NULL;
             for (int c = 0; v && c < v->ncons; c++)
-                act |= is_activation(g, v->cons[c]);
-            if (act)
+                if (is_activation(g, v->cons[c]))
+                    act = v->cons[c];
+            if (act >= 0) {
                 gate = n;
-            else
+                gate_act = act;
+            } else
                 up = n;
         } else {
             nother++;
@@ -300,6 +340,9 @@ static void walk_mlp(G *g, int layer, const char *start, int *nodes, size_t nn)
         pack_refuse(p, what, "graph", "cannot find gate, up and down projections (%d + %d projections)", nfirst, nother);
         return;
     }
+    if (!is_silu(g, gate_act, out(g, gate, 0)))
+        pack_refuse(p, what, "unsupported_op", "gate activation %s (%s) is not SiLU, the only one the runtime applies",
+                    node(g, gate_act)->op_type, nname(g, gate_act));
     emit_linear(g, gate, pack_printf(p, "layers.%d.mlp.gate", layer));
     emit_linear(g, up, pack_printf(p, "layers.%d.mlp.up", layer));
     emit_linear(g, down, pack_printf(p, "layers.%d.mlp.down", layer));
@@ -373,6 +416,9 @@ static void emit_embed(G *g, int emb, int lm)
             else if (attr_i(g, emb, "block_size", 128, NULL) != attr_i(g, lm, "block_size", 0, NULL) ||
                      attr_i(g, emb, "bits", 4, NULL) != attr_i(g, lm, "bits", 0, NULL))
                 pack_refuse(p, "tensor embed", "graph", "GatherBlockQuantized %s: bits/block_size differ from lm_head's",
+                            nname(g, emb));
+            else if (attr_i(g, emb, "weight_prepacked", 0, NULL))
+                pack_refuse(p, "tensor embed", "unsupported_op", "GatherBlockQuantized %s: weight_prepacked is not supported",
                             nname(g, emb));
             else
                 p->g.tied = 1;
