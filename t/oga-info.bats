@@ -222,6 +222,12 @@ mutation_case() { # MUTATION CODE WHAT-substring
 @test "refused: GroupQueryAttention softcap"                  { mutation_case gqa-softcap unsupported_op "layer 1 attention"; }
 @test "refused: GroupQueryAttention scale not 1/sqrt(head_dim)" { mutation_case gqa-scale unsupported_op graph; }
 @test "refused: a gate activation other than SiLU"            { mutation_case gelu-gate unsupported_op "layer 0 mlp"; }
+@test "refused: a bias fused into an MLP MatMulNBits (input 5)" { mutation_case fused-mlp-bias unsupported_op gate.fused_bias; }
+@test "q/k/v biases fused into their MatMulNBits (input 5): importable, qkv_bias, same bytes" {
+  importable_mutation qwen2 tied fused-bias
+  run oga-info -q "$BATS_TEST_TMPDIR/mut-amd-fused-bias"
+  [ "$(echo "$output" | jq -c '[.qkv_bias, .by_role["attn.q_bias"].count, .by_role["attn.v_bias"].count]')" = '[true,2,2]' ]
+}
 @test "GroupQueryAttention without a scale attribute (the default 1/sqrt(head_dim)) imports" {
   local s
   for s in cpu amd; do

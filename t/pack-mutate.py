@@ -26,6 +26,9 @@ Mutations:
   gqa-scale         every GroupQueryAttention with scale 1/head_dim, not 1/sqrt(head_dim) -> unsupported_op
   gqa-scale-default every GroupQueryAttention without a scale attribute (1/sqrt(head_dim)) -> still importable
   gelu-gate         layer 0's gate activation Gelu(x) * x instead of Sigmoid(x) * x -> unsupported_op
+  fused-bias        (qwen2) each q/k/v bias Add folded into its MatMulNBits as input 5 (bias)
+                    -> importable, the same roles and qkv_bias true
+  fused-mlp-bias    a zero bias fused into layer 0's gate MatMulNBits (input 5)   -> unsupported_op
 """
 import os
 import sys
@@ -156,6 +159,26 @@ def main():
         sig = [n for n in g.node if n.op_type == "Sigmoid"][0]
         sig.op_type = "Gelu"
         sig.domain = "com.microsoft"
+    elif what == "fused-bias":
+        prod = {o: n for n in g.node for o in n.output}
+        for add in [n for n in g.node if n.op_type == "Add" and any(i in inits for i in n.input)]:
+            lin = [prod.get(i) for i in add.input if i not in inits][0]
+            if lin is None or lin.op_type != "MatMulNBits":
+                continue
+            bias = [i for i in add.input if i in inits][0]
+            while len(lin.input) < 5:
+                lin.input.append("")
+            lin.input.append(bias)
+            lin.output[0] = add.output[0]
+            g.node.remove(add)
+    elif what == "fused-mlp-bias":
+        n = [n for n in mnb if "gate_proj" in n.name][0]
+        dt = inits[n.input[2]].data_type
+        g.initializer.append(numpy_helper.from_array(
+            np.zeros(attr(n, "N").i, np.float16 if dt == TensorProto.FLOAT16 else np.float32), "gate.fused_bias"))
+        while len(n.input) < 5:
+            n.input.append("")
+        n.input.append("gate.fused_bias")
     else:
         sys.exit("unknown mutation " + what)
     onnx.save(m, os.path.join(dst, "model.onnx"))

@@ -193,9 +193,20 @@ const pack_tensor *pg_emit_mnb(G *g, int n, const char *role)
     t->accuracy_level = (int)acc;
     t->codes = B->data;
     t->codes_size = B->size;
-    if (in(g, n, 5)) { /* fused bias */
-        char *br = pack_printf(p, "%s_bias", role);
-        pg_emit_plain(g, n, in(g, n, 5), br);
+    if (in(g, n, 5)) { /* a fused bias: the runtime adds one only after q, k, v (qkv_bias) and knows o_bias (refused there) */
+        const char *s = strstr(role, ".attn.");
+        if (s && (!strcmp(s, ".attn.q") || !strcmp(s, ".attn.k") || !strcmp(s, ".attn.v") || !strcmp(s, ".attn.qkv") ||
+                  !strcmp(s, ".attn.o"))) {
+            if (strcmp(s, ".attn.o"))
+                p->g.qkv_bias = 1;
+            pg_emit_plain(g, n, in(g, n, 5), pack_printf(p, "%s_bias", role));
+        } else {
+            int bi = pg_init_of(g, in(g, n, 5), NULL);
+            if (bi >= 0)
+                g->v[bi].used = 1; /* refused here, not again as unassigned */
+            pack_refuse(p, pack_printf(p, "tensor %s", in(g, n, 5)), "unsupported_op",
+                        "MatMulNBits %s: a bias fused into the %s projection; the runtime has no bias there", nname(g, n), role);
+        }
     }
     return t;
 }
