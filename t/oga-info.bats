@@ -222,6 +222,21 @@ mutation_case() { # MUTATION CODE WHAT-substring
 @test "refused: GroupQueryAttention softcap"                  { mutation_case gqa-softcap unsupported_op "layer 1 attention"; }
 @test "refused: GroupQueryAttention scale not 1/sqrt(head_dim)" { mutation_case gqa-scale unsupported_op graph; }
 @test "refused: a gate activation other than SiLU"            { mutation_case gelu-gate unsupported_op "layer 0 mlp"; }
+@test "refused: a family the runtime does not run, by name, also when the graph walk fails too" {
+  local d t g
+  d=$(mutated cpu no-op-type)
+  g=$(readlink -f "$d/genai_config.json")
+  for t in gemma phi chatglm; do
+    rm -f "$d/genai_config.json"
+    jq --arg t "$t" '.model.type = $t' "$g" >"$d/genai_config.json"
+    run --separate-stderr oga-info "$d"
+    [ "$status" -eq 3 ] || { echo "$t: status $status"; return 1; }
+    echo "$output" | jq -e --arg t "$t" '[.refusals[] | select(.code == "model_unsupported" and .what == "genai_config.json: model.type"
+      and (.reason | contains("\"" + $t + "\"")))] | length == 1' >/dev/null || { echo "$t:"; echo "$output" | jq -c .refusals; return 1; }
+    echo "$output" | jq -e '[.refusals[].code] | index("graph")' >/dev/null  # the walk's own refusal is kept
+    [[ "$stderr" == *"genai_config.json: model.type: unsupported family \"$t\""* ]]
+  done
+}
 @test "refused: a bias fused into an MLP MatMulNBits (input 5)" { mutation_case fused-mlp-bias unsupported_op gate.fused_bias; }
 @test "q/k/v biases fused into their MatMulNBits (input 5): importable, qkv_bias, same bytes" {
   importable_mutation qwen2 tied fused-bias

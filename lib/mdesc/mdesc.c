@@ -23,6 +23,14 @@ const char *model_family_name(int family)
     return "?";
 }
 
+int model_family_of(const char *name)
+{
+    for (size_t i = 0; name && i < sizeof families / sizeof *families; i++)
+        if (!strcmp(name, families[i].name))
+            return families[i].family;
+    return -1;
+}
+
 static void where_set(mdesc_where *w, const char *fmt, const char *s)
 {
     if (w)
@@ -78,14 +86,11 @@ int mdesc_config(model_config *c, const json_t *j, ogk_error *e, int *code, mdes
         where_set(w, "%s", "family");
         return ogk_fail(e, "model description: \"family\" is %s", fj && !json_is_null(fj) ? "not a string" : "missing");
     }
-    c->family = -1;
-    for (size_t i = 0; i < sizeof families / sizeof *families; i++)
-        if (!strcmp(fam, families[i].name))
-            c->family = families[i].family;
+    c->family = model_family_of(fam);
     if (c->family < 0) {
         *code = OGK_EXIT_INIT;
         where_set(w, "%s", "family");
-        return ogk_fail(e, "unsupported family \"%.40s\" (supported: llama, mistral, qwen2, qwen3, phi3)", fam);
+        return ogk_fail(e, "unsupported family \"%.40s\" (supported: " MODEL_FAMILIES ")", fam);
     }
     snprintf(c->family_name, sizeof c->family_name, "%s", fam);
     if (get_int(j, "vocab_size", &c->vocab_size, 1, 1, e, w) < 0 || get_int(j, "hidden_size", &c->dim, 1, 1, e, w) < 0 ||

@@ -57,6 +57,9 @@ typedef struct model_config {
 } model_config;
 
 const char *model_family_name(int family);
+/* The family a model.type names (mistral runs as llama), -1 for one this runtime does not run. */
+int model_family_of(const char *name);
+#define MODEL_FAMILIES "llama, mistral, qwen2, qwen3, phi3"
 
 /* Where a refusal points: the description key ("bos_token_id", "family", ...) or "tensor ROLE", so a
  * caller can name the file and key it came from. */

@@ -738,6 +738,11 @@ pack *pack_open(const char *dir, ogk_error *e)
         pack_refuse(p, "file genai_config.json", "file_missing", "missing: the pack's configuration is required");
     p->onnx_name = fn ? strdup(fn) : NULL;
 
+    /* a family the runtime does not run is said first and plainly: its graph usually fails the walk too */
+    const char *type = json_string_value(json_object_get(json_object_get(p->genai, "model"), "type"));
+    if (type && model_family_of(type) < 0)
+        pack_refuse(p, "genai_config.json: model.type", "model_unsupported", "unsupported family \"%.40s\" (supported: "
+                    MODEL_FAMILIES ")", type);
     scan_npu_files(p);
     pack_read_graph(p);
     read_assets(p);

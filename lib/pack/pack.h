@@ -25,7 +25,8 @@
  *   g_idx, tensor_shape, tensor_dtype, unsupported_op, graph, unassigned, npu_packed,
  *   and, from the runtime's own check (lib/mdesc, run only when nothing else was refused, so that an
  *   importable pack is one npu-forward runs): model_config (a description value the runtime refuses:
- *   out of range, token id outside the vocabulary), model_unsupported (a family it does not run),
+ *   out of range, token id outside the vocabulary), model_unsupported (a family it does not run; model.type is also
+ *   checked first, whatever else is refused),
  *   model_tensors (a tensor missing, misshapen, or contradicting the config), tokenizer (tokenizer.json
  *   that the runtime's loader refuses).
  */
