@@ -243,6 +243,15 @@ mutation_case() { # MUTATION CODE WHAT-substring
   run oga-info -q "$BATS_TEST_TMPDIR/mut-amd-fused-bias"
   [ "$(echo "$output" | jq -c '[.qkv_bias, .by_role["attn.q_bias"].count, .by_role["attn.v_bias"].count]')" = '[true,2,2]' ]
 }
+@test "the model's accuracy_level is null when some MatMulNBits has none (absent or mixed, ogax(5))" {
+  local src d=$BATS_TEST_TMPDIR/acc-partial
+  src=$(fixture qwen2 cpu tied tiny 4)
+  oga-extract -o "$BATS_TEST_TMPDIR/a.ogax" "$src"
+  [ "$(oga-extract --check "$BATS_TEST_TMPDIR/a.ogax" | jq .model.accuracy_level)" = 4 ]
+  /usr/bin/python3 "$TOP/t/pack-mutate.py" "$src" "$d" acc-partial
+  oga-extract -o "$BATS_TEST_TMPDIR/b.ogax" "$d"
+  [ "$(oga-extract --check "$BATS_TEST_TMPDIR/b.ogax" | jq .model.accuracy_level)" = null ]
+}
 @test "GroupQueryAttention without a scale attribute (the default 1/sqrt(head_dim)) imports" {
   local s
   for s in cpu amd; do

@@ -28,6 +28,7 @@ Mutations:
   gelu-gate         layer 0's gate activation Gelu(x) * x instead of Sigmoid(x) * x -> unsupported_op
   fused-bias        (qwen2) each q/k/v bias Add folded into its MatMulNBits as input 5 (bias)
                     -> importable, the same roles and qkv_bias true
+  acc-partial       the first MatMulNBits without its accuracy_level attribute  -> importable, accuracy_level null
   fused-mlp-bias    a zero bias fused into layer 0's gate MatMulNBits (input 5)   -> unsupported_op
 """
 import os
@@ -171,6 +172,8 @@ def main():
             lin.input.append(bias)
             lin.output[0] = add.output[0]
             g.node.remove(add)
+    elif what == "acc-partial":
+        mnb[0].attribute.remove(attr(mnb[0], "accuracy_level"))
     elif what == "fused-mlp-bias":
         n = [n for n in mnb if "gate_proj" in n.name][0]
         dt = inits[n.input[2]].data_type

@@ -601,9 +601,9 @@ static void build_model(pack *p)
                          chat_template(p));
     /* the MatMulNBits accuracy_level, when every projection has the same one: what onnxruntime would run
      * (4: int8 activations), which npu-forward's default --mode follows; null when absent or mixed */
-    int acc = -2;
+    int acc = -2; /* -2 no MatMulNBits yet, -1 absent or mixed */
     for (size_t i = 0; i < p->n_t; i++)
-        if (p->t[i].accuracy_level >= 0)
+        if (p->t[i].source_op && !strcmp(p->t[i].source_op, "MatMulNBits"))
             acc = acc == -2 || acc == p->t[i].accuracy_level ? p->t[i].accuracy_level : -1;
     json_object_set_new(p->model, "accuracy_level", acc >= 0 ? json_integer(acc) : json_null());
     if (!p->genai)
