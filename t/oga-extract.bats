@@ -113,6 +113,7 @@ bad_case() {
 @test "extract bad truncated-data"      { bad_case truncated-data truncated; }
 @test "extract bad offset-past-end"     { bad_case offset-past-end external_data; }
 @test "extract bad not-protobuf"        { bad_case not-protobuf not_protobuf; }
+@test "extract bad deep-nesting"        { bad_case deep-nesting not_protobuf; }
 @test "extract bad config-missing-key"  { bad_case config-missing-key config_missing; }
 @test "extract bad config-wrong-type"   { bad_case config-wrong-type config_type; }
 @test "extract bad dims-contradict"     { bad_case dims-contradict config_dims; }

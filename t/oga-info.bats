@@ -133,6 +133,10 @@ bad_case() {
 }
 @test "bad pack offset-past-end: external_data, exit 3"     { bad_case offset-past-end external_data tensor; }
 @test "bad pack not-protobuf: not_protobuf, exit 3"         { bad_case not-protobuf not_protobuf model.onnx; }
+@test "bad pack deep-nesting: not_protobuf, exit 3, not a stack overflow" {
+  bad_case deep-nesting not_protobuf model.onnx
+  echo "$output" | jq -e '.refusals[0].reason | contains("nested more than 64 deep")'
+}
 @test "bad pack config-missing-key: config_missing, exit 3" { bad_case config-missing-key config_missing genai_config.json; }
 @test "bad pack config-wrong-type: config_type, exit 3"     { bad_case config-wrong-type config_type genai_config.json; }
 @test "bad pack dims-contradict: config_dims, exit 3"       { bad_case dims-contradict config_dims; }

@@ -27,6 +27,9 @@ BAD = {
                         "offset+length runs past the end of model.onnx.data (file itself intact)",
                         False, "refuse (exit 3) naming the tensor"),
     "not-protobuf": ("model.onnx is text, not a protobuf ModelProto", False, "refuse (exit 3) naming model.onnx"),
+    "deep-nesting": ("model.onnx is ~600 KB of messages nested 150001 deep (graph -> node -> attribute.g -> graph "
+                     "...): well-formed protobuf that a recursive parser follows off the stack", False,
+                     "refuse (exit 3) naming model.onnx, without parsing it"),
     "config-missing-key": ("genai_config.json: model.decoder.num_hidden_layers removed", False,
                            "refuse (exit 3) naming the key"),
     "config-wrong-type": ("genai_config.json: model.decoder.num_attention_heads is the string \"8\"", False,
@@ -164,6 +167,8 @@ def make(name, out):
             # 'N' (0x4e) is field 9 with wire type 6, which does not exist: no protobuf parser accepts it
             open(os.path.join(out, "model.onnx"), "w").write("NOT A PROTOBUF: this model.onnx was overwritten by "
                                                              "tools/mkbad.py\n")
+        elif name == "deep-nesting":
+            open(os.path.join(out, "model.onnx"), "wb").write(deep_nesting(50000))
         elif name == "config-missing-key":
             edit_genai(out, lambda c: c["model"]["decoder"].pop("num_hidden_layers"))
         elif name == "config-wrong-type":
@@ -177,6 +182,24 @@ def make(name, out):
     mkpack.write_json(os.path.join(out, "bad.json"), {"name": name, "defect": d, "valid_onnx": valid,
                                                        "expect": expect})
     return 0
+
+
+def deep_nesting(levels):
+    """A ModelProto whose graph holds a node whose attribute holds a graph ... levels times: written as
+    bytes (the protobuf package refuses to build it). Each message's header is its tag and length."""
+    def varint(n):
+        b = bytearray()
+        while True:
+            b.append((n & 0x7f) | (0x80 if n > 0x7f else 0))
+            n >>= 7
+            if not n:
+                return bytes(b)
+    heads, size = [], 0  # innermost first
+    for _ in range(levels):
+        for tag in (0x32, 0x2a, 0x0a):  # AttributeProto.g (6), NodeProto.attribute (5), GraphProto.node (1)
+            heads.append(bytes([tag]) + varint(size))
+            size += len(heads[-1])
+    return b"\x3a" + varint(size) + b"".join(reversed(heads))  # ModelProto.graph (7)
 
 
 def make_npu(out):

@@ -21,6 +21,90 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* ---- parsing: protobuf-c's unpack recurses once per nested message, so a small hostile file (a graph
+ * in an attribute in a node in a graph ...) would overflow the stack; the nesting is measured first,
+ * without recursion, from the generated descriptors ---- */
+
+#define ONNX_MAX_DEPTH 64
+
+static int varint(const uint8_t *d, size_t end, size_t *pos, uint64_t *v)
+{
+    *v = 0;
+    for (int s = 0; s < 64 && *pos < end; s += 7) {
+        uint8_t b = d[(*pos)++];
+        *v |= (uint64_t)(b & 0x7f) << s;
+        if (!(b & 0x80))
+            return 0;
+    }
+    return -1;
+}
+
+/* -1 with *at set when a message field lies deeper than ONNX_MAX_DEPTH; 0 otherwise (malformed wire
+ * data included: the parser names that) */
+static int onnx_too_deep(const uint8_t *d, size_t n, size_t *at)
+{
+    struct {
+        const ProtobufCMessageDescriptor *desc;
+        size_t end;
+    } st[ONNX_MAX_DEPTH + 1] = {{&onnx__model_proto__descriptor, n}};
+    int top = 0;
+    size_t pos = 0;
+    for (;;) {
+        while (top > 0 && pos == st[top].end)
+            top--;
+        if (pos == st[top].end)
+            return 0;
+        uint64_t key, len;
+        if (varint(d, st[top].end, &pos, &key))
+            return 0;
+        size_t left = st[top].end - pos;
+        switch (key & 7) {
+        case 0:
+            if (varint(d, st[top].end, &pos, &len))
+                return 0;
+            break;
+        case 1:
+        case 5:
+            if (left < ((key & 7) == 1 ? 8u : 4u))
+                return 0;
+            pos += (key & 7) == 1 ? 8 : 4;
+            break;
+        case 2: {
+            if (varint(d, st[top].end, &pos, &len) || len > st[top].end - pos)
+                return 0;
+            const ProtobufCFieldDescriptor *f =
+                key >> 3 <= UINT32_MAX ? protobuf_c_message_descriptor_get_field(st[top].desc, (unsigned)(key >> 3)) : NULL;
+            if (f && f->type == PROTOBUF_C_TYPE_MESSAGE) {
+                if (top == ONNX_MAX_DEPTH) {
+                    *at = pos;
+                    return -1;
+                }
+                top++;
+                st[top].desc = f->descriptor;
+                st[top].end = pos + len;
+            } else
+                pos += len;
+            break;
+        }
+        default:
+            return 0;
+        }
+    }
+}
+
+Onnx__ModelProto *pack_onnx_unpack(const uint8_t *data, size_t size, ogk_error *e)
+{
+    size_t at = 0;
+    if (onnx_too_deep(data, size, &at)) {
+        ogk_fail(e, "messages nested more than %d deep (at byte %zu): refused unparsed", ONNX_MAX_DEPTH, at);
+        return NULL;
+    }
+    Onnx__ModelProto *m = size ? onnx__model_proto__unpack(NULL, size, data) : NULL;
+    if (!m)
+        ogk_fail(e, "protobuf parse failed%s", size ? "" : ": empty file");
+    return m;
+}
+
 void pack_read_graph(pack *p)
 {
     if (!p->onnx_name) {
@@ -40,10 +124,9 @@ void pack_read_graph(pack *p)
         return;
     }
     free(path);
-    p->onnx = p->onnx_map.size ? onnx__model_proto__unpack(NULL, p->onnx_map.size, p->onnx_map.data) : NULL;
+    p->onnx = pack_onnx_unpack(p->onnx_map.data, p->onnx_map.size, &e);
     if (!p->onnx || !p->onnx->graph) {
-        pack_refuse(p, what, "not_protobuf", "not an ONNX model (protobuf parse failed%s)",
-                    p->onnx ? ": no graph" : p->onnx_map.size ? "" : ": empty file");
+        pack_refuse(p, what, "not_protobuf", "not an ONNX model: %s", p->onnx ? "no graph" : e.msg);
         return;
     }
     G g = {.p = p, .g = p->onnx->graph, .lm_head_b = -1};

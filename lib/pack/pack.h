@@ -102,6 +102,12 @@ const pack_refusal *pack_refusal_at(const pack *p, size_t i);
 size_t pack_asset_count(const pack *p);
 const pack_asset *pack_asset_at(const pack *p, size_t i);
 
+/* model.onnx's bytes as an ONNX ModelProto (the generated lib/onnx type), or NULL with e filled: not a
+ * protobuf, or messages nested deeper than 64 levels (refused before protobuf-c's recursive unpack,
+ * which a small hostile file would drive off the stack). Every ModelProto is parsed through this.
+ * Free with onnx__model_proto__free_unpacked. */
+struct Onnx__ModelProto *pack_onnx_unpack(const uint8_t *data, size_t size, ogk_error *e);
+
 /* The oga-info report (see oga-info(1)); with_tensors adds one entry per tensor. Caller decrefs. */
 json_t *pack_info_json(const pack *p, int with_tensors);
 

@@ -484,8 +484,13 @@ static json_t *tied_check(const char *dir, pack *pk, q4nx_file *f)
         fail("tied check: %s", e.msg);
         return json_pack("{s:s}", "result", "FAILED: graph unreadable");
     }
-    Onnx__ModelProto *mod = onnx__model_proto__unpack(NULL, mp.size, mp.data);
+    Onnx__ModelProto *mod = pack_onnx_unpack(mp.data, mp.size, &e);
     json_t *res = NULL;
+    if (!mod) {
+        fail("tied check: %s: not an ONNX model (%s)", path, e.msg);
+        res = json_pack("{s:s}", "result", "FAILED: graph unreadable");
+        goto out;
+    }
     Onnx__GraphProto *g = mod ? mod->graph : NULL;
     Onnx__NodeProto *emb = NULL;
     for (size_t i = 0; g && i < g->n_node && !emb; i++) {
@@ -533,10 +538,6 @@ static json_t *tied_check(const char *dir, pack *pk, q4nx_file *f)
 out:
     if (mod)
         onnx__model_proto__free_unpacked(mod, NULL);
-    else if (!res) {
-        fail("tied check: %s: not an ONNX model", path);
-        res = json_pack("{s:s}", "result", "FAILED: graph unreadable");
-    }
     ogk_map_close(&mp);
     return res;
 }
