@@ -29,6 +29,9 @@ Mutations:
   fused-bias        (qwen2) each q/k/v bias Add folded into its MatMulNBits as input 5 (bias)
                     -> importable, the same roles and qkv_bias true
   acc-partial       the first MatMulNBits without its accuracy_level attribute  -> importable, accuracy_level null
+  proto-nulls       (tied packs) what the proto leaves optional, absent: a node without an op_type
+                    first in the graph, the embedding's GatherBlockQuantized without a name and
+                    with an attribute without a name                            -> still importable
   fused-mlp-bias    a zero bias fused into layer 0's gate MatMulNBits (input 5)   -> unsupported_op
 """
 import os
@@ -174,6 +177,13 @@ def main():
             g.node.remove(add)
     elif what == "acc-partial":
         mnb[0].attribute.remove(attr(mnb[0], "accuracy_level"))
+    elif what == "proto-nulls":
+        emb = [n for n in g.node if n.op_type == "GatherBlockQuantized"][0]
+        emb.ClearField("name")
+        a = emb.attribute.add()
+        a.type = onnx.AttributeProto.INT
+        a.i = 1
+        g.node.insert(0, onnx.NodeProto(output=["no_op_type_out"]))
     elif what == "fused-mlp-bias":
         n = [n for n in mnb if "gate_proj" in n.name][0]
         dt = inits[n.input[2]].data_type

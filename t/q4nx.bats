@@ -258,3 +258,14 @@ sys.stdout.buffer.write(b)' > "$W/bad.ogax"
   [ ! -e "$W/out.q4nx" ]
   ! ls "$W" | grep -q 'out.q4nx.tmp'
 }
+
+# what the ONNX proto leaves optional (op_type, node and attribute names) may be absent: lib/pack
+# tolerates it, so q4nx-verify's own graph reading (the tied check) must too; it segfaulted on strcmp(NULL)
+@test "q4nx-verify --pack: a graph with a node without op_type and an unnamed embedding node and attribute" {
+  local d=$W/proto-nulls
+  /usr/bin/python3 "$TOP/t/pack-mutate.py" "$(fixture qwen2 cpu tied)" "$d" proto-nulls
+  oga-extract "$d" | q4nx-pack -o "$W/m.q4nx"
+  run q4nx-verify "$W/m.q4nx" --pack "$d" --all
+  [ "$status" -eq 0 ] || { echo "status $status: $output"; return 1; }
+  [ "$(echo "$output" | jq -c '.pack.tied_check | [.result, .embedding_node]')" = '["ok","?"]' ]
+}
