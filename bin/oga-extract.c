@@ -233,7 +233,7 @@ int main(int argc, char **argv)
     }
     json_t *model = json_deep_copy(pack_model(p));
     json_t *hdr = json_pack("{s:s,s:i,s:o,s:{s:s,s:s,s:s,s:s},s:b,s:o}", "type", "model", "ogax", OGAX_VERSION, "model",
-                            model, "source", "pack", pack_dir(p), "flavour", pack_flavour_name(pack_flavour(p)), "tool",
+                            model, "source", "pack", pack_dir_text(p), "flavour", pack_flavour_name(pack_flavour(p)), "tool",
                             "oga-extract", "version", OGAKIT_VERSION, "complete", nr == 0, "left_out", left);
     int rc = ogax_write_frame(&w, hdr, NULL, 0, &e);
     json_decref(hdr);

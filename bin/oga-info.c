@@ -48,6 +48,8 @@ int main(int argc, char **argv)
     if (!p)
         ogk_die(OGK_EXIT_INPUT, "%s", e.msg);
     json_t *j = pack_info_json(p, tensors);
+    if (!j)
+        ogk_die(OGK_EXIT_INIT, "out of memory building the report");
     int wrc = ogk_json_print(stdout, j);
     json_decref(j);
     size_t nr = pack_refusal_count(p);

@@ -241,6 +241,38 @@ mutation_case() { # MUTATION CODE WHAT-substring
     [[ "$stderr" == *"genai_config.json: model.type: unsupported family \"$t\""* ]]
   done
 }
+# text that is not UTF-8 cannot go into the JSON report or the OGAX stream: refused by name, or (a
+# path) shown with '?' for the bad bytes; it made the report fail ("write failed", exit 1)
+@test "refused: a Latin-1 chat_template.jinja (not_utf8), the report still whole" {
+  local src d=$BATS_TEST_TMPDIR/latin1-template f
+  src=$(fixture qwen2 cpu tied)
+  mkdir -p "$d"
+  for f in "$src"/*; do ln -s "$f" "$d/"; done
+  rm "$d/tokenizer_config.json"
+  jq 'del(.chat_template)' "$src/tokenizer_config.json" >"$d/tokenizer_config.json"
+  printf '{%% for m in messages %%}\xe9{{ m.content }}{%% endfor %%}' >"$d/chat_template.jinja"
+  run --separate-stderr oga-info "$d"
+  [ "$status" -eq 3 ] || { echo "status $status: $stderr"; return 1; }
+  echo "$output" | jq -e '[.refusals[] | select(.code == "not_utf8" and .what == "file chat_template.jinja")] | length == 1'
+  run -3 oga-extract -o "$BATS_TEST_TMPDIR/s.ogax" "$d"
+  [[ "$output" == *"refused: file chat_template.jinja: not UTF-8 text"*"[not_utf8]"* ]]
+}
+@test "refused: a node name in model.onnx that is not UTF-8 (not_utf8)" { mutation_case latin1-name not_utf8 model.onnx; }
+@test "a pack directory whose name is not UTF-8: the report's pack field shows '?' for the bad byte" {
+  local src d f
+  src=$(fixture qwen2 cpu tied)
+  d=$BATS_TEST_TMPDIR/$'pack-\xe9'
+  mkdir -p "$d"
+  for f in "$src"/*; do ln -s "$f" "$d/"; done
+  run oga-info -q "$d"
+  [ "$status" -eq 0 ] || { echo "status $status: $output"; return 1; }
+  [ "$(echo "$output" | jq -r '.pack | endswith("/pack-?")')" = true ]
+  oga-extract -o "$BATS_TEST_TMPDIR/s.ogax" "$d"   # its provenance names the pack the same way
+  [ "$(oga-extract --check "$BATS_TEST_TMPDIR/s.ogax" | jq .ok)" = true ]
+  oga-extract "$d" | q4nx-pack -o "$BATS_TEST_TMPDIR/m.q4nx"
+  run q4nx-verify "$BATS_TEST_TMPDIR/m.q4nx" --pack "$d"
+  [ "$status" -eq 0 ] && [ "$(echo "$output" | jq -r '.pack.dir | endswith("/pack-?")')" = true ]
+}
 @test "refused: a bias fused into an MLP MatMulNBits (input 5)" { mutation_case fused-mlp-bias unsupported_op gate.fused_bias; }
 @test "q/k/v biases fused into their MatMulNBits (input 5): importable, qkv_bias, same bytes" {
   importable_mutation qwen2 tied fused-bias

@@ -32,6 +32,7 @@ Mutations:
   proto-nulls       (tied packs) what the proto leaves optional, absent: a node without an op_type
                     first in the graph, the embedding's GatherBlockQuantized without a name and
                     with an attribute without a name                            -> still importable
+  latin1-name       layer 0's Sigmoid node named in Latin-1 (b"...\\xe9"), not UTF-8 -> not_utf8
   fused-mlp-bias    a zero bias fused into layer 0's gate MatMulNBits (input 5)   -> unsupported_op
 """
 import os
@@ -184,6 +185,12 @@ def main():
         a.type = onnx.AttributeProto.INT
         a.i = 1
         g.node.insert(0, onnx.NodeProto(output=["no_op_type_out"]))
+    elif what == "latin1-name":
+        [n for n in g.node if n.op_type == "Sigmoid"][0].name = "LATIN1-NAME-X"
+        # the protobuf package only writes UTF-8: swap the marker's last byte in the serialised model
+        raw = m.SerializeToString().replace(b"LATIN1-NAME-X", b"LATIN1-NAME-\xe9")
+        open(os.path.join(dst, "model.onnx"), "wb").write(raw)
+        return
     elif what == "fused-mlp-bias":
         n = [n for n in mnb if "gate_proj" in n.name][0]
         dt = inits[n.input[2]].data_type

@@ -14,6 +14,8 @@
 #define _GNU_SOURCE
 #include "graph_int.h"
 
+#include "tok/tok.h"
+
 #include <errno.h>
 #include <float.h>
 #include <inttypes.h>
@@ -105,6 +107,40 @@ Onnx__ModelProto *pack_onnx_unpack(const uint8_t *data, size_t size, ogk_error *
     return m;
 }
 
+/* Names become roles' sources, refusals and OGAX/JSON text: a graph with a name that is not UTF-8 is
+ * refused whole (NULL when every name the reader uses is valid, else what holds the bad one). */
+static int utf8_ok(const char *s) { return !s || tok_utf8_check(s, strlen(s)) == strlen(s); }
+static const char *non_utf8_name(pack *p, const Onnx__GraphProto *g)
+{
+    for (size_t i = 0; i < g->n_node; i++) {
+        const Onnx__NodeProto *n = g->node[i];
+        int ok = utf8_ok(n->name) && utf8_ok(n->op_type) && utf8_ok(n->domain);
+        for (size_t j = 0; ok && j < n->n_input; j++)
+            ok = utf8_ok(n->input[j]);
+        for (size_t j = 0; ok && j < n->n_output; j++)
+            ok = utf8_ok(n->output[j]);
+        for (size_t j = 0; ok && j < n->n_attribute; j++)
+            ok = utf8_ok(n->attribute[j]->name);
+        if (!ok)
+            return pack_printf(p, "node %zu (a name, op type, domain, input, output or attribute name)", i);
+    }
+    for (size_t i = 0; i < g->n_initializer; i++) {
+        const Onnx__TensorProto *t = g->initializer[i];
+        int ok = utf8_ok(t->name);
+        for (size_t j = 0; ok && j < t->n_external_data; j++)
+            ok = utf8_ok(t->external_data[j]->key) && utf8_ok(t->external_data[j]->value);
+        if (!ok)
+            return pack_printf(p, "initializer %zu (its name or external data location)", i);
+    }
+    for (size_t i = 0; i < g->n_input; i++)
+        if (!utf8_ok(g->input[i]->name))
+            return pack_printf(p, "graph input %zu", i);
+    for (size_t i = 0; i < g->n_output; i++)
+        if (!utf8_ok(g->output[i]->name))
+            return pack_printf(p, "graph output %zu", i);
+    return NULL;
+}
+
 void pack_read_graph(pack *p)
 {
     if (!p->onnx_name) {
@@ -127,6 +163,11 @@ void pack_read_graph(pack *p)
     p->onnx = pack_onnx_unpack(p->onnx_map.data, p->onnx_map.size, &e);
     if (!p->onnx || !p->onnx->graph) {
         pack_refuse(p, what, "not_protobuf", "not an ONNX model: %s", p->onnx ? "no graph" : e.msg);
+        return;
+    }
+    const char *bad = non_utf8_name(p, p->onnx->graph);
+    if (bad) {
+        pack_refuse(p, what, "not_utf8", "%s is not UTF-8 text", bad);
         return;
     }
     G g = {.p = p, .g = p->onnx->graph, .lm_head_b = -1};

@@ -5,6 +5,7 @@
 #include "pack_int.h"
 
 #include "mdesc/mdesc.h"
+#include "tok/tok.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -45,6 +46,16 @@ char *pack_printf(pack *p, const char *fmt, ...)
     return pack_own(p, s);
 }
 
+/* Text for the JSON report must be UTF-8: an invalid byte (a file name from the directory, a name cut
+ * by a length limit) becomes '?'. In place; returns s. */
+char *pack_utf8_safe(char *s)
+{
+    size_t n = strlen(s);
+    for (size_t i = 0; (i += tok_utf8_check(s + i, n - i)) < n;)
+        s[i] = '?';
+    return s;
+}
+
 void pack_refuse(pack *p, const char *what, const char *code, const char *fmt, ...)
 {
     char buf[1024];
@@ -59,9 +70,9 @@ void pack_refuse(pack *p, const char *what, const char *code, const char *fmt, .
             abort();
     }
     pack_refusal *r = &p->r[p->n_r++];
-    r->what = pack_strdup(p, what);
+    r->what = pack_utf8_safe(pack_strdup(p, what));
     r->code = code;
-    r->reason = pack_strdup(p, buf);
+    r->reason = pack_utf8_safe(pack_strdup(p, buf));
 }
 
 pack_tensor *pack_add_tensor(pack *p)
@@ -90,6 +101,7 @@ const char *pack_flavour_name(int f)
     }
 }
 const char *pack_dir(const pack *p) { return p->dir; }
+const char *pack_dir_text(const pack *p) { return p->dir_text; }
 int pack_flavour(const pack *p) { return p->flavour; }
 const json_t *pack_model(const pack *p) { return p->model; }
 size_t pack_tensor_count(const pack *p) { return p->n_t; }
@@ -487,8 +499,14 @@ static json_t *chat_template(pack *p)
         }
     }
     for (size_t i = 0; i < p->n_a; i++)
-        if (!strcmp(p->a[i].name, "chat_template.jinja"))
+        if (!strcmp(p->a[i].name, "chat_template.jinja")) {
+            size_t bad = tok_utf8_check((const char *)p->a[i].data, p->a[i].size);
+            if (bad < p->a[i].size) {
+                pack_refuse(p, "file chat_template.jinja", "not_utf8", "not UTF-8 text (an invalid byte at offset %zu)", bad);
+                return json_null();
+            }
             return json_stringn((const char *)p->a[i].data, p->a[i].size);
+        }
     return json_null();
 }
 
@@ -599,6 +617,10 @@ static void build_model(pack *p)
                          json_boolean(p->g.qk_norm), "io_dtype",
                          p->g.io_dtype ? json_string(ogk_dtype_name(p->g.io_dtype)) : json_null(), "chat_template",
                          chat_template(p));
+    if (!p->model) { /* every string in it is UTF-8 by now: only memory can fail */
+        ogk_err("out of memory");
+        abort();
+    }
     /* the MatMulNBits accuracy_level, when every projection has the same one: what onnxruntime would run
      * (4: int8 activations), which npu-forward's default --mode follows; null when absent or mixed */
     int acc = -2; /* -2 no MatMulNBits yet, -1 absent or mixed */
@@ -708,6 +730,7 @@ pack *pack_open(const char *dir, ogk_error *e)
     size_t dl = strlen(p->dir);
     while (dl > 1 && p->dir[dl - 1] == '/')
         p->dir[--dl] = 0;
+    p->dir_text = pack_utf8_safe(pack_strdup(p, p->dir));
     p->g.num_layers = -1;
     p->g.rms_eps = -1;
     p->g.rope_interleaved = -1;
@@ -845,7 +868,7 @@ json_t *pack_info_json(const pack *p, int with_tensors)
         json_array_append_new(refs, json_pack("{s:s,s:s,s:s}", "what", p->r[i].what, "code", p->r[i].code, "reason",
                                               p->r[i].reason));
     json_t *out = json_pack(
-        "{s:s,s:s,s:O,s:O,s:o,s:o,s:O,s:O,s:O,s:O,s:b,s:O,s:O,s:o,s:I,s:I,s:o,s:I,s:b,s:o}", "pack", p->dir,
+        "{s:s,s:s,s:O,s:O,s:o,s:o,s:O,s:O,s:O,s:O,s:b,s:O,s:O,s:o,s:I,s:I,s:o,s:I,s:b,s:o}", "pack", p->dir_text,
         "flavour", pack_flavour_name(p->flavour), "family", json_object_get(m, "family"), "model_type",
         json_object_get(m, "model_type"), "dims", dims, "tokens", tokens, "context_length",
         json_object_get(m, "context_length"), "rms_norm_eps", json_object_get(m, "rms_norm_eps"), "rope",
@@ -854,6 +877,8 @@ json_t *pack_info_json(const pack *p, int with_tensors)
         json_deep_copy(p->files), "tensor_count", (json_int_t)p->n_t, "tensor_bytes", (json_int_t)(qbytes + pbytes),
         "quantization", quant, "ignored_constants", (json_int_t)p->g.ignored_constants, "importable", p->n_r == 0,
         "refusals", refs);
+    if (!out)
+        return NULL;
     json_object_set_new(out, "by_role", by_role);
     json_object_set(out, "chat_template", json_is_string(json_object_get(m, "chat_template")) ? json_true() : json_false());
     if (with_tensors) {

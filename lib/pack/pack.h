@@ -23,6 +23,7 @@
  *   file_missing, file_unreadable, not_protobuf, config_json, config_missing, config_type,
  *   config_dims, tokenizer_missing, external_data, truncated, unsupported_bits, unsupported_block,
  *   g_idx, tensor_shape, tensor_dtype, unsupported_op, graph, unassigned, npu_packed,
+ *   not_utf8 (chat_template.jinja, or names in model.onnx, that are not UTF-8 text),
  *   and, from the runtime's own check (lib/mdesc, run only when nothing else was refused, so that an
  *   importable pack is one npu-forward runs): model_config (a description value the runtime refuses:
  *   out of range, token id outside the vocabulary), model_unsupported (a family it does not run; model.type is also
@@ -86,6 +87,7 @@ pack *pack_open(const char *dir, ogk_error *e);
 void pack_close(pack *p);
 
 const char *pack_dir(const pack *p);
+const char *pack_dir_text(const pack *p); /* the same as UTF-8 text for JSON: an invalid byte shown as '?' */
 int pack_flavour(const pack *p);
 /* The normalised model description (OGAX "model" object, see ogax.5); fields the pack does not give
  * are null. Never NULL. Owned by the pack. */
@@ -108,7 +110,8 @@ const pack_asset *pack_asset_at(const pack *p, size_t i);
  * Free with onnx__model_proto__free_unpacked. */
 struct Onnx__ModelProto *pack_onnx_unpack(const uint8_t *data, size_t size, ogk_error *e);
 
-/* The oga-info report (see oga-info(1)); with_tensors adds one entry per tensor. Caller decrefs. */
+/* The oga-info report (see oga-info(1)); with_tensors adds one entry per tensor. Caller decrefs.
+ * NULL only when out of memory. */
 json_t *pack_info_json(const pack *p, int with_tensors);
 
 #endif

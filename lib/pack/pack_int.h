@@ -35,6 +35,7 @@ typedef struct {
 
 struct pack {
     char *dir;
+    char *dir_text; /* dir for JSON (pack_utf8_safe) */
     int flavour;
     json_t *genai, *hfcfg, *tokcfg; /* parsed JSON files, NULL when absent or unreadable */
     json_t *model;                  /* normalised description */
@@ -64,6 +65,8 @@ char *pack_printf(pack *p, const char *fmt, ...) __attribute__((format(printf, 2
 void pack_refuse(pack *p, const char *what, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 pack_tensor *pack_add_tensor(pack *p);
+/* invalid UTF-8 bytes of s replaced by '?', in place (text bound for JSON) */
+char *pack_utf8_safe(char *s);
 
 /* graph.c: parse the ONNX file, walk it, fill p->t and p->g, refuse what cannot be represented */
 void pack_read_graph(pack *p);

@@ -645,7 +645,7 @@ json_t *verify_pack(const char *dir, q4nx_file *f, long sample, json_t *summary,
     json_object_set_new(summary, "pack_bytes", json_integer((json_int_t)tot.bytes));
     json_object_set_new(summary, "seconds", json_real(dt));
     json_object_set_new(summary, "gb_per_s", jnum(dt > 0 ? (double)tot.bytes / dt / 1e9 : 0));
-    json_t *r = json_pack("{s:s,s:s,s:o,s:o}", "dir", dir, "flavour", pack_flavour_name(pack_flavour(pk)), "tied_check",
+    json_t *r = json_pack("{s:s,s:s,s:o,s:o}", "dir", pack_dir_text(pk), "flavour", pack_flavour_name(pack_flavour(pk)), "tied_check",
                           tied, "tensors", arr);
     pack_close(pk);
     return r;
