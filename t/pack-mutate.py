@@ -33,6 +33,10 @@ Mutations:
                     first in the graph, the embedding's GatherBlockQuantized without a name and
                     with an attribute without a name                            -> still importable
   latin1-name       layer 0's Sigmoid node named in Latin-1 (b"...\\xe9"), not UTF-8 -> not_utf8
+  gbq-huge          (untied amd packs) the embedding a GatherBlockQuantized over 2^24 rows of K = hidden
+                    < block 128 (rows padded to a whole block: a 1 GiB copy), data, scales and zero
+                    points in a sparse file huge.data                             -> out_of_memory
+                    under a data limit below 1 GiB, never an abort
   fused-mlp-bias    a zero bias fused into layer 0's gate MatMulNBits (input 5)   -> unsupported_op
 """
 import os
@@ -191,6 +195,30 @@ def main():
         raw = m.SerializeToString().replace(b"LATIN1-NAME-X", b"LATIN1-NAME-\xe9")
         open(os.path.join(dst, "model.onnx"), "wb").write(raw)
         return
+    elif what == "gbq-huge":
+        emb = [n for n in g.node if n.op_type == "Gather" and "input_ids" in n.input][0]
+        t = inits[emb.input[0]]
+        V, K = 1 << 24, t.dims[1]
+        parts = (("huge.gbq.data", TensorProto.UINT8, [V, K // 2], V * K // 2),
+                 ("huge.gbq.scales", TensorProto.FLOAT16, [V, 1], V * 2),
+                 ("huge.gbq.zeros", TensorProto.UINT8, [V, 1], V))
+        off = 0
+        g.initializer.remove(t)
+        for name, dt, dims, nb in parts:
+            x = onnx.TensorProto(name=name, data_type=dt, dims=dims, data_location=TensorProto.EXTERNAL)
+            for k, v in (("location", "huge.data"), ("offset", str(off)), ("length", str(nb))):
+                e = x.external_data.add()
+                e.key, e.value = k, v
+            g.initializer.append(x)
+            off += nb
+        with open(os.path.join(dst, "huge.data"), "wb") as fh:
+            fh.truncate(off)  # sparse: nothing is written
+        gbq = helper.make_node("GatherBlockQuantized", ["huge.gbq.data", "input_ids", "huge.gbq.scales", "huge.gbq.zeros"],
+                               list(emb.output), name="/model/embed_tokens/GatherBlockQuantized", domain="com.microsoft",
+                               bits=4, block_size=128, gather_axis=0, quantize_axis=1)
+        idx = list(g.node).index(emb)
+        g.node.remove(emb)
+        g.node.insert(idx, gbq)
     elif what == "fused-mlp-bias":
         n = [n for n in mnb if "gate_proj" in n.name][0]
         dt = inits[n.input[2]].data_type

@@ -262,7 +262,13 @@ void pg_emit_gbq(G *g, int n, int dvi, int sliced)
     const uint8_t *codes = D->data;
     if (K % (uint64_t)block) { /* MatMulNBits rows are padded to whole blocks */
         uint64_t row = kb * (uint64_t)block / 2;
-        uint8_t *c = pack_own(p, calloc(V, row));
+        uint8_t *c = calloc(V, row);
+        if (!c) { /* the padded copy is the pack's only allocation that grows with a declared size */
+            pack_refuse(p, what, "out_of_memory", "GatherBlockQuantized %s: no memory for the %" PRIu64 "-byte padded copy",
+                        nname(g, n), V * row);
+            return;
+        }
+        pack_own(p, c);
         for (uint64_t r = 0; r < V; r++)
             memcpy(c + r * row, D->data + r * (K / 2), K / 2);
         codes = c;
