@@ -282,3 +282,27 @@ greedy() {
     [ "$status" -eq 0 ]
   done
 }
+
+@test "rope theta: the RoPE caches decide (a description's theta they contradict is refused; a missing one is read off them)" {
+  local p
+  p=$(fixture qwen2 cpu tied)
+  cp -r "$p" "$W/pack"
+  theta=$(jq -r .rope_theta "$p/config.json")
+  jq '.rope_theta = 5000' "$p/config.json" >"$W/pack/config.json"
+  oga-extract "$W/pack" | q4nx-pack -o "$W/wrong.q4nx"
+  run q4nx-gguf --widen -o "$W/wrong.gguf" "$W/wrong.q4nx"
+  [ "$status" -eq 3 ] && [[ "$output" == *"position 1, pair"*"theta 5000"* ]]
+  [ ! -e "$W/wrong.gguf" ]
+  jq 'del(.rope_theta)' "$p/config.json" >"$W/pack/config.json"
+  oga-extract "$W/pack" | q4nx-pack -o "$W/none.q4nx"
+  run q4nx-gguf --widen -o "$W/none.gguf" "$W/none.q4nx"
+  [ "$status" -eq 0 ]
+  # the GGUF's rope.freq_base (a float32 after the key and its type 6) is the caches' theta
+  got=$(/usr/bin/python3 -c '
+import struct, sys
+d = open(sys.argv[1], "rb").read()
+i = d.index(b"rope.freq_base") + len("rope.freq_base")
+t, v = struct.unpack_from("<If", d, i)
+print(t, v)' "$W/none.gguf")
+  /usr/bin/python3 -c 'import sys; t, v = sys.argv[1].split(); th = float(sys.argv[2]); sys.exit(not (t == "6" and abs(float(v) - th) <= 1e-4 * th))' "$got" "$theta"
+}

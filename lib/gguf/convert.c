@@ -135,6 +135,43 @@ static int geti(const json_t *m, const char *k, uint32_t *v, int required, ogk_e
     return 0;
 }
 
+/* llama.cpp rotates pair i of position p by p·theta^(-2i/rope_dim) (rope.freq_base); ogakit and the pack
+ * rotate by the container's caches. So the caches decide: position 1's angles must be theta's (a theta the
+ * description lacks is read off pair 1), else the GGUF would rotate otherwise (a wrong or missing theta, a
+ * scaled or otherwise altered frequency table) and is refused. */
+static int rope_theta(const q4nx_file *f, dims *d, ogk_error *e)
+{
+    const ogk_qtensor *cs = q4nx_find(f, "rope.cos"), *sn = q4nx_find(f, "rope.sin");
+    uint32_t half = d->rope_dim / 2;
+    if (!cs || !sn || cs->ndim != 2 || sn->ndim != 2 || cs->shape[0] < 2 || sn->shape[0] < 2 ||
+        cs->shape[1] != half || sn->shape[1] != half || half < 2 || !is_float(cs->dtype) || !is_float(sn->dtype))
+        return ogk_fail(e, "rope.cos / rope.sin: missing or not [positions >= 2][rope dim / 2 = %u] floats", half);
+    float *c = malloc(2 * (size_t)half * sizeof *c), *s = c ? c + half : NULL;
+    if (!c)
+        return ogk_fail(e, "out of memory");
+    gguf_plain_row(cs, 1, half, c);
+    gguf_plain_row(sn, 1, half, s);
+    if (d->theta <= 0) {
+        double a1 = atan2(s[1], c[1]);
+        d->theta = a1 > 0 && a1 < 1 ? (float)pow(a1, -(double)d->rope_dim / 2) : 0;
+    }
+    int bad = -1;
+    double got = 0, want = 0;
+    for (uint32_t i = 0; i < half && bad < 0 && d->theta > 0; i++) {
+        got = atan2(s[i], c[i]), want = pow(d->theta, -2.0 * i / d->rope_dim);
+        if (fabs(got - want) > 1e-3 * want + 1e-6)
+            bad = (int)i;
+    }
+    free(c);
+    if (d->theta <= 0)
+        return ogk_fail(e, "rope.cos / rope.sin: position 1's angles give no rope theta");
+    if (bad >= 0)
+        return ogk_fail(e, "rope.cos / rope.sin: position 1, pair %d turns by %.9g, theta %g gives %.9g (llama.cpp "
+                        "would rotate otherwise: scaled or altered frequencies are not converted)", bad, got,
+                        (double)d->theta, want);
+    return 0;
+}
+
 static int read_dims(const q4nx_file *f, dims *d, ogk_error *e)
 {
     const json_t *m = q4nx_model(f);
@@ -164,7 +201,7 @@ static int read_dims(const q4nx_file *f, dims *d, ogk_error *e)
     d->eps = json_is_number(eps) ? (float)json_number_value(eps) : 1e-6f;
     const json_t *rope = json_object_get(m, "rope");
     d->rope_dim = d->head_dim;
-    d->theta = 10000.0f;
+    d->theta = 0; /* not given: read off the RoPE caches (rope_theta) */
     if (json_is_object(rope)) {
         if (geti(rope, "dim", &d->rope_dim, 0, e))
             return -1;
@@ -195,7 +232,7 @@ static int read_dims(const q4nx_file *f, dims *d, ogk_error *e)
     d->tied = json_is_true(json_object_get(m, "tie_embeddings"));
     d->qkv_bias = json_is_true(json_object_get(m, "qkv_bias"));
     d->qk_norm = json_is_true(json_object_get(m, "qk_norm"));
-    return 0;
+    return rope_theta(f, d, e);
 }
 
 static int build_plan(planner *pl, const dims *d)
