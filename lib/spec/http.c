@@ -15,7 +15,10 @@ struct spec_http {
     long timeout_ms;
     CURL *c;
     int llama; /* 1: the server answered /v1/completions without ids; use /completion */
+    int cache_prompt; /* llama-server's prompt cache: on for drafts (a drafter's real cost), off for records */
 };
+
+#define REPLY_MAX (64u << 20) /* bytes of a reply: a peer that sends more is refused */
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
 static void curl_init_once(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }
@@ -36,7 +39,8 @@ spec_http *spec_http_new(const char *url, double timeout_s, ogk_error *e)
     size_t n = strlen(h->base);
     while (n > 0 && h->base[n - 1] == '/')
         h->base[--n] = 0;
-    h->timeout_ms = (long)(timeout_s * 1e3);
+    /* 1 ms .. a day: libcurl reads 0 as no timeout at all, and a huge value would overflow a long */
+    h->timeout_ms = !(timeout_s * 1e3 >= 1) ? 1 : timeout_s * 1e3 > 864e5 ? 86400000L : (long)(timeout_s * 1e3);
     return h;
 }
 
@@ -53,12 +57,17 @@ void spec_http_free(spec_http *h)
 typedef struct {
     char *p;
     size_t n, cap;
+    int too_big;
 } buf;
 
 static size_t on_data(char *d, size_t sz, size_t nm, void *ctx)
 {
     buf *b = ctx;
     size_t add = sz * nm;
+    if (b->n + add > REPLY_MAX) {
+        b->too_big = 1;
+        return 0; /* libcurl stops with a write error */
+    }
     if (b->n + add + 1 > b->cap) {
         size_t cap = (b->n + add + 1) * 2;
         char *p = realloc(b->p, cap);
@@ -98,7 +107,9 @@ static json_t *request(spec_http *h, const char *path, const json_t *body, ogk_e
     curl_slist_free_all(hd);
     free(js);
     json_t *j = NULL;
-    if (rc != CURLE_OK) {
+    if (b.too_big) {
+        ogk_fail(e, "%s: the reply is over %u MiB", url, REPLY_MAX >> 20);
+    } else if (rc != CURLE_OK) {
         ogk_fail(e, "%s: unreachable: %s", url, curl_easy_strerror(rc));
     } else if (status < 200 || status > 299) {
         ogk_fail(e, "%s: HTTP %ld: %.200s", url, status, b.p ? b.p : "");
@@ -252,7 +263,7 @@ int spec_http_complete(spec_http *h, const int *prompt, int n, int max_tokens, i
         h->llama = 1; /* no ids in an OpenAI reply: llama-server's native endpoint */
     }
     body = json_pack("{s:O,s:i,s:i,s:b,s:b,s:b}", "prompt", ids, "n_predict", max_tokens, "temperature", 0,
-                     "return_tokens", 1, "cache_prompt", 0, "ignore_eos", ignore_eos);
+                     "return_tokens", 1, "cache_prompt", h->cache_prompt, "ignore_eos", ignore_eos);
     if (want_gaps)
         json_object_set_new(body, "n_probs", json_integer(2));
     json_decref(ids);
@@ -283,7 +294,9 @@ int spec_http_complete(spec_http *h, const int *prompt, int n, int max_tokens, i
 int spec_http_draft(void *self, const int *prefix, int n, int k, int *out, ogk_error *e)
 {
     spec_completion c;
-    if (spec_http_complete(self, prefix, n, k, 1, 0, &c, e))
+    spec_http *h = self;
+    h->cache_prompt = 1; /* a drafter keeps its prefix between rounds, as a live drafter would */
+    if (spec_http_complete(h, prefix, n, k, 1, 0, &c, e))
         return -1;
     int got = c.n < k ? c.n : k;
     memcpy(out, c.ids, sizeof(int) * (size_t)got);
