@@ -344,6 +344,18 @@ fake_continuation() { # IDS_JSON N
   [[ "$output" == *"--tokenizer"* ]]
 }
 
+@test "record: text prompts on a container without a tokenizer exit 4 by name; id prompts still record" {
+  cp -r "$TOP/share/models/pytiny-target" "$W/notok"
+  rm "$W/notok/tokenizer.json"
+  oga-extract --allow-incomplete "$W/notok" 2>/dev/null | q4nx-pack -l b8 -o "$W/notok.q4nx" 2>/dev/null
+  run spec-replay record -m "$W/notok.q4nx" --tokens 4 -t 1 -o "$W/notok.json"
+  [ "$status" -eq 4 ]
+  [[ "$output" == *"prompts[0] is text"*"no tokenizer"* ]]
+  [ ! -e "$W/notok.json" ]
+  spec-replay record -m "$W/notok.q4nx" --prompts <(echo '[{"ids":[1,2,3]}]') --tokens 4 --ignore-eos -t 1 -o "$W/notok.json"
+  jq -e '.tokenizer == null and (.prompts | length) == 1' "$W/notok.json"
+}
+
 # two real servers: `npu-forward serve` (the serve issue) for the target and the drafter
 start_serve() { # MODEL -> $URL (waits for GET /health 200, at most 60 s)
   local port i

@@ -136,8 +136,11 @@ static int *prompt_of(const json_t *p, tok *t, const char *where, size_t i, int 
             ogk_die(OGK_EXIT_INPUT, "%s: prompts[%zu].ids is empty", where, i);
         return v;
     }
-    if (!t)
+    if (!t && opt.url)
         ogk_die(OGK_EXIT_USAGE, "%s: prompts[%zu] is text: --url needs --tokenizer T to turn it into ids", where, i);
+    if (!t)
+        ogk_die(OGK_EXIT_INIT, "%s: prompts[%zu] is text, and %s has no tokenizer to turn it into ids (give \"ids\")",
+                where, i, opt.target);
     v = encode_text(t, json_string_value(text), json_string_length(text), n, &e);
     if (!v)
         ogk_die(OGK_EXIT_INPUT, "%s: prompts[%zu]: %s", where, i, e.msg);
