@@ -306,3 +306,33 @@ t, v = struct.unpack_from("<If", d, i)
 print(t, v)' "$W/none.gguf")
   /usr/bin/python3 -c 'import sys; t, v = sys.argv[1].split(); th = float(sys.argv[2]); sys.exit(not (t == "6" and abs(float(v) - th) <= 1e-4 * th))' "$got" "$theta"
 }
+
+@test "special ids and templates: a description bos id outside the vocabulary is refused; named chat templates are kept" {
+  local p
+  p=$(fixture qwen2 cpu tied)
+  # a container whose description (checksum recomputed) names bos 999999: refused by name, nothing written
+  /usr/bin/python3 "$TOP/t/q4nx-mutate.py" "$F/qwen2-cpu-tied.q4nx" "$W/bos.q4nx" bos-999999
+  run q4nx-gguf --widen -o "$W/bos.gguf" "$W/bos.q4nx"
+  [ "$status" -eq 3 ] && [[ "$output" == *"bos token id 999999 is outside the vocabulary"* ]]
+  [ ! -e "$W/bos.gguf" ]
+  # tokenizer_config's list of named templates: the default as tokenizer.chat_template, the others by name
+  cp -r "$p" "$W/pack"
+  jq '.chat_template = [{"name": "tool_use", "template": "T:{{ tools }}"}, {"name": "default", "template": "D:{{ messages }}"},
+      {"name": "rag"}]' "$p/tokenizer_config.json" >"$W/pack/tokenizer_config.json"
+  oga-extract "$W/pack" | q4nx-pack -o "$W/tmpl.q4nx"
+  q4nx-gguf --widen -o "$W/tmpl.gguf" "$W/tmpl.q4nx" 2>/dev/null
+  /usr/bin/python3 - "$W/tmpl.gguf" <<'PY'
+import struct, sys
+d = open(sys.argv[1], "rb").read()
+def kv(key):  # the string value after KEY (u64 length, u32 type 8, u64 length, bytes)
+    k = struct.pack("<Q", len(key)) + key.encode() + struct.pack("<I", 8)
+    i = d.find(k)
+    if i < 0:
+        return None
+    n, = struct.unpack_from("<Q", d, i + len(k))
+    return d[i + len(k) + 8:i + len(k) + 8 + n].decode()
+assert kv("tokenizer.chat_template") == "D:{{ messages }}", kv("tokenizer.chat_template")
+assert kv("tokenizer.chat_template.tool_use") == "T:{{ tools }}", kv("tokenizer.chat_template.tool_use")
+assert kv("tokenizer.chat_template.rag") is None and kv("tokenizer.chat_template.default") is None
+PY
+}

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """q4nx-mutate.py SRC DST MUTATION - a copy of container SRC with one edit of its tensor bytes, for the
 cases of t/gguf.bats that generated packs do not produce. Offsets come from the tensor table
-(man/man5/q4nx.5); checksums are left stale (q4nx_open does not read them; q4nx-verify would object).
+(man/man5/q4nx.5); tensor checksums are left stale (q4nx_open does not read them; q4nx-verify would object).
 
 Mutations:
   zeros-4      every zero point of every quantised tensor with zero points set to 4: each group is then
@@ -9,9 +9,25 @@ Mutations:
   scale-third  (f16 scales, asymmetric) the first scale of the first quantised tensor set to the fp16
                nearest 1/3, its zero point to 3 and (b8) two of its codes to 15 and 0: the only Q4_1 minimum,
                m = -3 s, then needs more bits than fp16 has
+  bos-999999   the model description's 6-digit bos_token_id rewritten as 999999 (same length, so every
+               offset stays): an id outside any fixture's vocabulary
 """
 import struct
 import sys
+
+
+def crc32c(data):
+    """CRC32C (Castagnoli, reflected 0x82F63B78, initial and final XOR 0xFFFFFFFF)"""
+    t = []
+    for n in range(256):
+        c = n
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+        t.append(c)
+    c = 0xFFFFFFFF
+    for x in data:
+        c = t[(c ^ x) & 0xFF] ^ (c >> 8)
+    return c ^ 0xFFFFFFFF
 
 
 def main():
@@ -22,6 +38,17 @@ def main():
     b = bytearray(open(src, "rb").read())
     mo, ms, to, tc, ac, so, ss = struct.unpack_from("<QQQIIQQ", b, len(b) - 64)
     done = 0
+    if what == "bos-999999":
+        meta = bytes(b[mo:mo + ms])
+        k = meta.find(b'"bos_token_id":')
+        j = k + len(b'"bos_token_id":')
+        while k >= 0 and meta[j:j + 1] == b" ":
+            j += 1
+        if k >= 0 and meta[j:j + 6].isdigit() and not meta[j + 6:j + 7].isdigit():
+            b[mo + j:mo + j + 6] = b"999999"
+            # the metadata checksum (footer + 48) covers [meta_offset, file_size - 64): recomputed
+            struct.pack_into("<I", b, len(b) - 64 + 48, crc32c(bytes(b[mo:len(b) - 64])))
+            done = 1
     for i in range(tc):
         e = to + 128 * i
         dtype, layout, sdt, zp = b[e + 16], b[e + 17], b[e + 18], b[e + 19]

@@ -267,6 +267,15 @@ int gguf_tokenizer_meta(const q4nx_file *f, gguf_writer *w, uint32_t vocab_size,
         const char *fid = str(first, "id");
         add_bos = fid && (uint32_t)bos_id < vocab_size && !strcmp(fid, tok[bos_id]);
     }
+    const struct {
+        const char *what;
+        int id;
+    } sp[] = {{"bos", bos_id}, {"eos", eos_id}, {"pad", pad_id}};
+    for (size_t k = 0; k < sizeof sp / sizeof *sp; k++)
+        if (sp[k].id >= 0 && (uint32_t)sp[k].id >= vocab_size) {
+            ogk_fail(e, "model: the %s token id %d is outside the vocabulary (%u ids)", sp[k].what, sp[k].id, vocab_size);
+            goto out;
+        }
     const json_t *ae = json_object_get(cfg, "add_eos_token");
     if ((bos_id >= 0 && gguf_kv_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)bos_id, e)) ||
         (eos_id >= 0 && gguf_kv_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)eos_id, e)) ||
@@ -287,6 +296,19 @@ int gguf_tokenizer_meta(const q4nx_file *f, gguf_writer *w, uint32_t vocab_size,
         tmpl = str(cfg, "chat_template");
     if (tmpl && *tmpl && gguf_kv_str(w, "tokenizer.chat_template", tmpl, strlen(tmpl), e))
         goto out;
+    /* tokenizer_config's named templates besides the default (tool_use, rag, ...) as
+     * tokenizer.chat_template.NAME, as llama.cpp's own converter writes them */
+    const json_t *named = json_object_get(cfg, "chat_template");
+    json_array_foreach(json_is_array(named) ? named : NULL, i, v)
+    {
+        const char *nm = str(v, "name"), *t = str(v, "template");
+        if (!nm || !t || !strcmp(nm, "default") || !*nm || strlen(nm) > 200)
+            continue;
+        char key[256];
+        snprintf(key, sizeof key, "tokenizer.chat_template.%s", nm);
+        if (gguf_kv_str(w, key, t, strlen(t), e))
+            goto out;
+    }
     rc = 0;
 out:
     if (tok)
