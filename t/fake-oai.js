@@ -2,7 +2,7 @@
 // A tiny stand-in for an OpenAI-compatible server, for spec-replay's HTTP client tests: 127.0.0.1, a free
 // port written to PORTFILE, greedy "model" next(seq) = (7 * last + second-to-last + 3) mod 97.
 //   node t/fake-oai.js PORTFILE MODE    MODE: target | wrong (drafts next + 1) | llama (only /completion
-//   returns ids) | error (HTTP 500 on completions) | flaky (the n-th request's first token is shifted by n)
+//   returns ids) | llamaeos (llama, stopping at id 96 after half the tokens unless ignore_eos) | error (HTTP 500 on completions) | flaky (the n-th request's first token is shifted by n)
 // POST /v1/completions {"prompt": [ids], "max_tokens"} -> choices[0].tokens / .text / .logprobs.top_logprobs
 // (two alternatives per step; top-1 minus top-2 is 0.5 + (position mod 5)). Requests are appended to
 // PORTFILE.log as JSON lines.
@@ -10,7 +10,7 @@
 const http = require('http');
 const fs = require('fs');
 const [portFile, mode] = process.argv.slice(2);
-const V = 97;
+const V = 97, EOS = 96;
 let requests = 0;
 const next = (s) => (7 * s[s.length - 1] + (s.length > 1 ? s[s.length - 2] : 0) + 3) % V;
 function gen(prompt, n) {
@@ -43,17 +43,28 @@ const srv = http.createServer((req, res) => {
       const n = q.max_tokens;
       const { out, tops } = gen(q.prompt, n);
       const c = { index: 0, text: out.map((t) => 't' + t).join(' '), finish_reason: 'length' };
-      if (mode !== 'llama') {
+      if (!mode.startsWith('llama')) {
         c.tokens = out;
         if (q.logprobs) c.logprobs = { tokens: out.map((t) => 't' + t), token_logprobs: out.map(() => -0.25), top_logprobs: tops };
       }
       return send(200, { id: 'x', object: 'text_completion', model: 'fake', choices: [c] });
     }
-    if (req.url === '/completion' && mode === 'llama') {
-      const { out, tops } = gen(q.prompt, q.n_predict);
+    if (req.url === '/completion' && (mode === 'llama' || mode === 'llamaeos')) {
+      let { out, tops } = gen(q.prompt, q.n_predict);
+      let content = out.map((t) => 't' + t).join(' ');
+      // llamaeos: current llama-server stopping at an end-of-generation token (id EOS) after half the
+      // tokens: "stop_type": "eos", and the stopping token last in "tokens" (not in the text)
+      const stops = mode === 'llamaeos' && !q.ignore_eos;
+      if (stops) {
+        const k = Math.floor(q.n_predict / 2);
+        content = out.slice(0, k).map((t) => 't' + t).join(' ');
+        out = out.slice(0, k).concat([EOS]);
+        tops = tops.slice(0, k + 1);
+      }
       const probs = tops.map((t) => ({ top_logprobs: Object.values(t).map((lp) => ({ logprob: lp })) }));
-      return send(200, { content: out.map((t) => 't' + t).join(' '), tokens: out, stopped_eos: false,
-        completion_probabilities: q.n_probs ? probs : undefined });
+      const r = { content, tokens: out, completion_probabilities: q.n_probs ? probs : undefined };
+      if (mode === 'llama') r.stopped_eos = false; else r.stop_type = stops ? 'eos' : 'limit';
+      return send(200, r);
     }
     send(404, { error: 'not found' });
   });

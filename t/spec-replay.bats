@@ -297,6 +297,17 @@ fake_continuation() { # IDS_JSON N
   grep -q '"/completion"' "$W/fake-llama.port.log"
 }
 
+@test "record --url on llama-server stopping at an end-of-generation token: stop eos, the token not in the continuation" {
+  start_fake llamaeos
+  echo '{"prompts":[{"name":"a","ids":[5,9,12]}]}' >"$W/ids.json"
+  spec-replay record --url "$URL" --prompts "$W/ids.json" --tokens 20 >"$W/eos.json"
+  jq -e '.prompts[0] | .stop == "eos" and (.continuation_ids | length) == 10 and (.gaps | length) == 10' "$W/eos.json"
+  [ "$(jq -c '.prompts[0].continuation_ids' "$W/eos.json")" = "$(fake_continuation '[5,9,12]' 10)" ]
+  # --ignore-eos: the full length, stop "length"
+  spec-replay record --url "$URL" --prompts "$W/ids.json" --tokens 20 --ignore-eos >"$W/noeos.json"
+  jq -e '.prompts[0] | .stop == "length" and (.continuation_ids | length) == 20' "$W/noeos.json"
+}
+
 @test "record --twice: a target whose continuations change between runs fails with exit 1" {
   start_fake flaky
   run --separate-stderr spec-replay record --url "$URL" --prompts <(echo '[{"ids":[3,4]}]') --tokens 5 --twice

@@ -279,9 +279,16 @@ int spec_http_complete(spec_http *h, const int *prompt, int n, int max_tokens, i
                         h->base);
     }
     int rc = read_ids(tk, c, e);
-    const json_t *tx = json_object_get(rep, "content"), *se = json_object_get(rep, "stopped_eos");
+    /* stopped by an end-of-generation token: "stop_type": "eos" (older servers: "stopped_eos": true);
+     * llama-server puts the token that stopped it at the end of "tokens" (it appends each sampled token
+     * before testing it), where the OpenAI replies and `record -m` end before it: dropped, as its text is */
+    const json_t *tx = json_object_get(rep, "content"), *st = json_object_get(rep, "stop_type");
+    int eos = json_is_true(json_object_get(rep, "stopped_eos")) ||
+              (json_is_string(st) && !strcmp(json_string_value(st), "eos"));
+    if (!rc && eos && c->n > 0)
+        c->n--;
     c->text = json_is_string(tx) ? strdup(json_string_value(tx)) : NULL;
-    snprintf(c->stop, sizeof c->stop, "%s", json_is_true(se) ? "eos" : "length");
+    snprintf(c->stop, sizeof c->stop, "%s", eos ? "eos" : "length");
     if (!rc && want_gaps)
         take_gaps(c, json_object_get(rep, "completion_probabilities"), llama_alts);
     c->ms = (ogk_now() - t0) * 1e3;
