@@ -225,6 +225,8 @@ mutation_case() { # MUTATION CODE WHAT-substring
 @test "refused: GroupQueryAttention local_window_size"        { mutation_case gqa-window unsupported_op "layer 0 attention"; }
 @test "refused: GroupQueryAttention softcap"                  { mutation_case gqa-softcap unsupported_op "layer 1 attention"; }
 @test "refused: GroupQueryAttention scale not 1/sqrt(head_dim)" { mutation_case gqa-scale unsupported_op graph; }
+@test "refused: MultiHeadAttention neither causal nor masked" { mutation_case mha-bidirectional unsupported_op "layer 0 attention"; }
+@test "refused: MultiHeadAttention scale not 1/sqrt(head_dim)" { mutation_case mha-scale unsupported_op graph; }
 @test "refused: a gate activation other than SiLU"            { mutation_case gelu-gate unsupported_op "layer 0 mlp"; }
 @test "refused: a family the runtime does not run, by name, also when the graph walk fails too" {
   local d t g

@@ -25,6 +25,9 @@ Mutations:
   gqa-softcap       every GroupQueryAttention with softcap=30                    -> unsupported_op
   gqa-scale         every GroupQueryAttention with scale 1/head_dim, not 1/sqrt(head_dim) -> unsupported_op
   gqa-scale-default every GroupQueryAttention without a scale attribute (1/sqrt(head_dim)) -> still importable
+  mha-bidirectional every GroupQueryAttention as a MultiHeadAttention with no mask and unidirectional 0
+                    (scores over every position, not causal)                     -> unsupported_op
+  mha-scale         the same, unidirectional 1, scale 1/head_dim                 -> unsupported_op
   gelu-gate         layer 0's gate activation Gelu(x) * x instead of Sigmoid(x) * x -> unsupported_op
   fused-bias        (qwen2) each q/k/v bias Add folded into its MatMulNBits as input 5 (bias)
                     -> importable, the same roles and qkv_bias true
@@ -163,6 +166,22 @@ def main():
             elif what == "gqa-scale-default":
                 n.attribute.remove(attr(n, "scale"))
             else:
+                sys.exit("unknown mutation " + what)
+    elif what.startswith("mha-"):
+        # each GroupQueryAttention as a com.microsoft MultiHeadAttention over its query, key and value:
+        # num_heads and scale kept, no mask input
+        for n in g.node:
+            if n.op_type != "GroupQueryAttention":
+                continue
+            heads, scale = attr(n, "num_heads").i, attr(n, "scale").f
+            n.op_type = "MultiHeadAttention"
+            del n.attribute[:]
+            del n.input[3:]
+            n.attribute.extend([helper.make_attribute("num_heads", heads)])
+            if what == "mha-scale":
+                n.attribute.extend([helper.make_attribute("scale", scale ** 2),
+                                    helper.make_attribute("unidirectional", 1)])
+            elif what != "mha-bidirectional":
                 sys.exit("unknown mutation " + what)
     elif what == "gelu-gate":
         sig = [n for n in g.node if n.op_type == "Sigmoid"][0]

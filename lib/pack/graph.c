@@ -282,10 +282,10 @@ void pack_check_dims(pack *p)
                     "%lld contradicts the graph, which has %d layers", L, p->g.num_layers);
     if (nh >= 0 && p->g.gqa_heads && nh != p->g.gqa_heads)
         pack_refuse(p, "genai_config.json: model.decoder.num_attention_heads", "config_dims",
-                    "%lld contradicts the attention node's num_heads %d", nh, p->g.gqa_heads);
+                    "%lld contradicts the attention node's %d query heads", nh, p->g.gqa_heads);
     if (nkv >= 0 && p->g.gqa_kv_heads && nkv != p->g.gqa_kv_heads)
         pack_refuse(p, "genai_config.json: model.decoder.num_key_value_heads", "config_dims",
-                    "%lld contradicts the attention node's kv_num_heads %d", nkv, p->g.gqa_kv_heads);
+                    "%lld contradicts the attention node's %d key/value heads", nkv, p->g.gqa_kv_heads);
     long long q = nh >= 0 && hd >= 0 ? nh * hd : -1, kv = nkv >= 0 && hd >= 0 ? nkv * hd : -1;
     for (size_t i = 0; i < p->n_t; i++) {
         const pack_tensor *t = &p->t[i];
@@ -335,7 +335,7 @@ void pack_check_dims(pack *p)
     /* the runtime scales scores by 1/sqrt(head_dim); a custom scale must be that value, to float rounding */
     float want = hd > 0 ? 1.0f / sqrtf((float)hd) : 0;
     if (p->g.attn_scale && want && fabsf(p->g.attn_scale - want) > 4 * FLT_EPSILON * want)
-        pack_refuse(p, "graph", "unsupported_op", "GroupQueryAttention scale %g is not 1/sqrt(head_dim %lld) = %g",
+        pack_refuse(p, "graph", "unsupported_op", "attention scale %g is not 1/sqrt(head_dim %lld) = %g",
                     (double)p->g.attn_scale, hd, (double)want);
     if (p->g.rope_dim_attr > 0 && p->g.rope_dim > 0 && p->g.rope_dim_attr != p->g.rope_dim)
         pack_refuse(p, "graph", "graph", "RotaryEmbedding rotary_embedding_dim %d != cache width x 2 = %d", p->g.rope_dim_attr,

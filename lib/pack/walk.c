@@ -206,32 +206,47 @@ static void walk_attention(G *g, int layer, const char *start, int *nodes, size_
         return;
     }
     int packed_attn = !in(g, attn, 1) && !in(g, attn, 2);
-    if (is_op(g, attn, "GroupQueryAttention")) {
-        int have;
-        int64_t h = attr_i(g, attn, "num_heads", 0, &have);
-        if (have)
-            p->g.gqa_heads = (int)h;
-        h = attr_i(g, attn, "kv_num_heads", 0, &have);
-        if (have)
-            p->g.gqa_kv_heads = (int)h;
-        /* what the runtime's attention does not do: a sliding window, soft-capped or smoothed scores,
-         * a scale other than 1/sqrt(head_dim) (checked against the config in pack_check_dims) */
+    /* every attention op: its head count against the config (pack_check_dims), and what the runtime's
+     * attention does not do refused by name: a sliding window, soft-capped or smoothed scores, a scale
+     * other than 1/sqrt(head_dim) (checked against the config in pack_check_dims), scores that are not
+     * causal (MultiHeadAttention / Attention neither unidirectional nor masked) */
+    const char *op = node(g, attn)->op_type; /* one of is_attention's names */
+    int gqa = is_op(g, attn, "GroupQueryAttention"), have;
+    int64_t h = attr_i(g, attn, "num_heads", 0, &have);
+    if (!have)
+        h = attr_i(g, attn, "q_num_heads", 0, &have); /* ONNX's own Attention (opset 23) */
+    if (have)
+        p->g.gqa_heads = (int)h;
+    h = attr_i(g, attn, "kv_num_heads", 0, &have);
+    if (have)
+        p->g.gqa_kv_heads = (int)h;
+    else if (!gqa && p->g.gqa_heads)
+        p->g.gqa_kv_heads = p->g.gqa_heads; /* MultiHeadAttention, com.microsoft Attention: one key/value head per query head */
+    {
         int64_t win = attr_i(g, attn, "local_window_size", -1, NULL), smooth = attr_i(g, attn, "smooth_softmax", 0, NULL);
         Onnx__AttributeProto *cap = attr(g, attn, "softcap"), *sc = attr(g, attn, "scale");
         if (win != -1)
-            pack_refuse(p, what, "unsupported_op", "GroupQueryAttention %s: local_window_size %" PRId64
-                        " (sliding-window attention) is not supported", nname(g, attn), win);
+            pack_refuse(p, what, "unsupported_op", "%s %s: local_window_size %" PRId64
+                        " (sliding-window attention) is not supported", op, nname(g, attn), win);
         if (cap && cap->has_f && cap->f != 0)
-            pack_refuse(p, what, "unsupported_op", "GroupQueryAttention %s: softcap %g is not supported", nname(g, attn),
-                        (double)cap->f);
+            pack_refuse(p, what, "unsupported_op", "%s %s: softcap %g is not supported", op, nname(g, attn), (double)cap->f);
         if (smooth)
-            pack_refuse(p, what, "unsupported_op", "GroupQueryAttention %s: smooth_softmax is not supported", nname(g, attn));
+            pack_refuse(p, what, "unsupported_op", "%s %s: smooth_softmax is not supported", op, nname(g, attn));
         if (sc && sc->has_f && sc->f != 0) { /* 0: the default, 1/sqrt(head_dim) */
             if (p->g.attn_scale && p->g.attn_scale != sc->f)
-                pack_refuse(p, what, "unsupported_op", "GroupQueryAttention %s: scale %g differs from another layer's %g",
+                pack_refuse(p, what, "unsupported_op", "%s %s: scale %g differs from another layer's %g", op,
                             nname(g, attn), (double)sc->f, (double)p->g.attn_scale);
             p->g.attn_scale = sc->f;
         }
+        /* the masks: MultiHeadAttention's inputs 4 (key_padding_mask) and 5 (attention_bias), com.microsoft
+         * Attention's 3 (mask_index) and 5 (attention_bias), ONNX Attention's 3 (attn_mask) */
+        int masked = is_op(g, attn, "MultiHeadAttention") ? in(g, attn, 4) || in(g, attn, 5) : in(g, attn, 3) || in(g, attn, 5);
+        int causal = attr_i(g, attn, "unidirectional", 0, NULL) || attr_i(g, attn, "is_causal", 0, NULL);
+        if (!gqa && !is_op(g, attn, "PagedAttention") && !causal && !masked)
+            pack_refuse(p, what, "unsupported_op", "%s %s: not causal (unidirectional / is_causal 0) and no mask input: bidirectional scores, "
+                        "where the runtime's attention is causal", op, nname(g, attn));
+    }
+    if (gqa) {
         if (attr_i(g, attn, "do_rotary", 0, NULL)) {
             p->g.has_gqa_rotary = 1;
             p->g.rope_interleaved = (int)attr_i(g, attn, "rotary_interleaved", 0, NULL);
