@@ -141,6 +141,16 @@ metric() { curl -s -m 10 "http://127.0.0.1:$PORT/metrics" | awk -v k="ogakit_$1"
   [ "$text" = "${full%%"$stop"*}" ]
   post /v1/completions '{"prompt": "def f(x):", "max_tokens": 3, "temperature": 0, "echo": true}'
   [[ "$(echo "$BODY" | jq -r '.choices[0].text')" == "def f(x):"* ]]
+  # text_offset counts characters (code points, as OpenAI's do), streamed and not: this prompt's continuation
+  # is byte tokens, each "\ufffd" on its own (one character, three bytes)
+  req='{"prompt": "# café – ü ü ü ü", "max_tokens": 6, "temperature": 0, "logprobs": 1'
+  post /v1/completions "$req}"
+  echo "$BODY" | jq -e '.choices[0].logprobs as $l | ($l.tokens | length) == 6 and any($l.tokens[]; test("[^\\u0000-\\u007f]")) and
+    all(range(6); . as $i | $l.text_offset[$i] == ($l.tokens[:$i] | join("") | length))'
+  curl -s -N -m 30 -H 'Content-Type: application/json' --data-binary "$req, \"stream\": true}" \
+    "http://127.0.0.1:$PORT/v1/completions" | sed -n 's/^data: //p' | grep -v '^\[DONE\]' | jq -s -e '
+    [.[].choices[0].logprobs // {} | .text_offset // [] | .[]] as $o | [.[].choices[0].logprobs // {} | .tokens // [] | .[]] as $t |
+    ($t | length) == 6 and all(range(6); . as $i | $o[$i] == ($t[:$i] | join("") | length))'
   post /v1/completions '{"prompt": "def f(x):", "max_tokens": 12, "temperature": 0.9, "top_p": 0.9, "top_k": 40, "seed": 7}'
   a=$(echo "$BODY" | jq -r '.choices[0].text')
   post /v1/completions '{"prompt": "def f(x):", "max_tokens": 12, "temperature": 0.9, "top_p": 0.9, "top_k": 40, "seed": 7}'

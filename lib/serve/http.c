@@ -376,6 +376,15 @@ static int slice_copy(const serve_job *j, int t0, int t1, tok_slice *s)
     return 0;
 }
 
+/* characters (code points) of UTF-8 text: text_offset counts them, as OpenAI's (Python string) offsets do */
+static size_t utf8_chars(const char *s, size_t n)
+{
+    size_t c = 0;
+    for (size_t i = 0; i < n; i++)
+        c += ((unsigned char)s[i] & 0xC0) != 0x80;
+    return c;
+}
+
 static json_t *logprobs_json(server *srv, const tok_slice *j, int kind, size_t *offset)
 {
     int top = j->top, t0 = 0, t1 = j->n;
@@ -400,7 +409,7 @@ static json_t *logprobs_json(server *srv, const tok_slice *j, int kind, size_t *
         for (int i = t0; i < t1; i++) {
             json_t *tj = piece_json(srv, j->ids[i], NULL);
             json_array_append_new(offs, json_integer((json_int_t)*offset));
-            *offset += json_string_length(tj);
+            *offset += utf8_chars(json_string_value(tj), json_string_length(tj));
             json_array_append_new(toks, tj);
             json_array_append_new(lps, json_real(j->lps[i]));
             json_t *o = json_object();
@@ -667,7 +676,6 @@ static enum MHD_Result completion(server *srv, struct MHD_Connection *c, conn *c
         if (r.echo && r.prompt) {
             st->echo = strndup(r.prompt, r.prompt_len);
             st->echo_len = st->echo ? r.prompt_len : 0;
-            st->offset = st->echo_len;
         }
         struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, st, stream_free);
         if (!resp) {
@@ -707,7 +715,7 @@ static enum MHD_Result completion(server *srv, struct MHD_Connection *c, conn *c
     } else {
         text = jstr(j->text, j->text_len);
     }
-    size_t off = 0;
+    size_t off = 0; /* echo with logprobs is refused (unsupported_value) */
     tok_slice sl = {0};
     if (r.logprobs >= 0 && slice_copy(j, 0, j->n_ids, &sl)) { /* the job is done: no lock needed */
         json_decref(text);
