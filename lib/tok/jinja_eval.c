@@ -58,12 +58,10 @@ static jv builtin_attr(jctx *c, jv obj, const char *k, size_t kn)
         if (K("length"))
             return v_int((double)obj.u.arr->n);
     } else if (obj.t == V_OBJ) {
-        static const char *const m[] = {"get", "items", "keys", "values"};
+        static const char *const m[] = {"get", "items", "keys", "values", "dictsort"};
         for (size_t i = 0; i < sizeof m / sizeof *m; i++)
             if (K(m[i]))
                 return method(c, m[i], obj);
-        if (K("dictsort"))
-            jj_jfail(c, "unsupported method 'dictsort'");
     }
 #undef K
     return v_undef();
@@ -77,11 +75,8 @@ jv jj_call_method(interp *I, jfn *f, jv *args, size_t nargs)
     const char *m = f->name;
 #define M(w) (!strcmp(m, w))
     if (s.t == V_STR) {
-        if (M("upper") || M("lower")) {
-            if (!jj_ascii_only(s))
-                jj_jfail(c, "unsupported: %s() of non-ASCII text", m);
+        if (M("upper") || M("lower"))
             return jj_case_map(c, s, M("upper"));
-        }
         if (M("strip") || M("lstrip") || M("rstrip")) {
             /* the reference ignores a chars argument and trims JS whitespace (strip('\n') trims spaces
              * too); we do the same so prompts stay byte-identical to it */
@@ -166,12 +161,22 @@ jv jj_call_method(interp *I, jfn *f, jv *args, size_t nargs)
                 jj_jfail(c, "replace() count argument must be a number or null");
             return jj_str_replace(c, s, args[0], args[1], cnt.t == V_NULL ? -1 : cnt.u.num);
         }
+        if (M("capitalize") && s.u.str.n && (unsigned char)s.u.str.s[0] >= 0x80) {
+            /* charAt(0).toUpperCase() + slice(1): the first UTF-16 unit, so an astral character stays */
+            int len = tok_utf8_len((unsigned char)s.u.str.s[0]);
+            if (len == 4)
+                return s;
+            jv head = jj_case_map(c, v_str(s.u.str.s, (size_t)len), 1);
+            char *o = jj_jalloc(c, head.u.str.n + s.u.str.n - (size_t)len + 1);
+            memcpy(o, head.u.str.s, head.u.str.n);
+            memcpy(o + head.u.str.n, s.u.str.s + len, s.u.str.n - (size_t)len);
+            return v_str(o, head.u.str.n + s.u.str.n - (size_t)len);
+        }
         if (M("title") || M("capitalize")) {
-            if (!jj_ascii_only(s))
-                jj_jfail(c, "unsupported: %s() of non-ASCII text", m);
             char *o = jj_jstrdup(c, s.u.str.s, s.u.str.n);
             for (size_t i = 0; i < s.u.str.n; i++) {
-                /* title: /\b\w/ upper-cased (ASCII word chars); capitalize: the first character only */
+                /* title: /\b\w/ upper-cased, the JS regex's ASCII word characters (UTF-8 bytes of other
+                 * characters are not word characters either); capitalize: the first character only */
                 int start = M("capitalize") ? i == 0 : jj_is_word(o[i]) && (i == 0 || !jj_is_word(o[i - 1]));
                 if (start && o[i] >= 'a' && o[i] <= 'z')
                     o[i] = (char)(o[i] - 32);
@@ -198,6 +203,38 @@ jv jj_call_method(interp *I, jfn *f, jv *args, size_t nargs)
                 } else {
                     a.u.arr->v[i] = M("keys") ? key : o->v[i];
                 }
+            }
+            return a;
+        }
+        if (M("dictsort")) { /* dictsort(case_sensitive=false, by='key', reverse=false): [key, value] pairs */
+            jv cs = np > 0 ? args[0] : jj_kwarg(args, nargs, "case_sensitive");
+            jv by = np > 1 ? args[1] : jj_kwarg(args, nargs, "by");
+            jv rev = np > 2 ? args[2] : jj_kwarg(args, nargs, "reverse");
+            if ((cs.t != V_UNDEF && cs.t != V_BOOL) || (rev.t != V_UNDEF && rev.t != V_BOOL))
+                jj_jfail(c, "case_sensitive and reverse must be booleans");
+            int on_value = 0;
+            if (by.t == V_STR && by.u.str.n == 5 && !memcmp(by.u.str.s, "value", 5))
+                on_value = 1;
+            else if (by.t != V_UNDEF && !(by.t == V_STR && by.u.str.n == 3 && !memcmp(by.u.str.s, "key", 3)))
+                jj_jfail(c, "by must be either 'key' or 'value'");
+            jv a = jj_v_arr(c, o->n);
+            for (size_t i = 0; i < o->n; i++) {
+                jv pair = jj_v_arr(c, 2);
+                pair.u.arr->v[0] = v_str(o->k[i], o->kn[i]);
+                pair.u.arr->v[1] = o->v[i];
+                size_t j = i; /* insertion sort: stable, as Array.prototype.sort */
+                while (j > 0) {
+                    jj_charge(c, 1);
+                    int cmp = jj_compare_values(c, a.u.arr->v[j - 1].u.arr->v[on_value], pair.u.arr->v[on_value],
+                                                cs.t == V_BOOL && cs.u.b);
+                    if (rev.t == V_BOOL && rev.u.b)
+                        cmp = -cmp;
+                    if (cmp <= 0)
+                        break;
+                    a.u.arr->v[j] = a.u.arr->v[j - 1];
+                    j--;
+                }
+                a.u.arr->v[j] = pair;
             }
             return a;
         }
@@ -355,6 +392,8 @@ static jv eval_bin(interp *I, node *x, env *E)
         return v_bool(jj_loose_eq(l, r));
     if (OP("!="))
         return v_bool(!jj_loose_eq(l, r));
+    if (OP("~") && (l.t == V_UNDEF || r.t == V_UNDEF)) /* the reference: undefined concatenates as '' */
+        return jj_concat(c, l.t == V_UNDEF ? v_str("", 0) : l, r.t == V_UNDEF ? v_str("", 0) : r);
     if (l.t == V_UNDEF || r.t == V_UNDEF) {
         if (r.t == V_UNDEF && (OP("in") || OP("not in")))
             return v_bool(OP("not in"));
@@ -525,14 +564,8 @@ int jj_run_test(interp *I, const char *name, size_t n, jv v, int line)
     if (T("lower") || T("upper")) {
         if (v.t != V_STR)
             return 0;
-        if (!jj_ascii_only(v))
-            jj_jfail(I->c, "unsupported: test '%.*s' on non-ASCII text", (int)n, name);
-        for (size_t i = 0; i < v.u.str.n; i++) {
-            char ch = v.u.str.s[i];
-            if (T("lower") ? (ch >= 'A' && ch <= 'Z') : (ch >= 'a' && ch <= 'z'))
-                return 0;
-        }
-        return 1;
+        jv m = jj_case_map(I->c, v, T("upper")); /* str === str.toLowerCase() / toUpperCase() */
+        return m.u.str.n == v.u.str.n && !memcmp(m.u.str.s, v.u.str.s, v.u.str.n);
     }
 #undef T
     jj_jfail(I->c, "template line %d: unsupported test '%.*s'", line, (int)n, name);

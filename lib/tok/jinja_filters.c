@@ -311,8 +311,6 @@ static int case_filter(fargs *a, jv v, jv *out, int upper)
 {
     if (v.t != V_STR)
         return 0;
-    if (!jj_ascii_only(v))
-        jj_jfail(a->c, "unsupported: %.*s of non-ASCII text", (int)a->x->n, a->x->s);
     *out = jj_case_map(a->c, v, upper);
     return 1;
 }
@@ -326,6 +324,7 @@ static int as_method(fargs *a, jv v, jv *out, const char *name, int with_args)
     *out = jj_call_method(a->I, &m, with_args ? a->args : NULL, with_args ? a->nargs : 0);
     return 1;
 }
+static int f_dictsort(fargs *a, jv v, jv *out) { return v.t == V_OBJ && as_method(a, v, out, "dictsort", 1); }
 static int f_title(fargs *a, jv v, jv *out) { return v.t == V_STR && as_method(a, v, out, "title", 0); }
 static int f_capitalize(fargs *a, jv v, jv *out) { return v.t == V_STR && as_method(a, v, out, "capitalize", 0); }
 static int f_replace(fargs *a, jv v, jv *out) { return v.t == V_STR && as_method(a, v, out, "replace", 1); }
@@ -358,7 +357,7 @@ static int f_int(fargs *a, jv v, jv *out)
         return 1;
     }
     case V_INT:
-    case V_FLOAT: *out = a->x->computed ? v : v_int(floor(v.u.num)); return 1;
+    case V_FLOAT: *out = a->x->computed ? v : v_int(trunc(v.u.num) + 0.0); return 1; /* Math.trunc(x) + 0 */
     case V_BOOL: *out = v_int(v.u.b); return 1;
     default: return 0;
     }
@@ -366,6 +365,51 @@ static int f_int(fargs *a, jv v, jv *out)
 
 static int f_float(fargs *a, jv v, jv *out)
 {
+    if (v.t == V_STR) { /* parseFloat: JS white space skipped, the longest decimal prefix (or Infinity), else 0 */
+        const unsigned char *p = (const unsigned char *)v.u.str.s, *e = p + v.u.str.n;
+        while (p < e) {
+            uint32_t cp;
+            int len = tok_utf8_dec(p, &cp);
+            if (!tok_js_space(cp))
+                break;
+            p += len;
+        }
+        char buf[400];
+        size_t k = 0;
+        const unsigned char *q = p;
+        if (q < e && (*q == '+' || *q == '-'))
+            buf[k++] = (char)*q++;
+        double val = 0;
+        if ((size_t)(e - q) >= 8 && !memcmp(q, "Infinity", 8)) {
+            val = k && buf[0] == '-' ? -INFINITY : INFINITY;
+        } else {
+            size_t digits = 0;
+            while (q < e && *q >= '0' && *q <= '9' && k < sizeof buf - 8)
+                buf[k++] = (char)*q++, digits++;
+            if (q < e && *q == '.') {
+                buf[k++] = (char)*q++;
+                while (q < e && *q >= '0' && *q <= '9' && k < sizeof buf - 8)
+                    buf[k++] = (char)*q++, digits++;
+            }
+            if (digits && q < e && (*q == 'e' || *q == 'E')) {
+                const unsigned char *x = q + 1;
+                size_t k0 = k;
+                buf[k++] = 'e';
+                if (x < e && (*x == '+' || *x == '-'))
+                    buf[k++] = (char)*x++;
+                if (x < e && *x >= '0' && *x <= '9') {
+                    while (x < e && *x >= '0' && *x <= '9' && k < sizeof buf - 1)
+                        buf[k++] = (char)*x++;
+                } else {
+                    k = k0; /* "1e" / "1e+": the exponent is not part of the number */
+                }
+            }
+            buf[k] = 0;
+            val = digits ? strtod(buf, NULL) : 0;
+        }
+        *out = v_float(isnan(val) ? 0 : val);
+        return 1;
+    }
     if (v.t == V_INT || v.t == V_FLOAT)
         *out = a->x->computed ? v : v_float(v.u.num);
     else if (v.t == V_BOOL)
@@ -429,7 +473,7 @@ static const struct {
     const char *name;
     int (*fn)(fargs *a, jv v, jv *out);
 } filters[] = {
-    {"abs", f_abs},         {"bool", f_bool},       {"capitalize", f_capitalize}, {"count", f_count},
+    {"abs", f_abs},         {"bool", f_bool},       {"capitalize", f_capitalize}, {"count", f_count}, {"dictsort", f_dictsort},
     {"d", f_d},             {"default", f_default}, {"first", f_first},           {"float", f_float},
     {"indent", f_indent},   {"int", f_int},         {"items", f_items},           {"join", f_join},
     {"keys", f_keys},       {"last", f_last},       {"length", f_length},         {"list", f_list},

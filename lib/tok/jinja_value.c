@@ -467,13 +467,14 @@ jv jj_js_trim(jv s, int left, int right)
 
 jv jj_case_map(jctx *c, jv s, int upper)
 {
-    /* ASCII case mapping; non-ASCII characters are passed through (JS maps them: differs only there) */
-    char *o = jj_jalloc(c, s.u.str.n + 1);
-    for (size_t i = 0; i < s.u.str.n; i++) {
-        char ch = s.u.str.s[i];
-        o[i] = upper ? (ch >= 'a' && ch <= 'z' ? (char)(ch - 32) : ch) : (ch >= 'A' && ch <= 'Z' ? (char)(ch + 32) : ch);
-    }
-    return v_str(o, s.u.str.n);
+    /* JS toUpperCase / toLowerCase: full Unicode mappings (tok_case_map) */
+    size_t n;
+    char *m = tok_case_map(s.u.str.s, s.u.str.n, upper, &n);
+    if (!m)
+        jj_jfail(c, "out of memory");
+    char *o = jj_jstrdup(c, m, n);
+    free(m);
+    return v_str(o, n);
 }
 
 int jj_ascii_only(jv s)
@@ -684,8 +685,10 @@ int jj_compare_values(jctx *c, jv a, jv b, int case_sensitive)
         jj_jfail(c, "Cannot compare different types: %s and %s", jj_type_name(a), jj_type_name(b));
     if (a.t != V_STR)
         jj_jfail(c, "Cannot compare type: %s", jj_type_name(a));
-    if (!case_sensitive && (!jj_ascii_only(a) || !jj_ascii_only(b)))
-        jj_jfail(c, "unsupported: case-insensitive sort of non-ASCII text");
+    if (!case_sensitive && (!jj_ascii_only(a) || !jj_ascii_only(b))) { /* toLowerCase() both, then as below */
+        a = jj_case_map(c, a, 0);
+        b = jj_case_map(c, b, 0);
+    }
     size_t n = a.u.str.n < b.u.str.n ? a.u.str.n : b.u.str.n;
     for (size_t i = 0; i < n; i++) {
         unsigned char x = (unsigned char)a.u.str.s[i], y = (unsigned char)b.u.str.s[i];

@@ -89,13 +89,15 @@ size_t tok_utf8_check(const char *s, size_t len);
  * trim_blocks/lstrip_blocks preprocessing. Expressions: literals, lists, dicts, tuples, member and slice
  * access, calls, and/or/not, comparisons, in / not in, + - * / // % ** ~, ternaries, filters (tojson with
  * indent/sort_keys/ensure_ascii/separators, trim, length, count, upper, lower, default, join, first, last,
- * list, reverse, sort, unique, selectattr, rejectattr, map(attribute=), items, indent, replace, int,
- * float, abs, string, safe), tests (defined, undefined, none, string, number, integer, boolean, mapping,
- * iterable, sequence, callable, true, false, odd, even, lower, upper), string methods (startswith,
- * endswith, split, strip, lstrip, rstrip, replace, upper, lower), dict methods (get, items, keys,
- * values), title/capitalize (ASCII), namespace(), range(), raise_exception(), strftime_now(). As in the reference, strip('x')
- * ignores its argument and trims whitespace, and booleans render as "true"/"false". upper/lower of
- * non-ASCII text, dictsort and other filters are named errors. */
+ * list, reverse, sort, unique, selectattr, rejectattr, map(attribute=), items, dictsort, indent, replace,
+ * int, float, abs, string, safe), tests (defined, undefined, none, string, number, integer, boolean,
+ * mapping, iterable, sequence, callable, true, false, odd, even, lower, upper), string methods
+ * (startswith, endswith, split, strip, lstrip, rstrip, replace, upper, lower, title, capitalize), dict
+ * methods (get, items, keys, values, dictsort), namespace(), range(), raise_exception(), strftime_now().
+ * As in the reference: strip('x') ignores its argument and trims whitespace, booleans render as
+ * "true"/"false", undefined ~ 'x' is 'x', upper/lower are JavaScript's full Unicode case mappings
+ * (tok_case_map), title upper-cases after ASCII non-word characters, int truncates toward zero and float
+ * of a string is parseFloat. Other filters and statements ({% call %}, {% filter %}) are named errors. */
 /* ---- chat templates ----
  * Limits of one render (a hostile template is refused by name, never crashes or runs away; the real
  * Qwen/Llama/Phi templates use a small fraction of each):

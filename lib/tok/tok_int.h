@@ -76,6 +76,10 @@ int tok_js_space(uint32_t cp);
 /* 1 when normalizing valid UTF-8 s to form cannot change it (quick check, no allocation) */
 int tok_nf_unchanged(tok_nf form, const char *s, size_t len);
 
+/* valid UTF-8 s upper- or lower-cased as JavaScript's toUpperCase / toLowerCase do (full mappings:
+ * ß -> SS, İ -> i̇, word-final Σ -> ς; utf8proc's Unicode version); malloc'd, NUL-terminated; NULL on OOM */
+char *tok_case_map(const char *s, size_t n, int upper, size_t *out_n);
+
 /* the Unicode version normalization follows (utf8proc's) */
 const char *tok_unicode_version(void);
 

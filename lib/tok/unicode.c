@@ -1,6 +1,7 @@
 /* UTF-8 validation, the WHATWG replacement decoder, and Unicode normalization (NFC/NFD/NFKC/NFKD) through
  * utf8proc (Debian libutf8proc; UAX #15 for its Unicode version, which tok_unicode_version() names and
- * t/unit/tok_unicode checks against NormalizationTest.txt). */
+ * t/unit/tok_unicode checks against NormalizationTest.txt), and the full case mappings chat templates' upper / lower
+ * need. */
 #include <stdlib.h>
 #include <string.h>
 #include <utf8proc.h>
@@ -201,4 +202,203 @@ char *tok_normalize(tok_nf form, const char *s, size_t len, size_t *out_len)
     out[on] = 0;
     *out_len = on;
     return out;
+}
+
+/* ---- case mapping (JS String.prototype.toUpperCase / toLowerCase, which chat templates' upper / lower
+ * are in the reference renderer) ---- */
+
+/* SpecialCasing.txt's unconditional upper-case mappings to more than one code point (ß -> SS, ligatures,
+ * Greek with ypogegrammeni, ...); everything else maps one to one through utf8proc's simple mappings */
+static const struct {
+    uint32_t cp, to[3];
+} upper_multi[] = {
+    {0x00DF, {0x0053, 0x0053}},
+    {0x0149, {0x02BC, 0x004E}},
+    {0x01F0, {0x004A, 0x030C}},
+    {0x0390, {0x0399, 0x0308, 0x0301}},
+    {0x03B0, {0x03A5, 0x0308, 0x0301}},
+    {0x0587, {0x0535, 0x0552}},
+    {0x1E96, {0x0048, 0x0331}},
+    {0x1E97, {0x0054, 0x0308}},
+    {0x1E98, {0x0057, 0x030A}},
+    {0x1E99, {0x0059, 0x030A}},
+    {0x1E9A, {0x0041, 0x02BE}},
+    {0x1F50, {0x03A5, 0x0313}},
+    {0x1F52, {0x03A5, 0x0313, 0x0300}},
+    {0x1F54, {0x03A5, 0x0313, 0x0301}},
+    {0x1F56, {0x03A5, 0x0313, 0x0342}},
+    {0x1F80, {0x1F08, 0x0399}},
+    {0x1F81, {0x1F09, 0x0399}},
+    {0x1F82, {0x1F0A, 0x0399}},
+    {0x1F83, {0x1F0B, 0x0399}},
+    {0x1F84, {0x1F0C, 0x0399}},
+    {0x1F85, {0x1F0D, 0x0399}},
+    {0x1F86, {0x1F0E, 0x0399}},
+    {0x1F87, {0x1F0F, 0x0399}},
+    {0x1F88, {0x1F08, 0x0399}},
+    {0x1F89, {0x1F09, 0x0399}},
+    {0x1F8A, {0x1F0A, 0x0399}},
+    {0x1F8B, {0x1F0B, 0x0399}},
+    {0x1F8C, {0x1F0C, 0x0399}},
+    {0x1F8D, {0x1F0D, 0x0399}},
+    {0x1F8E, {0x1F0E, 0x0399}},
+    {0x1F8F, {0x1F0F, 0x0399}},
+    {0x1F90, {0x1F28, 0x0399}},
+    {0x1F91, {0x1F29, 0x0399}},
+    {0x1F92, {0x1F2A, 0x0399}},
+    {0x1F93, {0x1F2B, 0x0399}},
+    {0x1F94, {0x1F2C, 0x0399}},
+    {0x1F95, {0x1F2D, 0x0399}},
+    {0x1F96, {0x1F2E, 0x0399}},
+    {0x1F97, {0x1F2F, 0x0399}},
+    {0x1F98, {0x1F28, 0x0399}},
+    {0x1F99, {0x1F29, 0x0399}},
+    {0x1F9A, {0x1F2A, 0x0399}},
+    {0x1F9B, {0x1F2B, 0x0399}},
+    {0x1F9C, {0x1F2C, 0x0399}},
+    {0x1F9D, {0x1F2D, 0x0399}},
+    {0x1F9E, {0x1F2E, 0x0399}},
+    {0x1F9F, {0x1F2F, 0x0399}},
+    {0x1FA0, {0x1F68, 0x0399}},
+    {0x1FA1, {0x1F69, 0x0399}},
+    {0x1FA2, {0x1F6A, 0x0399}},
+    {0x1FA3, {0x1F6B, 0x0399}},
+    {0x1FA4, {0x1F6C, 0x0399}},
+    {0x1FA5, {0x1F6D, 0x0399}},
+    {0x1FA6, {0x1F6E, 0x0399}},
+    {0x1FA7, {0x1F6F, 0x0399}},
+    {0x1FA8, {0x1F68, 0x0399}},
+    {0x1FA9, {0x1F69, 0x0399}},
+    {0x1FAA, {0x1F6A, 0x0399}},
+    {0x1FAB, {0x1F6B, 0x0399}},
+    {0x1FAC, {0x1F6C, 0x0399}},
+    {0x1FAD, {0x1F6D, 0x0399}},
+    {0x1FAE, {0x1F6E, 0x0399}},
+    {0x1FAF, {0x1F6F, 0x0399}},
+    {0x1FB2, {0x1FBA, 0x0399}},
+    {0x1FB3, {0x0391, 0x0399}},
+    {0x1FB4, {0x0386, 0x0399}},
+    {0x1FB6, {0x0391, 0x0342}},
+    {0x1FB7, {0x0391, 0x0342, 0x0399}},
+    {0x1FBC, {0x0391, 0x0399}},
+    {0x1FC2, {0x1FCA, 0x0399}},
+    {0x1FC3, {0x0397, 0x0399}},
+    {0x1FC4, {0x0389, 0x0399}},
+    {0x1FC6, {0x0397, 0x0342}},
+    {0x1FC7, {0x0397, 0x0342, 0x0399}},
+    {0x1FCC, {0x0397, 0x0399}},
+    {0x1FD2, {0x0399, 0x0308, 0x0300}},
+    {0x1FD3, {0x0399, 0x0308, 0x0301}},
+    {0x1FD6, {0x0399, 0x0342}},
+    {0x1FD7, {0x0399, 0x0308, 0x0342}},
+    {0x1FE2, {0x03A5, 0x0308, 0x0300}},
+    {0x1FE3, {0x03A5, 0x0308, 0x0301}},
+    {0x1FE4, {0x03A1, 0x0313}},
+    {0x1FE6, {0x03A5, 0x0342}},
+    {0x1FE7, {0x03A5, 0x0308, 0x0342}},
+    {0x1FF2, {0x1FFA, 0x0399}},
+    {0x1FF3, {0x03A9, 0x0399}},
+    {0x1FF4, {0x038F, 0x0399}},
+    {0x1FF6, {0x03A9, 0x0342}},
+    {0x1FF7, {0x03A9, 0x0342, 0x0399}},
+    {0x1FFC, {0x03A9, 0x0399}},
+    {0xFB00, {0x0046, 0x0046}},
+    {0xFB01, {0x0046, 0x0049}},
+    {0xFB02, {0x0046, 0x004C}},
+    {0xFB03, {0x0046, 0x0046, 0x0049}},
+    {0xFB04, {0x0046, 0x0046, 0x004C}},
+    {0xFB05, {0x0053, 0x0054}},
+    {0xFB06, {0x0053, 0x0054}},
+    {0xFB13, {0x0544, 0x0546}},
+    {0xFB14, {0x0544, 0x0535}},
+    {0xFB15, {0x0544, 0x053B}},
+    {0xFB16, {0x054E, 0x0546}},
+    {0xFB17, {0x0544, 0x053D}},
+};
+
+/* cased letters and case-ignorable characters, as the Final_Sigma condition uses them (approximated by
+ * general category: Lu/Ll/Lt and letters with a case mapping; Mn/Me/Cf/Lm/Sk and the apostrophe, full
+ * stop, colon and middle dots of Word_Break MidLetter / MidNumLet) */
+static int cased(uint32_t c)
+{
+    utf8proc_category_t k = utf8proc_category((utf8proc_int32_t)c);
+    return k == UTF8PROC_CATEGORY_LU || k == UTF8PROC_CATEGORY_LL || k == UTF8PROC_CATEGORY_LT ||
+           utf8proc_toupper((utf8proc_int32_t)c) != (utf8proc_int32_t)c ||
+           utf8proc_tolower((utf8proc_int32_t)c) != (utf8proc_int32_t)c;
+}
+static int case_ignorable(uint32_t c)
+{
+    utf8proc_category_t k = utf8proc_category((utf8proc_int32_t)c);
+    return k == UTF8PROC_CATEGORY_MN || k == UTF8PROC_CATEGORY_ME || k == UTF8PROC_CATEGORY_CF ||
+           k == UTF8PROC_CATEGORY_LM || k == UTF8PROC_CATEGORY_SK || c == '\'' || c == '.' || c == ':' ||
+           c == 0xB7 || c == 0x2018 || c == 0x2019 || c == 0x2024 || c == 0x2027 || c == 0xFE13 ||
+           c == 0xFE52 || c == 0xFE55 || c == 0xFF07 || c == 0xFF0E || c == 0xFF1A;
+}
+
+/* Σ at [i, i + 2) of s is word-final: a cased letter before it and none after (case-ignorables skipped) */
+static int final_sigma(const unsigned char *s, size_t n, size_t i)
+{
+    int before = 0;
+    for (size_t j = i; j > 0;) {
+        size_t k = j - 1;
+        while (k > 0 && (s[k] & 0xC0) == 0x80)
+            k--;
+        uint32_t c;
+        tok_utf8_dec(s + k, &c);
+        if (!case_ignorable(c)) {
+            before = cased(c);
+            break;
+        }
+        j = k;
+    }
+    if (!before)
+        return 0;
+    for (size_t j = i + 2; j < n;) {
+        uint32_t c;
+        j += (size_t)tok_utf8_dec(s + j, &c);
+        if (!case_ignorable(c))
+            return !cased(c);
+    }
+    return 1;
+}
+
+char *tok_case_map(const char *str, size_t n, int upper, size_t *out_n)
+{
+    const unsigned char *s = (const unsigned char *)str;
+    char *o = malloc(n * 3 + 1); /* no mapping grows a character beyond 3x its UTF-8 bytes */
+    size_t w = 0;
+    if (!o)
+        return NULL;
+    for (size_t i = 0; i < n;) {
+        uint32_t c;
+        int len = tok_utf8_dec(s + i, &c);
+        if (c < 0x80) {
+            o[w++] = (char)(upper ? (c >= 'a' && c <= 'z' ? c - 32 : c) : (c >= 'A' && c <= 'Z' ? c + 32 : c));
+        } else if (upper) {
+            size_t lo = 0, hi = sizeof upper_multi / sizeof *upper_multi;
+            while (lo < hi) {
+                size_t mid = (lo + hi) / 2;
+                if (upper_multi[mid].cp < c)
+                    lo = mid + 1;
+                else
+                    hi = mid;
+            }
+            if (lo < sizeof upper_multi / sizeof *upper_multi && upper_multi[lo].cp == c)
+                for (int k = 0; k < 3 && upper_multi[lo].to[k]; k++)
+                    w += (size_t)tok_utf8_enc(upper_multi[lo].to[k], o + w);
+            else
+                w += (size_t)tok_utf8_enc((uint32_t)utf8proc_toupper((utf8proc_int32_t)c), o + w);
+        } else if (c == 0x130) { /* İ -> i + combining dot above */
+            w += (size_t)tok_utf8_enc('i', o + w);
+            w += (size_t)tok_utf8_enc(0x307, o + w);
+        } else if (c == 0x3A3) {
+            w += (size_t)tok_utf8_enc(final_sigma(s, n, i) ? 0x3C2 : 0x3C3, o + w);
+        } else {
+            w += (size_t)tok_utf8_enc((uint32_t)utf8proc_tolower((utf8proc_int32_t)c), o + w);
+        }
+        i += (size_t)len;
+    }
+    o[w] = 0;
+    *out_n = w;
+    return o;
 }
