@@ -226,6 +226,21 @@ EOF
   [[ "$output" == "[151644,"* ]]
 }
 
+@test "chat: a tokenizer directory with its template in chat_template.jinja (newer transformers) renders as with it in the config" {
+  local d=$W/split
+  mkdir -p "$d"
+  cp "$(tokdir qwen3)/tokenizer.json" "$d/"
+  jq -r .chat_template "$(tokdir qwen3)/tokenizer_config.json" > "$d/chat_template.jinja"
+  jq 'del(.chat_template)' "$(tokdir qwen3)/tokenizer_config.json" > "$d/tokenizer_config.json"
+  echo '[{"role":"user","content":"hi"}]' > "$W/one.json"
+  npu-forward chat --tokenizer "$(tokdir qwen3)" --add-generation-prompt "$W/one.json" > "$W/whole.txt"
+  npu-forward chat --tokenizer "$d" --add-generation-prompt "$W/one.json" > "$W/split.txt"
+  cmp "$W/whole.txt" "$W/split.txt"
+  printf 'bad \xff' > "$d/chat_template.jinja"
+  run npu-forward chat --tokenizer "$d" "$W/one.json"
+  [ "$status" -eq 3 ] && [[ "$output" == *"chat_template.jinja: not UTF-8"* ]]
+}
+
 @test "tokenize: invalid UTF-8 is refused by name (exit 3), never guessed at" {
   run bash -c "printf 'ok \\xff\\xfe bad' | npu-forward tokenize --tokenizer '$(tokdir qwen3)'"
   [ "$status" -eq 3 ]

@@ -829,6 +829,22 @@ tok *tok_load_dir(const char *dir, ogk_error *e)
     tok *t = tok_load((const char *)m.data, m.size, cfg, cn, e);
     free(cfg);
     ogk_map_close(&m);
+    /* newer transformers save the template beside the config, as chat_template.jinja (the pack import
+     * reads it the same way: lib/pack/pack.c) */
+    snprintf(path, sizeof path, "%s/chat_template.jinja", dir);
+    if (t && !t->chat_template && access(path, F_OK) == 0) {
+        size_t tn;
+        char *tpl = ogk_read_file(path, &tn, e);
+        if (!tpl || tok_utf8_check(tpl, tn) < tn) {
+            if (tpl)
+                ogk_fail(e, "%s: not UTF-8 text", path);
+            free(tpl);
+            tok_free(t);
+            return NULL;
+        }
+        t->chat_template = tok_arena_strdup(&t->arena, tpl, tn);
+        free(tpl);
+    }
     return t;
 }
 
