@@ -19,7 +19,10 @@ static const char tokenize_usage[] =
     "  --lines       encode every input line separately (without its newline); one JSON array per line\n"
     "  --jsonl       every input line is a JSON string; one JSON array per line\n"
     "  --bench N     encode the input N times and print {bytes, seconds, mb_per_s} instead of ids\n"
-    "  Input must be valid UTF-8 (else exit 3 naming the byte offset).\n";
+    "  Input must be valid UTF-8 (else exit 3 naming the byte offset). Character classes of the pre-split\n"
+    "  regex come from the system PCRE2's Unicode tables, normalization and case mapping from utf8proc's:\n"
+    "  characters assigned in a later Unicode version than theirs (e.g. CJK extension H, Unicode 15) are\n"
+    "  unassigned here, and can split differently from a tokenizer built on newer tables.\n";
 
 static const char detokenize_usage[] =
     "usage: npu-forward detokenize (--tokenizer DIR | -m MODEL) [--skip-special] [--cleanup | --no-cleanup]\n"
