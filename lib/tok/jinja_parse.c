@@ -591,6 +591,21 @@ static node *parse_stmt(parser *p)
         p->i++;
         expect_ident(p, "endmacro");
         expect(p, T_CLOSE_STMT, "expected '%}'");
+    } else if (IS("generation")) {
+        /* {% generation %}...{% endgeneration %} marks the assistant's tokens for training masks
+         * (transformers' return_assistant_tokens_mask); rendering keeps its body as is: an if on 1 */
+        p->i++;
+        expect(p, T_CLOSE_STMT, "expected '%}'");
+        x = mk(p, N_IF);
+        x->a = mk(p, E_NUM);
+        x->a->num = 1;
+        nodes body = {0};
+        parse_body(p, &body, "endgeneration", NULL, NULL);
+        x->body = body.v;
+        x->nbody = body.n;
+        p->i++;
+        expect_ident(p, "endgeneration");
+        expect(p, T_CLOSE_STMT, "expected '%}'");
     } else if (IS("break") || IS("continue")) {
         x = mk(p, IS("break") ? N_BREAK : N_CONTINUE);
         p->i++;

@@ -85,7 +85,7 @@ size_t tok_utf8_check(const char *s, size_t len);
 
 /* ---- chat templates (Jinja subset, semantics of @huggingface/jinja) ----
  * Statements: if/elif/else, for (tuple unpacking, loop.*, else, inline if-filter), set (incl. ns.attr and
- * block set), macro (defaults, keyword args), break, continue; comments; whitespace control; the
+ * block set), macro (defaults, keyword args), break, continue, generation (renders its body); comments; whitespace control; the
  * trim_blocks/lstrip_blocks preprocessing. Expressions: literals, lists, dicts, tuples, member and slice
  * access, calls, and/or/not, comparisons, in / not in, + - * / // % ** ~, ternaries, filters (tojson with
  * indent/sort_keys/ensure_ascii/separators, trim, length, count, upper, lower, default, join, first, last,
