@@ -501,3 +501,37 @@ PY
   run npu-forward logits -m "$m" --ids "$W/bad.ids"
   [ "$status" -eq 3 ]
 }
+
+@test "a model whose classifier has rows past its tokenizer (Phi-3: 32064 against 32000): run and serve generate a padded id as no text, not an error" {
+  # a tiny phi3 of vocab 32064 (the llama2 tokenizer's 32000 + 64 padded rows) whose row 32050 is twice row
+  # 31040, so greedy decoding picks 32050 wherever it would pick 31040 and more
+  /usr/bin/python3 - "$W/pad" <<'PY'
+import json, sys
+import numpy as np
+sys.path.insert(0, __import__("os").environ["TOP"] + "/tools")
+import mkpack
+o = sys.argv[1]
+cfg = dict(family="phi3", hidden=64, layers=2, heads=4, kv_heads=2, head=16, inter=128, vocab=32064, tied=False,
+           context=256, theta=mkpack.FAMILY_HF["phi3"][2], eps=mkpack.FAMILY_HF["phi3"][3],
+           tokens=mkpack.FAMILY_TOKENS["phi3"])
+W = mkpack.RandomWeights(cfg, 7)
+z = {k: W[k] for k in W.keys()}
+z["lm_head.weight"][32050] = 40 * z["lm_head.weight"][31040] + 40 * z["lm_head.weight"][100]
+np.savez(o + ".npz", **z)
+json.dump(mkpack.hf_config(cfg), open(o + ".json", "w"))
+PY
+  /usr/bin/python3 "$TOP/tools/mkpack.py" --config "$W/pad.json" --weights "$W/pad.npz" --style cpu --out "$W/padpack" >/dev/null
+  oga-extract "$W/padpack" | q4nx-pack -l b8 -o "$W/pad.q4nx"
+  run npu-forward run -m "$W/pad.q4nx" -p "hello world" -n 8 --temp 0 --ignore-eos --json -t 1
+  [ "$status" -eq 0 ] || { echo "$output"; return 1; }
+  echo "$output" | jq -e '(.ids | index(32050)) != null and (.ids | length) == 8 and (.text | type) == "string"'
+  # serve: the same ids through /v1/completions, 200
+  npu-forward serve -m "$W/pad.q4nx" --port 0 -t 1 2>"$W/pad.log" 3>&- &
+  local pid=$! port i body
+  for i in $(seq 200); do grep -q 'ready:' "$W/pad.log" && break; sleep 0.05; done
+  port=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$W/pad.log" | head -1)
+  body=$(curl -s -m 30 "http://127.0.0.1:$port/v1/completions" -H 'Content-Type: application/json' \
+    -d '{"prompt": "hello world", "max_tokens": 8, "temperature": 0, "ignore_eos": true, "return_tokens": true, "logprobs": 1}') || true
+  kill "$pid"; wait "$pid" 2>/dev/null || true
+  echo "$body" | jq -e --argjson want "$(echo "$output" | jq -c .ids)" '.choices[0].tokens == $want and (.choices[0].logprobs.tokens | length) == 8'
+}

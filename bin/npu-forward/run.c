@@ -101,7 +101,7 @@ int cmd_run(int argc, char **argv)
     if (model_sampler_init(&sp, model_sample_vocab(m->c.vocab_size, tok_vocab_size(t), o.temp), o.temp, o.sample_top_k, o.top_p,
                            o.seed ? o.seed : (uint64_t)getpid()))
         ogk_die(OGK_EXIT_INIT, "out of memory");
-    run_ctx r = {.ts = tok_stream_new(t, 1), .json = o.json};
+    run_ctx r = {.ts = tok_stream_new(t, TOK_STREAM_SKIP_SPECIAL | TOK_STREAM_SKIP_UNKNOWN), .json = o.json};
     if (!r.ts)
         ogk_die(OGK_EXIT_INIT, "out of memory");
     model_stopper_init(&r.stop, o.stops, o.n_stops);

@@ -280,7 +280,7 @@ static int32_t *parse_ids(const char *s, size_t n, size_t *count, const char *wh
 static char *decode_stream(tok *t, const int32_t *ids, size_t n, int skip, size_t *len)
 {
     ogk_error e;
-    tok_stream *s = tok_stream_new(t, skip);
+    tok_stream *s = tok_stream_new(t, skip ? TOK_STREAM_SKIP_SPECIAL : 0);
     char *out = NULL;
     size_t outn = 0;
     FILE *m = open_memstream(&out, &outn);

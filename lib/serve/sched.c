@@ -289,7 +289,7 @@ static void start_job(serve_sched *S, serve_slot *sl, serve_job *j)
         sl->n_full = r;
     model_stopper_init(&sl->st, j->stops, j->n_stops);
     pthread_mutex_lock(S->tok_mu);
-    sl->ts = tok_stream_new(S->t, 1);
+    sl->ts = tok_stream_new(S->t, TOK_STREAM_SKIP_SPECIAL | TOK_STREAM_SKIP_UNKNOWN);
     pthread_mutex_unlock(S->tok_mu);
     int V = model_sample_vocab(S->m->c.vocab_size, tok_vocab_size(S->t), j->temperature);
     int ok = sl->ts && !model_sampler_init(&sl->sp, V, j->temperature, j->top_k, j->top_p, j->seed);

@@ -59,7 +59,12 @@ char *tok_decode(tok *t, const int32_t *ids, size_t n, int skip_special, int cle
  * each step decodes a window that starts one token back, and such a Strip cuts the window's edges where
  * the whole text has none (no released tokenizer uses one; Llama/Mistral's is start 1, stop 0). */
 typedef struct tok_stream tok_stream;
-tok_stream *tok_stream_new(tok *t, int skip_special);
+/* flags: TOK_STREAM_SKIP_SPECIAL drops special tokens; TOK_STREAM_SKIP_UNKNOWN gives ids the tokenizer
+ * lacks no text instead of an error (a model's padded classifier rows past the tokenizer, e.g. Qwen2.5's
+ * 151936 against 151665 or Phi-3's 32064 against 32000: generation can pick them, as transformers'
+ * decode skips them) */
+enum { TOK_STREAM_SKIP_SPECIAL = 1, TOK_STREAM_SKIP_UNKNOWN = 2 };
+tok_stream *tok_stream_new(tok *t, int flags);
 const char *tok_stream_put(tok_stream *s, int32_t id, size_t *len, ogk_error *e);
 const char *tok_stream_flush(tok_stream *s, size_t *len, ogk_error *e);
 void tok_stream_free(tok_stream *s);

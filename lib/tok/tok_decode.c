@@ -268,18 +268,19 @@ done:
 
 struct tok_stream {
     tok *t;
-    int skip_special;
+    int skip_special, skip_unknown;
     idvec ids;
     size_t prefix, read;
     char *out;
 };
 
-tok_stream *tok_stream_new(tok *t, int skip_special)
+tok_stream *tok_stream_new(tok *t, int flags)
 {
     tok_stream *s = calloc(1, sizeof *s);
     if (s) {
         s->t = t;
-        s->skip_special = skip_special;
+        s->skip_special = !!(flags & TOK_STREAM_SKIP_SPECIAL);
+        s->skip_unknown = !!(flags & TOK_STREAM_SKIP_UNKNOWN);
     }
     return s;
 }
@@ -321,7 +322,8 @@ const char *tok_stream_put(tok_stream *s, int32_t id, size_t *len, ogk_error *e)
 {
     /* a dropped special token adds nothing to the window (whose decoding each step costs its length: a
      * run of them, e.g. EOS with ignore_eos, would make the steps quadratic) */
-    if (s->skip_special && id >= 0 && id < s->t->ntok && s->t->is_tok[id] && is_special(s->t, id)) {
+    int known = id >= 0 && id < s->t->ntok && s->t->is_tok[id];
+    if ((s->skip_special && known && is_special(s->t, id)) || (s->skip_unknown && !known)) {
         *len = 0;
         return "";
     }
