@@ -493,6 +493,17 @@ static void parse_body(parser *p, nodes *l, const char *e1, const char *e2, cons
     }
 }
 
+/* x's body up to {% END %}, that tag included (its closing '%}' left to the caller) */
+static void parse_block(parser *p, node *x, const char *end)
+{
+    nodes body = {0};
+    parse_body(p, &body, end, NULL, NULL);
+    x->body = body.v;
+    x->nbody = body.n;
+    p->i++;
+    expect_ident(p, end);
+}
+
 static node *parse_if(parser *p)
 {
     node *x = mk(p, N_IF);
@@ -536,12 +547,7 @@ static node *parse_stmt(parser *p)
             x->b = parse_seq(p, 0);
         } else {
             expect(p, T_CLOSE_STMT, "expected '%}'");
-            nodes body = {0};
-            parse_body(p, &body, "endset", NULL, NULL);
-            x->body = body.v;
-            x->nbody = body.n;
-            p->i++;
-            expect_ident(p, "endset");
+            parse_block(p, x, "endset");
         }
         expect(p, T_CLOSE_STMT, "expected '%}'");
     } else if (IS("if")) {
@@ -584,12 +590,7 @@ static node *parse_stmt(parser *p)
             if (x->kids[k]->type != E_IDENT && x->kids[k]->type != E_KWARG)
                 perr(p, "expected a parameter name");
         expect(p, T_CLOSE_STMT, "expected '%}'");
-        nodes body = {0};
-        parse_body(p, &body, "endmacro", NULL, NULL);
-        x->body = body.v;
-        x->nbody = body.n;
-        p->i++;
-        expect_ident(p, "endmacro");
+        parse_block(p, x, "endmacro");
         expect(p, T_CLOSE_STMT, "expected '%}'");
     } else if (IS("generation")) {
         /* {% generation %}...{% endgeneration %} marks the assistant's tokens for training masks
@@ -599,12 +600,7 @@ static node *parse_stmt(parser *p)
         x = mk(p, N_IF);
         x->a = mk(p, E_NUM);
         x->a->num = 1;
-        nodes body = {0};
-        parse_body(p, &body, "endgeneration", NULL, NULL);
-        x->body = body.v;
-        x->nbody = body.n;
-        p->i++;
-        expect_ident(p, "endgeneration");
+        parse_block(p, x, "endgeneration");
         expect(p, T_CLOSE_STMT, "expected '%}'");
     } else if (IS("break") || IS("continue")) {
         x = mk(p, IS("break") ? N_BREAK : N_CONTINUE);
