@@ -1,7 +1,8 @@
 /* vnni-pipes: what the avx512 int8 tiles' companion instructions cost beside VPDPBUSD on this CPU, one
  * thread, everything in registers or L1. A loop of 8 independent zmm VPDPBUSD is timed alone and with each
  * companion added (the tiles' group epilogue: convert, multiply, fused multiply-add, store; the chunk loop:
- * AND, shift, broadcast load, code load; software prefetch), in cycles per loop from the clock a chain of
+ * AND, shift, broadcast load, code load; software prefetch; a register move; a VPDPBUSD with an embedded
+ * {1to16} broadcast operand, against 0.5 for one more plain VPDPBUSD at two a cycle), in cycles per loop from the clock a chain of
  * dependent IMULs (3 cycles each) gives. On Zen 4 (2026-12-03, bench/results/2026-12-03h-zen4.md) a zmm
  * store costs the VNNI pipes ~1.7 cycles and a multiply or FMA ~0.9, while converts, logic, shifts, loads
  * and prefetches ride free: why kern_avx512.c keeps the fp32 sums of wide launches in registers. Prints
@@ -59,6 +60,8 @@ int main(int argc, char **argv)
         {"broadcast_load", TIME(D8 X4("vpbroadcastd 4(%0), "))},
         {"load", TIME(D8 X4("vmovdqu64 64(%0), "))},
         {"prefetcht1", TIME(D8 "prefetcht1 (%0)\n prefetcht1 64(%0)\n prefetcht1 128(%0)\n prefetcht1 192(%0)\n")},
+        {"move", TIME(D8 X4("vmovdqa32 %%zmm29, "))},
+        {"dpbusd_bcst", TIME(D8 X4("vpdpbusd 4(%0)%{1to16%}, %%zmm31, "))},
         {"store", TIME(D8 "vmovups %%zmm12, 256(%0)\n vmovups %%zmm13, 320(%0)\n vmovups %%zmm14, 384(%0)\n"
                           "vmovups %%zmm15, 448(%0)\n")},
     };

@@ -269,7 +269,7 @@ static int matmul(const kern_isa *isa, kern_pool *p, const ogk_qtensor *W, const
             grain = grain < unit ? unit : (grain + unit - 1) / unit * unit;
             /* small launches run on the calling thread: waking a worker costs more than the work */
             int small = (size_t)mc * nb * rb_bytes < KERN_INLINE_BYTES;
-            kern_pool_for(small ? NULL : p, nb, grain, run_b8, &ra);
+            kern_pool_for_aligned(small ? NULL : p, nb, grain, unit, run_b8, &ra);
         } else {
             kern_pool_for(p, (W->n + 31) / 32, 0, run_rm_bands, &ra);
         }

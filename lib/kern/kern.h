@@ -82,6 +82,10 @@ int kern_pool_threads(const kern_pool *p);
  * (runs inline on the caller). */
 typedef void (*kern_range_fn)(void *arg, size_t begin, size_t end, int worker);
 void kern_pool_for(kern_pool *p, size_t n, size_t grain, kern_range_fn fn, void *arg);
+/* The same with ranges of at most grain that start at multiples of align (grain is rounded up to one),
+ * and the threads' shares cut in whole units of align rather than whole grains, so that they stay even
+ * when n is not a multiple of threads x grain. */
+void kern_pool_for_aligned(kern_pool *p, size_t n, size_t grain, size_t align, kern_range_fn fn, void *arg);
 
 /* ---- the ISA table (isa.c) ---- */
 enum kern_isa_id { KERN_ISA_REF = 0, KERN_ISA_AVX2 = 1, KERN_ISA_AVX512 = 2, KERN_ISA_AMX = 3, KERN_ISA_COUNT };

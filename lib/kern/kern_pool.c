@@ -183,23 +183,31 @@ int kern_pool_threads(const kern_pool *p) { return p ? p->n : 1; }
 
 void kern_pool_for(kern_pool *p, size_t n, size_t grain, kern_range_fn fn, void *arg)
 {
-    if (n == 0)
-        return;
     int nt = p ? p->n : 1;
     if (grain == 0)
         grain = (n + (size_t)nt * 4 - 1) / ((size_t)nt * 4);
-    if (grain == 0)
-        grain = 1;
+    kern_pool_for_aligned(p, n, grain, grain, fn, arg);
+}
+
+void kern_pool_for_aligned(kern_pool *p, size_t n, size_t grain, size_t align, kern_range_fn fn, void *arg)
+{
+    if (n == 0)
+        return;
+    int nt = p ? p->n : 1;
+    if (align == 0)
+        align = 1;
+    grain = grain < align ? align : (grain + align - 1) / align * align;
     if (!p || nt == 1 || grain >= n || n >= 0xFFFFFFFFu) {
         for (size_t b = 0; b < n; b += grain)
             fn(arg, b, b + grain < n ? b + grain : n, 0);
         return;
     }
     unsigned g = atomic_load(&p->gen) + 1;
-    /* shares: contiguous, whole grains, as even as possible */
-    size_t chunks = (n + grain - 1) / grain;
+    /* shares: contiguous, whole units of align, as even as possible (a share's last range may be shorter
+     * than grain: 56 items in grains of 8 are two shares of 28, not 24 and 32) */
+    size_t units = (n + align - 1) / align;
     for (int w = 0; w < nt; w++) {
-        size_t lo = chunks * (size_t)w / (size_t)nt * grain, hi = chunks * (size_t)(w + 1) / (size_t)nt * grain;
+        size_t lo = units * (size_t)w / (size_t)nt * align, hi = units * (size_t)(w + 1) / (size_t)nt * align;
         /* first: invalidates every claim on the previous job */
         atomic_store(&p->sh[w].ctr, ((uint64_t)g << 32) | (lo < n ? lo : n));
         atomic_store(&p->sh[w].hi, hi < n ? hi : n);

@@ -144,6 +144,22 @@ static void count_fn(void *arg, size_t b, size_t e, int worker)
 }
 
 typedef struct {
+    int *hits;
+    size_t n, grain, align;
+    int bad; /* a range that does not start at a multiple of align, is longer than grain or ends between */
+} aligned_arg;
+
+static void aligned_fn(void *arg, size_t b, size_t e, int worker)
+{
+    aligned_arg *a = arg;
+    (void)worker;
+    if (b % a->align || e - b > a->grain || (e % a->align && e != a->n) || e <= b)
+        __atomic_store_n(&a->bad, 1, __ATOMIC_RELAXED);
+    for (size_t i = b; i < e; i++)
+        __atomic_add_fetch(&a->hits[i], 1, __ATOMIC_RELAXED);
+}
+
+typedef struct {
     int hits[400];
     int by_caller;
 } slow_arg;
@@ -181,6 +197,22 @@ int main(void)
                 free(hits);
             }
     TAP_OK(pool_ok, "kern_pool_for covers every index exactly once");
+    /* aligned: ranges at multiples of align, at most grain (rounded up to align) long, every index once */
+    int al_ok = 1;
+    size_t al_sizes[] = {1, 3, 56, 57, 72, 304, 1000}, grains[] = {0, 1, 6, 8, 38}, aligns[] = {1, 2, 4};
+    for (size_t s = 0; s < 7; s++)
+        for (size_t g = 0; g < 5; g++)
+            for (size_t l = 0; l < 3; l++)
+                for (int rep = 0; rep < 5; rep++) {
+                    size_t al = aligns[l], gr = grains[g] < al ? al : (grains[g] + al - 1) / al * al;
+                    aligned_arg a = {calloc(al_sizes[s] + 1, sizeof(int)), al_sizes[s], gr, al, 0};
+                    kern_pool_for_aligned(pool, al_sizes[s], grains[g], al, aligned_fn, &a);
+                    for (size_t i = 0; i < al_sizes[s]; i++)
+                        al_ok &= a.hits[i] == 1;
+                    al_ok &= !a.bad;
+                    free(a.hits);
+                }
+    TAP_OK(al_ok, "kern_pool_for_aligned: every index once, ranges aligned and at most grain long");
     {
         slow_arg a = {{0}, 0};
         kern_pool_for(pool, 400, 10, slow_fn, &a);
