@@ -241,6 +241,28 @@ EOF
   [ "$status" -eq 3 ] && [[ "$output" == *"chat_template.jinja: not UTF-8"* ]]
 }
 
+@test "chat: named templates (list form): \"default\", and \"tool_use\" when the conversation carries tools" {
+  local d=$W/named
+  mkdir -p "$d"
+  cp "$(tokdir qwen3)/tokenizer.json" "$d/"
+  jq '.chat_template = [{"name": "tool_use", "template": "T{{ tools | length }}:{{ messages[0].content }}"},
+                        {"name": "default", "template": "D:{{ messages[0].content }}"}]' \
+    "$(tokdir qwen3)/tokenizer_config.json" > "$d/tokenizer_config.json"
+  run npu-forward chat --tokenizer "$d" <<< '{"messages": [{"role": "user", "content": "hi"}]}'
+  [ "$status" -eq 0 ] && [ "$output" = "D:hi" ]
+  run npu-forward chat --tokenizer "$d" <<< '{"messages": [{"role": "user", "content": "hi"}], "tools": null}'
+  [ "$status" -eq 0 ] && [ "$output" = "D:hi" ]
+  run npu-forward chat --tokenizer "$d" <<< '{"messages": [{"role": "user", "content": "hi"}], "tools": [{"a": 1}, {"b": 2}]}'
+  [ "$status" -eq 0 ] && [ "$output" = "T2:hi" ]
+  run npu-forward chat --tokenizer "$d" <<< '{"messages": [{"role": "user", "content": "hi"}], "tools": []}'
+  [ "$status" -eq 0 ] && [ "$output" = "T0:hi" ]
+  # no "default": the first named template (as the pack import takes); no "tool_use": the default with tools too
+  jq '.chat_template = [{"name": "other", "template": "O:{{ messages[0].content }}"}]' \
+    "$(tokdir qwen3)/tokenizer_config.json" > "$d/tokenizer_config.json"
+  run npu-forward chat --tokenizer "$d" <<< '{"messages": [{"role": "user", "content": "hi"}], "tools": [{"a": 1}]}'
+  [ "$status" -eq 0 ] && [ "$output" = "O:hi" ]
+}
+
 @test "tokenize: invalid UTF-8 is refused by name (exit 3), never guessed at" {
   run bash -c "printf 'ok \\xff\\xfe bad' | npu-forward tokenize --tokenizer '$(tokdir qwen3)'"
   [ "$status" -eq 3 ]

@@ -87,7 +87,9 @@ const char *tok_chat_template_for(const tok *t, const char *family)
 
 char *tok_chat_render(const tok *t, const char *family, const json_t *vars, size_t *len, ogk_error *e)
 {
-    const char *src = tok_chat_template_for(t, family);
+    const json_t *tools = json_is_object(vars) ? json_object_get(vars, "tools") : NULL;
+    const char *src = t && tools && !json_is_null(tools) && tok_chat_template_tools(t) ? tok_chat_template_tools(t)
+                                                                                      : tok_chat_template_for(t, family);
     if (!src) {
         ogk_fail(e, "no chat template: the tokenizer has none and there is no built-in one for family '%s'",
                  family ? family : "(unknown)");

@@ -489,13 +489,25 @@ static int load_config(tok *t, const char *cfg, size_t len, ogk_error *e)
         if (json_is_string(ct)) {
             t->chat_template = tok_arena_strdup(&t->arena, json_string_value(ct), json_string_length(ct));
         } else if (json_is_array(ct)) {
+            /* named templates, [{"name": "default", "template": ...}, {"name": "tool_use", ...}]: "default"
+             * (else the first, as the pack import takes), and "tool_use" for conversations that carry tools */
             size_t i;
-            json_t *it;
+            json_t *it, *dflt = NULL, *first = NULL, *tools = NULL;
             json_array_foreach(ct, i, it) {
                 json_t *name = json_object_get(it, "name"), *tpl = json_object_get(it, "template");
-                if (json_is_string(name) && !strcmp(json_string_value(name), "default") && json_is_string(tpl))
-                    t->chat_template = tok_arena_strdup(&t->arena, json_string_value(tpl), json_string_length(tpl));
+                if (!json_is_string(tpl))
+                    continue;
+                first = first ? first : tpl;
+                if (json_is_string(name) && !strcmp(json_string_value(name), "default") && !dflt)
+                    dflt = tpl;
+                if (json_is_string(name) && !strcmp(json_string_value(name), "tool_use") && !tools)
+                    tools = tpl;
             }
+            if (dflt || first)
+                t->chat_template = tok_arena_strdup(&t->arena, json_string_value(dflt ? dflt : first),
+                                                    json_string_length(dflt ? dflt : first));
+            if (tools)
+                t->chat_template_tools = tok_arena_strdup(&t->arena, json_string_value(tools), json_string_length(tools));
         }
         extra_special = json_object_get(root, "additional_special_tokens");
     }
@@ -877,4 +889,6 @@ const char *tok_eos_token(const tok *t) { return t->eos; }
 int32_t tok_bos_id(const tok *t) { return t->bos_id; }
 int32_t tok_eos_id(const tok *t) { return t->eos_id; }
 const char *tok_chat_template(const tok *t) { return t->chat_template; }
+
+const char *tok_chat_template_tools(const tok *t) { return t->chat_template_tools; }
 

@@ -81,6 +81,9 @@ int32_t tok_bos_id(const tok *t);
 int32_t tok_eos_id(const tok *t);
 /* The chat_template from tokenizer_config.json, or NULL. */
 const char *tok_chat_template(const tok *t);
+/* tokenizer_config.json's template named "tool_use" (the named-list form), or NULL: tok_chat_render takes
+ * it for a conversation whose "tools" is present and not null, as transformers' apply_chat_template does. */
+const char *tok_chat_template_tools(const tok *t);
 
 /* ---- Unicode normalization (valid UTF-8 in, malloc'd UTF-8 out; NULL on invalid input) ---- */
 typedef enum { TOK_NFC, TOK_NFD, TOK_NFKC, TOK_NFKD } tok_nf;

@@ -136,6 +136,7 @@ struct tok {
     int npp_items;
     /* config */
     char *bos, *eos, *chat_template;
+    char *chat_template_tools; /* the list form's template named "tool_use", or NULL */
     int32_t bos_id, eos_id;
     int cleanup;
     char **special_strs; /* special added tokens + additional_special_tokens */
