@@ -12,7 +12,11 @@
 #define KERN_RANGE_BYTES (128u << 10) /* weights per work range at M = 1 */
 #endif
 #ifndef KERN_INLINE_BYTES
-#define KERN_INLINE_BYTES (96u << 10) /* below this (rows x weight bytes) a launch stays on the caller */
+/* below this (rows x weight bytes) a launch stays on the caller. One row, i8, 2 threads on Zen 5 (npu-gemm
+ * --model-pass --shapes Nx896*COUNT): a launch of 256 x 896 (143 KB) took 3.3-3.5 us on one thread and
+ * 5.0-5.2 on two, 512 x 896 (287 KB) 7.2-7.4 on either from cache, and from DRAM the two met at ~400-500 KB;
+ * pytiny-target's decode (its MLP tensors 123 KB) went from 6880 to 7349-7441 tok/s with 192-320 KiB. */
+#define KERN_INLINE_BYTES (256u << 10)
 #endif
 
 /* ---- modes ---- */
