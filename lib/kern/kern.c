@@ -123,6 +123,8 @@ typedef struct {
     const float *X; /* ref row */
     int M;
     const uint32_t *sel; /* kern_matmul_cols: the blocks to run (range indices index it), or NULL: all */
+    const kern_job *j2;  /* kern_matmul2: the second tensor's job, or NULL; j's nb1 row blocks are range */
+    uint32_t nb1, off;   /* indices [0, nb1), j2's [off, off + its count) (off: nb1 rounded up to whole units) */
 } run_arg;
 
 static uint32_t sel_block(const run_arg *ra, size_t i) { return ra->sel ? ra->sel[i] : (uint32_t)i; }
@@ -137,6 +139,14 @@ static void run_b8(void *a, size_t b, size_t e, int worker)
 {
     (void)worker;
     run_arg *ra = a;
+    if (ra->j2) { /* the pair's range space: j's row blocks, then j2's from a whole unit, as a launch of its own */
+        uint32_t nb1 = ra->nb1, off = ra->off;
+        if (b < nb1)
+            b8_kernel(ra->isa, ra->j, (uint32_t)b, e < nb1 ? (uint32_t)e : nb1);
+        if (e > off)
+            b8_kernel(ra->isa, ra->j2, b > off ? (uint32_t)b - off : 0, (uint32_t)e - off);
+        return;
+    }
     if (!ra->sel) {
         b8_kernel(ra->isa, ra->j, (uint32_t)b, (uint32_t)e);
         return;
@@ -212,12 +222,24 @@ static int check_tensor(const ogk_qtensor *W, int M, int mode, ogk_error *e)
     return 0;
 }
 
-/* sel (nsel blocks: 16 columns on the b8 and ref paths, 32 on rm's bands) or NULL: every block */
-static int matmul(const kern_isa *isa, kern_pool *p, const ogk_qtensor *W, const float *X, int M, float *Y, int mode,
-                  const uint32_t *sel, size_t nsel, ogk_error *e)
+/* two tensors one launch can take: b8 on a SIMD row, the same K, groups, scale dtype and zero points */
+static int pair_fuses(const kern_isa *isa, const ogk_qtensor *W, const ogk_qtensor *W2)
 {
-    if (check_tensor(W, M, mode, e) < 0)
+    return isa->gemm && W->layout == OGK_B8 && W2->layout == OGK_B8 && W->k == W2->k && W->block == W2->block &&
+           W->k_blocks == W2->k_blocks && W->scale_dtype == W2->scale_dtype && W->has_zp == W2->has_zp;
+}
+
+/* sel (nsel blocks: 16 columns on the b8 and ref paths, 32 on rm's bands) or NULL: every block. W2 (with
+ * Y2, no sel): a second tensor multiplied by the same X, in the same launch where pair_fuses */
+static int matmul(const kern_isa *isa, kern_pool *p, const ogk_qtensor *W, const float *X, int M, float *Y, int mode,
+                  const uint32_t *sel, size_t nsel, const ogk_qtensor *W2, float *Y2, ogk_error *e)
+{
+    if (check_tensor(W, M, mode, e) < 0 || (W2 && check_tensor(W2, M, mode, e) < 0))
         return -1;
+    if (W2 && !pair_fuses(isa, W, W2))
+        return matmul(isa, p, W, X, M, Y, mode, NULL, 0, NULL, NULL, e) < 0
+                   ? -1
+                   : matmul(isa, p, W2, X, M, Y2, mode, NULL, 0, NULL, NULL, e);
     int nt = kern_pool_threads(p);
     kern_job j = {.W = W, .mode = mode, .kp = W->k_blocks * W->block, .ldy = W->n};
     if (mode == KERN_I16 && isa->gemm && !isa->gemm_i16)
@@ -255,7 +277,12 @@ static int matmul(const kern_isa *isa, kern_pool *p, const ogk_qtensor *W, const
         }
         prep_arg pa = {.j = &j, .X = X + (size_t)m0 * W->k, .isa = isa};
         kern_pool_for(mc >= 8 ? p : NULL, (size_t)mc, 0, prep_rows, &pa);
-        run_arg ra = {.j = &j, .isa = isa, .sel = sel};
+        kern_job j2 = j; /* the same prepared X */
+        j2.W = W2, j2.ldy = W2 ? W2->n : 0, j2.Y = W2 ? Y2 + (size_t)m0 * W2->n : NULL;
+        /* ranges start at multiples of unit row blocks (the tiles' pairs: the bits do not depend on the split) */
+        uint32_t unit = mc == 1 ? 4 : 2, nb1 = (W->n + 15) / 16;
+        run_arg ra = {.j = &j, .isa = isa, .sel = sel, .j2 = W2 ? &j2 : NULL, .nb1 = nb1,
+                      .off = (nb1 + unit - 1) / unit * unit};
         if (sel) { /* a few blocks (kern_matmul_cols): on the calling thread unless there is much to do */
             size_t bytes = (size_t)mc * nsel * kern_tensor_bytes(W) / ((W->n + 15) / 16);
             kern_pool_for(bytes < KERN_INLINE_BYTES ? NULL : p, nsel, 1, W->layout == OGK_B8 ? run_b8 : run_rm_bands,
@@ -264,7 +291,7 @@ static int matmul(const kern_isa *isa, kern_pool *p, const ogk_qtensor *W, const
             /* ranges of about 4 per thread (or the row's gemm_grain from 16 rows), but at most ~128 KB of
              * weights each at M = 1, so that on a shared machine a thread that keeps running can take over
              * the work of one that is not */
-            size_t nb = (W->n + 15) / 16, unit = mc == 1 ? 4 : 2;
+            size_t nb = W2 ? ra.off + (W2->n + 15) / 16 : nb1;
             size_t rb_bytes = (size_t)kb * W->block * 8 + (size_t)kb * 16 * (ogk_dtype_size(W->scale_dtype) + W->has_zp);
             size_t grain = mc >= KERN_WIDE_M && isa->gemm_grain ? isa->gemm_grain
                                                        : (nb + (size_t)nt * 4 - 1) / ((size_t)nt * 4);
@@ -287,14 +314,25 @@ int kern_matmul_isa(int isa, kern_pool *p, const ogk_qtensor *W, const float *X,
     if (!kern_isa_supported(isa))
         return ogk_fail(e, "kernel path %s: not supported by this CPU",
                         kern_isa_row(isa) ? kern_isa_row(isa)->name : "?");
-    return matmul(kern_isa_row(isa), p, W, X, M, Y, mode, NULL, 0, e);
+    return matmul(kern_isa_row(isa), p, W, X, M, Y, mode, NULL, 0, NULL, NULL, e);
 }
 
 int kern_matmul(kern_pool *p, const ogk_qtensor *W, const float *X, int M, float *Y, int mode, ogk_error *e)
 {
     if (kern_isa_init(e) < 0)
         return -1;
-    return matmul(kern_isa_current(), p, W, X, M, Y, mode, NULL, 0, e);
+    return matmul(kern_isa_current(), p, W, X, M, Y, mode, NULL, 0, NULL, NULL, e);
+}
+
+int kern_matmul2(kern_pool *p, const ogk_qtensor *W1, float *Y1, const ogk_qtensor *W2, float *Y2, const float *X, int M,
+                 int mode, ogk_error *e)
+{
+    if (kern_isa_init(e) < 0)
+        return -1;
+    if (W1 && W2 && W1->k != W2->k)
+        return ogk_fail(e, "tensors %s and %s: different K (%u, %u) for one X", W1->name ? W1->name : "?",
+                        W2->name ? W2->name : "?", W1->k, W2->k);
+    return matmul(kern_isa_current(), p, W1, X, M, Y1, mode, NULL, 0, W2, Y2, e);
 }
 
 int kern_matmul_cols(kern_pool *p, const ogk_qtensor *W, const float *X, int M, float *Y, int mode,
@@ -317,7 +355,7 @@ int kern_matmul_cols(kern_pool *p, const ogk_qtensor *W, const float *X, int M, 
         if (!nsel || sel[nsel - 1] != cols[i] / unit)
             sel[nsel++] = cols[i] / unit;
     }
-    int rc = nsel ? matmul(isa, p, W, X, M, Y, mode, sel, nsel, e) : 0;
+    int rc = nsel ? matmul(isa, p, W, X, M, Y, mode, sel, nsel, NULL, NULL, e) : 0;
     free(sel);
     return rc;
 }

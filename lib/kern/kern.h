@@ -175,6 +175,11 @@ void kern_dequant_rows(const ogk_qtensor *W, uint32_t row0, uint32_t nrows, floa
 /* Y[M x N] = X[M x K] · Wᵀ on the chosen row. W must be OGK_Q4 in layout b8 or rm. p may be NULL
  * (single-threaded). Returns 0, or -1 with e filled when W is not something it can multiply. */
 int kern_matmul(kern_pool *p, const ogk_qtensor *W, const float *X, int M, float *Y, int mode, ogk_error *e);
+/* Y1 = X·W1ᵀ and Y2 = X·W2ᵀ (the MLP's gate and up): the bits of two kern_matmul calls, in one launch where
+ * both are b8 tensors of the same K, groups, scale dtype and zero points on a SIMD row (X prepared once, the
+ * two tensors' row blocks one range space), else in two; tensors of different K are refused. */
+int kern_matmul2(kern_pool *p, const ogk_qtensor *W1, float *Y1, const ogk_qtensor *W2, float *Y2, const float *X, int M,
+                 int mode, ogk_error *e);
 /* kern_matmul for some columns: Y[m][n] for every n in cols (ascending, < N), and for the other columns of
  * the 16-column blocks (32 on the rm layout's SIMD path) they fall in, gets the bits kern_matmul gives it;
  * the rest of Y (row stride N) is left alone. A classifier recomputes a few candidates with it (lib/model

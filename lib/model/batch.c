@@ -28,6 +28,20 @@ static int matmul(model_state *work, float *y, const float *x, int rows, const o
     return 0;
 }
 
+/* gate and up of the same rows in one launch (kern_matmul2) where matmul would run each as one */
+static int matmul_pair(model_state *work, float *y1, const ogk_qtensor *w1, float *y2, const ogk_qtensor *w2,
+                       const float *x, int rows, ogk_error *e)
+{
+    int mode = model_matmul_mode(work, w1);
+    if (mode != model_matmul_mode(work, w2) || (mode == KERN_F32 && rows > 1))
+        return matmul(work, y1, x, rows, w1, e) || matmul(work, y2, x, rows, w2, e);
+    ogk_error ke;
+    if (kern_matmul2(work->pool, w1, y1, w2, y2, x, rows, mode, &ke))
+        return ogk_fail(e, "%s: %s", w1->role, ke.msg);
+    work->prof.launches++;
+    return 0;
+}
+
 int model_forward_batch(model_state *work, model_state *const *states, const int *tokens, int n,
                         const unsigned char *want, ogk_error *e)
 {
@@ -100,7 +114,7 @@ int model_forward_batch(model_state *work, model_state *const *states, const int
         if (matmul(work, work->xb, work->q, n, L->wo, e))
             return -1;
         model_step_residual_norm(work, n, 1, L->post_attn_norm);
-        if (matmul(work, work->hb, work->xb, n, L->w_gate, e) || matmul(work, work->hb2, work->xb, n, L->w_up, e))
+        if (matmul_pair(work, work->hb, L->w_gate, work->hb2, L->w_up, work->xb, n, e))
             return -1;
         model_step_swiglu(work, n);
         if (matmul(work, work->xb, work->hb, n, L->w_down, e))

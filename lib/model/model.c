@@ -391,6 +391,25 @@ static void matmul(model_state *s, float *y, const float *x, int rows, const ogk
         s->prof.gemm_ms += (ogk_now() - t0) * 1e3;
 }
 
+/* the MLP's gate and up projections of the same rows: one launch (kern_matmul2) */
+static void matmul_pair(model_state *s, float *y1, const ogk_qtensor *w1, float *y2, const ogk_qtensor *w2,
+                        const float *x, int rows)
+{
+    int mode = model_matmul_mode(s, w1);
+    if (mode != model_matmul_mode(s, w2)) {
+        matmul(s, y1, x, rows, w1);
+        matmul(s, y2, x, rows, w2);
+        return;
+    }
+    ogk_error e;
+    double t0 = s->prof_print ? ogk_now() : 0;
+    if (kern_matmul2(s->pool, w1, y1, w2, y2, x, rows, mode, &e))
+        launch_failed(s, w1, &e);
+    s->prof.launches++;
+    if (s->prof_print)
+        s->prof.gemm_ms += (ogk_now() - t0) * 1e3;
+}
+
 /* token embedding rows into x: plain float rows, or dequantised rows of a quantised table (tied) */
 static void embed(model_state *s, const int *tokens, int rows)
 {
@@ -724,8 +743,7 @@ static void forward_rows(model_state *s, const int *tokens, int rows, int want, 
         for_rows(&rj, rows);
 
         /* SwiGLU MLP: down(silu(gate(x)) * up(x)); residual; the next layer's attention rmsnorm */
-        matmul(s, s->hb, s->xb, rows, L->w_gate);
-        matmul(s, s->hb2, s->xb, rows, L->w_up);
+        matmul_pair(s, s->hb, L->w_gate, s->hb2, L->w_up, s->xb, rows);
         swiglu(s, rows);
         matmul(s, s->xb, s->hb, rows, L->w_down);
         rj.norm = l + 1 < c->n_layers ? m->w.layers[l + 1].input_norm : NULL;

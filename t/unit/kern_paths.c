@@ -224,6 +224,49 @@ int main(void)
                a.by_caller);
     }
 
+    /* kern_matmul2 (the MLP's gate and up in one launch) gives the bits of two kern_matmul calls: pairs that fuse
+     * (b8, the same K and groups; odd and even row-block counts, so that ranges straddle the two tensors), pairs
+     * that do not (rm; different groups), on every M path; tensors of different K are refused by name */
+    {
+        int pair_ok = 1;
+        char pwhy[600] = "";
+        struct {
+            int layout;
+            uint32_t n1, n2, k, b1, b2;
+        } pairs[] = {{OGK_B8, 40, 56, 96, 32, 32},      {OGK_B8, 1152, 608, 896, 32, 32}, {OGK_B8, 16, 200, 256, 128, 128},
+                     {OGK_RM, 64, 40, 96, 32, 32},      {OGK_B8, 48, 48, 128, 32, 128}};
+        int pms[] = {1, 2, 5, 8, 17, 40};
+        for (size_t pi = 0; pi < sizeof pairs / sizeof *pairs && pair_ok; pi++)
+            for (int mode = KERN_F32; mode <= KERN_I8 && pair_ok; mode++)
+                for (size_t mi = 0; mi < sizeof pms / sizeof *pms && pair_ok; mi++) {
+                    int M = pms[mi];
+                    tensor A, B;
+                    make(&A, pairs[pi].layout, pairs[pi].n1, pairs[pi].k, pairs[pi].b1, OGK_F32, 0);
+                    make(&B, pairs[pi].layout, pairs[pi].n2, pairs[pi].k, pairs[pi].b2, OGK_F32, 0);
+                    float *x = make_x(M, pairs[pi].k);
+                    size_t s1 = (size_t)M * pairs[pi].n1, s2 = (size_t)M * pairs[pi].n2;
+                    float *y1 = malloc(s1 * 4), *y2 = malloc(s2 * 4), *r1 = malloc(s1 * 4), *r2 = malloc(s2 * 4);
+                    ogk_error e;
+                    int rc = kern_matmul(pool, &A.t, x, M, r1, mode, &e) || kern_matmul(pool, &B.t, x, M, r2, mode, &e) ||
+                             kern_matmul2(pool, &A.t, y1, &B.t, y2, x, M, mode, &e);
+                    if (rc || memcmp(y1, r1, s1 * 4) || memcmp(y2, r2, s2 * 4)) {
+                        snprintf(pwhy, sizeof pwhy, "(pair %zu mode %d M=%d: %.500s)", pi, mode, M,
+                                 rc ? e.msg : "bits differ from two kern_matmul calls");
+                        pair_ok = 0;
+                    }
+                    free(x), free(y1), free(y2), free(r1), free(r2);
+                    drop(&A), drop(&B);
+                }
+        tensor A, B;
+        make(&A, OGK_B8, 32, 96, 32, OGK_F32, 0);
+        make(&B, OGK_B8, 32, 128, 32, OGK_F32, 0);
+        float *x = make_x(1, 128), y1[32], y2[32];
+        ogk_error e = {0};
+        pair_ok &= kern_matmul2(pool, &A.t, y1, &B.t, y2, x, 1, KERN_I8, &e) < 0 && strstr(e.msg, "different K");
+        free(x), drop(&A), drop(&B);
+        TAP_OK(pair_ok, "kern_matmul2: the bits of two kern_matmul calls, fused or not; different K refused %s", pwhy);
+    }
+
     /* the int8 quantisation: properties, and every row's == scalar bit for bit */
     int qprop = 1, qsame[KERN_ISA_COUNT];
     for (int i = 0; i < KERN_ISA_COUNT; i++)
