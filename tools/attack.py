@@ -345,7 +345,10 @@ class Campaign:
                         steps.append(("run", r))
                         rc = self.run(["npu-forward", "run", "--chat", "-m", c, "-p", "Hello", "-n", "3", "-t", "1"], timeout=60)
                         steps.append(("run --chat", rc))
-                bad = [(n, r[0]) for n, r in steps[1:] if r[0] != 0]
+                # a context_length too small for the prompt is refused by name at run time (exit 3, "does not
+                # fit the context"): the prompt is the run's input, which the gates cannot foresee
+                bad = [(n, r[0]) for n, r in steps[1:]
+                       if r[0] != 0 and not (r[0] == 3 and n.startswith("run") and b"does not fit the context" in r[1])]
                 if bad:
                     extra.append("disagreed: oga-info importable, %s exit %d" % bad[0])
                 for f in (s, c):
