@@ -261,6 +261,11 @@ EOF
     "$(tokdir qwen3)/tokenizer_config.json" > "$d/tokenizer_config.json"
   run npu-forward chat --tokenizer "$d" <<< '{"messages": [{"role": "user", "content": "hi"}], "tools": [{"a": 1}]}'
   [ "$status" -eq 0 ] && [ "$output" = "O:hi" ]
+  # entries that are not objects or whose template is not a string are passed over
+  jq '.chat_template = [1, null, {"name": "default", "template": 5}, {"name": "tool_use"}, {"template": "F:{{ messages[0].content }}"}]' \
+    "$(tokdir qwen3)/tokenizer_config.json" > "$d/tokenizer_config.json"
+  run npu-forward chat --tokenizer "$d" <<< '{"messages": [{"role": "user", "content": "hi"}], "tools": [{"a": 1}]}'
+  [ "$status" -eq 0 ] && [ "$output" = "F:hi" ]
 }
 
 @test "tokenize: invalid UTF-8 is refused by name (exit 3), never guessed at" {

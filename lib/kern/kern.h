@@ -177,7 +177,8 @@ void kern_dequant_rows(const ogk_qtensor *W, uint32_t row0, uint32_t nrows, floa
 int kern_matmul(kern_pool *p, const ogk_qtensor *W, const float *X, int M, float *Y, int mode, ogk_error *e);
 /* Y1 = X·W1ᵀ and Y2 = X·W2ᵀ (the MLP's gate and up): the bits of two kern_matmul calls, in one launch where
  * both are b8 tensors of the same K, groups, scale dtype and zero points on a SIMD row (X prepared once, the
- * two tensors' row blocks one range space), else in two; tensors of different K are refused. */
+ * two tensors' row blocks one range space), else in two; tensors of different K are refused. W2 NULL (Y2
+ * unused): kern_matmul. */
 int kern_matmul2(kern_pool *p, const ogk_qtensor *W1, float *Y1, const ogk_qtensor *W2, float *Y2, const float *X, int M,
                  int mode, ogk_error *e);
 /* kern_matmul for some columns: Y[m][n] for every n in cols (ascending, < N), and for the other columns of

@@ -8,38 +8,30 @@
 #include "kern/kern.h"
 #include "model_int.h"
 
-/* y[rows x N] = x[rows x K] · Wᵀ with model.c's mode rule. Only the integer kernels (int8, 16-bit)
- * give a row the same bits whatever M is; fp32 rows run one at a time (see model.h). */
-static int matmul(model_state *work, float *y, const float *x, int rows, const ogk_qtensor *w, ogk_error *e)
+/* y1[rows x N] = x[rows x K] · w1ᵀ with model.c's mode rule, and y2 by w2 in the same launch when w2 is not
+ * NULL (gate and up: kern_matmul2). Only the integer kernels (int8, 16-bit) give a row the same bits
+ * whatever M is; fp32 rows run one at a time (see model.h). */
+static int matmul_pair(model_state *work, float *y1, const ogk_qtensor *w1, float *y2, const ogk_qtensor *w2,
+                       const float *x, int rows, ogk_error *e)
 {
-    int mode = model_matmul_mode(work, w);
+    int mode = model_matmul_mode(work, w1);
+    if (w2 && mode != model_matmul_mode(work, w2))
+        return matmul_pair(work, y1, w1, NULL, NULL, x, rows, e) || matmul_pair(work, y2, w2, NULL, NULL, x, rows, e);
     ogk_error ke;
-    if (mode != KERN_F32 || rows == 1) {
-        if (kern_matmul(work->pool, w, x, rows, y, mode, &ke))
-            return ogk_fail(e, "%s: %s", w->role, ke.msg);
-        work->prof.launches++;
-        return 0;
-    }
-    for (int r = 0; r < rows; r++) {
-        if (kern_matmul(work->pool, w, x + (size_t)r * w->k, 1, y + (size_t)r * w->n, mode, &ke))
-            return ogk_fail(e, "%s: %s", w->role, ke.msg);
+    int step = mode != KERN_F32 ? rows : 1;
+    for (int r = 0; r < rows; r += step) {
+        int n = rows - r < step ? rows - r : step;
+        if (kern_matmul2(work->pool, w1, y1 + (size_t)r * w1->n, w2, w2 ? y2 + (size_t)r * w2->n : NULL,
+                         x + (size_t)r * w1->k, n, mode, &ke))
+            return ogk_fail(e, "%s: %s", w1->role, ke.msg);
         work->prof.launches++;
     }
     return 0;
 }
 
-/* gate and up of the same rows in one launch (kern_matmul2) where matmul would run each as one */
-static int matmul_pair(model_state *work, float *y1, const ogk_qtensor *w1, float *y2, const ogk_qtensor *w2,
-                       const float *x, int rows, ogk_error *e)
+static int matmul(model_state *work, float *y, const float *x, int rows, const ogk_qtensor *w, ogk_error *e)
 {
-    int mode = model_matmul_mode(work, w1);
-    if (mode != model_matmul_mode(work, w2) || (mode == KERN_F32 && rows > 1))
-        return matmul(work, y1, x, rows, w1, e) || matmul(work, y2, x, rows, w2, e);
-    ogk_error ke;
-    if (kern_matmul2(work->pool, w1, y1, w2, y2, x, rows, mode, &ke))
-        return ogk_fail(e, "%s: %s", w1->role, ke.msg);
-    work->prof.launches++;
-    return 0;
+    return matmul_pair(work, y, w, NULL, NULL, x, rows, e);
 }
 
 int model_forward_batch(model_state *work, model_state *const *states, const int *tokens, int n,

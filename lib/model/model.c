@@ -378,27 +378,15 @@ static void launch_failed(model_state *s, const ogk_qtensor *w, const ogk_error 
     }
 }
 
-static void matmul(model_state *s, float *y, const float *x, int rows, const ogk_qtensor *w)
-{
-    ogk_error e;
-    /* every tensor was checked to be Q4 of the right shape at load, so the kernels cannot refuse it */
-    int mode = model_matmul_mode(s, w);
-    double t0 = s->prof_print ? ogk_now() : 0;
-    if (kern_matmul(s->pool, w, x, rows, y, mode, &e))
-        launch_failed(s, w, &e);
-    s->prof.launches++;
-    if (s->prof_print)
-        s->prof.gemm_ms += (ogk_now() - t0) * 1e3;
-}
-
-/* the MLP's gate and up projections of the same rows: one launch (kern_matmul2) */
+/* y1 = x·w1ᵀ, and y2 = x·w2ᵀ in the same launch when w2 is not NULL (the MLP's gate and up: kern_matmul2) */
 static void matmul_pair(model_state *s, float *y1, const ogk_qtensor *w1, float *y2, const ogk_qtensor *w2,
                         const float *x, int rows)
 {
+    /* every tensor was checked to be Q4 of the right shape at load, so the kernels cannot refuse it */
     int mode = model_matmul_mode(s, w1);
-    if (mode != model_matmul_mode(s, w2)) {
-        matmul(s, y1, x, rows, w1);
-        matmul(s, y2, x, rows, w2);
+    if (w2 && mode != model_matmul_mode(s, w2)) {
+        matmul_pair(s, y1, w1, NULL, NULL, x, rows);
+        matmul_pair(s, y2, w2, NULL, NULL, x, rows);
         return;
     }
     ogk_error e;
@@ -408,6 +396,11 @@ static void matmul_pair(model_state *s, float *y1, const ogk_qtensor *w1, float 
     s->prof.launches++;
     if (s->prof_print)
         s->prof.gemm_ms += (ogk_now() - t0) * 1e3;
+}
+
+static void matmul(model_state *s, float *y, const float *x, int rows, const ogk_qtensor *w)
+{
+    matmul_pair(s, y, w, NULL, NULL, x, rows);
 }
 
 /* token embedding rows into x: plain float rows, or dequantised rows of a quantised table (tied) */

@@ -889,6 +889,4 @@ const char *tok_eos_token(const tok *t) { return t->eos; }
 int32_t tok_bos_id(const tok *t) { return t->bos_id; }
 int32_t tok_eos_id(const tok *t) { return t->eos_id; }
 const char *tok_chat_template(const tok *t) { return t->chat_template; }
-
 const char *tok_chat_template_tools(const tok *t) { return t->chat_template_tools; }
-
