@@ -229,11 +229,61 @@ static int pair_fuses(const kern_isa *isa, const ogk_qtensor *W, const ogk_qtens
            W->k_blocks == W2->k_blocks && W->scale_dtype == W2->scale_dtype && W->has_zp == W2->has_zp;
 }
 
+/* The tensors of the caller's next launch (kern_matmul_next). At the end of a one-row launch every worker
+ * requests the first bytes of its share of them into L2, so that the memory keeps streaming over the launch
+ * boundary and the work between two launches (norms, attention, SwiGLU), instead of starting the next
+ * launch cold. The caller requests few bytes: it is the thread that runs the work in between. Measured
+ * (bench/results/2026-12-04f-zen5.md): qwen05b decode after 128 +2.6 % (median of 30 alternated runs,
+ * faster in 20), after 2048 and 8-row verify passes no change, so only one-row launches do it. */
+#define NEXT_BYTES_WORKER 131072
+#define NEXT_BYTES_CALLER 16384
+
+/* the first `bytes` of codes from row block rb on, and their scales */
+static void prefetch_blocks(const ogk_qtensor *W, uint32_t rb, size_t bytes)
+{
+    size_t kb = W->k_blocks, rb_codes = kb * W->block * 8, total = (size_t)((W->n + 15) / 16) * rb_codes;
+    size_t off = (size_t)rb * rb_codes;
+    if (off >= total)
+        return;
+    const char *c = (const char *)W->codes + off;
+    size_t n = bytes < total - off ? bytes : total - off, ss = ogk_dtype_size(W->scale_dtype);
+    for (size_t o = 0; o < n; o += 64)
+        __builtin_prefetch(c + o, 0, 2);
+    const char *sc = (const char *)W->scales + (size_t)rb * kb * 16 * ss;
+    for (size_t o = 0; o < n / (W->block * 8) * 16 * ss; o += 64)
+        __builtin_prefetch(sc + o, 0, 2);
+}
+
+/* kern_tail_fn: worker's share of a one-row launch of W1 (and W2 as a pair), split as matmul splits it */
+static void prefetch_next(const void *ta, const void *tb, int worker, int threads)
+{
+    const ogk_qtensor *W = ta, *W2 = tb;
+    if (!W || W->layout != OGK_B8)
+        return;
+    uint32_t unit = 4, nb1 = (W->n + 15) / 16, off = W2 ? (nb1 + unit - 1) / unit * unit : nb1;
+    size_t nb = W2 ? off + (W2->n + 15) / 16 : nb1;
+    if (kern_tensor_bytes(W) + (W2 ? kern_tensor_bytes(W2) : 0) < KERN_INLINE_BYTES) {
+        if (worker != 0) /* the next launch runs on the calling thread */
+            return;
+        threads = 1;
+    }
+    size_t units = (nb + unit - 1) / unit, lo = units * (size_t)worker / (size_t)threads * unit;
+    size_t bytes = worker ? NEXT_BYTES_WORKER : NEXT_BYTES_CALLER;
+    if (lo < nb1)
+        prefetch_blocks(W, (uint32_t)lo, bytes);
+    else if (W2 && lo >= off)
+        prefetch_blocks(W2, (uint32_t)(lo - off), bytes);
+}
+
+void kern_matmul_next(kern_pool *p, const ogk_qtensor *W1, const ogk_qtensor *W2) { kern_pool_set_next(p, W1, W2); }
+
 /* sel (nsel blocks: 16 columns on the b8 and ref paths, 32 on rm's bands) or NULL: every block. W2 (with
  * Y2, no sel): a second tensor multiplied by the same X, in the same launch where pair_fuses */
 static int matmul(const kern_isa *isa, kern_pool *p, const ogk_qtensor *W, const float *X, int M, float *Y, int mode,
                   const uint32_t *sel, size_t nsel, const ogk_qtensor *W2, float *Y2, ogk_error *e)
 {
+    const void *na, *nb2; /* every launch takes the next-launch hint, whether it uses it or not */
+    kern_pool_take_next(p, &na, &nb2);
     if (check_tensor(W, M, mode, e) < 0 || (W2 && check_tensor(W2, M, mode, e) < 0))
         return -1;
     if (W2 && !pair_fuses(isa, W, W2))
@@ -300,7 +350,10 @@ static int matmul(const kern_isa *isa, kern_pool *p, const ogk_qtensor *W, const
             grain = grain < unit ? unit : (grain + unit - 1) / unit * unit;
             /* small launches run on the calling thread: waking a worker costs more than the work */
             int small = (size_t)mc * nb * rb_bytes < KERN_INLINE_BYTES;
-            kern_pool_for_aligned(small ? NULL : p, nb, grain, unit, run_b8, &ra);
+            kern_tail_fn tail = M == 1 && na ? prefetch_next : NULL;
+            kern_pool_for_tail(small ? NULL : p, nb, grain, unit, run_b8, &ra, tail, na, nb2);
+            if (small && tail) /* on the calling thread: worker 0's tail, with the pool's split */
+                prefetch_next(na, nb2, 0, nt);
         } else {
             kern_pool_for(p, (W->n + 31) / 32, 0, run_rm_bands, &ra);
         }

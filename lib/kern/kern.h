@@ -86,6 +86,15 @@ void kern_pool_for(kern_pool *p, size_t n, size_t grain, kern_range_fn fn, void 
  * and the threads' shares cut in whole units of align rather than whole grains, so that they stay even
  * when n is not a multiple of threads x grain. */
 void kern_pool_for_aligned(kern_pool *p, size_t n, size_t grain, size_t align, kern_range_fn fn, void *arg);
+/* The same, and then each worker that ran a range calls tail(ta, tb, worker, threads) once its ranges are
+ * counted done (the caller may have returned by then: ta and tb must outlive the launch). */
+typedef void (*kern_tail_fn)(const void *ta, const void *tb, int worker, int threads);
+void kern_pool_for_tail(kern_pool *p, size_t n, size_t grain, size_t align, kern_range_fn fn, void *arg,
+                        kern_tail_fn tail, const void *ta, const void *tb);
+/* Two pointers the caller's next launch takes (set_next stores them, take_next returns and clears them):
+ * kern_matmul_next's tensors. */
+void kern_pool_set_next(kern_pool *p, const void *a, const void *b);
+void kern_pool_take_next(kern_pool *p, const void **a, const void **b);
 
 /* ---- the ISA table (isa.c) ---- */
 enum kern_isa_id { KERN_ISA_REF = 0, KERN_ISA_AVX2 = 1, KERN_ISA_AVX512 = 2, KERN_ISA_AMX = 3, KERN_ISA_COUNT };
@@ -181,6 +190,11 @@ int kern_matmul(kern_pool *p, const ogk_qtensor *W, const float *X, int M, float
  * unused): kern_matmul. */
 int kern_matmul2(kern_pool *p, const ogk_qtensor *W1, float *Y1, const ogk_qtensor *W2, float *Y2, const float *X, int M,
                  int mode, ogk_error *e);
+/* The tensors the caller multiplies next on p (W1, and W2 for a kern_matmul2 pair; W1 NULL: not known),
+ * for the next matmul launch on p to take: a one-row launch then has each worker request the start of its
+ * share of them, so the memory keeps streaming between the launches. A hint only: results never depend on
+ * it, and every launch clears it. The tensors must outlive that launch. */
+void kern_matmul_next(kern_pool *p, const ogk_qtensor *W1, const ogk_qtensor *W2);
 /* kern_matmul for some columns: Y[m][n] for every n in cols (ascending, < N), and for the other columns of
  * the 16-column blocks (32 on the rm layout's SIMD path) they fall in, gets the bits kern_matmul gives it;
  * the rest of Y (row stride N) is left alone. A classifier recomputes a few candidates with it (lib/model

@@ -38,6 +38,9 @@ struct kern_pool {
     atomic_int sleepers, stop;
     _Atomic(kern_range_fn) fn;
     _Atomic(void *) arg;
+    _Atomic(kern_tail_fn) tail;
+    _Atomic(const void *) ta, tb;
+    const void *next_a, *next_b; /* kern_pool_set_next, for the caller's next launch */
 };
 
 typedef struct {
@@ -83,11 +86,15 @@ static void run_ranges(kern_pool *p, int id, unsigned g)
 {
     kern_range_fn fn = atomic_load(&p->fn);
     void *arg = atomic_load(&p->arg);
+    kern_tail_fn tail = atomic_load(&p->tail);
+    const void *ta = atomic_load(&p->ta), *tb = atomic_load(&p->tb);
     size_t items = atomic_load(&p->items);
+    int any = 0;
     for (int k = 0; k < p->n; k++) {
         int s = (id + k) % p->n; /* own share first, then the others' */
         size_t b, e;
         while (claim(p, s, g, &b, &e)) {
+            any = 1;
             fn(arg, b, e, id);
             if (atomic_fetch_add(&p->done, e - b) + (e - b) == items) {
                 pthread_mutex_lock(&p->mu);
@@ -96,6 +103,10 @@ static void run_ranges(kern_pool *p, int id, unsigned g)
             }
         }
     }
+    /* after this worker's last range is counted done: the caller may already be past the launch, so
+     * the tail gets only the two long-lived pointers (a newer job's, when this worker woke late: a hint) */
+    if (any && tail)
+        tail(ta, tb, id, p->n);
 }
 
 static void *worker(void *a)
@@ -189,7 +200,26 @@ void kern_pool_for(kern_pool *p, size_t n, size_t grain, kern_range_fn fn, void 
     kern_pool_for_aligned(p, n, grain, grain, fn, arg);
 }
 
+void kern_pool_set_next(kern_pool *p, const void *a, const void *b)
+{
+    if (p)
+        p->next_a = a, p->next_b = b;
+}
+
+void kern_pool_take_next(kern_pool *p, const void **a, const void **b)
+{
+    *a = p ? p->next_a : NULL, *b = p ? p->next_b : NULL;
+    if (p)
+        p->next_a = p->next_b = NULL;
+}
+
 void kern_pool_for_aligned(kern_pool *p, size_t n, size_t grain, size_t align, kern_range_fn fn, void *arg)
+{
+    kern_pool_for_tail(p, n, grain, align, fn, arg, NULL, NULL, NULL);
+}
+
+void kern_pool_for_tail(kern_pool *p, size_t n, size_t grain, size_t align, kern_range_fn fn, void *arg,
+                        kern_tail_fn tail, const void *ta, const void *tb)
 {
     if (n == 0)
         return;
@@ -200,6 +230,8 @@ void kern_pool_for_aligned(kern_pool *p, size_t n, size_t grain, size_t align, k
     if (!p || nt == 1 || grain >= n || n >= 0xFFFFFFFFu) {
         for (size_t b = 0; b < n; b += grain)
             fn(arg, b, b + grain < n ? b + grain : n, 0);
+        if (tail && p)
+            tail(ta, tb, 0, nt);
         return;
     }
     unsigned g = atomic_load(&p->gen) + 1;
@@ -214,6 +246,9 @@ void kern_pool_for_aligned(kern_pool *p, size_t n, size_t grain, size_t align, k
     }
     atomic_store(&p->fn, fn);
     atomic_store(&p->arg, arg);
+    atomic_store(&p->tail, tail);
+    atomic_store(&p->ta, ta);
+    atomic_store(&p->tb, tb);
     atomic_store(&p->items, n);
     atomic_store(&p->grain, grain);
     atomic_store(&p->done, 0);

@@ -721,6 +721,7 @@ static void forward_rows(model_state *s, const int *tokens, int rows, int want, 
         rj.L = L, rj.layer = l;
 
         /* q, k, v; the family's extra steps; rotary position; key, value into the kv cache */
+        kern_matmul_next(s->pool, L->wo, NULL);
         qkv_project(s, L, rows);
         rj.fn = qkv_step, rj.split = L->wqkv != NULL;
         for_rows(&rj, rows);
@@ -731,13 +732,20 @@ static void forward_rows(model_state *s, const int *tokens, int rows, int want, 
         s->prof.attn_ms += (ogk_now() - ta) * 1e3;
 
         /* output projection, residual connection back into x; ffn rmsnorm */
+        kern_matmul_next(s->pool, L->w_gate, L->w_up);
         matmul(s, s->xb, s->q, rows, L->wo);
         rj.fn = norm_step, rj.residual = 1, rj.norm = L->post_attn_norm;
         for_rows(&rj, rows);
 
         /* SwiGLU MLP: down(silu(gate(x)) * up(x)); residual; the next layer's attention rmsnorm */
+        kern_matmul_next(s->pool, L->w_down, NULL);
         matmul_pair(s, s->hb, L->w_gate, s->hb2, L->w_up, s->xb, rows);
         swiglu(s, rows);
+        if (l + 1 < c->n_layers)
+            kern_matmul_next(s->pool, m->w.layers[l + 1].wqkv ? m->w.layers[l + 1].wqkv : m->w.layers[l + 1].wq,
+                               NULL);
+        else
+            kern_matmul_next(s->pool, want != LOGITS_NONE ? m->w.lm_head : NULL, NULL);
         matmul(s, s->xb, s->hb, rows, L->w_down);
         rj.norm = l + 1 < c->n_layers ? m->w.layers[l + 1].input_norm : NULL;
         for_rows(&rj, rows);
@@ -749,6 +757,7 @@ static void forward_rows(model_state *s, const int *tokens, int rows, int want, 
         int first = want == LOGITS_ALL ? 0 : rows - 1, n = rows - first;
         rmsnorm_rows(s->xb, s->x + (size_t)first * dim, m->w.final_norm, n, dim, c->rms_eps);
         ogk_error e;
+        kern_matmul_next(s->pool, m->w.layers[0].wqkv ? m->w.layers[0].wqkv : m->w.layers[0].wq, NULL);
         if (model_classify(s, logits, s->xb, n, s->head_argmax, &e))
             launch_failed(s, m->w.lm_head, &e);
         s->prof.launches++;

@@ -159,6 +159,20 @@ static void aligned_fn(void *arg, size_t b, size_t e, int worker)
         __atomic_add_fetch(&a->hits[i], 1, __ATOMIC_RELAXED);
 }
 
+/* kern_pool_for_tail: tail calls per job (ta points at the job's counters) and per worker */
+#define TAIL_REPS 40
+static int tail_calls[TAIL_REPS][8], tail_bad;
+static int tail_tb;
+
+static void tail_fn(const void *ta, const void *tb, int worker, int threads)
+{
+    int rep = *(const int *)ta;
+    if (tb != &tail_tb || worker < 0 || worker >= threads || threads > 8 || rep < 0 || rep >= TAIL_REPS)
+        __atomic_store_n(&tail_bad, 1, __ATOMIC_RELAXED);
+    else
+        __atomic_add_fetch(&tail_calls[rep][worker], 1, __ATOMIC_RELAXED);
+}
+
 typedef struct {
     int hits[400];
     int by_caller;
@@ -213,6 +227,31 @@ int main(void)
                     free(a.hits);
                 }
     TAP_OK(al_ok, "kern_pool_for_aligned: every index once, ranges aligned and at most grain long");
+    /* tail: once per worker that ran a range, at least once per job, with the launch's two pointers (late
+     * workers' tails may run after the launch returns: counted after a pause); none on an inline launch */
+    {
+        static int reps[TAIL_REPS];
+        int tail_ok = 1;
+        for (int r = 0; r < TAIL_REPS; r++) {
+            reps[r] = r;
+            int *hits = calloc(97, sizeof *hits);
+            kern_pool_for_tail(pool, 97, 4, 2, count_fn, hits, tail_fn, &reps[r], &tail_tb);
+            for (int i = 0; i < 97; i++)
+                tail_ok &= hits[i] == 1;
+            free(hits);
+        }
+        int hits1[4] = {0};
+        kern_pool_for_tail(NULL, 4, 1, 1, count_fn, hits1, tail_fn, &reps[0], &tail_tb); /* no pool: no tail */
+        struct timespec ts = {0, 50000000};
+        nanosleep(&ts, NULL);
+        for (int r = 0; r < TAIL_REPS; r++) {
+            int sum = 0;
+            for (int w = 0; w < 8; w++)
+                tail_ok &= tail_calls[r][w] <= 1, sum += tail_calls[r][w];
+            tail_ok &= sum >= 1 && sum <= 3;
+        }
+        TAP_OK(tail_ok && !tail_bad, "kern_pool_for_tail: every index once; each job's tail once per worker that ran");
+    }
     {
         slow_arg a = {{0}, 0};
         kern_pool_for(pool, 400, 10, slow_fn, &a);
@@ -265,6 +304,33 @@ int main(void)
         pair_ok &= kern_matmul2(pool, &A.t, y1, &B.t, y2, x, 1, KERN_I8, &e) < 0 && strstr(e.msg, "different K");
         free(x), drop(&A), drop(&B);
         TAP_OK(pair_ok, "kern_matmul2: the bits of two kern_matmul calls, fused or not; different K refused %s", pwhy);
+    }
+
+    /* kern_matmul_next: a hint the next launch takes (cleared after it, whatever its path), bits unchanged;
+     * one-row launches above and below KERN_INLINE_BYTES, a pair as the next tensors */
+    {
+        int next_ok = 1;
+        tensor A, B, C;
+        make(&A, OGK_B8, 1152, 896, 32, OGK_F32, 0); /* > KERN_INLINE_BYTES: a pool launch */
+        make(&B, OGK_B8, 64, 896, 32, OGK_F32, 0);   /* inline */
+        make(&C, OGK_RM, 64, 896, 32, OGK_F32, 0);
+        float *x = make_x(2, 896), *y = malloc(1152 * 2 * 4), *r = malloc(1152 * 2 * 4);
+        const ogk_qtensor *ts[] = {&A.t, &B.t, &C.t};
+        ogk_error e;
+        for (int i = 0; i < 3; i++)
+            for (int M = 1; M <= 2; M++)
+                for (int mode = KERN_F32; mode <= KERN_I8; mode++) {
+                    const ogk_qtensor *t = ts[i];
+                    next_ok &= !kern_matmul(pool, t, x, M, r, mode, &e);
+                    kern_matmul_next(pool, ts[(i + 1) % 3], ts[(i + 2) % 3]);
+                    next_ok &= !kern_matmul(pool, t, x, M, y, mode, &e);
+                    next_ok &= !memcmp(y, r, (size_t)M * t->n * 4);
+                    const void *a, *b;
+                    kern_pool_take_next(pool, &a, &b);
+                    next_ok &= !a && !b;
+                }
+        free(x), free(y), free(r), drop(&A), drop(&B), drop(&C);
+        TAP_OK(next_ok, "kern_matmul_next: taken by the next launch, the bits unchanged");
     }
 
     /* the int8 quantisation: properties, and every row's == scalar bit for bit */
