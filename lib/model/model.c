@@ -294,12 +294,12 @@ model_state *model_state_new(const model *m, int context, int logit_rows, int mo
     s->att = calloc((size_t)c->n_heads * (mode == KERN_I8 ? ATTN_ROWS : 1) * context, sizeof(float));
     s->logits = calloc((size_t)logit_rows * c->vocab_size, sizeof(float));
     s->kv_f16 = mode == KERN_I8;
-    s->key_cache = calloc(cache, s->kv_f16 ? sizeof(uint16_t) : sizeof(float));
-    s->value_cache = calloc(cache, s->kv_f16 ? sizeof(uint16_t) : sizeof(float));
+    s->key_cache = ogk_big_calloc(cache, s->kv_f16 ? sizeof(uint16_t) : sizeof(float));
+    s->value_cache = ogk_big_calloc(cache, s->kv_f16 ? sizeof(uint16_t) : sizeof(float));
     s->attend_ht = kern_isa_current()->attend_ht;
     int want_key_t = s->kv_f16 && s->attend_ht && KERN_ATTEND_HD(c->head_dim);
     if (want_key_t)
-        s->key_t = calloc((size_t)c->n_layers * kvd * key_t_ctx(context), sizeof(uint16_t));
+        s->key_t = ogk_big_calloc((size_t)c->n_layers * kvd * key_t_ctx(context), sizeof(uint16_t));
     if (!s->x || !s->xb || !s->q || !s->k || !s->v || !s->qkv || !s->hb || !s->hb2 || !s->att || !s->logits ||
         !s->key_cache || !s->value_cache || (want_key_t && !s->key_t)) {
         model_state_free(s);

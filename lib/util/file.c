@@ -173,6 +173,20 @@ void *ogk_big_alloc(size_t n)
     return p;
 }
 
+void *ogk_big_calloc(size_t n, size_t size)
+{
+    if (size && n > SIZE_MAX / size)
+        return NULL;
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    const size_t huge = (size_t)2 << 20, bytes = n * size;
+    if (p && bytes >= 2 * huge) { /* the whole 2 MiB pages inside [p, p + bytes) */
+        uintptr_t b = ((uintptr_t)p + huge - 1) & ~(uintptr_t)(huge - 1), e = ((uintptr_t)p + bytes) & ~(uintptr_t)(huge - 1);
+        if (e > b)
+            madvise((void *)b, e - b, MADV_HUGEPAGE); /* advice only */
+    }
+    return p;
+}
+
 char *ogk_read_file(const char *path, size_t *len, ogk_error *e)
 {
     struct stat st;

@@ -67,6 +67,10 @@ void ogk_map_close(ogk_map *m);
 /* A large scratch buffer (free() it): 2 MiB aligned and, from 2 MiB up, asked to be backed by
  * transparent huge pages, so streaming tools do not spend their time in page faults. NULL on failure. */
 void *ogk_big_alloc(size_t n);
+/* calloc, with the 2 MiB pages inside the block advised to be transparent huge pages (a large calloc is a
+ * fresh mapping, zero and untouched: its pages come huge as they are first touched, so the resident size
+ * grows in 2 MiB steps, never beyond the block). free() releases it. */
+void *ogk_big_calloc(size_t n, size_t size);
 /* Open an input file for reading: symlinks are followed, and anything that is not a regular file
  * (FIFO, socket, device, directory) is refused by name without blocking. fd, or -1 with e filled.
  * ogk_map_open, ogk_map_load and ogk_read_file open through it. */
