@@ -230,7 +230,8 @@ static int pair_fuses(const kern_isa *isa, const ogk_qtensor *W, const ogk_qtens
 }
 
 /* The tensors of the caller's next launch (kern_matmul_next). At the end of a one-row launch every worker
- * requests the first bytes of its share of them into L2, so that the memory keeps streaming over the launch
+ * requests the first bytes of its share of them into L2 (the addresses worked out before the launch, so the
+ * hint's tensors are not read after it), so that the memory keeps streaming over the launch
  * boundary and the work between two launches (norms, attention, SwiGLU), instead of starting the next
  * launch cold. The caller requests few bytes: it is the thread that runs the work in between. Measured
  * (bench/results/2026-12-04f-zen5.md): qwen05b decode after 128 +2.6 % (median of 30 alternated runs,
@@ -238,41 +239,36 @@ static int pair_fuses(const kern_isa *isa, const ogk_qtensor *W, const ogk_qtens
 #define NEXT_BYTES_WORKER 131072
 #define NEXT_BYTES_CALLER 16384
 
-/* the first `bytes` of codes from row block rb on, and their scales */
-static void prefetch_blocks(const ogk_qtensor *W, uint32_t rb, size_t bytes)
+/* the first `bytes` of codes from row block rb of W on, and their scales: as regions to prefetch */
+static void blocks_region(const ogk_qtensor *W, uint32_t rb, size_t bytes, kern_prefetch *r)
 {
     size_t kb = W->k_blocks, rb_codes = kb * W->block * 8, total = (size_t)((W->n + 15) / 16) * rb_codes;
-    size_t off = (size_t)rb * rb_codes;
+    size_t off = (size_t)rb * rb_codes, ss = ogk_dtype_size(W->scale_dtype);
     if (off >= total)
         return;
-    const char *c = (const char *)W->codes + off;
-    size_t n = bytes < total - off ? bytes : total - off, ss = ogk_dtype_size(W->scale_dtype);
-    for (size_t o = 0; o < n; o += 64)
-        __builtin_prefetch(c + o, 0, 2);
-    const char *sc = (const char *)W->scales + (size_t)rb * kb * 16 * ss;
-    for (size_t o = 0; o < n / (W->block * 8) * 16 * ss; o += 64)
-        __builtin_prefetch(sc + o, 0, 2);
+    size_t n = bytes < total - off ? bytes : total - off;
+    r->at[0] = W->codes + off, r->len[0] = n;
+    r->at[1] = (const char *)W->scales + (size_t)rb * kb * 16 * ss, r->len[1] = n / (W->block * 8) * 16 * ss;
 }
 
-/* kern_tail_fn: worker's share of a one-row launch of W1 (and W2 as a pair), split as matmul splits it */
-static void prefetch_next(const void *ta, const void *tb, int worker, int threads)
+/* after[w]: the start of worker w's share of a one-row launch of W (and W2 as a pair), split as matmul
+ * splits it (threads entries; all empty when the next launch is not b8) */
+static void next_regions(const ogk_qtensor *W, const ogk_qtensor *W2, int threads, kern_prefetch *after)
 {
-    const ogk_qtensor *W = ta, *W2 = tb;
-    if (!W || W->layout != OGK_B8)
+    memset(after, 0, (size_t)threads * sizeof *after);
+    if (W->layout != OGK_B8 || (W2 && W2->layout != OGK_B8))
         return;
     uint32_t unit = 4, nb1 = (W->n + 15) / 16, off = W2 ? (nb1 + unit - 1) / unit * unit : nb1;
-    size_t nb = W2 ? off + (W2->n + 15) / 16 : nb1;
-    if (kern_tensor_bytes(W) + (W2 ? kern_tensor_bytes(W2) : 0) < KERN_INLINE_BYTES) {
-        if (worker != 0) /* the next launch runs on the calling thread */
-            return;
-        threads = 1;
+    size_t nb = W2 ? off + (W2->n + 15) / 16 : nb1, units = (nb + unit - 1) / unit;
+    /* a next launch that runs on the calling thread: all of it is the caller's share */
+    int nt = kern_tensor_bytes(W) + (W2 ? kern_tensor_bytes(W2) : 0) < KERN_INLINE_BYTES ? 1 : threads;
+    for (int w = 0; w < nt; w++) {
+        size_t lo = units * (size_t)w / (size_t)nt * unit, bytes = w ? NEXT_BYTES_WORKER : NEXT_BYTES_CALLER;
+        if (lo < nb1)
+            blocks_region(W, (uint32_t)lo, bytes, &after[w]);
+        else if (W2 && lo >= off)
+            blocks_region(W2, (uint32_t)(lo - off), bytes, &after[w]);
     }
-    size_t units = (nb + unit - 1) / unit, lo = units * (size_t)worker / (size_t)threads * unit;
-    size_t bytes = worker ? NEXT_BYTES_WORKER : NEXT_BYTES_CALLER;
-    if (lo < nb1)
-        prefetch_blocks(W, (uint32_t)lo, bytes);
-    else if (W2 && lo >= off)
-        prefetch_blocks(W2, (uint32_t)(lo - off), bytes);
 }
 
 void kern_matmul_next(kern_pool *p, const ogk_qtensor *W1, const ogk_qtensor *W2) { kern_pool_set_next(p, W1, W2); }
@@ -350,10 +346,11 @@ static int matmul(const kern_isa *isa, kern_pool *p, const ogk_qtensor *W, const
             grain = grain < unit ? unit : (grain + unit - 1) / unit * unit;
             /* small launches run on the calling thread: waking a worker costs more than the work */
             int small = (size_t)mc * nb * rb_bytes < KERN_INLINE_BYTES;
-            kern_tail_fn tail = M == 1 && na ? prefetch_next : NULL;
-            kern_pool_for_tail(small ? NULL : p, nb, grain, unit, run_b8, &ra, tail, na, nb2);
-            if (small && tail) /* on the calling thread: worker 0's tail, with the pool's split */
-                prefetch_next(na, nb2, 0, nt);
+            kern_prefetch after[KERN_MAX_THREADS];
+            int pf = M == 1 && na && nt <= KERN_MAX_THREADS;
+            if (pf)
+                next_regions(na, nb2, nt, after);
+            kern_pool_for_prefetch(small ? NULL : p, nb, grain, unit, run_b8, &ra, pf ? after : NULL);
         } else {
             kern_pool_for(p, (W->n + 31) / 32, 0, run_rm_bands, &ra);
         }

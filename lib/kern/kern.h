@@ -74,6 +74,7 @@ typedef struct kern_pool kern_pool;
 /* threads <= 0: online CPUs. The calling thread is worker 0; threads-1 workers are started. Workers
  * spin briefly after a job (decode launches come back-to-back) and then sleep. NULL on failure. */
 kern_pool *kern_pool_new(int threads);
+#define KERN_MAX_THREADS 256 /* kern_pool_new takes at most this many */
 void kern_pool_free(kern_pool *p);
 int kern_pool_threads(const kern_pool *p);
 /* Run fn over [0, n) split into contiguous ranges handed out dynamically (grain 0: automatic,
@@ -86,11 +87,17 @@ void kern_pool_for(kern_pool *p, size_t n, size_t grain, kern_range_fn fn, void 
  * and the threads' shares cut in whole units of align rather than whole grains, so that they stay even
  * when n is not a multiple of threads x grain. */
 void kern_pool_for_aligned(kern_pool *p, size_t n, size_t grain, size_t align, kern_range_fn fn, void *arg);
-/* The same, and then each worker that ran a range calls tail(ta, tb, worker, threads) once its ranges are
- * counted done (the caller may have returned by then: ta and tb must outlive the launch). */
-typedef void (*kern_tail_fn)(const void *ta, const void *tb, int worker, int threads);
-void kern_pool_for_tail(kern_pool *p, size_t n, size_t grain, size_t align, kern_range_fn fn, void *arg,
-                        kern_tail_fn tail, const void *ta, const void *tb);
+/* The same, and then each worker that ran a range prefetches its after[worker] regions into L2 once its ranges
+ * are counted done (after: one entry per pool thread, or NULL; with no pool, or inline, after[0] on the caller).
+ * Addresses only: they are never dereferenced, so they may be anything, and each region is cut at
+ * KERN_PREFETCH_MAX bytes. */
+#define KERN_PREFETCH_MAX ((size_t)1 << 20)
+typedef struct {
+    const void *at[2];
+    size_t len[2];
+} kern_prefetch;
+void kern_pool_for_prefetch(kern_pool *p, size_t n, size_t grain, size_t align, kern_range_fn fn, void *arg,
+                            const kern_prefetch *after);
 /* Two pointers the caller's next launch takes (set_next stores them, take_next returns and clears them):
  * kern_matmul_next's tensors. */
 void kern_pool_set_next(kern_pool *p, const void *a, const void *b);

@@ -14,10 +14,10 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #define SPIN_ITERS 20000 /* pause instructions before sleeping: some tens of microseconds */
-#define MAX_WORKERS 256
 /* Measured on the shared 2-vCPU machine (npu-gemm --model-pass --probe-mb, 2 threads): pure pause
  * spinning reached 46-56 % of the DRAM read probe, spinning with a yield every 64 pauses 75-98 %. */
 #define YIELD_EVERY 64
@@ -38,8 +38,10 @@ struct kern_pool {
     atomic_int sleepers, stop;
     _Atomic(kern_range_fn) fn;
     _Atomic(void *) arg;
-    _Atomic(kern_tail_fn) tail;
-    _Atomic(const void *) ta, tb;
+    struct pf_slot {
+        _Atomic(const char *) at[2];
+        atomic_size_t len[2];
+    } *pf;                       /* per worker: what it prefetches after its ranges (kern_pool_for_prefetch) */
     const void *next_a, *next_b; /* kern_pool_set_next, for the caller's next launch */
 };
 
@@ -59,6 +61,18 @@ static inline void cpu_relax(int i)
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
 #endif
+}
+
+/* a software prefetch of [at, at + len) into L2, len at most KERN_PREFETCH_MAX: addresses only, never
+ * dereferenced (a prefetch does not fault) */
+static void prefetch(const char *at, size_t len)
+{
+    uintptr_t a = (uintptr_t)at; /* integer arithmetic: the region need not be an object (nor fit the space) */
+    if (!a)
+        return;
+    len = len < KERN_PREFETCH_MAX ? len : KERN_PREFETCH_MAX;
+    for (size_t o = 0; o < len; o += 64)
+        __builtin_prefetch((const void *)(a + o), 0, 2);
 }
 
 /* claim one range of job g from share s: 1 and [*b, *e), or 0 when the share is empty or stale */
@@ -86,8 +100,6 @@ static void run_ranges(kern_pool *p, int id, unsigned g)
 {
     kern_range_fn fn = atomic_load(&p->fn);
     void *arg = atomic_load(&p->arg);
-    kern_tail_fn tail = atomic_load(&p->tail);
-    const void *ta = atomic_load(&p->ta), *tb = atomic_load(&p->tb);
     size_t items = atomic_load(&p->items);
     int any = 0;
     for (int k = 0; k < p->n; k++) {
@@ -103,10 +115,10 @@ static void run_ranges(kern_pool *p, int id, unsigned g)
             }
         }
     }
-    /* after this worker's last range is counted done: the caller may already be past the launch, so
-     * the tail gets only the two long-lived pointers (a newer job's, when this worker woke late: a hint) */
-    if (any && tail)
-        tail(ta, tb, id, p->n);
+    if (any) /* after its last range is counted done (a newer job's regions when this worker woke late: a hint) */
+        for (int r = 0; r < 2; r++)
+            prefetch(atomic_load_explicit(&p->pf[id].at[r], memory_order_relaxed),
+                     atomic_load_explicit(&p->pf[id].len[r], memory_order_relaxed));
 }
 
 static void *worker(void *a)
@@ -138,18 +150,19 @@ kern_pool *kern_pool_new(int threads)
 {
     if (threads <= 0)
         threads = ogk_ncpu();
-    if (threads > MAX_WORKERS)
-        threads = MAX_WORKERS;
+    if (threads > KERN_MAX_THREADS)
+        threads = KERN_MAX_THREADS;
     kern_pool *p = calloc(1, sizeof *p);
     if (!p)
         return NULL;
     p->n = threads;
     p->th = calloc((size_t)threads, sizeof *p->th);
     p->sh = aligned_alloc(64, ((size_t)threads * sizeof *p->sh + 63) & ~(size_t)63);
+    p->pf = calloc((size_t)threads, sizeof *p->pf);
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv_start, NULL);
     pthread_cond_init(&p->cv_done, NULL);
-    if (!p->th || !p->sh)
+    if (!p->th || !p->sh || !p->pf)
         goto fail;
     for (int i = 0; i < threads; i++) {
         atomic_init(&p->sh[i].ctr, 0);
@@ -187,6 +200,7 @@ void kern_pool_free(kern_pool *p)
     pthread_cond_destroy(&p->cv_done);
     free(p->th);
     free(p->sh);
+    free(p->pf);
     free(p);
 }
 
@@ -215,11 +229,11 @@ void kern_pool_take_next(kern_pool *p, const void **a, const void **b)
 
 void kern_pool_for_aligned(kern_pool *p, size_t n, size_t grain, size_t align, kern_range_fn fn, void *arg)
 {
-    kern_pool_for_tail(p, n, grain, align, fn, arg, NULL, NULL, NULL);
+    kern_pool_for_prefetch(p, n, grain, align, fn, arg, NULL);
 }
 
-void kern_pool_for_tail(kern_pool *p, size_t n, size_t grain, size_t align, kern_range_fn fn, void *arg,
-                        kern_tail_fn tail, const void *ta, const void *tb)
+void kern_pool_for_prefetch(kern_pool *p, size_t n, size_t grain, size_t align, kern_range_fn fn, void *arg,
+                            const kern_prefetch *after)
 {
     if (n == 0)
         return;
@@ -230,8 +244,9 @@ void kern_pool_for_tail(kern_pool *p, size_t n, size_t grain, size_t align, kern
     if (!p || nt == 1 || grain >= n || n >= 0xFFFFFFFFu) {
         for (size_t b = 0; b < n; b += grain)
             fn(arg, b, b + grain < n ? b + grain : n, 0);
-        if (tail && p)
-            tail(ta, tb, 0, nt);
+        if (after)
+            for (int r = 0; r < 2; r++)
+                prefetch(after[0].at[r], after[0].len[r]);
         return;
     }
     unsigned g = atomic_load(&p->gen) + 1;
@@ -246,9 +261,11 @@ void kern_pool_for_tail(kern_pool *p, size_t n, size_t grain, size_t align, kern
     }
     atomic_store(&p->fn, fn);
     atomic_store(&p->arg, arg);
-    atomic_store(&p->tail, tail);
-    atomic_store(&p->ta, ta);
-    atomic_store(&p->tb, tb);
+    for (int w = 0; w < nt; w++)
+        for (int r = 0; r < 2; r++) {
+            atomic_store_explicit(&p->pf[w].at[r], after ? (const char *)after[w].at[r] : NULL, memory_order_relaxed);
+            atomic_store_explicit(&p->pf[w].len[r], after ? after[w].len[r] : 0, memory_order_relaxed);
+        }
     atomic_store(&p->items, n);
     atomic_store(&p->grain, grain);
     atomic_store(&p->done, 0);
