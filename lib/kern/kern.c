@@ -229,6 +229,10 @@ static int pair_fuses(const kern_isa *isa, const ogk_qtensor *W, const ogk_qtens
            W->k_blocks == W2->k_blocks && W->scale_dtype == W2->scale_dtype && W->has_zp == W2->has_zp;
 }
 
+/* where a pair launch's second tensor starts in its range space: its first tensor's nb1 row blocks rounded up
+ * to whole units, so that no range straddles the two */
+static uint32_t pair_off(uint32_t nb1, uint32_t unit) { return (nb1 + unit - 1) / unit * unit; }
+
 /* The tensors of the caller's next launch (kern_matmul_next). At the end of a one-row launch every worker
  * requests the first bytes of its share of them into L2 (the addresses worked out before the launch, so the
  * hint's tensors are not read after it), so that the memory keeps streaming over the launch
@@ -258,12 +262,12 @@ static void next_regions(const ogk_qtensor *W, const ogk_qtensor *W2, int thread
     memset(after, 0, (size_t)threads * sizeof *after);
     if (W->layout != OGK_B8 || (W2 && W2->layout != OGK_B8))
         return;
-    uint32_t unit = 4, nb1 = (W->n + 15) / 16, off = W2 ? (nb1 + unit - 1) / unit * unit : nb1;
-    size_t nb = W2 ? off + (W2->n + 15) / 16 : nb1, units = (nb + unit - 1) / unit;
+    uint32_t unit = 4, nb1 = (W->n + 15) / 16, off = W2 ? pair_off(nb1, unit) : nb1;
+    size_t nb = W2 ? off + (W2->n + 15) / 16 : nb1;
     /* a next launch that runs on the calling thread: all of it is the caller's share */
     int nt = kern_tensor_bytes(W) + (W2 ? kern_tensor_bytes(W2) : 0) < KERN_INLINE_BYTES ? 1 : threads;
     for (int w = 0; w < nt; w++) {
-        size_t lo = units * (size_t)w / (size_t)nt * unit, bytes = w ? NEXT_BYTES_WORKER : NEXT_BYTES_CALLER;
+        size_t lo = kern_pool_share_start(nb, unit, w, nt), bytes = w ? NEXT_BYTES_WORKER : NEXT_BYTES_CALLER;
         if (lo < nb1)
             blocks_region(W, (uint32_t)lo, bytes, &after[w]);
         else if (W2 && lo >= off)
@@ -328,7 +332,7 @@ static int matmul(const kern_isa *isa, kern_pool *p, const ogk_qtensor *W, const
         /* ranges start at multiples of unit row blocks (the tiles' pairs: the bits do not depend on the split) */
         uint32_t unit = mc == 1 ? 4 : 2, nb1 = (W->n + 15) / 16;
         run_arg ra = {.j = &j, .isa = isa, .sel = sel, .j2 = W2 ? &j2 : NULL, .nb1 = nb1,
-                      .off = (nb1 + unit - 1) / unit * unit};
+                      .off = pair_off(nb1, unit)};
         if (sel) { /* a few blocks (kern_matmul_cols): on the calling thread unless there is much to do */
             size_t bytes = (size_t)mc * nsel * kern_tensor_bytes(W) / ((W->n + 15) / 16);
             kern_pool_for(bytes < KERN_INLINE_BYTES ? NULL : p, nsel, 1, W->layout == OGK_B8 ? run_b8 : run_rm_bands,
@@ -347,7 +351,7 @@ static int matmul(const kern_isa *isa, kern_pool *p, const ogk_qtensor *W, const
             /* small launches run on the calling thread: waking a worker costs more than the work */
             int small = (size_t)mc * nb * rb_bytes < KERN_INLINE_BYTES;
             kern_prefetch after[KERN_MAX_THREADS];
-            int pf = M == 1 && na && nt <= KERN_MAX_THREADS;
+            int pf = M == 1 && na; /* nt <= KERN_MAX_THREADS: the pool's cap */
             if (pf)
                 next_regions(na, nb2, nt, after);
             kern_pool_for_prefetch(small ? NULL : p, nb, grain, unit, run_b8, &ra, pf ? after : NULL);

@@ -98,10 +98,6 @@ typedef struct {
 } kern_prefetch;
 void kern_pool_for_prefetch(kern_pool *p, size_t n, size_t grain, size_t align, kern_range_fn fn, void *arg,
                             const kern_prefetch *after);
-/* Two pointers the caller's next launch takes (set_next stores them, take_next returns and clears them):
- * kern_matmul_next's tensors. */
-void kern_pool_set_next(kern_pool *p, const void *a, const void *b);
-void kern_pool_take_next(kern_pool *p, const void **a, const void **b);
 
 /* ---- the ISA table (isa.c) ---- */
 enum kern_isa_id { KERN_ISA_REF = 0, KERN_ISA_AVX2 = 1, KERN_ISA_AVX512 = 2, KERN_ISA_AMX = 3, KERN_ISA_COUNT };

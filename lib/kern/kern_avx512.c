@@ -272,7 +272,7 @@ INLINE __m512 group_i8(const kern_job *j, const uint8_t *cp, uint32_t cpg, uint3
 #pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
             __m512i w = _mm512_loadu_si512(cp + (c + h) * 64);
-            __asm__("" : "+v"(w));
+            __asm__("" : "+v"(w)); /* in a register: GCC would fold a load into each of its two uses */
             if (PF_BYTES)
                 _mm_prefetch((const char *)cp + (c + h) * 64 + PF_BYTES, PF_HINT);
             int32_t ql, qh;

@@ -8,6 +8,13 @@
 
 #include "kern.h"
 
+/* kern_pool.c, for the matmul launches: two pointers the caller's next launch takes (set_next stores them,
+ * take_next returns and clears them: kern_matmul_next's tensors), and the first index of worker w's share
+ * of [0, n) among nt in a kern_pool_for_aligned / _prefetch launch (w = nt: n rounded up to align) */
+void kern_pool_set_next(kern_pool *p, const void *a, const void *b);
+void kern_pool_take_next(kern_pool *p, const void **a, const void **b);
+size_t kern_pool_share_start(size_t n, size_t align, int w, int nt);
+
 /* One M-chunk of one matmul, with X already prepared for the mode:
  *   KERN_F32: xf [M][kp] fp32, zero-padded to kp = kb*B; xs [M][kb] per-group sums of xf.
  *   KERN_I8:  xq [M][kp] int8 (zero-padded); xd [M][kb] scales; xqs [M][kb] per-group sums of xq.

@@ -9,7 +9,7 @@
  * Each counter holds (job generation << 32 | next index), so a worker that wakes late can never
  * claim a range of a newer job with an older job's parameters; the caller waits for ranges done,
  * not for workers to check in. */
-#include "kern.h"
+#include "kern_int.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -227,6 +227,11 @@ void kern_pool_take_next(kern_pool *p, const void **a, const void **b)
         p->next_a = p->next_b = NULL;
 }
 
+size_t kern_pool_share_start(size_t n, size_t align, int w, int nt)
+{
+    return (n + align - 1) / align * (size_t)w / (size_t)nt * align;
+}
+
 void kern_pool_for_aligned(kern_pool *p, size_t n, size_t grain, size_t align, kern_range_fn fn, void *arg)
 {
     kern_pool_for_prefetch(p, n, grain, align, fn, arg, NULL);
@@ -252,9 +257,8 @@ void kern_pool_for_prefetch(kern_pool *p, size_t n, size_t grain, size_t align, 
     unsigned g = atomic_load(&p->gen) + 1;
     /* shares: contiguous, whole units of align, as even as possible (a share's last range may be shorter
      * than grain: 56 items in grains of 8 are two shares of 28, not 24 and 32) */
-    size_t units = (n + align - 1) / align;
     for (int w = 0; w < nt; w++) {
-        size_t lo = units * (size_t)w / (size_t)nt * align, hi = units * (size_t)(w + 1) / (size_t)nt * align;
+        size_t lo = kern_pool_share_start(n, align, w, nt), hi = kern_pool_share_start(n, align, w + 1, nt);
         /* first: invalidates every claim on the previous job */
         atomic_store(&p->sh[w].ctr, ((uint64_t)g << 32) | (lo < n ? lo : n));
         atomic_store(&p->sh[w].hi, hi < n ? hi : n);

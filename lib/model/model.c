@@ -700,6 +700,9 @@ static void qkv_step(const rows_job *j, int r0, int r1)
 
 /* ---------------------------------------------------------------- the forward pass */
 
+/* a layer's first launch: the packed q/k/v projection, or q */
+static const ogk_qtensor *first_weight(const model_layer *L) { return L->wqkv ? L->wqkv : L->wq; }
+
 /* which rows of a pass need logits */
 enum { LOGITS_NONE, LOGITS_LAST, LOGITS_ALL };
 
@@ -742,8 +745,7 @@ static void forward_rows(model_state *s, const int *tokens, int rows, int want, 
         matmul_pair(s, s->hb, L->w_gate, s->hb2, L->w_up, s->xb, rows);
         swiglu(s, rows);
         if (l + 1 < c->n_layers)
-            kern_matmul_next(s->pool, m->w.layers[l + 1].wqkv ? m->w.layers[l + 1].wqkv : m->w.layers[l + 1].wq,
-                               NULL);
+            kern_matmul_next(s->pool, first_weight(&m->w.layers[l + 1]), NULL);
         else
             kern_matmul_next(s->pool, want != LOGITS_NONE ? m->w.lm_head : NULL, NULL);
         matmul(s, s->xb, s->hb, rows, L->w_down);
@@ -757,7 +759,7 @@ static void forward_rows(model_state *s, const int *tokens, int rows, int want, 
         int first = want == LOGITS_ALL ? 0 : rows - 1, n = rows - first;
         rmsnorm_rows(s->xb, s->x + (size_t)first * dim, m->w.final_norm, n, dim, c->rms_eps);
         ogk_error e;
-        kern_matmul_next(s->pool, m->w.layers[0].wqkv ? m->w.layers[0].wqkv : m->w.layers[0].wq, NULL);
+        kern_matmul_next(s->pool, first_weight(&m->w.layers[0]), NULL);
         if (model_classify(s, logits, s->xb, n, s->head_argmax, &e))
             launch_failed(s, m->w.lm_head, &e);
         s->prof.launches++;

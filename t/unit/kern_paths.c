@@ -10,6 +10,7 @@
  * measured and printed; results do not depend on the thread count; the table's names and modes. */
 #include "tap.h"
 #include "kern/kern.h"
+#include "kern/kern_int.h" /* kern_pool_take_next: the next-launch hint is consumed */
 #include "util/tensor.h"
 #include "util/util.h"
 
