@@ -175,7 +175,7 @@ void kern_attend_avx512(float *q, int g, const float *kc, const float *vc, int n
  * its chain of HD fused multiply-adds over c in order (its q[c] broadcast), times scale. Each pair's
  * softmax is over its own positions (max exact, sum in the order softmax_exp takes), its weights are
  * scaled by 1 / sum in place, and the weighted sum of values runs over positions in order, a chunk of
- * 16 KiB of value rows (converted to fp32 once for all pairs) at a time, two or four pairs side by side.
+ * 8 KiB of fp16 value rows at a time, up to 32 / (HD / 16) - 1 pairs side by side (wsum_h).
  * Nothing a pair computes depends on the other pairs or the call's row count (positions past a pair's
  * own are computed from whatever the block holds and dropped), so a row's result has the same bits alone
  * or in any batch, which the server's batching relies on, and attend_h's bits are attend_ht's. */
@@ -188,24 +188,14 @@ static inline int nq_h(int HD) { return NQ_H * 64 / HD / 16 * 16; }
 /* bytes of values fetched into L2 ahead of the weighted sums (pf_row; 32 to 256 KiB: the same, Zen 4) */
 #define PF_L2 65536
 
-/* value rows per chunk: 16 KiB of fp32 */
+/* value rows per chunk: 8 KiB of fp16 at head_dim 64 */
 static inline int vrows_h(int HD) { return 4096 / HD; }
-
-/* value rows [0, nb) of head_dim HD from fp16 into buf[nb][HD] fp32 (prefetched: pf_row) */
-static inline __attribute__((always_inline)) void rows_f32(const uint16_t *src, int nb, float *buf, const int HD)
-{
-    for (int j = 0; j < nb; j++) {
-        for (int c = 0; c < HD; c += 16)
-            _mm512_store_ps(buf + j * HD + c,
-                            _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(src + (size_t)j * HD + c))));
-    }
-}
 
 /* Decode at long context streams the values from DRAM, and the weighted sums would wait on it: the softmaxes
  * (no memory traffic of their own) fetch the first PF_L2 bytes of values into L2, and the first weighted sum
  * over a chunk fetches, a row per position, the next chunk into L1 and the chunk PF_L2 further on into L2,
- * so the misses stay spread over the work (a fetch of the next chunk in the conversion's own burst left
- * the conversion waiting on memory: over a third of decode's attention after 4096 positions).
+ * so the misses stay spread over the work (a fetch of the next chunk in one burst left the work waiting on
+ * memory: over a third of decode's attention after 4096 positions).
  * pf_row: the fp16 value row t - t0 of the next chunk at pf (NULL: none) and its row PF_L2 further */
 static inline __attribute__((always_inline)) void pf_row(const char *pf, int t, int t0, const int NV)
 {
@@ -218,96 +208,80 @@ static inline __attribute__((always_inline)) void pf_row(const char *pf, int t, 
         }
 }
 
-/* weighted sum of one pair over value rows [t0, te) of the chunk (fp32 rows of 16 NV at vb, row t0 first);
- * pf: pf_row's */
-static inline __attribute__((always_inline)) void wsum1(float *out, const float *w, const float *vb, int t0, int te,
-                                                         const char *pf, const int NV)
-{
-    __m512 o[HD_MAX / 16];
-#pragma GCC unroll 8
-    for (int d = 0; d < NV; d++)
-        o[d] = t0 == 0 ? _mm512_setzero_ps() : _mm512_loadu_ps(out + 16 * d); /* t0 == 0: nothing summed yet */
-    for (int t = t0; t < te; t++, vb += 16 * NV) {
-        pf_row(pf, t, t0, NV);
-        __m512 a = _mm512_set1_ps(w[t]);
-#pragma GCC unroll 8
-        for (int d = 0; d < NV; d++)
-            o[d] = _mm512_fmadd_ps(a, _mm512_load_ps(vb + 16 * d), o[d]);
-    }
-#pragma GCC unroll 8
-    for (int d = 0; d < NV; d++)
-        _mm512_storeu_ps(out + 16 * d, o[d]);
-}
+/* pairs side by side in a weighted sum at head_dim 16 NV: their NV accumulators each and a value vector fit
+ * the 32 registers (at NV 4, GCC moves one pair's accumulators to the stack and it is still the fastest:
+ * decode after 4096 positions, 7 heads, 47 us against 50 for 4 + 3 pairs) */
+#define WSUM_P(NV) (32 / (NV) - 1)
+#define WSUM_PMAX 7
 
-/* two pairs over the same chunk: their common positions side by side, then each one's rest */
-static inline __attribute__((always_inline)) void wsum2(float *oa, const float *wa, int ta, float *ob, const float *wb,
-                                                         int tb, const float *vb, int t0, const char *pf, const int NV)
-{
-    int tc = ta < tb ? ta : tb;
-    __m512 a[HD_MAX / 16], b[HD_MAX / 16];
-#pragma GCC unroll 8
-    for (int d = 0; d < NV; d++) {
-        a[d] = t0 == 0 ? _mm512_setzero_ps() : _mm512_loadu_ps(oa + 16 * d);
-        b[d] = t0 == 0 ? _mm512_setzero_ps() : _mm512_loadu_ps(ob + 16 * d);
-    }
-    const float *v = vb;
-    for (int t = t0; t < tc; t++, v += 16 * NV) {
-        pf_row(pf, t, t0, NV);
-        __m512 x = _mm512_set1_ps(wa[t]), y = _mm512_set1_ps(wb[t]);
-#pragma GCC unroll 8
-        for (int d = 0; d < NV; d++) {
-            __m512 vd = _mm512_load_ps(v + 16 * d);
-            a[d] = _mm512_fmadd_ps(x, vd, a[d]), b[d] = _mm512_fmadd_ps(y, vd, b[d]);
-        }
-    }
-#pragma GCC unroll 8
-    for (int d = 0; d < NV; d++)
-        _mm512_storeu_ps(oa + 16 * d, a[d]), _mm512_storeu_ps(ob + 16 * d, b[d]);
-    /* the rest continues from the stored sums (the callers give both pairs positions past t0) */
-    if (ta > tc)
-        wsum1(oa, wa, vb + (size_t)(tc - t0) * 16 * NV, tc, ta, NULL, NV);
-    if (tb > tc)
-        wsum1(ob, wb, vb + (size_t)(tc - t0) * 16 * NV, tc, tb, NULL, NV);
-}
-
-/* four pairs over the same chunk at head_dim 64, every pair with positions past t0: their common positions
- * side by side (16 chains; each value row is loaded once for the four), then each one's rest. Every output
- * element is the same chain of fused multiply-adds over positions in order as in wsum1. */
-static void wsum4(float *const *o, const float *const *w, const int *te, const float *vb, int t0, const char *pf)
+/* PG pairs' weighted sums over the value rows [t0, te[p]) of a chunk (fp16 rows of 16 NV from vs, row t0
+ * first), each value vector converted to fp32 as it is loaded and used by every pair (a pass converting the
+ * chunk into an fp32 buffer first, then read by groups of up to four pairs, made decode's attention after
+ * 4096 positions 63 us where this takes 51): the pairs' common positions side by side, then each one's rest
+ * alone. Every output element is the chain of fused multiply-adds over positions in order, continued from
+ * out (t0 > 0) or from zero. pf: pf_row's */
+static inline __attribute__((always_inline)) void wsum_h(float *const *o, const float *const *w, const int *te,
+                                                          const uint16_t *vs, int t0, const char *pf, const int PG,
+                                                          const int NV)
 {
     int tc = te[0];
-    for (int p = 1; p < 4; p++)
+    for (int p = 1; p < PG; p++)
         tc = te[p] < tc ? te[p] : tc;
-    __m512 a[4][4];
-#pragma GCC unroll 4
-    for (int p = 0; p < 4; p++)
-#pragma GCC unroll 4
-        for (int d = 0; d < 4; d++)
+    __m512 a[WSUM_PMAX][HD_MAX / 16];
+#pragma GCC unroll 8
+    for (int p = 0; p < PG; p++)
+#pragma GCC unroll 8
+        for (int d = 0; d < NV; d++)
             a[p][d] = t0 == 0 ? _mm512_setzero_ps() : _mm512_loadu_ps(o[p] + 16 * d);
-    const float *v = vb;
-    const float *w0 = w[0], *w1 = w[1], *w2 = w[2], *w3 = w[3];
-    for (int t = t0; t < tc; t++, v += 64) {
-        pf_row(pf, t, t0, 4);
-        __m512 v0 = _mm512_load_ps(v), v1 = _mm512_load_ps(v + 16), v2 = _mm512_load_ps(v + 32),
-               v3 = _mm512_load_ps(v + 48);
-        __m512 x[4] = {_mm512_set1_ps(w0[t]), _mm512_set1_ps(w1[t]), _mm512_set1_ps(w2[t]), _mm512_set1_ps(w3[t])};
-#pragma GCC unroll 4
-        for (int p = 0; p < 4; p++) {
-            a[p][0] = _mm512_fmadd_ps(x[p], v0, a[p][0]);
-            a[p][1] = _mm512_fmadd_ps(x[p], v1, a[p][1]);
-            a[p][2] = _mm512_fmadd_ps(x[p], v2, a[p][2]);
-            a[p][3] = _mm512_fmadd_ps(x[p], v3, a[p][3]);
+    const uint16_t *v = vs;
+    for (int t = t0; t < tc; t++, v += 16 * NV) {
+        pf_row(pf, t, t0, NV);
+#pragma GCC unroll 8
+        for (int d = 0; d < NV; d++) {
+            __m512 x = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(v + 16 * d)));
+#pragma GCC unroll 8
+            for (int p = 0; p < PG; p++)
+                a[p][d] = _mm512_fmadd_ps(_mm512_set1_ps(w[p][t]), x, a[p][d]);
         }
     }
-#pragma GCC unroll 4
-    for (int p = 0; p < 4; p++)
-#pragma GCC unroll 4
-        for (int d = 0; d < 4; d++)
+#pragma GCC unroll 8
+    for (int p = 0; p < PG; p++)
+#pragma GCC unroll 8
+        for (int d = 0; d < NV; d++)
             _mm512_storeu_ps(o[p] + 16 * d, a[p][d]);
-    for (int p = 0; p < 4; p++)
-        if (te[p] > tc)
-            wsum1(o[p], w[p], vb + (size_t)(tc - t0) * 64, tc, te[p], NULL, 4);
+    for (int p = 0; p < PG; p++) {
+        if (te[p] <= tc)
+            continue;
+        __m512 b[HD_MAX / 16];
+#pragma GCC unroll 8
+        for (int d = 0; d < NV; d++)
+            b[d] = _mm512_loadu_ps(o[p] + 16 * d);
+        const uint16_t *u = vs + (size_t)(tc - t0) * 16 * NV;
+        for (int t = tc; t < te[p]; t++, u += 16 * NV)
+#pragma GCC unroll 8
+            for (int d = 0; d < NV; d++)
+                b[d] = _mm512_fmadd_ps(_mm512_set1_ps(w[p][t]),
+                                       _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(u + 16 * d))), b[d]);
+#pragma GCC unroll 8
+        for (int d = 0; d < NV; d++)
+            _mm512_storeu_ps(o[p] + 16 * d, b[d]);
+    }
 }
+
+typedef void (*wsum_fn)(float *const *o, const float *const *w, const int *te, const uint16_t *vs, int t0,
+                        const char *pf);
+#define WSUM_H(PG, NV)                                                                                                 \
+    static void wsum_h##PG##_##NV(float *const *o, const float *const *w, const int *te, const uint16_t *vs, int t0,  \
+                                  const char *pf)                                                                      \
+    {                                                                                                                  \
+        wsum_h(o, w, te, vs, t0, pf, PG, NV);                                                                          \
+    }
+WSUM_H(1, 4) WSUM_H(2, 4) WSUM_H(3, 4) WSUM_H(4, 4) WSUM_H(5, 4) WSUM_H(6, 4) WSUM_H(7, 4)
+WSUM_H(1, 6) WSUM_H(2, 6) WSUM_H(3, 6) WSUM_H(4, 6)
+WSUM_H(1, 8) WSUM_H(2, 8) WSUM_H(3, 8)
+static const wsum_fn wsum_nv4[] = {0, wsum_h1_4, wsum_h2_4, wsum_h3_4, wsum_h4_4, wsum_h5_4, wsum_h6_4, wsum_h7_4};
+static const wsum_fn wsum_nv6[] = {0, wsum_h1_6, wsum_h2_6, wsum_h3_6, wsum_h4_6};
+static const wsum_fn wsum_nv8[] = {0, wsum_h1_8, wsum_h2_8, wsum_h3_8};
 
 /* the rest of attend_h after the scores (pair i's in att + i·as, over np[i] positions, its output at
  * outp[i]; np grows with i): each pair's softmax over its own positions, weights scaled by 1 / sum in
@@ -316,8 +290,8 @@ static inline __attribute__((always_inline)) void softmax_wsum(float *const *out
                                                                 const uint16_t *vc, float *att, size_t as,
                                                                 const int HD)
 {
-    const int NV = HD / 16, VR = vrows_h(HD);
-    float vb[4096] __attribute__((aligned(64)));
+    const int NV = HD / 16, VR = vrows_h(HD), P = WSUM_P(NV);
+    const wsum_fn *fns = NV == 4 ? wsum_nv4 : NV == 6 ? wsum_nv6 : wsum_nv8;
     /* the first PF_L2 bytes of values into L2 while the softmaxes run, the first chunk into L1 (pf_row) */
     const char *pf2 = (const char *)vc, *pf2e = pf2 + ((size_t)nmax * HD * 2 < PF_L2 ? (size_t)nmax * HD * 2 : PF_L2);
     for (int t = 0; t < VR && t < nmax; t++)
@@ -340,42 +314,22 @@ static inline __attribute__((always_inline)) void softmax_wsum(float *const *out
             _mm512_mask_storeu_ps(w + t, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, w + t), inv));
         }
     }
-    /* weighted sums, a chunk of value rows at a time: four pairs side by side at head_dim 64, else two */
+    /* weighted sums, a chunk of value rows at a time, in the fewest groups of up to P pairs, of even size
+     * (8 heads as 4 + 4, not 7 + 1, whose one pair would wait on its own chains) */
     for (int t0 = 0; t0 < nmax; t0 += VR) {
         int nb = nmax - t0 < VR ? nmax - t0 : VR;
-        rows_f32(vc + (size_t)t0 * HD, nb, vb, HD);
         /* the next chunk, fetched by the first weighted sum over this one */
         const char *pf = t0 + VR < nmax ? (const char *)(vc + (size_t)(t0 + VR) * HD) : NULL;
         int i = 0;
         while (i < nq && np[i] <= t0) /* pairs without positions in this chunk (np grows with i) */
             i++;
-        if (NV == 4)
-            for (; i + 4 <= nq; i += 4) {
-                int te[4];
-                for (int p = 0; p < 4; p++)
-                    te[p] = np[i + p] < t0 + nb ? np[i + p] : t0 + nb;
-                float *const o4[4] = {outp[i], outp[i + 1], outp[i + 2], outp[i + 3]};
-                const float *const w4[4] = {att + (size_t)i * as, att + (size_t)(i + 1) * as,
-                                            att + (size_t)(i + 2) * as, att + (size_t)(i + 3) * as};
-                wsum4(o4, w4, te, vb, t0, pf);
-                pf = NULL;
-            }
-        for (; i + 2 <= nq; i += 2) {
-            int ta = np[i] < t0 + nb ? np[i] : t0 + nb, tb = np[i + 1] < t0 + nb ? np[i + 1] : t0 + nb;
-            if (ta <= t0 && tb <= t0)
-                continue;
-            if (ta <= t0)
-                wsum1(outp[i + 1], att + (size_t)(i + 1) * as, vb, t0, tb, pf, NV);
-            else if (tb <= t0)
-                wsum1(outp[i], att + (size_t)i * as, vb, t0, ta, pf, NV);
-            else
-                wsum2(outp[i], att + (size_t)i * as, ta, outp[i + 1], att + (size_t)(i + 1) * as, tb, vb, t0, pf, NV);
-            pf = NULL;
-        }
-        if (i < nq) {
-            int ta = np[i] < t0 + nb ? np[i] : t0 + nb;
-            if (ta > t0)
-                wsum1(outp[i], att + (size_t)i * as, vb, t0, ta, pf, NV);
+        for (int left = nq - i, groups = (left + P - 1) / P; groups > 0; groups--) {
+            int pg = (left + groups - 1) / groups, te[WSUM_PMAX];
+            const float *w[WSUM_PMAX];
+            for (int p = 0; p < pg; p++)
+                te[p] = np[i + p] < t0 + nb ? np[i + p] : t0 + nb, w[p] = att + (size_t)(i + p) * as;
+            fns[pg](outp + i, w, te, vc + (size_t)t0 * HD, t0, pf);
+            pf = NULL, i += pg, left -= pg;
         }
     }
 }
@@ -397,7 +351,42 @@ static inline __attribute__((always_inline)) void scores_t(const float *qt, cons
                                                             float scale, const int HD)
 {
     const __m512 vs = _mm512_set1_ps(scale);
-    for (int t0 = ta; t0 < tb; t0 += 16) {
+    int t0 = ta;
+    /* up to 8 pairs: two blocks at a time, each broadcast query element serving both and twice the chains
+     * in flight (a pair's chain alone waits on the fused multiply-add's latency): decode after 4096
+     * positions, 7 heads, 51 -> 49 us with the keys from DRAM, 47 -> 43 from cache. A dimension's line of the
+     * two blocks 8 KiB on is fetched with it (at 4 KiB, 50 us) */
+    if (PG <= 8)
+        for (; t0 + 16 < tb; t0 += 32) {
+            const uint16_t *b = kb + (size_t)(t0 - ta) * HD;
+            __m512 a[8], e[8];
+#pragma GCC unroll 16
+            for (int p = 0; p < PG; p++)
+                a[p] = _mm512_setzero_ps(), e[p] = _mm512_setzero_ps();
+            for (int c = 0; c < HD; c++) {
+                _mm_prefetch((const char *)(b + c * 32) + 8192, _MM_HINT_T0);
+                __m512 k = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(b + c * 16)));
+                __m512 k2 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(b + 16 * HD + c * 16)));
+#pragma GCC unroll 16
+                for (int p = 0; p < PG; p++) {
+                    __m512 qb = _mm512_set1_ps(qt[c * 16 + p]);
+                    a[p] = _mm512_fmadd_ps(qb, k, a[p]);
+                    e[p] = _mm512_fmadd_ps(qb, k2, e[p]);
+                }
+            }
+#pragma GCC unroll 16
+            for (int p = 0; p < PG; p++) {
+                int left = np[p] - t0;
+                if (left > 0)
+                    _mm512_mask_storeu_ps(ap[p] + t0, left < 16 ? (__mmask16)((1u << left) - 1) : (__mmask16)0xFFFF,
+                                          _mm512_mul_ps(a[p], vs));
+                if (left > 16)
+                    _mm512_mask_storeu_ps(ap[p] + t0 + 16,
+                                          left < 32 ? (__mmask16)((1u << (left - 16)) - 1) : (__mmask16)0xFFFF,
+                                          _mm512_mul_ps(e[p], vs));
+            }
+        }
+    for (; t0 < tb; t0 += 16) {
         const uint16_t *b = kb + (size_t)(t0 - ta) * HD;
         __m512 a[PAIRS_T];
 #pragma GCC unroll 16
