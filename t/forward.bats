@@ -314,6 +314,8 @@ greedy() {
   echo "$output" | jq -e '[.results[] | [.verify[].rows] == [1, 2, 5, 16]] | all'
   echo "$output" | jq -e '[.results[].verify[0] | .steps == 1 and .cpu_steps == 1] | all'
   echo "$output" | jq -e '[.results[].verify[] | .ms > 0 and .steps > 0 and .cpu_ms > 0 and .layers_ms > 0 and .head_ms > 0] | all'
+  # the weight GEMMs' share: part of every pass, never more than the pass
+  echo "$output" | jq -e '[.results[].verify[] | .gemm_ms > 0 and .gemm_ms < .ms] | all'
   run npu-forward bench -m "$m" -l 16 -g 4 -r 1 --verify-rows 2,8
   [ "$status" -eq 0 ]
   [[ "$output" == *"pass of  8 rows"* && "$output" == *"steps"* ]]

@@ -65,7 +65,7 @@ static json_t *bench_verify(model_state *s, const model_bench_opts *o, const int
 {
     enum { ROUNDS = 31 };
     int nk = o->n_verify + 1;
-    enum { NV = 7 };
+    enum { NV = 8 };
     double *v = malloc(sizeof(double) * ROUNDS * nk * NV);
     json_t *out = json_array();
     int was = s->head_argmax;
@@ -94,7 +94,7 @@ static json_t *bench_verify(model_state *s, const model_bench_opts *o, const int
             double *w = v + ((size_t)k * ROUNDS + r) * NV;
             w[0] = ms, w[1] = s->prof.layers_ms, w[2] = s->prof.attn_ms, w[3] = s->prof.head_ms;
             w[4] = ms / v[(size_t)r * NV]; /* over the step of this round */
-            w[5] = cms, w[6] = cms / v[(size_t)r * NV + 5];
+            w[5] = cms, w[6] = cms / v[(size_t)r * NV + 5], w[7] = s->prof.gemm_ms;
         }
     double col[ROUNDS];
     /* the passes' classifier: the argmax head where the mode has one (i8 on a 16-bit kernel path) */
@@ -106,9 +106,9 @@ static json_t *bench_verify(model_state *s, const model_bench_opts *o, const int
                 col[r] = v[((size_t)k * ROUNDS + r) * NV + c];
             med[c] = round(median_of(col, ROUNDS) * 1e4) / 1e4;
         }
-        json_array_append_new(out, json_pack("{s:i,s:s,s:f,s:f,s:f,s:f,s:f,s:f,s:f}", "rows", k ? o->verify_rows[k - 1] : 1,
+        json_array_append_new(out, json_pack("{s:i,s:s,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f}", "rows", k ? o->verify_rows[k - 1] : 1,
                                              "head", head, "ms", med[0], "steps", med[4], "layers_ms", med[1], "attention_ms", med[2],
-                                             "head_ms", med[3], "cpu_ms", med[5], "cpu_steps", med[6]));
+                                             "head_ms", med[3], "gemm_ms", med[7], "cpu_ms", med[5], "cpu_steps", med[6]));
     }
     free(v);
     s->head_argmax = was;
