@@ -2,8 +2,8 @@
  * heads that share a KV head (head_dim a multiple of 8, at most 256; other head sizes go to
  * kern_attend_ref): scores q·k scaled, softmax with a vector exp, weighted sum of the values. Each key
  * and value row is loaded once for all g heads; head_dim 64 (Qwen2.5, Llama 3.2 1B) has an unrolled
- * body. The fp16 cache of the i8 mode (attend_h, half the bytes) has its own several-row version below,
- * with blocked scores at head_dim 64, 96 and 128. */
+ * body. The fp16 cache of the i8 mode (attend_h and attend_ht, half the bytes) has its own several-row
+ * version below, with scores over block-transposed keys at head_dim 64, 96 and 128. */
 #include <immintrin.h>
 #include <math.h>
 #include <string.h>
@@ -188,92 +188,114 @@ void kern_attend_avx2(float *q, int g, const float *kc, const float *vc, int n, 
         attend_heads(q, g, kc, vc, n, hd, scale, att, as, 0);
 }
 
-/* ---- the fp16 cache (the i8 mode's), several query rows at once ----
+/* ---- the fp16 cache (the i8 mode's), several query rows at once: attend_h and attend_ht ----
  * Row r of a call attends to n0 + r positions (a prompt chunk: consecutive positions of one sequence).
- * Every key row is converted to fp32 once per call for all rows and heads (8 rows at a time), the
- * values are read a chunk of VCH elements at a time for all of them (from L1), and each (row, head) is computed with exactly the arithmetic of
- * a call of one row: a score by its position's own chain and reduction (four positions at a time, a
- * partial four padded with zero keys whose lanes are dropped), the softmax over the row's own n, the
- * weighted sum in position order (accumulated over q across the value chunks). So a row's result has
- * the same bits whatever the call's row count, which the server's batching and prefix cache rely on. */
+ * At head_dim 64, 96 and 128 the scores run over keys transposed in blocks of 16 positions (attend_ht reads
+ * model.c's copy in that order, attend_h transposes its plain cache into it a chunk at a time), so a score
+ * is its position's own chain of fused multiply-adds over the dimensions in order, in its own lane (other
+ * sizes: a dot product per position). The values are read a chunk of VCH elements at a time for all
+ * (row, head) pairs (from L1), and each pair is computed with exactly the arithmetic of a call of one row:
+ * the softmax over the row's own n, the weighted sum in position order (accumulated over q across the value
+ * chunks). So a row's result has the same bits whatever the call's row count, which the server's batching
+ * and prefix cache rely on, and attend_h's bits are attend_ht's. */
 #define VCH 8192 /* value elements per chunk of positions (16 KiB of fp16) */
 #define NQMAX 256 /* (row, head) pairs per call; more rows are split (same bits) */
 
-/* head_dim HD (64, 96, 128): the scaled scores of 4 consecutive key rows k (HD floats apart) against the
- * query (in registers at 64, else read from qh), as score4 does at 64: four FMA chains, then one
- * horizontal reduction for the four; each lane's arithmetic is its own row's alone */
-static inline __attribute__((always_inline)) __m128 score4_hd(const __m256 *qv, const float *qh, const float *k,
-                                                               float scale, const int HD)
-{
-    if (HD == 64)
-        return score4(qv, k, scale);
-    __m256 q0 = _mm256_loadu_ps(qh);
-    __m256 a0 = _mm256_mul_ps(q0, _mm256_loadu_ps(k)), a1 = _mm256_mul_ps(q0, _mm256_loadu_ps(k + HD)),
-           a2 = _mm256_mul_ps(q0, _mm256_loadu_ps(k + 2 * HD)), a3 = _mm256_mul_ps(q0, _mm256_loadu_ps(k + 3 * HD));
-#pragma GCC unroll 16
-    for (int i = 1; i < HD / 8; i++) {
-        __m256 qi = _mm256_loadu_ps(qh + 8 * i);
-        a0 = _mm256_fmadd_ps(qi, _mm256_loadu_ps(k + 8 * i), a0);
-        a1 = _mm256_fmadd_ps(qi, _mm256_loadu_ps(k + HD + 8 * i), a1);
-        a2 = _mm256_fmadd_ps(qi, _mm256_loadu_ps(k + 2 * HD + 8 * i), a2);
-        a3 = _mm256_fmadd_ps(qi, _mm256_loadu_ps(k + 3 * HD + 8 * i), a3);
-    }
-    __m256 s = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
-    return _mm_mul_ps(_mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1)), _mm_set1_ps(scale));
-}
+/* ---- scores over block-transposed keys (attend_ht's layout, kern.h): kt[(t / 16)·16·HD + c·16 + t % 16] ----
+ * A block's dimension c is two vectors of 8 positions; a pair's score of a position is the chain of HD
+ * fused multiply-adds over c in order (its q[c] broadcast), times scale, in the position's own lane. Up to
+ * PAIRS2 pairs at a time: their 2 x PAIRS2 chains, two key vectors and a broadcast fill the 16 registers.
+ * Against scores four positions at a time by a horizontal reduction over plain key rows (one thread, Zen 5,
+ * 7 heads of 64, keys from cache): one row after 4096 positions 115 -> 99 us, 16 rows after 512 210 -> 190. */
+#define PAIRS2 6
 
-/* scores of positions [0, n) of head_dim HD (64, 96, 128) for the nq query heads qh[i] into att slices a[i];
- * with mx, also each head's running maximum (one row: every position is its own). A block of 8 key rows
- * is converted to fp32 once for all heads. */
-static inline __attribute__((always_inline)) void scores_h(const float *const *qh, float *const *a, int nq,
-                                                            const uint16_t *kc, int n, float scale, float *mx,
-                                                            const int HD)
+/* PG pairs' scores over the blocks from position ta (a multiple of 16) up to tb, the block of ta at kb; the
+ * pairs' queries transposed, qt[c·8 + p]; a pair stores only its own positions (np[p]) */
+static inline __attribute__((always_inline)) void scores_t2(const float *qt, const int *np, float *const *ap,
+                                                             const int PG, const uint16_t *kb, int ta, int tb,
+                                                             float scale, const int HD)
 {
-    float kbuf[8 * 128] __attribute__((aligned(32)));
-    for (int t0 = 0; t0 < n; t0 += 8) {
-        int nb = n - t0 >= 8 ? 8 : n - t0, nb4 = (nb + 3) & ~3;
-        const uint16_t *src = kc + (size_t)t0 * HD;
-        for (int i = 0; i < nb * HD / 8; i++) {
-            if (!(i & 3)) /* the key rows 4 KiB ahead (decode at long context streams them from DRAM) */
-                _mm_prefetch((const char *)(src + 8 * i) + 4096, _MM_HINT_T0);
-            _mm256_store_ps(kbuf + 8 * i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + 8 * i))));
-        }
-        for (int i = nb * HD / 8; i < nb4 * HD / 8; i++)
-            _mm256_store_ps(kbuf + 8 * i, _mm256_setzero_ps());
-        for (int h = 0; h < nq; h++) {
-            __m256 qv[8];
-            if (HD == 64)
+    const __m256 vs = _mm256_set1_ps(scale);
+    for (int t0 = ta; t0 < tb; t0 += 16) {
+        const uint16_t *b = kb + (size_t)(t0 - ta) * HD;
+        __m256 a[PAIRS2], e[PAIRS2];
 #pragma GCC unroll 8
-                for (int i = 0; i < 8; i++)
-                    qv[i] = _mm256_loadu_ps(qh[h] + 8 * i);
-            for (int j = 0; j < nb4; j += 4) {
-                __m128 d = score4_hd(qv, qh[h], kbuf + (size_t)j * HD, scale, HD);
-                if (j + 4 <= nb) {
-                    _mm_storeu_ps(a[h] + t0 + j, d);
-                    if (mx) {
-                        __m128 m = _mm_max_ps(d, _mm_movehl_ps(d, d));
-                        float dm = _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
-                        mx[h] = dm > mx[h] ? dm : mx[h];
-                    }
-                } else {
-                    float tmp[4];
-                    _mm_storeu_ps(tmp, d);
-                    memcpy(a[h] + t0 + j, tmp, (size_t)(nb - j) * sizeof(float));
-                    for (int i = 0; mx && i < nb - j; i++)
-                        mx[h] = tmp[i] > mx[h] ? tmp[i] : mx[h];
-                }
+        for (int p = 0; p < PG; p++)
+            a[p] = _mm256_setzero_ps(), e[p] = _mm256_setzero_ps();
+        for (int c = 0; c < HD; c++) {
+            if (!(c & 1)) /* the block 4 KiB ahead, a line per two dimensions */
+                _mm_prefetch((const char *)(b + c * 16) + 4096, _MM_HINT_T0);
+            __m256 k0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + c * 16)));
+            __m256 k1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + c * 16 + 8)));
+#pragma GCC unroll 8
+            for (int p = 0; p < PG; p++) {
+                __m256 qb = _mm256_broadcast_ss(qt + c * 8 + p);
+                a[p] = _mm256_fmadd_ps(qb, k0, a[p]);
+                e[p] = _mm256_fmadd_ps(qb, k1, e[p]);
+            }
+        }
+#pragma GCC unroll 8
+        for (int p = 0; p < PG; p++) {
+            int left = np[p] - t0;
+            if (left >= 16) {
+                _mm256_storeu_ps(ap[p] + t0, _mm256_mul_ps(a[p], vs));
+                _mm256_storeu_ps(ap[p] + t0 + 8, _mm256_mul_ps(e[p], vs));
+            } else if (left > 0) {
+                float tmp[16];
+                _mm256_storeu_ps(tmp, _mm256_mul_ps(a[p], vs));
+                _mm256_storeu_ps(tmp + 8, _mm256_mul_ps(e[p], vs));
+                memcpy(ap[p] + t0, tmp, (size_t)left * sizeof(float));
             }
         }
     }
 }
 
-#define SCORES_H(HD)                                                                                                   \
-    static void scores##HD##_h(const float *const *qh, float *const *a, int nq, const uint16_t *kc, int n,            \
-                               float scale, float *mx)                                                                 \
+typedef void (*scores2_fn)(const float *qt, const int *np, float *const *ap, const uint16_t *kb, int ta, int tb,
+                           float scale);
+#define SCORES_T2(PG, HD)                                                                                              \
+    static void scores_t2_##PG##_##HD(const float *qt, const int *np, float *const *ap, const uint16_t *kb, int ta,   \
+                                      int tb, float scale)                                                             \
     {                                                                                                                  \
-        scores_h(qh, a, nq, kc, n, scale, mx, HD);                                                                     \
+        scores_t2(qt, np, ap, PG, kb, ta, tb, scale, HD);                                                              \
     }
-SCORES_H(64) SCORES_H(96) SCORES_H(128)
+#define SCORES_T2_HD(HD)                                                                                               \
+    SCORES_T2(1, HD) SCORES_T2(2, HD) SCORES_T2(3, HD) SCORES_T2(4, HD) SCORES_T2(5, HD) SCORES_T2(6, HD)              \
+    static const scores2_fn scores2_hd##HD[PAIRS2 + 1] = {0,                 scores_t2_1_##HD, scores_t2_2_##HD,      \
+                                                          scores_t2_3_##HD, scores_t2_4_##HD, scores_t2_5_##HD,      \
+                                                          scores_t2_6_##HD};
+SCORES_T2_HD(64) SCORES_T2_HD(96) SCORES_T2_HD(128)
+
+/* scores of the nq pairs (query qh[i], np[i] positions, into a[i]) over transposed keys kt, or over the
+ * plain cache kc transposed into that order a chunk at a time (the same bits) */
+static void scores_blocked(const float *const *qh, const int *np, float *const *a, int nq, const uint16_t *kt,
+                           const uint16_t *kc, int nmax, int hd, float scale)
+{
+    const scores2_fn *fns = hd == 64 ? scores2_hd64 : hd == 96 ? scores2_hd96 : scores2_hd128;
+    float qt[(NQMAX + PAIRS2) / PAIRS2 * 128 * 8] __attribute__((aligned(32))); /* group i / PAIRS2 at qt + (i / PAIRS2)·hd·8 */
+    for (int i = 0; i < nq; i++)
+        for (int c = 0; c < hd; c++)
+            qt[(size_t)(i / PAIRS2) * hd * 8 + (size_t)c * 8 + i % PAIRS2] = qh[i][c];
+    const int chunk = 8192 / hd / 16 * 16; /* positions: 16 KiB of keys */
+    uint16_t buf[8192] __attribute__((aligned(32)));
+    for (int ta = 0; ta < nmax; ta += chunk) {
+        const uint16_t *kb = buf;
+        if (kt) {
+            kb = kt + (size_t)ta * hd;
+        } else { /* positions [ta, ta + n), the last block's rest zero */
+            int n = nmax - ta < chunk ? nmax - ta : chunk;
+            for (int t = 0; t < (n + 15) / 16 * 16; t++)
+                for (int c = 0; c < hd; c++)
+                    buf[(size_t)(t / 16) * 16 * hd + (size_t)c * 16 + t % 16] = t < n ? kc[(size_t)(ta + t) * hd + c] : 0;
+        }
+        for (int i = 0; i < nq; i += PAIRS2) {
+            int pg = nq - i < PAIRS2 ? nq - i : PAIRS2;
+            int tb = np[i + pg - 1] < ta + chunk ? np[i + pg - 1] : ta + chunk;
+            if (tb > ta)
+                fns[pg](qt + (size_t)(i / PAIRS2) * hd * 8, np + i, a + i, kb, ta, tb, scale);
+        }
+    }
+}
+
 
 /* max of a[0..n) (exact, so the order does not matter) */
 static float vmax(const float *a, int n)
@@ -315,35 +337,34 @@ static inline __attribute__((always_inline)) void wsum_chunk(float *out, const f
         _mm256_storeu_ps(out + 8 * i, o[i]);
 }
 
-void kern_attend_h_avx2(float *q, size_t qs, int rows, int g, const uint16_t *kc, const uint16_t *vc, int n0, int hd,
-                        float scale, float *att, size_t as)
+/* attend_h (kc, the plain cache) or attend_ht (kt, the transposed keys; hd one of KERN_ATTEND_HD's) */
+static void attend_t2(float *q, size_t qs, int rows, int g, const uint16_t *kt, const uint16_t *kc, const uint16_t *vc,
+                      int n0, int hd, float scale, float *att, size_t as)
 {
-    if (hd % 8 || hd > 256) {
-        kern_attend_h_ref(q, qs, rows, g, kc, vc, n0, hd, scale, att, as);
+    if (g > NQMAX) { /* more heads than a call takes: each row alone, in calls of NQMAX heads (the same bits) */
+        for (int r = 0; r < rows; r++)
+            for (int h0 = 0; h0 < g; h0 += NQMAX)
+                attend_t2(q + (size_t)r * qs + (size_t)h0 * hd, qs, 1, g - h0 < NQMAX ? g - h0 : NQMAX,
+                          kt, kc, vc, n0 + r, hd, scale, att, as);
         return;
     }
-    if (rows > 1 && rows * g > NQMAX) { /* in two calls: the same bits for every row */
+    if (rows * g > NQMAX) { /* in two calls: the same bits for every row */
         int r = rows / 2;
-        kern_attend_h_avx2(q, qs, r, g, kc, vc, n0, hd, scale, att, as);
-        kern_attend_h_avx2(q + (size_t)r * qs, qs, rows - r, g, kc, vc, n0 + r, hd, scale, att, as);
-        return;
-    }
-    if (g > NQMAX) {
-        kern_attend_h_ref(q, qs, rows, g, kc, vc, n0, hd, scale, att, as);
+        attend_t2(q, qs, r, g, kt, kc, vc, n0, hd, scale, att, as);
+        attend_t2(q + (size_t)r * qs, qs, rows - r, g, kt, kc, vc, n0 + r, hd, scale, att, as);
         return;
     }
     const int nq = rows * g, nmax = n0 + rows - 1, nv = hd / 8;
-    float inv[NQMAX], mx[NQMAX];
-    for (int i = 0; i < nq; i++)
-        mx[i] = -INFINITY;
+    float inv[NQMAX];
     /* scores of every (row, head) over the positions up to the last row's */
-    const int blocked = KERN_ATTEND_HD(hd); /* scores_h: key blocks converted once */
+    const int blocked = KERN_ATTEND_HD(hd);
     if (blocked) {
         const float *qh[NQMAX];
         float *a[NQMAX];
+        int np[NQMAX];
         for (int i = 0; i < nq; i++)
-            qh[i] = q + (size_t)(i / g) * qs + (size_t)(i % g) * hd, a[i] = att + (size_t)i * as;
-        (hd == 64 ? scores64_h : hd == 96 ? scores96_h : scores128_h)(qh, a, nq, kc, nmax, scale, rows == 1 ? mx : NULL);
+            qh[i] = q + (size_t)(i / g) * qs + (size_t)(i % g) * hd, a[i] = att + (size_t)i * as, np[i] = n0 + i / g;
+        scores_blocked(qh, np, a, nq, kt, kc, nmax, hd, scale);
     } else {
         for (int t = 0; t < nmax; t++)
             for (int i = 0; i < nq; i++)
@@ -353,7 +374,7 @@ void kern_attend_h_avx2(float *q, size_t qs, int rows, int g, const uint16_t *kc
     for (int i = 0; i < nq; i++) {
         float *w = att + (size_t)i * as;
         int n = n0 + i / g;
-        inv[i] = softmax_exp(w, n, rows == 1 && blocked ? mx[i] : vmax(w, n));
+        inv[i] = softmax_exp(w, n, vmax(w, n));
     }
     /* the weighted sums over q, a chunk of value rows at a time (they stay in L1 for every row and head) */
     const int ch = rows == 1 ? nmax : VCH / hd; /* one row: each head's values in one pass */
@@ -373,4 +394,20 @@ void kern_attend_h_avx2(float *q, size_t qs, int rows, int g, const uint16_t *kc
             }
         }
     }
+}
+
+void kern_attend_h_avx2(float *q, size_t qs, int rows, int g, const uint16_t *kc, const uint16_t *vc, int n0, int hd,
+                   float scale, float *att, size_t as)
+{
+    if (hd % 8 || hd > 256) {
+        kern_attend_h_ref(q, qs, rows, g, kc, vc, n0, hd, scale, att, as);
+        return;
+    }
+    attend_t2(q, qs, rows, g, NULL, kc, vc, n0, hd, scale, att, as);
+}
+
+void kern_attend_ht_avx2(float *q, size_t qs, int rows, int g, const uint16_t *kt, const uint16_t *vc, int n0, int hd,
+                    float scale, float *att, size_t as)
+{
+    attend_t2(q, qs, rows, g, kt, NULL, vc, n0, hd, scale, att, as);
 }

@@ -53,6 +53,7 @@ static const kern_isa rows[KERN_ISA_COUNT] = {
         .dequant = kern_dequant_rows_avx2,
         .attend = kern_attend_avx2,
         .attend_h = kern_attend_h_avx2,
+        .attend_ht = kern_attend_ht_avx2,
         .swiglu = kern_swiglu_avx2,
         .half = kern_half_avx2,
         .read = kern_read_avx2,

@@ -102,8 +102,8 @@ void kern_pool_for_prefetch(kern_pool *p, size_t n, size_t grain, size_t align, 
 /* ---- the ISA table (isa.c) ---- */
 enum kern_isa_id { KERN_ISA_REF = 0, KERN_ISA_AVX2 = 1, KERN_ISA_AVX512 = 2, KERN_ISA_AMX = 3, KERN_ISA_COUNT };
 typedef struct kern_job kern_job; /* one M-chunk of a matmul, X prepared (kern_int.h) */
-/* the head sizes the SIMD attention of the fp16 cache specialises (avx512 attend_h / attend_ht, avx2's blocked
- * scores); attend_ht takes only these */
+/* the head sizes the SIMD attention of the fp16 cache specialises (the avx2 and avx512 attend_h / attend_ht:
+ * scores over block-transposed keys); attend_ht takes only these */
 #define KERN_ATTEND_HD(hd) ((hd) == 64 || (hd) == 96 || (hd) == 128)
 typedef struct kern_isa {
     const char *name;  /* "ref", "avx2", "avx512", "amx": what OGAKIT_KERNEL and --kernel take */

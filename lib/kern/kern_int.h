@@ -109,8 +109,11 @@ void kern_b8_i16_amx(const kern_job *j, uint32_t rb0, uint32_t rb1);
 void kern_rm_band_vbmi(const ogk_qtensor *W, uint32_t band, uint8_t *codes, void *scales, uint8_t *zeros); /* kern_vbmi.c */
 void kern_attend_avx2(float *q, int g, const float *kc, const float *vc, int n, int hd, float scale, float *att,
                       size_t as);
+/* attend_h and attend_ht of the avx2 row (attend_ht: head_dim 64, 96 or 128) */
 void kern_attend_h_avx2(float *q, size_t qs, int rows, int g, const uint16_t *kc, const uint16_t *vc, int n0, int hd,
                         float scale, float *att, size_t as);
+void kern_attend_ht_avx2(float *q, size_t qs, int rows, int g, const uint16_t *kt, const uint16_t *vc, int n0, int hd,
+                         float scale, float *att, size_t as);
 void kern_swiglu_avx2(float *g, const float *up, size_t n);
 void kern_half_avx2(uint16_t *dst, const float *src, size_t n); /* F16C; the avx512 rows take it too */
 float kern_vmax_avx2(const float *x, size_t n);
@@ -121,7 +124,8 @@ void kern_swiglu_avx512(float *g, const float *up, size_t n);
 float kern_vmax_avx512(const float *x, size_t n);
 void kern_mark_ge_avx512(const float *x, size_t n, float thr, unsigned char *mark);
 /* attend_h and attend_ht of the avx512 and amx rows: one score kernel over block-transposed keys (attend_h
- * transposes its plain cache a chunk at a time), head_dim 64, 96 or 128; attend_h of other sizes: the avx2 code */
+ * transposes its plain cache a chunk at a time), head_dim 64, 96 or 128; attend_h of other sizes: the avx2 code
+ * (whose own rows of 64, 96 and 128 work the same way, 256 bits wide) */
 void kern_attend_h_avx512(float *q, size_t qs, int rows, int g, const uint16_t *kc, const uint16_t *vc, int n0, int hd,
                           float scale, float *att, size_t as);
 void kern_attend_ht_avx512(float *q, size_t qs, int rows, int g, const uint16_t *kt, const uint16_t *vc, int n0, int hd,
