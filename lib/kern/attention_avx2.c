@@ -210,7 +210,7 @@ void kern_attend_avx2(float *q, int g, const float *kc, const float *vc, int n, 
 #define PAIRS2 6
 
 /* PG pairs' scores over the blocks from position ta (a multiple of 16) up to tb, the block of ta at kb; the
- * pairs' queries transposed, qt[c·8 + p]; a pair stores only its own positions (np[p]) */
+ * pairs' queries transposed, qt[c·PAIRS2 + p]; a pair stores only its own positions (np[p]) */
 static inline __attribute__((always_inline)) void scores_t2(const float *qt, const int *np, float *const *ap,
                                                              const int PG, const uint16_t *kb, int ta, int tb,
                                                              float scale, const int HD)
@@ -229,7 +229,7 @@ static inline __attribute__((always_inline)) void scores_t2(const float *qt, con
             __m256 k1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + c * 16 + 8)));
 #pragma GCC unroll 8
             for (int p = 0; p < PG; p++) {
-                __m256 qb = _mm256_broadcast_ss(qt + c * 8 + p);
+                __m256 qb = _mm256_broadcast_ss(qt + c * PAIRS2 + p);
                 a[p] = _mm256_fmadd_ps(qb, k0, a[p]);
                 e[p] = _mm256_fmadd_ps(qb, k1, e[p]);
             }
@@ -271,10 +271,12 @@ static void scores_blocked(const float *const *qh, const int *np, float *const *
                            const uint16_t *kc, int nmax, int hd, float scale)
 {
     const scores2_fn *fns = hd == 64 ? scores2_hd64 : hd == 96 ? scores2_hd96 : scores2_hd128;
-    float qt[(NQMAX + PAIRS2) / PAIRS2 * 128 * 8] __attribute__((aligned(32))); /* group i / PAIRS2 at qt + (i / PAIRS2)·hd·8 */
+    /* group i / PAIRS2 at qt + (i / PAIRS2)·hd·PAIRS2: ceil(nq / PAIRS2)·PAIRS2·hd <= (nq + PAIRS2 - 1)·hd
+     * floats, nq·hd <= NQMAX·64 (attend_t2) and hd <= 128 */
+    float qt[NQMAX * 64 + (PAIRS2 - 1) * 128];
     for (int i = 0; i < nq; i++)
         for (int c = 0; c < hd; c++)
-            qt[(size_t)(i / PAIRS2) * hd * 8 + (size_t)c * 8 + i % PAIRS2] = qh[i][c];
+            qt[(size_t)(i / PAIRS2) * hd * PAIRS2 + (size_t)c * PAIRS2 + i % PAIRS2] = qh[i][c];
     const int chunk = 8192 / hd / 16 * 16; /* positions: 16 KiB of keys */
     uint16_t buf[8192] __attribute__((aligned(32)));
     for (int ta = 0; ta < nmax; ta += chunk) {
@@ -291,7 +293,7 @@ static void scores_blocked(const float *const *qh, const int *np, float *const *
             int pg = nq - i < PAIRS2 ? nq - i : PAIRS2;
             int tb = np[i + pg - 1] < ta + chunk ? np[i + pg - 1] : ta + chunk;
             if (tb > ta)
-                fns[pg](qt + (size_t)(i / PAIRS2) * hd * 8, np + i, a + i, kb, ta, tb, scale);
+                fns[pg](qt + (size_t)(i / PAIRS2) * hd * PAIRS2, np + i, a + i, kb, ta, tb, scale);
         }
     }
 }
@@ -341,14 +343,16 @@ static inline __attribute__((always_inline)) void wsum_chunk(float *out, const f
 static void attend_t2(float *q, size_t qs, int rows, int g, const uint16_t *kt, const uint16_t *kc, const uint16_t *vc,
                       int n0, int hd, float scale, float *att, size_t as)
 {
-    if (g > NQMAX) { /* more heads than a call takes: each row alone, in calls of NQMAX heads (the same bits) */
+    /* pairs per call: NQMAX, fewer for heads over 64 (the transposed queries within NQMAX x 64 floats) */
+    const int nqm = KERN_ATTEND_HD(hd) ? NQMAX * 64 / hd : NQMAX;
+    if (g > nqm) { /* more heads than a call takes: each row alone, in calls of nqm heads (the same bits) */
         for (int r = 0; r < rows; r++)
-            for (int h0 = 0; h0 < g; h0 += NQMAX)
-                attend_t2(q + (size_t)r * qs + (size_t)h0 * hd, qs, 1, g - h0 < NQMAX ? g - h0 : NQMAX,
+            for (int h0 = 0; h0 < g; h0 += nqm)
+                attend_t2(q + (size_t)r * qs + (size_t)h0 * hd, qs, 1, g - h0 < nqm ? g - h0 : nqm,
                           kt, kc, vc, n0 + r, hd, scale, att, as);
         return;
     }
-    if (rows * g > NQMAX) { /* in two calls: the same bits for every row */
+    if (rows * g > nqm) { /* in two calls: the same bits for every row */
         int r = rows / 2;
         attend_t2(q, qs, r, g, kt, kc, vc, n0, hd, scale, att, as);
         attend_t2(q + (size_t)r * qs, qs, rows - r, g, kt, kc, vc, n0 + r, hd, scale, att, as);
