@@ -283,11 +283,8 @@ static void scores_blocked(const float *const *qh, const int *np, float *const *
         const uint16_t *kb = buf;
         if (kt) {
             kb = kt + (size_t)ta * hd;
-        } else { /* positions [ta, ta + n), the last block's rest zero */
-            int n = nmax - ta < chunk ? nmax - ta : chunk;
-            for (int t = 0; t < (n + 15) / 16 * 16; t++)
-                for (int c = 0; c < hd; c++)
-                    buf[(size_t)(t / 16) * 16 * hd + (size_t)c * 16 + t % 16] = t < n ? kc[(size_t)(ta + t) * hd + c] : 0;
+        } else {
+            kern_keys_block16(kc, ta, nmax - ta < chunk ? nmax - ta : chunk, hd, buf);
         }
         for (int i = 0; i < nq; i += PAIRS2) {
             int pg = nq - i < PAIRS2 ? nq - i : PAIRS2;

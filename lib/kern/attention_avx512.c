@@ -342,6 +342,13 @@ static inline __attribute__((always_inline)) void softmax_wsum(float *const *out
  * 0.46 ms after 2048 positions. */
 #define PAIRS_T 16
 
+/* a block's 16 scores a · scale into dst, those of the pair's own positions (the first `left`) only */
+static inline __attribute__((always_inline)) void store_scores(float *dst, int left, __m512 a, __m512 vs)
+{
+    if (left > 0)
+        _mm512_mask_storeu_ps(dst, left < 16 ? (__mmask16)((1u << left) - 1) : (__mmask16)0xFFFF, _mm512_mul_ps(a, vs));
+}
+
 /* PG pairs' scores over the blocks from position ta (a multiple of 16) up to tb, the block of ta at kb; the
  * pairs' queries transposed, qt[c][16] (pair p's dimension c at qt[c·16 + p]: its broadcasts are one pointer
  * plus constants; with a pointer per pair the loop spent a third of its vector-port operations moving
@@ -376,14 +383,8 @@ static inline __attribute__((always_inline)) void scores_t(const float *qt, cons
             }
 #pragma GCC unroll 16
             for (int p = 0; p < PG; p++) {
-                int left = np[p] - t0;
-                if (left > 0)
-                    _mm512_mask_storeu_ps(ap[p] + t0, left < 16 ? (__mmask16)((1u << left) - 1) : (__mmask16)0xFFFF,
-                                          _mm512_mul_ps(a[p], vs));
-                if (left > 16)
-                    _mm512_mask_storeu_ps(ap[p] + t0 + 16,
-                                          left < 32 ? (__mmask16)((1u << (left - 16)) - 1) : (__mmask16)0xFFFF,
-                                          _mm512_mul_ps(e[p], vs));
+                store_scores(ap[p] + t0, np[p] - t0, a[p], vs);
+                store_scores(ap[p] + t0 + 16, np[p] - t0 - 16, e[p], vs);
             }
         }
     for (; t0 < tb; t0 += 16) {
@@ -401,12 +402,8 @@ static inline __attribute__((always_inline)) void scores_t(const float *qt, cons
                 a[p] = _mm512_fmadd_ps(_mm512_set1_ps(qt[c * 16 + p]), k, a[p]);
         }
 #pragma GCC unroll 16
-        for (int p = 0; p < PG; p++) {
-            int left = np[p] - t0;
-            if (left > 0)
-                _mm512_mask_storeu_ps(ap[p] + t0, left < 16 ? (__mmask16)((1u << left) - 1) : (__mmask16)0xFFFF,
-                                      _mm512_mul_ps(a[p], vs));
-        }
+        for (int p = 0; p < PG; p++)
+            store_scores(ap[p] + t0, np[p] - t0, a[p], vs);
     }
 }
 
@@ -467,11 +464,8 @@ static void attend_t(float *q, size_t qs, int rows, int g, const uint16_t *kt, c
         const uint16_t *kb = buf;
         if (kt) {
             kb = kt + (size_t)ta * hd;
-        } else { /* positions [ta, ta + n), the last block's rest zero */
-            int n = nmax - ta < chunk ? nmax - ta : chunk;
-            for (int t = 0; t < (n + 15) / 16 * 16; t++)
-                for (int c = 0; c < hd; c++)
-                    buf[(size_t)(t / 16) * 16 * hd + (size_t)c * 16 + t % 16] = t < n ? kc[(size_t)(ta + t) * hd + c] : 0;
+        } else {
+            kern_keys_block16(kc, ta, nmax - ta < chunk ? nmax - ta : chunk, hd, buf);
         }
         for (int i = 0; i < nq; i += PAIRS_T) {
             int pg = nq - i < PAIRS_T ? nq - i : PAIRS_T;

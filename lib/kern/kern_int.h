@@ -123,6 +123,16 @@ void kern_attend_avx512(float *q, int g, const float *kc, const float *vc, int n
 void kern_swiglu_avx512(float *g, const float *up, size_t n);
 float kern_vmax_avx512(const float *x, size_t n);
 void kern_mark_ge_avx512(const float *x, size_t n, float thr, unsigned char *mark);
+/* positions [ta, ta + n) of a plain fp16 key cache kc (head_dim hd) into buf in attend_ht's order (kern.h:
+ * blocks of 16 positions, a block's dimension c one run of 16), the last block's rest zero: how the avx2 and
+ * avx512 attend_h give attend_ht's bits from the plain cache, a chunk at a time */
+static inline void kern_keys_block16(const uint16_t *kc, int ta, int n, int hd, uint16_t *buf)
+{
+    for (int t = 0; t < (n + 15) / 16 * 16; t++)
+        for (int c = 0; c < hd; c++)
+            buf[(size_t)(t / 16) * 16 * hd + (size_t)c * 16 + t % 16] = t < n ? kc[(size_t)(ta + t) * hd + c] : 0;
+}
+
 /* attend_h and attend_ht of the avx512 and amx rows: one score kernel over block-transposed keys (attend_h
  * transposes its plain cache a chunk at a time), head_dim 64, 96 or 128; attend_h of other sizes: the avx2 code
  * (whose own rows of 64, 96 and 128 work the same way, 256 bits wide) */
