@@ -250,8 +250,6 @@ static inline __attribute__((always_inline)) void scores_t2(const float *qt, con
     }
 }
 
-typedef void (*scores2_fn)(const float *qt, const int *np, float *const *ap, const uint16_t *kb, int ta, int tb,
-                           float scale);
 #define SCORES_T2(PG, HD)                                                                                              \
     static void scores_t2_##PG##_##HD(const float *qt, const int *np, float *const *ap, const uint16_t *kb, int ta,   \
                                       int tb, float scale)                                                             \
@@ -260,9 +258,8 @@ typedef void (*scores2_fn)(const float *qt, const int *np, float *const *ap, con
     }
 #define SCORES_T2_HD(HD)                                                                                               \
     SCORES_T2(1, HD) SCORES_T2(2, HD) SCORES_T2(3, HD) SCORES_T2(4, HD) SCORES_T2(5, HD) SCORES_T2(6, HD)              \
-    static const scores2_fn scores2_hd##HD[PAIRS2 + 1] = {0,                 scores_t2_1_##HD, scores_t2_2_##HD,      \
-                                                          scores_t2_3_##HD, scores_t2_4_##HD, scores_t2_5_##HD,      \
-                                                          scores_t2_6_##HD};
+    static const kern_scores_fn scores2_hd##HD[PAIRS2 + 1] = {                                                       \
+        0, scores_t2_1_##HD, scores_t2_2_##HD, scores_t2_3_##HD, scores_t2_4_##HD, scores_t2_5_##HD, scores_t2_6_##HD};
 SCORES_T2_HD(64) SCORES_T2_HD(96) SCORES_T2_HD(128)
 
 /* scores of the nq pairs (query qh[i], np[i] positions, into a[i]) over transposed keys kt, or over the
@@ -270,29 +267,14 @@ SCORES_T2_HD(64) SCORES_T2_HD(96) SCORES_T2_HD(128)
 static void scores_blocked(const float *const *qh, const int *np, float *const *a, int nq, const uint16_t *kt,
                            const uint16_t *kc, int nmax, int hd, float scale)
 {
-    const scores2_fn *fns = hd == 64 ? scores2_hd64 : hd == 96 ? scores2_hd96 : scores2_hd128;
+    const kern_scores_fn *fns = hd == 64 ? scores2_hd64 : hd == 96 ? scores2_hd96 : scores2_hd128;
     /* group i / PAIRS2 at qt + (i / PAIRS2)·hd·PAIRS2: ceil(nq / PAIRS2)·PAIRS2·hd <= (nq + PAIRS2 - 1)·hd
      * floats, nq·hd <= NQMAX·64 (attend_t2) and hd <= 128 */
     float qt[NQMAX * 64 + (PAIRS2 - 1) * 128];
     for (int i = 0; i < nq; i++)
         for (int c = 0; c < hd; c++)
             qt[(size_t)(i / PAIRS2) * hd * PAIRS2 + (size_t)c * PAIRS2 + i % PAIRS2] = qh[i][c];
-    const int chunk = 8192 / hd / 16 * 16; /* positions: 16 KiB of keys */
-    uint16_t buf[8192] __attribute__((aligned(32)));
-    for (int ta = 0; ta < nmax; ta += chunk) {
-        const uint16_t *kb = buf;
-        if (kt) {
-            kb = kt + (size_t)ta * hd;
-        } else {
-            kern_keys_block16(kc, ta, nmax - ta < chunk ? nmax - ta : chunk, hd, buf);
-        }
-        for (int i = 0; i < nq; i += PAIRS2) {
-            int pg = nq - i < PAIRS2 ? nq - i : PAIRS2;
-            int tb = np[i + pg - 1] < ta + chunk ? np[i + pg - 1] : ta + chunk;
-            if (tb > ta)
-                fns[pg](qt + (size_t)(i / PAIRS2) * hd * PAIRS2, np + i, a + i, kb, ta, tb, scale);
-        }
-    }
+    kern_scores_chunks(fns, PAIRS2, qt, (size_t)hd * PAIRS2, np, a, nq, kt, kc, nmax, hd, scale);
 }
 
 

@@ -407,8 +407,6 @@ static inline __attribute__((always_inline)) void scores_t(const float *qt, cons
     }
 }
 
-typedef void (*scores_fn)(const float *qt, const int *np, float *const *ap, const uint16_t *kb, int ta, int tb,
-                          float scale);
 #define SCORES_T(PG, HD)                                                                                               \
     static void scores_t##PG##_##HD(const float *qt, const int *np, float *const *ap, const uint16_t *kb, int ta,     \
                                     int tb, float scale)                                                               \
@@ -419,7 +417,7 @@ typedef void (*scores_fn)(const float *qt, const int *np, float *const *ap, cons
     SCORES_T(1, HD) SCORES_T(2, HD) SCORES_T(3, HD) SCORES_T(4, HD) SCORES_T(5, HD) SCORES_T(6, HD) SCORES_T(7, HD)    \
     SCORES_T(8, HD) SCORES_T(9, HD) SCORES_T(10, HD) SCORES_T(11, HD) SCORES_T(12, HD) SCORES_T(13, HD)               \
     SCORES_T(14, HD) SCORES_T(15, HD) SCORES_T(16, HD)                                                                 \
-    static const scores_fn scores_hd##HD[PAIRS_T + 1] = {                                                              \
+    static const kern_scores_fn scores_hd##HD[PAIRS_T + 1] = {                                                         \
         0,              scores_t1_##HD,  scores_t2_##HD,  scores_t3_##HD,  scores_t4_##HD,  scores_t5_##HD,            \
         scores_t6_##HD, scores_t7_##HD,  scores_t8_##HD,  scores_t9_##HD,  scores_t10_##HD, scores_t11_##HD,           \
         scores_t12_##HD, scores_t13_##HD, scores_t14_##HD, scores_t15_##HD, scores_t16_##HD};                          \
@@ -434,7 +432,7 @@ SCORES_HD(64) SCORES_HD(96) SCORES_HD(128)
 static void attend_t(float *q, size_t qs, int rows, int g, const uint16_t *kt, const uint16_t *kc, const uint16_t *vc,
                      int n0, int hd, float scale, float *att, size_t as)
 {
-    const scores_fn *fns = hd == 64 ? scores_hd64 : hd == 96 ? scores_hd96 : scores_hd128;
+    const kern_scores_fn *fns = hd == 64 ? scores_hd64 : hd == 96 ? scores_hd96 : scores_hd128;
     const int NQ = nq_h(hd);
     if (g > NQ) { /* more heads than a call takes: each row alone, in calls of NQ heads */
         for (int r = 0; r < rows; r++)
@@ -458,22 +456,7 @@ static void attend_t(float *q, size_t qs, int rows, int g, const uint16_t *kt, c
     for (int i = 0; i < nq; i++)
         for (int c = 0; c < hd; c++)
             qt[(size_t)(i / 16) * hd * 16 + (size_t)c * 16 + i % 16] = outp[i][c];
-    const int chunk = 8192 / hd / 16 * 16; /* positions: 16 KiB of keys */
-    uint16_t buf[8192] __attribute__((aligned(64))); /* attend_h: a chunk of kc transposed */
-    for (int ta = 0; ta < nmax; ta += chunk) {
-        const uint16_t *kb = buf;
-        if (kt) {
-            kb = kt + (size_t)ta * hd;
-        } else {
-            kern_keys_block16(kc, ta, nmax - ta < chunk ? nmax - ta : chunk, hd, buf);
-        }
-        for (int i = 0; i < nq; i += PAIRS_T) {
-            int pg = nq - i < PAIRS_T ? nq - i : PAIRS_T;
-            int tb = np[i + pg - 1] < ta + chunk ? np[i + pg - 1] : ta + chunk;
-            if (tb > ta)
-                fns[pg](qt + (size_t)i * hd, np + i, ap + i, kb, ta, tb, scale);
-        }
-    }
+    kern_scores_chunks(fns, PAIRS_T, qt, (size_t)hd * PAIRS_T, np, ap, nq, kt, kc, nmax, hd, scale);
     (hd == 64 ? softmax_wsum64 : hd == 96 ? softmax_wsum96 : softmax_wsum128)(outp, np, nq, nmax, vc, att, as);
 }
 

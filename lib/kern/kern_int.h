@@ -133,6 +133,35 @@ static inline void kern_keys_block16(const uint16_t *kc, int ta, int n, int hd, 
             buf[(size_t)(t / 16) * 16 * hd + (size_t)c * 16 + t % 16] = t < n ? kc[(size_t)(ta + t) * hd + c] : 0;
 }
 
+/* scores of up to `group` (row, head) pairs over the block-transposed keys of positions [ta, tb) (the block of
+ * ta at kb): their transposed queries qt, positions np, score rows ap (an ISA file's scores kernel) */
+typedef void (*kern_scores_fn)(const float *qt, const int *np, float *const *ap, const uint16_t *kb, int ta, int tb,
+                               float scale);
+
+/* the scores of nq pairs (np grows with the pair) over positions [0, nmax): keys in chunks of 16 KiB (kt, or
+ * kc transposed by kern_keys_block16), the pairs in groups of `group` inside (fns[pg] for a group of pg;
+ * group i / group's queries at qt + (i / group)·qt_stride), so the keys are read once for every group */
+static inline void kern_scores_chunks(const kern_scores_fn *fns, int group, const float *qt, size_t qt_stride,
+                                      const int *np, float *const *ap, int nq, const uint16_t *kt, const uint16_t *kc,
+                                      int nmax, int hd, float scale)
+{
+    const int chunk = 8192 / hd / 16 * 16; /* positions: 16 KiB of keys */
+    uint16_t buf[8192] __attribute__((aligned(64))); /* attend_h: a chunk of kc transposed */
+    for (int ta = 0; ta < nmax; ta += chunk) {
+        const uint16_t *kb = buf;
+        if (kt)
+            kb = kt + (size_t)ta * hd;
+        else
+            kern_keys_block16(kc, ta, nmax - ta < chunk ? nmax - ta : chunk, hd, buf);
+        for (int i = 0; i < nq; i += group) {
+            int pg = nq - i < group ? nq - i : group;
+            int tb = np[i + pg - 1] < ta + chunk ? np[i + pg - 1] : ta + chunk;
+            if (tb > ta)
+                fns[pg](qt + (size_t)(i / group) * qt_stride, np + i, ap + i, kb, ta, tb, scale);
+        }
+    }
+}
+
 /* attend_h and attend_ht of the avx512 and amx rows: one score kernel over block-transposed keys (attend_h
  * transposes its plain cache a chunk at a time), head_dim 64, 96 or 128; attend_h of other sizes: the avx2 code
  * (whose own rows of 64, 96 and 128 work the same way, 256 bits wide) */
