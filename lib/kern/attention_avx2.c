@@ -380,7 +380,7 @@ static void attend_t2(float *q, size_t qs, int rows, int g, const uint16_t *kt, 
 }
 
 void kern_attend_h_avx2(float *q, size_t qs, int rows, int g, const uint16_t *kc, const uint16_t *vc, int n0, int hd,
-                   float scale, float *att, size_t as)
+                        float scale, float *att, size_t as)
 {
     if (hd % 8 || hd > 256) {
         kern_attend_h_ref(q, qs, rows, g, kc, vc, n0, hd, scale, att, as);
@@ -389,8 +389,9 @@ void kern_attend_h_avx2(float *q, size_t qs, int rows, int g, const uint16_t *kc
     attend_t2(q, qs, rows, g, NULL, kc, vc, n0, hd, scale, att, as);
 }
 
+/* hd is one of KERN_ATTEND_HD's sizes (model.c keeps the transposed keys only for those) */
 void kern_attend_ht_avx2(float *q, size_t qs, int rows, int g, const uint16_t *kt, const uint16_t *vc, int n0, int hd,
-                    float scale, float *att, size_t as)
+                         float scale, float *att, size_t as)
 {
     attend_t2(q, qs, rows, g, kt, NULL, vc, n0, hd, scale, att, as);
 }
