@@ -62,7 +62,7 @@ typedef struct model {
 /* Per-pass phase timings (OGAKIT_PROF=1 prints them). */
 typedef struct model_prof {
     double embed_ms, layers_ms, attn_ms, head_ms, sampling_ms; /* attn_ms: part of layers_ms */
-    double gemm_ms; /* the weight GEMMs' launches (kern_matmul), part of layers_ms and head_ms */
+    double gemm_ms; /* the layers' weight GEMM launches (matmul_pair), part of layers_ms (the classifier: head_ms) */
     int rows, launches;
     int head_cols; /* classifier columns the argmax head recomputed in 16-bit (0: it did not run) */
 } model_prof;
