@@ -339,8 +339,11 @@ static inline __attribute__((always_inline)) void softmax_wsum(float *const *out
  * chunks of 16 KiB outside, groups of PAIRS_T pairs inside, so the keys are read from memory once for all
  * groups. Measured on the Emerald Rapids machine (one thread, 16 rows x 7 heads of 64): faster than scores
  * with a pair per lane (the keys' rows broadcast, the score blocks transposed by gathers), 0.42 against
- * 0.46 ms after 2048 positions. */
-#define PAIRS_T 16
+ * 0.46 ms after 2048 positions. 12 pairs, two key blocks at a time (24 chains, every broadcast query element
+ * serving two FMAs), rather than 16 pairs over one block (a broadcast per FMA): on Zen 5, one thread, 7
+ * heads of 64, the whole call 3-5 % faster at 8 and 16 rows after 512 and 4096 positions (10 and 14 pairs
+ * were the same), the same bits. */
+#define PAIRS_T 12
 
 /* a block's 16 scores a · scale into dst, those of the pair's own positions (the first `left`) only */
 static inline __attribute__((always_inline)) void store_scores(float *dst, int left, __m512 a, __m512 vs)
@@ -350,7 +353,7 @@ static inline __attribute__((always_inline)) void store_scores(float *dst, int l
 }
 
 /* PG pairs' scores over the blocks from position ta (a multiple of 16) up to tb, the block of ta at kb; the
- * pairs' queries transposed, qt[c][16] (pair p's dimension c at qt[c·16 + p]: its broadcasts are one pointer
+ * pairs' queries transposed, qt[c][PAIRS_T] (pair p's dimension c at qt[c·PAIRS_T + p]: its broadcasts are one pointer
  * plus constants; with a pointer per pair the loop spent a third of its vector-port operations moving
  * pointers into registers) */
 static inline __attribute__((always_inline)) void scores_t(const float *qt, const int *np, float *const *ap,
@@ -359,37 +362,36 @@ static inline __attribute__((always_inline)) void scores_t(const float *qt, cons
 {
     const __m512 vs = _mm512_set1_ps(scale);
     int t0 = ta;
-    /* up to 8 pairs: two blocks at a time, each broadcast query element serving both and twice the chains
-     * in flight (a pair's chain alone waits on the fused multiply-add's latency): decode after 4096
-     * positions, 7 heads, 51 -> 49 us with the keys from DRAM, 47 -> 43 from cache. A dimension's line of the
-     * two blocks 8 KiB on is fetched with it (at 4 KiB, 50 us) */
-    if (PG <= 8)
-        for (; t0 + 16 < tb; t0 += 32) {
-            const uint16_t *b = kb + (size_t)(t0 - ta) * HD;
-            __m512 a[8], e[8];
+    /* two blocks at a time, each broadcast query element serving both and twice the chains in flight (a
+     * pair's chain alone waits on the fused multiply-add's latency): decode after 4096 positions, 7 heads,
+     * 51 -> 49 us with the keys from DRAM, 47 -> 43 from cache. A dimension's line of the two blocks 8 KiB
+     * on is fetched with it (at 4 KiB, 50 us) */
+    for (; t0 + 16 < tb; t0 += 32) {
+        const uint16_t *b = kb + (size_t)(t0 - ta) * HD;
+        __m512 a[PAIRS_T], e[PAIRS_T];
 #pragma GCC unroll 16
-            for (int p = 0; p < PG; p++)
-                a[p] = _mm512_setzero_ps(), e[p] = _mm512_setzero_ps();
-            for (int c = 0; c < HD; c++) {
-                _mm_prefetch((const char *)(b + c * 32) + 8192, _MM_HINT_T0);
-                __m512 k = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(b + c * 16)));
-                __m512 k2 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(b + 16 * HD + c * 16)));
-#pragma GCC unroll 16
-                for (int p = 0; p < PG; p++) {
-                    __m512 qb = _mm512_set1_ps(qt[c * 16 + p]);
-                    a[p] = _mm512_fmadd_ps(qb, k, a[p]);
-                    e[p] = _mm512_fmadd_ps(qb, k2, e[p]);
-                }
-            }
+        for (int p = 0; p < PG; p++)
+            a[p] = _mm512_setzero_ps(), e[p] = _mm512_setzero_ps();
+        for (int c = 0; c < HD; c++) {
+            _mm_prefetch((const char *)(b + c * 32) + 8192, _MM_HINT_T0);
+            __m512 k = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(b + c * 16)));
+            __m512 k2 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(b + 16 * HD + c * 16)));
 #pragma GCC unroll 16
             for (int p = 0; p < PG; p++) {
-                store_scores(ap[p] + t0, np[p] - t0, a[p], vs);
-                store_scores(ap[p] + t0 + 16, np[p] - t0 - 16, e[p], vs);
+                __m512 qb = _mm512_set1_ps(qt[c * PAIRS_T + p]);
+                a[p] = _mm512_fmadd_ps(qb, k, a[p]);
+                e[p] = _mm512_fmadd_ps(qb, k2, e[p]);
             }
         }
+#pragma GCC unroll 16
+        for (int p = 0; p < PG; p++) {
+            store_scores(ap[p] + t0, np[p] - t0, a[p], vs);
+            store_scores(ap[p] + t0 + 16, np[p] - t0 - 16, e[p], vs);
+        }
+    }
     for (; t0 < tb; t0 += 16) {
         const uint16_t *b = kb + (size_t)(t0 - ta) * HD;
-        __m512 a[PAIRS_T];
+        __m512 a[PAIRS_T]; /* the last block alone */
 #pragma GCC unroll 16
         for (int p = 0; p < PG; p++)
             a[p] = _mm512_setzero_ps();
@@ -399,7 +401,7 @@ static inline __attribute__((always_inline)) void scores_t(const float *qt, cons
             __m512 k = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(b + c * 16)));
 #pragma GCC unroll 16
             for (int p = 0; p < PG; p++)
-                a[p] = _mm512_fmadd_ps(_mm512_set1_ps(qt[c * 16 + p]), k, a[p]);
+                a[p] = _mm512_fmadd_ps(_mm512_set1_ps(qt[c * PAIRS_T + p]), k, a[p]);
         }
 #pragma GCC unroll 16
         for (int p = 0; p < PG; p++)
@@ -415,12 +417,11 @@ static inline __attribute__((always_inline)) void scores_t(const float *qt, cons
     }
 #define SCORES_HD(HD)                                                                                                  \
     SCORES_T(1, HD) SCORES_T(2, HD) SCORES_T(3, HD) SCORES_T(4, HD) SCORES_T(5, HD) SCORES_T(6, HD) SCORES_T(7, HD)    \
-    SCORES_T(8, HD) SCORES_T(9, HD) SCORES_T(10, HD) SCORES_T(11, HD) SCORES_T(12, HD) SCORES_T(13, HD)               \
-    SCORES_T(14, HD) SCORES_T(15, HD) SCORES_T(16, HD)                                                                 \
+    SCORES_T(8, HD) SCORES_T(9, HD) SCORES_T(10, HD) SCORES_T(11, HD) SCORES_T(12, HD)                                 \
     static const kern_scores_fn scores_hd##HD[PAIRS_T + 1] = {                                                         \
         0,              scores_t1_##HD,  scores_t2_##HD,  scores_t3_##HD,  scores_t4_##HD,  scores_t5_##HD,            \
         scores_t6_##HD, scores_t7_##HD,  scores_t8_##HD,  scores_t9_##HD,  scores_t10_##HD, scores_t11_##HD,           \
-        scores_t12_##HD, scores_t13_##HD, scores_t14_##HD, scores_t15_##HD, scores_t16_##HD};                          \
+        scores_t12_##HD};                                                                                              \
     static void softmax_wsum##HD(float *const *outp, const int *np, int nq, int nmax, const uint16_t *vc, float *att,  \
                                  size_t as)                                                                            \
     {                                                                                                                  \
@@ -452,10 +453,12 @@ static void attend_t(float *q, size_t qs, int rows, int g, const uint16_t *kt, c
     int np[NQ_H];
     for (int i = 0; i < nq; i++)
         outp[i] = q + (size_t)(i / g) * qs + (size_t)(i % g) * hd, np[i] = n0 + i / g, ap[i] = att + (size_t)i * as;
-    float qt[NQ_H * 64] __attribute__((aligned(64))); /* group i / 16's transposed queries at qt + i · hd */
+    /* group i / PAIRS_T's transposed queries at qt + (i / PAIRS_T) · hd · PAIRS_T: nq · hd <= NQ_H · 64 floats,
+     * plus the last group's unused lanes */
+    float qt[NQ_H * 64 + (PAIRS_T - 1) * HD_MAX] __attribute__((aligned(64)));
     for (int i = 0; i < nq; i++)
         for (int c = 0; c < hd; c++)
-            qt[(size_t)(i / 16) * hd * 16 + (size_t)c * 16 + i % 16] = outp[i][c];
+            qt[(size_t)(i / PAIRS_T) * hd * PAIRS_T + (size_t)c * PAIRS_T + i % PAIRS_T] = outp[i][c];
     kern_scores_chunks(fns, PAIRS_T, qt, (size_t)hd * PAIRS_T, np, ap, nq, kt, kc, nmax, hd, scale);
     (hd == 64 ? softmax_wsum64 : hd == 96 ? softmax_wsum96 : softmax_wsum128)(outp, np, nq, nmax, vc, att, as);
 }
