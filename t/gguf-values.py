@@ -20,6 +20,9 @@ from onnx import numpy_helper
 
 import gguf  # llama.cpp's gguf-py
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gguf_read  # noqa: E402  (gguf-py's reader over a plain array: t/gguf_read.py)
+
 here = os.path.dirname(os.path.abspath(__file__))
 spec = importlib.util.spec_from_file_location("oec", os.path.join(here, "oga-extract-check.py"))
 oec = importlib.util.module_from_spec(spec)
@@ -130,7 +133,7 @@ def main():
             want[b + "ffn_up.weight"] = role(L + "mlp.up")
         want[b + "ffn_down.weight"] = role(L + "mlp.down")
 
-    r = gguf.GGUFReader(path)
+    r = gguf_read.read(path)
     have = {t.name: t for t in r.tensors}
     if set(have) != set(want):
         fail("tensor names: GGUF only %s; pack only %s" % (sorted(set(have) - set(want))[:5],

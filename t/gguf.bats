@@ -122,15 +122,21 @@ exact() {
   [ -d "$TOP/.cache/llama/src/gguf-py" ] || skip "llama.cpp source (gguf-py) not fetched: tools/llama-cpp.sh"
   for f in qwen2 llama qwen3 phi3; do
     [ -e "$F/$f-cpu16.gguf" ] || q4nx-gguf -o "$F/$f-cpu16.gguf" "$F/$f-cpu16.q4nx"
-    PYTHONPATH="$TOP/.cache/llama/src/gguf-py" /usr/bin/python3 - "$F/$f-cpu16.gguf" > "$W/$f.meta" <<'EOF'
-import sys, gguf
-r = gguf.GGUFReader(sys.argv[1])
-for k, v in r.fields.items():
-    if k.startswith("GGUF.") or isinstance(v.contents(), list):
-        continue
-    print(k, v.contents())
-print("tensors", " ".join(t.name for t in r.tensors))
+  done
+  # one Python for the four files: GGUF in, $W/<family>.meta out (gguf-py's own parser, t/gguf_read.py)
+  PYTHONPATH="$TOP/.cache/llama/src/gguf-py:$TOP/t" /usr/bin/python3 - "$W" "$F" qwen2 llama qwen3 phi3 <<'EOF'
+import sys, gguf_read
+out, src = sys.argv[1], sys.argv[2]
+for f in sys.argv[3:]:
+    r = gguf_read.read("%s/%s-cpu16.gguf" % (src, f))
+    with open("%s/%s.meta" % (out, f), "w") as m:
+        for k, v in r.fields.items():
+            if k.startswith("GGUF.") or isinstance(v.contents(), list):
+                continue
+            print(k, v.contents(), file=m)
+        print("tensors", " ".join(t.name for t in r.tensors), file=m)
 EOF
+  for f in qwen2 llama qwen3 phi3; do
     grep -qx "general.architecture $f" "$W/$f.meta"
     grep -qx "$f.embedding_length 64" "$W/$f.meta"
     grep -qx "$f.block_count 2" "$W/$f.meta"

@@ -9,3 +9,10 @@ fixture() { "$TOP/tools/fixture.sh" "$@"; }
 # outside oracle (Python reading a file our program wrote, llama.cpp computing the same model) and that
 # runs none of our C that other tests do not run; the plain build runs it.
 skip_under_san() { [ "${OGAKIT_SAN:-0}" != 1 ] || skip "SAN=1: $1 (the plain build runs it)"; }
+# node: the reference side of the tests (onnxruntime's oracle, @huggingface's tokenizers and jinja, the
+# openai SDK) with glibc's malloc advising transparent huge pages: an oracle run's logits are hundreds of
+# MB, and their 4 KiB page faults took most of its time (one teacher pass over the gates' prompts at a
+# 150k vocabulary 8.5 -> 3.4 s). Only node runs so: ogakit's own programs run in the plain environment.
+node() {
+  GLIBC_TUNABLES=${GLIBC_TUNABLES:+$GLIBC_TUNABLES:}glibc.malloc.hugetlb=1 command node "$@"
+}

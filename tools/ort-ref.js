@@ -285,7 +285,8 @@ async function teacher(p, a, ids) {
   const rows = [];
   if (a.feed === 'prefill') {
     const r = await p.run(ids, p.emptyPast(), 0);
-    for (let s = 0; s < ids.length; s++) rows.push(Float32Array.from(rowOf(r.logits, p.vocab, s)));
+    // views of this run's own output (each run returns new arrays): no copy of [positions][V]
+    for (let s = 0; s < ids.length; s++) rows.push(rowOf(r.logits, p.vocab, s));
   } else {
     let past = p.emptyPast();
     for (let s = 0; s < ids.length; s++) {

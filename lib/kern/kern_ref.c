@@ -60,25 +60,56 @@ void kern_quant_row_i16(const float *x, uint32_t k, uint32_t block, int8_t *q1, 
     }
 }
 
+/* The integer modes' group sums are exact in any order: each product is a code (0..15) times an int16
+ * activation value (i8: q, |q| <= 127; i16: 254 * q1 + q2, |.| <= 32640), so a group of B <= 4096 sums
+ * below 15 * 32640 * 4096 < 2^31 in int32 (larger blocks sum in int64). The operands are int16 arrays so
+ * that the compiler can turn the loop into multiply-adds of pairs (pmaddwd); the bits are the same. */
+static int64_t group_dot(const int16_t *code, const int16_t *a, uint32_t n)
+{
+    if (n > 4096) {
+        int64_t s = 0;
+        for (uint32_t c = 0; c < n; c++)
+            s += (int64_t)code[c] * a[c];
+        return s;
+    }
+    int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    uint32_t c = 0;
+    for (; c + 4 <= n; c += 4) {
+        s0 += code[c] * a[c];
+        s1 += code[c + 1] * a[c + 1];
+        s2 += code[c + 2] * a[c + 2];
+        s3 += code[c + 3] * a[c + 3];
+    }
+    for (; c < n; c++)
+        s0 += code[c] * a[c];
+    return (int64_t)s0 + s1 + s2 + s3;
+}
+
 void kern_ref_rows(const ogk_qtensor *W, const float *X, int M, float *Y, int mode, uint32_t n0, uint32_t n1)
 {
     uint32_t K = W->k, B = W->block, kb = W->k_blocks, N = W->n;
     size_t kp = (size_t)kb * B;
+    int integer = mode == KERN_I8 || mode == KERN_I16;
     double *w = malloc(K * sizeof *w);
-    int32_t *code = malloc(K * sizeof *code);
+    int16_t *code = malloc(K * sizeof *code);
     double *sc = malloc(kb * sizeof *sc);
     int32_t *zp = malloc(kb * sizeof *zp);
     int8_t *q = malloc(kp * (size_t)M), *q2 = malloc(kp * (size_t)M);
+    int16_t *a = malloc(kp * (size_t)M * sizeof *a);
     float *d = malloc((size_t)kb * M * sizeof *d);
     int32_t *qs = malloc((size_t)kb * M * sizeof *qs);
-    if (!w || !code || !sc || !zp || !q || !q2 || !d || !qs)
+    if (!w || !code || !sc || !zp || !q || !q2 || !a || !d || !qs)
         abort();
-    for (int m = 0; m < M; m++)
+    for (int m = 0; m < M; m++) {
         if (mode == KERN_I8)
             kern_quant_row_i8(X + (size_t)m * K, K, B, q + m * kp, d + (size_t)m * kb, qs + (size_t)m * kb);
         else if (mode == KERN_I16)
             kern_quant_row_i16(X + (size_t)m * K, K, B, q + m * kp, q2 + m * kp, d + (size_t)m * kb,
                                qs + (size_t)m * kb);
+        if (integer) /* the activation value each code multiplies */
+            for (uint32_t c = 0; c < K; c++)
+                a[m * kp + c] = (int16_t)(mode == KERN_I16 ? 254 * q[m * kp + c] + q2[m * kp + c] : q[m * kp + c]);
+    }
     for (uint32_t n = n0; n < n1 && n < N; n++) {
         for (uint32_t g = 0; g < kb; g++) {
             sc[g] = ogk_q4_scale(W, n, g);
@@ -87,29 +118,37 @@ void kern_ref_rows(const ogk_qtensor *W, const float *X, int M, float *Y, int mo
         for (uint32_t c = 0; c < K; c++) {
             code[c] = ogk_q4_code(W, n, c);
             /* W[n,k] = (float)(code - zp) * (float)scale, as MatMulNBits defines it */
-            w[c] = (double)((float)(code[c] - zp[c / B]) * (float)sc[c / B]);
+            if (!integer)
+                w[c] = (double)((float)(code[c] - zp[c / B]) * (float)sc[c / B]);
         }
         for (int m = 0; m < M; m++) {
             const float *x = X + (size_t)m * K;
             double acc = 0.0;
-            if (mode == KERN_I8 || mode == KERN_I16) {
-                const int8_t *qm = q + m * kp, *qm2 = q2 + m * kp;
+            if (integer) {
+                const int16_t *am = a + m * kp;
                 for (uint32_t g = 0; g < kb; g++) {
-                    int64_t s = 0;
                     uint32_t c1 = (g + 1) * B < K ? (g + 1) * B : K;
-                    for (uint32_t c = g * B; c < c1; c++)
-                        s += (int64_t)code[c] * (mode == KERN_I16 ? 254 * qm[c] + qm2[c] : qm[c]);
+                    int64_t s = group_dot(code + g * B, am + g * B, c1 - g * B);
                     s -= (int64_t)zp[g] * qs[(size_t)m * kb + g];
                     acc += sc[g] * (double)d[(size_t)m * kb + g] * (double)s;
                 }
-            } else {
-                for (uint32_t c = 0; c < K; c++)
-                    acc += w[c] * (double)x[c];
+            } else { /* four partial sums: the adds' latency, not their count, bound one chain */
+                double a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+                uint32_t c = 0;
+                for (; c + 4 <= K; c += 4) {
+                    a0 += w[c] * (double)x[c];
+                    a1 += w[c + 1] * (double)x[c + 1];
+                    a2 += w[c + 2] * (double)x[c + 2];
+                    a3 += w[c + 3] * (double)x[c + 3];
+                }
+                for (; c < K; c++)
+                    a0 += w[c] * (double)x[c];
+                acc = (a0 + a1) + (a2 + a3);
             }
             Y[(size_t)m * N + n] = (float)acc;
         }
     }
-    free(w), free(code), free(sc), free(zp), free(q), free(q2), free(d), free(qs);
+    free(w), free(code), free(sc), free(zp), free(q), free(q2), free(a), free(d), free(qs);
 }
 
 double kern_ref_bound(const ogk_qtensor *W, const float *x, uint32_t n, int mode)
