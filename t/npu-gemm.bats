@@ -90,6 +90,15 @@ teardown() { rm -rf "$tmp"; }
   [ "$status" -eq 2 ]
 }
 
+@test "--model-pass --probe-mb: a probe buffer of every size (1 MB came from malloc unaligned and was refused as out of memory)" {
+  local mb
+  for mb in 1 3 8; do
+    run npu-gemm --model-pass --shapes "64x96*3" --reps 2 --check-rows 0 --probe-mb "$mb"
+    [ "$status" -eq 0 ] || { echo "--probe-mb $mb: $output"; return 1; }
+    echo "$output" | jq -e --argjson mb "$mb" '.probe_MB == $mb and .dram_read_GBps > 0'
+  done
+}
+
 @test "--list-devices: the CPU with its measured read bandwidth, no NPU here" {
   OGAKIT_ACCEL_DIR="$tmp" run npu-gemm --list-devices --bw-mb 64 -t 1
   [ "$status" -eq 0 ]

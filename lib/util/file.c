@@ -163,8 +163,8 @@ void ogk_map_close(ogk_map *m)
 void *ogk_big_alloc(size_t n)
 {
     const size_t huge = (size_t)2 << 20;
-    if (n < huge)
-        return malloc(n ? n : 1);
+    if (n < huge) /* page-aligned, as the 2 MiB path is (malloc's large blocks start 16 bytes into a page) */
+        return aligned_alloc(4096, n ? (n + 4095) & ~(size_t)4095 : 4096);
     void *p = NULL;
     size_t rounded = (n + huge - 1) / huge * huge;
     if (posix_memalign(&p, huge, rounded) != 0)
