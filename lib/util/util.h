@@ -64,8 +64,9 @@ int ogk_map_auto(ogk_map *m, const char *path, ogk_error *e);
  * cache holds the file as well, until it is reclaimed). */
 int ogk_map_load_wanted(uint64_t size);
 void ogk_map_close(ogk_map *m);
-/* A large scratch buffer (free() it): 2 MiB aligned and, from 2 MiB up, asked to be backed by
- * transparent huge pages, so streaming tools do not spend their time in page faults. NULL on failure. */
+/* A large scratch buffer (free() it): page-aligned and, from 2 MiB up, 2 MiB aligned and asked to be
+ * backed by transparent huge pages, so streaming tools do not spend their time in page faults. NULL on
+ * failure. */
 void *ogk_big_alloc(size_t n);
 /* calloc, with the 2 MiB pages inside the block advised to be transparent huge pages (a large calloc is a
  * fresh mapping, zero and untouched: its pages come huge as they are first touched, so the resident size
