@@ -52,6 +52,7 @@ MODS_UNIT_model  = model mdesc tok kern q4nx util
 MODS_UNIT_mdesc  = mdesc tok util
 MODS_UNIT_pack   = pack mdesc tok onnx util
 MODS_UNIT_app    = app model mdesc tok kern q4nx util
+MODS_UNIT_serve  = serve tok util
 
 # external libraries: each module's, and a program's own (LIBS_<prog>); a program links the union of
 # its modules' and its own, so nothing links a library it does not use

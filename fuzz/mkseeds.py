@@ -16,13 +16,14 @@ usage: fuzz/mkseeds.py OUTDIR BUILD
   OUTDIR/mdesc        the model frame's "model" object of their OGAX streams
   OUTDIR/spec_recording  spec-replay record of the first tiny fixture (its default prompts, 8 tokens)
   OUTDIR/ids          token-ids files (JSON arrays, whitespace, edge values)
+  OUTDIR/serve_tools  answers of a model asked with tools (<tool_call> blocks, bare JSON calls, text)
 BUILD is a normal build dir with bin/oga-extract and bin/q4nx-pack."""
 import glob, json, os, struct, subprocess, sys
 
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 out, build = sys.argv[1], sys.argv[2]
 for t in ("pack_onnx", "ogax_reader", "q4nx_open", "tok_json", "jinja", "serve_req", "chat_render", "pack_config",
-          "mdesc", "spec_recording", "ids"):
+          "mdesc", "spec_recording", "ids", "serve_tools"):
     os.makedirs(os.path.join(out, t), exist_ok=True)
 
 def put(target, name, data):
@@ -190,8 +191,25 @@ bodies = [
     (1, {"messages": [{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}],
          "model": "m", "stop": "END"}),
 ]
+tools = [{"type": "function", "function": {"name": "get_weather", "description": "d",
+                                           "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]
+bodies += [
+    (1, {"messages": [{"role": "user", "content": "w?"},
+                      {"role": "assistant", "content": None, "tool_calls": [
+                          {"id": "call_1", "type": "function",
+                           "function": {"name": "get_weather", "arguments": "{\"city\":\"Oslo\"}"}}]},
+                      {"role": "tool", "tool_call_id": "call_1", "name": "get_weather", "content": "-3"}],
+         "tools": tools, "tool_choice": "auto", "parallel_tool_calls": True}),
+    (1, {"messages": [{"role": "user", "content": "w?"}], "tools": tools, "tool_choice": "none"}),
+]
 for i, (kind, b) in enumerate(bodies):
     put("serve_req", "seed%d" % i, bytes([kind]) + json.dumps(b).encode())
+# serve_tools: answers of a model asked with tools
+for i, t in enumerate(["<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>",
+                       "Let me see.\n\n<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>\n<tool_call>{\"name\": \"f\"}",
+                       "<|python_tag|>{\"name\": \"f\", \"parameters\": {\"a\": [1, {\"b\": null}]}}; {\"name\": \"get_weather\"}",
+                       "[{\"name\": \"f\", \"arguments\": \"{}\"}]", "plain text <tool_ and more", "  {\"x\": 1}"]):
+    put("serve_tools", "answer%d.txt" % i, t)
 for t in sorted(os.listdir(out)):
     files = glob.glob(os.path.join(out, t, "*"))
     print("%-12s %3d seeds, largest %d bytes" % (t, len(files), max((os.path.getsize(f) for f in files), default=0)))

@@ -32,10 +32,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         json_array_foreach(r.messages, i, m)
         {
             FUZZ_CHECK(json_is_string(json_object_get(m, "role")) && json_is_string(json_object_get(m, "content")));
+            const json_t *calls = json_object_get(m, "tool_calls"), *c;
+            size_t k;
+            FUZZ_CHECK(!calls || json_is_array(calls));
+            json_array_foreach(calls, k, c)
+            {
+                const json_t *f = json_object_get(c, "function");
+                FUZZ_CHECK(json_is_string(json_object_get(f, "name")) && json_object_get(f, "arguments"));
+            }
         }
+        /* tools: a non-empty list of named functions (none with tool_choice "none") */
+        FUZZ_CHECK(!r.tools || (json_is_array(r.tools) && json_array_size(r.tools) > 0 && json_array_size(r.tools) <= 128 &&
+                                !r.tools_off));
+        json_array_foreach(r.tools, i, m)
+            FUZZ_CHECK(json_string_length(json_object_get(json_object_get(m, "function"), "name")) > 0);
         FUZZ_CHECK(!r.prompt && !r.prompt_ids && !r.echo);
     } else {
-        FUZZ_CHECK(!r.messages && (!!r.prompt + !!r.prompt_ids) == 1);
+        FUZZ_CHECK(!r.messages && !r.tools && (!!r.prompt + !!r.prompt_ids) == 1);
         for (int i = 0; i < r.n_prompt_ids; i++)
             FUZZ_CHECK(r.prompt_ids[i] >= 0);
         FUZZ_CHECK(!(r.echo && r.logprobs >= 0));

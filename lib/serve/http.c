@@ -271,6 +271,8 @@ static int *prompt_ids(server *srv, const serve_req *r, int *n, serve_err *err)
     if (r->kind == REQ_CHAT) {
         /* the template writes the special tokens itself (as apply_chat_template does) */
         json_t *vars = json_pack("{s:O,s:b}", "messages", r->messages, "add_generation_prompt", 1);
+        if (r->tools)
+            json_object_set(vars, "tools", r->tools);
         const json_t *tmpl = json_object_get(q4nx_model(m->file), "chat_template");
         text = json_is_string(tmpl) && !tok_chat_template(srv->t)
                    ? tok_jinja_render(json_string_value(tmpl), vars, &len, &e)
@@ -451,6 +453,8 @@ typedef struct stream {
     size_t pend_len, pend_off;
     char *echo;
     size_t echo_len;
+    json_t *calls; /* with tools: the answer's tool calls, once it is complete */
+    int calls_sent;
 } stream;
 
 static json_t *chunk_base(stream *st, json_t *choice)
@@ -498,12 +502,37 @@ static int next_event(stream *st)
     }
     st->stage = 1;
     int lp = st->r.logprobs >= 0;
-    if (job_wait(j, st->fd, st->text_sent, lp ? st->toks_sent : -1))
-        return -1;
+    const json_t *tools = st->r.tools;
+    /* with tools, text that may open a tool call is held back (and the tokens with it) until it is known */
+    size_t seen = st->text_sent;
+    for (;;) {
+        if (job_wait(j, st->fd, seen, lp && !tools ? st->toks_sent : -1))
+            return -1;
+        if (!tools)
+            break;
+        pthread_mutex_lock(&j->mu);
+        int done = j->done;
+        seen = j->text_len;
+        size_t rel = serve_tools_hold(j->text ? j->text : "", seen);
+        pthread_mutex_unlock(&j->mu);
+        if (done || rel > st->text_sent)
+            break;
+    }
     pthread_mutex_lock(&j->mu);
-    int failed = j->failed, n_ids = j->n_ids;
-    size_t tl = j->text_len;
-    json_t *text = jstr(j->text + st->text_sent, tl - st->text_sent);
+    int failed = j->failed, n_ids = j->n_ids, done = j->done;
+    size_t tl = j->text_len, rel = tl;
+    if (tools && !failed) {
+        size_t clen = tl;
+        if (!done)
+            rel = serve_tools_hold(j->text ? j->text : "", tl);
+        else if (!st->calls && serve_tools_extract(j->text ? j->text : "", tl, tools, &clen, &st->calls))
+            rel = clen;
+        else if (st->calls)
+            rel = st->text_sent; /* the calls' own text is never content */
+        if (rel < st->text_sent)
+            rel = st->text_sent;
+    }
+    json_t *text = jstr(j->text + st->text_sent, rel - st->text_sent);
     tok_slice sl;
     int oom = slice_copy(j, st->toks_sent, n_ids, &sl); /* the tokens since the last event */
     pthread_mutex_unlock(&j->mu);
@@ -520,7 +549,7 @@ static int next_event(stream *st)
         return 1;
     }
     /* with logprobs, every event carries the tokens since the last one; otherwise only new text counts */
-    if (tl > st->text_sent || (lp && n_ids > st->toks_sent)) {
+    if (rel > st->text_sent || (lp && n_ids > st->toks_sent && (!tools || (done && !st->calls)))) {
         json_t *lpj = lp ? logprobs_json(st->srv, &sl, st->r.kind, &st->offset) : json_null();
         json_t *choice = st->r.kind == REQ_CHAT
                              ? json_pack("{s:i,s:{s:o},s:o,s:n}", "index", 0, "delta", "content", text, "logprobs",
@@ -530,15 +559,30 @@ static int next_event(stream *st)
         if (st->r.return_tokens)
             json_object_set_new(choice, "tokens", ids_json(sl.ids, sl.n));
         slice_free(&sl);
-        st->text_sent = tl, st->toks_sent = n_ids;
+        st->text_sent = rel, st->toks_sent = n_ids;
         set_pending(st, chunk_base(st, choice));
         return 1;
     }
     json_decref(text);
     slice_free(&sl); /* the job is done: its arrays no longer change */
+    if (st->calls && !st->calls_sent) { /* all the calls in one delta, each with its index */
+        json_t *d = json_array();
+        size_t k;
+        json_t *c;
+        json_array_foreach(st->calls, k, c)
+        {
+            json_t *e = json_deep_copy(c);
+            json_object_set_new(e, "index", json_integer((json_int_t)k));
+            json_array_append_new(d, e);
+        }
+        st->calls_sent = 1;
+        set_pending(st, chunk_base(st, json_pack("{s:i,s:{s:o},s:n,s:n}", "index", 0, "delta", "tool_calls", d,
+                                                 "logprobs", "finish_reason")));
+        return 1;
+    }
     /* done, everything sent: the final chunk with the finish reason, usage and timings */
     json_t *choice = st->r.kind == REQ_CHAT ? json_pack("{s:i,s:{},s:n,s:s}", "index", 0, "delta", "logprobs",
-                                                        "finish_reason", j->finish)
+                                                        "finish_reason", st->calls ? "tool_calls" : j->finish)
                                             : json_pack("{s:s,s:i,s:n,s:s}", "text", "", "index", 0, "logprobs",
                                                         "finish_reason", j->finish);
     if (st->r.return_tokens)
@@ -576,6 +620,7 @@ static void stream_free(void *cls)
     serve_sched_wake(&st->srv->S);
     serve_job_unref(st->j);
     serve_req_free(&st->r);
+    json_decref(st->calls);
     free(st->pend), free(st->echo);
     free(st);
 }
@@ -726,11 +771,19 @@ static enum MHD_Result completion(server *srv, struct MHD_Connection *c, conn *c
     }
     json_t *lp = r.logprobs >= 0 ? logprobs_json(srv, &sl, kind, &off) : json_null();
     slice_free(&sl);
+    json_t *calls = NULL;
+    size_t content_len;
+    if (r.tools && serve_tools_extract(j->text ? j->text : "", j->text_len, r.tools, &content_len, &calls)) {
+        json_decref(text);
+        text = content_len ? jstr(j->text, content_len) : json_null();
+    }
     json_t *choice = kind == REQ_CHAT ? json_pack("{s:i,s:{s:s,s:o},s:o,s:s}", "index", 0, "message", "role",
                                                   "assistant", "content", text, "logprobs", lp, "finish_reason",
-                                                  j->finish)
+                                                  calls ? "tool_calls" : j->finish)
                                       : json_pack("{s:o,s:i,s:o,s:s}", "text", text, "index", 0, "logprobs", lp,
                                                   "finish_reason", j->finish);
+    if (calls)
+        json_object_set_new(json_object_get(choice, "message"), "tool_calls", calls);
     if (r.return_tokens)
         json_object_set_new(choice, "tokens", ids_json(j->ids, j->n_ids));
     json_t *out = json_pack("{s:s,s:s,s:I,s:s,s:[o],s:o,s:o}", "id", id, "object",

@@ -1,7 +1,8 @@
 /* Request bodies of /v1/completions and /v1/chat/completions: JSON into a serve_req, every field
  * checked for type and range, anything wrong a named 4xx in OpenAI's error shape. Unknown fields are
  * ignored (as OpenAI-compatible servers do: clients send fields for other servers); known OpenAI fields
- * this server does not implement (tools, JSON mode, penalties, ...) are refused unless empty or neutral. */
+ * this server does not implement (JSON mode, penalties, forced tool calls, ...) are refused unless empty or
+ * neutral. Tools (chat only) are checked in tools.c. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <stdarg.h>
@@ -165,8 +166,23 @@ static int parse_messages(serve_req *r, const json_t *msgs, serve_err *err)
         if (!c)
             return -1;
         /* developer is OpenAI's newer name for system; templates know system */
-        json_array_append_new(r->messages, json_pack("{s:s,s:o}", "role", strcmp(rs, "developer") ? rs : "system",
-                                                     "content", c));
+        json_t *nm = json_pack("{s:s,s:o}", "role", strcmp(rs, "developer") ? rs : "system", "content", c);
+        json_array_append_new(r->messages, nm);
+        const json_t *v;
+        if (!strcmp(rs, "assistant") && (v = field(m, "tool_calls"))) {
+            json_t *calls = serve_tool_calls_norm(v, i, err);
+            if (!calls)
+                return -1;
+            json_object_set_new(nm, "tool_calls", calls);
+        }
+        if (!strcmp(rs, "tool"))
+            for (int k = 0; k < 2; k++) { /* which call this answers, as templates may print it */
+                const char *key = k ? "name" : "tool_call_id";
+                if ((v = field(m, key)) && !json_is_string(v))
+                    return BAD("messages", "messages[%zu].%s must be a string", i, key);
+                if (v)
+                    json_object_set(nm, key, (json_t *)v);
+            }
     }
     return 0;
 }
@@ -208,7 +224,7 @@ static int parse_prompt(serve_req *r, const json_t *p, serve_err *err)
  * client would otherwise get an answer that silently ignores them), accepted when empty or neutral */
 static int refuse_unsupported(const json_t *j, serve_err *err)
 {
-    static const char *const lists[] = {"tools", "functions", "logit_bias"};
+    static const char *const lists[] = {"functions", "logit_bias"};
     for (size_t i = 0; i < sizeof lists / sizeof *lists; i++) {
         const json_t *v = field(j, lists[i]);
         if (v && !(json_is_array(v) && !json_array_size(v)) && !(json_is_object(v) && !json_object_size(v)))
@@ -255,9 +271,18 @@ int serve_req_parse(const char *body, size_t len, int kind, serve_req *r, serve_
         }
         r->model = strdup(json_string_value(v));
     }
-    if (kind == REQ_CHAT ? parse_messages(r, json_object_get(j, "messages"), err)
+    if (kind == REQ_CHAT ? parse_messages(r, json_object_get(j, "messages"), err) ||
+                               serve_tools_parse(r, field(j, "tools"), field(j, "tool_choice"), err)
                          : parse_prompt(r, field(j, "prompt"), err))
         goto out;
+    if (kind != REQ_CHAT && (v = field(j, "tools")) && !(json_is_array(v) && !json_array_size(v))) {
+        serve_err_set(err, 400, "tools", "unsupported_parameter", "'tools' needs /v1/chat/completions");
+        goto out;
+    }
+    if ((v = field(j, "parallel_tool_calls")) && !json_is_boolean(v)) {
+        BADTYPE("parallel_tool_calls", "a boolean");
+        goto out;
+    }
     long long x = 0;
     /* max_tokens (completions and chat) or its newer chat name */
     const char *mt = kind == REQ_CHAT && field(j, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
@@ -334,6 +359,7 @@ void serve_req_free(serve_req *r)
 {
     free(r->model), free(r->prompt), free(r->prompt_ids);
     json_decref(r->messages);
+    json_decref(r->tools);
     for (int i = 0; i < r->n_stops; i++)
         free(r->stops[i]);
     memset(r, 0, sizeof *r);

@@ -43,10 +43,23 @@ typedef struct serve_req {
     int echo;
     int return_tokens;
     int ignore_eos;
+    json_t *tools;              /* chat: the tools the model may call (NULL: none, or tool_choice "none") */
+    int tools_off;              /* tool_choice "none" */
 } serve_req;
 /* Parse and validate a request body. 0, or -1 with err filled (a 4xx). */
 int serve_req_parse(const char *body, size_t len, int kind, serve_req *r, serve_err *err);
 void serve_req_free(serve_req *r);
+
+/* ---- tool calls (tools.c) ---- */
+/* "tools" and "tool_choice" of a chat request into r->tools / r->tools_off. 0, or -1 with err filled. */
+int serve_tools_parse(serve_req *r, const json_t *tools, const json_t *choice, serve_err *err);
+/* messages[i].tool_calls checked and normalised for templates (arguments as objects); NULL with err filled */
+json_t *serve_tool_calls_norm(const json_t *calls, size_t i, serve_err *err);
+/* bytes at the start of an answer so far that are plain text whatever follows (streaming holds the rest) */
+size_t serve_tools_hold(const char *s, size_t n);
+/* the answer's tool calls: their count (0: none, the whole text is content), *calls OpenAI's tool_calls
+ * array and *content_len the length of the text before them */
+int serve_tools_extract(const char *s, size_t n, const json_t *tools, size_t *content_len, json_t **calls);
 
 /* ---- a request in flight, shared by its HTTP thread and the scheduler ---- */
 typedef struct serve_job {
