@@ -510,14 +510,14 @@ both_finish() {
   [ "$(echo "$BODY" | jq -r .timings.cache_n)" = 0 ]
 }
 
-@test "serve: the npm openai SDK, unmodified: models, completions, chat, streaming chat, logprobs, a 404" {
+@test "serve: the npm openai SDK, unmodified: models, completions, chat, streaming chat, logprobs, tools, a 404" {
   start_server
   jq -n --arg c "$(run_text -n 24 -p "def fibonacci(n):")" --arg h "$(run_text --chat -n 24 -p "What is a list?")" \
     '{completion: $c, chat: $h}' >"$BATS_TEST_TMPDIR/want.json"
   run timeout 120 node "$TOP/t/serve-sdk.mjs" "http://127.0.0.1:$PORT/v1" target "$BATS_TEST_TMPDIR/want.json"
   echo "$output"
   [ "$status" = 0 ]
-  [ "$(echo "$output" | grep -c '^ok:')" = 9 ]
+  [ "$(echo "$output" | grep -c '^ok:')" = 12 ]
 }
 
 @test "serve: load: 64 connections, 2000 short requests, 0 errors, 0 lost, RSS flat (under ASan: no leaks at exit)" {

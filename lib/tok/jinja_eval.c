@@ -243,6 +243,51 @@ jv jj_call_method(interp *I, jfn *f, jv *args, size_t nargs)
     jj_jfail(c, "unsupported method '%s' on %s", m, jj_type_name(s));
 }
 
+/* a macro's (or a call block's caller's) arguments into its scope ME, as the reference binds them:
+ * positional first, then by keyword, then defaults; extra positional ones are varargs and extra
+ * keywords kwargs when the body reads those names, else errors */
+static void bind_args(interp *I, node *m, const char *who, jv *args, size_t nargs, size_t np, env *ME)
+{
+    jctx *c = I->c;
+    int wn = who ? (int)strlen(who) : (int)m->a->n;
+    const char *ws = who ? who : m->a->s;
+    const char *q = who ? "" : "'";
+    jobj *kw = nargs > np ? args[nargs - 1].u.obj : NULL;
+    jv rest = jj_v_obj(c, V_OBJ); /* keywords no parameter took */
+    for (size_t i = 0; kw && i < kw->n; i++) {
+        int taken = 0;
+        for (size_t k = np; k < m->nkids && !taken; k++)
+            taken = m->kids[k]->n == kw->kn[i] && !memcmp(m->kids[k]->s, kw->k[i], kw->kn[i]);
+        if (!taken)
+            jj_obj_set(c, rest.u.obj, kw->k[i], kw->kn[i], kw->v[i]);
+    }
+    for (size_t i = 0; i < m->nkids; i++) {
+        node *par = m->kids[i];
+        jv v = v_undef();
+        if (i < np) {
+            v = args[i];
+        } else if (kw && jj_obj_find(kw, par->s, par->n)) {
+            v = *jj_obj_find(kw, par->s, par->n);
+        } else if (par->type == E_KWARG) {
+            v = jj_eval(I, par->a, ME);
+        }
+        setvar(c, ME, par->s, par->n, v);
+    }
+    if (m->uses & JJ_USES_KWARGS)
+        setvar(c, ME, "kwargs", 6, rest);
+    else if (rest.u.obj->n)
+        jj_jfail(c, "macro %s%.*s%s takes no keyword argument '%.*s'", q, wn, ws, q, (int)rest.u.obj->kn[0],
+                 rest.u.obj->k[0]);
+    if (m->uses & JJ_USES_VARARGS) {
+        jv va = jj_v_arr(c, np > m->nkids ? np - m->nkids : 0);
+        for (size_t i = m->nkids; i < np; i++)
+            va.u.arr->v[i - m->nkids] = args[i];
+        setvar(c, ME, "varargs", 7, va);
+    } else if (np > m->nkids) {
+        jj_jfail(c, "macro %s%.*s%s takes not more than %zu argument(s)", q, wn, ws, q, m->nkids);
+    }
+}
+
 static jv call_fn(interp *I, jv fnv, jv *args, size_t nargs, env *E)
 {
     jctx *c = I->c;
@@ -335,28 +380,15 @@ static jv call_fn(interp *I, jv fnv, jv *args, size_t nargs, env *E)
         jj_tbuf_close(c, b);
         return r;
     }
-    case F_MACRO: {
+    case F_MACRO:
+    case F_CALLER: {
         node *m = f->macro;
         /* the body's text goes to a malloc'd buffer opened before the mark; when the call wrote to no
          * older object, everything it allocated (its scope included) goes before the result is copied */
         tok_buf *b = jj_tbuf_open(c);
         iter_mark im = jj_iter_begin(c);
-        env *ME = new_env(c, E);
-        jobj *kw = nargs > np ? args[nargs - 1].u.obj : NULL;
-        if (np > m->nkids)
-            jj_jfail(c, "macro '%.*s' takes not more than %zu argument(s)", (int)m->a->n, m->a->s, m->nkids);
-        for (size_t i = 0; i < m->nkids; i++) {
-            node *par = m->kids[i];
-            jv v = v_undef();
-            if (i < np) {
-                v = args[i];
-            } else if (kw && jj_obj_find(kw, par->s, par->n)) {
-                v = *jj_obj_find(kw, par->s, par->n);
-            } else if (par->type == E_KWARG) {
-                v = jj_eval(I, par->a, ME);
-            }
-            setvar(c, ME, par->s, par->n, v);
-        }
+        env *ME = new_env(c, f->kind == F_CALLER ? f->env : E);
+        bind_args(I, m, f->kind == F_CALLER ? "None" : NULL, args, nargs, np, ME);
         exec_block(I, m->body, m->nbody, ME, b);
         jj_iter_end(c, im);
         jv r = v_str(jj_jstrdup(c, b->p ? b->p : "", b->n), b->n);
@@ -900,6 +932,34 @@ static void exec_block(interp *I, node **body, size_t n, env *E, tok_buf *out)
             f->kind = F_MACRO;
             f->macro = x;
             setvar(c, E, x->a->s, x->a->n, (jv){.t = V_FN, .u.fn = f});
+            break;
+        }
+        case N_CALLBLOCK: {
+            /* caller() renders the body in this scope; the macro sees it through its call site */
+            jfn *f = jj_jalloc(c, sizeof *f);
+            memset(f, 0, sizeof *f);
+            f->kind = F_CALLER;
+            f->macro = x;
+            f->env = E;
+            env *CE = new_env(c, E);
+            setvar(c, CE, "caller", 6, (jv){.t = V_FN, .u.fn = f});
+            jv *args;
+            size_t na;
+            jj_eval_args(I, x->a->kids, x->a->nkids, E, &args, &na);
+            jv r = call_fn(I, jj_eval(I, x->a->a, E), args, na, CE);
+            if (r.t != V_NULL && r.t != V_UNDEF) {
+                jv s = jj_to_string(c, r);
+                jj_put(c, out, s.u.str.s, s.u.str.n);
+            }
+            break;
+        }
+        case N_FILTERBLOCK: {
+            tok_buf *b = jj_tbuf_open(c);
+            exec_block(I, x->body, x->nbody, E, b);
+            jv body = v_str(jj_jstrdup(c, b->p ? b->p : "", b->n), b->n);
+            jj_tbuf_close(c, b);
+            jv s = jj_to_string(c, jj_apply_filter(I, x->a, body, E));
+            jj_put(c, out, s.u.str.s, s.u.str.n);
             break;
         }
         case N_BREAK: I->ctl = 1; break;

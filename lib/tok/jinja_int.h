@@ -48,12 +48,13 @@ struct jobj {
 
 typedef struct node node;
 typedef struct env env;
-enum { F_NAMESPACE, F_RANGE, F_RAISE, F_STRFTIME, F_METHOD, F_MACRO };
+enum { F_NAMESPACE, F_RANGE, F_RAISE, F_STRFTIME, F_METHOD, F_MACRO, F_CALLER };
 struct jfn {
     int kind;
     const char *name; /* method name */
     jv self;
-    node *macro;
+    node *macro; /* F_MACRO: the macro; F_CALLER: the call block (its parameters and body) */
+    env *env;    /* F_CALLER: the scope of the call block */
 };
 
 struct env {
@@ -146,6 +147,7 @@ struct node {
     size_t n;
     double num;
     int is_float, computed, negate;
+    int uses;          /* macros and call blocks: the special names their body reads (JJ_USES_*) */
     node *a, *b, *c;   /* operands; If: test; For: loopvar, iterable */
     node **kids;       /* list literal items, call args, object keys/values interleaved */
     size_t nkids;
@@ -158,6 +160,7 @@ typedef struct {
     node **v;
     size_t n, cap;
 } nodes;
+enum { JJ_USES_VARARGS = 1, JJ_USES_KWARGS = 2 };
 
 typedef struct {
     jctx *c;

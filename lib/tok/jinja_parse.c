@@ -504,6 +504,51 @@ static void parse_block(parser *p, node *x, const char *end)
     expect_ident(p, end);
 }
 
+/* whether a name is read anywhere in a tree (a macro's body: varargs, kwargs) */
+static int reads(const node *x, const char *name)
+{
+    if (!x)
+        return 0;
+    if (x->type == E_IDENT && x->n == strlen(name) && !memcmp(x->s, name, x->n))
+        return 1;
+    if (reads(x->a, name) || reads(x->b, name) || reads(x->c, name))
+        return 1;
+    for (size_t i = 0; i < x->nkids; i++)
+        if (reads(x->kids[i], name))
+            return 1;
+    for (size_t i = 0; i < x->nbody; i++)
+        if (reads(x->body[i], name))
+            return 1;
+    for (size_t i = 0; i < x->nalt; i++)
+        if (reads(x->alt[i], name))
+            return 1;
+    return 0;
+}
+
+static void parameters(parser *p, node *x)
+{
+    x->kids = parse_args(p, &x->nkids);
+    for (size_t k = 0; k < x->nkids; k++)
+        if (x->kids[k]->type != E_IDENT && x->kids[k]->type != E_KWARG)
+            perr(p, "expected a parameter name");
+}
+
+/* the special names a macro or call block's body reads (outside its parameters' names) */
+static void special_names(node *x)
+{
+    static const char *const names[] = {"varargs", "kwargs"};
+    for (int k = 0; k < 2; k++) {
+        int declared = 0;
+        for (size_t i = 0; i < x->nkids; i++)
+            declared |= x->kids[i]->n == strlen(names[k]) && !memcmp(x->kids[i]->s, names[k], x->kids[i]->n);
+        for (size_t i = 0; !declared && i < x->nbody; i++)
+            if (reads(x->body[i], names[k])) {
+                x->uses |= 1 << k;
+                break;
+            }
+    }
+}
+
 static node *parse_if(parser *p)
 {
     node *x = mk(p, N_IF);
@@ -585,12 +630,43 @@ static node *parse_stmt(parser *p)
         x->a = parse_primary(p);
         if (x->a->type != E_IDENT)
             perr(p, "expected a macro name");
-        x->kids = parse_args(p, &x->nkids);
-        for (size_t k = 0; k < x->nkids; k++)
-            if (x->kids[k]->type != E_IDENT && x->kids[k]->type != E_KWARG)
-                perr(p, "expected a parameter name");
+        parameters(p, x);
         expect(p, T_CLOSE_STMT, "expected '%}'");
         parse_block(p, x, "endmacro");
+        expect(p, T_CLOSE_STMT, "expected '%}'");
+        special_names(x);
+    } else if (IS("call")) {
+        /* {% call(params) macro(args) %}body{% endcall %}: the macro runs with caller() rendering body */
+        p->i++;
+        x = mk(p, N_CALLBLOCK);
+        if (at(p, T_LPAREN))
+            parameters(p, x);
+        node *callee = parse_primary(p);
+        if (callee->type != E_IDENT || !at(p, T_LPAREN))
+            perr(p, "expected a macro name after 'call', then its arguments");
+        x->a = mk(p, E_CALL);
+        x->a->a = callee;
+        x->a->kids = parse_args(p, &x->a->nkids);
+        expect(p, T_CLOSE_STMT, "expected '%}'");
+        parse_block(p, x, "endcall");
+        expect(p, T_CLOSE_STMT, "expected '%}'");
+        special_names(x);
+    } else if (IS("filter")) {
+        /* {% filter name(args) %}body{% endfilter %}: the body's text through one filter */
+        p->i++;
+        node *f = parse_primary(p);
+        if (f->type != E_IDENT)
+            perr(p, "expected a filter name");
+        x = mk(p, N_FILTERBLOCK);
+        x->a = mk(p, E_FILTER);
+        x->a->s = f->s;
+        x->a->n = f->n;
+        if (at(p, T_LPAREN)) {
+            x->a->computed = 1;
+            x->a->kids = parse_args(p, &x->a->nkids);
+        }
+        expect(p, T_CLOSE_STMT, "expected '%}'");
+        parse_block(p, x, "endfilter");
         expect(p, T_CLOSE_STMT, "expected '%}'");
     } else if (IS("generation")) {
         /* {% generation %}...{% endgeneration %} marks the assistant's tokens for training masks

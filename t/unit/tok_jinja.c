@@ -109,6 +109,28 @@ static void semantics(void)
          "variables from JSON");
     same("{% set a, b = 1, 2 %}{{ b }}{{ a }}", NULL, "21", "tuple assignment");
     same("{{ 'yes' if 0 else 'no' }}", NULL, "no", "ternary");
+    same("{% macro box(t) %}[{{ t }}:{{ caller() }}]{% endmacro %}{% call box('b') %}in{{ 1 + 1 }}{% endcall %}", NULL,
+         "[b:in2]", "a call block: the macro's caller() renders the block");
+    same("{% macro two() %}{{ caller(1) }}{{ caller(2, y='z') }}{% endmacro %}"
+         "{% call(x, y='-') two() %}<{{ x }}{{ y }}>{% endcall %}",
+         NULL, "<1-><2z>", "caller() with parameters, a default and a keyword");
+    same("{% set v = 'outer' %}{% macro m() %}{{ caller() }}{% endmacro %}{% for v in ['loop'] %}"
+         "{% call m() %}{{ v }}{% endcall %}{% endfor %}",
+         NULL, "loop", "the block sees the scope it is written in");
+    same("{% filter upper %}a{{ 'b' }}c{% endfilter %}|{% filter replace('x', 'y') %}xox{% endfilter %}", NULL,
+         "ABC|yoy", "filter blocks, with and without arguments");
+    same("{% macro v(a) %}{{ a }};{{ varargs | join(',') }};{{ kwargs.k }}{% endmacro %}{{ v(1, 2, 3, k=4) }}", NULL,
+         "1;2,3;4", "a macro reading varargs and kwargs takes extra arguments");
+    same("{% macro v(a) %}{{ varargs | length }}{% endmacro %}{{ v(1) }}", NULL, "0", "varargs empty without extras");
+    refused("{% macro f(a) %}{{ a }}{% endmacro %}{{ f(1, 2) }}", "macro 'f' takes not more than 1 argument(s)",
+            "extra positional arguments to a macro without varargs");
+    refused("{% macro f(a) %}{{ a }}{% endmacro %}{{ f(1, b=2) }}", "macro 'f' takes no keyword argument 'b'",
+            "an unknown keyword to a macro without kwargs");
+    refused("{% macro f() %}{{ caller() }}{% endmacro %}{{ f() }}", "Cannot call something that is not a function",
+            "caller() outside a call block");
+    refused("{% call x.y() %}{% endcall %}", "expected a macro name after 'call'", "a call block on a member");
+    refused("{% filter upper %}abc", "missing {% endfilter %}", "an unclosed filter block");
+    refused("{% filter nosuch %}abc{% endfilter %}", "unsupported filter 'nosuch'", "an unknown filter in a block");
     char *ok = repeat("", "{% if true %}", 150, "x", "{% endif %}");
     same(ok, NULL, "x", "150 nested ifs (under the nesting limit) render");
     free(ok);
