@@ -223,14 +223,6 @@ static int job_wait(serve_job *j, int fd, size_t text_seen, int toks_seen)
     return 0;
 }
 
-static void new_id(char *buf, size_t n, const char *prefix)
-{
-    uint64_t r = 0;
-    if (getrandom(&r, sizeof r, GRND_NONBLOCK) != sizeof r)
-        r = (uint64_t)(ogk_now() * 1e9) ^ (uint64_t)pthread_self();
-    snprintf(buf, n, "%s%016llx", prefix, (unsigned long long)r);
-}
-
 /* ---------------------------------------------------------------- the prompt */
 
 static int check_model(server *srv, const serve_req *r, serve_err *err)
@@ -704,7 +696,7 @@ static enum MHD_Result completion(server *srv, struct MHD_Connection *c, conn *c
                     srv->S.n_slots);
     }
     char id[48];
-    new_id(id, sizeof id, kind == REQ_CHAT ? "chatcmpl-" : "cmpl-");
+    serve_new_id(id, sizeof id, kind == REQ_CHAT ? "chatcmpl-" : "cmpl-");
     long created = (long)time(NULL);
     int fd = conn_fd(c);
 

@@ -9,8 +9,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include "serve_int.h"
+
+void serve_new_id(char *buf, size_t n, const char *prefix)
+{
+    uint64_t r = 0;
+    if (getrandom(&r, sizeof r, GRND_NONBLOCK) != sizeof r)
+        r = (uint64_t)(ogk_now() * 1e9) ^ (uint64_t)pthread_self();
+    snprintf(buf, n, "%s%016llx", prefix, (unsigned long long)r);
+}
 
 int serve_err_set(serve_err *err, int status, const char *param, const char *code, const char *fmt, ...)
 {

@@ -21,6 +21,8 @@ typedef struct serve_err {
 } serve_err;
 int serve_err_set(serve_err *err, int status, const char *param, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 5, 6))); /* returns -1 */
+/* an answer's or a tool call's id: prefix and 16 random hex digits */
+void serve_new_id(char *buf, size_t n, const char *prefix);
 
 /* ---- a parsed request (req.c): plain fields, validated ---- */
 enum { REQ_COMPLETION, REQ_CHAT };

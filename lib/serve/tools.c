@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
 #include "serve_int.h"
 
@@ -183,11 +182,8 @@ static int add_call(json_t *calls, const json_t *o, const json_t *tools)
     char *args = !a ? strdup("{}") : json_is_string(a) ? strdup(json_string_value(a)) : json_dumps(a, JSON_COMPACT);
     if (!args)
         return -1;
-    uint64_t rnd[2] = {0, 0};
-    if (getrandom(rnd, sizeof rnd, GRND_NONBLOCK) != sizeof rnd)
-        rnd[0] = (uint64_t)(ogk_now() * 1e9), rnd[1] = json_array_size(calls);
     char id[48];
-    snprintf(id, sizeof id, "call_%016llx%08llx", (unsigned long long)rnd[0], (unsigned long long)(rnd[1] & 0xffffffffu));
+    serve_new_id(id, sizeof id, "call_");
     json_array_append_new(calls, json_pack("{s:s,s:s,s:{s:O,s:s}}", "id", id, "type", "function", "function", "name",
                                            name, "arguments", args));
     free(args);
