@@ -653,6 +653,13 @@ static enum MHD_Result completion(server *srv, struct MHD_Connection *c, conn *c
     if (serve_req_parse(cn->body ? cn->body : "", cn->len, kind, &r, &err))
         return send_err(srv, c, &err);
     int n = 0, *ids = NULL;
+    for (int i = 0; i < r.n_bias; i++)
+        if (r.bias_ids[i] >= srv->m->c.vocab_size) {
+            serve_err_set(&err, 400, "logit_bias", "invalid_value", "'logit_bias': token id %d is outside the vocabulary (%d)",
+                          r.bias_ids[i], srv->m->c.vocab_size);
+            serve_req_free(&r);
+            return send_err(srv, c, &err);
+        }
     if (check_model(srv, &r, &err) || !(ids = prompt_ids(srv, &r, &n, &err))) {
         serve_req_free(&r);
         return send_err(srv, c, &err);
@@ -680,6 +687,9 @@ static enum MHD_Result completion(server *srv, struct MHD_Connection *c, conn *c
     else if (getrandom(&j->seed, sizeof j->seed, GRND_NONBLOCK) != sizeof j->seed || !j->seed)
         j->seed = (uint64_t)(ogk_now() * 1e9) | 1;
     j->top_n = r.logprobs, j->ignore_eos = r.ignore_eos;
+    j->json = r.json, j->presence = (float)r.presence_penalty, j->frequency = (float)r.frequency_penalty;
+    j->bias_ids = r.bias_ids, j->bias = r.bias, j->n_bias = r.n_bias;
+    r.bias_ids = NULL, r.bias = NULL, r.n_bias = 0;
     if (r.n_stops && (j->stops = calloc((size_t)r.n_stops, sizeof *j->stops))) {
         for (int i = 0; i < r.n_stops; i++)
             j->stops[i] = r.stops[i], r.stops[i] = NULL;

@@ -4,8 +4,11 @@
  * this server does not implement (JSON mode, penalties, forced tool calls, ...) are refused unless empty or
  * neutral. Tools (chat only) are checked in tools.c. */
 #define _GNU_SOURCE
+#include <ctype.h>
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -233,26 +236,67 @@ static int parse_prompt(serve_req *r, const json_t *p, serve_err *err)
  * client would otherwise get an answer that silently ignores them), accepted when empty or neutral */
 static int refuse_unsupported(const json_t *j, serve_err *err)
 {
-    static const char *const lists[] = {"functions", "logit_bias"};
-    for (size_t i = 0; i < sizeof lists / sizeof *lists; i++) {
-        const json_t *v = field(j, lists[i]);
-        if (v && !(json_is_array(v) && !json_array_size(v)) && !(json_is_object(v) && !json_object_size(v)))
-            return serve_err_set(err, 400, lists[i], "unsupported_parameter", "'%s' is not supported by this server",
-                                 lists[i]);
-    }
-    const json_t *v = field(j, "response_format");
-    if (v && (!json_is_object(v) || !json_is_string(json_object_get(v, "type")) ||
-              strcmp(json_string_value(json_object_get(v, "type")), "text")))
-        return serve_err_set(err, 400, "response_format", "unsupported_parameter",
-                             "'response_format': only {\"type\": \"text\"} is supported (no JSON mode or schema)");
+    const json_t *v = field(j, "functions");
+    if (v && !(json_is_array(v) && !json_array_size(v)))
+        return serve_err_set(err, 400, "functions", "unsupported_parameter",
+                             "'functions' is not supported by this server (use 'tools')");
     if ((v = field(j, "suffix")) && !(json_is_string(v) && !json_string_length(v)))
         return serve_err_set(err, 400, "suffix", "unsupported_parameter", "'suffix' (insertion) is not supported");
-    static const char *const zero[] = {"presence_penalty", "frequency_penalty"};
-    for (size_t i = 0; i < sizeof zero / sizeof *zero; i++)
-        if ((v = field(j, zero[i])) && !(json_is_number(v) && json_number_value(v) == 0))
-            return serve_err_set(err, 400, zero[i], "unsupported_parameter", "'%s': only 0 is supported", zero[i]);
     if ((v = field(j, "best_of")) && !(json_is_integer(v) && json_integer_value(v) == 1))
         return serve_err_set(err, 400, "best_of", "unsupported_parameter", "'best_of': only 1 is supported");
+    return 0;
+}
+
+/* response_format: text, or json_object (JSON mode); a schema needs a grammar this server lacks */
+static int parse_format(serve_req *r, const json_t *v, serve_err *err)
+{
+    if (!v)
+        return 0;
+    const json_t *t = json_is_object(v) ? json_object_get(v, "type") : NULL;
+    if (!json_is_string(t))
+        return serve_err_set(err, 400, "response_format", "invalid_value",
+                             "'response_format' must be an object with a string 'type'");
+    const char *ty = json_string_value(t);
+    if (!strcmp(ty, "json_object"))
+        r->json = 1;
+    else if (!strcmp(ty, "json_schema"))
+        return serve_err_set(err, 400, "response_format", "unsupported_value",
+                             "'response_format': json_schema is not supported (json_object is)");
+    else if (strcmp(ty, "text"))
+        return BAD("response_format", "'response_format.type' is '%.64s', want 'text' or 'json_object'", ty);
+    return 0;
+}
+
+/* logit_bias: {"token id": bias in [-100, 100]}; the ids are checked against the model by the caller */
+static int parse_bias(serve_req *r, const json_t *v, serve_err *err)
+{
+    if (!v)
+        return 0;
+    if (!json_is_object(v))
+        return BADTYPE("logit_bias", "an object of token ids to numbers");
+    size_t n = json_object_size(v);
+    if (n > SERVE_MAX_BIAS)
+        return BAD("logit_bias", "'logit_bias' has %zu entries, at most %d are accepted", n, SERVE_MAX_BIAS);
+    if (!n)
+        return 0;
+    if (!(r->bias_ids = malloc(n * sizeof *r->bias_ids)) || !(r->bias = malloc(n * sizeof *r->bias)))
+        return serve_err_set(err, 500, NULL, NULL, "out of memory");
+    const char *k;
+    const json_t *b;
+    json_object_foreach((json_t *)v, k, b)
+    {
+        char *end;
+        errno = 0;
+        long id = strtol(k, &end, 10);
+        if (!*k || *end || k[0] == '-' || k[0] == '+' || isspace((unsigned char)k[0]) || errno || id > INT32_MAX)
+            return BAD("logit_bias", "'logit_bias': key '%.32s' is not a token id", k);
+        if (!json_is_number(b))
+            return BAD("logit_bias", "'logit_bias[\"%.32s\"]' must be a number", k);
+        double x = json_number_value(b);
+        if (!(x >= -100 && x <= 100))
+            return BAD("logit_bias", "'logit_bias[\"%.32s\"]' is %g, want a number in [-100, 100]", k, x);
+        r->bias_ids[r->n_bias] = (int)id, r->bias[r->n_bias++] = (float)x;
+    }
     return 0;
 }
 
@@ -270,7 +314,10 @@ int serve_req_parse(const char *body, size_t len, int kind, serve_req *r, serve_
         serve_err_set(err, 400, NULL, "invalid_json", "the body must be a JSON object");
         goto out;
     }
-    if (refuse_unsupported(j, err))
+    if (refuse_unsupported(j, err) || parse_format(r, field(j, "response_format"), err) ||
+        parse_bias(r, field(j, "logit_bias"), err) ||
+        get_number(j, "presence_penalty", -2, 2, &r->presence_penalty, err) ||
+        get_number(j, "frequency_penalty", -2, 2, &r->frequency_penalty, err))
         goto out;
     const json_t *v;
     if ((v = field(j, "model"))) {
@@ -366,7 +413,7 @@ out:
 
 void serve_req_free(serve_req *r)
 {
-    free(r->model), free(r->prompt), free(r->prompt_ids);
+    free(r->model), free(r->prompt), free(r->prompt_ids), free(r->bias_ids), free(r->bias);
     json_decref(r->messages);
     json_decref(r->tools);
     for (int i = 0; i < r->n_stops; i++)

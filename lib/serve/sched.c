@@ -40,6 +40,11 @@ struct serve_slot {
     int n_full;     /* of hist: positions computed by whole prefill chunks aligned at 0 (f32 reuse) */
     double t_prompt_done;
     uint64_t used; /* when it last took a job: among equal prefixes the least recently used goes */
+    /* reshaped logits (jobs with JSON mode, biases or penalties): the row sampled from, the JSON mode's
+     * allowed tokens and automaton, the answer's tokens seen (penalties) */
+    float *shaped;
+    uint8_t *allowed, *seen;
+    jg_state jg;
 };
 
 /* ---------------------------------------------------------------- jobs */
@@ -72,7 +77,7 @@ void serve_job_unref(serve_job *j)
     pthread_cond_destroy(&j->cv);
     for (int i = 0; i < j->n_stops; i++)
         free(j->stops[i]);
-    free(j->stops), free(j->prompt), free(j->ids), free(j->lps), free(j->top_ids), free(j->top_lps), free(j->text);
+    free(j->stops), free(j->bias_ids), free(j->bias), free(j->prompt), free(j->ids), free(j->lps), free(j->top_ids), free(j->top_lps), free(j->text);
     free(j);
 }
 
@@ -146,7 +151,9 @@ void serve_sched_free(serve_sched *S)
         free(S->slots[i].dfeed);
         model_state_free(S->slots[i].s);
         free(S->slots[i].hist);
+        free(S->slots[i].shaped), free(S->slots[i].allowed), free(S->slots[i].seen);
     }
+    jg_vocab_free(S->jg);
     free(S->slots);
     model_state_free(S->work);
     kern_pool_free(S->pool);
@@ -277,6 +284,60 @@ static int reusable(const serve_sched *S, const serve_slot *sl, const int *p, in
     return c;
 }
 
+/* ---------------------------------------------------------------- reshaped logits */
+
+static int shaped_job(const serve_job *j) { return j->json || j->n_bias || j->presence != 0 || j->frequency != 0; }
+
+/* the slot's buffers, and in JSON mode the vocabulary's pieces (built at the first such job) */
+static int shape_init(serve_sched *S, serve_slot *sl)
+{
+    size_t V = (size_t)S->m->c.vocab_size;
+    if ((!sl->shaped && !(sl->shaped = malloc(V * sizeof *sl->shaped))) ||
+        (!sl->allowed && !(sl->allowed = malloc(V))) || (!sl->seen && !(sl->seen = calloc(V, 1))))
+        return -1;
+    if (sl->j->json && !S->jg) {
+        ogk_error e;
+        pthread_mutex_lock(S->tok_mu);
+        S->jg = jg_vocab_new(S->t, S->m->c.vocab_size, &e);
+        pthread_mutex_unlock(S->tok_mu);
+        if (!S->jg)
+            return -1;
+    }
+    return 0;
+}
+
+/* the row the job samples from: logit_bias added, the penalties of the answer's tokens so far subtracted
+ * (presence once per token, frequency per occurrence), and in JSON mode every token that would not keep
+ * the answer a prefix of a JSON object at -inf. NULL: no token may follow (JSON mode; not with a
+ * vocabulary that holds every byte). */
+static const float *shape(serve_sched *S, serve_slot *sl, const float *logits)
+{
+    const serve_job *j = sl->j;
+    int V = S->m->c.vocab_size;
+    float *x = sl->shaped;
+    memcpy(x, logits, (size_t)V * sizeof *x);
+    for (int i = 0; i < j->n_bias; i++)
+        x[j->bias_ids[i]] += j->bias[i];
+    if (j->presence != 0 || j->frequency != 0) {
+        for (int i = 0; i < j->n_ids; i++) {
+            int id = j->ids[i];
+            if (!sl->seen[id])
+                sl->seen[id] = 1, x[id] -= j->presence;
+            x[id] -= j->frequency;
+        }
+        for (int i = 0; i < j->n_ids; i++)
+            sl->seen[j->ids[i]] = 0;
+    }
+    if (j->json) {
+        if (jg_allowed(S->jg, &sl->jg, sl->allowed) <= 0)
+            return NULL;
+        for (int id = 0; id < V; id++)
+            if (!sl->allowed[id])
+                x[id] = -INFINITY;
+    }
+    return x;
+}
+
 static void start_job(serve_sched *S, serve_slot *sl, serve_job *j)
 {
     int r = 0;
@@ -293,8 +354,11 @@ static void start_job(serve_sched *S, serve_slot *sl, serve_job *j)
     pthread_mutex_unlock(S->tok_mu);
     int V = model_sample_vocab(S->m->c.vocab_size, tok_vocab_size(S->t), j->temperature);
     int ok = sl->ts && !model_sampler_init(&sl->sp, V, j->temperature, j->top_k, j->top_p, j->seed);
-    /* greedy without logprobs reads each logits row's argmax only: the classifier's argmax head (lib/model) */
-    sl->s->head_argmax = j->temperature <= 0 && j->top_n < 0;
+    ok = ok && (!shaped_job(j) || !shape_init(S, sl));
+    jg_init(&sl->jg);
+    /* greedy without logprobs reads each logits row's argmax only: the classifier's argmax head (lib/model);
+     * reshaped logits need the whole row */
+    sl->s->head_argmax = j->temperature <= 0 && j->top_n < 0 && !shaped_job(j);
     if (sl->d)
         sl->d->head_argmax = 1; /* the drafter only drafts greedily */
     pthread_mutex_lock(&j->mu);
@@ -403,7 +467,12 @@ static int next_token(serve_sched *S, serve_slot *sl, const float *logits)
 {
     serve_job *j = sl->j;
     const model *m = S->m;
-    int id = model_sample(&sl->sp, logits);
+    const float *x = shaped_job(j) ? shape(S, sl, logits) : logits;
+    if (!x) {
+        finish(S, sl, "stop", "JSON mode: no token of the vocabulary continues the answer as JSON");
+        return 0;
+    }
+    int id = model_sample(&sl->sp, x);
     sl->gen++;
     pthread_mutex_lock(&j->mu);
     j->n_eval++;
@@ -445,6 +514,15 @@ static int next_token(serve_sched *S, serve_slot *sl, const float *logits)
     if (model_stopper_feed(&sl->st, piece, n, job_text, j)) {
         finish(S, sl, "stop", NULL);
         return 0;
+    }
+    if (j->json) { /* the token's piece was allowed, so the automaton takes it; a complete object ends the answer */
+        size_t pn;
+        const char *p = jg_piece(S->jg, id, &pn);
+        jg_feed_bytes(&sl->jg, p, pn);
+        if (jg_done(&sl->jg)) {
+            finish(S, sl, "stop", NULL);
+            return 0;
+        }
     }
     if (sl->gen >= j->max_tokens || sl->s->pos + 1 > sl->s->context) {
         finish(S, sl, "length", NULL);
@@ -492,7 +570,7 @@ static int draft(serve_sched *S, serve_slot *sl, int *run)
     serve_job *j = sl->j;
     model_state *T = sl->s, *D = sl->d;
     int k = S->draft_max, left = j->max_tokens - sl->gen; /* tokens this job may still produce */
-    if (!D || j->temperature > 0 || left < 2)
+    if (!D || j->temperature > 0 || left < 2 || shaped_job(j)) /* drafts are checked against the raw argmax */
         return 0;
     k = k < left - 1 ? k : left - 1;
     if (T->pos + k + 1 > T->context)

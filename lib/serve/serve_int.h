@@ -6,12 +6,14 @@
 #include <stdint.h>
 
 #include "model/model.h"
+#include "jsongate.h"
 #include "serve.h"
 #include "tok/tok.h"
 
 #define SERVE_MAX_TOP 20          /* top logprobs per token */
 #define SERVE_MAX_STOPS 8
 #define SERVE_MAX_TOKENS (1 << 24) /* beyond this max_tokens is refused as absurd */
+#define SERVE_MAX_BIAS 4096        /* logit_bias entries */
 
 /* ---- an error in OpenAI's shape: {"error": {"message", "type", "param", "code"}} ---- */
 typedef struct serve_err {
@@ -47,6 +49,10 @@ typedef struct serve_req {
     int ignore_eos;
     json_t *tools;              /* chat: the tools the model may call (NULL: none, or tool_choice "none") */
     int tools_off;              /* tool_choice "none" */
+    int json;                   /* response_format json_object */
+    int *bias_ids, n_bias;      /* logit_bias */
+    float *bias;
+    double presence_penalty, frequency_penalty;
 } serve_req;
 /* Parse and validate a request body. 0, or -1 with err filled (a 4xx). */
 int serve_req_parse(const char *body, size_t len, int kind, serve_req *r, serve_err *err);
@@ -78,6 +84,11 @@ typedef struct serve_job {
     int n_stops;
     int top_n; /* logprobs: -1 off */
     int ignore_eos;
+    /* the logits reshaped before sampling (sched.c): JSON mode, biases, penalties on the answer's tokens */
+    int json;
+    int *bias_ids, n_bias;
+    float *bias;
+    float presence, frequency;
     /* results, under mu */
     int *ids, n_ids, cap_ids; /* generated ids (the EOS id, if any, is not among them) */
     float *lps;               /* logprob of each generated id (with top_n >= 0) */
@@ -114,6 +125,7 @@ typedef struct serve_sched {
     int q_head, q_len, q_cap;
     int stopping, running;
     pthread_t th;
+    jg_vocab *jg; /* JSON mode's pieces, built at the first such job (scheduler thread) */
     /* metrics, under mu */
     uint64_t requests, prompt_tokens, gen_tokens, cache_tokens, admitted;
     uint64_t steps, step_rows; /* decode passes and the rows they ran (rows / steps = mean batch) */

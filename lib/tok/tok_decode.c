@@ -60,7 +60,7 @@ static int is_added_content(const tok *t, const char *s, size_t n)
     return 0;
 }
 
-static int bytelevel_flush(const tok *t, tok_buf *cur, strlist *out)
+static int bytelevel_flush(const tok *t, tok_buf *cur, strlist *out, int raw)
 {
     tok_buf bytes = {0};
     const unsigned char *p = (const unsigned char *)cur->p;
@@ -73,9 +73,11 @@ static int bytelevel_flush(const tok *t, tok_buf *cur, strlist *out)
     }
     char *o = NULL;
     size_t on = 0, oc = 0;
-    if (!rc)
+    if (!rc && raw)
+        rc = sl_push(out, bytes.p ? bytes.p : "", bytes.n);
+    else if (!rc)
         rc = tok_utf8_sanitize((unsigned char *)bytes.p, bytes.n, &o, &on, &oc);
-    if (!rc)
+    if (!rc && !raw)
         rc = sl_push(out, o, on);
     free(o);
     free(bytes.p);
@@ -83,7 +85,9 @@ static int bytelevel_flush(const tok *t, tok_buf *cur, strlist *out)
     return rc;
 }
 
-static int decode_chain(tok *t, const tdec *d, strlist *in, strlist *out)
+/* raw: a token's bytes in the middle of a text (tok_piece_bytes): no start-of-text rule (Metaspace's first
+ * space, Strip) and bytes that are not UTF-8 kept as they are */
+static int decode_chain(tok *t, const tdec *d, strlist *in, strlist *out, int raw)
 {
     int rc = 0;
     switch (d->type) {
@@ -91,7 +95,7 @@ static int decode_chain(tok *t, const tdec *d, strlist *in, strlist *out)
         strlist cur = *in, nxt = {0};
         memset(in, 0, sizeof *in);
         for (int k = 0; k < d->nkids && !rc; k++) {
-            rc = decode_chain(t, &d->kids[k], &cur, &nxt);
+            rc = decode_chain(t, &d->kids[k], &cur, &nxt, raw);
             sl_free(&cur);
             cur = nxt;
             memset(&nxt, 0, sizeof nxt);
@@ -104,7 +108,7 @@ static int decode_chain(tok *t, const tdec *d, strlist *in, strlist *out)
         for (size_t i = 0; i < in->cnt && !rc; i++) {
             if (is_added_content(t, in->s[i], in->n[i])) {
                 if (cur.n)
-                    rc = bytelevel_flush(t, &cur, out);
+                    rc = bytelevel_flush(t, &cur, out, raw);
                 if (!rc)
                     rc = sl_push(out, in->s[i], in->n[i]);
             } else {
@@ -112,7 +116,7 @@ static int decode_chain(tok *t, const tdec *d, strlist *in, strlist *out)
             }
         }
         if (!rc && cur.n)
-            rc = bytelevel_flush(t, &cur, out);
+            rc = bytelevel_flush(t, &cur, out, raw);
         free(cur.p);
         return rc;
     }
@@ -121,7 +125,7 @@ static int decode_chain(tok *t, const tdec *d, strlist *in, strlist *out)
         for (size_t i = 0; i < in->cnt && !rc; i++) {
             tok_buf b = {0};
             rc = tk_pat_replace(t, &p, in->s[i], in->n[i], " ", 1, &b);
-            size_t skip = (i == 0 && b.n && b.p[0] == ' ') ? 1 : 0;
+            size_t skip = (!raw && i == 0 && b.n && b.p[0] == ' ') ? 1 : 0;
             if (!rc)
                 rc = sl_push(out, b.p ? b.p + skip : "", b.n - skip);
             free(b.p);
@@ -163,7 +167,10 @@ static int decode_chain(tok *t, const tdec *d, strlist *in, strlist *out)
                 rc = tok_buf_put(&bytes, &b, 1);
                 continue;
             }
-            if (bytes.n) {
+            if (bytes.n && raw) {
+                rc = sl_push(out, bytes.p, bytes.n);
+                bytes.n = 0;
+            } else if (bytes.n) {
                 char *o = NULL;
                 size_t on = 0, oc = 0;
                 rc = tok_utf8_sanitize((unsigned char *)bytes.p, bytes.n, &o, &on, &oc);
@@ -181,7 +188,7 @@ static int decode_chain(tok *t, const tdec *d, strlist *in, strlist *out)
     }
     case D_STRIP:
         for (size_t i = 0; i < in->cnt && !rc; i++) {
-            size_t a = 0, b = in->n[i], cn = d->strn;
+            size_t a = 0, b = in->n[i], cn = raw ? 0 : d->strn;
             for (int k = 0; k < d->start && cn && a + cn <= b && !memcmp(in->s[i] + a, d->str, cn); k++)
                 a += cn;
             for (int k = 0; k < d->stop && cn && b >= a + cn && !memcmp(in->s[i] + b - cn, d->str, cn); k++)
@@ -223,7 +230,7 @@ char *tok_decode(tok *t, const int32_t *ids, size_t n, int skip_special, int cle
     }
     tok_buf b = {0};
     if (t->dec) {
-        if (decode_chain(t, t->dec, &in, &out))
+        if (decode_chain(t, t->dec, &in, &out, 0))
             goto oom;
         for (size_t i = 0; i < out.cnt; i++)
             if (tok_buf_put(&b, out.s[i], out.n[i]))
@@ -260,6 +267,33 @@ done:
     sl_free(&in);
     sl_free(&out);
     return res;
+}
+
+int tok_piece_bytes(tok *t, int32_t id, char **bytes, size_t *len)
+{
+    *bytes = NULL, *len = 0;
+    if (id < 0 || id >= t->ntok || !t->is_tok[id] || is_special(t, id))
+        return 0;
+    strlist in = {0}, out = {0};
+    tok_buf b = {0};
+    int rc = sl_push(&in, t->sym[id], t->symn[id]);
+    if (!rc && t->dec) {
+        rc = decode_chain(t, t->dec, &in, &out, 1);
+        for (size_t i = 0; !rc && i < out.cnt; i++)
+            rc = tok_buf_put(&b, out.s[i], out.n[i]);
+    } else if (!rc) { /* no decoder: tokens joined by spaces */
+        rc = tok_buf_put(&b, " ", 1) || tok_buf_put(&b, t->sym[id], t->symn[id]);
+    }
+    if (!rc)
+        rc = tok_buf_put(&b, "", 0);
+    sl_free(&in);
+    sl_free(&out);
+    if (rc) {
+        free(b.p);
+        return -1;
+    }
+    *bytes = b.p, *len = b.n;
+    return 1;
 }
 
 /* ------------------------------------------------------------------------------------------------ */

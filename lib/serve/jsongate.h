@@ -1,0 +1,52 @@
+/* JSON mode (response_format {"type": "json_object"}): which tokens keep an answer a prefix of one JSON
+ * object. A byte automaton accepts exactly the prefixes of the texts
+ *     ws* object
+ * where object is RFC 8259's, with limits of its own: at most JG_MAX_DEPTH nested containers, at most
+ * JG_MAX_LEAD_WS white-space bytes before the object and JG_MAX_WS in a row inside it (a model cannot
+ * idle in white space), and nothing after the object's closing brace. Strings are well-formed UTF-8 without control bytes; \u
+ * escapes name no lone surrogate. Every accepted prefix can still be completed (no dead ends), so a step
+ * always has a byte to go on with.
+ *
+ * The vocabulary's pieces (tok_piece_bytes) are kept sorted with their common prefixes, so one mask walks
+ * a trie: a prefix is fed once for all the tokens that share it, and a refused prefix skips them all. */
+#ifndef OGK_SERVE_JSONGATE_H
+#define OGK_SERVE_JSONGATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tok/tok.h"
+#include "util/util.h"
+
+#define JG_MAX_DEPTH 64
+#define JG_MAX_WS 24
+#define JG_MAX_LEAD_WS 2
+
+typedef struct jg_state {
+    uint64_t stack; /* bit d: container d (0 outermost) is an object */
+    uint16_t hex;   /* the \u escape's value so far */
+    uint8_t depth, mode, sub, key, ws, need, lo, hi, pos, hi_sur;
+} jg_state;
+
+void jg_init(jg_state *s);
+/* 1: c continues the text (s advanced); 0: refused (s unchanged) */
+int jg_feed(jg_state *s, unsigned char c);
+int jg_feed_bytes(jg_state *s, const char *p, size_t n); /* all or nothing */
+/* the object is complete: nothing may follow */
+int jg_done(const jg_state *s);
+
+typedef struct jg_vocab jg_vocab;
+/* The pieces of ids [0, V) of t (ids past the tokenizer, special ones and empty pieces are never
+ * allowed). NULL with e filled (out of memory). */
+jg_vocab *jg_vocab_new(tok *t, int V, ogk_error *e);
+/* the same from any source of pieces: piece(arg, id, ...) as tok_piece_bytes */
+typedef int (*jg_piece_fn)(void *arg, int id, char **bytes, size_t *len);
+jg_vocab *jg_vocab_build(int V, jg_piece_fn piece, void *arg, ogk_error *e);
+void jg_vocab_free(jg_vocab *v);
+/* allowed[id] = 1 for the tokens whose whole piece s accepts, 0 for the rest (special tokens, EOS among
+ * them, never: the caller ends the answer once s is done); returns how many are allowed */
+int jg_allowed(const jg_vocab *v, const jg_state *s, uint8_t *allowed);
+/* a token's piece (NULL, 0 when it has none) */
+const char *jg_piece(const jg_vocab *v, int id, size_t *len);
+
+#endif
