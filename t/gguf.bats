@@ -147,12 +147,12 @@ EOF
       qwen2|qwen3) grep -qx "tokenizer.ggml.model gpt2" "$W/$f.meta"; grep -qx "tokenizer.ggml.pre qwen2" "$W/$f.meta" ;;
       llama) grep -qx "tokenizer.ggml.model gpt2" "$W/$f.meta"; grep -qx "tokenizer.ggml.pre llama-bpe" "$W/$f.meta" ;;
       phi3) grep -qx "tokenizer.ggml.model llama" "$W/$f.meta"; grep -q " blk.0.ffn_up.weight" "$W/$f.meta"
-            ! grep -q "ffn_gate" "$W/$f.meta" ;;
+            ! grep -q "ffn_gate" "$W/$f.meta" || false ;;
     esac
     [ "$f" != qwen3 ] || grep -q "blk.0.attn_q_norm.weight" "$W/$f.meta"
     [ "$f" != qwen2 ] || grep -q "blk.0.attn_qkv.bias" "$W/$f.meta"
     # tied: no output.weight (llama.cpp uses token_embd)
-    ! grep -q " output.weight" "$W/$f.meta"
+    ! grep -q " output.weight" "$W/$f.meta" || false
   done
 }
 

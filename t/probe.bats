@@ -127,12 +127,12 @@ EOS
   [ "$status" -eq 5 ]
   [ "$(echo "$output" | jq -s -c '[.[] | [.gate, .ok]] | .[-2:]')" = '[["serve",true],["health",false]]' ]
   [[ "$stderr" == *"gate 'health' failed (exit 5)"*"within 2 s"* ]]
-  ! kill -0 "$(cat "$FAKE_PIDFILE")" 2>/dev/null
+  ! kill -0 "$(cat "$FAKE_PIDFILE")" 2>/dev/null || false
   rm -f "$FAKE_PIDFILE"
   run --separate-stderr env OGAKIT_BUILD="$W/fs" FAKE_SERVE=wrong "$P" "$TOP/share/models/pytiny-target" \
     "$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
   [ "$status" -eq 1 ]
   [ "$(echo "$output" | jq -s -c '[.[] | [.gate, .ok]] | .[-3:]')" = '[["serve",true],["health",true],["completion",false]]' ]
   [[ "$stderr" == *"gate 'completion' failed (exit 1)"*"not npu-forward run's"* ]]
-  ! kill -0 "$(cat "$FAKE_PIDFILE")" 2>/dev/null
+  ! kill -0 "$(cat "$FAKE_PIDFILE")" 2>/dev/null || false
 }

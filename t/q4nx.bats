@@ -256,7 +256,7 @@ sys.stdout.buffer.write(b)' > "$W/bad.ogax"
   exec 7>&-
   [ "$rc" -ne 0 ]
   [ ! -e "$W/out.q4nx" ]
-  ! ls "$W" | grep -q 'out.q4nx.tmp'
+  ! ls "$W" | grep -q 'out.q4nx.tmp' || false
 }
 
 # what the ONNX proto leaves optional (op_type, node and attribute names) may be absent: lib/pack

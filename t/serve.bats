@@ -63,7 +63,7 @@ metric() { curl -s -m 10 "http://127.0.0.1:$PORT/metrics" | awk -v k="ogakit_$1"
   echo "$output"
   [ "$status" = 0 ]
   [ "$(echo "$output" | grep -c '^ok ')" = 20 ]
-  ! echo "$output" | grep -q '^not ok'
+  ! echo "$output" | grep -q '^not ok' || false
 }
 
 @test "serve: /health, /v1/models (id = container name, context length), /metrics in Prometheus text" {
@@ -158,6 +158,86 @@ metric() { curl -s -m 10 "http://127.0.0.1:$PORT/metrics" | awk -v k="ogakit_$1"
   [ "$(echo "$BODY" | jq -r '.choices[0].finish_reason')" = length ] || [ "$(echo "$BODY" | jq -r '.usage.completion_tokens')" -lt 12 ]
 }
 
+@test "serve: JSON mode: answers are JSON objects (chat and completions, greedy and sampled, streamed alike); plain requests beside them unchanged; not drafted" {
+  start_server --parallel 2 --draft "$W/draft.q4nx" --draft-max 3
+  objects=0 plain_json=0
+  for p in "Describe a cat." "def f(x):" "List three colours" "{" "Write a poem about the sea"; do
+    for t in 0 0.9; do
+      req=$(jq -nc --arg p "$p" --argjson t "$t" '{messages: [{role: "user", content: $p}], max_tokens: 300, temperature: $t,
+        seed: 5, response_format: {type: "json_object"}}')
+      post /v1/chat/completions "$req"
+      [ "$STATUS" = 200 ]
+      c=$(echo "$BODY" | jq -r '.choices[0].message.content')
+      fin=$(echo "$BODY" | jq -r '.choices[0].finish_reason')
+      [ "$(echo "$BODY" | jq -r .timings.draft_n)" = 0 ]
+      if [ "$fin" = stop ]; then # one whole object and nothing after it (jq reads every value of the text)
+        printf '%s' "$c" | jq -s -e 'length == 1 and (.[0] | type) == "object"' >/dev/null
+        objects=$((objects + 1))
+      else # cut by max_tokens: the start of an object
+        [ "$fin" = length ] && [[ "$c" =~ ^[[:space:]]{0,2}\{ ]]
+      fi
+      s=$(curl -s -N -m 60 -H 'Content-Type: application/json' --data-binary "$(echo "$req" | jq -c '.stream = true')" \
+        "http://127.0.0.1:$PORT/v1/chat/completions" | sed -n 's/^data: //p' | grep -v '^\[DONE\]' | jq -j '.choices[0].delta.content // empty')
+      [ "$s" = "$c" ]
+      # the same request without JSON mode: the model's own text, which is not a JSON object
+      post /v1/chat/completions "$(echo "$req" | jq -c 'del(.response_format)')"
+      echo "$BODY" | jq -r '.choices[0].message.content' | jq -s -e 'length == 1 and (.[0] | type) == "object"' >/dev/null 2>&1 &&
+        plain_json=$((plain_json + 1))
+    done
+  done
+  echo "objects $objects of 10, plain answers that were objects: $plain_json" >&3
+  [ "$objects" -ge 3 ] && [ "$plain_json" = 0 ]
+  post /v1/completions '{"prompt": "def f(x):", "max_tokens": 300, "temperature": 0, "response_format": {"type": "json_object"}}'
+  [ "$(echo "$BODY" | jq -r '.choices[0].finish_reason')" = stop ]
+  echo "$BODY" | jq -r '.choices[0].text' | jq -s -e 'length == 1 and (.[0] | type) == "object"'
+  # a greedy plain request beside a sampled JSON one: the text of a run alone
+  want=$(run_text -n 40 --ignore-eos -p "class Stack:")
+  curl -s -m 60 -H 'Content-Type: application/json' "http://127.0.0.1:$PORT/v1/completions" -d '{"prompt": "import os",
+    "max_tokens": 200, "temperature": 1.2, "seed": 3, "response_format": {"type": "json_object"}}' >"$BATS_TEST_TMPDIR/j" &
+  cpid=$!
+  post /v1/completions '{"prompt": "class Stack:", "max_tokens": 40, "temperature": 0, "ignore_eos": true}'
+  wait "$cpid"
+  [ "$(echo "$BODY" | jq -r '.choices[0].text')" = "$want" ]
+  jq -e '.choices[0].text | test("^\\s{0,2}\\{")' "$BATS_TEST_TMPDIR/j"
+}
+
+@test "serve: logit_bias (+100 forces a token, -100 on the greedy one gives the runner-up); presence and frequency penalties: every step takes the best penalised token" {
+  start_server
+  post /v1/completions '{"prompt": "def fibonacci(n):", "max_tokens": 1, "temperature": 0, "logprobs": 2, "return_tokens": true}'
+  first=$(echo "$BODY" | jq '.choices[0].tokens[0]')
+  runner=$(echo "$BODY" | jq -r '.choices[0].logprobs.top_logprobs[0] | to_entries | sort_by(-.value) | .[1].key')
+  post /v1/completions "{\"prompt\": \"def fibonacci(n):\", \"max_tokens\": 1, \"temperature\": 0, \"logprobs\": 1, \"logit_bias\": {\"$first\": -100}}"
+  [ "$(echo "$BODY" | jq -r '.choices[0].logprobs.tokens[0]')" = "$runner" ]
+  post /v1/chat/completions '{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 5, "temperature": 0.7, "seed": 2,
+    "logit_bias": {"17": 100}, "return_tokens": true}'
+  [ "$(echo "$BODY" | jq -c '.choices[0].tokens')" = "[17,17,17,17,17]" ]
+  plain=$(curl -s -m 60 -H 'Content-Type: application/json' "http://127.0.0.1:$PORT/v1/completions" \
+    -d '{"prompt": "def fibonacci(n):", "max_tokens": 120, "temperature": 0, "ignore_eos": true}' | jq -r '.choices[0].text')
+  # check KIND FILE: the logprobs are the model's own; the chosen token, penalised (KIND's rule) by what came
+  # before it, is at least every penalised alternative of the top 20, at every step
+  check() {
+    jq -e --arg kind "$1" --argjson p 0.5 '
+      def pen($prev; $t): ($prev | map(select(. == $t)) | length) as $c |
+        if $kind == "presence" then (if $c > 0 then $p else 0 end) else $c * $p end;
+      .choices[0].logprobs as $l | ($l.tokens | length) == 120 and
+      all(range(120); . as $k | $l.tokens[:$k] as $prev | ($l.token_logprobs[$k] - pen($prev; $l.tokens[$k])) as $c |
+        all($l.top_logprobs[$k] | to_entries[]; .value - pen($prev; .key) <= $c + 1e-4))' "$2" >/dev/null
+  }
+  for kind in presence frequency; do
+    post /v1/completions "{\"prompt\": \"def fibonacci(n):\", \"max_tokens\": 120, \"temperature\": 0, \"logprobs\": 20,
+      \"${kind}_penalty\": 0.5, \"ignore_eos\": true}"
+    [ "$STATUS" = 200 ]
+    echo "$BODY" >"$BATS_TEST_TMPDIR/$kind"
+    check "$kind" "$BATS_TEST_TMPDIR/$kind"
+    [ "$(echo "$BODY" | jq -r '.choices[0].text')" != "$plain" ]
+  done
+  # the two rules differ on this text (tokens repeat more than once), so each answer fails the other's check
+  run check frequency "$BATS_TEST_TMPDIR/presence"
+  [ "$status" = 1 ]
+  run check presence "$BATS_TEST_TMPDIR/frequency"
+  [ "$status" = 1 ]
+}
+
 @test "serve: streamed logprobs and tokens over 200 tokens (the job's arrays grow meanwhile) equal the answer in one piece" {
   start_server -c 512
   req='{"prompt": "def fibonacci(n):", "max_tokens": 200, "temperature": 0, "ignore_eos": true, "logprobs": 2, "return_tokens": true'
@@ -247,11 +327,14 @@ metric() { curl -s -m 10 "http://127.0.0.1:$PORT/metrics" | awk -v k="ogakit_$1"
   post /v1/completions '{"prompt": "x", "stream": "yes"}'; is_error 400
   post /v1/completions '{"prompt": "x", "n": 2}'; is_error 400
   # OpenAI fields the server does not implement: refused when they ask for something, accepted when neutral
-  for f in '"response_format": {"type": "json_object"}' \
-           '"logit_bias": {"17": -100}' '"presence_penalty": 0.5' '"frequency_penalty": -1' '"functions": [{"name": "f"}]'; do
-    post /v1/chat/completions "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"max_tokens\": 1, $f}"
+  for f in '"functions": [{"name": "f"}]:unsupported_parameter' '"response_format": {"type": "json_schema"}:unsupported_value' \
+           '"response_format": {"type": "yaml"}:invalid_value' '"response_format": "json":invalid_value' \
+           '"logit_bias": {"x": 1}:invalid_value' '"logit_bias": {"-1": 1}:invalid_value' '"logit_bias": {"1": 101}:invalid_value' \
+           '"logit_bias": {"1": "5"}:invalid_value' '"logit_bias": {"4096": 1}:invalid_value' '"logit_bias": [1]:invalid_type' \
+           '"presence_penalty": 2.5:invalid_value' '"frequency_penalty": "1":invalid_type'; do
+    post /v1/chat/completions "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"max_tokens\": 1, ${f%:*}}"
     is_error 400
-    [ "$(echo "$BODY" | jq -r .error.code)" = unsupported_parameter ]
+    [ "$(echo "$BODY" | jq -r .error.code)" = "${f##*:}" ]
   done
   post /v1/completions '{"prompt": "x", "max_tokens": 1, "suffix": "y"}'; is_error 400
   post /v1/completions '{"prompt": "x", "max_tokens": 1, "best_of": 3}'; is_error 400
@@ -369,8 +452,8 @@ metric() { curl -s -m 10 "http://127.0.0.1:$PORT/metrics" | awk -v k="ogakit_$1"
   hdr() { curl -s -m 10 -D - -o /dev/null "$@" | tr -d '\r'; }
   h=$(hdr -X OPTIONS "http://127.0.0.1:$PORT/v1/chat/completions")
   echo "$h" | grep -q '^HTTP/1.1 204' && echo "$h" | grep -qi '^Allow: .*POST'
-  ! echo "$h" | grep -qi '^Access-Control'
-  ! hdr -H 'Authorization: Bearer sekrit' "http://127.0.0.1:$PORT/v1/models" | grep -qi '^Access-Control'
+  ! echo "$h" | grep -qi '^Access-Control' || false
+  ! hdr -H 'Authorization: Bearer sekrit' "http://127.0.0.1:$PORT/v1/models" | grep -qi '^Access-Control' || false
   stop_servers
   start_server -c 256 --api-key sekrit --cors http://localhost:3000
   h=$(hdr -X OPTIONS -H 'Origin: http://localhost:3000' -H 'Access-Control-Request-Method: POST' \
@@ -590,7 +673,7 @@ both_finish() {
   wait "$lpid"
   cat "$BATS_TEST_TMPDIR/load.json"
   [ "$(jq -r '.ok, .errors, .lost' "$BATS_TEST_TMPDIR/load.json" | tr '\n' ' ')" = "3000 0 0 " ]
-  ! kill -0 "$victim" 2>/dev/null
+  ! kill -0 "$victim" 2>/dev/null || false
   # the survivor keeps serving
   [ "$(curl -s -m 10 "http://127.0.0.1:$lport/v1/completions" -d '{"prompt": "x", "max_tokens": 2}' | jq -r '.usage.completion_tokens')" = 2 ]
 }

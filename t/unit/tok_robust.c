@@ -287,6 +287,55 @@ static void jinja_fuzz(void)
     free(o);
 }
 
+/* tok_piece_bytes: a token's bytes in the middle of a text; random runs of ids after a first token "a":
+ * the whole decode is "a" and the pieces joined (made valid UTF-8 as the decoder makes its bytes) */
+static void piece_check(tok *t, const char *name)
+{
+    ogk_error e;
+    int32_t *a;
+    size_t an, V = (size_t)tok_vocab_size(t);
+    if (tok_encode(t, "a", 1, 0, &a, &an, &e) || an != 1) {
+        TAP_OK(0, "%s: \"a\" is one token", name);
+        return;
+    }
+    int ok = 1, runs = 0, none = 0;
+    for (int r = 0; r < 3000; r++) {
+        int32_t ids[13] = {a[0]};
+        int n = 1 + (int)(rnd() % 12);
+        tok_buf b = {0};
+        tok_buf_put(&b, "", 0);
+        for (int k = 1; k <= n; k++) {
+            char *p;
+            size_t pn;
+            int got;
+            do {
+                ids[k] = (int32_t)(rnd() % V);
+                if ((got = tok_piece_bytes(t, ids[k], &p, &pn)) == 0)
+                    none++;
+            } while (got == 0); /* special ids add no text */
+            ok &= got == 1;
+            tok_buf_put(&b, p, pn);
+            free(p);
+        }
+        size_t wn, sn = 0, sc = 0;
+        char *whole = tok_decode(t, ids, (size_t)n + 1, 0, 0, &wn, &e), *san = NULL;
+        tok_utf8_sanitize((const unsigned char *)b.p, b.n, &san, &sn, &sc);
+        int same = whole && wn == 1 + sn && whole[0] == 'a' && !memcmp(whole + 1, san, sn);
+        if (!same && ok)
+            printf("#   %s: run %d differs: '%s' vs 'a%.*s'\n", name, r, whole ? whole : "(null)", (int)sn, san);
+        ok &= same;
+        runs++;
+        free(whole), free(san), free(b.p);
+    }
+    char *p;
+    size_t pn;
+    TAP_OK(ok, "%s: token pieces joined = the decode after a first token (%d runs)", name, runs);
+    TAP_OK(tok_piece_bytes(t, -1, &p, &pn) == 0 && tok_piece_bytes(t, (int32_t)V, &p, &pn) == 0 &&
+               (tok_eos_id(t) < 0 || tok_piece_bytes(t, tok_eos_id(t), &p, &pn) == 0),
+           "%s: ids outside the vocabulary and special ones have no piece (%d special drawn)", name, none);
+    free(a);
+}
+
 int main(void)
 {
     char path[512];
@@ -299,8 +348,8 @@ int main(void)
         printf("ok %d - # SKIP %s missing (tools/deps.sh)\n", ++tap_n, path);
     }
     free(json);
-    const char *names[] = {"qwen3", "llama2"};
-    for (int i = 0; i < 2; i++) {
+    const char *names[] = {"qwen3", "llama2", "llama3"};
+    for (int i = 0; i < 3; i++) {
         char dir[512];
         snprintf(dir, sizeof dir, "%s/tokenizer-%s/models", NM, names[i]);
         ogk_error e;
@@ -309,7 +358,9 @@ int main(void)
             printf("ok %d - # SKIP %s: %s\n", ++tap_n, names[i], e.msg);
             continue;
         }
-        stream_check(t, names[i]);
+        if (i < 2)
+            stream_check(t, names[i]);
+        piece_check(t, names[i]);
         tok_free(t);
     }
     jinja_fuzz();
