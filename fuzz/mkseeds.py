@@ -17,13 +17,14 @@ usage: fuzz/mkseeds.py OUTDIR BUILD
   OUTDIR/spec_recording  spec-replay record of the first tiny fixture (its default prompts, 8 tokens)
   OUTDIR/ids          token-ids files (JSON arrays, whitespace, edge values)
   OUTDIR/serve_tools  answers of a model asked with tools (<tool_call> blocks, bare JSON calls, text)
+  OUTDIR/serve_json   JSON-mode answers (whole, cut, refused), alone and followed by 0xFF and a vocabulary
 BUILD is a normal build dir with bin/oga-extract and bin/q4nx-pack."""
 import glob, json, os, struct, subprocess, sys
 
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 out, build = sys.argv[1], sys.argv[2]
 for t in ("pack_onnx", "ogax_reader", "q4nx_open", "tok_json", "jinja", "serve_req", "chat_render", "pack_config",
-          "mdesc", "spec_recording", "ids", "serve_tools"):
+          "mdesc", "spec_recording", "ids", "serve_tools", "serve_json"):
     os.makedirs(os.path.join(out, t), exist_ok=True)
 
 def put(target, name, data):
@@ -202,6 +203,12 @@ bodies += [
          "tools": tools, "tool_choice": "auto", "parallel_tool_calls": True}),
     (1, {"messages": [{"role": "user", "content": "w?"}], "tools": tools, "tool_choice": "none"}),
 ]
+bodies += [
+    (0, {"prompt": "x", "response_format": {"type": "json_object"}, "logit_bias": {"17": -100, "3": 5.5},
+         "presence_penalty": 0.5, "frequency_penalty": -1.25}),
+    (1, {"messages": [{"role": "user", "content": "json"}], "response_format": {"type": "json_schema"},
+         "logit_bias": {"007": 100}}),
+]
 for i, (kind, b) in enumerate(bodies):
     put("serve_req", "seed%d" % i, bytes([kind]) + json.dumps(b).encode())
 # serve_tools: answers of a model asked with tools
@@ -210,6 +217,15 @@ for i, t in enumerate(["<tool_call>\n{\"name\": \"get_weather\", \"arguments\": 
                        "<|python_tag|>{\"name\": \"f\", \"parameters\": {\"a\": [1, {\"b\": null}]}}; {\"name\": \"get_weather\"}",
                        "[{\"name\": \"f\", \"arguments\": \"{}\"}]", "plain text <tool_ and more", "  {\"x\": 1}"]):
     put("serve_tools", "answer%d.txt" % i, t)
+# serve_json: answers in JSON mode, then 0xFF and a vocabulary of pieces separated by 0xFE
+pieces = b"\xfe".join([b"{", b"}", b"\"", b"\",\"", b"\":", b": ", b"[", b"]", b"1", b"-0.5e+3", b"true",
+                        b"nul", b"l", b"\\u00", b"e9", b"\\uD83D", b"\\uDE00", b"\xc3", b"\xa9", b"\xe2\x82\xac",
+                        b" ", b"\n  ", b"a", b"key", b"\"}", b"\"]}", b"},{", b"\\n"])
+for i, t in enumerate([b'{"a": [1, -2.5e+3, true, false, null, "x"]}', b'  {"k":{"n":{}},"l":[[],[{}]]}',
+                       b'{"s":"\\u00e9\\uD83D\\uDE00\\n\\"\\\\","\xc3\xa9\xe2\x82\xac":0}', b'{"a": "unfinished',
+                       b'{"a":01}', b'[1]', b'{"deep":' + b'[' * 70]):
+    put("serve_json", "answer%d" % i, t + b"\xff" + pieces)
+    put("serve_json", "bare%d" % i, t)
 for t in sorted(os.listdir(out)):
     files = glob.glob(os.path.join(out, t, "*"))
     print("%-12s %3d seeds, largest %d bytes" % (t, len(files), max((os.path.getsize(f) for f in files), default=0)))

@@ -1,6 +1,7 @@
 /* Fuzz target: the input is an HTTP request body for /v1/completions (first byte even) or
  * /v1/chat/completions (odd), the rest of the bytes. serve_req_parse either accepts it, and then
- * every field is in its documented range and the prompt is there in the kind's form, or refuses it
+ * every field is in its documented range (logit_bias, penalties, JSON mode included) and the prompt is
+ * there in the kind's form, or refuses it
  * with a 4xx/5xx in OpenAI's error shape (a message and a type). */
 #include "fuzz.h"
 #include "serve/serve_int.h"
@@ -25,6 +26,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     FUZZ_CHECK(r.n_stops >= 0 && r.n_stops <= SERVE_MAX_STOPS);
     for (int i = 0; i < r.n_stops; i++)
         FUZZ_CHECK(r.stops[i] && r.stops[i][0]);
+    FUZZ_CHECK(r.json == 0 || r.json == 1);
+    FUZZ_CHECK(r.n_bias >= 0 && r.n_bias <= SERVE_MAX_BIAS && (!r.n_bias || (r.bias_ids && r.bias)));
+    for (int i = 0; i < r.n_bias; i++)
+        FUZZ_CHECK(r.bias_ids[i] >= 0 && r.bias[i] >= -100 && r.bias[i] <= 100);
+    FUZZ_CHECK(r.presence_penalty >= -2 && r.presence_penalty <= 2 && r.frequency_penalty >= -2 &&
+               r.frequency_penalty <= 2);
     if (kind == REQ_CHAT) {
         FUZZ_CHECK(json_is_array(r.messages) && json_array_size(r.messages) > 0);
         size_t i;

@@ -1,0 +1,80 @@
+/* Fuzz target: JSON mode (lib/serve/jsongate.c). The input is an answer, then after a 0xFF byte a
+ * vocabulary (pieces separated by 0xFE). The automaton takes a prefix of the answer; if it takes all of
+ * it and calls it complete, jansson reads one object (numbers past a double's range aside); every state on
+ * the way has a byte that goes on (no dead end); at every 4th state the vocabulary's mask equals feeding
+ * each piece alone. */
+#include "fuzz.h"
+
+#include <jansson.h>
+
+#include "serve/jsongate.h"
+
+typedef struct {
+    const uint8_t *p[256];
+    size_t n[256];
+} vocab;
+
+static int piece(void *arg, int id, char **bytes, size_t *len)
+{
+    vocab *v = arg;
+    if (!v->n[id])
+        return 0;
+    *bytes = malloc(v->n[id] + 1);
+    if (!*bytes)
+        return -1;
+    memcpy(*bytes, v->p[id], v->n[id]);
+    *len = v->n[id];
+    return 1;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    const uint8_t *sep = memchr(data, 0xFF, size);
+    size_t an = sep ? (size_t)(sep - data) : size;
+    vocab voc = {0};
+    int V = 0;
+    if (sep) {
+        const uint8_t *p = sep + 1, *end = data + size;
+        while (p < end && V < 256) {
+            const uint8_t *q = memchr(p, 0xFE, (size_t)(end - p));
+            size_t n = q ? (size_t)(q - p) : (size_t)(end - p);
+            voc.p[V] = p, voc.n[V++] = n;
+            p = q ? q + 1 : end;
+        }
+    }
+    ogk_error e;
+    jg_vocab *jv = V ? jg_vocab_build(V, piece, &voc, &e) : NULL;
+    uint8_t allowed[256];
+    jg_state s;
+    jg_init(&s);
+    size_t k = 0;
+    for (;; k++) {
+        int any = jg_done(&s);
+        for (int c = 0; c < 256 && !any; c++) {
+            jg_state t = s;
+            any = jg_feed(&t, (unsigned char)c);
+        }
+        FUZZ_CHECK(any);
+        if (jv && k % 4 == 0) {
+            int cnt = jg_allowed(jv, &s, allowed), want = 0;
+            for (int id = 0; id < V; id++) {
+                jg_state t = s;
+                int w = voc.n[id] && jg_feed_bytes(&t, (const char *)voc.p[id], voc.n[id]);
+                FUZZ_CHECK(w == allowed[id]);
+                want += w;
+            }
+            FUZZ_CHECK(cnt == want);
+        }
+        if (k == an || !jg_feed(&s, data[k]))
+            break;
+    }
+    if (k == an && jg_done(&s)) {
+        json_error_t je;
+        json_t *j = json_loadb((const char *)data, an, JSON_ALLOW_NUL, &je);
+        FUZZ_CHECK((j && json_is_object(j)) || strstr(je.text, "overflow") || strstr(je.text, "too big") ||
+                   strstr(je.text, "NUL byte in object key"));
+        json_decref(j);
+    }
+    jg_vocab_free(jv);
+    return 0;
+}
