@@ -226,6 +226,11 @@ for i, t in enumerate([b'{"a": [1, -2.5e+3, true, false, null, "x"]}', b'  {"k":
                        b'{"a":01}', b'[1]', b'{"deep":' + b'[' * 70]):
     put("serve_json", "answer%d" % i, t + b"\xff" + pieces)
     put("serve_json", "bare%d" % i, t)
+for i, t in enumerate([b'<tool_call>\n{"name": "add", "arguments": {}}\n</tool_call>',
+                       b'<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n</tool_call>',
+                       b'<tool_call>\n{"name": "add2", "arguments": {"a": [1, "}"]}}\n</tool_call>',
+                       b'<tool_call>\n{"name": "ad"']):
+    put("serve_json", "call%d" % i, b"\xfd" + t + b"\xff" + pieces + b"\xfe<tool_call>\xfe\", \"arguments\xfe}\n</")
 for t in sorted(os.listdir(out)):
     files = glob.glob(os.path.join(out, t, "*"))
     print("%-12s %3d seeds, largest %d bytes" % (t, len(files), max((os.path.getsize(f) for f in files), default=0)))

@@ -1,8 +1,10 @@
 /* Fuzz target: JSON mode (lib/serve/jsongate.c). The input is an answer, then after a 0xFF byte a
- * vocabulary (pieces separated by 0xFE). The automaton takes a prefix of the answer; if it takes all of
- * it and calls it complete, jansson reads one object (numbers past a double's range aside); every state on
- * the way has a byte that goes on (no dead end); at every 4th state the vocabulary's mask equals feeding
- * each piece alone. */
+ * vocabulary (pieces separated by 0xFE); an answer that starts with 0xFD is checked against a forced
+ * tool call's program instead (<tool_call>\n{"name": "NAME", "arguments": OBJECT}\n</tool_call>, four
+ * names). The automaton takes a prefix of the answer; if it takes all of it and calls it complete,
+ * jansson reads one object (numbers past a double's range aside; for the program, the object between the
+ * literals, and the name is one of the four); every state on the way has a byte that goes on (no dead
+ * end); at every 4th state the vocabulary's mask equals feeding each piece alone. */
 #include "fuzz.h"
 
 #include <jansson.h>
@@ -42,11 +44,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             p = q ? q + 1 : end;
         }
     }
+    static jg_prog *prog;
+    static const char *const names[] = {"get_weather", "add", "add2", "a-b_c"};
+    if (!prog) {
+        prog = jg_prog_new();
+        FUZZ_CHECK(prog && !jg_prog_lit(prog, "<tool_call>\n{\"name\": \"") && !jg_prog_names(prog, names, 4) &&
+                   !jg_prog_lit(prog, "\", \"arguments\": ") && !jg_prog_object(prog) &&
+                   !jg_prog_lit(prog, "}\n</tool_call>"));
+    }
+    int use_prog = an && data[0] == 0xFD;
+    if (use_prog)
+        data++, an--, size--;
     ogk_error e;
     jg_vocab *jv = V ? jg_vocab_build(V, piece, &voc, &e) : NULL;
     uint8_t allowed[256];
     jg_state s;
-    jg_init(&s);
+    if (use_prog)
+        jg_init_prog(&s, prog);
+    else
+        jg_init(&s);
     size_t k = 0;
     for (;; k++) {
         int any = jg_done(&s);
@@ -69,8 +85,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             break;
     }
     if (k == an && jg_done(&s)) {
+        const char *t = (const char *)data;
+        size_t tn = an;
+        if (use_prog) { /* the object between "arguments": and the closing literal, after a known name */
+            static const char pre[] = "<tool_call>\n{\"name\": \"", post[] = "}\n</tool_call>";
+            FUZZ_CHECK(an > sizeof pre + sizeof post && !memcmp(t, pre, sizeof pre - 1) &&
+                       !memcmp(t + an - (sizeof post - 1), post, sizeof post - 1));
+            const char *q = t + sizeof pre - 1;
+            int known = 0;
+            for (int i = 0; i < 4; i++) {
+                size_t l = strlen(names[i]);
+                known |= !strncmp(q, names[i], l) && !strncmp(q + l, "\", \"arguments\": ", 16);
+            }
+            FUZZ_CHECK(known);
+            const char *o = strstr(q, "\", \"arguments\": ") + 16;
+            t = o, tn = (size_t)(data + an - (sizeof post - 1) - (const uint8_t *)o);
+        }
         json_error_t je;
-        json_t *j = json_loadb((const char *)data, an, JSON_ALLOW_NUL, &je);
+        json_t *j = json_loadb(t, tn, JSON_ALLOW_NUL, &je);
         FUZZ_CHECK((j && json_is_object(j)) || strstr(je.text, "overflow") || strstr(je.text, "too big") ||
                    strstr(je.text, "NUL byte in object key"));
         json_decref(j);

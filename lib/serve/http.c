@@ -235,7 +235,9 @@ static int check_model(server *srv, const serve_req *r, serve_err *err)
 
 /* token ids of a request's prompt: given ids (checked), text encoded, or messages through the chat
  * template. NULL with err filled. */
-static int *prompt_ids(server *srv, const serve_req *r, int *n, serve_err *err)
+/* the prompt's ids; *hermes: the rendered chat prompt speaks of <tool_call> blocks (the form a forced call
+ * takes) */
+static int *prompt_ids(server *srv, const serve_req *r, int *n, int *hermes, serve_err *err)
 {
     const model *m = srv->m;
     if (r->prompt_ids) {
@@ -271,6 +273,7 @@ static int *prompt_ids(server *srv, const serve_req *r, int *n, serve_err *err)
                    : tok_chat_render(srv->t, m->c.family_name, vars, &len, &e);
         json_decref(vars);
         add_special = 0;
+        *hermes = text && strstr(text, "<tool_call>") != NULL;
         if (!text) {
             pthread_mutex_unlock(&srv->tok_mu);
             serve_err_set(err, 400, "messages", "invalid_value", "chat template: %s", e.msg);
@@ -652,7 +655,7 @@ static enum MHD_Result completion(server *srv, struct MHD_Connection *c, conn *c
                     max_values, srv->S.context);
     if (serve_req_parse(cn->body ? cn->body : "", cn->len, kind, &r, &err))
         return send_err(srv, c, &err);
-    int n = 0, *ids = NULL;
+    int n = 0, *ids = NULL, hermes = 0;
     for (int i = 0; i < r.n_bias; i++)
         if (r.bias_ids[i] >= srv->m->c.vocab_size) {
             serve_err_set(&err, 400, "logit_bias", "invalid_value", "'logit_bias': token id %d is outside the vocabulary (%d)",
@@ -660,7 +663,7 @@ static enum MHD_Result completion(server *srv, struct MHD_Connection *c, conn *c
             serve_req_free(&r);
             return send_err(srv, c, &err);
         }
-    if (check_model(srv, &r, &err) || !(ids = prompt_ids(srv, &r, &n, &err))) {
+    if (check_model(srv, &r, &err) || !(ids = prompt_ids(srv, &r, &n, &hermes, &err))) {
         serve_req_free(&r);
         return send_err(srv, c, &err);
     }
@@ -690,6 +693,12 @@ static enum MHD_Result completion(server *srv, struct MHD_Connection *c, conn *c
     j->json = r.json, j->presence = (float)r.presence_penalty, j->frequency = (float)r.frequency_penalty;
     j->bias_ids = r.bias_ids, j->bias = r.bias, j->n_bias = r.n_bias;
     r.bias_ids = NULL, r.bias = NULL, r.n_bias = 0;
+    if (r.force_tool && !(j->prog = serve_tools_program(&r, hermes))) {
+        serve_job_unref(j);
+        serve_req_free(&r);
+        return fail(srv, c, 500, NULL, NULL, "out of memory");
+    }
+    j->json |= j->prog != NULL;
     if (r.n_stops && (j->stops = calloc((size_t)r.n_stops, sizeof *j->stops))) {
         for (int i = 0; i < r.n_stops; i++)
             j->stops[i] = r.stops[i], r.stops[i] = NULL;

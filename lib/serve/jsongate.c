@@ -18,7 +18,7 @@ void jg_init(jg_state *s)
     s->mode = J_VALUE;
 }
 
-int jg_done(const jg_state *s) { return s->mode == J_DONE; }
+int jg_done(const jg_state *s) { return s->prog ? s->seg == s->prog->nseg : s->mode == J_DONE; }
 
 static int is_ws(unsigned char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 static int hexval(unsigned char c)
@@ -206,7 +206,7 @@ static int feed_number(jg_state *s, unsigned char c)
     return 0;
 }
 
-static int feed(jg_state *s, unsigned char c)
+static int feed_json(jg_state *s, unsigned char c)
 {
     switch (s->mode) {
     case J_STR:
@@ -273,6 +273,115 @@ static int feed(jg_state *s, unsigned char c)
     return 0;
 }
 
+/* ---------------------------------------------------------------- programs */
+
+jg_prog *jg_prog_new(void) { return calloc(1, sizeof(jg_prog)); }
+
+void jg_prog_free(jg_prog *p)
+{
+    if (!p)
+        return;
+    for (int i = 0; i < p->nseg; i++)
+        free(p->seg[i].lit);
+    for (int i = 0; i < p->n_names; i++)
+        free(p->names[i]);
+    free(p->names);
+    free(p);
+}
+
+int jg_prog_lit(jg_prog *p, const char *lit)
+{
+    if (p->nseg == JG_MAX_SEGS || !*lit || !(p->seg[p->nseg].lit = strdup(lit)))
+        return -1;
+    p->seg[p->nseg].kind = JG_LIT, p->seg[p->nseg++].n = strlen(lit);
+    return 0;
+}
+
+static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+int jg_prog_names(jg_prog *p, const char *const *names, int n)
+{
+    if (p->nseg == JG_MAX_SEGS || p->names || n < 1 || n > JG_MAX_NAMES || !(p->names = calloc((size_t)n, sizeof *p->names)))
+        return -1;
+    for (int i = 0; i < n; i++) {
+        if (!*names[i] || strpbrk(names[i], "\"\\") || !(p->names[i] = strdup(names[i])))
+            return -1;
+        p->n_names++;
+    }
+    qsort(p->names, (size_t)n, sizeof *p->names, by_name);
+    p->seg[p->nseg++].kind = JG_NAME;
+    return 0;
+}
+
+int jg_prog_object(jg_prog *p)
+{
+    if (p->nseg == JG_MAX_SEGS)
+        return -1;
+    p->seg[p->nseg++].kind = JG_OBJECT;
+    return 0;
+}
+
+/* the state at the start of segment i */
+static void enter(jg_state *s, int i)
+{
+    const jg_prog *p = s->prog;
+    jg_init(s);
+    s->prog = p, s->seg = (uint8_t)i;
+    if (i < p->nseg && p->seg[i].kind == JG_NAME)
+        s->nlo = 0, s->nhi = (uint8_t)p->n_names;
+}
+
+void jg_init_prog(jg_state *s, const jg_prog *p)
+{
+    jg_init(s);
+    s->prog = p;
+    enter(s, 0);
+}
+
+static int feed(jg_state *s, unsigned char c)
+{
+    const jg_prog *p = s->prog;
+    if (!p)
+        return feed_json(s, c);
+    while (s->seg < p->nseg) {
+        int i = s->seg;
+        switch (p->seg[i].kind) {
+        case JG_LIT:
+            if (c != (unsigned char)p->seg[i].lit[s->off])
+                return 0;
+            if (++s->off == p->seg[i].n)
+                enter(s, i + 1);
+            return 1;
+        case JG_NAME: {
+            /* names sharing the bytes so far are [nlo, nhi), sorted: those going on with c are a run */
+            int lo = -1, hi = -1;
+            for (int k = s->nlo; k < s->nhi; k++)
+                if ((unsigned char)p->names[k][s->off] == c && c) {
+                    if (lo < 0)
+                        lo = k;
+                    hi = k + 1;
+                }
+            if (lo >= 0) {
+                s->nlo = (uint8_t)lo, s->nhi = (uint8_t)hi, s->off++;
+                return 1;
+            }
+            if (!s->off || p->names[s->nlo][s->off]) /* no whole name yet (the shortest sorts first) */
+                return 0;
+            enter(s, i + 1); /* a whole name: c belongs to what follows */
+            continue;
+        }
+        default: {
+            if (!feed_json(s, c))
+                return 0;
+            if (s->mode == J_DONE)
+                enter(s, i + 1);
+            return 1;
+        }
+        }
+    }
+    return 0;
+}
+
 int jg_feed(jg_state *s, unsigned char c)
 {
     jg_state t = *s;
@@ -305,7 +414,11 @@ struct jg_vocab {
 };
 
 /* inside a string, between characters: where plain pieces are taken as they are */
-static int string_plain(const jg_state *s) { return s->mode == J_STR && s->sub == S_CH && !s->need && !s->hi_sur; }
+static int string_plain(const jg_state *s)
+{
+    return (!s->prog || (s->seg < s->prog->nseg && s->prog->seg[s->seg].kind == JG_OBJECT)) && s->mode == J_STR &&
+           s->sub == S_CH && !s->need && !s->hi_sur;
+}
 
 static int by_piece(const void *a, const void *b, void *arg)
 {
@@ -405,7 +518,7 @@ const char *jg_piece(const jg_vocab *v, int id, size_t *len)
 int jg_allowed(const jg_vocab *v, const jg_state *s, uint8_t *allowed)
 {
     memset(allowed, 0, (size_t)v->V);
-    if (s->mode == J_DONE)
+    if (jg_done(s))
         return 0;
     /* st[d]: the state after the first d bytes of the current piece; states valid up to `have`; a piece
      * refused at byte d - 1 refuses every later piece sharing its first d bytes (`dead`) */

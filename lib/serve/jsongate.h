@@ -22,17 +22,45 @@
 #define JG_MAX_WS 24
 #define JG_MAX_LEAD_WS 2
 
+/* A program: the answer as a sequence of segments — literal text, one name of a list, a JSON object —
+ * (a forced tool call: <tool_call>\n{"name": "NAME", "arguments": OBJECT}\n</tool_call>). Names are
+ * written as they are (no escapes), up to JG_MAX_NAMES of them, none a JSON-special character. */
+#define JG_MAX_SEGS 8
+#define JG_MAX_NAMES 128
+enum { JG_LIT, JG_NAME, JG_OBJECT };
+typedef struct jg_prog {
+    int nseg;
+    struct {
+        int kind;
+        char *lit; /* JG_LIT */
+        size_t n;
+    } seg[JG_MAX_SEGS];
+    char **names; /* sorted (JG_NAME) */
+    int n_names;
+} jg_prog;
+jg_prog *jg_prog_new(void);
+/* 0, or -1 (out of memory, too many segments or names, a name empty or with '"' or '\\') */
+int jg_prog_lit(jg_prog *p, const char *lit);
+int jg_prog_names(jg_prog *p, const char *const *names, int n);
+int jg_prog_object(jg_prog *p);
+void jg_prog_free(jg_prog *p);
+
 typedef struct jg_state {
     uint64_t stack; /* bit d: container d (0 outermost) is an object */
+    const jg_prog *prog; /* NULL: one JSON object */
     uint16_t hex;   /* the \u escape's value so far */
+    uint16_t off;   /* program: bytes of the segment's literal or name so far */
     uint8_t depth, mode, sub, key, ws, need, lo, hi, pos, hi_sur;
+    uint8_t seg, nlo, nhi; /* program: the segment, the names still possible [nlo, nhi) */
 } jg_state;
 
 void jg_init(jg_state *s);
+/* the state at the start of program p (which must outlive it) */
+void jg_init_prog(jg_state *s, const jg_prog *p);
 /* 1: c continues the text (s advanced); 0: refused (s unchanged) */
 int jg_feed(jg_state *s, unsigned char c);
 int jg_feed_bytes(jg_state *s, const char *p, size_t n); /* all or nothing */
-/* the object is complete: nothing may follow */
+/* the object (or the program) is complete: nothing may follow */
 int jg_done(const jg_state *s);
 
 typedef struct jg_vocab jg_vocab;

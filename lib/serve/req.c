@@ -335,6 +335,10 @@ int serve_req_parse(const char *body, size_t len, int kind, serve_req *r, serve_
         serve_err_set(err, 400, "tools", "unsupported_parameter", "'tools' needs /v1/chat/completions");
         goto out;
     }
+    if (r->force_tool && r->json) {
+        serve_err_set(err, 400, "tool_choice", "invalid_value", "a forced tool call and JSON mode cannot be asked together");
+        goto out;
+    }
     if ((v = field(j, "parallel_tool_calls")) && !json_is_boolean(v)) {
         BADTYPE("parallel_tool_calls", "a boolean");
         goto out;
@@ -413,7 +417,7 @@ out:
 
 void serve_req_free(serve_req *r)
 {
-    free(r->model), free(r->prompt), free(r->prompt_ids), free(r->bias_ids), free(r->bias);
+    free(r->model), free(r->prompt), free(r->prompt_ids), free(r->bias_ids), free(r->bias), free(r->force_name);
     json_decref(r->messages);
     json_decref(r->tools);
     for (int i = 0; i < r->n_stops; i++)

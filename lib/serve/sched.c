@@ -77,6 +77,7 @@ void serve_job_unref(serve_job *j)
     pthread_cond_destroy(&j->cv);
     for (int i = 0; i < j->n_stops; i++)
         free(j->stops[i]);
+    jg_prog_free(j->prog);
     free(j->stops), free(j->bias_ids), free(j->bias), free(j->prompt), free(j->ids), free(j->lps), free(j->top_ids), free(j->top_lps), free(j->text);
     free(j);
 }
@@ -355,7 +356,10 @@ static void start_job(serve_sched *S, serve_slot *sl, serve_job *j)
     int V = model_sample_vocab(S->m->c.vocab_size, tok_vocab_size(S->t), j->temperature);
     int ok = sl->ts && !model_sampler_init(&sl->sp, V, j->temperature, j->top_k, j->top_p, j->seed);
     ok = ok && (!shaped_job(j) || !shape_init(S, sl));
-    jg_init(&sl->jg);
+    if (j->prog)
+        jg_init_prog(&sl->jg, j->prog);
+    else
+        jg_init(&sl->jg);
     /* greedy without logprobs reads each logits row's argmax only: the classifier's argmax head (lib/model);
      * reshaped logits need the whole row */
     sl->s->head_argmax = j->temperature <= 0 && j->top_n < 0 && !shaped_job(j);
@@ -469,7 +473,8 @@ static int next_token(serve_sched *S, serve_slot *sl, const float *logits)
     const model *m = S->m;
     const float *x = shaped_job(j) ? shape(S, sl, logits) : logits;
     if (!x) {
-        finish(S, sl, "stop", "JSON mode: no token of the vocabulary continues the answer as JSON");
+        finish(S, sl, "stop", j->prog ? "forced tool call: no token of the vocabulary continues the call"
+                                      : "JSON mode: no token of the vocabulary continues the answer as JSON");
         return 0;
     }
     int id = model_sample(&sl->sp, x);

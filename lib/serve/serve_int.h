@@ -49,6 +49,8 @@ typedef struct serve_req {
     int ignore_eos;
     json_t *tools;              /* chat: the tools the model may call (NULL: none, or tool_choice "none") */
     int tools_off;              /* tool_choice "none" */
+    int force_tool;             /* tool_choice "required" or a named function: the answer is one call */
+    char *force_name;           /* the named function, or NULL (any of the tools) */
     int json;                   /* response_format json_object */
     int *bias_ids, n_bias;      /* logit_bias */
     float *bias;
@@ -68,6 +70,10 @@ size_t serve_tools_hold(const char *s, size_t n);
 /* the answer's tool calls: their count (0: none, the whole text is content), *calls OpenAI's tool_calls
  * array and *content_len the length of the text before them */
 int serve_tools_extract(const char *s, size_t n, const json_t *tools, size_t *content_len, json_t **calls);
+/* a forced call (r->force_tool) as a JSON-mode program: one call to r->force_name or any of r->tools, in
+ * the Hermes / Qwen form (<tool_call> block, "arguments") or the Llama 3.x one (bare, "parameters").
+ * NULL: out of memory. */
+jg_prog *serve_tools_program(const serve_req *r, int hermes);
 
 /* ---- a request in flight, shared by its HTTP thread and the scheduler ---- */
 typedef struct serve_job {
@@ -85,7 +91,8 @@ typedef struct serve_job {
     int top_n; /* logprobs: -1 off */
     int ignore_eos;
     /* the logits reshaped before sampling (sched.c): JSON mode, biases, penalties on the answer's tokens */
-    int json;
+    int json;       /* gated: a JSON object, or the program's text when prog is set */
+    jg_prog *prog;  /* a forced tool call (owned) */
     int *bias_ids, n_bias;
     float *bias;
     float presence, frequency;

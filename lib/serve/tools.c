@@ -34,19 +34,42 @@ static int good_name(const json_t *v)
     return 1;
 }
 
+/* tool_choice: "auto", "none", "required" (one call to any tool) or {"type": "function", "function":
+ * {"name": NAME}} (one call to that tool); a forced call needs tools, and NAME must be one of them */
+static int parse_choice(serve_req *r, const json_t *tools, const json_t *choice, serve_err *err)
+{
+    const char *c = json_string_value(choice);
+    if (json_is_object(choice)) {
+        const json_t *f = json_object_get(choice, "function"), *ty = json_object_get(choice, "type");
+        const char *name = json_string_value(json_object_get(f, "name"));
+        if (!json_is_string(ty) || strcmp(json_string_value(ty), "function") || !name)
+            return BAD("tool_choice", "'tool_choice' as an object is {\"type\": \"function\", \"function\": {\"name\": ...}}");
+        size_t i;
+        const json_t *t;
+        json_array_foreach(tools, i, t) if (!strcmp(json_string_value(json_object_get(json_object_get(t, "function"), "name")),
+                                                    name)) break;
+        if (!tools || i == json_array_size(tools))
+            return BAD("tool_choice", "'tool_choice' names '%.64s', which is not among the request's tools", name);
+        if (!(r->force_name = strdup(name)))
+            return serve_err_set(err, 500, NULL, NULL, "out of memory");
+        r->force_tool = 1;
+        return 0;
+    }
+    if (!c || (strcmp(c, "auto") && strcmp(c, "none") && strcmp(c, "required")))
+        return BAD("tool_choice", "'tool_choice' must be \"auto\", \"none\", \"required\" or an object");
+    r->tools_off = !strcmp(c, "none");
+    if (!strcmp(c, "required")) {
+        if (!tools || !json_array_size(tools))
+            return BAD("tool_choice", "'tool_choice' \"required\" needs 'tools'");
+        r->force_tool = 1;
+    }
+    return 0;
+}
+
 int serve_tools_parse(serve_req *r, const json_t *tools, const json_t *choice, serve_err *err)
 {
-    if (choice) {
-        const char *c = json_string_value(choice);
-        if (json_is_object(choice) || (c && !strcmp(c, "required")))
-            return serve_err_set(err, 400, "tool_choice", "unsupported_value",
-                                 "'tool_choice': only \"auto\" and \"none\" are supported (no forced calls)");
-        if (!c || (strcmp(c, "auto") && strcmp(c, "none")))
-            return BAD("tool_choice", "'tool_choice' must be \"auto\", \"none\", \"required\" or an object");
-        r->tools_off = !strcmp(c, "none");
-    }
     if (!tools)
-        return 0;
+        return choice ? parse_choice(r, NULL, choice, err) : 0;
     if (!json_is_array(tools))
         return serve_err_set(err, 400, "tools", "invalid_type", "'tools' must be an array");
     if (json_array_size(tools) > MAX_TOOLS)
@@ -71,9 +94,34 @@ int serve_tools_parse(serve_req *r, const json_t *tools, const json_t *choice, s
                 return BAD("tools", "tools[%zu]: the name '%s' is given twice", i,
                            json_string_value(json_object_get(f, "name")));
     }
+    if (choice && parse_choice(r, tools, choice, err))
+        return -1;
     if (json_array_size(tools) && !r->tools_off)
         r->tools = json_deep_copy(tools);
     return 0;
+}
+
+jg_prog *serve_tools_program(const serve_req *r, int hermes)
+{
+    const char *names[JG_MAX_NAMES];
+    int n = 0;
+    if (r->force_name) {
+        names[n++] = r->force_name;
+    } else {
+        size_t i;
+        const json_t *t;
+        json_array_foreach(r->tools, i, t) if (n < JG_MAX_NAMES) names[n++] =
+            json_string_value(json_object_get(json_object_get(t, "function"), "name"));
+    }
+    jg_prog *p = jg_prog_new();
+    int rc = !p || jg_prog_lit(p, hermes ? "<tool_call>\n{\"name\": \"" : "{\"name\": \"") || jg_prog_names(p, names, n) ||
+             jg_prog_lit(p, hermes ? "\", \"arguments\": " : "\", \"parameters\": ") || jg_prog_object(p) ||
+             jg_prog_lit(p, hermes ? "}\n</tool_call>" : "}");
+    if (rc) {
+        jg_prog_free(p);
+        return NULL;
+    }
+    return p;
 }
 
 /* arguments for a template: the object a JSON string holds, or the value as given */

@@ -293,6 +293,127 @@ static void mask_runs(void)
     free(ps.p), free(ps.n), free(al);
 }
 
+/* ---------------------------------------------------------------- programs (forced tool calls) */
+
+static jg_prog *call_prog(void)
+{
+    static const char *const names[] = {"get_weather", "add2", "add", "a-b_c"};
+    jg_prog *p = jg_prog_new();
+    int rc = jg_prog_lit(p, "<tool_call>\n{\"name\": \"") || jg_prog_names(p, names, 4) ||
+             jg_prog_lit(p, "\", \"arguments\": ") || jg_prog_object(p) || jg_prog_lit(p, "}\n</tool_call>");
+    if (rc) {
+        jg_prog_free(p);
+        return NULL;
+    }
+    return p;
+}
+
+static void prog_case(const jg_prog *p, const char *s, int want_stop, int want_done)
+{
+    jg_state st;
+    jg_init_prog(&st, p);
+    size_t n = strlen(s), i = 0, want = want_stop < 0 ? n : (size_t)want_stop;
+    while (i < n && jg_feed(&st, (unsigned char)s[i]))
+        i++;
+    char shown[128];
+    snprintf(shown, sizeof shown, "%s", s);
+    for (char *c = shown; *c; c++)
+        *c = *c == '\n' ? '|' : *c;
+    TAP_OK(i == want && jg_done(&st) == want_done, "program: %-60s taken %zu/%zu done %d", shown, i, n, jg_done(&st));
+}
+
+static void prog_runs(void)
+{
+    jg_prog *p = call_prog();
+    TAP_OK(p != NULL, "a program: literal, 4 names, literal, object, literal");
+    if (!p)
+        return;
+    const char *pre = "<tool_call>\n{\"name\": \"";
+    char b[512];
+    static const char *const whole[] = {"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>",
+                                        "add\", \"arguments\": {}}\n</tool_call>",
+                                        "add2\", \"arguments\":  {\"a\": [1, {\"b\": null}]}}\n</tool_call>",
+                                        "a-b_c\", \"arguments\": {\"\\u00e9\": \"}\"}}\n</tool_call>"};
+    for (int i = 0; i < 4; i++) {
+        snprintf(b, sizeof b, "%s%s", pre, whole[i]);
+        prog_case(p, b, -1, 1);
+    }
+    size_t pl = strlen(pre);
+    snprintf(b, sizeof b, "%sadd\", \"arguments\": {}}\n</tool_call> ", pre);
+    prog_case(p, b, (int)strlen(b) - 1, 1); /* nothing after the program */
+    snprintf(b, sizeof b, "%sad\"", pre);
+    prog_case(p, b, (int)pl + 2, 0);        /* "ad" is no name */
+    snprintf(b, sizeof b, "%ssub\"", pre);
+    prog_case(p, b, (int)pl, 0);
+    snprintf(b, sizeof b, "%sadd3\"", pre);
+    prog_case(p, b, (int)pl + 3, 0);
+    snprintf(b, sizeof b, "%s\"", pre);
+    prog_case(p, b, (int)pl, 0);            /* an empty name */
+    snprintf(b, sizeof b, "%sadd\", \"arguments\": [1]", pre);
+    prog_case(p, b, (int)pl + 19, 0);       /* the arguments are an object */
+    snprintf(b, sizeof b, "%sadd\",\"arguments\": {}", pre);
+    prog_case(p, b, (int)pl + 5, 0);        /* the literal as it is */
+    prog_case(p, "<tool_call> {", 11, 0);
+    prog_case(p, "Sure! <tool_call>", 0, 0);
+
+    /* the mask against each piece alone, in states along whole calls */
+    enum { V = 1500 };
+    static const char alpha[] = "<>_/{}[]\",: \nadd2get_weatherlcoknmsuOslo0123456789\\b-\xc3\xa9";
+    static const char *const fixed[] = {"<tool_call>", "\n", "{\"", "name", "\": \"", "add", "add2", "get", "_weather",
+                                        "\", \"", "arguments", "\":", " {\"", "\"}}", "}\n", "</tool_call>", "\",",
+                                        "a-b", "_c\"", "2\", \"arg", "}}\n</tool_call>"};
+    char *pc[V];
+    size_t pn[V];
+    for (int i = 0; i < V; i++) {
+        size_t n = i < 256 ? 1 : i < 256 + (int)(sizeof fixed / sizeof *fixed) ? strlen(fixed[i - 256]) : 1 + rnd(7);
+        pc[i] = malloc(n + 1);
+        for (size_t k = 0; k < n; k++)
+            pc[i][k] = i < 256 ? (char)i : i < 256 + (int)(sizeof fixed / sizeof *fixed) ? fixed[i - 256][k]
+                                                                                         : alpha[rnd(sizeof alpha - 1)];
+        pn[i] = n;
+    }
+    pieces ps = {pc, pn};
+    ogk_error e;
+    jg_vocab *v = jg_vocab_build(V, piece_of, &ps, &e);
+    uint8_t al[V];
+    int states = 0, same = 0, nonempty = 0, live_ok = 1;
+    for (int w = 0; w < 4 && v; w++) {
+        snprintf(b, sizeof b, "%s%s", pre, whole[w]);
+        jg_state st;
+        jg_init_prog(&st, p);
+        for (size_t k = 0; k < strlen(b); k++) {
+            int cnt = jg_allowed(v, &st, al), want = 0, ok = 1, any = 0;
+            for (int id = 0; id < V; id++) {
+                jg_state t = st;
+                int x = jg_feed_bytes(&t, pc[id], pn[id]);
+                want += x;
+                ok &= (al[id] != 0) == x;
+            }
+            for (int c = 0; c < 256 && !any; c++) {
+                jg_state t = st;
+                any = jg_feed(&t, (unsigned char)c);
+            }
+            live_ok &= any;
+            states++, same += ok && cnt == want, nonempty += cnt > 0;
+            jg_feed(&st, (unsigned char)b[k]);
+        }
+    }
+    TAP_OK(v && states > 200 && same == states, "program: mask = each piece fed alone, in %d of %d states", same, states);
+    TAP_OK(nonempty == states && live_ok, "program: some token and some byte go on in every state before the end");
+    jg_vocab_free(v);
+    for (int i = 0; i < V; i++)
+        free(pc[i]);
+    /* refused programs */
+    jg_prog *q = jg_prog_new();
+    const char *bad[] = {"a\"b"}, *empty[] = {""};
+    TAP_OK(q && jg_prog_lit(q, "") == -1 && jg_prog_names(q, bad, 1) == -1, "a program refuses an empty literal and a name with '\"'");
+    jg_prog_free(q);
+    q = jg_prog_new();
+    TAP_OK(q && jg_prog_names(q, empty, 1) == -1 && jg_prog_names(q, bad, 0) == -1, "and an empty name or no names");
+    jg_prog_free(q);
+    jg_prog_free(p);
+}
+
 int main(void)
 {
     /* whole objects */
@@ -349,5 +470,6 @@ int main(void)
     }
     property_runs();
     mask_runs();
+    prog_runs();
     return TAP_DONE();
 }

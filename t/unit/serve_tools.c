@@ -37,6 +37,7 @@ static void parse_case(const char *tools, const char *choice, int want_rc, int w
     if (!ok)
         printf("#   rc %d tools %p status %d message '%s'\n", rc, (void *)r.tools, err.status, err.message);
     json_decref(t), json_decref(c), json_decref(r.tools);
+    free(r.force_name);
 }
 
 /* extract: count, content, and the calls as name + arguments pairs "name(args);..." */
@@ -79,9 +80,32 @@ int main(void)
     parse_case(TOOLS, "\"auto\"", 0, 1, NULL, "tool_choice auto keeps them");
     parse_case(TOOLS, "\"none\"", 0, 0, NULL, "tool_choice none: rendered and read back without tools");
     parse_case("[]", NULL, 0, 0, NULL, "an empty list is no tools");
-    parse_case(TOOLS, "\"required\"", -1, 0, "only \"auto\" and \"none\"", "tool_choice required is refused by name");
-    parse_case(TOOLS, "{\"type\":\"function\",\"function\":{\"name\":\"get_weather\"}}", -1, 0, "no forced calls",
-               "a forced function is refused by name");
+    parse_case(TOOLS, "\"required\"", 0, 1, NULL, "tool_choice required keeps the tools (a forced call)");
+    parse_case(TOOLS, "{\"type\":\"function\",\"function\":{\"name\":\"add-2\"}}", 0, 1, NULL,
+               "a named function of the tools is taken (a forced call)");
+    parse_case(TOOLS, "{\"type\":\"function\",\"function\":{\"name\":\"add\"}}", -1, 0, "not among the request's tools",
+               "a named function not among the tools is refused by name");
+    parse_case(TOOLS, "{\"type\":\"function\"}", -1, 0, "as an object is", "a forced function without a name");
+    parse_case(NULL, "\"required\"", -1, 0, "needs 'tools'", "tool_choice required without tools");
+    parse_case("[]", "\"required\"", -1, 0, "needs 'tools'", "tool_choice required with an empty list");
+    parse_case(NULL, "{\"type\":\"function\",\"function\":{\"name\":\"f\"}}", -1, 0, "not among",
+               "a named function without tools");
+    {
+        serve_req r;
+        serve_err err;
+        memset(&r, 0, sizeof r);
+        json_t *t = J(TOOLS), *c = J("{\"type\":\"function\",\"function\":{\"name\":\"get_weather\"}}");
+        int rc = serve_tools_parse(&r, t, c, &err);
+        TAP_OK(!rc && r.force_tool && r.force_name && !strcmp(r.force_name, "get_weather"), "the forced name is kept");
+        free(r.force_name);
+        json_decref(r.tools);
+        memset(&r, 0, sizeof r);
+        json_decref(c);
+        c = J("\"required\"");
+        rc = serve_tools_parse(&r, t, c, &err);
+        TAP_OK(!rc && r.force_tool && !r.force_name, "required: any of the tools");
+        json_decref(r.tools), json_decref(t), json_decref(c);
+    }
     parse_case(TOOLS, "\"sometimes\"", -1, 0, "'tool_choice' must be", "an unknown tool_choice is refused");
     parse_case("{\"type\":\"function\"}", NULL, -1, 0, "must be an array", "tools not an array");
     parse_case("[{\"type\":\"retrieval\"}]", NULL, -1, 0, "tools[0] is not", "a tool of another type");
@@ -180,6 +204,37 @@ int main(void)
         TAP_OK(serve_tools_extract("<tool_call>{\"name\":\"add-2\"}</tool_call>", 36, NULL, &clen, &calls) == 0 &&
                    !calls && clen == 36,
                "without tools nothing is read as a call");
+    }
+    /* a forced call as a program: the family's form, the allowed names */
+    {
+        serve_req r;
+        memset(&r, 0, sizeof r);
+        r.tools = J(TOOLS);
+        static const struct {
+            int hermes;
+            const char *name, *text;
+            int done;
+        } pc[] = {
+            {1, NULL, "<tool_call>\n{\"name\": \"add-2\", \"arguments\": {\"x\": 1}}\n</tool_call>", 1},
+            {1, NULL, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {}}\n</tool_call>", 1},
+            {0, NULL, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\"}}", 1},
+            {1, NULL, "{\"name\": \"get_weather\"", 0},                          /* not the Hermes form */
+            {0, NULL, "<tool_call>", 0},                                          /* not the bare form */
+            {1, "add-2", "<tool_call>\n{\"name\": \"get_weather\"", 0},           /* not the named one */
+            {1, "add-2", "<tool_call>\n{\"name\": \"add-2\", \"arguments\": {}}\n</tool_call>", 1},
+            {0, NULL, "{\"name\": \"get_weather\", \"parameters\": {}} ", 0}, /* nothing after */
+        };
+        for (size_t i = 0; i < sizeof pc / sizeof *pc; i++) {
+            r.force_name = (char *)pc[i].name;
+            jg_prog *p = serve_tools_program(&r, pc[i].hermes);
+            jg_state st;
+            jg_init_prog(&st, p);
+            int all = jg_feed_bytes(&st, pc[i].text, strlen(pc[i].text));
+            TAP_OK(p && all == pc[i].done && jg_done(&st) == pc[i].done, "forced call program %zu (%s form%s%s)", i,
+                   pc[i].hermes ? "Hermes" : "bare", pc[i].name ? ", only " : "", pc[i].name ? pc[i].name : "");
+            jg_prog_free(p);
+        }
+        json_decref(r.tools);
     }
     return TAP_DONE();
 }
