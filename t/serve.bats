@@ -489,6 +489,40 @@ metric() { curl -s -m 10 "http://127.0.0.1:$PORT/metrics" | awk -v k="ogakit_$1"
   is_error 400
 }
 
+@test "serve: reasoning: a prompt that leaves <think> open (DeepSeek-R1's form) puts the answer up to </think> in reasoning_content, in one piece and streamed; --reasoning-format none keeps it in content" {
+  local d="$BATS_TEST_TMPDIR/thinky"
+  cp -r "$TOP/share/models/pytiny-target" "$d"
+  jq --arg t '{% for m in messages %}<|{{ m.role }}|>{{ m.content }}{% endfor %}{% if add_generation_prompt %}<|assistant|><think>
+{% endif %}' '.chat_template = $t' "$TOP/share/models/pytiny-target/tokenizer_config.json" >"$d/tokenizer_config.json"
+  oga-extract "$d" 2>/dev/null | q4nx-pack -l b8 -o "$W/thinky.q4nx" 2>/dev/null
+  start_server -m "$W/thinky.q4nx"
+  for p in "What is a list?" "def f(x):" "Tell me"; do
+    req=$(jq -nc --arg p "$p" '{messages: [{role: "user", content: $p}], max_tokens: 48, temperature: 0, return_tokens: true}')
+    post /v1/chat/completions "$req"
+    [ "$STATUS" = 200 ]
+    msg=$(echo "$BODY" | jq -c '.choices[0].message')
+    # the split the text the model wrote (its tokens, detokenized) should have
+    post /detokenize "$(echo "$BODY" | jq -c '{tokens: .choices[0].tokens}')"
+    want=$(echo "$BODY" | jq -c '.content | if test("</think>") then (index("</think>")) as $i |
+      {r: .[:$i], c: (.[$i + 8:] | sub("^[ \n\r\t]+"; ""))} else {r: ., c: ""} end')
+    [ "$(echo "$msg" | jq -c '{r: .reasoning_content, c: .content}')" = "$want" ]
+    [ "$(echo "$want" | jq -r .r)" != "" ]
+    # streamed: reasoning_content deltas, then content deltas, the same texts
+    curl -sN -m 60 -H 'Content-Type: application/json' "http://127.0.0.1:$PORT/v1/chat/completions" \
+      -d "$(echo "$req" | jq -c '.stream = true')" | sed -n 's/^data: \({.*\)/\1/p' >"$BATS_TEST_TMPDIR/chunks"
+    [ "$(jq -s -c '{r: (map(.choices[0].delta.reasoning_content // "") | join("")), c: (map(.choices[0].delta.content // "") | join(""))}' \
+      "$BATS_TEST_TMPDIR/chunks")" = "$want" ]
+  done
+  stop_servers
+  start_server -m "$W/thinky.q4nx" --reasoning-format none
+  post /v1/chat/completions "$req"
+  echo "$BODY" | jq -e '.choices[0].message | has("reasoning_content") | not'
+  [ "$(echo "$BODY" | jq -c '.choices[0].message.content')" = "$(echo "$msg" | jq -c '.reasoning_content')" ] ||
+    echo "$msg" | jq -e '.content != ""'
+  run timeout 10 npu-forward serve -m "$W/thinky.q4nx" --reasoning-format maybe
+  [ "$status" = 2 ]
+}
+
 @test "serve: --api-key: a missing or wrong key is 401, the right one passes, /health needs none" {
   start_server --api-key sekrit
   post /v1/completions '{"prompt": "x", "max_tokens": 2}'; is_error 401

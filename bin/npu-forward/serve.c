@@ -36,7 +36,7 @@ static int cors_origin(const char *s)
 
 int cmd_serve(int argc, char **argv)
 {
-    enum { S_HOST = 300, S_PORT, S_PARALLEL, S_QUEUE, S_API_KEY, S_PREFIX, S_MODE, S_NO_MMAP, S_MMAP, S_DRAFT, S_DRAFT_MAX, S_GRACE, S_CORS };
+    enum { S_HOST = 300, S_PORT, S_PARALLEL, S_QUEUE, S_API_KEY, S_PREFIX, S_MODE, S_NO_MMAP, S_MMAP, S_DRAFT, S_DRAFT_MAX, S_GRACE, S_CORS, S_REASONING };
     static const struct option so[] = {
         {"model", required_argument, 0, 'm'},     {"threads", required_argument, 0, 't'},
         {"context", required_argument, 0, 'c'},   {"host", required_argument, 0, S_HOST},
@@ -45,11 +45,11 @@ int cmd_serve(int argc, char **argv)
         {"prefix-cache", required_argument, 0, S_PREFIX}, {"mode", required_argument, 0, S_MODE},
         {"no-mmap", no_argument, 0, S_NO_MMAP}, {"mmap", no_argument, 0, S_MMAP},   {"draft", required_argument, 0, S_DRAFT},
         {"draft-max", required_argument, 0, S_DRAFT_MAX}, {"shutdown-grace", required_argument, 0, S_GRACE},
-        {"cors", required_argument, 0, S_CORS},
+        {"cors", required_argument, 0, S_CORS},   {"reasoning-format", required_argument, 0, S_REASONING},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
-    serve_opts o = {.mode = -1, .port = 8080, .parallel = 4, .queue = 256, .prefix_cache = 1, .shutdown_grace = 5, .stop = &serve_stop,
+    serve_opts o = {.mode = -1, .port = 8080, .parallel = 4, .queue = 256, .prefix_cache = 1, .reasoning = 1, .shutdown_grace = 5, .stop = &serve_stop,
                     .log = serve_log};
     int c;
     optind = 1;
@@ -72,6 +72,11 @@ int cmd_serve(int argc, char **argv)
                 ogk_die(OGK_EXIT_USAGE, "--cors: '%s' is not an origin (\"*\", or http:// or https:// and a host[:port])",
                         optarg);
             o.cors = optarg;
+            break;
+        case S_REASONING: /* llama-server's names: deepseek is what auto does here */
+            if (strcmp(optarg, "auto") && strcmp(optarg, "deepseek") && strcmp(optarg, "none"))
+                ogk_die(OGK_EXIT_USAGE, "--reasoning-format: '%s' is not auto, deepseek or none", optarg);
+            o.reasoning = strcmp(optarg, "none") != 0;
             break;
         case S_PREFIX:
             if (strcmp(optarg, "on") && strcmp(optarg, "off"))

@@ -237,7 +237,7 @@ static int check_model(server *srv, const serve_req *r, serve_err *err)
  * template. NULL with err filled. */
 /* the prompt's ids; *hermes: the rendered chat prompt speaks of <tool_call> blocks (the form a forced call
  * takes) */
-static int *prompt_ids(server *srv, const serve_req *r, int *n, int *hermes, serve_err *err)
+static int *prompt_ids(server *srv, const serve_req *r, int *n, int *hermes, int *think_open, serve_err *err)
 {
     const model *m = srv->m;
     if (r->prompt_ids) {
@@ -274,6 +274,7 @@ static int *prompt_ids(server *srv, const serve_req *r, int *n, int *hermes, ser
         json_decref(vars);
         add_special = 0;
         *hermes = text && strstr(text, "<tool_call>") != NULL;
+        *think_open = text && serve_think_open(text, len);
         if (!text) {
             pthread_mutex_unlock(&srv->tok_mu);
             serve_err_set(err, 400, "messages", "invalid_value", "chat template: %s", e.msg);
@@ -450,7 +451,37 @@ typedef struct stream {
     size_t echo_len;
     json_t *calls; /* with tools: the answer's tool calls, once it is complete */
     int calls_sent;
+    int think, think_open; /* reasoning split (chat, --reasoning-format auto); the prompt left <think> open */
+    size_t rsent;          /* reasoning text sent up to */
 } stream;
+
+/* what of the answer so far (s, tl) may go out: reasoning up to *r_end, content [*c_from, *c_end) */
+static void releasable(stream *st, const char *s, size_t tl, int done, size_t *r_from, size_t *r_end, size_t *c_from,
+                       size_t *c_end)
+{
+    serve_think th = {.decided = 1};
+    if (st->think)
+        serve_think_split(s, tl, st->think_open, done, &th);
+    *r_from = th.r0 > st->rsent ? th.r0 : st->rsent;
+    *r_end = th.has && th.r1 > *r_from ? th.r1 : *r_from;
+    if (!th.decided || th.c0 == SIZE_MAX) {
+        *c_from = *c_end = st->text_sent;
+        return;
+    }
+    size_t base = th.c0, rel = tl;
+    const json_t *tools = st->r.tools;
+    if (tools) {
+        size_t clen = tl - base;
+        if (!done)
+            rel = base + serve_tools_hold(s + base, tl - base);
+        else if (!st->calls && serve_tools_extract(s + base, tl - base, tools, &clen, &st->calls))
+            rel = base + clen;
+        else if (st->calls)
+            rel = st->text_sent; /* the calls' own text is never content */
+    }
+    *c_from = base > st->text_sent ? base : st->text_sent;
+    *c_end = rel > *c_from ? rel : *c_from;
+}
 
 static json_t *chunk_base(stream *st, json_t *choice)
 {
@@ -497,37 +528,34 @@ static int next_event(stream *st)
     }
     st->stage = 1;
     int lp = st->r.logprobs >= 0;
-    const json_t *tools = st->r.tools;
-    /* with tools, text that may open a tool call is held back (and the tokens with it) until it is known */
-    size_t seen = st->text_sent;
+    /* with tools or reasoning, text that may open a tool call or a <think> block, or close one, is held back
+     * (and the tokens with it) until it is known */
+    int held = st->r.tools || st->think;
+    size_t seen = st->text_sent > st->rsent ? st->text_sent : st->rsent, r_from, r_end, c_from, c_end;
     for (;;) {
-        if (job_wait(j, st->fd, seen, lp && !tools ? st->toks_sent : -1))
+        if (job_wait(j, st->fd, seen, lp && !held ? st->toks_sent : -1))
             return -1;
-        if (!tools)
+        if (!held)
             break;
         pthread_mutex_lock(&j->mu);
         int done = j->done;
         seen = j->text_len;
-        size_t rel = serve_tools_hold(j->text ? j->text : "", seen);
+        releasable(st, j->text ? j->text : "", seen, done, &r_from, &r_end, &c_from, &c_end);
         pthread_mutex_unlock(&j->mu);
-        if (done || rel > st->text_sent)
+        if (done || r_end > r_from || c_end > c_from)
             break;
     }
     pthread_mutex_lock(&j->mu);
     int failed = j->failed, n_ids = j->n_ids, done = j->done;
-    size_t tl = j->text_len, rel = tl;
-    if (tools && !failed) {
-        size_t clen = tl;
-        if (!done)
-            rel = serve_tools_hold(j->text ? j->text : "", tl);
-        else if (!st->calls && serve_tools_extract(j->text ? j->text : "", tl, tools, &clen, &st->calls))
-            rel = clen;
-        else if (st->calls)
-            rel = st->text_sent; /* the calls' own text is never content */
-        if (rel < st->text_sent)
-            rel = st->text_sent;
+    size_t tl = j->text_len;
+    if (failed) {
+        r_from = r_end = st->rsent;
+        c_from = c_end = st->text_sent;
+    } else {
+        releasable(st, j->text ? j->text : "", tl, done, &r_from, &r_end, &c_from, &c_end);
     }
-    json_t *text = jstr(j->text + st->text_sent, rel - st->text_sent);
+    int reasoning = r_end > r_from; /* reasoning goes out first, content after it */
+    json_t *text = reasoning ? jstr(j->text + r_from, r_end - r_from) : jstr(j->text + c_from, c_end - c_from);
     tok_slice sl;
     int oom = slice_copy(j, st->toks_sent, n_ids, &sl); /* the tokens since the last event */
     pthread_mutex_unlock(&j->mu);
@@ -544,17 +572,22 @@ static int next_event(stream *st)
         return 1;
     }
     /* with logprobs, every event carries the tokens since the last one; otherwise only new text counts */
-    if (rel > st->text_sent || (lp && n_ids > st->toks_sent && (!tools || (done && !st->calls)))) {
+    if (reasoning || c_end > c_from || (lp && n_ids > st->toks_sent && (!held || (done && !st->calls)))) {
         json_t *lpj = lp ? logprobs_json(st->srv, &sl, st->r.kind, &st->offset) : json_null();
         json_t *choice = st->r.kind == REQ_CHAT
-                             ? json_pack("{s:i,s:{s:o},s:o,s:n}", "index", 0, "delta", "content", text, "logprobs",
-                                         lpj, "finish_reason")
+                             ? json_pack("{s:i,s:{s:o},s:o,s:n}", "index", 0, "delta",
+                                         reasoning ? "reasoning_content" : "content", text, "logprobs", lpj,
+                                         "finish_reason")
                              : json_pack("{s:o,s:i,s:o,s:n}", "text", text, "index", 0, "logprobs", lpj,
                                          "finish_reason");
         if (st->r.return_tokens)
             json_object_set_new(choice, "tokens", ids_json(sl.ids, sl.n));
         slice_free(&sl);
-        st->text_sent = rel, st->toks_sent = n_ids;
+        if (reasoning)
+            st->rsent = r_end;
+        else
+            st->text_sent = c_end;
+        st->toks_sent = n_ids;
         set_pending(st, chunk_base(st, choice));
         return 1;
     }
@@ -655,7 +688,7 @@ static enum MHD_Result completion(server *srv, struct MHD_Connection *c, conn *c
                     max_values, srv->S.context);
     if (serve_req_parse(cn->body ? cn->body : "", cn->len, kind, &r, &err))
         return send_err(srv, c, &err);
-    int n = 0, *ids = NULL, hermes = 0;
+    int n = 0, *ids = NULL, hermes = 0, think_open = 0;
     for (int i = 0; i < r.n_bias; i++)
         if (r.bias_ids[i] >= srv->m->c.vocab_size) {
             serve_err_set(&err, 400, "logit_bias", "invalid_value", "'logit_bias': token id %d is outside the vocabulary (%d)",
@@ -663,7 +696,7 @@ static enum MHD_Result completion(server *srv, struct MHD_Connection *c, conn *c
             serve_req_free(&r);
             return send_err(srv, c, &err);
         }
-    if (check_model(srv, &r, &err) || !(ids = prompt_ids(srv, &r, &n, &hermes, &err))) {
+    if (check_model(srv, &r, &err) || !(ids = prompt_ids(srv, &r, &n, &hermes, &think_open, &err))) {
         serve_req_free(&r);
         return send_err(srv, c, &err);
     }
@@ -728,6 +761,7 @@ static enum MHD_Result completion(server *srv, struct MHD_Connection *c, conn *c
             return fail(srv, c, 500, NULL, NULL, "out of memory");
         }
         st->srv = srv, st->j = j, st->r = r, st->fd = fd, st->created = created;
+        st->think = srv->o->reasoning && kind == REQ_CHAT, st->think_open = think_open;
         snprintf(st->id, sizeof st->id, "%s", id);
         if (r.echo && r.prompt) {
             st->echo = strndup(r.prompt, r.prompt_len);
@@ -782,17 +816,30 @@ static enum MHD_Result completion(server *srv, struct MHD_Connection *c, conn *c
     }
     json_t *lp = r.logprobs >= 0 ? logprobs_json(srv, &sl, kind, &off) : json_null();
     slice_free(&sl);
-    json_t *calls = NULL;
+    json_t *calls = NULL, *reasoning = NULL;
     size_t content_len;
-    if (r.tools && serve_tools_extract(j->text ? j->text : "", j->text_len, r.tools, &content_len, &calls)) {
+    /* chat: a <think> block is reasoning_content, the rest content; tool calls are read from the content */
+    serve_think th = {.decided = 1};
+    if (kind == REQ_CHAT && srv->o->reasoning)
+        serve_think_split(j->text ? j->text : "", j->text_len, think_open, 1, &th);
+    const char *ct = (j->text ? j->text : "") + th.c0;
+    size_t ctn = j->text_len - th.c0;
+    if (th.has) {
+        reasoning = jstr(j->text + th.r0, th.r1 - th.r0);
         json_decref(text);
-        text = content_len ? jstr(j->text, content_len) : json_null();
+        text = jstr(ct, ctn);
+    }
+    if (r.tools && serve_tools_extract(ct, ctn, r.tools, &content_len, &calls)) {
+        json_decref(text);
+        text = content_len ? jstr(ct, content_len) : json_null();
     }
     json_t *choice = kind == REQ_CHAT ? json_pack("{s:i,s:{s:s,s:o},s:o,s:s}", "index", 0, "message", "role",
                                                   "assistant", "content", text, "logprobs", lp, "finish_reason",
                                                   calls ? "tool_calls" : j->finish)
                                       : json_pack("{s:o,s:i,s:o,s:s}", "text", text, "index", 0, "logprobs", lp,
                                                   "finish_reason", j->finish);
+    if (reasoning)
+        json_object_set_new(json_object_get(choice, "message"), "reasoning_content", reasoning);
     if (calls)
         json_object_set_new(json_object_get(choice, "message"), "tool_calls", calls);
     if (r.return_tokens)

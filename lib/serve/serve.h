@@ -36,6 +36,7 @@ typedef struct serve_opts {
     const char *cors;    /* Access-Control-Allow-Origin for browser pages ("*" or an origin); NULL: none */
     const char *draft_path; /* a drafter container (same vocabulary): greedy requests decode speculatively */
     int draft_max;          /* tokens it proposes per step (0: 4) */
+    int reasoning;        /* chat answers: a <think> block goes to reasoning_content (1, "auto"), or stays in content (0) */
     size_t body_limit;   /* bytes; 0: 8 MiB */
     double shutdown_grace; /* seconds in-flight requests get to finish after *stop (< 0: 5) */
     /* set (e.g. by a signal handler) to stop: stop accepting, finish in-flight requests, return 0 */

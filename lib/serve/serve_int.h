@@ -4,6 +4,7 @@
 
 #include <pthread.h>
 #include <stdint.h>
+#include <stddef.h>
 
 #include "model/model.h"
 #include "jsongate.h"
@@ -74,6 +75,19 @@ int serve_tools_extract(const char *s, size_t n, const json_t *tools, size_t *co
  * the Hermes / Qwen form (<tool_call> block, "arguments") or the Llama 3.x one (bare, "parameters").
  * NULL: out of memory. */
 jg_prog *serve_tools_program(const serve_req *r, int hermes);
+
+/* ---- reasoning (think.c) ---- */
+typedef struct serve_think {
+    int decided; /* 0: the answer may still open a <think> block (release nothing yet) */
+    int has;     /* it has one: reasoning is [r0, r1) */
+    size_t r0, r1;
+    size_t c0;   /* where the content starts (0 without a block; SIZE_MAX: not known yet) */
+} serve_think;
+/* The split of an answer's text so far (s, n): open, the prompt left a <think> block open; final, the
+ * answer is complete. Without a block everything is content (c0 = 0). */
+void serve_think_split(const char *s, size_t n, int open, int final, serve_think *t);
+/* the rendered prompt ends inside a <think> block (its last <think> has no </think> after it) */
+int serve_think_open(const char *prompt, size_t n);
 
 /* ---- a request in flight, shared by its HTTP thread and the scheduler ---- */
 typedef struct serve_job {
