@@ -27,6 +27,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (int i = 0; i < r.n_stops; i++)
         FUZZ_CHECK(r.stops[i] && r.stops[i][0]);
     FUZZ_CHECK(r.json == 0 || r.json == 1);
+    FUZZ_CHECK(!r.tmpl_kwargs || (kind == REQ_CHAT && json_is_object(r.tmpl_kwargs) &&
+                                  !json_object_get(r.tmpl_kwargs, "messages") && !json_object_get(r.tmpl_kwargs, "tools")));
+    FUZZ_CHECK(!r.force_tool || (r.tools && !r.json));
+    FUZZ_CHECK(!r.force_name || r.force_tool);
     FUZZ_CHECK(r.n_bias >= 0 && r.n_bias <= SERVE_MAX_BIAS && (!r.n_bias || (r.bias_ids && r.bias)));
     for (int i = 0; i < r.n_bias; i++)
         FUZZ_CHECK(r.bias_ids[i] >= 0 && r.bias[i] >= -100 && r.bias[i] <= 100);

@@ -478,7 +478,7 @@ metric() { curl -s -m 10 "http://127.0.0.1:$PORT/metrics" | awk -v k="ogakit_$1"
       done
     done
     # the text the model wrote is the form its template asks for
-    post /v1/chat/completions "{\"messages\": $u, \"tools\": $tools, \"tool_choice\": \"required\", \"max_tokens\": 400, \"return_tokens\": true}"
+    post /v1/chat/completions "{\"messages\": $u, \"tools\": $tools, \"tool_choice\": \"required\", \"max_tokens\": 400, \"temperature\": 0, \"return_tokens\": true}"
     post /detokenize "$(echo "$BODY" | jq -c '{tokens: .choices[0].tokens}')"
     raw=$(echo "$BODY" | jq -r .content)
     if [ "$model" = tooly ]; then
