@@ -208,6 +208,26 @@ metric() { curl -s -m 10 "http://127.0.0.1:$PORT/metrics" | awk -v k="ogakit_$1"
   wait "$cpid"
   [ "$(echo "$BODY" | jq -r '.choices[0].text')" = "$want" ]
   jq -e '.choices[0].text | test("^\\s{0,2}\\{")' "$BATS_TEST_TMPDIR/j"
+  # two JSON answers at once (each slot its own automaton), in i8 mode too: each is what it is alone
+  for mode in f32 i8; do
+    stop_servers
+    start_server --parallel 2 --mode "$mode"
+    for s in 11 12; do
+      jreq[$s]=$(jq -nc --argjson s "$s" '{prompt: "import os", max_tokens: 120, temperature: 0.9, seed: $s, response_format: {type: "json_object"}}')
+      post /v1/completions "${jreq[$s]}"
+      alone[$s]=$(echo "$BODY" | jq -c '.choices[0] | [.text, .finish_reason]')
+    done
+    for s in 11 12; do
+      curl -s -m 60 -H 'Content-Type: application/json' "http://127.0.0.1:$PORT/v1/completions" -d "${jreq[$s]}" >"$BATS_TEST_TMPDIR/p$s" &
+      cpids+=($!)
+    done
+    wait "${cpids[@]}"
+    cpids=()
+    for s in 11 12; do
+      [ "$(jq -c '.choices[0] | [.text, .finish_reason]' "$BATS_TEST_TMPDIR/p$s")" = "${alone[$s]}" ]
+      echo "${alone[$s]}" | jq -e '.[0] | test("^\\s{0,2}\\{")'
+    done
+  done
 }
 
 @test "serve: logit_bias (+100 forces a token, -100 on the greedy one gives the runner-up); presence and frequency penalties: every step takes the best penalised token" {
