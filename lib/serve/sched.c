@@ -332,9 +332,18 @@ static const float *shape(serve_sched *S, serve_slot *sl, const float *logits)
     if (j->json) {
         if (jg_allowed(S->jg, &sl->jg, sl->allowed) <= 0)
             return NULL;
-        for (int id = 0; id < V; id++)
+        for (int i = 0; i < S->m->c.n_eos; i++) /* an end token with text of its own would end it too early */
+            if (S->m->c.eos_ids[i] >= 0 && S->m->c.eos_ids[i] < V)
+                sl->allowed[S->m->c.eos_ids[i]] = 0;
+        int left = 0;
+        for (int id = 0; id < V; id++) {
             if (!sl->allowed[id])
                 x[id] = -INFINITY;
+            else
+                left++;
+        }
+        if (!left)
+            return NULL;
     }
     return x;
 }
