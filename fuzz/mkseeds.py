@@ -226,6 +226,18 @@ for i, t in enumerate([b'{"a": [1, -2.5e+3, true, false, null, "x"]}', b'  {"k":
                        b'{"a":01}', b'[1]', b'{"deep":' + b'[' * 70]):
     put("serve_json", "answer%d" % i, t + b"\xff" + pieces)
     put("serve_json", "bare%d" % i, t)
+schemas = [
+    (b'{"type":"object","properties":{"name":{"type":"string"},"age":{"type":"integer"},"tags":{"type":"array",'
+     b'"items":{"enum":["a","b",1]}},"pet":{"$ref":"#/$defs/P"},"n":{"type":["null","number"]}},"required":["name"],'
+     b'"$defs":{"P":{"type":"object","properties":{"k":{"const":"cat"}},"additionalProperties":false}}}',
+     b'{"name": "x", "age": 3, "tags": ["a", 1], "pet": {"k":"cat"}, "n": null}'),
+    (b'{"$ref":"#/$defs/t","$defs":{"t":{"type":"object","properties":{"v":{"type":"integer"},"kids":{"type":"array",'
+     b'"items":{"$ref":"#/$defs/t"}}},"required":["v"]}}}', b'{"v":1,"kids":[{"v":2,"kids":[]}]}'),
+    (b'{"type":"object","properties":{"a":{"anyOf":[{"type":"string"},{"type":"object"},{"enum":[true,12]}]}}}',
+     b'{"a":{"free":[1,2,{"x":"y"}]}}'),
+]
+for i, (sch, t) in enumerate(schemas):
+    put("serve_json", "schema%d" % i, b"\xfc" + sch + b"\x00" + t + b"\xff" + pieces)
 for i, t in enumerate([b'<tool_call>\n{"name": "add", "arguments": {}}\n</tool_call>',
                        b'<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n</tool_call>',
                        b'<tool_call>\n{"name": "add2", "arguments": {"a": [1, "}"]}}\n</tool_call>',

@@ -4,7 +4,9 @@
  * names). The automaton takes a prefix of the answer; if it takes all of it and calls it complete,
  * jansson reads one object (numbers past a double's range aside; for the program, the object between the
  * literals, and the name is one of the four); every state on the way has a byte that goes on (no dead
- * end); at every 4th state the vocabulary's mask equals feeding each piece alone. */
+ * end); at every 4th state the vocabulary's mask equals feeding each piece alone. An answer that starts
+ * with 0xFC is a JSON Schema up to a NUL, then the answer walked against it (jg_schema_compile must name
+ * what it refuses, never crash; a complete answer is JSON to jansson). */
 #include "fuzz.h"
 
 #include <jansson.h>
@@ -55,12 +57,31 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int use_prog = an && data[0] == 0xFD;
     if (use_prog)
         data++, an--, size--;
+    /* 0xFC: a schema (JSON text up to a NUL) and the answer after it */
+    jg_prog *sprog = NULL;
+    if (an && data[0] == 0xFC) {
+        const uint8_t *z = memchr(data, 0, an);
+        if (!z)
+            return 0;
+        json_error_t je;
+        json_t *sj = json_loadb((const char *)data + 1, (size_t)(z - data - 1), 0, &je);
+        char err[256];
+        jg_schema *sc = sj ? jg_schema_compile(sj, err, sizeof err) : NULL;
+        json_decref(sj);
+        if (!sc)
+            return 0;
+        sprog = jg_prog_new();
+        FUZZ_CHECK(sprog && !jg_prog_schema(sprog, sc));
+        an -= (size_t)(z + 1 - data), data = z + 1;
+    }
     ogk_error e;
     jg_vocab *jv = V ? jg_vocab_build(V, piece, &voc, &e) : NULL;
     uint8_t allowed[256];
     jg_state s;
     if (use_prog)
         jg_init_prog(&s, prog);
+    else if (sprog)
+        jg_init_prog(&s, sprog);
     else
         jg_init(&s);
     size_t k = 0;
@@ -70,7 +91,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             jg_state t = s;
             any = jg_feed(&t, (unsigned char)c);
         }
-        FUZZ_CHECK(any);
+        FUZZ_CHECK(any || sprog); /* a schema may have no values at all (a = a) */
         if (jv && k % 4 == 0) {
             int cnt = jg_allowed(jv, &s, allowed), want = 0;
             for (int id = 0; id < V; id++) {
@@ -102,11 +123,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             t = o, tn = (size_t)(data + an - (sizeof post - 1) - (const uint8_t *)o);
         }
         json_error_t je;
-        json_t *j = json_loadb(t, tn, JSON_ALLOW_NUL, &je);
-        FUZZ_CHECK((j && json_is_object(j)) || strstr(je.text, "overflow") || strstr(je.text, "too big") ||
+        json_t *j = json_loadb(t, tn, JSON_ALLOW_NUL | JSON_DECODE_ANY, &je);
+        FUZZ_CHECK((j && (json_is_object(j) || sprog)) || strstr(je.text, "overflow") || strstr(je.text, "too big") ||
                    strstr(je.text, "NUL byte in object key"));
         json_decref(j);
     }
     jg_vocab_free(jv);
+    jg_prog_free(sprog);
     return 0;
 }

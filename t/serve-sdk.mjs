@@ -69,21 +69,25 @@ for await (const ev of ts) ttext += ev.choices[0]?.delta?.content ?? '';
 check(ttext === tc.choices[0].message.content, 'streamed with tools: the same text', ttext);
 // a forced call: the SDK reads one call of the tool, its arguments a JSON object; streamed, the SDK's
 // tool_calls deltas carry the same call
-const fc = await client.chat.completions.create({ model: modelId, messages: q, tools, tool_choice: 'required', max_tokens: 300, temperature: 0 });
+// (a tool whose parameters keep the arguments to a choice: this small model can loop in a free string)
+const ftools = [{ type: 'function', function: { name: 'pick_city', parameters: { type: 'object',
+  properties: { city: { enum: ['Oslo', 'Rome'] }, days: { type: 'integer' } }, required: ['city'], additionalProperties: false } } }];
+const fc = await client.chat.completions.create({ model: modelId, messages: q, tools: ftools, tool_choice: 'required', max_tokens: 300, temperature: 0 });
 const call = fc.choices[0].message.tool_calls?.[0];
 let argsObj = null;
 try { argsObj = JSON.parse(call.function.arguments); } catch { /* checked below */ }
 check(fc.choices[0].finish_reason === 'tool_calls' && fc.choices[0].message.tool_calls.length === 1 &&
-  call.function.name === 'get_weather' && argsObj !== null && typeof argsObj === 'object' && !Array.isArray(argsObj),
-  'tool_choice required: one call of the tool, object arguments', fc.choices[0]);
-const fs2 = await client.chat.completions.create({ model: modelId, messages: q, tools, max_tokens: 300, temperature: 0, stream: true,
-  tool_choice: { type: 'function', function: { name: 'get_weather' } } });
+  call.function.name === 'pick_city' && argsObj !== null && ['Oslo', 'Rome'].includes(argsObj.city) &&
+  Object.keys(argsObj).every((k) => k === 'city' || (k === 'days' && Number.isInteger(argsObj.days))),
+  'tool_choice required: one call of the tool, arguments that keep to its parameters', fc.choices[0]);
+const fs2 = await client.chat.completions.create({ model: modelId, messages: q, tools: ftools, max_tokens: 300, temperature: 0, stream: true,
+  tool_choice: { type: 'function', function: { name: 'pick_city' } } });
 let fname = '', fargs = '', ffin = null;
 for await (const ev of fs2) {
   for (const d of ev.choices[0]?.delta?.tool_calls ?? []) { fname += d.function?.name ?? ''; fargs += d.function?.arguments ?? ''; }
   ffin = ev.choices[0]?.finish_reason ?? ffin;
 }
-check(fname === 'get_weather' && fargs === call.function.arguments && ffin === 'tool_calls', 'a named function, streamed: the same call',
+check(fname === 'pick_city' && fargs === call.function.arguments && ffin === 'tool_calls', 'a named function, streamed: the same call',
   { fname, fargs, ffin });
 // JSON mode: an answer that ends (not cut by max_tokens) parses as one object; sampled, a few seeds until one
 // ends (this small model can loop inside a string)
@@ -92,13 +96,22 @@ for (let seed = 1; seed <= 6 && !jobj; seed++) {
   jm = await client.chat.completions.create({ model: modelId, messages: q, max_tokens: 300, temperature: 0.9, seed,
     response_format: { type: 'json_object' } });
   if (jm.choices[0].finish_reason === 'stop') jobj = JSON.parse(jm.choices[0].message.content);
-  else if (!/^\s{0,2}\{/.test(jm.choices[0].message.content)) break;
+  else if (!/^( |\n[ \t]*)?\{/.test(jm.choices[0].message.content)) break;
 }
 check(jobj !== null && typeof jobj === 'object' && !Array.isArray(jobj),
   'response_format json_object: the content is one JSON object', jm.choices[0]);
+// json_schema (strict, as the SDK's helpers send it): the answer keeps to the schema
+const js = await client.chat.completions.create({ model: modelId, messages: q, max_tokens: 200, temperature: 0,
+  response_format: { type: 'json_schema', json_schema: { name: 'pet', strict: true, schema: { type: 'object',
+    properties: { kind: { enum: ['cat', 'dog'] }, legs: { type: 'integer' }, wild: { type: 'boolean' } },
+    required: ['kind', 'legs', 'wild'], additionalProperties: false } } } });
+let pet = null;
+try { pet = JSON.parse(js.choices[0].message.content); } catch { /* checked below */ }
+check(js.choices[0].finish_reason === 'stop' && pet !== null && ['cat', 'dog'].includes(pet.kind) && Number.isInteger(pet.legs) &&
+  typeof pet.wild === 'boolean' && Object.keys(pet).join() === 'kind,legs,wild', 'response_format json_schema: an object of the schema', js.choices[0]);
 let status = 0;
-try { await client.chat.completions.create({ model: modelId, messages: q, max_tokens: 2, response_format: { type: 'json_schema', json_schema: { name: 'x', schema: {} } } }); } catch (e) { status = e.status; }
-check(status === 400, 'response_format json_schema: the SDK raises a 400', status);
+try { await client.chat.completions.create({ model: modelId, messages: q, max_tokens: 2, response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'object', properties: { n: { type: 'integer', minimum: 0 } } } } } }); } catch (e) { status = e.status; }
+check(status === 400, 'a json_schema keyword the server cannot keep to: the SDK raises a 400', status);
 
 status = 0;
 try { await client.completions.create({ model: 'no-such-model', prompt: 'x', max_tokens: 2 }); } catch (e) { status = e.status; }

@@ -728,6 +728,14 @@ static enum MHD_Result completion(server *srv, struct MHD_Connection *c, conn *c
     j->json = r.json, j->presence = (float)r.presence_penalty, j->frequency = (float)r.frequency_penalty;
     j->bias_ids = r.bias_ids, j->bias = r.bias, j->n_bias = r.n_bias;
     r.bias_ids = NULL, r.bias = NULL, r.n_bias = 0;
+    if (r.schema) { /* json_schema: a program of that one value */
+        if (!(j->prog = jg_prog_new()) || jg_prog_schema(j->prog, r.schema)) {
+            serve_job_unref(j);
+            serve_req_free(&r);
+            return fail(srv, c, 500, NULL, NULL, "out of memory");
+        }
+        r.schema = NULL;
+    }
     if (r.force_tool && !(j->prog = serve_tools_program(&r, hermes))) {
         serve_job_unref(j);
         serve_req_free(&r);

@@ -26,6 +26,21 @@ static int hexval(unsigned char c)
     return c >= '0' && c <= '9' ? c - '0' : (c | 0x20) >= 'a' && (c | 0x20) <= 'f' ? (c | 0x20) - 'a' + 10 : -1;
 }
 
+/* white space between tokens: none, one space, or a line break and up to JG_MAX_INDENT spaces or tabs
+ * (s->ws: 0 none yet, 0xFF after the space, 1 + the indentation after a line break) */
+static int ws_step(jg_state *s, unsigned char c)
+{
+    if (!s->ws && (c == ' ' || c == '\n')) {
+        s->ws = c == ' ' ? 0xFF : 1;
+        return 1;
+    }
+    if ((c == ' ' || c == '\t') && s->ws >= 1 && s->ws <= JG_MAX_INDENT) {
+        s->ws++;
+        return 1;
+    }
+    return 0;
+}
+
 /* a value ended: the containing one goes on, or the outermost object is complete */
 static void value_done(jg_state *s) { s->mode = s->depth ? J_AFTER : J_DONE; }
 
@@ -52,7 +67,7 @@ static int value_start(jg_state *s, unsigned char c)
 {
     if (c == '{')
         return push(s, 1);
-    if (!s->depth)
+    if (!s->depth && !s->any)
         return 0;
     if (c == '[')
         return push(s, 0);
@@ -215,7 +230,9 @@ static int feed_json(jg_state *s, unsigned char c)
         int r = feed_number(s, c);
         if (r >= 0)
             return r;
-        s->mode = J_AFTER, s->ws = 0; /* the number is a value inside a container: depth > 0 */
+        if (!s->depth) /* any value (a schema's): the number ended before c, which is not its */
+            return -1;
+        s->mode = J_AFTER, s->ws = 0;
         break;
     }
     case J_LIT:
@@ -227,12 +244,8 @@ static int feed_json(jg_state *s, unsigned char c)
     case J_DONE:
         return 0;
     }
-    if (is_ws(c)) {
-        if (s->ws >= (s->mode == J_VALUE && !s->depth ? JG_MAX_LEAD_WS : JG_MAX_WS))
-            return 0;
-        s->ws++;
-        return 1;
-    }
+    if (is_ws(c))
+        return ws_step(s, c);
     s->ws = 0;
     switch (s->mode) {
     case J_VALUE:
@@ -281,8 +294,13 @@ void jg_prog_free(jg_prog *p)
 {
     if (!p)
         return;
-    for (int i = 0; i < p->nseg; i++)
+    for (int i = 0; i < p->nseg; i++) {
         free(p->seg[i].lit);
+        jg_schema_free(p->seg[i].schema);
+        for (int k = 0; p->seg[i].by_name && k < p->n_names; k++)
+            jg_schema_free(p->seg[i].by_name[k]);
+        free(p->seg[i].by_name);
+    }
     for (int i = 0; i < p->n_names; i++)
         free(p->names[i]);
     free(p->names);
@@ -321,14 +339,46 @@ int jg_prog_object(jg_prog *p)
     return 0;
 }
 
+int jg_prog_schema(jg_prog *p, jg_schema *sc)
+{
+    if (p->nseg == JG_MAX_SEGS || !sc)
+        return -1;
+    p->seg[p->nseg].kind = JG_SCHEMA, p->seg[p->nseg++].schema = sc;
+    return 0;
+}
+
+int jg_prog_schema_by_name(jg_prog *p, const char *const *names, jg_schema **schemas, int n)
+{
+    if (p->nseg == JG_MAX_SEGS || n != p->n_names || !(p->seg[p->nseg].by_name = calloc((size_t)n, sizeof(jg_schema *))))
+        return -1;
+    p->seg[p->nseg].kind = JG_SCHEMA;
+    for (int i = 0; i < n; i++) /* the names were sorted: each schema goes where its name went */
+        for (int k = 0; k < n; k++)
+            if (!strcmp(p->names[k], names[i]))
+                p->seg[p->nseg].by_name[k] = schemas[i];
+    p->nseg++;
+    return 0;
+}
+
+static const jg_schema *seg_schema(const jg_state *s, int i)
+{
+    return s->prog->seg[i].by_name ? s->prog->seg[i].by_name[s->pick] : s->prog->seg[i].schema;
+}
+
+static void schema_enter(jg_state *s, const jg_schema *sc);
+static int feed_schema(jg_state *s, const jg_schema *sc, unsigned char c);
+
 /* the state at the start of segment i */
 static void enter(jg_state *s, int i)
 {
     const jg_prog *p = s->prog;
+    uint8_t pick = s->pick;
     jg_init(s);
-    s->prog = p, s->seg = (uint8_t)i;
+    s->prog = p, s->seg = (uint8_t)i, s->pick = pick;
     if (i < p->nseg && p->seg[i].kind == JG_NAME)
         s->nlo = 0, s->nhi = (uint8_t)p->n_names;
+    if (i < p->nseg && p->seg[i].kind == JG_SCHEMA && seg_schema(s, i))
+        schema_enter(s, seg_schema(s, i));
 }
 
 void jg_init_prog(jg_state *s, const jg_prog *p)
@@ -342,7 +392,7 @@ static int feed(jg_state *s, unsigned char c)
 {
     const jg_prog *p = s->prog;
     if (!p)
-        return feed_json(s, c);
+        return feed_json(s, c) > 0;
     while (s->seg < p->nseg) {
         int i = s->seg;
         switch (p->seg[i].kind) {
@@ -367,11 +417,23 @@ static int feed(jg_state *s, unsigned char c)
             }
             if (!s->off || p->names[s->nlo][s->off]) /* no whole name yet (the shortest sorts first) */
                 return 0;
+            s->pick = s->nlo;
             enter(s, i + 1); /* a whole name: c belongs to what follows */
             continue;
         }
+        case JG_SCHEMA:
+            if (seg_schema(s, i)) {
+                int r = feed_schema(s, seg_schema(s, i), c);
+                if (r > 0 && !s->fdepth)
+                    enter(s, i + 1);
+                if (r >= 0)
+                    return r;
+                enter(s, i + 1); /* the value ended before c */
+                continue;
+            }
+            __attribute__((fallthrough)); /* no schema for this name: any object */
         default: {
-            if (!feed_json(s, c))
+            if (feed_json(s, c) <= 0)
                 return 0;
             if (s->mode == J_DONE)
                 enter(s, i + 1);
@@ -416,8 +478,9 @@ struct jg_vocab {
 /* inside a string, between characters: where plain pieces are taken as they are */
 static int string_plain(const jg_state *s)
 {
-    return (!s->prog || (s->seg < s->prog->nseg && s->prog->seg[s->seg].kind == JG_OBJECT)) && s->mode == J_STR &&
-           s->sub == S_CH && !s->need && !s->hi_sur;
+    return (!s->prog || (s->seg < s->prog->nseg && (s->prog->seg[s->seg].kind == JG_OBJECT ||
+                                                    s->prog->seg[s->seg].kind == JG_SCHEMA))) &&
+           s->mode == J_STR && s->sub == S_CH && !s->need && !s->hi_sur;
 }
 
 static int by_piece(const void *a, const void *b, void *arg)
@@ -558,4 +621,555 @@ int jg_allowed(const jg_vocab *v, const jg_state *s, uint8_t *allowed)
     if (st != stk)
         free(st);
     return count;
+}
+
+/* ---------------------------------------------------------------- schemas */
+
+enum { K_ANY, K_ANYOBJ, K_OBJECT, K_ARRAY, K_STRING, K_NUMBER, K_INTEGER, K_LITS, K_ANYOF };
+#define MAX_NODES 512
+#define MAX_PROPS 64
+#define MAX_LITS 255
+#define MAX_REFS 64
+
+typedef struct jnode {
+    int kind, n;       /* n: properties, literals or alternatives */
+    char **key;        /* object: property names (in order), their value nodes, the required ones */
+    size_t *klen;
+    int *sub;          /* object: value nodes; anyOf: alternatives */
+    uint64_t req;
+    int items;         /* array */
+    char **lit;        /* literals: compact JSON texts, sorted */
+    size_t *llen;
+    uint8_t first[32]; /* the bytes a value of the node may start with */
+} jnode;
+
+struct jg_schema {
+    int n, root;
+    jnode node[];
+};
+
+void jg_schema_free(jg_schema *sc)
+{
+    if (!sc)
+        return;
+    for (int i = 0; i < sc->n; i++) {
+        jnode *n = &sc->node[i];
+        for (int k = 0; n->key && k < n->n; k++)
+            free(n->key[k]);
+        for (int k = 0; n->lit && k < n->n; k++)
+            free(n->lit[k]);
+        free(n->key), free(n->klen), free(n->sub), free(n->lit), free(n->llen);
+    }
+    free(sc);
+}
+
+typedef struct {
+    jg_schema *sc;
+    const json_t *root;
+    const char *ref[MAX_REFS];
+    int ref_node[MAX_REFS], n_refs;
+    char *err;
+    size_t errn;
+} cctx;
+
+#define CFAIL(...) (snprintf(c->err, c->errn, __VA_ARGS__), -1)
+
+static void first_set(uint8_t *f, const char *chars)
+{
+    for (; *chars; chars++)
+        f[(unsigned char)*chars >> 3] |= (uint8_t)(1u << ((unsigned char)*chars & 7));
+}
+
+static int new_node(cctx *c, int kind)
+{
+    if (c->sc->n == MAX_NODES)
+        return CFAIL("json_schema: more than %d nodes", MAX_NODES);
+    jnode *n = &c->sc->node[c->sc->n];
+    memset(n, 0, sizeof *n);
+    n->kind = kind;
+    static const char *const starts[] = {"{[\"-0123456789tfn", "{", "{", "[", "\"", "-0123456789", "-0123456789"};
+    if (kind < K_LITS)
+        first_set(n->first, starts[kind]);
+    return c->sc->n++;
+}
+
+static int by_text(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* literals (enum, const, boolean, null): their compact JSON texts */
+static int lits_node(cctx *c, const json_t *vals, const char *where)
+{
+    size_t nv = json_array_size(vals);
+    if (!nv || nv > MAX_LITS)
+        return CFAIL("json_schema: %s: 1 to %d values", where, MAX_LITS);
+    int id = new_node(c, K_LITS);
+    if (id < 0)
+        return -1;
+    jnode *n = &c->sc->node[id];
+    if (!(n->lit = calloc(nv, sizeof *n->lit)) || !(n->llen = calloc(nv, sizeof *n->llen)))
+        return CFAIL("out of memory");
+    for (size_t i = 0; i < nv; i++) {
+        if (!(n->lit[i] = json_dumps(json_array_get(vals, i), JSON_COMPACT | JSON_ENCODE_ANY)))
+            return CFAIL("out of memory");
+        n->n++;
+        for (size_t k = 0; k < i; k++)
+            if (!strcmp(n->lit[k], n->lit[i]))
+                return CFAIL("json_schema: %s: the value %.64s is given twice", where, n->lit[i]);
+    }
+    qsort(n->lit, nv, sizeof *n->lit, by_text);
+    for (size_t i = 0; i < nv; i++) {
+        n->llen[i] = strlen(n->lit[i]);
+        first_set(n->first, (char[]){n->lit[i][0], 0});
+    }
+    return id;
+}
+
+static int compile(cctx *c, const json_t *s, const char *where, int depth);
+
+/* anyOf / oneOf / a list of types: alternatives that start with different bytes, so the first byte picks one */
+static int anyof_node(cctx *c, int *alts, int na, const char *where)
+{
+    int id = new_node(c, K_ANYOF);
+    if (id < 0)
+        return -1;
+    jnode *n = &c->sc->node[id];
+    if (!(n->sub = malloc((size_t)na * sizeof *n->sub)))
+        return CFAIL("out of memory");
+    for (int i = 0; i < na; i++) {
+        const jnode *a = &c->sc->node[alts[i]];
+        for (int b = 0; b < 32; b++) {
+            if (n->first[b] & a->first[b])
+                return CFAIL("json_schema: %s: alternatives %d and an earlier one can start with the same character "
+                             "(not supported: the first character must tell them apart)", where, i);
+            n->first[b] |= a->first[b];
+        }
+        n->sub[n->n++] = alts[i];
+    }
+    return id;
+}
+
+static int type_node(cctx *c, const json_t *s, const char *type, const char *where, int depth)
+{
+    char w[256];
+    if (!strcmp(type, "string"))
+        return new_node(c, K_STRING);
+    if (!strcmp(type, "number"))
+        return new_node(c, K_NUMBER);
+    if (!strcmp(type, "integer"))
+        return new_node(c, K_INTEGER);
+    if (!strcmp(type, "boolean") || !strcmp(type, "null")) {
+        json_t *v = !strcmp(type, "null") ? json_pack("[n]") : json_pack("[bb]", 0, 1);
+        int id = v ? lits_node(c, v, where) : CFAIL("out of memory");
+        json_decref(v);
+        return id;
+    }
+    if (!strcmp(type, "array")) {
+        const json_t *items = json_object_get(s, "items");
+        int id = new_node(c, K_ARRAY);
+        if (id < 0)
+            return -1;
+        snprintf(w, sizeof w, "%.200s.items", where);
+        int it = items ? compile(c, items, w, depth + 1) : new_node(c, K_ANY);
+        if (it < 0)
+            return -1;
+        c->sc->node[id].items = it;
+        return id;
+    }
+    if (strcmp(type, "object"))
+        return CFAIL("json_schema: %s: unknown type '%.32s'", where, type);
+    const json_t *props = json_object_get(s, "properties"), *req = json_object_get(s, "required"),
+                 *add = json_object_get(s, "additionalProperties");
+    if (add && !json_is_false(add) && !(json_is_object(add) && !json_object_size(add) && !props) && !json_is_true(add))
+        return CFAIL("json_schema: %s: additionalProperties with a schema is not supported", where);
+    if (!props && (!add || !json_is_false(add)))
+        return new_node(c, K_ANYOBJ); /* any object */
+    if (props && json_is_true(add))
+        return CFAIL("json_schema: %s: additionalProperties true beside properties is not supported", where);
+    if (props && !json_is_object(props))
+        return CFAIL("json_schema: %s.properties must be an object", where);
+    size_t np = json_object_size(props);
+    if (np > MAX_PROPS)
+        return CFAIL("json_schema: %s: more than %d properties", where, MAX_PROPS);
+    int id = new_node(c, K_OBJECT);
+    if (id < 0)
+        return -1;
+    jnode *n = &c->sc->node[id];
+    if (np && (!(n->key = calloc(np, sizeof *n->key)) || !(n->klen = calloc(np, sizeof *n->klen)) ||
+               !(n->sub = calloc(np, sizeof *n->sub))))
+        return CFAIL("out of memory");
+    const char *k;
+    const json_t *v;
+    json_object_foreach((json_t *)props, k, v)
+    {
+        for (const char *p = k; *p; p++)
+            if ((unsigned char)*p < 0x20 || *p == '"' || *p == '\\')
+                return CFAIL("json_schema: %s: property names with '\"', '\\\\' or control characters are not supported", where);
+        snprintf(w, sizeof w, "%.120s.properties.%.64s", where, k);
+        int sub = compile(c, v, w, depth + 1);
+        if (sub < 0)
+            return -1;
+        n = &c->sc->node[id]; /* compile may not move nodes, but keep the pointer fresh */
+        int i = n->n++;
+        if (!(n->key[i] = strdup(k)))
+            return CFAIL("out of memory");
+        n->klen[i] = strlen(k), n->sub[i] = sub;
+    }
+    size_t i;
+    const json_t *r;
+    if (req && !json_is_array(req))
+        return CFAIL("json_schema: %s.required must be an array", where);
+    json_array_foreach(req, i, r)
+    {
+        int found = -1;
+        for (int q = 0; json_is_string(r) && q < n->n; q++)
+            if (!strcmp(n->key[q], json_string_value(r)))
+                found = q;
+        if (found < 0)
+            return CFAIL("json_schema: %s.required[%zu] is not one of its properties", where, i);
+        n->req |= 1ull << found;
+    }
+    return id;
+}
+
+static const char *const ANNOTATIONS[] = {"title", "description", "default", "examples", "format", "$schema", "$id",
+                                          "$comment", "deprecated", "readOnly", "writeOnly", "$defs", "definitions",
+                                          "type", "properties", "required", "additionalProperties", "items", "enum",
+                                          "const", "anyOf", "oneOf", "$ref", "strict", "name"};
+
+static int compile(cctx *c, const json_t *s, const char *where, int depth)
+{
+    if (depth > 64)
+        return CFAIL("json_schema: %s: nested more than 64 levels", where);
+    if (json_is_true(s) || (json_is_object(s) && !json_object_size(s)))
+        return new_node(c, K_ANY);
+    if (!json_is_object(s))
+        return CFAIL("json_schema: %s must be an object", where);
+    const char *k;
+    const json_t *v;
+    json_object_foreach((json_t *)s, k, v)
+    {
+        size_t a = 0;
+        while (a < sizeof ANNOTATIONS / sizeof *ANNOTATIONS && strcmp(ANNOTATIONS[a], k))
+            a++;
+        if (a == sizeof ANNOTATIONS / sizeof *ANNOTATIONS)
+            return CFAIL("json_schema: %s: '%.64s' is not supported", where, k);
+    }
+    const json_t *ref = json_object_get(s, "$ref");
+    if (ref) {
+        const char *r = json_string_value(ref);
+        const char *name = r && !strncmp(r, "#/$defs/", 8) ? r + 8 : r && !strncmp(r, "#/definitions/", 14) ? r + 14 : NULL;
+        if (!name)
+            return CFAIL("json_schema: %s: only \"#/$defs/...\" and \"#/definitions/...\" references are supported", where);
+        for (int i = 0; i < c->n_refs; i++)
+            if (!strcmp(c->ref[i], r))
+                return c->ref_node[i];
+        const json_t *t = json_object_get(json_object_get(c->root, r[2] == '$' ? "$defs" : "definitions"), name);
+        if (!t)
+            return CFAIL("json_schema: %s: '%.64s' is not defined", where, r);
+        if (c->n_refs == MAX_REFS)
+            return CFAIL("json_schema: more than %d references", MAX_REFS);
+        /* a placeholder any-of of one, filled once the target is compiled: recursion ends here */
+        int id = new_node(c, K_ANYOF);
+        if (id < 0)
+            return -1;
+        c->ref[c->n_refs] = r, c->ref_node[c->n_refs++] = id;
+        int tid = compile(c, t, r, depth + 1);
+        if (tid < 0)
+            return -1;
+        jnode *n = &c->sc->node[id];
+        if (!(n->sub = malloc(sizeof *n->sub)))
+            return CFAIL("out of memory");
+        n->sub[0] = tid, n->n = 1;
+        memcpy(n->first, c->sc->node[tid].first, sizeof n->first);
+        return id;
+    }
+    const json_t *e = json_object_get(s, "enum"), *cn = json_object_get(s, "const");
+    if (e)
+        return json_is_array(e) ? lits_node(c, e, where) : CFAIL("json_schema: %s.enum must be an array", where);
+    if (cn) {
+        json_t *one = json_pack("[O]", cn);
+        int id = one ? lits_node(c, one, where) : CFAIL("out of memory");
+        json_decref(one);
+        return id;
+    }
+    const json_t *any = json_object_get(s, "anyOf");
+    any = any ? any : json_object_get(s, "oneOf");
+    const json_t *type = json_object_get(s, "type");
+    int alts[64], na = 0;
+    char w[256];
+    if (any) {
+        if (!json_is_array(any) || !json_array_size(any) || json_array_size(any) > 64)
+            return CFAIL("json_schema: %s.anyOf must be an array of 1 to 64 schemas", where);
+        size_t i;
+        json_array_foreach(any, i, v)
+        {
+            snprintf(w, sizeof w, "%.200s.anyOf[%zu]", where, i);
+            if ((alts[na++] = compile(c, v, w, depth + 1)) < 0)
+                return -1;
+        }
+        return na == 1 ? alts[0] : anyof_node(c, alts, na, where);
+    }
+    if (json_is_array(type)) {
+        size_t i;
+        json_array_foreach(type, i, v)
+        {
+            if (!json_is_string(v) || i >= 8)
+                return CFAIL("json_schema: %s.type must be a type name or a list of up to 8", where);
+            if ((alts[na++] = type_node(c, s, json_string_value(v), where, depth)) < 0)
+                return -1;
+        }
+        return na == 1 ? alts[0] : anyof_node(c, alts, na, where);
+    }
+    if (json_is_string(type))
+        return type_node(c, s, json_string_value(type), where, depth);
+    if (type)
+        return CFAIL("json_schema: %s.type must be a type name or a list", where);
+    if (json_object_get(s, "properties"))
+        return type_node(c, s, "object", where, depth);
+    return new_node(c, K_ANY); /* annotations only */
+}
+
+jg_schema *jg_schema_compile(const json_t *schema, char *err, size_t errn)
+{
+    cctx c = {.root = schema, .err = err, .errn = errn};
+    *err = 0;
+    if (!(c.sc = calloc(1, sizeof *c.sc + MAX_NODES * sizeof(jnode)))) {
+        snprintf(err, errn, "out of memory");
+        return NULL;
+    }
+    if ((c.sc->root = compile(&c, schema, "schema", 0)) < 0) {
+        jg_schema_free(c.sc);
+        return NULL;
+    }
+    return c.sc;
+}
+
+/* ---- walking a schema */
+
+enum { PH_START, PH_OBJ_FIRST, PH_KEY, PH_COLON, PH_OBJ_AFTER, PH_OBJ_NEXT, PH_ARR_FIRST, PH_ARR_AFTER, PH_ARR_ITEM,
+       PH_STR, PH_NUM, PH_LIT, PH_ANY };
+
+static void schema_enter(jg_state *s, const jg_schema *sc)
+{
+    s->fdepth = 1;
+    s->f[0].node = (uint16_t)sc->root, s->f[0].phase = PH_START, s->f[0].prop = 0;
+}
+
+static void pop_value(jg_state *s)
+{
+    s->fdepth--;
+    s->mode = J_DONE;
+}
+
+static int push_value(jg_state *s, int node)
+{
+    if (s->fdepth == JG_SCHEMA_DEPTH)
+        return 0;
+    s->f[s->fdepth].node = (uint16_t)node, s->f[s->fdepth].phase = PH_START, s->f[s->fdepth].prop = 0;
+    s->fdepth++;
+    return 1;
+}
+
+/* the keys that may come next: the properties from prop up to the first required one */
+static void begin_key(jg_state *s, const jnode *n, int prop)
+{
+    s->cand = 0, s->off = 0;
+    for (int k = prop; k < n->n; k++) {
+        s->cand |= 1ull << k;
+        if (n->req >> k & 1)
+            break;
+    }
+}
+
+static int in_first(const jnode *n, unsigned char c) { return n->first[c >> 3] >> (c & 7) & 1; }
+
+int jg_schema_object(const jg_schema *sc)
+{
+    uint8_t only[32] = {0};
+    first_set(only, "{");
+    return !memcmp(sc->node[sc->root].first, only, sizeof only);
+}
+
+/* the first byte of the top frame's value */
+static int start_value(jg_state *s, const jg_schema *sc, unsigned char c)
+{
+    int d = s->fdepth - 1, id = s->f[d].node;
+    if (!in_first(&sc->node[id], c))
+        return 0;
+    for (int hops = 0; sc->node[id].kind == K_ANYOF; hops++) { /* references that only lead to references end */
+        const jnode *n = &sc->node[id];
+        int k = 0;
+        while (k < n->n && !in_first(&sc->node[n->sub[k]], c))
+            k++;
+        if (k == n->n || hops == sc->n)
+            return 0;
+        id = n->sub[k];
+    }
+    const jnode *n = &sc->node[id];
+    s->f[d].node = (uint16_t)id;
+    switch (n->kind) {
+    case K_OBJECT:
+        s->f[d].phase = PH_OBJ_FIRST, s->f[d].prop = 0;
+        return 1;
+    case K_ARRAY:
+        s->f[d].phase = PH_ARR_FIRST;
+        return 1;
+    case K_STRING:
+        s->mode = J_STR, s->sub = S_CH, s->key = 0, s->need = 0, s->hi_sur = 0, s->depth = 0;
+        s->f[d].phase = PH_STR;
+        return 1;
+    case K_NUMBER:
+    case K_INTEGER:
+        s->mode = J_NUM, s->sub = c == '-' ? N_MINUS : c == '0' ? N_ZERO : N_INT;
+        s->f[d].phase = PH_NUM;
+        return 1;
+    case K_LITS: {
+        int lo = -1, hi = -1;
+        for (int k = 0; k < n->n; k++)
+            if ((unsigned char)n->lit[k][0] == c) {
+                if (lo < 0)
+                    lo = k;
+                hi = k + 1;
+            }
+        s->nlo = (uint8_t)lo, s->nhi = (uint8_t)hi, s->off = 1;
+        s->f[d].phase = PH_LIT;
+        if (hi - lo == 1 && n->llen[lo] == 1)
+            pop_value(s);
+        return 1;
+    }
+    default: /* any value, or any object: the free automaton from its first byte */
+        s->mode = J_VALUE, s->depth = 0, s->stack = 0, s->any = n->kind == K_ANY, s->ws = 0;
+        s->f[d].phase = PH_ANY;
+        if (!value_start(s, c))
+            return 0;
+        if (s->mode == J_DONE)
+            pop_value(s);
+        return 1;
+    }
+}
+
+/* 1 taken, 0 refused, -1 the schema's value ended before c (c is what follows it) */
+static int feed_schema(jg_state *s, const jg_schema *sc, unsigned char c)
+{
+    for (;;) {
+        if (!s->fdepth)
+            return -1;
+        int d = s->fdepth - 1;
+        const jnode *n = &sc->node[s->f[d].node];
+        int ph = s->f[d].phase;
+        if (ph == PH_STR) {
+            if (!feed_string(s, c))
+                return 0;
+            if (s->mode == J_DONE)
+                pop_value(s);
+            return 1;
+        }
+        if (ph == PH_NUM) {
+            int r = feed_number(s, c);
+            if (r > 0)
+                return n->kind == K_INTEGER && (s->sub == N_DOT || s->sub == N_E) ? 0 : 1;
+            if (!r)
+                return 0;
+            pop_value(s);
+            continue;
+        }
+        if (ph == PH_ANY) {
+            int r = feed_json(s, c);
+            if (r > 0 && s->mode == J_DONE)
+                pop_value(s);
+            if (r >= 0)
+                return r;
+            pop_value(s);
+            continue;
+        }
+        if (ph == PH_LIT) {
+            int lo = -1, hi = -1;
+            for (int k = s->nlo; k < s->nhi; k++)
+                if (n->llen[k] > s->off && (unsigned char)n->lit[k][s->off] == c) {
+                    if (lo < 0)
+                        lo = k;
+                    hi = k + 1;
+                }
+            if (lo >= 0) {
+                s->nlo = (uint8_t)lo, s->nhi = (uint8_t)hi, s->off++;
+                if (hi - lo == 1 && n->llen[lo] == s->off)
+                    pop_value(s);
+                return 1;
+            }
+            if (n->llen[s->nlo] != s->off) /* no whole value yet (the shortest sorts first) */
+                return 0;
+            pop_value(s);
+            continue;
+        }
+        if (ph == PH_KEY) {
+            if (c == '"') {
+                for (int k = 0; k < n->n; k++)
+                    if ((s->cand >> k & 1) && n->klen[k] == s->off) {
+                        s->f[d].prop = (uint8_t)k, s->f[d].phase = PH_COLON;
+                        return 1;
+                    }
+                return 0;
+            }
+            uint64_t nc = 0;
+            for (int k = 0; k < n->n; k++)
+                if ((s->cand >> k & 1) && n->klen[k] > s->off && (unsigned char)n->key[k][s->off] == c)
+                    nc |= 1ull << k;
+            if (!nc)
+                return 0;
+            s->cand = nc, s->off++;
+            return 1;
+        }
+        if (is_ws(c))
+            return ws_step(s, c);
+        s->ws = 0;
+        switch (ph) {
+        case PH_START:
+            return start_value(s, sc, c);
+        case PH_OBJ_FIRST:
+        case PH_OBJ_AFTER:
+            if (c == '}' && !(n->req >> s->f[d].prop)) {
+                pop_value(s);
+                return 1;
+            }
+            if (ph == PH_OBJ_AFTER) {
+                if (c != ',' || s->f[d].prop >= n->n)
+                    return 0;
+                s->f[d].phase = PH_OBJ_NEXT;
+                return 1;
+            }
+            __attribute__((fallthrough)); /* the first key */
+        case PH_OBJ_NEXT:
+            if (c != '"' || s->f[d].prop >= n->n)
+                return 0;
+            begin_key(s, n, s->f[d].prop);
+            s->f[d].phase = PH_KEY;
+            return 1;
+        case PH_COLON:
+            if (c != ':')
+                return 0;
+            s->f[d].phase = PH_OBJ_AFTER;
+            s->f[d].prop++; /* the next key comes after this one */
+            return push_value(s, n->sub[s->f[d].prop - 1]);
+        case PH_ARR_FIRST:
+            if (c == ']') {
+                pop_value(s);
+                return 1;
+            }
+            __attribute__((fallthrough)); /* the first item */
+        case PH_ARR_ITEM:
+            s->f[d].phase = PH_ARR_AFTER;
+            if (!push_value(s, n->items))
+                return 0;
+            continue; /* c starts the item */
+        case PH_ARR_AFTER:
+            if (c == ']') {
+                pop_value(s);
+                return 1;
+            }
+            if (c != ',')
+                return 0;
+            s->f[d].phase = PH_ARR_ITEM;
+            return 1;
+        }
+        return 0;
+    }
 }

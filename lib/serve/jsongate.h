@@ -1,11 +1,12 @@
 /* JSON mode (response_format {"type": "json_object"}): which tokens keep an answer a prefix of one JSON
  * object. A byte automaton accepts exactly the prefixes of the texts
- *     ws* object
- * where object is RFC 8259's, with limits of its own: at most JG_MAX_DEPTH nested containers, at most
- * JG_MAX_LEAD_WS white-space bytes before the object and JG_MAX_WS in a row inside it (a model cannot
- * idle in white space), and nothing after the object's closing brace. Strings are well-formed UTF-8 without control bytes; \u
- * escapes name no lone surrogate. Every accepted prefix can still be completed (no dead ends), so a step
- * always has a byte to go on with.
+ *     ws object
+ * where object is RFC 8259's, with limits of its own: at most JG_MAX_DEPTH nested containers, white
+ * space between tokens that is nothing, one space, or a line break and up to JG_MAX_INDENT spaces or
+ * tabs (a model cannot idle in white space; llama.cpp's JSON grammars allow as much), and nothing after
+ * the object's closing brace. Strings are well-formed UTF-8 without control bytes; \u escapes name no
+ * lone surrogate. Every accepted prefix can still be completed (no dead ends), so a step always has a
+ * byte to go on with.
  *
  * The vocabulary's pieces (tok_piece_bytes) are kept sorted with their common prefixes, so one mask walks
  * a trie: a prefix is fed once for all the tokens that share it, and a refused prefix skips them all. */
@@ -15,25 +16,46 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "tok/tok.h"
 #include "util/util.h"
 
 #define JG_MAX_DEPTH 64
-#define JG_MAX_WS 24
-#define JG_MAX_LEAD_WS 2
+#define JG_MAX_INDENT 20
 
 /* A program: the answer as a sequence of segments — literal text, one name of a list, a JSON object —
  * (a forced tool call: <tool_call>\n{"name": "NAME", "arguments": OBJECT}\n</tool_call>). Names are
  * written as they are (no escapes), up to JG_MAX_NAMES of them, none a JSON-special character. */
 #define JG_MAX_SEGS 8
 #define JG_MAX_NAMES 128
-enum { JG_LIT, JG_NAME, JG_OBJECT };
+#define JG_SCHEMA_DEPTH 16 /* nested objects and arrays a schema walks (values it leaves free: JG_MAX_DEPTH) */
+
+/* A JSON Schema compiled for the automaton (response_format json_schema, a tool's parameters): objects
+ * with "properties" (written in the order given; "required" ones must be, the others may be skipped; no
+ * other keys), "items", "enum" / "const", "anyOf" / "oneOf" / a list of types whose alternatives start
+ * with different characters, "$ref" to "#/$defs/..." or "#/definitions/..." (recursion allowed), the
+ * types string, number, integer, boolean, null, and {} / true for any value; annotations (title,
+ * description, default, examples, format, $schema, $id, $comment) are ignored; any other keyword is
+ * refused by name (the answer could not keep to it). */
+typedef struct jg_schema jg_schema;
+/* NULL with err filled (what and where) */
+jg_schema *jg_schema_compile(const json_t *schema, char *err, size_t errn);
+void jg_schema_free(jg_schema *sc);
+/* its values are objects (and only objects) */
+int jg_schema_object(const jg_schema *sc);
+
+enum { JG_LIT, JG_NAME, JG_OBJECT, JG_SCHEMA };
 typedef struct jg_prog {
     int nseg;
     struct {
         int kind;
         char *lit; /* JG_LIT */
         size_t n;
+        /* JG_SCHEMA: the schema of the value; with by_name, the one of the name the JG_NAME segment
+         * before took (NULL there: any object) */
+        jg_schema *schema;
+        jg_schema **by_name;
     } seg[JG_MAX_SEGS];
     char **names; /* sorted (JG_NAME) */
     int n_names;
@@ -43,15 +65,27 @@ jg_prog *jg_prog_new(void);
 int jg_prog_lit(jg_prog *p, const char *lit);
 int jg_prog_names(jg_prog *p, const char *const *names, int n);
 int jg_prog_object(jg_prog *p);
+/* a value of schema sc (the program owns it) */
+int jg_prog_schema(jg_prog *p, jg_schema *sc);
+/* an object whose schema is the one of the name taken (sorted like the names: by_name[i] for the i-th
+ * name given to jg_prog_names, NULL: any object); the program owns them */
+int jg_prog_schema_by_name(jg_prog *p, const char *const *names, jg_schema **schemas, int n);
 void jg_prog_free(jg_prog *p);
 
 typedef struct jg_state {
     uint64_t stack; /* bit d: container d (0 outermost) is an object */
+    uint64_t cand;  /* schema: the properties a key being written may still be */
     const jg_prog *prog; /* NULL: one JSON object */
     uint16_t hex;   /* the \u escape's value so far */
-    uint16_t off;   /* program: bytes of the segment's literal or name so far */
-    uint8_t depth, mode, sub, key, ws, need, lo, hi, pos, hi_sur;
-    uint8_t seg, nlo, nhi; /* program: the segment, the names still possible [nlo, nhi) */
+    uint16_t off;   /* program: bytes of the segment's literal, name, key or enum value so far */
+    uint8_t depth, mode, sub, key, ws, need, lo, hi, pos, hi_sur, any;
+    uint8_t seg, nlo, nhi; /* program: the segment, the names (or enum values) still possible [nlo, nhi) */
+    uint8_t pick;          /* program: the name taken */
+    uint8_t fdepth;        /* schema: frames in use */
+    struct {
+        uint16_t node;
+        uint8_t phase, prop;
+    } f[JG_SCHEMA_DEPTH];
 } jg_state;
 
 void jg_init(jg_state *s);

@@ -257,12 +257,22 @@ static int parse_format(serve_req *r, const json_t *v, serve_err *err)
         return serve_err_set(err, 400, "response_format", "invalid_value",
                              "'response_format' must be an object with a string 'type'");
     const char *ty = json_string_value(t);
-    if (!strcmp(ty, "json_object"))
+    if (!strcmp(ty, "json_object")) {
         r->json = 1;
-    else if (!strcmp(ty, "json_schema"))
-        return serve_err_set(err, 400, "response_format", "unsupported_value",
-                             "'response_format': json_schema is not supported (json_object is)");
-    else if (strcmp(ty, "text"))
+    } else if (!strcmp(ty, "json_schema")) {
+        /* {"type": "json_schema", "json_schema": {"name", "schema", "strict", "description"}} */
+        const json_t *js = json_object_get(v, "json_schema"), *sch = json_object_get(js, "schema");
+        if (!json_is_object(js) || !json_is_object(sch))
+            return serve_err_set(err, 400, "response_format", "invalid_value",
+                                 "'response_format.json_schema.schema' must be an object");
+        char msg[256];
+        if (!(r->schema = jg_schema_compile(sch, msg, sizeof msg)))
+            return serve_err_set(err, 400, "response_format", "invalid_value", "%s", msg);
+        if (!jg_schema_object(r->schema))
+            return serve_err_set(err, 400, "response_format", "invalid_value",
+                                 "json_schema: the schema's values must be objects");
+        r->json = 1;
+    } else if (strcmp(ty, "text"))
         return BAD("response_format", "'response_format.type' is '%.64s', want 'text' or 'json_object'", ty);
     return 0;
 }
@@ -432,6 +442,7 @@ void serve_req_free(serve_req *r)
     json_decref(r->messages);
     json_decref(r->tools);
     json_decref(r->tmpl_kwargs);
+    jg_schema_free(r->schema);
     for (int i = 0; i < r->n_stops; i++)
         free(r->stops[i]);
     memset(r, 0, sizeof *r);

@@ -53,7 +53,8 @@ typedef struct serve_req {
     json_t *tmpl_kwargs;        /* chat: chat_template_kwargs, more variables for the template (NULL: none) */
     int force_tool;             /* tool_choice "required" or a named function: the answer is one call */
     char *force_name;           /* the named function, or NULL (any of the tools) */
-    int json;                   /* response_format json_object */
+    int json;                   /* response_format json_object or json_schema */
+    jg_schema *schema;          /* response_format json_schema, compiled */
     int *bias_ids, n_bias;      /* logit_bias */
     float *bias;
     double presence_penalty, frequency_penalty;
@@ -73,8 +74,9 @@ size_t serve_tools_hold(const char *s, size_t n);
  * array and *content_len the length of the text before them */
 int serve_tools_extract(const char *s, size_t n, const json_t *tools, size_t *content_len, json_t **calls);
 /* a forced call (r->force_tool) as a JSON-mode program: one call to r->force_name or any of r->tools, in
- * the Hermes / Qwen form (<tool_call> block, "arguments") or the Llama 3.x one (bare, "parameters").
- * NULL: out of memory. */
+ * the Hermes / Qwen form (<tool_call> block, "arguments") or the Llama 3.x one (bare, "parameters"); the
+ * arguments keep to the tool's "parameters" where that schema compiles (jg_schema_compile) to objects,
+ * else they are any object. NULL: out of memory. */
 jg_prog *serve_tools_program(const serve_req *r, int hermes);
 
 /* ---- reasoning (think.c) ---- */

@@ -113,10 +113,30 @@ jg_prog *serve_tools_program(const serve_req *r, int hermes)
         json_array_foreach(r->tools, i, t) if (n < JG_MAX_NAMES) names[n++] =
             json_string_value(json_object_get(json_object_get(t, "function"), "name"));
     }
+    /* each tool's arguments schema, where it compiles to objects */
+    jg_schema *schemas[JG_MAX_NAMES] = {0};
+    for (int i = 0; i < n; i++) {
+        size_t k;
+        const json_t *t;
+        json_array_foreach(r->tools, k, t)
+        {
+            const json_t *f = json_object_get(t, "function"), *params = json_object_get(f, "parameters");
+            char msg[256];
+            if (strcmp(json_string_value(json_object_get(f, "name")), names[i]) || !json_is_object(params))
+                continue;
+            if ((schemas[i] = jg_schema_compile(params, msg, sizeof msg)) && !jg_schema_object(schemas[i])) {
+                jg_schema_free(schemas[i]);
+                schemas[i] = NULL;
+            }
+        }
+    }
     jg_prog *p = jg_prog_new();
     int rc = !p || jg_prog_lit(p, hermes ? "<tool_call>\n{\"name\": \"" : "{\"name\": \"") || jg_prog_names(p, names, n) ||
-             jg_prog_lit(p, hermes ? "\", \"arguments\": " : "\", \"parameters\": ") || jg_prog_object(p) ||
-             jg_prog_lit(p, hermes ? "}\n</tool_call>" : "}");
+             jg_prog_lit(p, hermes ? "\", \"arguments\": " : "\", \"parameters\": ");
+    if (rc || (rc = jg_prog_schema_by_name(p, names, schemas, n))) /* on success the program owns them */
+        for (int i = 0; i < n; i++)
+            jg_schema_free(schemas[i]);
+    rc = rc || jg_prog_lit(p, hermes ? "}\n</tool_call>" : "}");
     if (rc) {
         jg_prog_free(p);
         return NULL;

@@ -26,7 +26,11 @@ static void text_case(const char *s, int want_stop, int want_done)
     int done;
     size_t n = strlen(s), got = run(s, n, &done);
     size_t want = want_stop < 0 ? n : (size_t)want_stop;
-    TAP_OK(got == want && done == want_done, "%-40s taken %zu/%zu done %d", s, got, n, done);
+    char shown[72];
+    snprintf(shown, sizeof shown, "%s", s);
+    for (char *c = shown; *c; c++)
+        *c = *c == '\n' ? '|' : *c == '\r' ? '<' : *c == '\t' ? '>' : *c;
+    TAP_OK(got == want && done == want_done, "%-40s taken %zu/%zu done %d", shown, got, n, done);
 }
 
 /* ---------------------------------------------------------------- generated documents */
@@ -47,7 +51,7 @@ static void put(char *b, size_t *n, size_t cap, const char *s)
 
 static void ws(char *b, size_t *n, size_t cap)
 {
-    static const char *const w[] = {"", "", "", " ", "\n", "\n  ", "\t", "\r\n"};
+    static const char *const w[] = {"", "", "", " ", "\n", "\n  ", "\n\t\t", "\n                    "};
     put(b, n, cap, w[rnd(8)]);
 }
 
@@ -96,17 +100,14 @@ static void gen_value(char *b, size_t *n, size_t cap, int depth, int object_only
     }
 }
 
-/* what the gate should say of a whole text, from jansson: an object, nothing after it (leading white space
- * allowed), within the gate's own limits */
+/* what the gate should say of a whole text, from jansson: an object, nothing after it, within the gate's
+ * own limits: nesting, and white space between tokens (outside strings) that is nothing, one space, or a
+ * line break and up to 20 spaces or tabs */
 static int jansson_says(const char *s, size_t n)
 {
     if (!n || s[n - 1] != '}')
         return 0;
-    size_t lead = strspn(s, " \t\r\n");
-    if (lead > JG_MAX_LEAD_WS || s[lead] != '{')
-        return 0;
-    /* the gate's limits: nesting and white-space runs outside strings (outside strings: count quotes) */
-    int depth = 0, in_str = 0, run = 0;
+    int depth = 0, in_str = 0;
     for (size_t i = 0; i < n; i++) {
         char c = s[i];
         if (in_str) {
@@ -114,6 +115,18 @@ static int jansson_says(const char *s, size_t n)
                 i++;
             else if (c == '"')
                 in_str = 0;
+            continue;
+        }
+        if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
+            size_t r = i;
+            while (r < n && (s[r] == ' ' || s[r] == '\t' || s[r] == '\n' || s[r] == '\r'))
+                r++;
+            int ok = (r - i == 1 && c == ' ') || c == '\n';
+            for (size_t k = i + 1; c == '\n' && k < r; k++)
+                ok &= s[k] == ' ' || s[k] == '\t';
+            if (!ok || (c == '\n' && r - i - 1 > 20))
+                return 0;
+            i = r - 1;
             continue;
         }
         if (c == '"')
@@ -124,10 +137,10 @@ static int jansson_says(const char *s, size_t n)
             depth--;
         if (depth > JG_MAX_DEPTH)
             return 0;
-        run = (c == ' ' || c == '\t' || c == '\n' || c == '\r') ? run + 1 : 0;
-        if (run > JG_MAX_WS)
-            return 0;
     }
+    size_t lead = strspn(s, " \t\r\n");
+    if (s[lead] != '{')
+        return 0;
     json_error_t je;
     json_t *j = json_loadb(s, n, JSON_ALLOW_NUL, &je);
     int ok = j && json_is_object(j);
@@ -162,7 +175,7 @@ static void property_runs(void)
     char b[4096];
     for (int it = 0; it < 4000; it++) {
         size_t n = 0;
-        static const char *const lead[] = {"", " ", "\n", "\r\n"}; /* at most JG_MAX_LEAD_WS */
+        static const char *const lead[] = {"", " ", "\n", "\n  "};
         put(b, &n, sizeof b, lead[rnd(4)]);
         gen_value(b, &n, sizeof b, 0, 1);
         b[n] = 0;
@@ -414,11 +427,177 @@ static void prog_runs(void)
     jg_prog_free(p);
 }
 
+/* ---------------------------------------------------------------- schemas */
+
+static const char *SCHEMA =
+    "{\"type\":\"object\",\"title\":\"Person\",\"properties\":{\"name\":{\"type\":\"string\",\"description\":\"d\"},"
+    "\"age\":{\"type\":\"integer\"},\"email\":{\"anyOf\":[{\"type\":\"string\"},{\"type\":\"null\"}]},"
+    "\"tags\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}},\"pet\":{\"$ref\":\"#/$defs/Pet\"},"
+    "\"mood\":{\"enum\":[\"happy\",\"sad\",1,12]},\"extra\":{}},\"required\":[\"name\",\"age\",\"pet\"],"
+    "\"$defs\":{\"Pet\":{\"type\":\"object\",\"properties\":{\"kind\":{\"const\":\"cat\"},\"lives\":{\"type\":\"number\"},"
+    "\"ok\":{\"type\":\"boolean\"}},\"required\":[\"kind\"],\"additionalProperties\":false}},\"additionalProperties\":false}";
+
+static void schema_case(const jg_prog *p, const char *s, int want_stop, int want_done)
+{
+    jg_state st;
+    jg_init_prog(&st, p);
+    size_t n = strlen(s), i = 0, want = want_stop < 0 ? n : (size_t)want_stop;
+    while (i < n && jg_feed(&st, (unsigned char)s[i]))
+        i++;
+    TAP_OK(i == want && jg_done(&st) == want_done, "schema: %-62s taken %zu/%zu done %d", s, i, n, jg_done(&st));
+}
+
+static jg_prog *schema_prog(const char *src, char *err, size_t errn)
+{
+    json_error_t je;
+    json_t *j = json_loads(src, 0, &je);
+    jg_schema *sc = j ? jg_schema_compile(j, err, errn) : NULL;
+    json_decref(j);
+    if (!sc)
+        return NULL;
+    jg_prog *p = jg_prog_new();
+    if (jg_prog_schema(p, sc)) {
+        jg_schema_free(sc);
+        jg_prog_free(p);
+        return NULL;
+    }
+    return p;
+}
+
+static void refused_schema(const char *src, const char *want, const char *what)
+{
+    char err[256] = "";
+    jg_prog *p = schema_prog(src, err, sizeof err);
+    TAP_OK(!p && strstr(err, want), "%s: %s", what, err);
+    jg_prog_free(p);
+}
+
+static void schema_runs(void)
+{
+    char err[256] = "";
+    jg_prog *p = schema_prog(SCHEMA, err, sizeof err);
+    TAP_OK(p != NULL, "a schema with types, anyOf, enum, const, $ref, nested objects and arrays compiles %s", err);
+    if (!p)
+        return;
+    schema_case(p, "{\"name\": \"Ann\", \"age\": 30, \"pet\": {\"kind\": \"cat\"}}", -1, 1);
+    schema_case(p, "{\"name\":\"A\",\"age\":-1,\"email\":null,\"tags\":[\"x\",\"y\"],\"pet\":{\"kind\":\"cat\",\"lives\":9.5,\"ok\":true},\"mood\":12}", -1, 1);
+    schema_case(p, " {\"name\": \"A\", \"age\": 1, \"email\": \"a@b\", \"tags\": [], \"pet\": {\"kind\":\"cat\"}, \"mood\": \"sad\"}", -1, 1);
+    schema_case(p, "{\"name\":\"A\",\"age\":1,\"pet\":{\"kind\":\"cat\"},\"mood\":1,\"extra\":[1,{\"x\":null}]}", -1, 1);
+    schema_case(p, "{\"name\":\"A\",\"age\":1,\"pet\":{\"kind\":\"cat\"},\"extra\":-2.5e3}", -1, 1);
+    schema_case(p, "{\"name\":\"A\",\"age\":1.5", 19, 0);                 /* an integer */
+    schema_case(p, "{\"name\":\"A\",\"pet\"", 13, 0);                     /* age is required before pet */
+    schema_case(p, "{\"age\":1", 2, 0);                                     /* properties in order: name first */
+    schema_case(p, "{\"name\":\"A\",\"age\":1,\"pet\":{\"kind\":\"cat\"},\"zzz\"", 42, 0); /* no other keys */
+    schema_case(p, "{\"name\":\"A\",\"age\":1,\"pet\":{\"kind\":\"cat\"},\"mood\":3", 48, 0); /* not in the enum */
+    schema_case(p, "{\"name\":\"A\",\"age\":1,\"pet\":{\"kind\":\"dog\"", 35, 0); /* the const */
+    schema_case(p, "{\"name\":\"A\"}", 11, 0);                             /* age is required */
+    schema_case(p, "{\"name\":\"A\",\"age\":1,\"email\":5", 28, 0);       /* a string or null */
+    schema_case(p, "{\"name\":\"A\",\"age\":1,\"pet\":{\"kind\":\"cat\",\"lives\":true", 48, 0);
+    schema_case(p, "{\"name\":\"A\",\"age\":1,\"pet\":{\"kind\":\"cat\"}} ", 41, 1); /* nothing after */
+    schema_case(p, "{\"name\":\"A\",\"age\":1,\"tags\":[1", 28, 0);        /* items are strings */
+    /* no dead end along these, and the mask = each piece alone */
+    static const char *const pieces_s[] = {"{\"", "name", "\":", " \"", "A\",", " \"age", "\": ", "1", "2", ",", "}",
+                                           "\"pet\":", " {\"kind\": \"cat\"}", "}}", "null", "\"mood", "\":1", "2}",
+                                           "[\"", "x\",\"", "y\"]", "\"tags\":", "tr", "ue", "9.5", "-", "e3", "\"email",
+                                           "\"extra\":", "[1,{", "\"x\":", "\"sad\"", "\"happy", "\"}"};
+    enum { NP = sizeof pieces_s / sizeof *pieces_s, V = 256 + NP };
+    char *pc[V];
+    size_t pn[V];
+    for (int i = 0; i < V; i++) {
+        const char *src = i < 256 ? NULL : pieces_s[i - 256];
+        pn[i] = i < 256 ? 1 : strlen(src);
+        pc[i] = malloc(pn[i] + 1);
+        if (src)
+            memcpy(pc[i], src, pn[i]);
+        else
+            pc[i][0] = (char)i;
+    }
+    pieces ps = {pc, pn};
+    ogk_error e;
+    jg_vocab *v = jg_vocab_build(V, piece_of, &ps, &e);
+    static const char *const walks[] = {
+        "{\"name\":\"A\",\"age\":-1,\"email\":null,\"tags\":[\"x\",\"y\"],\"pet\":{\"kind\":\"cat\",\"lives\":9.5,\"ok\":true},\"mood\":12}",
+        "{\"name\": \"Ann\", \"age\": 30, \"pet\": {\"kind\": \"cat\"}, \"extra\": [1, {\"x\": null}, \"s\", -2.5e3]}"};
+    uint8_t al[V];
+    int states = 0, same = 0, live_ok = 1;
+    for (int w = 0; w < 2 && v; w++) {
+        jg_state st;
+        jg_init_prog(&st, p);
+        for (size_t k = 0; k < strlen(walks[w]); k++) {
+            int cnt = jg_allowed(v, &st, al), want = 0, ok = 1, any = 0;
+            for (int id = 0; id < V; id++) {
+                jg_state t = st;
+                int x = jg_feed_bytes(&t, pc[id], pn[id]);
+                want += x, ok &= (al[id] != 0) == x;
+            }
+            for (int c = 0; c < 256 && !any; c++) {
+                jg_state t = st;
+                any = jg_feed(&t, (unsigned char)c);
+            }
+            live_ok &= any && cnt > 0;
+            states++, same += ok && cnt == want;
+            if (!jg_feed(&st, (unsigned char)walks[w][k]))
+                live_ok = 0;
+        }
+        live_ok &= jg_done(&st);
+    }
+    TAP_OK(v && same == states && states > 150, "schema: mask = each piece fed alone, in %d of %d states", same, states);
+    TAP_OK(live_ok, "schema: the walks are taken whole, with a byte and a token to go on in every state");
+    jg_vocab_free(v);
+    for (int i = 0; i < V; i++)
+        free(pc[i]);
+    jg_prog_free(p);
+    /* recursion through $ref (a tree), nested as deep as the walk allows */
+    p = schema_prog("{\"$ref\":\"#/$defs/n\",\"$defs\":{\"n\":{\"type\":\"object\",\"properties\":{\"v\":{\"type\":\"integer\"},"
+                    "\"kids\":{\"type\":\"array\",\"items\":{\"$ref\":\"#/$defs/n\"}}},\"required\":[\"v\"]}}}",
+                    err, sizeof err);
+    TAP_OK(p != NULL, "a recursive schema compiles %s", err);
+    if (p) {
+        schema_case(p, "{\"v\":1,\"kids\":[{\"v\":2},{\"v\":3,\"kids\":[{\"v\":4,\"kids\":[]}]}]}", -1, 1);
+        char deep[1024] = "";
+        for (int i = 0; i < 8; i++)
+            strcat(deep, "{\"v\":0,\"kids\":[");
+        schema_case(p, deep, -1, 0); /* 16 frames: the walk's depth */
+        strcat(deep, "{");
+        schema_case(p, deep, (int)strlen(deep) - 1, 0);
+        jg_prog_free(p);
+    }
+    p = schema_prog("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":[\"integer\",\"null\"]},\"b\":{\"type\":\"object\"}},"
+                    "\"required\":[\"a\",\"b\"]}", err, sizeof err);
+    TAP_OK(p != NULL, "type lists and a free object compile %s", err);
+    if (p) {
+        schema_case(p, "{\"a\":null,\"b\":{\"any\":[1,2]}}", -1, 1);
+        schema_case(p, "{\"a\":7,\"b\":[", 11, 0);
+        jg_prog_free(p);
+    }
+    refused_schema("{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"integer\",\"minimum\":0}}}", "'minimum' is not supported",
+                   "a keyword the walk cannot keep to is refused by name");
+    refused_schema("{\"type\":\"object\",\"properties\":{\"s\":{\"type\":\"string\",\"pattern\":\"^a\"}}}", "'pattern'", "pattern");
+    refused_schema("{\"anyOf\":[{\"type\":\"integer\"},{\"type\":\"number\"}]}", "start with the same character",
+                   "alternatives the first byte cannot tell apart");
+    refused_schema("{\"$ref\":\"https://example.com/s.json\"}", "only \"#/$defs/", "an outside reference");
+    refused_schema("{\"$ref\":\"#/$defs/missing\"}", "is not defined", "a missing definition");
+    refused_schema("{\"type\":\"object\",\"additionalProperties\":{\"type\":\"string\"}}", "additionalProperties",
+                   "additionalProperties with a schema");
+    refused_schema("{\"enum\":[1,1]}", "given twice", "an enum value given twice");
+    refused_schema("{\"type\":\"complex\"}", "unknown type", "an unknown type");
+    /* references that lead only to themselves (a = a | null): compiled, and the walk gives up on such a value
+     * after as many hops as the schema has nodes instead of going round for ever */
+    p = schema_prog("{\"type\":\"object\",\"properties\":{\"a\":{\"$ref\":\"#/$defs/a\"}},\"$defs\":{\"a\":{\"anyOf\":"
+                    "[{\"$ref\":\"#/$defs/a\"},{\"type\":\"null\"}]}}}", err, sizeof err);
+    TAP_OK(p != NULL, "a self-referring anyOf compiles %s", err);
+    if (p) {
+        schema_case(p, "{\"a\":null}", 5, 0);
+        schema_case(p, "{\"a\":1", 5, 0);
+        jg_prog_free(p);
+    }
+}
+
 int main(void)
 {
     /* whole objects */
     text_case("{}", -1, 1);
-    text_case("  {\"a\": [1, -2.5e+3, true, false, null, \"x\"]}", -1, 1);
+    text_case(" {\"a\": [1, -2.5e+3, true, false, null, \"x\"]}", -1, 1);
     text_case("{\"k\":{\"n\":{}},\"l\":[[],[{}]]}", -1, 1);
     text_case("{\"s\":\"\\u00e9\\uD83D\\uDE00\\n\\\"\\\\\\/\\b\\f\\r\\t\"}", -1, 1);
     text_case("{\"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\":0}", -1, 1);
@@ -462,14 +641,18 @@ int main(void)
             deep[n++] = '[';
         deep[n] = 0;
         text_case(deep, (int)n - 1, 0);        /* nesting past JG_MAX_DEPTH */
-        text_case("   {}", JG_MAX_LEAD_WS, 0); /* and shorter before the object */
-        char spaces[64] = "{";
-        memset(spaces + 1, ' ', JG_MAX_WS + 1);
-        spaces[JG_MAX_WS + 2] = 0;
-        text_case(spaces, JG_MAX_WS + 1, 0);   /* white space runs are bounded */
+        text_case("  {}", 1, 0);               /* white space: one space, */
+        text_case("{\n\t\t\"a\":\n    1}", -1, 1); /* or a line break and indentation */
+        text_case("{\r\n}", 1, 0);
+        text_case("{\"a\":\t1}", 5, 0);
+        char spaces[64] = "{\n";
+        memset(spaces + 2, ' ', JG_MAX_INDENT + 1);
+        spaces[JG_MAX_INDENT + 3] = 0;
+        text_case(spaces, JG_MAX_INDENT + 2, 0); /* up to JG_MAX_INDENT of it */
     }
     property_runs();
     mask_runs();
     prog_runs();
+    schema_runs();
     return TAP_DONE();
 }
