@@ -208,6 +208,9 @@ bodies += [
          "presence_penalty": 0.5, "frequency_penalty": -1.25}),
     (1, {"messages": [{"role": "user", "content": "json"}], "response_format": {"type": "json_schema"},
          "logit_bias": {"007": 100}}),
+    (1, {"messages": [{"role": "user", "content": "json"}], "response_format": {"type": "json_schema", "json_schema": {
+        "name": "p", "strict": True, "schema": {"type": "object", "properties": {"a": {"enum": [1, "x"]},
+        "b": {"$ref": "#/$defs/B"}}, "required": ["a"], "$defs": {"B": {"type": ["string", "null"]}}}}}}),
 ]
 for i, (kind, b) in enumerate(bodies):
     put("serve_req", "seed%d" % i, bytes([kind]) + json.dumps(b).encode())

@@ -27,6 +27,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (int i = 0; i < r.n_stops; i++)
         FUZZ_CHECK(r.stops[i] && r.stops[i][0]);
     FUZZ_CHECK(r.json == 0 || r.json == 1);
+    FUZZ_CHECK(!r.schema || (r.json && jg_schema_object(r.schema)));
     FUZZ_CHECK(!r.tmpl_kwargs || (kind == REQ_CHAT && json_is_object(r.tmpl_kwargs) &&
                                   !json_object_get(r.tmpl_kwargs, "messages") && !json_object_get(r.tmpl_kwargs, "tools")));
     FUZZ_CHECK(!r.force_tool || (r.tools && !r.json));

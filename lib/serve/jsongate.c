@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "jsongate.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -608,7 +609,8 @@ int jg_allowed(const jg_vocab *v, const jg_state *s, uint8_t *allowed)
         dead = (size_t)-1;
         size_t d = l < have ? l : have;
         for (; d < n; d++) {
-            st[d + 1] = st[d];
+            /* the schema frames in use only: the state is mostly frames */
+            memcpy(&st[d + 1], &st[d], offsetof(jg_state, f) + st[d].fdepth * sizeof st[d].f[0]);
             if (!feed(&st[d + 1], (unsigned char)p[d]))
                 break;
         }
