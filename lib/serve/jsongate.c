@@ -1128,7 +1128,7 @@ static int feed_schema(jg_state *s, const jg_schema *sc, unsigned char c)
             return start_value(s, sc, c);
         case PH_OBJ_FIRST:
         case PH_OBJ_AFTER:
-            if (c == '}' && !(n->req >> s->f[d].prop)) {
+            if (c == '}' && (s->f[d].prop >= 64 || !(n->req >> s->f[d].prop))) { /* no required key left */
                 pop_value(s);
                 return 1;
             }
