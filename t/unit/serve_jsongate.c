@@ -570,6 +570,21 @@ static void schema_runs(void)
         schema_case(p, "{\"a\":7,\"b\":[", 11, 0);
         jg_prog_free(p);
     }
+    { /* 64 properties, the most an object may have: the last one written, then the end */
+        char big[2048] = "{\"type\":\"object\",\"properties\":{";
+        for (int i = 0; i < 64; i++)
+            sprintf(big + strlen(big), "%s\"p%02d\":{\"type\":\"integer\"}", i ? "," : "", i);
+        strcat(big, "}}");
+        p = schema_prog(big, err, sizeof err);
+        TAP_OK(p != NULL, "64 properties compile %s", err);
+        if (p) {
+            schema_case(p, "{\"p63\":1}", -1, 1);
+            schema_case(p, "{\"p62\":1,\"p63\":2}", -1, 1);
+            jg_prog_free(p);
+        }
+        strcpy(big + strlen(big) - 2, ",\"p64\":{}}}");
+        refused_schema(big, "more than 64 properties", "65 properties");
+    }
     refused_schema("{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"integer\",\"minimum\":0}}}", "'minimum' is not supported",
                    "a keyword the walk cannot keep to is refused by name");
     refused_schema("{\"type\":\"object\",\"properties\":{\"s\":{\"type\":\"string\",\"pattern\":\"^a\"}}}", "'pattern'", "pattern");
