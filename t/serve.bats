@@ -387,7 +387,7 @@ metric() { curl -s -m 10 "http://127.0.0.1:$PORT/metrics" | awk -v k="ogakit_$1"
   post /v1/completions '{"prompt": "x", "stream": "yes"}'; is_error 400
   post /v1/completions '{"prompt": "x", "n": 2}'; is_error 400
   # OpenAI fields the server does not implement: refused when they ask for something, accepted when neutral
-  for f in '"functions": [{"name": "f"}]:unsupported_parameter' '"response_format": {"type": "json_schema"}:unsupported_value' \
+  for f in '"functions": [{"name": "f"}]:unsupported_parameter' '"response_format": {"type": "json_schema"}:invalid_value' \
            '"response_format": {"type": "yaml"}:invalid_value' '"response_format": "json":invalid_value' \
            '"logit_bias": {"x": 1}:invalid_value' '"logit_bias": {"-1": 1}:invalid_value' '"logit_bias": {"1": 101}:invalid_value' \
            '"logit_bias": {"1": "5"}:invalid_value' '"logit_bias": {"4096": 1}:invalid_value' '"logit_bias": [1]:invalid_type' \
