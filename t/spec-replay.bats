@@ -263,7 +263,7 @@ teardown_file() { rm -rf "$W"; }
 start_fake() { # MODE -> $URL
   local pf=$W/fake-$1.port i
   rm -f "$pf" "$pf.log"
-  node "$TOP/t/fake-oai.js" "$pf" "$1" 3>&- &
+  (exec node "$TOP/t/fake-oai.js" "$pf" "$1" 3>&-) & # exec: the pid recorded is the server's own
   echo $! >>"$W/fake.pids"
   for ((i = 0; i < 100; i++)); do [ -s "$pf" ] && break; sleep 0.05; done
   [ -s "$pf" ]
