@@ -24,9 +24,10 @@
 #define JG_MAX_DEPTH 64
 #define JG_MAX_INDENT 20
 
-/* A program: the answer as a sequence of segments — literal text, one name of a list, a JSON object —
- * (a forced tool call: <tool_call>\n{"name": "NAME", "arguments": OBJECT}\n</tool_call>). Names are
- * written as they are (no escapes), up to JG_MAX_NAMES of them, none a JSON-special character. */
+/* A program: the answer as a sequence of segments — literal text, one name of a list, a JSON object, a
+ * value of a schema — (a forced tool call: <tool_call>\n{"name": "NAME", "arguments": OBJECT}\n</tool_call>,
+ * the object keeping to NAME's parameters; structured outputs: one schema's value). Names are written as
+ * they are (no escapes), up to JG_MAX_NAMES of them, none a JSON-special character. */
 #define JG_MAX_SEGS 8
 #define JG_MAX_NAMES 128
 #define JG_SCHEMA_DEPTH 16 /* nested objects and arrays a schema walks (values it leaves free: JG_MAX_DEPTH) */
