@@ -29,6 +29,27 @@ run_variant() {
 @test "qwen3 amd tied/untied run in onnxruntime" { run_variant qwen3 amd tied; run_variant qwen3 amd untied; }
 @test "phi3 cpu tied/untied run in onnxruntime" { run_variant phi3 cpu tied; run_variant phi3 cpu untied; }
 @test "phi3 amd tied/untied run in onnxruntime" { run_variant phi3 amd tied; run_variant phi3 amd untied; }
+@test "gemma2 cpu and amd run in onnxruntime" { run_variant gemma2 cpu tied; run_variant gemma2 amd untied; }
+
+# tools/gemma2-ref.py: Hugging Face's Gemma 2 forward in numpy (float64), from the dumped float weights, not
+# the graph; onnxruntime must agree on the pack mkpack.py wrote (window, soft caps, sandwich norms, GELU)
+@test "gemma2 packs compute Hugging Face's Gemma 2: independent numpy reference vs onnxruntime (prefill, step)" {
+  local d=$BATS_TEST_TMPDIR/g2 tie feed
+  for tie in tied untied; do
+    /usr/bin/python3 "$TOP/tools/mkpack.py" --family gemma2 --style cpu --tie $tie --out "$d-$tie" \
+      --dump-weights "$d-$tie.npz" >/dev/null
+    for feed in prefill step; do
+      run /usr/bin/python3 "$TOP/tools/gemma2-ref.py" "$d-$tie" "$d-$tie.npz" --feed $feed \
+        --ids '[2,651,6037,576,6081,603,12,1000,4000,17,9,99,123,4567,8,2000,3,77,10,5]'
+      echo "$tie $feed: $output"
+      [ "$status" -eq 0 ]
+    done
+  done
+  # the reference can tell: the window rule onnxruntime does not follow is off by far more than the bound
+  run /usr/bin/python3 "$TOP/tools/gemma2-ref.py" "$d-tied" "$d-tied.npz" --window plus1 \
+    --ids '[2,651,6037,576,6081,603,12,1000,4000,17,9,99,123,4567,8,2000,3,77,10,5]'
+  [ "$status" -eq 1 ]
+}
 
 # maxdiff A B: max |a-b| over two raw float32 logits files of the same size (all finite)
 maxdiff() {

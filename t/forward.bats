@@ -111,11 +111,34 @@ gate() {
 @test "gate f32: phi3 cpu untied (b8, rm)"   { gate phi3 cpu untied b8 f32;  gate phi3 cpu untied rm f32; }
 @test "gate f32: phi3 amd tied (b8, rm)"     { gate phi3 amd tied b8 f32;    gate phi3 amd tied rm f32; }
 
+# ---- gemma2: the embedding scaled, sandwich norms, a GELU (tanh) gate, scores scaled by
+# query_pre_attn_scalar^-0.5 and soft-capped, logits soft-capped, a sliding window of 8 positions on
+# every other layer (so every prompt but the shortest crosses it), 256k ids ----
+@test "gate f32: gemma2 cpu tied (b8, rm), amd untied (b8); decode and verify feeds" {
+  gate gemma2 cpu tied b8 f32
+  gate gemma2 cpu tied rm f32
+  gate gemma2 amd untied b8 f32
+  gate gemma2 cpu tied b8 f32 step
+  gate gemma2 amd untied b8 f32 verify
+}
+@test "gate i8: gemma2 (cpu tied b8, amd untied rm, decode feed): mean KL no larger than onnxruntime acc4's" {
+  gate gemma2 cpu tied b8 i8
+  gate gemma2 amd untied rm i8
+  gate gemma2 cpu tied b8 i8 step
+}
+@test "gemma2: batched rows bit-identical to one-token passes (model_forward_batch, f32 and i8)" {
+  run "$OGAKIT_BUILD/t/model_batch" "$(container gemma2 cpu tied b8)"
+  echo "$output"
+  [ "$status" = 0 ]
+  [ "$(echo "$output" | grep -c '^ok ')" = 20 ]
+}
+
 # ---- amd-style packs in their default fp16 I/O: onnxruntime computes in fp16, so its logits carry
 # fp16 rounding (a logit step of 1/64 near 10); bound KL 1e-4, top-1 where the gap exceeds 0.05 ----
-@test "gate fp16-io oracle: qwen3 amd tied (rm), phi3 amd untied (b8) (fp16 scales)" {
+@test "gate fp16-io oracle: qwen3 amd tied (rm), phi3 amd untied (b8) (fp16 scales), gemma2 amd tied (fp32 norms, Casts)" {
   KL_MAX=1e-4 GAP=0.05 IO=fp16 gate qwen3 amd tied rm f32
   KL_MAX=1e-4 GAP=0.05 IO=fp16 gate phi3 amd untied b8 f32
+  KL_MAX=1e-4 GAP=0.05 IO=fp16 gate gemma2 amd tied b8 f32
 }
 
 # ---- the decode (M = 1) and verify (M <= 16) passes agree with the oracle too ----
@@ -184,11 +207,12 @@ greedy() {
   [ "$ours" = "$(echo "$ref" | jq -c ".ids[:$upto]")" ]
 }
 
-@test "greedy run: 32 tokens as the oracle (qwen2 cpu tied, llama amd untied, qwen3 cpu untied, phi3 amd tied)" {
+@test "greedy run: 32 tokens as the oracle (qwen2 cpu tied, llama amd untied, qwen3 cpu untied, phi3 amd tied, gemma2 cpu tied)" {
   greedy qwen2 cpu tied
   greedy llama amd untied
   greedy qwen3 cpu untied
   greedy phi3 amd tied
+  greedy gemma2 cpu tied
 }
 
 @test "greedy run: the bundled trained model, 32 tokens identical to the oracle" {

@@ -222,12 +222,26 @@ mutation_case() { # MUTATION CODE WHAT-substring
 @test "refused: a node without an op_type (no crash)"         { mutation_case no-op-type graph "layer 0"; }
 # attributes the runtime does not implement: refused by name, never ignored (wrong output)
 @test "refused: MatMulNBits weight_prepacked"                 { mutation_case weight-prepacked unsupported_op "tensor model.layers.0."; }
-@test "refused: GroupQueryAttention local_window_size"        { mutation_case gqa-window unsupported_op "layer 0 attention"; }
-@test "refused: GroupQueryAttention softcap"                  { mutation_case gqa-softcap unsupported_op "layer 1 attention"; }
-@test "refused: GroupQueryAttention scale not 1/sqrt(head_dim)" { mutation_case gqa-scale unsupported_op graph; }
+@test "refused: two layers with different local_window_size"  { mutation_case gqa-window-mixed unsupported_op "layer 1 attention"; }
+@test "refused: a softcap on some attention nodes, not all"   { mutation_case gqa-softcap-one unsupported_op graph; }
+@test "refused: attention scales that differ between layers"  { mutation_case gqa-scale-mixed unsupported_op "layer 1 attention"; }
 @test "refused: MultiHeadAttention neither causal nor masked" { mutation_case mha-bidirectional unsupported_op "layer 0 attention"; }
-@test "refused: MultiHeadAttention scale not 1/sqrt(head_dim)" { mutation_case mha-scale unsupported_op graph; }
-@test "refused: a gate activation other than SiLU"            { mutation_case gelu-gate unsupported_op "layer 0 mlp"; }
+# what Gemma 2 brings, on any family's graph: carried into the model description, which the runtime applies
+@test "sliding window, softcap and a custom scale on every attention node: importable, in the description" {
+  local s o
+  for s in cpu amd; do
+    run oga-info -q "$(mutated "$s" gqa-window)"
+    [ "$status" -eq 0 ] || { echo "$s: $output"; return 1; }
+    [ "$(echo "$output" | jq -c .sliding_window)" = '{"size":4,"layers":[0,1]}' ]
+    run oga-info -q "$(mutated "$s" gqa-softcap)"
+    [ "$status" -eq 0 ] && [ "$(echo "$output" | jq .attn_softcap)" = 30 ]
+    [ "$(echo "$output" | jq -c '[.sliding_window, .final_softcap, .embed_scale, .sandwich_norms, .activation]')" = '[null,null,null,false,"silu"]' ]
+    run oga-info -q "$(mutated "$s" gqa-scale)"
+    [ "$status" -eq 0 ] || { echo "$s: $output"; return 1; }
+    [ "$(echo "$output" | jq .attn_scale)" = 0.0625 ]   # (1/sqrt(16))^2: tiny's head_dim 16
+  done
+}
+@test "refused: a gate activation the runtime does not apply (x * Gelu(x))" { mutation_case gelu-gate unsupported_op "layer 0 mlp"; }
 @test "refused: a family the runtime does not run, by name, also when the graph walk fails too" {
   local d t g
   d=$(mutated cpu no-op-type)

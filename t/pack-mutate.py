@@ -21,13 +21,17 @@ Mutations:
   no-op-type        the first MatMulNBits node without an op_type (optional in the proto; was a
                     strcmp on NULL, fuzz/pack_onnx)                              -> refused, no crash
   weight-prepacked  the first MatMulNBits with weight_prepacked=1                -> unsupported_op
-  gqa-window        every GroupQueryAttention with local_window_size=4 (sliding window) -> unsupported_op
-  gqa-softcap       every GroupQueryAttention with softcap=30                    -> unsupported_op
-  gqa-scale         every GroupQueryAttention with scale 1/head_dim, not 1/sqrt(head_dim) -> unsupported_op
+  gqa-window        every GroupQueryAttention with local_window_size=4 (sliding window) -> importable,
+                    sliding_window {size 4, layers [0, 1]}
+  gqa-window-mixed  layer 0 local_window_size=4, layer 1 local_window_size=8     -> unsupported_op
+  gqa-softcap       every GroupQueryAttention with softcap=30                    -> importable, attn_softcap 30
+  gqa-softcap-one   only layer 1's GroupQueryAttention with softcap=30           -> unsupported_op
+  gqa-scale         every GroupQueryAttention with scale 1/head_dim, not 1/sqrt(head_dim) -> importable,
+                    attn_scale 1/head_dim
+  gqa-scale-mixed   layer 1's scale 1/head_dim, layer 0's 1/sqrt(head_dim)       -> unsupported_op
   gqa-scale-default every GroupQueryAttention without a scale attribute (1/sqrt(head_dim)) -> still importable
   mha-bidirectional every GroupQueryAttention as a MultiHeadAttention with no mask and unidirectional 0
                     (scores over every position, not causal)                     -> unsupported_op
-  mha-scale         the same, unidirectional 1, scale 1/head_dim                 -> unsupported_op
   gelu-gate         layer 0's gate activation Gelu(x) * x instead of Sigmoid(x) * x -> unsupported_op
   fused-bias        (qwen2) each q/k/v bias Add folded into its MatMulNBits as input 5 (bias)
                     -> importable, the same roles and qkv_bias true
@@ -154,15 +158,21 @@ def main():
     elif what == "weight-prepacked":
         mnb[0].attribute.extend([helper.make_attribute("weight_prepacked", 1)])
     elif what.startswith("gqa-"):
-        for n in g.node:
-            if n.op_type != "GroupQueryAttention":
-                continue
+        for li, n in enumerate([n for n in g.node if n.op_type == "GroupQueryAttention"]):
             if what == "gqa-window":
                 attr(n, "local_window_size").i = 4
+            elif what == "gqa-window-mixed":
+                attr(n, "local_window_size").i = 4 if li == 0 else 8
             elif what == "gqa-softcap":
                 attr(n, "softcap").f = 30.0
+            elif what == "gqa-softcap-one":
+                if li == 1:
+                    attr(n, "softcap").f = 30.0
             elif what == "gqa-scale":
                 attr(n, "scale").f = attr(n, "scale").f ** 2
+            elif what == "gqa-scale-mixed":
+                if li == 1:
+                    attr(n, "scale").f = attr(n, "scale").f ** 2
             elif what == "gqa-scale-default":
                 n.attribute.remove(attr(n, "scale"))
             else:
@@ -178,10 +188,7 @@ def main():
             del n.attribute[:]
             del n.input[3:]
             n.attribute.extend([helper.make_attribute("num_heads", heads)])
-            if what == "mha-scale":
-                n.attribute.extend([helper.make_attribute("scale", scale ** 2),
-                                    helper.make_attribute("unidirectional", 1)])
-            elif what != "mha-bidirectional":
+            if what != "mha-bidirectional":
                 sys.exit("unknown mutation " + what)
     elif what == "gelu-gate":
         sig = [n for n in g.node if n.op_type == "Sigmoid"][0]

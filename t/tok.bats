@@ -83,6 +83,39 @@ same_text() {
   [ "$status" -eq 0 ]
 }
 
+@test "tokenize: gemma2 (sentencepiece BPE without a pre-tokenizer: Replace, byte fallback, 256k ids) ids and text identical" {
+  run same_ids gemma2
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$(head -1 "$W/gemma2.ids")" = "[2]" ]    # the empty string: <bos>
+  run same_ids gemma2 --no-special
+  echo "$output"
+  [ "$status" -eq 0 ]
+  run same_text gemma2
+  echo "$output"
+  [ "$status" -eq 0 ]
+}
+
+@test "chat: the built-in gemma template renders identically; a system turn is refused by name (exit 3)" {
+  # npm's gemma2 tokenizer has no template (real Gemma 2 packs carry one): the built-in one, against the
+  # reference, on every corpus chat the template accepts (alternating user / assistant turns)
+  npu-forward chat --family gemma2 --tokenizer "$(tokdir gemma2)" --show-template > "$W/tpl.gemma"
+  golden chat --template "$W/tpl.gemma" --bos '<bos>' --eos '<eos>' < "$TOP/t/corpus/chats.jsonl" > "$W/gemma.all"
+  paste -d '\t' "$TOP/t/corpus/chats.jsonl" "$W/gemma.all" | grep -v $'\t{"error"' | cut -f1 > "$W/gemma.ok.jsonl"
+  paste -d '\t' "$TOP/t/corpus/chats.jsonl" "$W/gemma.all" | grep -v $'\t{"error"' | cut -f2 > "$W/gemma.gold"
+  [ "$(wc -l < "$W/gemma.ok.jsonl")" -ge 3 ]
+  npu-forward chat --jsonl --family gemma2 --tokenizer "$(tokdir gemma2)" < "$W/gemma.ok.jsonl" > "$W/gemma.out"
+  run golden compare "$W/gemma.gold" "$W/gemma.out"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  grep -q '<start_of_turn>model' "$W/gemma.out"
+  echo '[{"role":"system","content":"be brief"},{"role":"user","content":"hi"}]' > "$W/sys.json"
+  run npu-forward chat --family gemma2 --tokenizer "$(tokdir gemma2)" -f "$W/sys.json"
+  echo "$output"
+  [ "$status" -eq 3 ]
+  [[ "$output" == *"System role not supported"* ]]
+}
+
 @test "tokenize: --no-special identical (llama2 drops its BOS)" {
   run same_ids llama2 --no-special
   echo "$output"

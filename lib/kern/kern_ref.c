@@ -278,6 +278,50 @@ void kern_attend_h_ref(float *q, size_t qs, int rows, int g, const uint16_t *kc,
                        1);
 }
 
+/* The attention of families with soft-capped scores or a sliding window (Gemma 2), one query row at a
+ * time: positions [t0, n) of the cache, scores q·k · scale, then cap · tanh(score / cap) when cap > 0
+ * (onnxruntime's GroupQueryAttention softcap), softmax, weighted sum of the values written over q. One
+ * portable definition for every ISA row; g query heads sharing the KV head, att slices `as` floats apart. */
+static inline __attribute__((always_inline)) void attend_ext_row(float *q, const void *kc, const void *vc, int t0, int n,
+                                                                 int hd, float scale, float cap, float *att, const int H)
+{
+#define KV(c, t, i) (H ? ogk_f16_to_f32(((const uint16_t *)(c))[(size_t)(t) * hd + (i)]) \
+                       : ((const float *)(c))[(size_t)(t) * hd + (i)])
+    float mx = -INFINITY;
+    for (int t = t0; t < n; t++) {
+        float d = 0;
+        for (int i = 0; i < hd; i++)
+            d += q[i] * KV(kc, t, i);
+        d *= scale;
+        if (cap > 0)
+            d = cap * tanhf(d / cap);
+        att[t - t0] = d;
+        mx = d > mx ? d : mx;
+    }
+    float sum = 0;
+    for (int t = t0; t < n; t++)
+        sum += att[t - t0] = expf(att[t - t0] - mx);
+    float inv = 1.0f / sum;
+    for (int i = 0; i < hd; i++)
+        q[i] = 0;
+    for (int t = t0; t < n; t++) {
+        float a = att[t - t0] * inv;
+        for (int i = 0; i < hd; i++)
+            q[i] += a * KV(vc, t, i);
+    }
+#undef KV
+}
+
+void kern_attend_ext(float *q, int g, const void *kc, const void *vc, int f16, int t0, int n, int hd, float scale, float cap,
+                     float *att, size_t as)
+{
+    for (int i = 0; i < g; i++)
+        if (f16)
+            attend_ext_row(q + (size_t)i * hd, kc, vc, t0, n, hd, scale, cap, att + (size_t)i * as, 1);
+        else
+            attend_ext_row(q + (size_t)i * hd, kc, vc, t0, n, hd, scale, cap, att + (size_t)i * as, 0);
+}
+
 void kern_swiglu_ref(float *g, const float *up, size_t n)
 {
     for (size_t i = 0; i < n; i++)

@@ -13,6 +13,7 @@ static const struct {
     int family;
 } families[] = {
     {"llama", FAMILY_LLAMA}, {"mistral", FAMILY_LLAMA}, {"qwen2", FAMILY_QWEN2}, {"qwen3", FAMILY_QWEN3}, {"phi3", FAMILY_PHI3},
+    {"gemma2", FAMILY_GEMMA2},
 };
 
 const char *model_family_name(int family)
@@ -69,6 +70,85 @@ static int token_id(const json_t *o, const char *key, int *out, int vocab, ogk_e
         where_set(w, "%s", key);
         return ogk_fail(e, "model description: \"%s\" %d is outside the vocabulary (%d)", key, *out, vocab);
     }
+    return 0;
+}
+
+/* A positive finite number, or null / absent (0 returned, *out left alone). */
+static int get_pos(const json_t *o, const char *key, float *out, ogk_error *e, mdesc_where *w)
+{
+    const json_t *v = json_object_get(o, key);
+    if (!v || json_is_null(v))
+        return 0;
+    double d = json_is_number(v) ? json_number_value(v) : -1;
+    if (!(d > 0) || !isfinite((float)d) || !((float)d > 0)) {
+        where_set(w, "%s", key);
+        return ogk_fail(e, "model description: \"%s\" is not a positive number", key);
+    }
+    *out = (float)d;
+    return 0;
+}
+
+/* What some families add to the transformer (Gemma 2): activation, embedding scale, the scores' scale and
+ * soft caps, the sliding window, sandwich norms. Absent keys keep the other families' transformer. */
+static int mdesc_extras(model_config *c, const json_t *j, ogk_error *e, int *code, mdesc_where *w)
+{
+    static const char *const acts[] = {"silu", "gelu_tanh", "gelu"};
+    const json_t *a = json_object_get(j, "activation");
+    c->activation = MODEL_ACT_SILU;
+    if (a && !json_is_null(a)) {
+        const char *an = json_string_value(a);
+        int k = -1;
+        for (int i = 0; an && i < 3; i++)
+            if (!strcmp(an, acts[i]))
+                k = i;
+        if (k < 0) {
+            where_set(w, "%s", "activation");
+            if (an)
+                *code = OGK_EXIT_INIT;
+            return ogk_fail(e, "model description: \"activation\" %s%.40s%s (supported: silu, gelu_tanh, gelu)",
+                            an ? "\"" : "", an ? an : "is not a string", an ? "\" is not one the runtime applies" : "");
+        }
+        c->activation = k;
+    }
+    c->embed_scale = 1.0f;
+    c->attn_scale = 1.0f / sqrtf((float)c->head_dim);
+    if (get_pos(j, "embed_scale", &c->embed_scale, e, w) || get_pos(j, "attn_scale", &c->attn_scale, e, w) ||
+        get_pos(j, "attn_softcap", &c->attn_softcap, e, w) || get_pos(j, "final_softcap", &c->final_softcap, e, w))
+        return -1;
+    const json_t *sw = json_object_get(j, "sliding_window");
+    if (sw && !json_is_null(sw)) {
+        const json_t *ls = json_object_get(sw, "layers");
+        if (!json_is_object(sw)) {
+            where_set(w, "%s", "sliding_window");
+            return ogk_fail(e, "model description: \"sliding_window\" is not {\"size\": N, \"layers\": [layer, ...]}");
+        }
+        if (get_int(sw, "size", &c->window, 1, 1, e, w) < 0) {
+            where_set(w, "%s", "sliding_window.size");
+            return -1;
+        }
+        if (!json_is_array(ls)) {
+            where_set(w, "%s", "sliding_window.layers");
+            return ogk_fail(e, "model description: \"sliding_window\".layers is not an array of layer numbers");
+        }
+        size_t i;
+        const json_t *v;
+        json_array_foreach(ls, i, v)
+        {
+            json_int_t l = json_is_integer(v) ? json_integer_value(v) : -1;
+            if (l < 0 || l >= c->n_layers) {
+                where_set(w, "%s", "sliding_window.layers");
+                return ogk_fail(e, "model description: \"sliding_window\".layers[%zu] is not a layer of %d", i, c->n_layers);
+            }
+            if (l >= MODEL_MAX_WINDOW_LAYERS) {
+                *code = OGK_EXIT_INIT;
+                where_set(w, "%s", "sliding_window.layers");
+                return ogk_fail(e, "model description: a sliding window on layer %d (the runtime windows layers below %d)",
+                                (int)l, MODEL_MAX_WINDOW_LAYERS);
+            }
+            c->window_layer[l / 8] |= (unsigned char)(1u << (l % 8));
+        }
+    }
+    c->sandwich = json_is_true(json_object_get(j, "sandwich_norms"));
     return 0;
 }
 
@@ -173,7 +253,7 @@ int mdesc_config(model_config *c, const json_t *j, ogk_error *e, int *code, mdes
         c->eos_ids[c->n_eos++] = (int)json_integer_value(v);
     }
     json_decref(one);
-    return 0;
+    return mdesc_extras(c, j, e, code, w);
 }
 
 /* ---------------------------------------------------------------- roles */
@@ -181,8 +261,8 @@ int mdesc_config(model_config *c, const json_t *j, ogk_error *e, int *code, mdes
 /* The per-layer roles, in the order oga-info emits them. */
 static const char *const layer_roles[] = {
     "input_norm", "attn.qkv", "attn.q", "attn.k", "attn.v", "attn.qkv_bias", "attn.q_bias", "attn.k_bias",
-    "attn.v_bias", "attn.q_norm", "attn.k_norm", "attn.o", "attn.o_bias", "post_attn_norm", "mlp.gate", "mlp.up",
-    "mlp.down",
+    "attn.v_bias", "attn.q_norm", "attn.k_norm", "attn.o", "attn.o_bias", "attn.out_norm", "post_attn_norm", "mlp.gate",
+    "mlp.up", "mlp.down", "mlp.out_norm",
 };
 static const char *const top_roles[] = {"embed", "lm_head", "final_norm", "rope.cos", "rope.sin"};
 
@@ -354,6 +434,11 @@ static int check_layer(const tset *s, const model_config *c, int l)
         return -1;
     if (HAS("attn.o_bias"))
         return fail_t(s, role, "an o_proj bias: no family this runtime supports has one, and it would be ignored");
+    if (c->sandwich && (want_floats(s, ROLE("attn.out_norm"), dim, 0) || want_floats(s, ROLE("mlp.out_norm"), dim, 0)))
+        return -1;
+    if (!c->sandwich && (HAS("attn.out_norm") || HAS("mlp.out_norm")))
+        return fail_t(s, ROLE(HAS("attn.out_norm") ? "attn.out_norm" : "mlp.out_norm"),
+                      "a norm on a block's output, but the model description says sandwich_norms false");
     if (want_q4(s, ROLE("attn.o"), dim, qd) || want_q4(s, ROLE("mlp.gate"), hid, dim) || want_q4(s, ROLE("mlp.up"), hid, dim) ||
         want_q4(s, ROLE("mlp.down"), dim, hid))
         return -1;
@@ -373,6 +458,12 @@ static int check_family(const tset *s, const model_config *c)
                         c->family_name, c->qkv_bias ? "q/k/v biases" : "no q/k/v biases",
                         c->qk_norm ? "q/k norms" : "no q/k norms", c->family_name,
                         want_bias ? "q/k/v biases" : "no q/k/v biases", want_norm ? "q/k norms" : "no q/k norms");
+    }
+    int want_sandwich = c->family == FAMILY_GEMMA2;
+    if (c->sandwich != want_sandwich) {
+        where_set(s->w, "%s", "family");
+        return ogk_fail(s->e, "family \"%s\" contradicts the graph: it has %s norms on the attention and MLP outputs, a %s model "
+                        "has %s", c->family_name, c->sandwich ? "" : "no", c->family_name, want_sandwich ? "them" : "none");
     }
     return 0;
 }

@@ -16,7 +16,8 @@
  *   layers.N.input_norm, layers.N.post_attn_norm, layers.N.attn.qkv | attn.q / attn.k / attn.v,
  *   layers.N.attn.qkv_bias | attn.q_bias / attn.k_bias / attn.v_bias, layers.N.attn.q_norm / attn.k_norm,
  *   layers.N.attn.o, layers.N.attn.o_bias (known, but no family the runtime supports has one: refused
- *   by mdesc_check_tensors), layers.N.mlp.gate / mlp.up / mlp.down. */
+ *   by mdesc_check_tensors), layers.N.mlp.gate / mlp.up / mlp.down, and with sandwich norms (Gemma 2)
+ *   layers.N.attn.out_norm / layers.N.mlp.out_norm (the block's output normed before the residual add). */
 #ifndef OGK_MDESC_H
 #define OGK_MDESC_H
 
@@ -31,7 +32,9 @@
 #define MODEL_MAX_EOS 8
 #define MDESC_MAX_DIM (1 << 30) /* any dimension, context length or token id is below this */
 
-enum model_family { FAMILY_LLAMA, FAMILY_QWEN2, FAMILY_QWEN3, FAMILY_PHI3 };
+enum model_family { FAMILY_LLAMA, FAMILY_QWEN2, FAMILY_QWEN3, FAMILY_PHI3, FAMILY_GEMMA2 };
+enum model_act { MODEL_ACT_SILU = 0, MODEL_ACT_GELU_TANH = 1, MODEL_ACT_GELU = 2 }; /* the MLP's gate activation */
+#define MODEL_MAX_WINDOW_LAYERS 1024 /* layers a sliding-window model may have (window_layer's bits) */
 
 typedef struct model_config {
     int family;
@@ -54,12 +57,28 @@ typedef struct model_config {
     int eos_ids[MODEL_MAX_EOS];
     int n_eos;
     int pad_id;
+    /* what Gemma 2 adds (the defaults are the other families' transformer): */
+    int activation;      /* MODEL_ACT_*: silu(gate) * up, gelu_tanh(gate) * up (FastGelu) or gelu(gate) * up (erf) */
+    float embed_scale;   /* embedding rows multiplied by it (1: none) */
+    float attn_scale;    /* scores = q.k * attn_scale (1/sqrt(head_dim) unless the model says otherwise) */
+    float attn_softcap;  /* scores = cap * tanh(scores / cap) before the softmax; 0 none */
+    float final_softcap; /* logits = cap * tanh(logits / cap); 0 none */
+    int window;          /* sliding window: a query at position p of a layer with window_layer bit set attends to
+                          * positions p - window + 1 .. p (onnxruntime's local_window_size); 0 none */
+    unsigned char window_layer[MODEL_MAX_WINDOW_LAYERS / 8];
+    int sandwich;        /* layers.N.attn.out_norm / mlp.out_norm: the block outputs normed before the residual add */
 } model_config;
+
+/* 1 when layer l attends through the sliding window */
+static inline int model_layer_windowed(const model_config *c, int l)
+{
+    return c->window > 0 && l >= 0 && l < MODEL_MAX_WINDOW_LAYERS && (c->window_layer[l / 8] >> (l % 8) & 1);
+}
 
 const char *model_family_name(int family);
 /* The family a model.type names (mistral runs as llama), -1 for one this runtime does not run. */
 int model_family_of(const char *name);
-#define MODEL_FAMILIES "llama, mistral, qwen2, qwen3, phi3"
+#define MODEL_FAMILIES "llama, mistral, qwen2, qwen3, phi3, gemma2"
 
 /* Where a refusal points: the description key ("bos_token_id", "family", ...) or "tensor ROLE", so a
  * caller can name the file and key it came from. */

@@ -75,7 +75,7 @@ int model_forward_batch(model_state *work, model_state *const *states, const int
         const model_layer *L = &m->w.layers[l];
 
         /* attention rmsnorm; q, k, v for all rows at once */
-        model_step_residual_norm(work, n, 0, L->input_norm);
+        model_step_residual_norm(work, n, 0, NULL, L->input_norm);
         if (L->wqkv) {
             if (matmul(work, work->qkv, work->xb, n, L->wqkv, e))
                 return -1;
@@ -105,13 +105,13 @@ int model_forward_batch(model_state *work, model_state *const *states, const int
         /* output projection, residual; ffn rmsnorm; SwiGLU MLP; residual */
         if (matmul(work, work->xb, work->q, n, L->wo, e))
             return -1;
-        model_step_residual_norm(work, n, 1, L->post_attn_norm);
+        model_step_residual_norm(work, n, 1, L->attn_out_norm, L->post_attn_norm);
         if (matmul_pair(work, work->hb, L->w_gate, work->hb2, L->w_up, work->xb, n, e))
             return -1;
         model_step_swiglu(work, n);
         if (matmul(work, work->xb, work->hb, n, L->w_down, e))
             return -1;
-        model_step_residual_norm(work, n, 1, NULL);
+        model_step_residual_norm(work, n, 1, L->mlp_out_norm, NULL);
     }
     double t1 = ogk_now();
 
@@ -146,9 +146,11 @@ int model_forward_batch(model_state *work, model_state *const *states, const int
                 memcpy(states[r]->logits + (size_t)li[r] * V, work->batch_logits + (size_t)i++ * V, V * sizeof(float));
     } else {
         for (int r = 0, i = 0; r < n; r++)
-            if (li[r] >= 0 &&
-                matmul(work, states[r]->logits + (size_t)li[r] * V, work->xb + (size_t)i++ * dim, 1, m->w.lm_head, e))
-                return -1;
+            if (li[r] >= 0) {
+                if (matmul(work, states[r]->logits + (size_t)li[r] * V, work->xb + (size_t)i++ * dim, 1, m->w.lm_head, e))
+                    return -1;
+                model_softcap(c, states[r]->logits + (size_t)li[r] * V, V);
+            }
     }
     for (int r = 0; r < n; r++)
         states[r]->pos = base[r] + off[r] + 1;

@@ -259,5 +259,8 @@ int model_classify(model_state *s, float *logits, const float *xb, int n, int ar
         if (rc <= 0)
             return rc;
     }
-    return kern_matmul(s->pool, s->m->w.lm_head, xb, n, logits, mode, e);
+    if (kern_matmul(s->pool, s->m->w.lm_head, xb, n, logits, mode, e))
+        return -1;
+    model_softcap(&s->m->c, logits, (size_t)n * (size_t)s->m->c.vocab_size); /* monotonic: the argmax head skips it */
+    return 0;
 }

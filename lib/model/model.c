@@ -142,6 +142,10 @@ static int bind_layer(model *m, int l, ogk_error *e)
         (!(L->q_norm = plain_floats(m, ROLE("attn.q_norm"), FIND("attn.q_norm"), (uint64_t)c->head_dim, 0, e)) ||
          !(L->k_norm = plain_floats(m, ROLE("attn.k_norm"), FIND("attn.k_norm"), (uint64_t)c->head_dim, 0, e))))
         return -1;
+    if (c->sandwich &&
+        (!(L->attn_out_norm = plain_floats(m, ROLE("attn.out_norm"), FIND("attn.out_norm"), (uint64_t)c->dim, 0, e)) ||
+         !(L->mlp_out_norm = plain_floats(m, ROLE("mlp.out_norm"), FIND("mlp.out_norm"), (uint64_t)c->dim, 0, e))))
+        return -1;
     if (!(L->wo = quantised(m, ROLE("attn.o"), (uint32_t)c->dim, qd, 0, e)) ||
         !(L->w_gate = quantised(m, ROLE("mlp.gate"), (uint32_t)c->hidden_dim, (uint32_t)c->dim, 0, e)) ||
         !(L->w_up = quantised(m, ROLE("mlp.up"), (uint32_t)c->hidden_dim, (uint32_t)c->dim, 0, e)) ||
@@ -258,6 +262,24 @@ int model_is_eos(const model *m, int id)
 
 /* ---------------------------------------------------------------- state */
 
+/* The gated MLP's other activations (Gemma 2: gelu_pytorch_tanh, onnxruntime's FastGelu; or exact GELU):
+ * g[i] = act(g[i]) * up[i]. Portable C: these families are not on the kernels' hot path yet. */
+static void geglu_tanh(float *g, const float *up, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float x = g[i];
+        g[i] = x * (0.5f + 0.5f * tanhf(x * (0.7978845608028654f + 0.035677408136300125f * x * x))) * up[i];
+    }
+}
+
+static void geglu_erf(float *g, const float *up, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float x = g[i];
+        g[i] = 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)) * up[i];
+    }
+}
+
 model_state *model_state_new(const model *m, int context, int logit_rows, int mode, int threads, ogk_error *e)
 {
     const model_config *c = &m->c;
@@ -309,7 +331,9 @@ model_state *model_state_new(const model *m, int context, int logit_rows, int mo
     /* attention and SwiGLU from the same row of the ISA table as the kernels (OGAKIT_KERNEL=ref: portable) */
     s->attend = kern_isa_current()->attend;
     s->attend_h = kern_isa_current()->attend_h;
-    s->swiglu = kern_isa_current()->swiglu;
+    s->swiglu = c->activation == MODEL_ACT_GELU_TANH ? geglu_tanh
+                : c->activation == MODEL_ACT_GELU      ? geglu_erf
+                                                       : kern_isa_current()->swiglu;
     s->half = kern_isa_current()->half;
     const char *p = getenv("OGAKIT_PROF");
     s->prof_print = p && *p && strcmp(p, "0");
@@ -424,6 +448,10 @@ static void embed(model_state *s, const int *tokens, int rows)
             }
         }
     }
+    float sc = s->m->c.embed_scale; /* Gemma: rows times sqrt(hidden_size), as the graph's Mul */
+    if (sc != 1.0f)
+        for (size_t i = 0; i < (size_t)rows * dim; i++)
+            s->x[i] *= sc;
 }
 
 /* q, k, v projections of xb: one packed matmul (into s->qkv, split by split_qkv), or three */
@@ -580,9 +608,20 @@ static void attention_task(attn_job *j, int task)
     int hd = c->head_dim, G = c->n_heads / c->n_kv_heads, grp = j->group;
     int kvh = task / j->nsub, h0 = kvh * G + task % j->nsub * grp;
     int g = kvh * G + G - h0 < grp ? kvh * G + G - h0 : grp;
-    float scale = 1.0f / sqrtf((float)hd);
+    float scale = c->attn_scale;
     const void *kc = cache_at(s, s->key_cache, j->layer, kvh, 0), *vc = cache_at(s, s->value_cache, j->layer, kvh, 0);
     size_t qs = (size_t)c->n_heads * hd;
+    if (c->attn_softcap > 0 || model_layer_windowed(c, j->layer)) {
+        /* soft-capped scores or a sliding window (Gemma 2): row by row; a windowed row at position p sees
+         * the window's positions p - window + 1 .. p (what onnxruntime does with local_window_size) */
+        float *att = s->att + (size_t)h0 * (s->kv_f16 ? ATTN_ROWS : 1) * s->context;
+        for (int r = 0; r < j->rows; r++) {
+            int n = j->pos0 + r + 1, t0 = model_layer_windowed(c, j->layer) && n > c->window ? n - c->window : 0;
+            kern_attend_ext(s->q + (size_t)r * qs + (size_t)h0 * hd, g, kc, vc, s->kv_f16, t0, n, hd, scale, c->attn_softcap,
+                            att, (size_t)s->context);
+        }
+        return;
+    }
     if (s->kv_f16) { /* ATTN_ROWS rows at a time: the cache is read once for all of them */
         float *att = s->att + (size_t)h0 * ATTN_ROWS * s->context;
         for (int r = 0; r < j->rows; r += ATTN_ROWS) {
@@ -649,6 +688,7 @@ struct rows_job {
     model_state *s;
     const model_layer *L;
     const float *norm; /* norm_step: the rmsnorm weights after the residual (NULL: none) */
+    const float *pre;  /* norm_step: the sandwich norm of xb before the residual (NULL: none) */
     int layer, pos0, split, residual;
     void (*fn)(const rows_job *j, int r0, int r1);
 };
@@ -665,7 +705,7 @@ static void for_rows(const rows_job *j, int rows)
     kern_pool_for(rows >= ROWS_POOL_MIN ? j->s->pool : NULL, (size_t)rows, 0, rows_range, (void *)j);
 }
 
-/* x += xb (when residual); then xb = rmsnorm(x) (when norm) */
+/* xb = rmsnorm(xb) (when pre); x += xb (when residual); then xb = rmsnorm(x) (when norm) */
 static void norm_step(const rows_job *j, int r0, int r1)
 {
     model_state *s = j->s;
@@ -673,6 +713,8 @@ static void norm_step(const rows_job *j, int r0, int r1)
     size_t dim = (size_t)c->dim;
     for (int r = r0; r < r1; r++) {
         float *x = s->x + (size_t)r * dim, *xb = s->xb + (size_t)r * dim;
+        if (j->pre)
+            rmsnorm(xb, xb, j->pre, (int)dim, c->rms_eps);
         if (j->residual)
             for (size_t i = 0; i < dim; i++)
                 x[i] += xb[i];
@@ -736,7 +778,7 @@ static void forward_rows(model_state *s, const int *tokens, int rows, int want, 
         /* output projection, residual connection back into x; ffn rmsnorm */
         kern_matmul_next(s->pool, L->w_gate, L->w_up);
         matmul(s, s->xb, s->q, rows, L->wo);
-        rj.fn = norm_step, rj.residual = 1, rj.norm = L->post_attn_norm;
+        rj.fn = norm_step, rj.residual = 1, rj.norm = L->post_attn_norm, rj.pre = L->attn_out_norm;
         for_rows(&rj, rows);
 
         /* SwiGLU MLP: down(silu(gate(x)) * up(x)); residual; the next layer's attention rmsnorm */
@@ -748,8 +790,9 @@ static void forward_rows(model_state *s, const int *tokens, int rows, int want, 
         else
             kern_matmul_next(s->pool, want != LOGITS_NONE ? m->w.lm_head : NULL, NULL);
         matmul(s, s->xb, s->hb, rows, L->w_down);
-        rj.norm = l + 1 < c->n_layers ? m->w.layers[l + 1].input_norm : NULL;
+        rj.norm = l + 1 < c->n_layers ? m->w.layers[l + 1].input_norm : NULL, rj.pre = L->mlp_out_norm;
         for_rows(&rj, rows);
+        rj.pre = NULL;
     }
     double t2 = ogk_now();
 
@@ -838,11 +881,19 @@ void model_step_rmsnorm(float *o, const float *x, const float *w, int rows, int 
 
 void model_step_swiglu(model_state *s, int rows) { swiglu(s, rows); }
 
+void model_softcap(const model_config *c, float *x, size_t n)
+{
+    float cap = c->final_softcap;
+    if (cap > 0)
+        for (size_t i = 0; i < n; i++)
+            x[i] = tanhf(x[i] / cap) * cap; /* the graph's Div, Tanh, Mul */
+}
+
 void model_step_split_qkv(model_state *s, int rows) { split_qkv(s, 0, rows); }
 
-void model_step_residual_norm(model_state *s, int rows, int residual, const float *norm)
+void model_step_residual_norm(model_state *s, int rows, int residual, const float *pre, const float *norm)
 {
-    rows_job rj = {.s = s, .norm = norm, .residual = residual, .fn = norm_step};
+    rows_job rj = {.s = s, .norm = norm, .pre = pre, .residual = residual, .fn = norm_step};
     for_rows(&rj, rows);
 }
 

@@ -36,6 +36,7 @@ typedef struct model_layer {
     const float *q_norm, *k_norm; /* [head_dim] (qwen3) or NULL */
     const ogk_qtensor *wo;
     const float *post_attn_norm; /* [dim] ffn rmsnorm */
+    const float *attn_out_norm, *mlp_out_norm; /* [dim] sandwich norms of the block outputs (Gemma 2) or NULL */
     const ogk_qtensor *w_gate, *w_up, *w_down;
 } model_layer;
 

@@ -17,7 +17,6 @@
 #include "tok/tok.h"
 
 #include <errno.h>
-#include <float.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
@@ -313,7 +312,8 @@ void pack_check_dims(pack *p)
         } else if (!strcmp(s, "mlp.down")) {
             dim_check(p, &kH, H, rows, t, "N");
             dim_check(p, &kI, I, cols, t, "K");
-        } else if (!strcmp(s, "input_norm") || !strcmp(s, "post_attn_norm") || !strcmp(s, "final_norm")) {
+        } else if (!strcmp(s, "input_norm") || !strcmp(s, "post_attn_norm") || !strcmp(s, "final_norm") ||
+                   !strcmp(s, "attn.out_norm") || !strcmp(s, "mlp.out_norm")) {
             dim_check(p, &kH, H, rows, t, "length");
         } else if (!strcmp(s, "attn.q_norm") || !strcmp(s, "attn.k_norm")) {
             dim_check(p, &kHD, hd, rows, t, "length");
@@ -332,11 +332,9 @@ void pack_check_dims(pack *p)
             }
         }
     }
-    /* the runtime scales scores by 1/sqrt(head_dim); a custom scale must be that value, to float rounding */
-    float want = hd > 0 ? 1.0f / sqrtf((float)hd) : 0;
-    if (p->g.attn_scale && want && fabsf(p->g.attn_scale - want) > 4 * FLT_EPSILON * want)
-        pack_refuse(p, "graph", "unsupported_op", "attention scale %g is not 1/sqrt(head_dim %lld) = %g",
-                    (double)p->g.attn_scale, hd, (double)want);
+    /* the scores' scale: 1/sqrt(head_dim) by default, or the attention node's (Gemma 2: query_pre_attn_scalar^-0.5) */
+    if (p->g.attn_scale && (!(p->g.attn_scale > 0) || !isfinite(p->g.attn_scale)))
+        pack_refuse(p, "graph", "unsupported_op", "attention scale %g (want a positive number)", (double)p->g.attn_scale);
     if (p->g.rope_dim_attr > 0 && p->g.rope_dim > 0 && p->g.rope_dim_attr != p->g.rope_dim)
         pack_refuse(p, "graph", "graph", "RotaryEmbedding rotary_embedding_dim %d != cache width x 2 = %d", p->g.rope_dim_attr,
                     p->g.rope_dim);

@@ -628,6 +628,25 @@ static void build_model(pack *p)
         if (p->t[i].source_op && !strcmp(p->t[i].source_op, "MatMulNBits"))
             acc = acc == -2 || acc == p->t[i].accuracy_level ? p->t[i].accuracy_level : -1;
     json_object_set_new(p->model, "accuracy_level", acc >= 0 ? json_integer(acc) : json_null());
+    /* what some families add to the transformer (Gemma 2), from the graph; null / false where it has none */
+    static const char *const acts[] = {"silu", "gelu_tanh", "gelu"};
+    json_object_set_new(p->model, "activation", p->g.activation >= 0 ? json_string(acts[p->g.activation]) : json_null());
+    json_object_set_new(p->model, "embed_scale", p->g.embed_scale ? json_real(float_as_short_double(p->g.embed_scale)) : json_null());
+    json_object_set_new(p->model, "attn_scale", p->g.attn_scale ? json_real(float_as_short_double(p->g.attn_scale)) : json_null());
+    json_object_set_new(p->model, "attn_softcap",
+                        p->g.attn_softcap ? json_real(float_as_short_double(p->g.attn_softcap)) : json_null());
+    json_object_set_new(p->model, "final_softcap",
+                        p->g.final_softcap ? json_real(float_as_short_double(p->g.final_softcap)) : json_null());
+    json_t *win = json_null();
+    if (p->g.window && p->g.window_layer) {
+        json_t *ls = json_array();
+        for (int l = 0; l < p->g.num_layers; l++)
+            if (p->g.window_layer[l])
+                json_array_append_new(ls, json_integer(l));
+        win = json_pack("{s:i,s:o}", "size", p->g.window, "layers", ls);
+    }
+    json_object_set_new(p->model, "sliding_window", win);
+    json_object_set_new(p->model, "sandwich_norms", json_boolean(p->g.attn_out_norms > 0 || p->g.mlp_out_norms > 0));
     if (!p->genai)
         json_decref(g);
 }
@@ -735,6 +754,7 @@ pack *pack_open(const char *dir, ogk_error *e)
     p->g.rms_eps = -1;
     p->g.rope_interleaved = -1;
     p->g.rope_dim = -1;
+    p->g.activation = -1;
 
     int missing;
     p->genai = read_json(p, "genai_config.json", 0, &missing);
@@ -880,6 +900,12 @@ json_t *pack_info_json(const pack *p, int with_tensors)
     if (!out)
         return NULL;
     json_object_set_new(out, "by_role", by_role);
+    /* the transformer's variations (Gemma 2's), as the model description has them */
+    static const char *const variations[] = {"activation", "embed_scale", "attn_scale", "attn_softcap", "final_softcap",
+                                             "sliding_window", "sandwich_norms"};
+    for (size_t i = 0; i < sizeof variations / sizeof *variations; i++)
+        if (json_object_get(m, variations[i]))
+            json_object_set(out, variations[i], json_object_get(m, variations[i]));
     json_object_set(out, "chat_template", json_is_string(json_object_get(m, "chat_template")) ? json_true() : json_false());
     if (with_tensors) {
         json_t *ts = json_array();

@@ -30,6 +30,15 @@ typedef struct {
     int has_rotary_nodes, has_gqa_rotary, separate_qkv, packed_qkv, has_position_ids, ryzenai_nodes;
     int qkv_bias, qk_norm, tied;
     float attn_scale;     /* GroupQueryAttention scale attribute, 0 absent (1/sqrt(head_dim)) */
+    /* Gemma-style graphs (0 / -1 where a graph has none): the embedding's scale (a Mul by a constant), the
+     * MLP activation (PACK_ACT_*: the same in every layer), scores soft-capped by the attention node
+     * (softcap attribute, the same in every layer), logits soft-capped after lm_head (Div, Tanh, Mul),
+     * sandwich norms (a norm on the attention / MLP output before the residual add: layers with them) */
+    float embed_scale, attn_softcap, final_softcap;
+    int activation;       /* PACK_ACT_*, -1 unknown */
+    int window;           /* sliding-window attention: local_window_size (> 0) of the layers that have one, 0 none */
+    unsigned char *window_layer; /* [num_layers]: 1 where the layer's attention has the window */
+    int attn_out_norms, mlp_out_norms, softcap_layers;
     size_t ignored_constants;
 } pack_graph_facts;
 
@@ -56,6 +65,8 @@ struct pack {
     pack_graph_facts g;
     int npu_files;
 };
+
+enum { PACK_ACT_SILU = 0, PACK_ACT_GELU_TANH = 1, PACK_ACT_GELU = 2 };
 
 /* memory owned by the pack (freed at pack_close) */
 void *pack_own(pack *p, void *ptr);

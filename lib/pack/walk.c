@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -59,6 +60,127 @@ static int is_linear(const G *g, int n)
     if (is_op(g, n, "MatMulNBits"))
         return 1;
     return (is_op(g, n, "MatMul") || is_op(g, n, "Gemm")) && in(g, n, 1) && pg_init_of(g, in(g, n, 1), NULL) >= 0;
+}
+
+/* One float from a tensor's bytes of ONNX type dt. */
+static int float_at(const uint8_t *d, int dt, double *out)
+{
+    if (dt == T_FLOAT) {
+        float f;
+        memcpy(&f, d, 4);
+        *out = f;
+    } else if (dt == T_DOUBLE)
+        memcpy(out, d, 8);
+    else if (dt == T_FLOAT16 || dt == T_BFLOAT16) {
+        uint16_t h;
+        memcpy(&h, d, 2);
+        *out = dt == T_FLOAT16 ? ogk_f16_to_f32(h) : ogk_bf16_to_f32(h);
+    } else
+        return -1;
+    return 0;
+}
+
+/* The value of a one-element float constant: an initializer, or a Constant node's value / value_float (the
+ * builder's "/model/constants/FLOAT/48.0"). 0 with *out set; -1 when name is neither. */
+static int scalar_of(G *g, const char *name, double *out)
+{
+    int vi = name ? pg_init_of(g, name, NULL) : -1;
+    if (vi >= 0) {
+        if (pg_resolve(g, vi) <= 0 || g->v[vi].rt.numel != 1 || !g->v[vi].rt.data)
+            return -1;
+        g->v[vi].used = 1;
+        return float_at(g->v[vi].rt.data, g->v[vi].rt.dtype, out);
+    }
+    gval *v = name ? val(g, name) : NULL;
+    if (!v || v->producer < 0 || !is_op(g, v->producer, "Constant"))
+        return -1;
+    Onnx__AttributeProto *a = attr(g, v->producer, "value_float");
+    if (a && a->has_f) {
+        *out = a->f;
+        return 0;
+    }
+    a = attr(g, v->producer, "value");
+    Onnx__TensorProto *t = a ? a->t : NULL;
+    if (!t || !t->has_data_type)
+        return -1;
+    for (size_t i = 0; i < t->n_dims; i++)
+        if (t->dims[i] != 1)
+            return -1;
+    size_t es = pg_onnx_dtype_size(t->data_type);
+    if (t->has_raw_data)
+        return es && t->raw_data.len == es ? float_at(t->raw_data.data, t->data_type, out) : -1;
+    if (t->data_type == T_FLOAT && t->n_float_data == 1)
+        *out = t->float_data[0];
+    else if (t->data_type == T_DOUBLE && t->n_double_data == 1)
+        *out = t->double_data[0];
+    else if ((t->data_type == T_FLOAT16 || t->data_type == T_BFLOAT16) && t->n_int32_data == 1) {
+        uint16_t h = (uint16_t)t->int32_data[0];
+        return float_at((const uint8_t *)&h, t->data_type, out);
+    } else
+        return -1;
+    return 0;
+}
+
+/* The other operand of a two-input node whose operand `x` is given (NULL when x is not one of them). */
+static const char *other_input(const G *g, int n, const char *x)
+{
+    const char *a = in(g, n, 0), *b = in(g, n, 1);
+    if (!a || !b || node(g, n)->n_input != 2)
+        return NULL;
+    return !strcmp(a, x) ? b : !strcmp(b, x) ? a : NULL;
+}
+
+/* The only consumer of value v, -1 when it has none or several. */
+static int only_consumer(const G *g, const char *v)
+{
+    gval *x = v ? val(g, v) : NULL;
+    return x && x->ncons == 1 ? x->cons[0] : -1;
+}
+
+/* v, or the output of the float Casts that are its only consumers in a row (the builder's fp16 Gemma 2
+ * graphs keep the residual stream and the norms in fp32: Casts around them change no role) */
+static const char *through_casts(const G *g, const char *v)
+{
+    for (int guard = 0; v && guard < 4; guard++) {
+        int n = only_consumer(g, v);
+        if (n < 0 || !is_op(g, n, "Cast"))
+            break;
+        int64_t to = attr_i(g, n, "to", 0, NULL);
+        if (to != T_FLOAT && to != T_FLOAT16 && to != T_BFLOAT16)
+            break;
+        v = out(g, n, 0);
+    }
+    return v;
+}
+
+static int is_graph_output(const G *g, const char *v)
+{
+    for (size_t i = 0; v && i < g->g->n_output; i++)
+        if (g->g->output[i]->name && !strcmp(g->g->output[i]->name, v))
+            return 1;
+    return 0;
+}
+
+/* A sandwich norm (Gemma 2): a plain RMSNorm reading a block's output before the residual add. Emitted
+ * as role; 1 when found. */
+static int emit_out_norm(G *g, const char *v, const char *role)
+{
+    v = through_casts(g, v);
+    gval *x = v ? val(g, v) : NULL;
+    for (int c = 0; x && c < x->ncons; c++) {
+        int n = x->cons[c];
+        if (is_norm(g, n) && !is_skip_norm(g, n) && !g->chain[n] && in(g, n, 0) && !strcmp(in(g, n, 0), v) &&
+            norm_weight(g, n) && pg_init_of(g, norm_weight(g, n), NULL) >= 0) {
+            Onnx__AttributeProto *ea = attr(g, n, "epsilon");
+            float eps = ea && ea->has_f ? ea->f : 1e-5f;
+            if (eps != g->p->g.rms_eps_f)
+                pack_refuse(g->p, role, "unsupported_op", "norm %s: epsilon %g differs from the other norms' %g", nname(g, n),
+                            (double)eps, (double)g->p->g.rms_eps_f);
+            pg_emit_plain(g, n, norm_weight(g, n), role);
+            return 1;
+        }
+    }
+    return 0;
 }
 
 static const pack_tensor *emit_linear(G *g, int n, const char *role)
@@ -225,11 +347,28 @@ static void walk_attention(G *g, int layer, const char *start, int *nodes, size_
     {
         int64_t win = attr_i(g, attn, "local_window_size", -1, NULL), smooth = attr_i(g, attn, "smooth_softmax", 0, NULL);
         Onnx__AttributeProto *cap = attr(g, attn, "softcap"), *sc = attr(g, attn, "scale");
-        if (win != -1)
-            pack_refuse(p, what, "unsupported_op", "%s %s: local_window_size %" PRId64
-                        " (sliding-window attention) is not supported", op, nname(g, attn), win);
-        if (cap && cap->has_f && cap->f != 0)
-            pack_refuse(p, what, "unsupported_op", "%s %s: softcap %g is not supported", op, nname(g, attn), (double)cap->f);
+        /* sliding-window attention (Gemma 2's local layers): one window size, on any set of layers */
+        if (win > 0 && win < (1 << 30)) {
+            if (p->g.window && p->g.window != win)
+                pack_refuse(p, what, "unsupported_op", "%s %s: local_window_size %" PRId64 " differs from another layer's %d",
+                            op, nname(g, attn), win, p->g.window);
+            p->g.window = (int)win;
+            if (p->g.window_layer && layer < p->g.num_layers)
+                p->g.window_layer[layer] = 1;
+        } else if (win != -1)
+            pack_refuse(p, what, "unsupported_op", "%s %s: local_window_size %" PRId64 " (want -1, none, or a window of 1 to 2^30)",
+                        op, nname(g, attn), win);
+        /* soft-capped scores (Gemma 2): cap * tanh(score / cap), the same cap in every layer */
+        if (cap && cap->has_f && cap->f != 0) {
+            if (!(cap->f > 0) || !isfinite(cap->f))
+                pack_refuse(p, what, "unsupported_op", "%s %s: softcap %g (want a positive number)", op, nname(g, attn),
+                            (double)cap->f);
+            else if (p->g.attn_softcap && p->g.attn_softcap != cap->f)
+                pack_refuse(p, what, "unsupported_op", "%s %s: softcap %g differs from another layer's %g", op, nname(g, attn),
+                            (double)cap->f, (double)p->g.attn_softcap);
+            p->g.attn_softcap = cap->f;
+            p->g.softcap_layers++;
+        }
         if (smooth)
             pack_refuse(p, what, "unsupported_op", "%s %s: smooth_softmax is not supported", op, nname(g, attn));
         if (sc && sc->has_f && sc->f != 0) { /* 0: the default, 1/sqrt(head_dim) */
@@ -311,14 +450,19 @@ static void walk_attention(G *g, int layer, const char *start, int *nodes, size_
     }
     emit_linear(g, o_node, pack_printf(p, "layers.%d.attn.o", layer));
     /* a bias after o_proj: an Add with an initializer on its output */
-    gval *ov = val(g, out(g, o_node, 0));
+    const char *o_out = out(g, o_node, 0);
+    gval *ov = val(g, o_out);
     for (int c = 0; ov && c < ov->ncons; c++) {
         int m = ov->cons[c];
         if (is_op(g, m, "Add"))
             for (int j = 0; j < 2; j++)
-                if (in(g, m, (size_t)j) && pg_init_of(g, in(g, m, (size_t)j), NULL) >= 0)
+                if (in(g, m, (size_t)j) && pg_init_of(g, in(g, m, (size_t)j), NULL) >= 0) {
                     pg_emit_plain(g, m, in(g, m, (size_t)j), pack_printf(p, "layers.%d.attn.o_bias", layer));
+                    o_out = out(g, m, 0);
+                }
     }
+    /* Gemma 2's post-attention norm on the attention output, before the residual add */
+    p->g.attn_out_norms += emit_out_norm(g, o_out, pack_printf(p, "layers.%d.attn.out_norm", layer));
 }
 
 static void walk_mlp(G *g, int layer, const char *start, int *nodes, size_t nn)
@@ -355,12 +499,40 @@ static void walk_mlp(G *g, int layer, const char *start, int *nodes, size_t nn)
         pack_refuse(p, what, "graph", "cannot find gate, up and down projections (%d + %d projections)", nfirst, nother);
         return;
     }
-    if (!is_silu(g, gate_act, out(g, gate, 0)))
-        pack_refuse(p, what, "unsupported_op", "gate activation %s (%s) is not SiLU, the only one the runtime applies",
+    int act = -1;
+    if (is_silu(g, gate_act, out(g, gate, 0)))
+        act = PACK_ACT_SILU;
+    else if (is_op(g, gate_act, "FastGelu") && !in(g, gate_act, 1)) /* com.microsoft: the tanh approximation */
+        act = PACK_ACT_GELU_TANH;
+    else if (is_op(g, gate_act, "Gelu")) { /* ONNX (approximate "none" | "tanh") or com.microsoft (erf) */
+        Onnx__AttributeProto *a = attr(g, gate_act, "approximate");
+        if (!a || !a->has_s || (a->s.len == 4 && !memcmp(a->s.data, "none", 4)))
+            act = PACK_ACT_GELU;
+        else if (a->s.len == 4 && !memcmp(a->s.data, "tanh", 4))
+            act = PACK_ACT_GELU_TANH;
+    }
+    /* a GELU gates by itself: its output must go straight into the product with up (SiLU's x * Sigmoid(x) is
+     * checked by is_silu) */
+    if (act == PACK_ACT_GELU || act == PACK_ACT_GELU_TANH) {
+        int mul = only_consumer(g, out(g, gate_act, 0));
+        const char *o = mul >= 0 && is_op(g, mul, "Mul") ? other_input(g, mul, out(g, gate_act, 0)) : NULL;
+        if (!o || !out(g, up, 0) || strcmp(o, out(g, up, 0)))
+            act = -1;
+    }
+    if (act < 0)
+        pack_refuse(p, what, "unsupported_op",
+                    "gate activation %s (%s) is not one the runtime applies (SiLU, FastGelu, Gelu, Gelu tanh)",
                     node(g, gate_act)->op_type, nname(g, gate_act));
+    else if (p->g.activation >= 0 && p->g.activation != act)
+        pack_refuse(p, what, "unsupported_op", "gate activation %s (%s) differs from another layer's",
+                    node(g, gate_act)->op_type, nname(g, gate_act));
+    else
+        p->g.activation = act;
     emit_linear(g, gate, pack_printf(p, "layers.%d.mlp.gate", layer));
     emit_linear(g, up, pack_printf(p, "layers.%d.mlp.up", layer));
     emit_linear(g, down, pack_printf(p, "layers.%d.mlp.down", layer));
+    /* Gemma 2's post-feedforward norm on the MLP output, before the residual add */
+    p->g.mlp_out_norms += emit_out_norm(g, out(g, down, 0), pack_printf(p, "layers.%d.mlp.out_norm", layer));
 }
 
 /* Role order for emission: per layer input_norm, attention, post_attn_norm, mlp. */
@@ -368,7 +540,7 @@ static void role_key(const char *role, long *layer, int *rank)
 {
     static const char *order[] = {"input_norm", "attn.qkv", "attn.q", "attn.k", "attn.v", "attn.qkv_bias", "attn.q_bias",
                                   "attn.k_bias", "attn.v_bias", "attn.q_norm", "attn.k_norm", "attn.o", "attn.o_bias",
-                                  "post_attn_norm", "mlp.gate", "mlp.up", "mlp.down"};
+                                  "attn.out_norm", "post_attn_norm", "mlp.gate", "mlp.up", "mlp.down", "mlp.out_norm"};
     static const char *top[] = {"final_norm", "lm_head", "rope.cos", "rope.sin"};
     *rank = 0;
     if (!strcmp(role, "embed")) {
@@ -442,6 +614,40 @@ static void emit_embed(G *g, int emb, int lm)
     }
 }
 
+/* Between lm_head and the logits output: nothing, Casts, or final logit soft-capping (Gemma 2: Div by a
+ * cap, Tanh, Mul by the same cap). Anything else would change the logits behind the runtime's back. */
+static void walk_logits(G *g, int lm)
+{
+    pack *p = g->p;
+    const char *v = out(g, lm, 0);
+    int capped = 0;
+    for (int guard = 0; v && !is_graph_output(g, v) && guard < 8; guard++) {
+        int n = only_consumer(g, v);
+        double c1, c2;
+        if (n >= 0 && is_op(g, n, "Cast")) {
+            int64_t to = attr_i(g, n, "to", 0, NULL);
+            if (to == T_FLOAT || to == T_FLOAT16 || to == T_BFLOAT16) {
+                v = out(g, n, 0);
+                continue;
+            }
+        }
+        int t = n >= 0 && is_op(g, n, "Div") && in(g, n, 0) && !strcmp(in(g, n, 0), v) ? only_consumer(g, out(g, n, 0)) : -1;
+        int m = t >= 0 && is_op(g, t, "Tanh") ? only_consumer(g, out(g, t, 0)) : -1;
+        const char *k2 = m >= 0 && is_op(g, m, "Mul") ? other_input(g, m, out(g, t, 0)) : NULL;
+        if (!capped && k2 && scalar_of(g, in(g, n, 1), &c1) == 0 && scalar_of(g, k2, &c2) == 0 && c1 == c2 && c1 > 0 &&
+            c1 < 1e30) {
+            p->g.final_softcap = (float)c1;
+            capped = 1;
+            v = out(g, m, 0);
+            continue;
+        }
+        pack_refuse(p, "graph", "unsupported_op",
+                    "lm_head %s reaches the logits through %s (%s): only final logit soft-capping (Div, Tanh, Mul by one "
+                    "constant) is supported there", nname(g, lm), n >= 0 ? nname(g, n) : v, n >= 0 && node(g, n)->op_type ? node(g, n)->op_type : "several consumers");
+        return;
+    }
+}
+
 void pg_walk(G *g)
 {
     pack *p = g->p;
@@ -461,6 +667,19 @@ void pg_walk(G *g)
     /* the residual stream, norm by norm */
     ivec norms = {0};
     const char *r = out(g, emb, 0);
+    /* Gemma: the embedding scaled by a constant (sqrt(hidden_size), rounded) before the first norm */
+    int esc = only_consumer(g, r);
+    if (esc >= 0 && is_op(g, esc, "Mul")) {
+        double sc;
+        const char *k = other_input(g, esc, r);
+        if (k && scalar_of(g, k, &sc) == 0 && sc > 0 && sc < 1e30) {
+            p->g.embed_scale = (float)sc;
+            g->chain[esc] = 1;
+            r = through_casts(g, out(g, esc, 0));
+        } else
+            pack_refuse(p, "graph", "unsupported_op", "Mul %s scales the embedding by %s, not by a positive constant",
+                        nname(g, esc), k ? k : "(no second input)");
+    }
     for (int guard = 0; r && guard < 100000; guard++) {
         gval *v = val(g, r);
         if (!v)
@@ -514,6 +733,7 @@ void pg_walk(G *g)
     }
     int L = (int)(norms.n - 1) / 2;
     p->g.num_layers = L;
+    p->g.window_layer = pack_own(p, calloc((size_t)L + 1, 1));
     int n0 = norms.v[0];
     Onnx__AttributeProto *ea = attr(g, n0, "epsilon");
     p->g.rms_eps_f = ea && ea->has_f ? ea->f : 1e-5f; /* the contrib ops' default */
@@ -530,7 +750,7 @@ void pg_walk(G *g)
     for (int j = 0; j + 1 < (int)norms.n; j++) {
         ivec nodes = {0};
         memset(mark, 0, nn);
-        const char *start = out(g, norms.v[j], 0);
+        const char *start = through_casts(g, out(g, norms.v[j], 0));
         if (!start) {
             pack_refuse(p, "graph", "graph", "norm %s has no output", nname(g, norms.v[j]));
             continue;
@@ -544,7 +764,7 @@ void pg_walk(G *g)
     }
     /* lm_head: the projection reading the final norm */
     int fin = norms.v[norms.n - 1], lm = -1;
-    gval *fv = val(g, out(g, fin, 0));
+    gval *fv = val(g, through_casts(g, out(g, fin, 0)));
     for (int c = 0; fv && c < fv->ncons; c++)
         if (is_linear(g, fv->cons[c]))
             lm = fv->cons[c];
@@ -553,7 +773,18 @@ void pg_walk(G *g)
     else {
         g->lm_head_b = pg_init_of(g, in(g, lm, 1), NULL);
         g->lm_head = emit_linear(g, lm, "lm_head");
+        walk_logits(g, lm);
     }
+    /* what the runtime applies in every layer or in none */
+    if (p->g.softcap_layers && p->g.softcap_layers != L)
+        pack_refuse(p, "graph", "unsupported_op", "%d of %d attention nodes soft-cap their scores (want all or none)",
+                    p->g.softcap_layers, L);
+    if (p->g.attn_out_norms && p->g.attn_out_norms != L)
+        pack_refuse(p, "graph", "graph", "%d of %d layers have a norm on the attention output (want all or none)",
+                    p->g.attn_out_norms, L);
+    if (p->g.mlp_out_norms && p->g.mlp_out_norms != L)
+        pack_refuse(p, "graph", "graph", "%d of %d layers have a norm on the MLP output (want all or none)",
+                    p->g.mlp_out_norms, L);
     emit_embed(g, emb, lm);
     free(mark);
     free(norms.v);

@@ -59,6 +59,19 @@ static const char tpl_phi3[] =
     "{%- endfor %}"
     "{%- if add_generation_prompt %}{{- '<|assistant|>\\n' }}{%- else %}{{- eos_token }}{%- endif %}";
 
+/* Gemma (2): turns between <start_of_turn> and <end_of_turn>, the assistant's role called "model",
+ * contents trimmed; no system role, and user / model turns must alternate (both refused by name) */
+static const char tpl_gemma[] =
+    "{{- bos_token }}"
+    "{%- for message in messages %}"
+    "{%- if message['role'] == 'system' %}{{- raise_exception('System role not supported') }}{%- endif %}"
+    "{%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}"
+    "{{- raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{%- endif %}"
+    "{{- '<start_of_turn>' + ('model' if message['role'] == 'assistant' else message['role']) + '\n' }}"
+    "{{- message['content'] | trim }}{{- '<end_of_turn>\n' }}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<start_of_turn>model\n' }}{%- endif %}";
+
 const char *tok_builtin_template(const char *family)
 {
     if (!family)
@@ -73,6 +86,8 @@ const char *tok_builtin_template(const char *family)
         return tpl_mistral;
     if (!strcmp(family, "phi3"))
         return tpl_phi3;
+    if (!strcmp(family, "gemma2") || !strcmp(family, "gemma"))
+        return tpl_gemma;
     return NULL;
 }
 

@@ -97,6 +97,16 @@ int main(void)
         {"rms_norm_eps", "-1", "rms_norm_eps", 3},
         {"rope", "{\"dim\": 17}", "rope.dim", 3},
         {"hidden_size", "\"32\"", "hidden_size", 3},
+        {"activation", "\"relu\"", "activation", 4},
+        {"activation", "7", "activation", 3},
+        {"embed_scale", "0", "embed_scale", 3},
+        {"attn_softcap", "-50", "attn_softcap", 3},
+        {"final_softcap", "\"30\"", "final_softcap", 3},
+        {"attn_scale", "1e39", "attn_scale", 3}, /* beyond float */
+        {"sliding_window", "4096", "sliding_window", 3},
+        {"sliding_window", "{\"size\": 0, \"layers\": [0]}", "sliding_window.size", 3},
+        {"sliding_window", "{\"size\": 8, \"layers\": [2]}", "sliding_window.layers", 3},
+        {"sliding_window", "{\"size\": 8}", "sliding_window.layers", 3},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         int rc = cfg(bad[i].key, bad[i].val, &c, &e, &code, &w);
@@ -105,6 +115,16 @@ int main(void)
     }
     TAP_OK(cfg("eos_token_ids", "5", &c, &e, &code, &w) == 0 && c.n_eos == 1 && c.eos_ids[0] == 5,
            "a single eos id is an array of one");
+    TAP_OK(cfg(NULL, NULL, &c, &e, &code, &w) == 0 && c.activation == MODEL_ACT_SILU && c.embed_scale == 1.0f &&
+               c.attn_scale == 0.25f && !c.attn_softcap && !c.final_softcap && !c.window && !c.sandwich &&
+               !model_layer_windowed(&c, 0),
+           "without the Gemma keys: SiLU, no scales, caps, window or sandwich norms; scores scaled 1/sqrt(head_dim)");
+    TAP_OK(cfg("sliding_window", "{\"size\": 8, \"layers\": [1]}", &c, &e, &code, &w) == 0 && c.window == 8 &&
+               !model_layer_windowed(&c, 0) && model_layer_windowed(&c, 1) && !model_layer_windowed(&c, 2),
+           "a sliding window on the layers named only");
+    TAP_OK(cfg("activation", "\"gelu_tanh\"", &c, &e, &code, &w) == 0 && c.activation == MODEL_ACT_GELU_TANH &&
+               cfg("attn_softcap", "50", &c, &e, &code, &w) == 0 && c.attn_softcap == 50.0f,
+           "activation and soft cap read");
 
     cfg(NULL, NULL, &c, &e, &code, &w);
     tensors();
@@ -125,6 +145,41 @@ int main(void)
         tensors();
         TAP_OK(mdesc_check_tensors(&c2, T, nt, &e, &w) == -1 && !strcmp(w.key, "family"),
                "family %s on a qwen2-shaped graph contradicts it (%s)", fams[i], e.msg);
+    }
+
+    /* sandwich norms: a gemma2 description wants them on every layer; other families must not have them */
+    {
+        json_t *j = json_loads(base, 0, NULL);
+        json_object_set_new(j, "family", json_string("gemma2"));
+        json_object_set_new(j, "qkv_bias", json_false());
+        json_object_set_new(j, "sandwich_norms", json_true());
+        TAP_OK(mdesc_config(&c2, j, &e, &code, &w) == 0 && c2.family == FAMILY_GEMMA2 && c2.sandwich, "a gemma2 description");
+        tensors();
+        for (int l = 0; l < 2; l++) { /* adds first: drop() moves the last entry, whose name slot add() reuses */
+            char r[48];
+            snprintf(r, sizeof r, "layers.%d.attn.out_norm", l);
+            add(r, MDESC_F32, 32, 0);
+            snprintf(r, sizeof r, "layers.%d.mlp.out_norm", l);
+            add(r, MDESC_F32, 32, 0);
+        }
+        drop("layers.0.attn.qkv_bias");
+        drop("layers.1.attn.qkv_bias");
+        model_config c3 = c2;
+        TAP_OK(mdesc_check_tensors(&c3, T, nt, &e, &w) == 0, "gemma2 tensors with sandwich norms pass (%s)", e.msg);
+        drop("layers.1.mlp.out_norm");
+        c3 = c2;
+        TAP_OK(mdesc_check_tensors(&c3, T, nt, &e, &w) == -1 && !strcmp(w.key, "tensor layers.1.mlp.out_norm"),
+               "a layer without its MLP output norm is refused naming it (%s)", e.msg);
+        json_object_set_new(j, "sandwich_norms", json_false());
+        mdesc_config(&c2, j, &e, &code, &w);
+        c3 = c2;
+        TAP_OK(mdesc_check_tensors(&c3, T, nt, &e, &w) == -1, "out norms while the description says none: refused (%s)", e.msg);
+        json_decref(j);
+        c2 = c;
+        tensors();
+        add("layers.0.attn.out_norm", MDESC_F32, 32, 0);
+        TAP_OK(mdesc_check_tensors(&c2, T, nt, &e, &w) == -1 && !strcmp(w.key, "tensor layers.0.attn.out_norm"),
+               "an out norm in a qwen2 model is refused naming it (%s)", e.msg);
     }
 
     c2 = c;
