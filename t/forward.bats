@@ -163,7 +163,7 @@ gate() {
   GEOM=hd96 gate phi3 cpu untied b8 i8 step
 }
 
-@test "gate head_dim 64 and 128, i8 verify feed, on every kernel row this CPU has (each row's attention)" {
+@test "gate head_dim 64 and 128 and gemma2, i8 verify feed, on every kernel row this CPU has (each row's attention)" {
   local k
   for k in ref avx2 avx512 amx; do
     if [ "$k" = ref ] && [ "${OGAKIT_SAN:-0}" = 1 ]; then # the scalar row's minute, not under ASan
@@ -177,6 +177,7 @@ gate() {
     echo "# row $k" >&3
     OGAKIT_KERNEL=$k GEOM=hd64 gate llama cpu tied b8 i8 verify
     OGAKIT_KERNEL=$k GEOM=hd128 gate qwen2 cpu tied b8 i8 verify
+    OGAKIT_KERNEL=$k gate gemma2 cpu tied b8 i8 verify   # attend_ext: soft caps, the window
   done
 }
 

@@ -479,3 +479,77 @@ void kern_attend_ht_avx512(float *q, size_t qs, int rows, int g, const uint16_t 
 {
     attend_t(q, qs, rows, g, kt, NULL, vc, n0, hd, scale, att, as);
 }
+
+/* ---- attend_ext: the families with soft-capped scores or a sliding window (Gemma 2) ----
+ * One query row per head over positions [t0, n) of an fp32 or fp16 cache (head_dim a multiple of 16, at
+ * most 256; other sizes: kern_attend_ext_ref): scores as chains of fused multiply-adds over the head,
+ * scaled, soft-capped 16 at a time (cap · tanh(s / cap), tanh from the vector exp), softmax, weighted sum. */
+static inline __attribute__((always_inline)) __m512 kv16(const void *c, size_t off, const int H)
+{
+    return H ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)c + off)))
+             : _mm512_loadu_ps((const float *)c + off);
+}
+
+/* cap · tanh(x / cap) = cap · sign(x) · (1 - e) / (1 + e), e = e^(-2|x| / cap) */
+static inline __m512 softcap512(__m512 x, float cap)
+{
+    __m512 a = _mm512_abs_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.0f / cap)));
+    __m512 e = exp512(_mm512_mul_ps(a, _mm512_set1_ps(-2.0f)));
+    __m512 one = _mm512_set1_ps(1.0f);
+    __m512 t = _mm512_div_ps(_mm512_sub_ps(one, e), _mm512_add_ps(one, e));
+    __m512 sign = _mm512_and_ps(x, _mm512_castsi512_ps(_mm512_set1_epi32((int)0x80000000u)));
+    return _mm512_mul_ps(_mm512_or_ps(t, sign), _mm512_set1_ps(cap));
+}
+
+static inline __attribute__((always_inline)) void attend_ext_one(float *q, const void *kc, const void *vc, int t0, int n,
+                                                                 int hd, float scale, float cap, float *att, const int H)
+{
+    int nv = hd / 16, m = n - t0;
+    __m512 qv[16];
+    for (int i = 0; i < nv; i++)
+        qv[i] = _mm512_loadu_ps(q + 16 * i);
+    for (int t = t0; t < n; t++) {
+        size_t base = (size_t)t * hd;
+        __m512 acc = _mm512_mul_ps(qv[0], kv16(kc, base, H));
+        for (int i = 1; i < nv; i++)
+            acc = _mm512_fmadd_ps(qv[i], kv16(kc, base + 16 * (size_t)i, H), acc);
+        att[t - t0] = _mm512_reduce_add_ps(acc) * scale;
+    }
+    __m512 vmx = _mm512_set1_ps(-INFINITY);
+    int t = 0;
+    for (; t < m; t += 16) {
+        __mmask16 k = m - t >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (m - t)) - 1);
+        __m512 s = _mm512_maskz_loadu_ps(k, att + t);
+        if (cap > 0) {
+            s = softcap512(s, cap);
+            _mm512_mask_storeu_ps(att + t, k, s);
+        }
+        vmx = _mm512_mask_max_ps(vmx, k, vmx, s);
+    }
+    float inv = softmax_exp(att, m, _mm512_reduce_max_ps(vmx));
+    __m512 o[16];
+    for (int i = 0; i < nv; i++)
+        o[i] = _mm512_setzero_ps();
+    for (int u = 0; u < m; u++) {
+        __m512 a = _mm512_set1_ps(att[u] * inv);
+        size_t base = (size_t)(t0 + u) * hd;
+        for (int i = 0; i < nv; i++)
+            o[i] = _mm512_fmadd_ps(a, kv16(vc, base + 16 * (size_t)i, H), o[i]);
+    }
+    for (int i = 0; i < nv; i++)
+        _mm512_storeu_ps(q + 16 * i, o[i]);
+}
+
+void kern_attend_ext_avx512(float *q, int g, const void *kc, const void *vc, int f16, int t0, int n, int hd, float scale,
+                            float cap, float *att, size_t as)
+{
+    if (hd % 16 || hd > 256 || n <= t0) {
+        kern_attend_ext(q, g, kc, vc, f16, t0, n, hd, scale, cap, att, as);
+        return;
+    }
+    for (int i = 0; i < g; i++)
+        if (f16)
+            attend_ext_one(q + (size_t)i * hd, kc, vc, t0, n, hd, scale, cap, att + (size_t)i * as, 1);
+        else
+            attend_ext_one(q + (size_t)i * hd, kc, vc, t0, n, hd, scale, cap, att + (size_t)i * as, 0);
+}

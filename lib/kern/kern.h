@@ -149,6 +149,10 @@ typedef struct kern_isa {
      * without it. */
     void (*attend_ht)(float *q, size_t qs, int rows, int g, const uint16_t *kt, const uint16_t *vc, int n0, int hd,
                       float scale, float *att, size_t as);
+    /* kern_attend_ext's operation (soft caps, a window start t0; the same arguments), vectorised; the ref
+     * row's is kern_attend_ext itself. Results agree with it to float rounding, not bit for bit. */
+    void (*attend_ext)(float *q, int g, const void *kc, const void *vc, int f16, int t0, int n, int hd, float scale,
+                       float cap, float *att, size_t as);
     void (*swiglu)(float *g, const float *up, size_t n); /* g[i] = silu(g[i]) * up[i] */
     /* dst[i] = the fp16 of src[i], for the KV cache: nearest, ties to even, beyond ±65504 clamped to it (a large
      * key cannot turn a score into inf - inf), NaN as sign | 0x7e00: ogk_f32_to_f16_sat's bits on every row */

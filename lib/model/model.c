@@ -331,6 +331,7 @@ model_state *model_state_new(const model *m, int context, int logit_rows, int mo
     /* attention and SwiGLU from the same row of the ISA table as the kernels (OGAKIT_KERNEL=ref: portable) */
     s->attend = kern_isa_current()->attend;
     s->attend_h = kern_isa_current()->attend_h;
+    s->attend_ext = kern_isa_current()->attend_ext ? kern_isa_current()->attend_ext : kern_attend_ext;
     s->swiglu = c->activation == MODEL_ACT_GELU_TANH ? geglu_tanh
                 : c->activation == MODEL_ACT_GELU      ? geglu_erf
                                                        : kern_isa_current()->swiglu;
@@ -617,8 +618,8 @@ static void attention_task(attn_job *j, int task)
         float *att = s->att + (size_t)h0 * (s->kv_f16 ? ATTN_ROWS : 1) * s->context;
         for (int r = 0; r < j->rows; r++) {
             int n = j->pos0 + r + 1, t0 = model_layer_windowed(c, j->layer) && n > c->window ? n - c->window : 0;
-            kern_attend_ext(s->q + (size_t)r * qs + (size_t)h0 * hd, g, kc, vc, s->kv_f16, t0, n, hd, scale, c->attn_softcap,
-                            att, (size_t)s->context);
+            s->attend_ext(s->q + (size_t)r * qs + (size_t)h0 * hd, g, kc, vc, s->kv_f16, t0, n, hd, scale, c->attn_softcap,
+                          att, (size_t)s->context);
         }
         return;
     }

@@ -112,7 +112,10 @@ typedef struct model_state {
                      float scale, float *att, size_t as);
     void (*attend_ht)(float *q, size_t qs, int rows, int g, const uint16_t *kt, const uint16_t *vc, int n0, int hd,
                       float scale, float *att, size_t as);
-    /* g[i] = silu(g[i]) * up[i] over n values: the ISA table row's swiglu */
+    /* soft-capped / windowed attention (Gemma 2): the ISA table row's attend_ext */
+    void (*attend_ext)(float *q, int g, const void *kc, const void *vc, int f16, int t0, int n, int hd, float scale,
+                       float cap, float *att, size_t as);
+    /* g[i] = act(g[i]) * up[i] over n values: the ISA table row's swiglu, or the GELU gates (model.c) */
     void (*swiglu)(float *g, const float *up, size_t n);
     void (*half)(uint16_t *dst, const float *src, size_t n); /* fp32 -> the fp16 cache */
 } model_state;

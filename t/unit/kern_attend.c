@@ -19,6 +19,80 @@ static double urand(unsigned *s)
     return (double)(*s >> 8 & 0xFFFF) / 65536.0 - 0.5;
 }
 
+/* positions [t0, n), scores soft-capped (cap > 0): attend_ext's operation, in double */
+static void reference_ext(const float *q, const float *kc, const float *vc, int t0, int n, int hd, double scale,
+                          double cap, double *out)
+{
+    double *sc = malloc((size_t)n * sizeof *sc), mx = -INFINITY, sum = 0;
+    for (int t = t0; t < n; t++) {
+        double d = 0;
+        for (int i = 0; i < hd; i++)
+            d += (double)q[i] * kc[(size_t)t * hd + i];
+        d *= scale;
+        sc[t] = cap > 0 ? cap * tanh(d / cap) : d;
+        mx = sc[t] > mx ? sc[t] : mx;
+    }
+    for (int t = t0; t < n; t++)
+        sum += sc[t] = exp(sc[t] - mx);
+    for (int i = 0; i < hd; i++) {
+        double o = 0;
+        for (int t = t0; t < n; t++)
+            o += sc[t] / sum * vc[(size_t)t * hd + i];
+        out[i] = o;
+    }
+    free(sc);
+}
+
+/* attend_ext of every row this CPU runs against reference_ext: head sizes with and without the SIMD path,
+ * window starts, caps that bite (2) and do not (0, 50), fp32 and fp16 caches */
+static void ext_cases(void)
+{
+    static const int hds[] = {16, 64, 72, 128, 256}, spans[][2] = {{0, 1}, {0, 17}, {5, 13}, {40, 300}, {290, 300}};
+    static const double caps[] = {0, 2, 50};
+    for (int isa = 0; isa < KERN_ISA_COUNT; isa++) {
+        const kern_isa *row = kern_isa_row(isa);
+        if (!kern_isa_supported(isa) || !row->attend_ext) {
+            printf("ok %d - # skip row %s: %s\n", ++tap_n, row->name,
+                   kern_isa_supported(isa) ? "no attend_ext" : "not supported on this CPU");
+            continue;
+        }
+        unsigned seed = 5;
+        double worst[2] = {0, 0};
+        int cases = 0;
+        for (size_t a = 0; a < sizeof hds / sizeof *hds; a++)
+            for (size_t b = 0; b < sizeof spans / sizeof *spans; b++)
+                for (size_t c = 0; c < sizeof caps / sizeof *caps; c++)
+                    for (int h16 = 0; h16 < 2; h16++) {
+                        int hd = hds[a], t0 = spans[b][0], n = spans[b][1], g = 3;
+                        size_t as = (size_t)n + 3;
+                        float *q = malloc(sizeof(float) * g * hd), *k = malloc(sizeof(float) * n * hd),
+                              *v = malloc(sizeof(float) * n * hd), *att = malloc(sizeof(float) * g * as);
+                        uint16_t *kh = malloc(2 * (size_t)n * hd), *vh = malloc(2 * (size_t)n * hd);
+                        double *ref = malloc(sizeof(double) * g * hd);
+                        for (int i = 0; i < g * hd; i++)
+                            q[i] = (float)(urand(&seed) * 12.0);
+                        for (int i = 0; i < n * hd; i++) {
+                            k[i] = (float)urand(&seed), v[i] = (float)urand(&seed);
+                            kh[i] = ogk_f32_to_f16(k[i]), vh[i] = ogk_f32_to_f16(v[i]);
+                            if (h16) /* the reference on the rounded values */
+                                k[i] = ogk_f16_to_f32(kh[i]), v[i] = ogk_f16_to_f32(vh[i]);
+                        }
+                        double scale = 1.0 / sqrt((double)hd);
+                        for (int h = 0; h < g; h++)
+                            reference_ext(q + (size_t)h * hd, k, v, t0, n, hd, scale, caps[c], ref + (size_t)h * hd);
+                        row->attend_ext(q, g, h16 ? (const void *)kh : k, h16 ? (const void *)vh : v, h16, t0, n, hd,
+                                        (float)scale, (float)caps[c], att, as);
+                        for (int i = 0; i < g * hd; i++)
+                            worst[h16] = fmax(worst[h16], fabs(q[i] - ref[i]));
+                        cases++;
+                        free(q), free(k), free(v), free(kh), free(vh), free(att), free(ref);
+                    }
+        TAP_OK(worst[0] < 2e-6 && worst[1] < 2e-6,
+               "%s: attend_ext (soft caps 0/2/50, window starts, head_dim 16-256, %d cases): max |err| %.2e fp32 cache, "
+               "%.2e fp16 (< 2e-6)", row->name, cases, worst[0], worst[1]);
+    }
+}
+
 /* softmax(q.k * scale) . v for one head, in double */
 static void reference(const float *q, const float *kc, const float *vc, int n, int hd, double scale, double *out)
 {
@@ -95,6 +169,7 @@ int main(void)
                         free(q), free(q0), free(k), free(v), free(kh), free(vh), free(att), free(ref);
                     }
     }
+    ext_cases();
     /* attend_h over several rows: bit-identical to one row at a time, for every row of the table */
     for (int isa = 0; isa < KERN_ISA_COUNT; isa++) {
         const kern_isa *row = kern_isa_row(isa);
