@@ -395,3 +395,49 @@ void kern_attend_ht_avx2(float *q, size_t qs, int rows, int g, const uint16_t *k
 {
     attend_t2(q, qs, rows, g, kt, NULL, vc, n0, hd, scale, att, as);
 }
+
+/* ---- attend_ext: soft-capped scores, a window start (Gemma 2), one query row per head (head_dim a multiple
+ * of 8, at most 256; other sizes: kern_attend_ext) over an fp32 or fp16 cache ---- */
+static inline __attribute__((always_inline)) void attend_ext_one(float *q, const void *kc, const void *vc, int t0, int n,
+                                                                 int hd, float scale, float cap, float *att, const int H)
+{
+    int m = n - t0, nv = hd / 8;
+    float mx = -INFINITY;
+    for (int t = t0; t < n; t++) {
+        const void *k = H ? (const void *)((const uint16_t *)kc + (size_t)t * hd) : (const void *)((const float *)kc + (size_t)t * hd);
+        float d = dot(q, k, nv, H) * scale;
+        if (cap > 0)
+            d = cap * tanhf(d / cap);
+        att[t - t0] = d;
+        mx = d > mx ? d : mx;
+    }
+    float inv = softmax_exp(att, m, mx);
+    const void *v0 = H ? (const void *)((const uint16_t *)vc + (size_t)t0 * hd) : (const void *)((const float *)vc + (size_t)t0 * hd);
+    int c0 = 0;
+    for (; c0 + 64 <= hd; c0 += 64)
+        wsum(q + c0, att, inv, v0, m, hd, c0, 8, H);
+    switch ((hd - c0) / 8) { /* a constant register count each */
+    case 1: wsum(q + c0, att, inv, v0, m, hd, c0, 1, H); break;
+    case 2: wsum(q + c0, att, inv, v0, m, hd, c0, 2, H); break;
+    case 3: wsum(q + c0, att, inv, v0, m, hd, c0, 3, H); break;
+    case 4: wsum(q + c0, att, inv, v0, m, hd, c0, 4, H); break;
+    case 5: wsum(q + c0, att, inv, v0, m, hd, c0, 5, H); break;
+    case 6: wsum(q + c0, att, inv, v0, m, hd, c0, 6, H); break;
+    case 7: wsum(q + c0, att, inv, v0, m, hd, c0, 7, H); break;
+    default: break;
+    }
+}
+
+void kern_attend_ext_avx2(float *q, int g, const void *kc, const void *vc, int f16, int t0, int n, int hd, float scale,
+                          float cap, float *att, size_t as)
+{
+    if (hd % 8 || hd > 256 || n <= t0) {
+        kern_attend_ext(q, g, kc, vc, f16, t0, n, hd, scale, cap, att, as);
+        return;
+    }
+    for (int i = 0; i < g; i++)
+        if (f16)
+            attend_ext_one(q + (size_t)i * hd, kc, vc, t0, n, hd, scale, cap, att + (size_t)i * as, 1);
+        else
+            attend_ext_one(q + (size_t)i * hd, kc, vc, t0, n, hd, scale, cap, att + (size_t)i * as, 0);
+}

@@ -165,6 +165,8 @@ static inline void kern_scores_chunks(const kern_scores_fn *fns, int group, cons
 /* attend_h and attend_ht of the avx512 and amx rows: one score kernel over block-transposed keys (attend_h
  * transposes its plain cache a chunk at a time), head_dim 64, 96 or 128; attend_h of other sizes: the avx2 code
  * (whose own rows of 64, 96 and 128 work the same way, 256 bits wide) */
+void kern_attend_ext_avx2(float *q, int g, const void *kc, const void *vc, int f16, int t0, int n, int hd, float scale,
+                          float cap, float *att, size_t as);
 void kern_attend_ext_avx512(float *q, int g, const void *kc, const void *vc, int f16, int t0, int n, int hd, float scale,
                             float cap, float *att, size_t as);
 void kern_attend_h_avx512(float *q, size_t qs, int rows, int g, const uint16_t *kc, const uint16_t *vc, int n0, int hd,
