@@ -21,6 +21,22 @@ void kern_swiglu_avx2(float *g, const float *up, size_t n)
         kern_swiglu_ref(g + i, up + i, n - i);
 }
 
+/* g = gelu_tanh(g) * up = g * up / (1 + e^(-2u)), u = g (a + b g^2) (kern_geglu_ref) */
+void kern_geglu_avx2(float *g, const float *up, size_t n)
+{
+    const __m256 one = _mm256_set1_ps(1.0f), lo = _mm256_set1_ps(-87.0f), hi = _mm256_set1_ps(88.0f),
+                 a = _mm256_set1_ps(-2.0f * 0.7978845608028654f), b = _mm256_set1_ps(-2.0f * 0.035677408136300125f);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 x = _mm256_loadu_ps(g + i);
+        __m256 z = _mm256_mul_ps(x, _mm256_fmadd_ps(b, _mm256_mul_ps(x, x), a));
+        __m256 ex = kern_exp256(_mm256_min_ps(_mm256_max_ps(z, lo), hi));
+        _mm256_storeu_ps(g + i, _mm256_div_ps(_mm256_mul_ps(x, _mm256_loadu_ps(up + i)), _mm256_add_ps(one, ex)));
+    }
+    if (i < n)
+        kern_geglu_ref(g + i, up + i, n - i);
+}
+
 /* clamped to ±65504 (min / max return their second operand for a NaN, so a NaN stays one), converted with
  * nearest-even (F16C rounds like the portable code, subnormal results included), and a NaN's payload
  * replaced by the portable code's: sign | 0x7e00 */

@@ -29,6 +29,20 @@ void kern_swiglu_avx512(float *g, const float *up, size_t n)
     }
 }
 
+/* g = gelu_tanh(g) * up = g * up / (1 + e^(-2u)), u = g (a + b g^2) (kern_geglu_ref) */
+void kern_geglu_avx512(float *g, const float *up, size_t n)
+{
+    const __m512 one = _mm512_set1_ps(1.0f), a = _mm512_set1_ps(-2.0f * 0.7978845608028654f),
+                 b = _mm512_set1_ps(-2.0f * 0.035677408136300125f);
+    for (size_t i = 0; i < n; i += 16) {
+        __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+        __m512 x = _mm512_maskz_loadu_ps(m, g + i);
+        __m512 z = _mm512_mul_ps(x, _mm512_fmadd_ps(b, _mm512_mul_ps(x, x), a));
+        __m512 d = _mm512_add_ps(one, exp_clamped(z));
+        _mm512_mask_storeu_ps(g + i, m, _mm512_div_ps(_mm512_mul_ps(x, _mm512_maskz_loadu_ps(m, up + i)), d));
+    }
+}
+
 /* MAXPS returns its second operand when either is NaN: the running maximum, so NaN is skipped */
 float kern_vmax_avx512(const float *x, size_t n)
 {

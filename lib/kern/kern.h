@@ -154,6 +154,7 @@ typedef struct kern_isa {
     void (*attend_ext)(float *q, int g, const void *kc, const void *vc, int f16, int t0, int n, int hd, float scale,
                        float cap, float *att, size_t as);
     void (*swiglu)(float *g, const float *up, size_t n); /* g[i] = silu(g[i]) * up[i] */
+    void (*geglu)(float *g, const float *up, size_t n);  /* g[i] = gelu_tanh(g[i]) * up[i] (Gemma 2's gate) */
     /* dst[i] = the fp16 of src[i], for the KV cache: nearest, ties to even, beyond ±65504 clamped to it (a large
      * key cannot turn a score into inf - inf), NaN as sign | 0x7e00: ogk_f32_to_f16_sat's bits on every row */
     void (*half)(uint16_t *dst, const float *src, size_t n);

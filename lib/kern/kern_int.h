@@ -61,6 +61,7 @@ void kern_attend_ref(float *q, int g, const float *kc, const float *vc, int n, i
 void kern_attend_h_ref(float *q, size_t qs, int rows, int g, const uint16_t *kc, const uint16_t *vc, int n0, int hd,
                        float scale, float *att, size_t as);
 void kern_swiglu_ref(float *g, const float *up, size_t n);
+void kern_geglu_ref(float *g, const float *up, size_t n);
 void kern_half_ref(uint16_t *dst, const float *src, size_t n);
 float kern_vmax_ref(const float *x, size_t n);
 void kern_mark_ge_ref(const float *x, size_t n, float thr, unsigned char *mark);
@@ -115,12 +116,14 @@ void kern_attend_h_avx2(float *q, size_t qs, int rows, int g, const uint16_t *kc
 void kern_attend_ht_avx2(float *q, size_t qs, int rows, int g, const uint16_t *kt, const uint16_t *vc, int n0, int hd,
                          float scale, float *att, size_t as);
 void kern_swiglu_avx2(float *g, const float *up, size_t n);
+void kern_geglu_avx2(float *g, const float *up, size_t n);
 void kern_half_avx2(uint16_t *dst, const float *src, size_t n); /* F16C; the avx512 rows take it too */
 float kern_vmax_avx2(const float *x, size_t n);
 void kern_mark_ge_avx2(const float *x, size_t n, float thr, unsigned char *mark);
 void kern_attend_avx512(float *q, int g, const float *kc, const float *vc, int n, int hd, float scale, float *att,
                         size_t as);
 void kern_swiglu_avx512(float *g, const float *up, size_t n);
+void kern_geglu_avx512(float *g, const float *up, size_t n);
 float kern_vmax_avx512(const float *x, size_t n);
 void kern_mark_ge_avx512(const float *x, size_t n, float thr, unsigned char *mark);
 /* positions [ta, ta + n) of a plain fp16 key cache kc (head_dim hd) into buf in attend_ht's order (kern.h:

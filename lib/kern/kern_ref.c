@@ -328,6 +328,16 @@ void kern_swiglu_ref(float *g, const float *up, size_t n)
         g[i] = g[i] / (1.0f + expf(-g[i])) * up[i];
 }
 
+/* GELU's tanh approximation (onnxruntime's FastGelu, gelu_pytorch_tanh) as a gate:
+ * 0.5 x (1 + tanh(u)) = x / (1 + e^(-2u)), u = x (sqrt(2/pi) + 0.044715 sqrt(2/pi) x^2) */
+void kern_geglu_ref(float *g, const float *up, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float x = g[i], z = -2.0f * x * (0.7978845608028654f + 0.035677408136300125f * x * x);
+        g[i] = x / (1.0f + expf(z < 88.0f ? z : 88.0f)) * up[i];
+    }
+}
+
 void kern_half_ref(uint16_t *dst, const float *src, size_t n)
 {
     for (size_t i = 0; i < n; i++)

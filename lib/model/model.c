@@ -262,16 +262,8 @@ int model_is_eos(const model *m, int id)
 
 /* ---------------------------------------------------------------- state */
 
-/* The gated MLP's other activations (Gemma 2: gelu_pytorch_tanh, onnxruntime's FastGelu; or exact GELU):
- * g[i] = act(g[i]) * up[i]. Portable C: these families are not on the kernels' hot path yet. */
-static void geglu_tanh(float *g, const float *up, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        float x = g[i];
-        g[i] = x * (0.5f + 0.5f * tanhf(x * (0.7978845608028654f + 0.035677408136300125f * x * x))) * up[i];
-    }
-}
-
+/* The exact (erf) GELU gate, g[i] = gelu(g[i]) * up[i], which no family the fixtures build uses: portable C
+ * (the tanh approximation, Gemma 2's, is the ISA table's geglu) */
 static void geglu_erf(float *g, const float *up, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
@@ -332,7 +324,7 @@ model_state *model_state_new(const model *m, int context, int logit_rows, int mo
     s->attend = kern_isa_current()->attend;
     s->attend_h = kern_isa_current()->attend_h;
     s->attend_ext = kern_isa_current()->attend_ext ? kern_isa_current()->attend_ext : kern_attend_ext;
-    s->swiglu = c->activation == MODEL_ACT_GELU_TANH ? geglu_tanh
+    s->swiglu = c->activation == MODEL_ACT_GELU_TANH ? kern_isa_current()->geglu
                 : c->activation == MODEL_ACT_GELU      ? geglu_erf
                                                        : kern_isa_current()->swiglu;
     s->half = kern_isa_current()->half;
