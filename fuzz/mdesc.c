@@ -40,6 +40,10 @@ static size_t want(const model_config *c, mdesc_tensor *t, char (*names)[64], si
         ADD(L("mlp.gate"), MDESC_Q4, c->hidden_dim, c->dim);
         ADD(L("mlp.up"), MDESC_Q4, c->hidden_dim, c->dim);
         ADD(L("mlp.down"), MDESC_Q4, c->dim, c->hidden_dim);
+        if (c->sandwich) {
+            ADD(L("attn.out_norm"), MDESC_F32, c->dim, 0);
+            ADD(L("mlp.out_norm"), MDESC_F16, c->dim, 0);
+        }
 #undef L
     }
 #undef ADD
@@ -62,6 +66,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     FUZZ_CHECK(c.vocab_size > 0 && c.dim > 0 && c.n_layers > 0 && c.n_heads > 0 && c.n_kv_heads > 0 && c.head_dim > 0);
     FUZZ_CHECK(c.context_length > 0 && c.rope_dim <= c.head_dim && c.rope_dim % 2 == 0 && c.n_eos <= MODEL_MAX_EOS);
     FUZZ_CHECK(c.bos_id < c.vocab_size && c.pad_id < c.vocab_size);
+    FUZZ_CHECK(c.activation >= MODEL_ACT_SILU && c.activation <= MODEL_ACT_GELU && c.embed_scale > 0 && c.attn_scale > 0);
+    FUZZ_CHECK(c.attn_softcap >= 0 && c.final_softcap >= 0 && c.window >= 0);
+    for (int l = 0; l < c.n_layers && l < MODEL_MAX_WINDOW_LAYERS; l++)
+        FUZZ_CHECK(!model_layer_windowed(&c, l) || c.window > 0);
     for (int i = 0; i < c.n_eos; i++)
         FUZZ_CHECK(c.eos_ids[i] >= 0 && c.eos_ids[i] < c.vocab_size);
     json_decref(j);
@@ -70,7 +78,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     static mdesc_tensor t[64];
     static char names[64][64];
     size_t n = want(&c, t, names, 64);
-    int fam_ok = c.qkv_bias == (c.family == FAMILY_QWEN2) && c.qk_norm == (c.family == FAMILY_QWEN3);
+    int fam_ok = c.qkv_bias == (c.family == FAMILY_QWEN2) && c.qk_norm == (c.family == FAMILY_QWEN3) &&
+                 c.sandwich == (c.family == FAMILY_GEMMA2);
     model_config c2 = c;
     int rc = mdesc_check_tensors(&c2, t, n, &e, &w);
     FUZZ_CHECK(fam_ok ? rc == 0 : rc == -1);
