@@ -172,6 +172,10 @@ typedef struct kern_isa {
 void kern_attend_ext(float *q, int g, const void *kc, const void *vc, int f16, int t0, int n, int hd, float scale, float cap,
                      float *att, size_t as);
 
+/* g[i] = gelu(g[i]) * up[i] with the exact (erf) GELU: the gate of a graph whose Gelu has no tanh
+ * approximation; no fixture family uses it, so portable C only. */
+void kern_gelu_erf_gate(float *g, const float *up, size_t n);
+
 /* Choose the row once: OGAKIT_KERNEL if set, else the widest row this CPU supports. 0, or -1 with e
  * filled ("OGAKIT_KERNEL=x: unknown kernel path (ref, avx2, avx512, amx)" / "...: this CPU lacks the
  * instructions it needs"); programs exit OGK_EXIT_INIT on it. Later calls return the first answer. */

@@ -233,55 +233,10 @@ uint64_t kern_read_ref(const uint8_t *p, size_t n)
     return s;
 }
 
-/* one query row over n cached positions of its kv head: scores q·k · scale, softmax, weighted sum of
- * the values written over q. The cache is fp32, or fp16 when H (attend_h); element i of row t is KV(c, t, i). */
-#define KV(c, t, i) (H ? ogk_f16_to_f32(((const uint16_t *)(c))[(size_t)(t) * hd + (i)]) \
-                       : ((const float *)(c))[(size_t)(t) * hd + (i)])
-static inline __attribute__((always_inline)) void attend_row(float *q, const void *kc, const void *vc, int n, int hd,
-                                                             float scale, float *att, const int H)
-{
-    float mx = -INFINITY;
-    for (int t = 0; t < n; t++) {
-        float d = 0;
-        for (int i = 0; i < hd; i++)
-            d += q[i] * KV(kc, t, i);
-        att[t] = d * scale;
-        mx = att[t] > mx ? att[t] : mx;
-    }
-    float sum = 0;
-    for (int t = 0; t < n; t++)
-        sum += att[t] = expf(att[t] - mx);
-    float inv = 1.0f / sum;
-    for (int i = 0; i < hd; i++)
-        q[i] = 0;
-    for (int t = 0; t < n; t++) {
-        float a = att[t] * inv;
-        for (int i = 0; i < hd; i++)
-            q[i] += a * KV(vc, t, i);
-    }
-}
-#undef KV
-
-void kern_attend_ref(float *q, int g, const float *kc, const float *vc, int n, int hd, float scale, float *att,
-                     size_t as)
-{
-    for (int i = 0; i < g; i++)
-        attend_row(q + (size_t)i * hd, kc, vc, n, hd, scale, att + (size_t)i * as, 0);
-}
-
-void kern_attend_h_ref(float *q, size_t qs, int rows, int g, const uint16_t *kc, const uint16_t *vc, int n0, int hd,
-                       float scale, float *att, size_t as)
-{
-    for (int r = 0; r < rows; r++)
-        for (int i = 0; i < g; i++)
-            attend_row(q + (size_t)r * qs + (size_t)i * hd, kc, vc, n0 + r, hd, scale, att + (size_t)(r * g + i) * as,
-                       1);
-}
-
-/* The attention of families with soft-capped scores or a sliding window (Gemma 2), one query row at a
- * time: positions [t0, n) of the cache, scores q·k · scale, then cap · tanh(score / cap) when cap > 0
- * (onnxruntime's GroupQueryAttention softcap), softmax, weighted sum of the values written over q. One
- * portable definition for every ISA row; g query heads sharing the KV head, att slices `as` floats apart. */
+/* one query row over positions [t0, n) of its kv head: scores q·k · scale, then cap · tanh(score / cap)
+ * when cap > 0 (onnxruntime's GroupQueryAttention softcap; Gemma 2), softmax, weighted sum of the values
+ * written over q. The cache is fp32, or fp16 when H (attend_h); element i of row t is KV(c, t, i). The
+ * portable attend and attend_h are the uncapped rows from 0 (t0 and cap constants: the same code). */
 static inline __attribute__((always_inline)) void attend_ext_row(float *q, const void *kc, const void *vc, int t0, int n,
                                                                  int hd, float scale, float cap, float *att, const int H)
 {
@@ -312,6 +267,22 @@ static inline __attribute__((always_inline)) void attend_ext_row(float *q, const
 #undef KV
 }
 
+void kern_attend_ref(float *q, int g, const float *kc, const float *vc, int n, int hd, float scale, float *att,
+                     size_t as)
+{
+    for (int i = 0; i < g; i++)
+        attend_ext_row(q + (size_t)i * hd, kc, vc, 0, n, hd, scale, 0.0f, att + (size_t)i * as, 0);
+}
+
+void kern_attend_h_ref(float *q, size_t qs, int rows, int g, const uint16_t *kc, const uint16_t *vc, int n0, int hd,
+                       float scale, float *att, size_t as)
+{
+    for (int r = 0; r < rows; r++)
+        for (int i = 0; i < g; i++)
+            attend_ext_row(q + (size_t)r * qs + (size_t)i * hd, kc, vc, 0, n0 + r, hd, scale, 0.0f,
+                           att + (size_t)(r * g + i) * as, 1);
+}
+
 void kern_attend_ext(float *q, int g, const void *kc, const void *vc, int f16, int t0, int n, int hd, float scale, float cap,
                      float *att, size_t as)
 {
@@ -335,6 +306,14 @@ void kern_geglu_ref(float *g, const float *up, size_t n)
     for (size_t i = 0; i < n; i++) {
         float x = g[i], z = -2.0f * x * (0.7978845608028654f + 0.035677408136300125f * x * x);
         g[i] = x / (1.0f + expf(z < 88.0f ? z : 88.0f)) * up[i];
+    }
+}
+
+void kern_gelu_erf_gate(float *g, const float *up, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float x = g[i];
+        g[i] = 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)) * up[i];
     }
 }
 

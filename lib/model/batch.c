@@ -147,9 +147,9 @@ int model_forward_batch(model_state *work, model_state *const *states, const int
     } else {
         for (int r = 0, i = 0; r < n; r++)
             if (li[r] >= 0) {
-                if (matmul(work, states[r]->logits + (size_t)li[r] * V, work->xb + (size_t)i++ * dim, 1, m->w.lm_head, e))
-                    return -1;
-                model_softcap(c, states[r]->logits + (size_t)li[r] * V, V);
+                ogk_error ke;
+                if (model_classify(work, states[r]->logits + (size_t)li[r] * V, work->xb + (size_t)i++ * dim, 1, 0, &ke))
+                    return ogk_fail(e, "%s: %s", m->w.lm_head->role, ke.msg);
             }
     }
     for (int r = 0; r < n; r++)

@@ -251,6 +251,15 @@ void model_prepare_head(model_state *s)
         head_bounds(s);
 }
 
+/* final logit soft-capping (Gemma 2: final_softcap > 0): the graph's Div, Tanh, Mul over n logits */
+static void softcap(const model_config *c, float *x, size_t n)
+{
+    float cap = c->final_softcap;
+    if (cap > 0)
+        for (size_t i = 0; i < n; i++)
+            x[i] = tanhf(x[i] / cap) * cap;
+}
+
 int model_classify(model_state *s, float *logits, const float *xb, int n, int argmax_only, ogk_error *e)
 {
     int mode = model_matmul_mode(s, s->m->w.lm_head);
@@ -261,6 +270,6 @@ int model_classify(model_state *s, float *logits, const float *xb, int n, int ar
     }
     if (kern_matmul(s->pool, s->m->w.lm_head, xb, n, logits, mode, e))
         return -1;
-    model_softcap(&s->m->c, logits, (size_t)n * (size_t)s->m->c.vocab_size); /* monotonic: the argmax head skips it */
+    softcap(&s->m->c, logits, (size_t)n * (size_t)s->m->c.vocab_size); /* monotonic: the argmax head skips it */
     return 0;
 }

@@ -262,16 +262,6 @@ int model_is_eos(const model *m, int id)
 
 /* ---------------------------------------------------------------- state */
 
-/* The exact (erf) GELU gate, g[i] = gelu(g[i]) * up[i], which no family the fixtures build uses: portable C
- * (the tanh approximation, Gemma 2's, is the ISA table's geglu) */
-static void geglu_erf(float *g, const float *up, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        float x = g[i];
-        g[i] = 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)) * up[i];
-    }
-}
-
 model_state *model_state_new(const model *m, int context, int logit_rows, int mode, int threads, ogk_error *e)
 {
     const model_config *c = &m->c;
@@ -323,9 +313,9 @@ model_state *model_state_new(const model *m, int context, int logit_rows, int mo
     /* attention and SwiGLU from the same row of the ISA table as the kernels (OGAKIT_KERNEL=ref: portable) */
     s->attend = kern_isa_current()->attend;
     s->attend_h = kern_isa_current()->attend_h;
-    s->attend_ext = kern_isa_current()->attend_ext ? kern_isa_current()->attend_ext : kern_attend_ext;
+    s->attend_ext = kern_isa_current()->attend_ext;
     s->swiglu = c->activation == MODEL_ACT_GELU_TANH ? kern_isa_current()->geglu
-                : c->activation == MODEL_ACT_GELU      ? geglu_erf
+                : c->activation == MODEL_ACT_GELU      ? kern_gelu_erf_gate
                                                        : kern_isa_current()->swiglu;
     s->half = kern_isa_current()->half;
     const char *p = getenv("OGAKIT_PROF");
@@ -873,14 +863,6 @@ void model_step_rmsnorm(float *o, const float *x, const float *w, int rows, int 
 }
 
 void model_step_swiglu(model_state *s, int rows) { swiglu(s, rows); }
-
-void model_softcap(const model_config *c, float *x, size_t n)
-{
-    float cap = c->final_softcap;
-    if (cap > 0)
-        for (size_t i = 0; i < n; i++)
-            x[i] = tanhf(x[i] / cap) * cap; /* the graph's Div, Tanh, Mul */
-}
 
 void model_step_split_qkv(model_state *s, int rows) { split_qkv(s, 0, rows); }
 

@@ -12,8 +12,6 @@ void model_step_split_qkv(model_state *s, int rows); /* s->qkv (the packed proje
 /* per row of s->x / s->xb: xb = rmsnorm(xb) with pre's weights when pre (a sandwich norm), x += xb when
  * residual, then xb = rmsnorm(x) with norm's weights when norm */
 void model_step_residual_norm(model_state *s, int rows, int residual, const float *pre, const float *norm);
-/* final logit soft-capping (c->final_softcap > 0): x = tanh(x / cap) * cap over n logits; else nothing */
-void model_softcap(const model_config *c, float *x, size_t n);
 /* rows already projected into s->q, s->k, s->v at positions s->pos..: the family's steps (qkv bias,
  * q/k norm), RoPE, the KV write, attention; the output over s->q (s->pos is not advanced) */
 void model_step_attention(model_state *s, const model_layer *L, int layer, int rows);

@@ -621,16 +621,11 @@ static void walk_logits(G *g, int lm)
     pack *p = g->p;
     const char *v = out(g, lm, 0);
     int capped = 0;
-    for (int guard = 0; v && !is_graph_output(g, v) && guard < 8; guard++) {
+    for (int guard = 0; v && guard < 8; guard++) {
+        if (is_graph_output(g, v) || is_graph_output(g, v = through_casts(g, v)))
+            return;
         int n = only_consumer(g, v);
         double c1, c2;
-        if (n >= 0 && is_op(g, n, "Cast")) {
-            int64_t to = attr_i(g, n, "to", 0, NULL);
-            if (to == T_FLOAT || to == T_FLOAT16 || to == T_BFLOAT16) {
-                v = out(g, n, 0);
-                continue;
-            }
-        }
         int t = n >= 0 && is_op(g, n, "Div") && in(g, n, 0) && !strcmp(in(g, n, 0), v) ? only_consumer(g, out(g, n, 0)) : -1;
         int m = t >= 0 && is_op(g, t, "Tanh") ? only_consumer(g, out(g, t, 0)) : -1;
         const char *k2 = m >= 0 && is_op(g, m, "Mul") ? other_input(g, m, out(g, t, 0)) : NULL;
