@@ -312,6 +312,23 @@ mutation_case() { # MUTATION CODE WHAT-substring
   oga-extract -o "$BATS_TEST_TMPDIR/b.ogax" "$d"
   [ "$(oga-extract --check "$BATS_TEST_TMPDIR/b.ogax" | jq .model.accuracy_level)" = null ]
 }
+@test "refused: a node between lm_head and the logits (Relu), a soft cap whose Div and Mul differ, an embedding scaled by an input" {
+  local d
+  run --separate-stderr oga-info -q "$(mutated cpu logits-relu)"
+  [ "$status" -eq 3 ] || { echo "status $status"; return 1; }
+  echo "$output" | jq -e '[.refusals[] | select(.code == "unsupported_op" and (.reason | contains("reaches the logits through /lm_head/Relu")))] | length == 1'
+  for m in softcap-unequal embed-input-scale; do
+    d=$BATS_TEST_TMPDIR/g2-$m
+    /usr/bin/python3 "$TOP/t/pack-mutate.py" "$(fixture gemma2 cpu tied)" "$d" $m
+    run --separate-stderr oga-info -q "$d"
+    [ "$status" -eq 3 ] || { echo "$m: status $status"; return 1; }
+    echo "$output" | jq -c .refusals
+    case $m in
+      softcap-unequal) echo "$output" | jq -e '[.refusals[] | select(.code == "unsupported_op" and (.reason | contains("/lm_head/softcap/Div")))] | length == 1' ;;
+      embed-input-scale) echo "$output" | jq -e '[.refusals[] | select(.code == "unsupported_op" and (.reason | contains("scales the embedding by embed_scale, not by a positive constant")))] | length == 1' ;;
+    esac
+  done
+}
 @test "GroupQueryAttention without a scale attribute (the default 1/sqrt(head_dim)) imports" {
   local s
   for s in cpu amd; do

@@ -45,6 +45,11 @@ Mutations:
                     points in a sparse file huge.data                             -> out_of_memory
                     under a data limit below 1 GiB, never an abort
   fused-mlp-bias    a zero bias fused into layer 0's gate MatMulNBits (input 5)   -> unsupported_op
+  logits-relu       a Relu between lm_head and the logits output (any pack)     -> unsupported_op
+  softcap-unequal   (gemma2) the final soft cap's Mul by 30, its Div by the fixture's cap
+                    (tanh(l / c) * 30 is no soft cap)                            -> unsupported_op
+  embed-input-scale (gemma2) the embedding Mul by a new graph input "embed_scale", not a constant
+                                                                                 -> unsupported_op
 """
 import os
 import sys
@@ -221,6 +226,19 @@ def main():
         raw = m.SerializeToString().replace(b"LATIN1-NAME-X", b"LATIN1-NAME-\xe9")
         open(os.path.join(dst, "model.onnx"), "wb").write(raw)
         return
+    elif what == "logits-relu":
+        lm = [n for n in g.node if "logits" in n.output][0]
+        lm.output[0] = "pre_relu_logits"
+        g.node.append(helper.make_node("Relu", ["pre_relu_logits"], ["logits"], name="/lm_head/Relu"))
+    elif what == "softcap-unequal":
+        mul = [n for n in g.node if n.name == "/lm_head/softcap/Mul"][0]
+        g.node.append(helper.make_node("Constant", [], ["cap30"], name="cap30",
+                                       value=helper.make_tensor("cap30", TensorProto.FLOAT, [], [30.0])))
+        mul.input[1] = "cap30"
+    elif what == "embed-input-scale":
+        mul = [n for n in g.node if n.name == "/model/embed_tokens/Mul"][0]
+        g.input.append(helper.make_tensor_value_info("embed_scale", TensorProto.FLOAT, []))
+        mul.input[1] = "embed_scale"
     elif what == "gbq-huge":
         emb = [n for n in g.node if n.op_type == "Gather" and "input_ids" in n.input][0]
         t = inits[emb.input[0]]
