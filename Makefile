@@ -137,7 +137,7 @@ $(BUILD)/t/%: t/unit/%.c $(wildcard t/unit/*.h) $(GEN_HDR) $$(foreach m,$$(call 
 # only slow the comparisons of the parity gates)
 $(BUILD)/ttools/%: t/%.c
 	@mkdir -p $(dir $@)
-	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Werror -o $@ $< -lm
+	$(CC) -std=gnu11 -O3 -march=native -fopenmp-simd -g -Wall -Wextra -Werror -o $@ $< -lm
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
 

@@ -51,7 +51,8 @@ oracle() {
   key=$fam-$style-$tie-$geom-acc$acc-$io-p$n
   seqs=$W/$fam-$style-$tie-$geom-$io-p$n
   if [ ! -s "$seqs.seq0.json" ]; then
-    node "$TOP/tools/ort-ref.js" "$(fixture "$fam" "$style" "$tie" "$geom" 0 "$io")" generate -n 32 --no-logits       --ids "$(jq -c "[.prompts[:$n][].ids.$fam]" "$TOP/share/prompts/gates.json")" >"$seqs.gen.json"
+    oracle_cached "$(fixture "$fam" "$style" "$tie" "$geom" 0 "$io")" generate -n 32 --no-logits \
+      --ids "$(jq -c "[.prompts[:$n][].ids.$fam]" "$TOP/share/prompts/gates.json")" >"$seqs.gen.json"
     for ((i = 0; i < n; i++)); do jq -c ".batch[$i] | .prompt_ids + .ids" "$seqs.gen.json" >"$seqs.seq$i.json"; done
   fi
   if [ ! -s "$W/$key.f32" ]; then
@@ -88,7 +89,8 @@ gate() {
     local k4 peer=() pk
     k4=$(oracle "$fam" "$style" "$tie" 4)
     peer=("$W/$key.f32" "$W/$k4.f32")
-    pk=$("$W/forward-compare" --vocab "$V" "${peer[@]}" | jq .mean_kl)
+    [ -s "$W/$key.vs.$k4" ] || "$W/forward-compare" --vocab "$V" "${peer[@]}" | jq .mean_kl >"$W/$key.vs.$k4"
+    pk=$(cat "$W/$key.vs.$k4")
     bound=$pk gap=inf
     echo "# ort acc4 vs acc0: mean KL $pk (bound $bound)" >&3
   fi
@@ -101,6 +103,40 @@ gate() {
   echo "# $fam $style $tie $geom $layout $mode $feed: $(echo "$output" | jq -c '{positions, mean_kl, max_kl, chunk_mean_kl_max, top1_checked, top1_mismatched}')" >&3
   [ "$status" -eq 0 ]
   [ "$mode" != i8 ] || awk -v k="$(echo "$output" | jq .mean_kl)" -v b="$bound" 'BEGIN { exit !(k <= b) }'
+}
+
+@test "the comparator: KL as numpy computes it, and it fails on a bound, a top-1 flip, a NaN" {
+  # 24 positions over a vocabulary of 3000: random logits, ours = oracle + noise; KL per position in
+  # numpy (float64, log-softmax), independent of the comparator's own exp
+  /usr/bin/python3 - "$W" <<'PY'
+import sys, json, numpy as np
+w = sys.argv[1]; r = np.random.default_rng(7)
+o = (r.standard_normal((24, 3000)) * 4).astype(np.float32)
+u = (o + r.standard_normal(o.shape) * 0.05).astype(np.float32)
+def ls(x):
+    x = x.astype(np.float64); m = x.max(1, keepdims=True)
+    return x - m - np.log(np.exp(x - m).sum(1, keepdims=True))
+lo, lu = ls(o), ls(u)
+kl = (np.exp(lo) * (lo - lu)).sum(1)
+o.tofile(w + "/c.o.f32"); u.tofile(w + "/c.u.f32")
+flip = o.copy(); i = int(o[3].argmax()); flip[3, i] = o[3].min() - 1; flip.tofile(w + "/c.flip.f32")
+nan = o.copy(); nan[5, 17] = np.nan; nan.tofile(w + "/c.nan.f32")
+json.dump({"mean": float(kl.mean()), "max": float(kl.max())}, open(w + "/c.want.json", "w"))
+PY
+  run "$W/forward-compare" --vocab 3000 --chunk 2 --chunks 12 --kl-max 1 "$W/c.o.f32" "$W/c.u.f32"
+  [ "$status" -eq 0 ]
+  echo "$output" | jq -e --slurpfile w "$W/c.want.json" '.positions == 24 and .nonfinite == 0 and
+    ((.mean_kl - $w[0].mean) | fabs) <= 1e-5 * $w[0].mean and ((.max_kl - $w[0].max) | fabs) <= 1e-5 * $w[0].max'
+  run "$W/forward-compare" --vocab 3000 --chunk 2 --chunks 12 --kl-max 1e-9 "$W/c.o.f32" "$W/c.u.f32"
+  [ "$status" -eq 1 ]
+  run "$W/forward-compare" --vocab 3000 --chunk 2 --chunks 12 --kl-max 1e9 "$W/c.o.f32" "$W/c.o.f32"
+  [ "$status" -eq 0 ] && [ "$(echo "$output" | jq .mean_kl)" = 0 ]
+  run "$W/forward-compare" --vocab 3000 --chunk 2 --chunks 12 --kl-max 1e9 "$W/c.o.f32" "$W/c.flip.f32"
+  [ "$status" -eq 1 ] && echo "$output" | jq -e '.top1_mismatched == 1 and .first_mismatch.position == 3'
+  run "$W/forward-compare" --vocab 3000 "$W/c.o.f32" "$W/c.nan.f32" # no bound: a NaN fails all the same
+  [ "$status" -eq 1 ] && echo "$output" | jq -e '.nonfinite == 1'
+  run "$W/forward-compare" --vocab 3000 --chunk 2 --chunks 13 --kl-max 1e9 "$W/c.o.f32" "$W/c.o.f32"
+  [ "$status" -eq 1 ] # fewer chunks than asked for
 }
 
 # ---- f32 gates: every family x style, tied and untied alternating, both layouts ----
@@ -204,7 +240,7 @@ greedy() {
   m=$(container "$fam" "$style" "$tie" b8)
   pack=$(fixture "$fam" "$style" "$tie" tiny 0 fp32)
   ids=$(prompt_ids "$fam" 1)
-  ref=$(node "$TOP/tools/ort-ref.js" "$pack" generate --ids "$ids" -n 32 --topk 2)
+  ref=$(oracle_cached "$pack" generate --ids "$ids" -n 32 --topk 2)
   # compare up to and including the first step whose gap is <= 1e-2 (after it, both are right)
   upto=$(echo "$ref" | jq '[.topk[] | (.logits[0] - .logits[1]) > 0.01] | (index(false) // 31) + 1')
   echo "$ids" >"$W/greedy.ids"
@@ -296,7 +332,7 @@ greedy() {
   [ "$status" -eq 0 ]
   [ "$(echo "$output" | jq '.topk | length')" -eq "$(echo "$ids" | jq length)" ]
   [ "$(echo "$output" | jq -c '[.topk[].ids[0]]')" = \
-    "$(node "$TOP/tools/ort-ref.js" "$pack" teacher --ids "$ids" --topk 5 | jq -c '[.topk[].ids[0]]')" ]
+    "$(oracle_cached "$pack" teacher --ids "$ids" --topk 5 | jq -c '[.topk[].ids[0]]')" ]
 }
 
 @test "bench: table and --json with TTFT, tok/s median and stddev, E2E, peak RSS" {

@@ -16,3 +16,20 @@ skip_under_san() { [ "${OGAKIT_SAN:-0}" != 1 ] || skip "SAN=1: $1 (the plain bui
 node() {
   GLIBC_TUNABLES=${GLIBC_TUNABLES:+$GLIBC_TUNABLES:}glibc.malloc.hugetlb=1 command node "$@"
 }
+# oracle_cached PACK ARGS...: tools/ort-ref.js PACK ARGS... (stdout), kept under .cache/oracle keyed by the
+# pack's fixture stamp, the arguments, the oracle script and the onnxruntime version, so the second run
+# of the suite (make check SAN=1) does not compute the same greedy continuations again. Only for small
+# outputs (ids, top-k JSON); logit files are written where the caller says, never cached.
+oracle_cached() {
+  local pack=$1 dir=$TOP/.cache/oracle h
+  shift
+  [ -f "$pack/.stamp" ] || { node "$TOP/tools/ort-ref.js" "$pack" "$@"; return; } # not a cached fixture
+  h=$({ cat "$pack/.stamp" "$TOP/tools/ort-ref.js" "$TOP/.cache/node/node_modules/onnxruntime-node/package.json"
+        printf '%s\n' "$@"; } | sha256sum | cut -c1-32)
+  if [ ! -s "$dir/$h.json" ]; then
+    mkdir -p "$dir"
+    node "$TOP/tools/ort-ref.js" "$pack" "$@" >"$dir/$h.json.$$" || { rm -f "$dir/$h.json.$$"; return 1; }
+    mv "$dir/$h.json.$$" "$dir/$h.json"
+  fi
+  cat "$dir/$h.json"
+}
