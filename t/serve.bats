@@ -206,13 +206,16 @@ metric() { curl -s -m 10 "http://127.0.0.1:$PORT/metrics" | awk -v k="ogakit_$1"
     done_ok=$((done_ok + 1))
   done
   [ "$done_ok" -ge 1 ]
-  # json_schema: the object keeps to the schema (properties in order, enums, types, required ones present)
-  sch='{"type": "object", "properties": {"name": {"enum": ["Ann", "Bob", "Cy"]}, "age": {"type": "integer"},
-    "pets": {"type": "array", "items": {"enum": ["cat", "dog"]}}, "ok": {"type": "boolean"}, "note": {"type": ["null", "integer"]}},
-    "required": ["name", "age", "ok"], "additionalProperties": false}'
-  fits='(keys_unsorted - ["name", "age", "pets", "ok", "note"] | length) == 0 and (.name | IN("Ann", "Bob", "Cy")) and
-    (.age | type == "number" and . == floor) and ((.pets // []) | all(IN("cat", "dog"))) and (.ok | type == "boolean") and
-    ((.note // 0) | type == "number")'
+  # json_schema: the object keeps to the schema (properties in order, enums, types, bounds, required ones present)
+  sch='{"type": "object", "properties": {"name": {"enum": ["Ann", "Bob", "Cy"]}, "age": {"type": "integer", "minimum": 18, "maximum": 99},
+    "nick": {"type": "string", "minLength": 2, "maxLength": 5}, "score": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
+    "pets": {"type": "array", "items": {"enum": ["cat", "dog"]}, "minItems": 1, "maxItems": 2}, "ok": {"type": "boolean"},
+    "note": {"type": ["null", "integer"]}},
+    "required": ["name", "age", "nick", "score", "ok"], "additionalProperties": false}'
+  fits='(keys_unsorted - ["name", "age", "nick", "score", "pets", "ok", "note"] | length) == 0 and (.name | IN("Ann", "Bob", "Cy")) and
+    (.age | type == "number" and . == floor and . >= 18 and . <= 99) and (.nick | type == "string" and length >= 2 and length <= 5) and
+    (.score | type == "number" and . > 0 and . <= 1) and ((.pets // ["cat"]) | length >= 1 and length <= 2 and all(IN("cat", "dog"))) and
+    (.ok | type == "boolean") and ((.note // 0) | type == "number")'
   fitted=0
   for t in 0 0.9; do
     for seed in 1 2 3; do
@@ -227,9 +230,9 @@ metric() { curl -s -m 10 "http://127.0.0.1:$PORT/metrics" | awk -v k="ogakit_$1"
   echo "json_schema answers that ended: $fitted of 6" >&3
   [ "$fitted" -ge 3 ]
   post /v1/chat/completions '{"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema",
-    "json_schema": {"name": "p", "schema": {"type": "object", "properties": {"n": {"type": "integer", "minimum": 0}}}}}}'
+    "json_schema": {"name": "p", "schema": {"type": "object", "properties": {"n": {"type": "integer", "multipleOf": 2}}}}}}'
   is_error 400
-  echo "$BODY" | jq -e '.error.message | test("minimum")'
+  echo "$BODY" | jq -e '.error.message | test("multipleOf")'
   # a greedy plain request beside a sampled JSON one: the text of a run alone
   want=$(run_text -n 40 --ignore-eos -p "class Stack:")
   curl -s -m 60 -H 'Content-Type: application/json' "http://127.0.0.1:$PORT/v1/completions" -d '{"prompt": "import os",

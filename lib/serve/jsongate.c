@@ -2,7 +2,9 @@
 #define _GNU_SOURCE
 #include "jsongate.h"
 
+#include <math.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -477,11 +479,17 @@ struct jg_vocab {
 };
 
 /* inside a string, between characters: where plain pieces are taken as they are */
+static int string_counted(const jg_state *s, const jg_schema *sc);
 static int string_plain(const jg_state *s)
 {
-    return (!s->prog || (s->seg < s->prog->nseg && (s->prog->seg[s->seg].kind == JG_OBJECT ||
-                                                    s->prog->seg[s->seg].kind == JG_SCHEMA))) &&
-           s->mode == J_STR && s->sub == S_CH && !s->need && !s->hi_sur;
+    if (s->mode != J_STR || s->sub != S_CH || s->need || s->hi_sur)
+        return 0;
+    if (!s->prog)
+        return 1;
+    if (s->seg >= s->prog->nseg || (s->prog->seg[s->seg].kind != JG_OBJECT && s->prog->seg[s->seg].kind != JG_SCHEMA))
+        return 0;
+    const jg_schema *sc = s->prog->seg[s->seg].kind == JG_SCHEMA ? seg_schema(s, s->seg) : NULL;
+    return !sc || !s->fdepth || !string_counted(s, sc);
 }
 
 static int by_piece(const void *a, const void *b, void *arg)
@@ -643,6 +651,10 @@ typedef struct jnode {
     char **lit;        /* literals: compact JSON texts, sorted */
     size_t *llen;
     uint8_t first[32]; /* the bytes a value of the node may start with */
+    uint32_t cmin, cmax; /* string: characters, array: items (cmax UINT32_MAX: no bound) */
+    int bounded;         /* number / integer: lo, hi hold (integer: inclusive integers) */
+    uint8_t lo_ex, hi_ex;
+    double lo, hi;
 } jnode;
 
 struct jg_schema {
@@ -689,6 +701,7 @@ static int new_node(cctx *c, int kind)
     jnode *n = &c->sc->node[c->sc->n];
     memset(n, 0, sizeof *n);
     n->kind = kind;
+    n->cmax = UINT32_MAX, n->lo = -INFINITY, n->hi = INFINITY;
     static const char *const starts[] = {"{[\"-0123456789tfn", "{", "{", "[", "\"", "-0123456789", "-0123456789"};
     if (kind < K_LITS)
         first_set(n->first, starts[kind]);
@@ -749,15 +762,92 @@ static int anyof_node(cctx *c, int *alts, int na, const char *where)
     return id;
 }
 
+/* a string or an array, with its bounds on characters or items (kmin, kmax) */
+static int counted_node(cctx *c, const json_t *s, int kind, const char *kmin, const char *kmax, const char *where)
+{
+    const json_t *a = json_object_get(s, kmin), *b = json_object_get(s, kmax);
+    if ((a && (!json_is_integer(a) || json_integer_value(a) < 0)) || (b && (!json_is_integer(b) || json_integer_value(b) < 0)))
+        return CFAIL("json_schema: %s: %s must be a non-negative integer", where, a && !(json_is_integer(a) && json_integer_value(a) >= 0) ? kmin : kmax);
+    if (a && json_integer_value(a) >= UINT32_MAX)
+        return CFAIL("json_schema: %s: %s %" JSON_INTEGER_FORMAT " is larger than this server supports", where, kmin,
+                     json_integer_value(a));
+    if (a && b && json_integer_value(a) > json_integer_value(b))
+        return CFAIL("json_schema: %s: %s %" JSON_INTEGER_FORMAT " is larger than %s %" JSON_INTEGER_FORMAT
+                     " (no value could keep to both)", where, kmin, json_integer_value(a), kmax, json_integer_value(b));
+    int id = new_node(c, kind);
+    if (id < 0)
+        return -1;
+    jnode *n = &c->sc->node[id];
+    n->cmin = a ? (uint32_t)json_integer_value(a) : 0;
+    n->cmax = b && json_integer_value(b) < UINT32_MAX ? (uint32_t)json_integer_value(b) : UINT32_MAX;
+    return id;
+}
+
+/* a number or an integer, with its bounds: minimum / maximum, exclusiveMinimum / exclusiveMaximum as numbers
+ * (draft 6 on) or as booleans beside the other two (draft 4) */
+static int number_node(cctx *c, const json_t *s, int integer, const char *where)
+{
+    static const char *const kw[4] = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"};
+    const json_t *v[4];
+    double lo = -INFINITY, hi = INFINITY;
+    int lo_ex = 0, hi_ex = 0, any = 0;
+    for (int i = 0; i < 4; i++)
+        v[i] = json_object_get(s, kw[i]);
+    for (int i = 0; i < 4; i++) {
+        if (!v[i])
+            continue;
+        any = 1;
+        if (i >= 2 && json_is_boolean(v[i])) {
+            if (!v[i - 2] && json_is_true(v[i]))
+                return CFAIL("json_schema: %s: %s true without %s", where, kw[i], kw[i - 2]);
+            continue;
+        }
+        if (!json_is_number(v[i]))
+            return CFAIL("json_schema: %s: %s must be a number", where, kw[i]);
+        double x = json_number_value(v[i]);
+        if (!(fabs(x) <= 1e15))
+            return CFAIL("json_schema: %s: %s %g: bounds beyond 1e15 in size are not supported", where, kw[i], x);
+        /* the tighter of minimum and exclusiveMinimum (maximum and exclusiveMaximum) */
+        int ex = i >= 2 || (v[i + 2] && json_is_true(v[i + 2]));
+        if (i % 2 == 0 && (x > lo || (x == lo && ex)))
+            lo = x, lo_ex = ex;
+        if (i % 2 == 1 && (x < hi || (x == hi && ex)))
+            hi = x, hi_ex = ex;
+    }
+    int id = new_node(c, integer ? K_INTEGER : K_NUMBER);
+    if (id < 0 || !any)
+        return id;
+    if (integer) { /* inclusive integer bounds */
+        double l = ceil(lo), h = floor(hi);
+        if (lo_ex && l == lo)
+            l += 1;
+        if (hi_ex && h == hi)
+            h -= 1;
+        lo = l, hi = h, lo_ex = hi_ex = 0;
+        if (lo > hi)
+            return CFAIL("json_schema: %s: no integer lies within its bounds", where);
+    } else {
+        /* at JG_NUM_DIGITS digits, numbers of size x lie some 1e-14 x apart: a range narrower than that
+         * (other than one value those digits write) might hold none of them */
+        char buf[40];
+        snprintf(buf, sizeof buf, "%.*g", JG_NUM_DIGITS, lo);
+        int exact = lo == hi && !lo_ex && !hi_ex && strtod(buf, NULL) == lo;
+        double size = fmax(1.0, fmax(fabs(lo), fabs(hi)));
+        if (!exact && !(hi - lo >= 1e-13 * size))
+            return CFAIL("json_schema: %s: its bounds leave too narrow a range for numbers of %d digits", where, JG_NUM_DIGITS);
+    }
+    jnode *n = &c->sc->node[id];
+    n->bounded = 1, n->lo = lo, n->hi = hi, n->lo_ex = (uint8_t)lo_ex, n->hi_ex = (uint8_t)hi_ex;
+    return id;
+}
+
 static int type_node(cctx *c, const json_t *s, const char *type, const char *where, int depth)
 {
     char w[256];
     if (!strcmp(type, "string"))
-        return new_node(c, K_STRING);
-    if (!strcmp(type, "number"))
-        return new_node(c, K_NUMBER);
-    if (!strcmp(type, "integer"))
-        return new_node(c, K_INTEGER);
+        return counted_node(c, s, K_STRING, "minLength", "maxLength", where);
+    if (!strcmp(type, "number") || !strcmp(type, "integer"))
+        return number_node(c, s, !strcmp(type, "integer"), where);
     if (!strcmp(type, "boolean") || !strcmp(type, "null")) {
         json_t *v = !strcmp(type, "null") ? json_pack("[n]") : json_pack("[bb]", 0, 1);
         int id = v ? lits_node(c, v, where) : CFAIL("out of memory");
@@ -766,7 +856,7 @@ static int type_node(cctx *c, const json_t *s, const char *type, const char *whe
     }
     if (!strcmp(type, "array")) {
         const json_t *items = json_object_get(s, "items");
-        int id = new_node(c, K_ARRAY);
+        int id = counted_node(c, s, K_ARRAY, "minItems", "maxItems", where);
         if (id < 0)
             return -1;
         snprintf(w, sizeof w, "%.200s.items", where);
@@ -836,6 +926,25 @@ static const char *const ANNOTATIONS[] = {"title", "description", "default", "ex
                                           "$comment", "deprecated", "readOnly", "writeOnly", "$defs", "definitions",
                                           "type", "properties", "required", "additionalProperties", "items", "enum",
                                           "const", "anyOf", "oneOf", "$ref", "strict", "name"};
+/* bounds, and the types that take them (type_node reads them) */
+static const struct {
+    const char *kw, *type, *type2;
+} BOUNDS[] = {{"minLength", "string", NULL},       {"maxLength", "string", NULL},         {"minItems", "array", NULL},
+              {"maxItems", "array", NULL},         {"minimum", "number", "integer"},      {"maximum", "number", "integer"},
+              {"exclusiveMinimum", "number", "integer"}, {"exclusiveMaximum", "number", "integer"}};
+
+/* the schema's "type" names t (a name or a list of names) */
+static int has_type(const json_t *type, const char *t)
+{
+    if (!t)
+        return 0;
+    if (json_is_string(type))
+        return !strcmp(json_string_value(type), t);
+    size_t i;
+    const json_t *v;
+    json_array_foreach(type, i, v) if (json_is_string(v) && !strcmp(json_string_value(v), t)) return 1;
+    return 0;
+}
 
 static int compile(cctx *c, const json_t *s, const char *where, int depth)
 {
@@ -849,11 +958,22 @@ static int compile(cctx *c, const json_t *s, const char *where, int depth)
     const json_t *v;
     json_object_foreach((json_t *)s, k, v)
     {
-        size_t a = 0;
+        size_t a = 0, b = 0;
         while (a < sizeof ANNOTATIONS / sizeof *ANNOTATIONS && strcmp(ANNOTATIONS[a], k))
             a++;
-        if (a == sizeof ANNOTATIONS / sizeof *ANNOTATIONS)
+        while (b < sizeof BOUNDS / sizeof *BOUNDS && strcmp(BOUNDS[b].kw, k))
+            b++;
+        if (a == sizeof ANNOTATIONS / sizeof *ANNOTATIONS && b == sizeof BOUNDS / sizeof *BOUNDS)
             return CFAIL("json_schema: %s: '%.64s' is not supported", where, k);
+        /* a bound is kept where the schema's own type takes it: not beside $ref, enum, const or anyOf */
+        const json_t *type = json_object_get(s, "type");
+        if (b < sizeof BOUNDS / sizeof *BOUNDS &&
+            (json_object_get(s, "$ref") || json_object_get(s, "enum") || json_object_get(s, "const") ||
+             json_object_get(s, "anyOf") || json_object_get(s, "oneOf") ||
+             !(has_type(type, BOUNDS[b].type) || has_type(type, BOUNDS[b].type2))))
+            return CFAIL("json_schema: %s: '%s' is supported beside \"type\": \"%s\"%s%s%s only (not beside $ref, enum, "
+                         "const or anyOf)", where, k, BOUNDS[b].type, BOUNDS[b].type2 ? " or \"" : "",
+                         BOUNDS[b].type2 ? BOUNDS[b].type2 : "", BOUNDS[b].type2 ? "\"" : "");
     }
     const json_t *ref = json_object_get(s, "$ref");
     if (ref) {
@@ -953,7 +1073,7 @@ enum { PH_START, PH_OBJ_FIRST, PH_KEY, PH_COLON, PH_OBJ_AFTER, PH_OBJ_NEXT, PH_A
 static void schema_enter(jg_state *s, const jg_schema *sc)
 {
     s->fdepth = 1;
-    s->f[0].node = (uint16_t)sc->root, s->f[0].phase = PH_START, s->f[0].prop = 0;
+    s->f[0].node = (uint16_t)sc->root, s->f[0].phase = PH_START, s->f[0].prop = 0, s->f[0].count = 0;
 }
 
 static void pop_value(jg_state *s)
@@ -967,6 +1087,7 @@ static int push_value(jg_state *s, int node)
     if (s->fdepth == JG_SCHEMA_DEPTH)
         return 0;
     s->f[s->fdepth].node = (uint16_t)node, s->f[s->fdepth].phase = PH_START, s->f[s->fdepth].prop = 0;
+    s->f[s->fdepth].count = 0;
     s->fdepth++;
     return 1;
 }
@@ -989,6 +1110,69 @@ int jg_schema_object(const jg_schema *sc)
     uint8_t only[32] = {0};
     first_set(only, "{");
     return !memcmp(sc->node[sc->root].first, only, sizeof only);
+}
+
+/* ---- bounded numbers: a prefix is taken only if some number it may still become lies within the bounds */
+
+static const double P10[JG_NUM_DIGITS + 1] = {1e0, 1e1, 1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                                              1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15};
+
+/* the bounds hold some value of [a, b], magnitudes (0 <= a <= b) with the sign s->neg */
+static int num_meets(const jnode *n, int neg, double a, double b)
+{
+    double x = neg ? -b : a, y = neg ? -a : b;
+    return (n->hi_ex ? x < n->hi : x <= n->hi) && (n->lo_ex ? y > n->lo : y >= n->lo);
+}
+
+/* Some number this prefix may still become (end: the number as it stands, ending here) is in bounds. The
+ * values a prefix reaches are ranges of magnitudes: all digits N so far (nint before the point, nfrac
+ * after it) and room for JG_NUM_DIGITS in all; each range's ends are exact integers over a power of 10,
+ * so they round as the same decimals written out would. */
+static int num_live(const jnode *n, const jg_state *s, int end)
+{
+    int integer = n->kind == K_INTEGER, ni = s->nint, m = s->nfrac;
+    double N = (double)s->num;
+    if (end)
+        return num_meets(n, s->neg, N / P10[m], N / P10[m]);
+    if (!ni) /* only the sign: any magnitude of up to JG_NUM_DIGITS digits */
+        return num_meets(n, s->neg, 0, P10[JG_NUM_DIGITS] - 1);
+    if (s->sub == N_DOT || s->sub == N_FRAC) {
+        int more = JG_NUM_DIGITS - ni - m; /* fraction digits still to come */
+        return num_meets(n, s->neg, N / P10[m], ((N + 1) * P10[more] - 1) / P10[m + more]);
+    }
+    /* the integer part goes on with k more digits (none after a leading 0), then perhaps a fraction */
+    for (int k = 0; k <= (s->num ? JG_NUM_DIGITS - ni : 0); k++) {
+        int more = integer ? 0 : JG_NUM_DIGITS - ni - k;
+        if (num_meets(n, s->neg, N * P10[k], ((N + 1) * P10[k] * P10[more] - 1) / P10[more]))
+            return 1;
+    }
+    return 0;
+}
+
+/* a bounded number took c (feed_number said yes): no exponent, at most JG_NUM_DIGITS digits, still live */
+static int num_step(jg_state *s, const jnode *n, unsigned char c)
+{
+    if (c == '-') {
+        s->neg = 1;
+    } else if (c >= '0' && c <= '9') {
+        if (s->nint + s->nfrac >= JG_NUM_DIGITS)
+            return 0;
+        s->num = s->num * 10 + (c - '0');
+        if (s->sub == N_FRAC)
+            s->nfrac++;
+        else
+            s->nint++;
+    } else if (c != '.' || s->nint >= JG_NUM_DIGITS) {
+        return 0; /* an exponent, or no room for a fraction digit */
+    }
+    return num_live(n, s, 0);
+}
+
+/* a string with bounds on its length: the fast path for plain pieces (jg_allowed) must not take it */
+static int string_counted(const jg_state *s, const jg_schema *sc)
+{
+    const jnode *n = &sc->node[s->f[s->fdepth - 1].node];
+    return n->kind == K_STRING && (n->cmin || n->cmax != UINT32_MAX);
 }
 
 /* the first byte of the top frame's value */
@@ -1017,13 +1201,14 @@ static int start_value(jg_state *s, const jg_schema *sc, unsigned char c)
         return 1;
     case K_STRING:
         s->mode = J_STR, s->sub = S_CH, s->key = 0, s->need = 0, s->hi_sur = 0, s->depth = 0;
-        s->f[d].phase = PH_STR;
+        s->f[d].phase = PH_STR, s->f[d].count = 0;
         return 1;
     case K_NUMBER:
     case K_INTEGER:
         s->mode = J_NUM, s->sub = c == '-' ? N_MINUS : c == '0' ? N_ZERO : N_INT;
         s->f[d].phase = PH_NUM;
-        return 1;
+        s->num = 0, s->nint = s->nfrac = s->neg = 0;
+        return !n->bounded || num_step(s, n, c);
     case K_LITS: {
         int lo = -1, hi = -1;
         for (int k = 0; k < n->n; k++)
@@ -1059,17 +1244,27 @@ static int feed_schema(jg_state *s, const jg_schema *sc, unsigned char c)
         const jnode *n = &sc->node[s->f[d].node];
         int ph = s->f[d].phase;
         if (ph == PH_STR) {
+            /* a character starts (a byte, a UTF-8 lead byte or an escape; not the low half of a \u pair) */
+            int starts = s->sub == S_CH && !s->need && c != '"';
+            if (s->sub == S_CH && !s->need && c == '"' && s->f[d].count < n->cmin)
+                return 0; /* too short to end */
+            if (starts && s->f[d].count >= n->cmax)
+                return 0;
             if (!feed_string(s, c))
                 return 0;
+            s->f[d].count += starts;
             if (s->mode == J_DONE)
                 pop_value(s);
             return 1;
         }
         if (ph == PH_NUM) {
             int r = feed_number(s, c);
-            if (r > 0)
-                return n->kind == K_INTEGER && (s->sub == N_DOT || s->sub == N_E) ? 0 : 1;
-            if (!r)
+            if (r > 0) {
+                if (n->kind == K_INTEGER && (s->sub == N_DOT || s->sub == N_E))
+                    return 0;
+                return !n->bounded || num_step(s, n, c);
+            }
+            if (!r || (n->bounded && !num_live(n, s, 1)))
                 return 0;
             pop_value(s);
             continue;
@@ -1153,21 +1348,28 @@ static int feed_schema(jg_state *s, const jg_schema *sc, unsigned char c)
             return push_value(s, n->sub[s->f[d].prop - 1]);
         case PH_ARR_FIRST:
             if (c == ']') {
+                if (n->cmin)
+                    return 0;
                 pop_value(s);
                 return 1;
             }
+            if (!n->cmax)
+                return 0;
             __attribute__((fallthrough)); /* the first item */
         case PH_ARR_ITEM:
             s->f[d].phase = PH_ARR_AFTER;
+            s->f[d].count++;
             if (!push_value(s, n->items))
                 return 0;
             continue; /* c starts the item */
         case PH_ARR_AFTER:
             if (c == ']') {
+                if (s->f[d].count < n->cmin)
+                    return 0;
                 pop_value(s);
                 return 1;
             }
-            if (c != ',')
+            if (c != ',' || s->f[d].count >= n->cmax)
                 return 0;
             s->f[d].phase = PH_ARR_ITEM;
             return 1;

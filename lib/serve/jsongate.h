@@ -36,9 +36,14 @@
  * with "properties" (written in the order given; "required" ones must be, the others may be skipped; no
  * other keys), "items", "enum" / "const", "anyOf" / "oneOf" / a list of types whose alternatives start
  * with different characters, "$ref" to "#/$defs/..." or "#/definitions/..." (recursion allowed), the
- * types string, number, integer, boolean, null, and {} / true for any value; annotations (title,
- * description, default, examples, format, $schema, $id, $comment) are ignored; any other keyword is
- * refused by name (the answer could not keep to it). */
+ * types string, number, integer, boolean, null, and {} / true for any value; the bounds minLength /
+ * maxLength (characters, i.e. code points) beside type string, minItems / maxItems beside type array,
+ * minimum / maximum / exclusiveMinimum / exclusiveMaximum (draft 6 numbers or draft 4 booleans) beside
+ * type number or integer: a bounded number is written without an exponent in at most JG_NUM_DIGITS
+ * digits, and every prefix taken can still end inside the bounds; annotations (title, description,
+ * default, examples, format, $schema, $id, $comment) are ignored; any other keyword is refused by name
+ * (the answer could not keep to it). */
+#define JG_NUM_DIGITS 15 /* a bounded number's digits, all exact in a double */
 typedef struct jg_schema jg_schema;
 /* NULL with err filled (what and where) */
 jg_schema *jg_schema_compile(const json_t *schema, char *err, size_t errn);
@@ -83,9 +88,12 @@ typedef struct jg_state {
     uint8_t seg, nlo, nhi; /* program: the segment, the names (or enum values) still possible [nlo, nhi) */
     uint8_t pick;          /* program: the name taken */
     uint8_t fdepth;        /* schema: frames in use */
+    uint8_t nint, nfrac, neg; /* schema, a number with bounds: its digits before and after the point, its sign */
+    int64_t num;           /* ... and all its digits as one integer */
     struct {
         uint16_t node;
         uint8_t phase, prop;
+        uint32_t count; /* an array's items, a string's characters so far */
     } f[JG_SCHEMA_DEPTH];
 } jg_state;
 

@@ -2,6 +2,7 @@
  * (a separate parser) on generated documents and their mutations; every prefix of a document accepted,
  * never a dead end; the vocabulary mask against feeding each piece on its own. */
 #include <jansson.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -585,7 +586,7 @@ static void schema_runs(void)
         strcpy(big + strlen(big) - 2, ",\"p64\":{}}}");
         refused_schema(big, "more than 64 properties", "65 properties");
     }
-    refused_schema("{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"integer\",\"minimum\":0}}}", "'minimum' is not supported",
+    refused_schema("{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"integer\",\"multipleOf\":2}}}", "'multipleOf' is not supported",
                    "a keyword the walk cannot keep to is refused by name");
     refused_schema("{\"type\":\"object\",\"properties\":{\"s\":{\"type\":\"string\",\"pattern\":\"^a\"}}}", "'pattern'", "pattern");
     refused_schema("{\"anyOf\":[{\"type\":\"integer\"},{\"type\":\"number\"}]}", "start with the same character",
@@ -606,6 +607,205 @@ static void schema_runs(void)
         schema_case(p, "{\"a\":1", 5, 0);
         jg_prog_free(p);
     }
+}
+
+/* ---------------------------------------------------------------- bounds */
+
+/* {"n": TEXT} against an object schema whose n is `inner`: accepted whole and complete? */
+static int bounded_whole(const jg_prog *p, const char *text)
+{
+    char doc[128];
+    snprintf(doc, sizeof doc, "{\"n\":%s}", text);
+    jg_state st;
+    jg_init_prog(&st, p);
+    for (const char *c = doc; *c; c++)
+        if (!jg_feed(&st, (unsigned char)*c))
+            return 0;
+    return jg_done(&st);
+}
+
+/* what the bounds say of TEXT, from jansson and strtod: a JSON number without exponent, in bounds */
+static int number_in(const char *text, int integer, double lo, int lo_ex, double hi, int hi_ex)
+{
+    char doc[128];
+    snprintf(doc, sizeof doc, "[%s]", text);
+    json_t *j = json_loads(doc, 0, NULL);
+    int ok = j && json_is_number(json_array_get(j, 0)) && !strpbrk(text, "eE") && (!integer || !strchr(text, '.'));
+    json_decref(j);
+    if (!ok)
+        return 0;
+    double x = strtod(text, NULL);
+    return (lo_ex ? x > lo : x >= lo) && (hi_ex ? x < hi : x <= hi);
+}
+
+/* every text of up to maxlen bytes over "-0123456789." as n: the gate takes exactly the ones in bounds, and
+ * from every prefix it takes some byte still goes on (no dead end) */
+static void bounded_numbers(int maxlen, const char *type, const char *bounds, double lo, int lo_ex, double hi, int hi_ex)
+{
+    static const char alpha[] = "-0123456789.";
+    char src[256], err[256] = "";
+    snprintf(src, sizeof src, "{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"%s\",%s}},\"required\":[\"n\"]}", type,
+             bounds);
+    jg_prog *p = schema_prog(src, err, sizeof err);
+    if (!p) {
+        TAP_OK(0, "bounds %s %s compile: %s", type, bounds, err);
+        return;
+    }
+    int integer = !strcmp(type, "integer");
+    long texts = 0, wrong = 0, taken = 0, dead = 0;
+    char t[8], first_wrong[16] = "";
+    for (int len = 1; len <= maxlen; len++) {
+        long total = 1;
+        for (int i = 0; i < len; i++)
+            total *= 12;
+        for (long code = 0; code < total; code++) {
+            long x = code;
+            for (int i = 0; i < len; i++, x /= 12)
+                t[i] = alpha[x % 12];
+            t[len] = 0;
+            texts++;
+            int want = number_in(t, integer, lo, lo_ex, hi, hi_ex), got = bounded_whole(p, t);
+            if (want != got && !wrong++)
+                snprintf(first_wrong, sizeof first_wrong, "%s", t);
+            taken += got;
+            /* the prefix {"n":t taken: some byte goes on */
+            jg_state st;
+            jg_init_prog(&st, p);
+            char doc[32];
+            snprintf(doc, sizeof doc, "{\"n\":%s", t);
+            int all = 1;
+            for (const char *c = doc; *c && all; c++)
+                all = jg_feed(&st, (unsigned char)*c);
+            if (all) { /* probing only bytes a number or what ends it could take: finds more dead ends, never fewer */
+                int any = 0;
+                for (const char *c = "0123456789.-}, "; *c && !any; c++) {
+                    jg_state u = st;
+                    any = jg_feed(&u, (unsigned char)*c);
+                }
+                dead += !any;
+            }
+        }
+    }
+    TAP_OK(!wrong && !dead && taken > 0, "bounds: %s %s: %ld texts, %ld numbers taken, %ld wrong (first '%s'), %ld dead ends",
+           type, bounds, texts, taken, wrong, first_wrong, dead);
+    jg_prog_free(p);
+}
+
+/* random walks from the start: each byte drawn from the ones the gate takes; the object must end within 64 */
+static void bounded_walks(const char *inner, const char *what)
+{
+    char src[512], err[256] = "";
+    snprintf(src, sizeof src, "{\"type\":\"object\",\"properties\":{\"n\":%s},\"required\":[\"n\"]}", inner);
+    jg_prog *p = schema_prog(src, err, sizeof err);
+    int ended = 0, walks = 100;
+    for (int w = 0; p && w < walks; w++) {
+        jg_state st;
+        jg_init_prog(&st, p);
+        for (int k = 0; k < 64 && !jg_done(&st); k++) {
+            unsigned char ok[256];
+            int n = 0;
+            for (int c = 0; c < 256; c++) {
+                jg_state u = st;
+                if (c != ' ' && c != '\n' && c != '\t' && jg_feed(&u, (unsigned char)c)) /* white space idles */
+                    ok[n++] = (unsigned char)c;
+            }
+            if (!n)
+                break;
+            /* ending bytes ('"', ']', '}', ',') twice as likely, so the walks end */
+            unsigned char c = ok[rnd((unsigned)n)];
+            for (int r = 0; r < 2 && !strchr("\"]},", c); r++)
+                c = ok[rnd((unsigned)n)];
+            jg_feed(&st, c);
+        }
+        ended += jg_done(&st);
+    }
+    TAP_OK(p && ended == walks, "bounds: %s: %d of %d random walks end %s", what, ended, walks, err);
+    jg_prog_free(p);
+}
+
+static void bounds_runs(void)
+{
+    bounded_numbers(5, "integer", "\"minimum\":-12,\"maximum\":345", -12, 0, 345, 0);
+    bounded_numbers(4, "integer", "\"exclusiveMinimum\":0,\"exclusiveMaximum\":100", 0, 1, 100, 1);
+    bounded_numbers(4, "integer", "\"minimum\":2.5", 2.5, 0, INFINITY, 0);
+    bounded_numbers(4, "integer", "\"maximum\":-7", -INFINITY, 0, -7, 0);
+    bounded_numbers(4, "integer", "\"minimum\":5,\"maximum\":5", 5, 0, 5, 0);
+    bounded_numbers(4, "integer", "\"minimum\":10,\"exclusiveMinimum\":true,\"maximum\":99", 10, 1, 99, 0); /* draft 4 */
+    bounded_numbers(5, "number", "\"minimum\":0.5,\"maximum\":2.25", 0.5, 0, 2.25, 0);
+    bounded_numbers(4, "number", "\"exclusiveMinimum\":-1,\"maximum\":0.3", -1, 1, 0.3, 0);
+    bounded_numbers(4, "number", "\"minimum\":0,\"exclusiveMaximum\":1", 0, 0, 1, 1);
+    bounded_numbers(5, "number", "\"minimum\":-0.05", -0.05, 0, INFINITY, 0);
+    bounded_numbers(4, "number", "\"minimum\":12.5,\"maximum\":12.5", 12.5, 0, 12.5, 0);
+    bounded_numbers(4, "number", "\"exclusiveMinimum\":99.9", 99.9, 1, INFINITY, 0);
+    bounded_walks("{\"type\":\"number\",\"minimum\":0.123,\"exclusiveMaximum\":0.124}", "a number in [0.123, 0.124)");
+    bounded_walks("{\"type\":\"integer\",\"minimum\":-999999999999999,\"maximum\":-999999999999990}", "15-digit integers");
+    bounded_walks("{\"type\":\"number\",\"exclusiveMinimum\":0,\"maximum\":1e-12}", "a number in (0, 1e-12]");
+    bounded_walks("{\"type\":\"array\",\"minItems\":2,\"maxItems\":3,\"items\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":3}}",
+                  "arrays of 2-3 strings of 1-3 characters");
+    char err[256] = "";
+    jg_prog *p = schema_prog("{\"type\":\"object\",\"properties\":{\"s\":{\"type\":\"string\",\"minLength\":2,\"maxLength\":4},"
+                             "\"a\":{\"type\":\"array\",\"minItems\":1,\"maxItems\":2,\"items\":{\"type\":\"integer\"}},"
+                             "\"z\":{\"type\":[\"string\",\"null\"],\"maxLength\":0}}}", err, sizeof err);
+    TAP_OK(p != NULL, "minLength/maxLength, minItems/maxItems compile %s", err);
+    if (p) {
+        schema_case(p, "{\"s\":\"ab\"}", -1, 1);
+        schema_case(p, "{\"s\":\"a\"}", 7, 0);                           /* too short to end */
+        schema_case(p, "{\"s\":\"abcde\"}", 10, 0);                      /* the fifth character */
+        schema_case(p, "{\"s\":\"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80x\"}", -1, 1); /* 4 characters in 10 bytes */
+        schema_case(p, "{\"s\":\"\\u00e9\\uD83D\\uDE00\\n\"}", -1, 1);  /* 3: a \u pair is one character */
+        schema_case(p, "{\"s\":\"\\u00e9\\uD83D\\uDE00\\n\\tx\"}", 28, 0); /* the fifth */
+        schema_case(p, "{\"a\":[]", 6, 0);                               /* minItems 1 */
+        schema_case(p, "{\"a\":[1,22]}", -1, 1);
+        schema_case(p, "{\"a\":[1,22,", 10, 0);                          /* maxItems 2 */
+        schema_case(p, "{\"z\":\"\"}", -1, 1);
+        schema_case(p, "{\"z\":null}", -1, 1);
+        schema_case(p, "{\"z\":\"x", 6, 0);
+        jg_prog_free(p);
+    }
+    /* the mask on a bounded string: plain pieces are walked, not waved through */
+    p = schema_prog("{\"type\":\"object\",\"properties\":{\"s\":{\"type\":\"string\",\"minLength\":3,\"maxLength\":5}}}", err, sizeof err);
+    static const char *const pcs[] = {"a", "ab", "abc", "abcd", "abcdef", "\"", "a\"", "abc\"", "\xc3\xa9", "\\n", "}", "{\"s\":\""};
+    enum { NP = sizeof pcs / sizeof *pcs };
+    char *pc[NP];
+    size_t pn[NP];
+    for (int i = 0; i < NP; i++)
+        pc[i] = strdup(pcs[i]), pn[i] = strlen(pcs[i]);
+    pieces ps = {pc, pn};
+    ogk_error e;
+    jg_vocab *v = p ? jg_vocab_build(NP, piece_of, &ps, &e) : NULL;
+    int states = 0, same = 0;
+    const char *walk = "{\"s\":\"abcd\xc3\xa9\"}";
+    jg_state st;
+    if (p)
+        jg_init_prog(&st, p);
+    for (size_t k = 0; v && k < strlen(walk); k++) {
+        uint8_t al[NP];
+        int cnt = jg_allowed(v, &st, al), want = 0, ok = 1;
+        for (int id = 0; id < NP; id++) {
+            jg_state t = st;
+            int x = jg_feed_bytes(&t, pc[id], pn[id]);
+            want += x, ok &= (al[id] != 0) == x;
+        }
+        states++, same += ok && cnt == want;
+        if (!jg_feed(&st, (unsigned char)walk[k]))
+            break;
+    }
+    TAP_OK(v && states == (int)strlen(walk) && same == states, "bounds: the mask of a bounded string = each piece fed alone, in %d of %d states",
+           same, states);
+    jg_vocab_free(v);
+    for (int i = 0; i < NP; i++)
+        free(pc[i]);
+    jg_prog_free(p);
+    refused_schema("{\"type\":\"string\",\"minimum\":1}", "'minimum' is supported beside \"type\": \"number\"", "minimum beside a string");
+    refused_schema("{\"enum\":[\"a\",\"bb\"],\"maxLength\":1}", "'maxLength' is supported beside", "maxLength beside enum");
+    refused_schema("{\"type\":\"string\",\"minLength\":3,\"maxLength\":2}", "no value could keep to both", "minLength > maxLength");
+    refused_schema("{\"type\":\"array\",\"minItems\":-1}", "non-negative integer", "a negative minItems");
+    refused_schema("{\"type\":\"string\",\"maxLength\":1.5}", "non-negative integer", "a fractional maxLength");
+    refused_schema("{\"type\":\"integer\",\"exclusiveMinimum\":true}", "without minimum", "a draft-4 exclusiveMinimum alone");
+    refused_schema("{\"type\":\"integer\",\"minimum\":1.2,\"maximum\":1.8}", "no integer", "no integer in range");
+    refused_schema("{\"type\":\"number\",\"maximum\":1e16}", "beyond 1e15", "a bound beyond 1e15");
+    refused_schema("{\"type\":\"number\",\"minimum\":0.1,\"maximum\":0.1000000000000001}", "too narrow", "a range too narrow for 15 digits");
+    refused_schema("{\"type\":\"number\",\"minimum\":\"0\"}", "must be a number", "a bound that is a string");
 }
 
 int main(void)
@@ -669,5 +869,6 @@ int main(void)
     mask_runs();
     prog_runs();
     schema_runs();
+    bounds_runs();
     return TAP_DONE();
 }
