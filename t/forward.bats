@@ -234,6 +234,65 @@ PY
   gate phi3 amd tied b8 i8
 }
 
+@test "LongRoPE (Phi-3 128k): the If-switched rotary caches as onnxruntime runs them: a prompt past the switch, steps and verify rows across it, greedy" {
+  local style pack m ids V feed
+  for style in cpu amd; do
+    pack=$(longrope_pack $style "$W")
+    oga-info "$pack" | jq -e '.importable and .rope.long_after == 64 and .rope.cache_rows == 2048 and
+      .by_role["rope.cos_long"].count == 1 and .by_role["rope.sin_long"].count == 1' >/dev/null
+    m=$W/lr-$style.q4nx
+    oga-extract "$pack" | q4nx-pack -o "$m"
+    V=$(npu-forward info -m "$m" | jq .vocab_size)
+    # two prompts: 115 positions, the switch at 64
+    ids=$(jq -c '[.prompts[0].ids.phi3[], .prompts[1].ids.phi3[]]' "$TOP/share/prompts/gates.json")
+    echo "$ids" >"$W/lr.ids"
+    echo "[$ids]" >"$W/lr.all"
+    node "$TOP/tools/ort-ref.js" "$pack" teacher --ids-file "$W/lr.all" --logits-f32 "$W/lr.o.f32" >/dev/null
+    node "$TOP/tools/ort-ref.js" "$pack" teacher --feed step --ids-file "$W/lr.all" --logits-f32 "$W/lr.os.f32" >/dev/null
+    # the switch matters: onnxruntime's prompt run (long caches throughout) and its steps differ
+    run "$W/forward-compare" --vocab "$V" "$W/lr.o.f32" "$W/lr.os.f32"
+    echo "$output" | jq -e '.mean_kl > 0.01' >/dev/null
+    for feed in prefill step verify; do
+      npu-forward logits -m "$m" --mode f32 --feed $feed -t 1 --ids "$W/lr.ids" --out-f32 "$W/lr.u.f32" >/dev/null
+      # a prompt as one run; steps and verify rows each at its own length (as one-token steps)
+      # the amd pack computes in fp16 (its io dtype): the fp16-io gates' bound and gap
+      run "$W/forward-compare" --vocab "$V" --kl-max "$([ $style = amd ] && echo 1e-4 || echo "$KL_MAX")" \
+        --gap "$([ $style = amd ] && echo 0.05 || echo 1e-2)" --chunk 16 --chunks 7 \
+        "$W/lr.$([ $feed = prefill ] && echo o || echo os).f32" "$W/lr.u.f32"
+      echo "# longrope $style $feed: $(echo "$output" | jq -c '{positions, mean_kl, max_kl, top1_mismatched}')" >&3
+      [ "$status" -eq 0 ]
+    done
+    # greedy from a 40-token prompt: generation crosses the switch
+    ids=$(jq -c '.prompts[0].ids.phi3[:40]' "$TOP/share/prompts/gates.json")
+    echo "$ids" >"$W/lr.g.ids"
+    ref=$(node "$TOP/tools/ort-ref.js" "$pack" generate --ids "$ids" -n 40 --topk 2)
+    upto=$(echo "$ref" | jq '[.topk[] | (.logits[0] - .logits[1]) > 0.01] | (index(false) // 39) + 1')
+    echo "# longrope $style greedy: $upto of 40 tokens comparable" >&3
+    [ "$upto" -gt 20 ]
+    [ "$(npu-forward run -m "$m" --mode f32 --ids "$W/lr.g.ids" -n 40 --ignore-eos --json | jq -c ".ids[:$upto]")" = \
+      "$(echo "$ref" | jq -c ".ids[:$upto]")" ]
+  done
+}
+
+@test "LongRoPE: an If that picks the rotary caches on anything but the sequence length is refused by name" {
+  local pack bad=$W/lr-bad
+  pack=$(longrope_pack cpu "$W")
+  rm -rf "$bad" && cp -r "$pack" "$bad"
+  # the condition on the summed mask (a count of real tokens, not the length) instead of attention_mask's length
+  /usr/bin/python3 - "$bad/model.onnx" <<'PY'
+import sys, onnx
+m = onnx.load(sys.argv[1], load_external_data=False)
+gt = [n for n in m.graph.node if n.op_type == "Greater"][0]
+gt.input[0] = [n for n in m.graph.node if n.op_type == "ReduceSum"][0].output[0]
+onnx.save(m, sys.argv[1])
+PY
+  run --separate-stderr oga-info "$bad"
+  [ "$status" -eq 3 ]
+  echo "$output" | jq -e '[.refusals[] | select(.code == "unsupported_op" and (.reason | test("condition other than Greater")))] | length >= 1'
+  run oga-extract "$bad"
+  [ "$status" -eq 3 ]
+}
+
 # ---- free-running greedy: identical to the oracle while its top-1/top-2 gaps stay above 1e-2 ----
 greedy() {
   local fam=$1 style=$2 tie=$3 m pack ids ref ours upto

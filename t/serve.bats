@@ -832,3 +832,27 @@ both_finish() {
   # the survivor keeps serving
   [ "$(curl -s -m 10 "http://127.0.0.1:$lport/v1/completions" -d '{"prompt": "x", "max_tokens": 2}' | jq -r '.usage.completion_tokens')" = 2 ]
 }
+
+@test "serve: a LongRoPE model (Phi-3 128k): prompts past the switch and shorter ones after them answer as run does, f32 and i8 (the prefix cache keeps to the caches each length takes)" {
+  local pack m=$W/lr.q4nx mode long short want
+  pack=$(longrope_pack cpu "$W")
+  oga-extract "$pack" | q4nx-pack -o "$m"
+  # the switch is at 64 positions: a 100-token prompt takes the long caches, its first 50 the short ones
+  jq -c '[.prompts[0].ids.phi3[], .prompts[1].ids.phi3[]][:100]' "$TOP/share/prompts/gates.json" >"$BATS_TEST_TMPDIR/long"
+  jq -c '.[:50]' "$BATS_TEST_TMPDIR/long" >"$BATS_TEST_TMPDIR/short"
+  for mode in f32 i8; do
+    start_server -m "$m" --mode $mode --parallel 1
+    for p in long short long short; do
+      want=$(npu-forward run -m "$m" --mode $mode --ids "$BATS_TEST_TMPDIR/$p" -n 12 --ignore-eos --json | jq -c .ids)
+      post /v1/completions "{\"prompt\": $(cat "$BATS_TEST_TMPDIR/$p"), \"max_tokens\": 12, \"temperature\": 0,
+        \"ignore_eos\": true, \"return_tokens\": true}"
+      [ "$STATUS" = 200 ]
+      echo "# $mode $p: $(echo "$BODY" | jq -c '.choices[0].tokens') (run: $want)" >&3
+      [ "$(echo "$BODY" | jq -c '.choices[0].tokens')" = "$want" ]
+    done
+    # the same prompt again reuses the slot's cache (i8; f32 reuses whole 128-row chunks only)
+    post /v1/completions "{\"prompt\": $(cat "$BATS_TEST_TMPDIR/short"), \"max_tokens\": 12, \"temperature\": 0, \"ignore_eos\": true}"
+    [ $mode = f32 ] || echo "$BODY" | jq -e '.timings.cache_n > 0' >/dev/null
+    stop_servers
+  done
+}

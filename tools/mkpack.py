@@ -87,7 +87,7 @@ import zlib
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NODE_MODULES = os.path.join(TOP, ".cache", "node", "node_modules")
@@ -426,11 +426,39 @@ def build(cfg, W, style, acc, io, block=None):
     total_len = g.node("Cast", mb + "/Gather/Cast", [gat], to=TensorProto.INT32)
 
     # ---- rotary caches [context, head/2]
-    inv_freq = 1.0 / (cfg["theta"] ** (np.arange(0, hd, 2, dtype=np.int64).astype(np.float32) / hd))
-    t = np.arange(cfg["context"], dtype=np.float32)
-    freqs = np.outer(t, inv_freq)
-    cos_cache = g.init("cos_cache", f(np.cos(freqs)))
-    sin_cache = g.init("sin_cache", f(np.sin(freqs)))
+    def rope_caches(rows, factors=None, mscale=1.0):
+        inv_freq = 1.0 / (cfg["theta"] ** (np.arange(0, hd, 2, dtype=np.int64).astype(np.float32) / hd))
+        if factors is not None:
+            inv_freq = inv_freq / np.asarray(factors, np.float32)
+        freqs = np.outer(np.arange(rows, dtype=np.float32), inv_freq)
+        return f(np.cos(freqs) * mscale), f(np.sin(freqs) * mscale)
+
+    lr = cfg.get("longrope")
+    if not lr:
+        c_, s_ = rope_caches(cfg["context"])
+        cos_cache, sin_cache = g.init("cos_cache", c_), g.init("sin_cache", s_)
+    else:
+        # Phi-3 LongRoPE as the builder writes it (make_rotary_embedding_multi_cache): large caches (long
+        # factors, [context]) when the total sequence length > original_max_position_embeddings, else
+        # small ones (short factors, [original]); an If on Greater(total length, original) picks them,
+        # each branch two Constant nodes
+        T = lr["original"]
+        scale = cfg["context"] / T
+        ms = float(np.sqrt(1 + np.log(scale) / np.log(T))) if scale > 1 else 1.0
+        big = rope_caches(cfg["context"], lr["long_factor"], ms)
+        small = rope_caches(T, lr["short_factor"], ms)
+        rb = "/model/rotemb_caches_subgraph"
+        gt = g.node("Greater", rb + "/Greater", [gat, g.const_i64("/model/constants/INT64/%d" % T, T)])
+
+        def branch(name, tag, caches):
+            outs = ["cos_cache_" + tag, "sin_cache_" + tag]
+            nodes = [helper.make_node("Constant", [], [outs[k]], name="/%s/%s_cache/Constant" % (tag, ("cos", "sin")[k]),
+                                      value=numpy_helper.from_array(caches[k])) for k in range(2)]
+            vis = [helper.make_tensor_value_info(outs[k], iot, list(caches[k].shape)) for k in range(2)]
+            return helper.make_graph(nodes, name, [], vis)
+        cos_cache, sin_cache = g.node("If", rb + "/If", [gt], ["cos_cache", "sin_cache"],
+                                      then_branch=branch("large_rotemb_caches_graph", "large", big),
+                                      else_branch=branch("small_rotemb_caches_graph", "small", small))
 
     # ---- embedding (and lm_head quantisation, shared when tied)
     lm_w = W["model.embed_tokens.weight"] if cfg["tied"] else W["lm_head.weight"]
@@ -707,6 +735,10 @@ def hf_config(cfg):
         "tie_word_embeddings": cfg["tied"], "bos_token_id": tok["bos"],
         "eos_token_id": tok["eos"], "pad_token_id": tok["pad"], "torch_dtype": "bfloat16", "attention_bias": cfg["family"] == "qwen2",
     }
+    if cfg.get("longrope"):
+        lr = cfg["longrope"]
+        c.update({"original_max_position_embeddings": lr["original"],
+                  "rope_scaling": {"type": "longrope", "short_factor": lr["short_factor"], "long_factor": lr["long_factor"]}})
     if cfg["family"] == "gemma2":
         c["hidden_act"] = "gelu_pytorch_tanh"
         c.update({"hidden_activation": "gelu_pytorch_tanh", "query_pre_attn_scalar": cfg["query_pre_attn_scalar"],
@@ -774,6 +806,18 @@ def cfg_from_hf(path, tokdir):
         if mt == "gemma2" and c.get("pad_token_id") is not None:
             tk["pad"] = c["pad_token_id"]      # Gemma's <pad> is id 0
     cfg["tokens"] = tk
+    rs = c.get("rope_scaling") or {}
+    if rs.get("type", rs.get("rope_type")) in ("longrope", "su"):
+        hd2 = cfg["head"] // 2
+        sf, lf = rs.get("short_factor"), rs.get("long_factor")
+        if not (isinstance(sf, list) and isinstance(lf, list) and len(sf) == hd2 and len(lf) == hd2):
+            die("config: rope_scaling longrope: short_factor and long_factor must be lists of head_dim / 2 = %d" % hd2, 3)
+        orig = c.get("original_max_position_embeddings")
+        if not isinstance(orig, int) or not 0 < orig < cfg["context"]:
+            die("config: rope_scaling longrope: original_max_position_embeddings must be below max_position_embeddings", 3)
+        cfg["longrope"] = {"original": orig, "short_factor": sf, "long_factor": lf}
+    elif rs:
+        die("config: rope_scaling %r: only longrope is generated" % rs.get("type", rs.get("rope_type")), 3)
     if mt == "gemma2":
         act = c.get("hidden_activation") or c.get("hidden_act") or "gelu_pytorch_tanh"
         if act not in ("gelu_pytorch_tanh", "gelu_new", "gelu_fast"):

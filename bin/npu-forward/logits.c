@@ -55,6 +55,8 @@ int cmd_logits(int argc, char **argv)
     if (o.out_f32 && ogk_out_open(&out, o.out_f32, &e))
         ogk_die(OGK_EXIT_INPUT, "%s", e.msg);
     json_t *rows = json_array();
+    if (prefill) /* one sequence read in passes, as onnxruntime reads it in one run (LongRoPE, model.h) */
+        model_set_seq_end(s, n);
     for (int done = 0; done < n; done += per) {
         int k = n - done < per ? n - done : per;
         if (model_forward(s, ids + done, k, 1, &e))

@@ -209,6 +209,12 @@ int mdesc_config(model_config *c, const json_t *j, ogk_error *e, int *code, mdes
             return -1;
         }
         c->rope_interleaved = json_is_true(json_object_get(rope, "interleaved"));
+        const json_t *la = json_object_get(rope, "long_after");
+        if (la && !json_is_null(la) && (!json_is_integer(la) || json_integer_value(la) < 1 || json_integer_value(la) > INT32_MAX)) {
+            where_set(w, "%s", "rope.long_after");
+            return ogk_fail(e, "model description: rope.long_after is not a positive integer");
+        }
+        c->rope_long_after = la && json_is_integer(la) ? (int)json_integer_value(la) : 0;
     } else if (rope && !json_is_null(rope)) {
         where_set(w, "%s", "rope");
         return ogk_fail(e, "model description: \"rope\" is not an object");
@@ -264,7 +270,7 @@ static const char *const layer_roles[] = {
     "attn.v_bias", "attn.q_norm", "attn.k_norm", "attn.o", "attn.o_bias", "attn.out_norm", "post_attn_norm", "mlp.gate",
     "mlp.up", "mlp.down", "mlp.out_norm",
 };
-static const char *const top_roles[] = {"embed", "lm_head", "final_norm", "rope.cos", "rope.sin"};
+static const char *const top_roles[] = {"embed", "lm_head", "final_norm", "rope.cos", "rope.sin", "rope.cos_long", "rope.sin_long"};
 
 /* layer number of "layers.N.rest" (rest returned), -1 when not of that form */
 static long layer_of(const char *role, const char **rest)
@@ -519,28 +525,52 @@ int mdesc_check_tensors(model_config *c, const mdesc_tensor *t, size_t n, ogk_er
             goto out;
     if (want_floats(&s, "final_norm", D, 0))
         goto out;
-    /* RoPE: the pack's own cos/sin caches [rows, rope_dim/2]; the context is what they cover */
-    const mdesc_tensor *cs = find(&s, "rope.cos"), *sn = find(&s, "rope.sin");
-    if (!cs || !sn) {
-        fail_t(&s, cs ? "rope.sin" : "rope.cos", "missing (the model must carry the pack's RoPE caches)");
-        goto out;
-    }
-    for (int k = 0; k < 2; k++) {
-        const mdesc_tensor *r = k ? sn : cs;
-        if (r->ndim != 2 || r->shape[1] * 2 != (uint64_t)c->rope_dim || !r->shape[0]) {
-            fail_t(&s, r->role, "shape [%" PRIu64 ", %" PRIu64 "], want [rows, rope dim / 2 = %d]", r->shape[0],
-                   r->ndim > 1 ? r->shape[1] : 0, c->rope_dim / 2);
+    /* RoPE: the pack's own cos/sin caches [rows, rope_dim/2]; the context is what they cover. With LongRoPE
+     * (rope.long_after T) the long pair covers the context and the short one the first T positions. */
+    static const char *const pair[2][2] = {{"rope.cos", "rope.sin"}, {"rope.cos_long", "rope.sin_long"}};
+    uint64_t rows[2] = {0, 0};
+    for (int l = 0; l < 2; l++) {
+        const mdesc_tensor *cs = find(&s, pair[l][0]), *sn = find(&s, pair[l][1]);
+        if (l && !c->rope_long_after) {
+            if (cs || sn) {
+                fail_t(&s, cs ? cs->role : sn->role, "a long RoPE cache without rope.long_after in the description");
+                goto out;
+            }
+            break;
+        }
+        if (!cs || !sn) {
+            fail_t(&s, cs ? pair[l][1] : pair[l][0], "missing (the model must carry the pack's RoPE caches)");
             goto out;
         }
+        for (int k = 0; k < 2; k++) {
+            const mdesc_tensor *r = k ? sn : cs;
+            if (r->ndim != 2 || r->shape[1] * 2 != (uint64_t)c->rope_dim || !r->shape[0]) {
+                fail_t(&s, r->role, "shape [%" PRIu64 ", %" PRIu64 "], want [rows, rope dim / 2 = %d]", r->shape[0],
+                       r->ndim > 1 ? r->shape[1] : 0, c->rope_dim / 2);
+                goto out;
+            }
+        }
+        if (cs->shape[0] != sn->shape[0]) {
+            fail_t(&s, sn->role, "%" PRIu64 " rows, %s has %" PRIu64, sn->shape[0], cs->role, cs->shape[0]);
+            goto out;
+        }
+        rows[l] = cs->shape[0];
     }
-    if (cs->shape[0] != sn->shape[0]) {
-        fail_t(&s, "rope.sin", "%" PRIu64 " rows, rope.cos has %" PRIu64, sn->shape[0], cs->shape[0]);
+    uint64_t cover = c->rope_long_after ? rows[1] : rows[0];
+    if (cover < (uint64_t)c->context_length)
+        c->context_length = (int)cover; /* positions the caches cover */
+    /* the short pair serves sequences of up to long_after positions (the context's, when that is less) */
+    uint64_t short_rows = c->rope_long_after && (uint64_t)c->rope_long_after < (uint64_t)c->context_length
+                              ? (uint64_t)c->rope_long_after : (uint64_t)c->context_length;
+    if (rows[0] < short_rows) {
+        fail_t(&s, "rope.cos", "%" PRIu64 " rows, fewer than the %" PRIu64 " positions before rope.long_after", rows[0],
+               short_rows);
         goto out;
     }
-    if (cs->shape[0] < (uint64_t)c->context_length)
-        c->context_length = (int)cs->shape[0]; /* positions the caches cover */
-    uint64_t cnt = (uint64_t)c->context_length * (uint64_t)(c->rope_dim / 2);
-    if (want_floats(&s, "rope.cos", cnt, 1) || want_floats(&s, "rope.sin", cnt, 1))
+    uint64_t half = (uint64_t)(c->rope_dim / 2), cnt = (uint64_t)c->context_length * half;
+    if (want_floats(&s, "rope.cos", short_rows * half, 1) || want_floats(&s, "rope.sin", short_rows * half, 1))
+        goto out;
+    if (c->rope_long_after && (want_floats(&s, "rope.cos_long", cnt, 1) || want_floats(&s, "rope.sin_long", cnt, 1)))
         goto out;
     rc = 0;
 out:

@@ -50,6 +50,8 @@ typedef struct model_config {
     float rms_eps;
     int rope_dim;         /* rotary dims per head (<= head_dim), from the pack's cos/sin caches */
     int rope_interleaved; /* 0: rotate halves (GroupQueryAttention / RotaryEmbedding default) */
+    int rope_long_after;  /* LongRoPE (Phi-3): a pass over a sequence longer than this rotates with rope.cos_long /
+                           * rope.sin_long, a shorter one with rope.cos / rope.sin; 0: one pair */
     int qkv_bias;         /* qwen2: q, k, v projections have biases */
     int qk_norm;          /* qwen3: per-head RMSNorm of q and k before RoPE */
     int tied;             /* embedding = dequantised rows of lm_head */

@@ -272,6 +272,7 @@ int model_generate(model_state *s, model_sampler *sp, const int *prompt, int n, 
                         s->context - s->pos, m->c.context_length);
     double t0 = ogk_now();
     s->prof.sampling_ms = 0;
+    model_set_seq_end(s, s->pos + n); /* LongRoPE: the prompt is one sequence (model.h) */
     if (model_forward(s, prompt, n, 0, e))
         return -1;
     model_prof_print(s, "prefill");

@@ -192,9 +192,16 @@ static int bind_weights(model *m, ogk_error *e)
     if (cs->ndim == 2 && cs->shape[1] * 2 != (uint64_t)c->rope_dim)
         return ogk_fail(e, "tensor rope.cos: %llu columns, want rope dim / 2 = %d", (unsigned long long)cs->shape[1],
                         c->rope_dim / 2);
-    uint64_t cnt = (uint64_t)m->c.context_length * (c->rope_dim / 2);
-    if (!(m->w.rope_cos = plain_floats(m, "rope.cos", cs, cnt, 1, e)) ||
-        !(m->w.rope_sin = plain_floats(m, "rope.sin", sn, cnt, 1, e)))
+    uint64_t half = (uint64_t)(c->rope_dim / 2), cnt = (uint64_t)m->c.context_length * half;
+    /* LongRoPE: the short pair serves sequences up to rope_long_after, the long one the rest */
+    uint64_t short_cnt = c->rope_long_after && (uint64_t)c->rope_long_after < (uint64_t)m->c.context_length
+                             ? (uint64_t)c->rope_long_after * half : cnt;
+    if (!(m->w.rope_cos = plain_floats(m, "rope.cos", cs, short_cnt, 1, e)) ||
+        !(m->w.rope_sin = plain_floats(m, "rope.sin", sn, short_cnt, 1, e)))
+        return -1;
+    if (c->rope_long_after &&
+        (!(m->w.rope_cos_long = plain_floats(m, "rope.cos_long", q4nx_find(m->file, "rope.cos_long"), cnt, 1, e)) ||
+         !(m->w.rope_sin_long = plain_floats(m, "rope.sin_long", q4nx_find(m->file, "rope.sin_long"), cnt, 1, e))))
         return -1;
     return 0;
 }
@@ -334,7 +341,9 @@ void model_state_free(model_state *s)
     free(s);
 }
 
-void model_state_reset(model_state *s) { s->pos = 0; }
+void model_state_reset(model_state *s) { s->pos = 0, s->seq_end = 0; }
+
+void model_set_seq_end(model_state *s, int end) { s->seq_end = end > 0 ? end : 0; }
 
 int model_prefill_rows(const model_state *s) { return s->mode == KERN_I8 ? MODEL_CHUNK : MODEL_F32_CHUNK; }
 
@@ -505,7 +514,10 @@ static void rope(model_state *s, int pos0, int r0, int r1)
     const model_config *c = &s->m->c;
     int hd = c->head_dim, half = c->rope_dim / 2;
     for (int r = r0; r < r1; r++) {
-        const float *cs = s->m->w.rope_cos + (size_t)(pos0 + r) * half, *sn = s->m->w.rope_sin + (size_t)(pos0 + r) * half;
+        /* LongRoPE: the row's sequence is at least p + 1 long, and seq_end long while a prompt is read */
+        int p = pos0 + r, end = p + 1 > s->seq_end ? p + 1 : s->seq_end, lng = c->rope_long_after && end > c->rope_long_after;
+        const float *cs = (lng ? s->m->w.rope_cos_long : s->m->w.rope_cos) + (size_t)p * half,
+                    *sn = (lng ? s->m->w.rope_sin_long : s->m->w.rope_sin) + (size_t)p * half;
         for (int h = 0; h < c->n_heads; h++)
             rope_head(s->q + ((size_t)r * c->n_heads + h) * hd, cs, sn, c->rope_dim, c->rope_interleaved);
         for (int h = 0; h < c->n_kv_heads; h++)

@@ -46,6 +46,7 @@ typedef struct model_weights {
     const float *final_norm;    /* [dim] */
     const ogk_qtensor *lm_head; /* [vocab, dim] quantised */
     const float *rope_cos, *rope_sin; /* [context][rope_dim/2] the pack's caches */
+    const float *rope_cos_long, *rope_sin_long; /* LongRoPE (c.rope_long_after): the caches of longer sequences */
 } model_weights;
 
 typedef struct model_head model_head; /* the argmax head's per-row bounds of the classifier (head.c) */
@@ -75,6 +76,9 @@ typedef struct model_state {
     int logit_rows; /* rows of logits one pass can return (1, <= 16, or 128) */
     int mode;       /* enum kern_mode: KERN_F32 or KERN_I8 activations (the classifier: model_int.h) */
     int pos;        /* tokens already in the KV cache */
+    /* LongRoPE (model_config.rope_long_after): the row at position p rotates with the long caches when its
+     * sequence is longer than that: max(p + 1, seq_end) (model_set_seq_end) */
+    int seq_end;
     /* set by a caller that reads nothing of a logits row but its argmax (model_argmax: greedy decoding without
      * logprobs, a greedy verify): in i8 mode the classifier then runs in int8 and recomputes in 16-bit only
      * the entries that could be a row's maximum (head.c). The argmax is the full classifier's; the other
@@ -136,7 +140,13 @@ void model_state_free(model_state *s);
  * the server's slots). Use the states from one thread at a time (the pool is not reentrant). */
 model_state *model_state_new_shared(const model *m, int context, int logit_rows, int mode, kern_pool *pool,
                                     ogk_error *e);
-void model_state_reset(model_state *s); /* forget the cache (pos = 0) */
+void model_state_reset(model_state *s); /* forget the cache (pos = 0, seq_end = 0) */
+/* The length of the sequence now being read (a prompt's, however many calls or passes read it): as
+ * onnxruntime-genai reads a whole prompt in one run, a LongRoPE model (model_config.rope_long_after) then
+ * rotates all of it with the caches of a sequence that long. Past it (generated tokens, verify rows) the
+ * row at position p is in a sequence of p + 1, as in one-token steps, so a row's result does not depend on
+ * how rows are grouped into calls or passes. 0 (the default, and after model_state_reset): p + 1 alone. */
+void model_set_seq_end(model_state *s, int end);
 /* rows of one prefill pass in s's mode: MODEL_CHUNK in i8 mode, MODEL_F32_CHUNK in f32 mode */
 int model_prefill_rows(const model_state *s);
 

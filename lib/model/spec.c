@@ -13,6 +13,7 @@ static int is_stop(const model *m, int id, int ignore_eos) { return !ignore_eos 
 static int prefill(model_state *s, const int *prompt, int n, ogk_error *e)
 {
     model_state_reset(s);
+    model_set_seq_end(s, n); /* the whole prompt, its last token read later with the first drafts */
     return n > 1 ? model_forward(s, prompt, n - 1, 0, e) : 0;
 }
 

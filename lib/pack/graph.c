@@ -194,7 +194,7 @@ void pack_read_graph(pack *p)
         qsort(p->t, p->n_t, sizeof *p->t, pg_cmp_tensor);
 
     /* rope cache facts */
-    const pack_tensor *cos = pack_find(p, "rope.cos");
+    const pack_tensor *cos = pack_find(p, "rope.cos_long") ? pack_find(p, "rope.cos_long") : pack_find(p, "rope.cos");
     if (cos && cos->ndim == 2) {
         p->g.rope_rows = cos->shape[0];
         p->g.rope_dim = (int)cos->shape[1] * 2;

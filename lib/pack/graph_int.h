@@ -47,6 +47,7 @@ typedef struct {
     char *chain;       /* per node: part of the residual chain (norms, residual adds) */
     const pack_tensor *lm_head;
     int lm_head_b;     /* gval of lm_head's B */
+    int rope_if;       /* 1 + the If node picking the rotary caches, once walked (every layer reads it) */
 } G;
 
 static inline Onnx__NodeProto *node(const G *g, int i) { return g->g->node[i]; }

@@ -603,6 +603,8 @@ static void build_model(pack *p)
                              p->g.rope_interleaved >= 0 ? json_boolean(p->g.rope_interleaved) : json_null(),
                              "cache_rows", p->g.rope_rows ? json_integer((json_int_t)p->g.rope_rows) : json_null(),
                              "scaling", scaling ? json_deep_copy(scaling) : json_null());
+    if (p->g.rope_long_after) /* LongRoPE: rope.cos / rope.sin up to this length, rope.cos_long / sin_long past it */
+        json_object_set_new(rope, "long_after", json_integer((json_int_t)p->g.rope_long_after));
     json_t *padj = h_pad > 0 ? json_integer(pad) : json_array_size(eos) ? json_incref(json_array_get(eos, 0)) : json_null();
     const char *fam = family_of(type);
     p->model = json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}",

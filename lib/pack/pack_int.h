@@ -25,6 +25,7 @@ typedef struct {
     int rope_dim;         /* from the cache width, -1 unknown */
     int rope_dim_attr;    /* RotaryEmbedding rotary_embedding_dim, 0 absent */
     uint64_t rope_rows;
+    int64_t rope_long_after; /* LongRoPE: the long caches apply once the sequence is longer (0: one pair) */
     int gqa_heads, gqa_kv_heads; /* attention node attributes, 0 absent */
     int io_dtype;         /* enum ogk_dtype of the logits, 0 unknown */
     int has_rotary_nodes, has_gqa_rotary, separate_qkv, packed_qkv, has_position_ids, ryzenai_nodes;

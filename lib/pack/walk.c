@@ -121,6 +121,155 @@ static int scalar_of(G *g, const char *name, double *out)
     return 0;
 }
 
+/* The value of a one-element integer constant (int64 or int32): an initializer, or a Constant node's value /
+ * value_int. 0 with *out set; -1 otherwise. */
+static int int_scalar_of(G *g, const char *name, int64_t *out)
+{
+    const uint8_t *d = NULL;
+    int dt = 0;
+    int vi = name ? pg_init_of(g, name, NULL) : -1;
+    Onnx__TensorProto *t = NULL;
+    if (vi >= 0) {
+        if (pg_resolve(g, vi) <= 0 || g->v[vi].rt.numel != 1 || !g->v[vi].rt.data)
+            return -1;
+        g->v[vi].used = 1;
+        d = g->v[vi].rt.data, dt = g->v[vi].rt.dtype;
+    } else {
+        gval *v = name ? val(g, name) : NULL;
+        if (!v || v->producer < 0 || !is_op(g, v->producer, "Constant"))
+            return -1;
+        Onnx__AttributeProto *a = attr(g, v->producer, "value_int");
+        if (a && a->has_i) {
+            *out = a->i;
+            return 0;
+        }
+        a = attr(g, v->producer, "value");
+        t = a ? a->t : NULL;
+        if (!t || !t->has_data_type)
+            return -1;
+        for (size_t i = 0; i < t->n_dims; i++)
+            if (t->dims[i] != 1)
+                return -1;
+        dt = t->data_type;
+        if (t->has_raw_data && t->raw_data.len == pg_onnx_dtype_size(dt))
+            d = t->raw_data.data;
+        else if (dt == T_INT64 && t->n_int64_data == 1) {
+            *out = t->int64_data[0];
+            return 0;
+        } else if (dt == T_INT32 && t->n_int32_data == 1) {
+            *out = t->int32_data[0];
+            return 0;
+        }
+    }
+    if (d && dt == T_INT64) {
+        memcpy(out, d, 8);
+        return 0;
+    }
+    if (d && dt == T_INT32) {
+        int32_t x;
+        memcpy(&x, d, 4);
+        *out = x;
+        return 0;
+    }
+    return -1;
+}
+
+/* through Casts: the node producing v, or -1 */
+static int producer_through_casts(const G *g, const char *v)
+{
+    for (int hops = 0; v && hops < 8; hops++) {
+        gval *x = val(g, v);
+        if (!x || x->producer < 0)
+            return -1;
+        if (!is_op(g, x->producer, "Cast"))
+            return x->producer;
+        v = in(g, x->producer, 0);
+    }
+    return -1;
+}
+
+/* The output of an If branch named out: the value of the Constant node (or the branch initializer) writing
+ * it, registered under a name of its own ("<If>/then:<out>") as an initializer. -1 when it is neither. */
+static int branch_const(G *g, int ifn, const Onnx__GraphProto *b, const char *which, const char *out)
+{
+    Onnx__TensorProto *t = NULL;
+    for (size_t i = 0; b && out && i < b->n_node && !t; i++) {
+        const Onnx__NodeProto *nd = b->node[i];
+        if (nd->op_type && !strcmp(nd->op_type, "Constant") && nd->n_output == 1 && nd->output[0] && !strcmp(nd->output[0], out))
+            for (size_t k = 0; k < nd->n_attribute; k++)
+                if (nd->attribute[k]->name && !strcmp(nd->attribute[k]->name, "value"))
+                    t = nd->attribute[k]->t;
+    }
+    for (size_t i = 0; b && out && i < b->n_initializer && !t; i++)
+        if (b->initializer[i]->name && !strcmp(b->initializer[i]->name, out))
+            t = b->initializer[i];
+    if (!t)
+        return -1;
+    int vi = pg_val_get(g, pack_printf(g->p, "%s/%s:%s", nname(g, ifn), which, out));
+    g->v[vi].init = t;
+    return vi;
+}
+
+/* The RoPE caches a rotary node (RotaryEmbedding, or GroupQueryAttention with do_rotary) reads: initializers
+ * (roles rope.cos / rope.sin), or the two outputs of an If that picks between two pairs of Constant caches
+ * by the total sequence length (Phi-3's LongRoPE as onnxruntime-genai's builder writes it: the then branch
+ * when attention_mask's length > T, the long factors, as rope.cos_long / rope.sin_long; the else branch as
+ * rope.cos / rope.sin; T the description's rope.long_after). */
+static void emit_rope(G *g, int n, const char *cos, const char *sin)
+{
+    pack *p = g->p;
+    gval *cv = cos ? val(g, cos) : NULL;
+    int ifn = cv && !cv->init && cv->producer >= 0 && is_op(g, cv->producer, "If") ? cv->producer : -1;
+    if (ifn < 0) {
+        pg_emit_plain(g, n, cos, "rope.cos");
+        pg_emit_plain(g, n, sin, "rope.sin");
+        return;
+    }
+    if (g->rope_if == ifn + 1)
+        return; /* another layer's rotary node: walked already */
+    g->rope_if = ifn + 1;
+    const char *what = pack_printf(p, "node %s", nname(g, ifn));
+    Onnx__NodeProto *nd = node(g, ifn);
+    if (!sin || nd->n_output != 2 || !out(g, ifn, 0) || !out(g, ifn, 1) || strcmp(out(g, ifn, 0), cos) ||
+        strcmp(out(g, ifn, 1), sin)) {
+        pack_refuse(p, what, "unsupported_op", "If %s: the rotary caches are not its two outputs (cos, sin) in order", nname(g, ifn));
+        return;
+    }
+    /* the condition: Greater(total sequence length, T), the length being attention_mask's dim 1 */
+    int gt = producer_through_casts(g, in(g, ifn, 0)), ga = gt >= 0 && is_op(g, gt, "Greater") ? producer_through_casts(g, in(g, gt, 0)) : -1;
+    int sh = ga >= 0 && is_op(g, ga, "Gather") ? producer_through_casts(g, in(g, ga, 0)) : -1;
+    int64_t T = 0, idx = -1;
+    gval *mask = sh >= 0 && is_op(g, sh, "Shape") && in(g, sh, 0) ? val(g, in(g, sh, 0)) : NULL;
+    if (!mask || !mask->is_input || strcmp(mask->name, "attention_mask") || int_scalar_of(g, in(g, ga, 1), &idx) ||
+        idx != 1 || attr_i(g, ga, "axis", 0, NULL) != 0 || attr_i(g, sh, "start", 0, NULL) != 0 ||
+        int_scalar_of(g, in(g, gt, 1), &T) || T < 1 || T > INT32_MAX) {
+        pack_refuse(p, what, "unsupported_op",
+                    "If %s picks the rotary caches on a condition other than Greater(attention_mask's length, a constant)",
+                    nname(g, ifn));
+        return;
+    }
+    Onnx__AttributeProto *tb = attr(g, ifn, "then_branch"), *eb = attr(g, ifn, "else_branch");
+    const Onnx__GraphProto *bt = tb ? tb->g : NULL, *be = eb ? eb->g : NULL;
+    static const char *const roles[2][2] = {{"rope.cos", "rope.sin"}, {"rope.cos_long", "rope.sin_long"}};
+    for (int k = 0; k < 2; k++) { /* k 0: else (short), 1: then (long) */
+        const Onnx__GraphProto *b = k ? bt : be;
+        for (int j = 0; j < 2; j++) {
+            const char *bo = b && b->n_output == 2 && b->output[j]->name ? b->output[j]->name : NULL;
+            int vi = branch_const(g, ifn, b, k ? "then" : "else", bo);
+            if (vi < 0) {
+                pack_refuse(p, what, "unsupported_op", "If %s: its %s branch's output %d is not a Constant node's value",
+                            nname(g, ifn), k ? "then" : "else", j);
+                return;
+            }
+            pg_emit_plain(g, ifn, g->v[vi].name, roles[k][j]);
+        }
+    }
+    if (p->g.rope_long_after && p->g.rope_long_after != T)
+        pack_refuse(p, what, "unsupported_op", "rotary caches switched after %lld positions here, after %lld elsewhere",
+                    (long long)T, (long long)p->g.rope_long_after);
+    p->g.rope_long_after = T;
+}
+
 /* The other operand of a two-input node whose operand `x` is given (NULL when x is not one of them). */
 static const char *other_input(const G *g, int n, const char *x)
 {
@@ -280,8 +429,7 @@ static void trace(G *g, int n, int attn, int depth, int *path, int plen, proj_in
                             pi->norm_node[s] = q;
                         else if (is_op(g, q, "RotaryEmbedding")) {
                             g->p->g.has_rotary_nodes = 1;
-                            pg_emit_plain(g, q, in(g, q, 2), "rope.cos");
-                            pg_emit_plain(g, q, in(g, q, 3), "rope.sin");
+                            emit_rope(g, q, in(g, q, 2), in(g, q, 3));
                             g->p->g.rope_interleaved = (int)attr_i(g, q, "interleaved", 0, NULL);
                             int have;
                             int64_t rd = attr_i(g, q, "rotary_embedding_dim", 0, &have);
@@ -389,8 +537,7 @@ static void walk_attention(G *g, int layer, const char *start, int *nodes, size_
         if (attr_i(g, attn, "do_rotary", 0, NULL)) {
             p->g.has_gqa_rotary = 1;
             p->g.rope_interleaved = (int)attr_i(g, attn, "rotary_interleaved", 0, NULL);
-            pg_emit_plain(g, attn, in(g, attn, 7), "rope.cos");
-            pg_emit_plain(g, attn, in(g, attn, 8), "rope.sin");
+            emit_rope(g, attn, in(g, attn, 7), in(g, attn, 8));
         }
     }
     proj_info pi[8];

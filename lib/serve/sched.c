@@ -275,6 +275,11 @@ static int reusable(const serve_sched *S, const serve_slot *sl, const int *p, in
 {
     if (!S->prefix_cache)
         return 0;
+    /* LongRoPE: a prompt longer than rope_long_after is rotated with the long caches throughout, a shorter
+     * one with the short ones; the cache holds the last prompt's (s->seq_end) */
+    int T = S->m->c.rope_long_after;
+    if (T && (sl->s->seq_end > T) != (n > T))
+        return 0;
     int lim = sl->s->pos < n - 1 ? sl->s->pos : n - 1, c = 0;
     while (c < lim && sl->hist[c] == p[c])
         c++;
@@ -354,8 +359,11 @@ static void start_job(serve_sched *S, serve_slot *sl, serve_job *j)
     r = reusable(S, sl, j->prompt, j->n_prompt);
     sl->j = j, sl->phase = SLOT_PREFILL, sl->done = r, sl->gen = 0, sl->t_prompt_done = 0;
     sl->s->pos = r;
+    model_set_seq_end(sl->s, j->n_prompt); /* the prompt is one sequence however its passes cut it */
     if (sl->d && sl->d->pos > r)
         sl->d->pos = r;
+    if (sl->d)
+        model_set_seq_end(sl->d, j->n_prompt);
     if (sl->n_full > r)
         sl->n_full = r;
     model_stopper_init(&sl->st, j->stops, j->n_stops);

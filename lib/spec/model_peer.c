@@ -78,6 +78,7 @@ int spec_model_time_passes(model_state *s, const int *prompt, int np, int rows, 
         return ogk_fail(e, "cannot time a pass of %d rows after %d tokens (context %d, %d logit rows)", rows, np,
                         s->context, s->logit_rows);
     model_state_reset(s);
+    model_set_seq_end(s, np);
     if (np > 1 && model_forward(s, prompt, np - 1, 0, e))
         return -1;
     int toks[SPEC_K_MAX + 1];
