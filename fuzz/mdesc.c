@@ -22,8 +22,14 @@ static size_t want(const model_config *c, mdesc_tensor *t, char (*names)[64], si
     if (!c->tied)
         ADD("embed", MDESC_F16, c->vocab_size, c->dim);
     ADD("final_norm", MDESC_F32, c->dim, 0);
-    ADD("rope.cos", MDESC_F32, c->context_length, c->rope_dim / 2);
-    ADD("rope.sin", MDESC_F32, c->context_length, c->rope_dim / 2);
+    /* LongRoPE: the short pair covers the positions up to long_after, the long one the context */
+    int T = c->rope_long_after, short_rows = T && T < c->context_length ? T : c->context_length;
+    ADD("rope.cos", MDESC_F32, short_rows, c->rope_dim / 2);
+    ADD("rope.sin", MDESC_F32, short_rows, c->rope_dim / 2);
+    if (T) {
+        ADD("rope.cos_long", MDESC_F32, c->context_length, c->rope_dim / 2);
+        ADD("rope.sin_long", MDESC_F32, c->context_length, c->rope_dim / 2);
+    }
     char r[64];
     for (int l = 0; l < c->n_layers && l < 4; l++) {
 #define L(s) (snprintf(r, sizeof r, "layers.%d.%s", l, s), r)
@@ -67,7 +73,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     FUZZ_CHECK(c.context_length > 0 && c.rope_dim <= c.head_dim && c.rope_dim % 2 == 0 && c.n_eos <= MODEL_MAX_EOS);
     FUZZ_CHECK(c.bos_id < c.vocab_size && c.pad_id < c.vocab_size);
     FUZZ_CHECK(c.activation >= MODEL_ACT_SILU && c.activation <= MODEL_ACT_GELU && c.embed_scale > 0 && c.attn_scale > 0);
-    FUZZ_CHECK(c.attn_softcap >= 0 && c.final_softcap >= 0 && c.window >= 0);
+    FUZZ_CHECK(c.attn_softcap >= 0 && c.final_softcap >= 0 && c.window >= 0 && c.rope_long_after >= 0);
     for (int l = 0; l < c.n_layers && l < MODEL_MAX_WINDOW_LAYERS; l++)
         FUZZ_CHECK(!model_layer_windowed(&c, l) || c.window > 0);
     for (int i = 0; i < c.n_eos; i++)

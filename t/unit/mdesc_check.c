@@ -182,6 +182,39 @@ int main(void)
                "an out norm in a qwen2 model is refused naming it (%s)", e.msg);
     }
 
+    { /* LongRoPE: rope.long_after T wants the long pair (context rows) and a short pair of T rows or more */
+        model_config c2;
+        ogk_error e2;
+        TAP_OK(cfg("rope", "{\"dim\":16,\"long_after\":16}", &c2, &e2, &code, &w) == 0 && c2.rope_long_after == 16,
+               "rope.long_after is read");
+        TAP_OK(cfg("rope", "{\"dim\":16,\"long_after\":0}", &c2, &e2, &code, &w) == -1 && !strcmp(w.key, "rope.long_after"),
+               "a rope.long_after of 0 is refused naming it (%s)", e2.msg);
+        cfg("rope", "{\"dim\":16,\"long_after\":16}", &c2, &e2, &code, &w);
+        model_config c3 = c2;
+        tensors();
+        TAP_OK(mdesc_check_tensors(&c3, T, nt, &e2, &w) == -1 && !strcmp(w.key, "tensor rope.cos_long"),
+               "long_after without the long pair: refused naming it (%s)", e2.msg);
+        add("rope.cos_long", MDESC_F32, 64, 8);
+        add("rope.sin_long", MDESC_F32, 64, 8);
+        for (size_t i = 0; i < nt; i++) /* the short pair: 16 rows */
+            if (!strcmp(T[i].role, "rope.cos") || !strcmp(T[i].role, "rope.sin"))
+                T[i].shape[0] = 16;
+        c3 = c2;
+        TAP_OK(mdesc_check_tensors(&c3, T, nt, &e2, &w) == 0 && c3.context_length == 64,
+               "a short pair of long_after rows and a long pair of the context's: the context stays 64 (%s)", e2.msg);
+        for (size_t i = 0; i < nt; i++)
+            if (!strcmp(T[i].role, "rope.cos") || !strcmp(T[i].role, "rope.sin"))
+                T[i].shape[0] = 15;
+        c3 = c2;
+        TAP_OK(mdesc_check_tensors(&c3, T, nt, &e2, &w) == -1 && !strcmp(w.key, "tensor rope.cos"),
+               "a short pair with fewer rows than long_after: refused (%s)", e2.msg);
+        c3 = c;
+        tensors();
+        add("rope.cos_long", MDESC_F32, 64, 8);
+        add("rope.sin_long", MDESC_F32, 64, 8);
+        TAP_OK(mdesc_check_tensors(&c3, T, nt, &e2, &w) == -1 && !strcmp(w.key, "tensor rope.cos_long"),
+               "a long pair without rope.long_after: refused naming it (%s)", e2.msg);
+    }
     c2 = c;
     tensors();
     add("layers.2.mlp.up", MDESC_Q4, 64, 32);
