@@ -77,6 +77,18 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof sch / sizeof *sch; i++)
         one(name, v, V, p, "json_schema", sch[i], reps);
     jg_prog_free(p);
+    /* the same with bounds: a string's maxLength (plain pieces up to the room left go without a walk), an
+     * integer's range (every digit piece walked) */
+    sj = json_loads("{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":40},"
+                    "\"age\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":150}},\"required\":[\"name\",\"age\"]}",
+                    0, &je);
+    p = jg_prog_new();
+    jg_prog_schema(p, jg_schema_compile(sj, err, sizeof err));
+    json_decref(sj);
+    static const char *const bnd[] = {"{\"name\": \"Ann", "{\"name\": \"Ann\", \"age\": 4"};
+    for (size_t i = 0; i < sizeof bnd / sizeof *bnd; i++)
+        one(name, v, V, p, "json_schema_bounds", bnd[i], reps);
+    jg_prog_free(p);
     jg_vocab_free(v);
     tok_free(t);
     return 0;

@@ -476,20 +476,23 @@ struct jg_vocab {
     char *bytes;
     size_t max_len;
     uint8_t *plain; /* [V]: the piece leaves a string's plain state as it found it (text, escapes, whole characters) */
+    uint16_t *chars; /* [V]: a plain piece's characters (a \u pair one), for strings with a maxLength */
 };
 
 /* inside a string, between characters: where plain pieces are taken as they are */
-static int string_counted(const jg_state *s, const jg_schema *sc);
-static int string_plain(const jg_state *s)
+static uint32_t string_room(const jg_state *s, const jg_schema *sc);
+/* inside a string, between characters: plain pieces of up to the returned number of characters are taken
+ * as they are (UINT32_MAX: any; 0: none, walk every piece) */
+static uint32_t string_plain(const jg_state *s)
 {
     if (s->mode != J_STR || s->sub != S_CH || s->need || s->hi_sur)
         return 0;
     if (!s->prog)
-        return 1;
+        return UINT32_MAX;
     if (s->seg >= s->prog->nseg || (s->prog->seg[s->seg].kind != JG_OBJECT && s->prog->seg[s->seg].kind != JG_SCHEMA))
         return 0;
     const jg_schema *sc = s->prog->seg[s->seg].kind == JG_SCHEMA ? seg_schema(s, s->seg) : NULL;
-    return !sc || !s->fdepth || !string_counted(s, sc);
+    return !sc || !s->fdepth ? UINT32_MAX : string_room(s, sc);
 }
 
 static int by_piece(const void *a, const void *b, void *arg)
@@ -535,7 +538,7 @@ jg_vocab *jg_vocab_build(int V, jg_piece_fn piece, void *arg, ogk_error *e)
         v->off[i + 1] = used;
     }
     qsort_r(v->id, (size_t)v->n, sizeof *v->id, by_piece, v);
-    if (!(v->plain = calloc((size_t)V, 1)))
+    if (!(v->plain = calloc((size_t)V, 1)) || !(v->chars = calloc((size_t)V, sizeof *v->chars)))
         goto oom;
     for (int k = 0; k < v->n; k++) {
         size_t n;
@@ -543,10 +546,16 @@ jg_vocab *jg_vocab_build(int V, jg_piece_fn piece, void *arg, ogk_error *e)
         jg_state a;
         jg_init(&a);
         a.mode = J_STR, a.depth = 1, a.stack = 1;
-        size_t i = 0;
-        while (i < n && feed(&a, (unsigned char)p[i]) && a.mode == J_STR) /* never out of the string */
-            i++;
-        v->plain[v->id[k]] = i == n && string_plain(&a);
+        size_t i = 0, chars = 0;
+        for (; i < n; i++) { /* never out of the string; a character starts as in feed_schema's count */
+            unsigned char c = (unsigned char)p[i];
+            int starts = a.sub == S_CH && !a.need && c != '"';
+            if (!feed(&a, c) || a.mode != J_STR)
+                break;
+            chars += starts;
+        }
+        v->chars[v->id[k]] = chars < UINT16_MAX ? (uint16_t)chars : UINT16_MAX;
+        v->plain[v->id[k]] = i == n && string_plain(&a) != 0;
     }
     for (int k = 0; k < v->n; k++) {
         uint32_t l = 0;
@@ -573,7 +582,7 @@ void jg_vocab_free(jg_vocab *v)
 {
     if (!v)
         return;
-    free(v->id), free(v->lcp), free(v->off), free(v->bytes), free(v->plain);
+    free(v->id), free(v->lcp), free(v->off), free(v->bytes), free(v->plain), free(v->chars);
     free(v);
 }
 
@@ -600,12 +609,12 @@ int jg_allowed(const jg_vocab *v, const jg_state *s, uint8_t *allowed)
     st[0] = *s;
     /* inside a string, plain pieces are taken without a walk; the others resume from the bytes they share
      * with the last piece walked (the least of the common prefixes in between) */
-    const int fast = string_plain(s);
+    const uint32_t room = string_plain(s); /* plain pieces of up to this many characters go without a walk */
     size_t have = 0, dead = (size_t)-1, lrun = (size_t)-1;
     int count = 0;
     for (int k = 0; k < v->n; k++) {
         size_t n, l = v->lcp[k] < lrun ? v->lcp[k] : lrun;
-        if (fast && v->plain[v->id[k]]) {
+        if (room && v->plain[v->id[k]] && v->chars[v->id[k]] <= room) {
             allowed[v->id[k]] = 1, count++;
             lrun = l;
             continue;
@@ -1168,11 +1177,13 @@ static int num_step(jg_state *s, const jnode *n, unsigned char c)
     return num_live(n, s, 0);
 }
 
-/* a string with bounds on its length: the fast path for plain pieces (jg_allowed) must not take it */
-static int string_counted(const jg_state *s, const jg_schema *sc)
+/* the characters a string may still take (its maxLength less those written; UINT32_MAX: no bound) */
+static uint32_t string_room(const jg_state *s, const jg_schema *sc)
 {
     const jnode *n = &sc->node[s->f[s->fdepth - 1].node];
-    return n->kind == K_STRING && (n->cmin || n->cmax != UINT32_MAX);
+    if (n->kind != K_STRING || n->cmax == UINT32_MAX)
+        return UINT32_MAX;
+    return n->cmax > s->f[s->fdepth - 1].count ? n->cmax - s->f[s->fdepth - 1].count : 0;
 }
 
 /* the first byte of the top frame's value */
