@@ -103,14 +103,14 @@ check(jobj !== null && typeof jobj === 'object' && !Array.isArray(jobj),
 // json_schema (strict, as the SDK's helpers send it): the answer keeps to the schema
 const js = await client.chat.completions.create({ model: modelId, messages: q, max_tokens: 200, temperature: 0,
   response_format: { type: 'json_schema', json_schema: { name: 'pet', strict: true, schema: { type: 'object',
-    properties: { kind: { enum: ['cat', 'dog'] }, legs: { type: 'integer' }, wild: { type: 'boolean' } },
+    properties: { kind: { enum: ['cat', 'dog'] }, legs: { type: 'integer', minimum: 0, maximum: 8 }, wild: { type: 'boolean' } },
     required: ['kind', 'legs', 'wild'], additionalProperties: false } } } });
 let pet = null;
 try { pet = JSON.parse(js.choices[0].message.content); } catch { /* checked below */ }
-check(js.choices[0].finish_reason === 'stop' && pet !== null && ['cat', 'dog'].includes(pet.kind) && Number.isInteger(pet.legs) &&
+check(js.choices[0].finish_reason === 'stop' && pet !== null && ['cat', 'dog'].includes(pet.kind) && Number.isInteger(pet.legs) && pet.legs >= 0 && pet.legs <= 8 &&
   typeof pet.wild === 'boolean' && Object.keys(pet).join() === 'kind,legs,wild', 'response_format json_schema: an object of the schema', js.choices[0]);
 let status = 0;
-try { await client.chat.completions.create({ model: modelId, messages: q, max_tokens: 2, response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'object', properties: { n: { type: 'integer', minimum: 0 } } } } } }); } catch (e) { status = e.status; }
+try { await client.chat.completions.create({ model: modelId, messages: q, max_tokens: 2, response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'object', properties: { n: { type: 'integer', multipleOf: 2 } } } } } }); } catch (e) { status = e.status; }
 check(status === 400, 'a json_schema keyword the server cannot keep to: the SDK raises a 400', status);
 
 status = 0;
