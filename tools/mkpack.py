@@ -17,7 +17,9 @@ intermediate_size, num_hidden_layers, num_attention_heads, num_key_value_heads, 
 (optional), rms_norm_eps, rope_theta, vocab_size, tie_word_embeddings,
 max_position_embeddings, bos/eos/pad_token_id; gemma2 also query_pre_attn_scalar (256),
 attn_logit_softcapping and final_logit_softcapping (null: none), sliding_window (4096; null: none),
-hidden_activation gelu_pytorch_tanh); --weights an .npz of float arrays named as
+hidden_activation gelu_pytorch_tanh; any family: rope_scaling {"type": "longrope", short_factor,
+long_factor (head_dim / 2 each)} with original_max_position_embeddings below max_position_embeddings
+writes the builder's LongRoPE If between a long and a short pair of Constant rotary caches); --weights an .npz of float arrays named as
 in Hugging Face, torch Linear convention [out, in]: model.embed_tokens.weight,
 model.layers.{i}.self_attn.{q,k,v,o}_proj.weight (+ q/k/v .bias for qwen2,
 self_attn.{q,k}_norm.weight for qwen3), model.layers.{i}.mlp.{gate,up,down}_proj.weight,
