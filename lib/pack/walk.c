@@ -80,6 +80,25 @@ static int float_at(const uint8_t *d, int dt, double *out)
     return 0;
 }
 
+/* The attribute `which` of the Constant node writing value name (NULL: no such node or attribute) */
+static Onnx__AttributeProto *const_attr(const G *g, const char *name, const char *which)
+{
+    gval *v = name ? val(g, name) : NULL;
+    return v && v->producer >= 0 && is_op(g, v->producer, "Constant") ? attr(g, v->producer, which) : NULL;
+}
+
+/* A one-element tensor (every dim 1), or NULL */
+static Onnx__TensorProto *one_element(Onnx__AttributeProto *a)
+{
+    Onnx__TensorProto *t = a ? a->t : NULL;
+    if (!t || !t->has_data_type)
+        return NULL;
+    for (size_t i = 0; i < t->n_dims; i++)
+        if (t->dims[i] != 1)
+            return NULL;
+    return t;
+}
+
 /* The value of a one-element float constant: an initializer, or a Constant node's value / value_float (the
  * builder's "/model/constants/FLOAT/48.0"). 0 with *out set; -1 when name is neither. */
 static int scalar_of(G *g, const char *name, double *out)
@@ -91,21 +110,14 @@ static int scalar_of(G *g, const char *name, double *out)
         g->v[vi].used = 1;
         return float_at(g->v[vi].rt.data, g->v[vi].rt.dtype, out);
     }
-    gval *v = name ? val(g, name) : NULL;
-    if (!v || v->producer < 0 || !is_op(g, v->producer, "Constant"))
-        return -1;
-    Onnx__AttributeProto *a = attr(g, v->producer, "value_float");
+    Onnx__AttributeProto *a = const_attr(g, name, "value_float");
     if (a && a->has_f) {
         *out = a->f;
         return 0;
     }
-    a = attr(g, v->producer, "value");
-    Onnx__TensorProto *t = a ? a->t : NULL;
-    if (!t || !t->has_data_type)
+    Onnx__TensorProto *t = one_element(const_attr(g, name, "value"));
+    if (!t)
         return -1;
-    for (size_t i = 0; i < t->n_dims; i++)
-        if (t->dims[i] != 1)
-            return -1;
     size_t es = pg_onnx_dtype_size(t->data_type);
     if (t->has_raw_data)
         return es && t->raw_data.len == es ? float_at(t->raw_data.data, t->data_type, out) : -1;
@@ -135,21 +147,13 @@ static int int_scalar_of(G *g, const char *name, int64_t *out)
         g->v[vi].used = 1;
         d = g->v[vi].rt.data, dt = g->v[vi].rt.dtype;
     } else {
-        gval *v = name ? val(g, name) : NULL;
-        if (!v || v->producer < 0 || !is_op(g, v->producer, "Constant"))
-            return -1;
-        Onnx__AttributeProto *a = attr(g, v->producer, "value_int");
+        Onnx__AttributeProto *a = const_attr(g, name, "value_int");
         if (a && a->has_i) {
             *out = a->i;
             return 0;
         }
-        a = attr(g, v->producer, "value");
-        t = a ? a->t : NULL;
-        if (!t || !t->has_data_type)
+        if (!(t = one_element(const_attr(g, name, "value"))))
             return -1;
-        for (size_t i = 0; i < t->n_dims; i++)
-            if (t->dims[i] != 1)
-                return -1;
         dt = t->data_type;
         if (t->has_raw_data && t->raw_data.len == pg_onnx_dtype_size(dt))
             d = t->raw_data.data;
