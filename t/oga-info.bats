@@ -226,6 +226,33 @@ mutation_case() { # MUTATION CODE WHAT-substring
 @test "refused: a softcap on some attention nodes, not all"   { mutation_case gqa-softcap-one unsupported_op graph; }
 @test "refused: attention scales that differ between layers"  { mutation_case gqa-scale-mixed unsupported_op "layer 1 attention"; }
 @test "refused: MultiHeadAttention neither causal nor masked" { mutation_case mha-bidirectional unsupported_op "layer 0 attention"; }
+# norms: what the runtime computes (the model's one epsilon, the last axis, nothing added before the norm, one kind)
+@test "refused: a norm with another epsilon, over another axis, with a bias added before it" {
+  mutation_case norm-eps unsupported_op layers.1.input_norm
+  mutation_case norm-axis unsupported_op layers.0.input_norm
+  mutation_case norm-prebias unsupported_op layers.0.post_attn_norm
+}
+@test "olmo: LayerNorms import with their biases (norm layer), without them too; an RMSNorm among them is refused" {
+  local s d
+  for s in "cpu tied" "amd untied"; do
+    run oga-info -q "$(fixture olmo $s)"
+    [ "$status" -eq 0 ] || { echo "$s: $output"; return 1; }
+    echo "$output" | jq -e '.norm == "layer" and .by_role["input_norm_bias"].count == 2 and
+      .by_role["post_attn_norm_bias"].count == 2 and .by_role["final_norm_bias"].count == 1'
+  done
+  run oga-info -q "$(fixture llama cpu tied)"
+  [ "$(echo "$output" | jq -r .norm)" = rms ]
+  d=$BATS_TEST_TMPDIR/olmo-nobias
+  /usr/bin/python3 "$TOP/t/pack-mutate.py" "$(fixture olmo amd untied)" "$d" norm-nobias
+  run oga-info -q "$d"
+  [ "$status" -eq 0 ] && echo "$output" | jq -e '.norm == "layer" and ([.by_role | keys[] | select(endswith("_bias"))] == [])'
+  d=$BATS_TEST_TMPDIR/olmo-mixed
+  /usr/bin/python3 "$TOP/t/pack-mutate.py" "$(fixture olmo cpu tied)" "$d" norm-mixed
+  run --separate-stderr oga-info -q "$d"
+  [ "$status" -eq 3 ]
+  echo "$output" | jq -e '[.refusals[] | select(.what == "layers.1.input_norm" and .code == "unsupported_op" and
+    (.reason | contains("an RMSNorm where the model'"'"'s norms are LayerNorms")))] | length == 1'
+}
 # what Gemma 2 brings, on any family's graph: carried into the model description, which the runtime applies
 @test "sliding window, softcap and a custom scale on every attention node: importable, in the description" {
   local s o

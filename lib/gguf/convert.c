@@ -116,11 +116,44 @@ static int one(planner *pl, const char *name, const char *role, uint32_t rows, u
     return quant(pl, name, 1, &role, &rows, &perm, k);
 }
 
+/* olmo: llama.cpp's norms have no weight and no bias, so the pack's weight must be exactly 1 and its bias
+ * (optional) exactly 0 everywhere, as the builder writes OLMo's: nothing is written, any other value refused */
+static int unit_norm(planner *pl, const char *role, const char *bias_role, uint64_t n)
+{
+    for (int b = 0; b < 2; b++) {
+        const char *r = b ? bias_role : role;
+        const ogk_qtensor *t = take(pl, r);
+        if (!t) {
+            if (b)
+                continue;
+            return ogk_fail(pl->e, "tensor %s: missing", r);
+        }
+        if (!is_float(t->dtype) || plain_count(t) != n)
+            return ogk_fail(pl->e, "tensor %s: %s with %llu elements, want a float vector of %llu", r,
+                            ogk_dtype_name(t->dtype), (unsigned long long)plain_count(t), (unsigned long long)n);
+        for (uint64_t i = 0; i < n; i++) {
+            float v;
+            if (t->dtype == OGK_F32)
+                memcpy(&v, (const uint8_t *)t->data + i * 4, 4);
+            else {
+                uint16_t h;
+                memcpy(&h, (const uint8_t *)t->data + i * 2, 2);
+                v = t->dtype == OGK_F16 ? ogk_f16_to_f32(h) : ogk_bf16_to_f32(h);
+            }
+            if (v != (b ? 0.0f : 1.0f))
+                return ogk_fail(pl->e, "tensor %s: element %llu is %g, not %d: llama.cpp's olmo norms have no %s", r,
+                                (unsigned long long)i, (double)v, !b, b ? "bias" : "weight");
+        }
+    }
+    return 0;
+}
+
 typedef struct {
     const char *arch;
     uint32_t vocab, dim, ff, layers, heads, kv_heads, head_dim, rope_dim, ctx;
     float eps, theta;
     int tied, qkv_bias, qk_norm;
+    int layer_norm; /* olmo: LayerNorms (llama.cpp's take no weights) */
     /* gemma2 */
     float attn_softcap, final_softcap;
     uint32_t window;       /* 0: no sliding window */
@@ -240,9 +273,16 @@ static int read_dims(const q4nx_file *f, dims *d, ogk_error *e)
         d->arch = "phi3";
     else if (!strcmp(fam, "gemma2"))
         d->arch = "gemma2";
+    else if (!strcmp(fam, "olmo"))
+        d->arch = "olmo";
     else
-        return ogk_fail(e, "family \"%s\": no llama.cpp architecture for it here (llama, mistral, qwen2, qwen3, phi3, gemma2)",
-                        fam);
+        return ogk_fail(e, "family \"%s\": no llama.cpp architecture for it here (llama, mistral, qwen2, qwen3, phi3, gemma2, "
+                        "olmo)", fam);
+    const json_t *nk = json_object_get(m, "norm");
+    d->layer_norm = json_is_string(nk) && !strcmp(json_string_value(nk), "layer");
+    if (d->layer_norm != !strcmp(d->arch, "olmo"))
+        return ogk_fail(e, "norm \"%s\": llama.cpp's %s norms with %s", d->layer_norm ? "layer" : "rms", d->arch,
+                        d->layer_norm ? "RMSNorm" : "a LayerNorm");
     if (geti(m, "vocab_size", &d->vocab, 1, e) || geti(m, "hidden_size", &d->dim, 1, e) ||
         geti(m, "intermediate_size", &d->ff, 1, e) || geti(m, "num_layers", &d->layers, 1, e) ||
         geti(m, "num_heads", &d->heads, 1, e) || geti(m, "num_kv_heads", &d->kv_heads, 1, e) ||
@@ -275,9 +315,12 @@ static int read_dims(const q4nx_file *f, dims *d, ogk_error *e)
     }
     if (d->rope_dim > d->head_dim || d->rope_dim % 2)
         return ogk_fail(e, "rope dim %u does not fit head_dim %u", d->rope_dim, d->head_dim);
-    if (!strcmp(d->arch, "llama") && d->rope_dim != d->head_dim)
-        return ogk_fail(e, "llama with partial rotary (rope dim %u < head_dim %u): llama.cpp's llama requires full "
-                        "rotary", d->rope_dim, d->head_dim);
+    if ((!strcmp(d->arch, "llama") || !strcmp(d->arch, "olmo")) && d->rope_dim != d->head_dim)
+        return ogk_fail(e, "%s with partial rotary (rope dim %u < head_dim %u): llama.cpp's %s requires full "
+                        "rotary", d->arch, d->rope_dim, d->head_dim, d->arch);
+    if (!strcmp(d->arch, "olmo") && d->heads * d->head_dim != d->dim)
+        return ogk_fail(e, "olmo with heads x head_dim %u != hidden %u: llama.cpp's olmo cannot hold it",
+                        d->heads * d->head_dim, d->dim);
     if (!strcmp(d->arch, "phi3") && d->heads * d->head_dim != d->dim)
         return ogk_fail(e, "phi3 with heads x head_dim %u != hidden %u: llama.cpp's phi3 cannot hold it",
                         d->heads * d->head_dim, d->dim);
@@ -315,9 +358,10 @@ static int build_plan(planner *pl, const dims *d)
     const q4nx_file *f = pl->f;
     ogk_error *e = pl->e;
     uint32_t qd = d->heads * d->head_dim, kvd = d->kv_heads * d->head_dim;
-    /* llama.cpp's llama rotates adjacent pairs (its converter permutes q and k rows); the other three
+    /* llama.cpp's llama and olmo rotate adjacent pairs (its converter permutes q and k rows); the other
      * families rotate halves, as the pack does */
-    uint32_t perm = !strcmp(d->arch, "llama") ? d->head_dim : 0;
+    int olmo = !strcmp(d->arch, "olmo");
+    uint32_t perm = !strcmp(d->arch, "llama") || olmo ? d->head_dim : 0;
     /* embedding: the tied lm_head's rows, or its own tensor (quantised or float) */
     if (d->tied) {
         if (one(pl, "token_embd.weight", "lm_head", d->vocab, d->dim, 0))
@@ -347,7 +391,8 @@ static int build_plan(planner *pl, const dims *d)
         char n[80], r[80], r2[80], r3[80];
 #define N(s) (snprintf(n, sizeof n, "blk.%u.%s", l, s), n)
 #define R(buf, s) (snprintf(buf, sizeof buf, "layers.%u.%s", l, s), buf)
-        if (vec(pl, N("attn_norm.weight"), R(r, "input_norm"), d->dim, 1))
+        if (olmo ? unit_norm(pl, R(r, "input_norm"), R(r2, "input_norm_bias"), d->dim)
+                 : vec(pl, N("attn_norm.weight"), R(r, "input_norm"), d->dim, 1))
             return -1;
         if (q4nx_find(f, R(r, "attn.qkv"))) {
             /* the pack's fused q|k|v rows stay fused (llama.cpp's attn_qkv), q and k permuted for llama */
@@ -381,7 +426,8 @@ static int build_plan(planner *pl, const dims *d)
                            vec(pl, N("attn_k_norm.weight"), R(r2, "attn.k_norm"), d->head_dim, 1)))
             return -1;
         if (one(pl, N("attn_output.weight"), R(r, "attn.o"), d->dim, qd, 0) ||
-            vec(pl, N("ffn_norm.weight"), R(r2, "post_attn_norm"), d->dim, 1))
+            (olmo ? unit_norm(pl, R(r2, "post_attn_norm"), R(r3, "post_attn_norm_bias"), d->dim)
+                  : vec(pl, N("ffn_norm.weight"), R(r2, "post_attn_norm"), d->dim, 1)))
             return -1;
         if (!strcmp(d->arch, "gemma2") &&
             (vec(pl, N("post_attention_norm.weight"), R(r, "attn.out_norm"), d->dim, 1) ||
@@ -402,7 +448,7 @@ static int build_plan(planner *pl, const dims *d)
 #undef N
 #undef R
     }
-    if (vec(pl, "output_norm.weight", "final_norm", d->dim, 1))
+    if (olmo ? unit_norm(pl, "final_norm", "final_norm_bias", d->dim) : vec(pl, "output_norm.weight", "final_norm", d->dim, 1))
         return -1;
     if (!d->tied && one(pl, "output.weight", "lm_head", d->vocab, d->dim, 0))
         return -1;
@@ -672,7 +718,7 @@ static int arch_meta(gguf_writer *w, const q4nx_file *f, const char *arch, const
         gguf_kv_u32(w, K("embedding_length"), d.dim, e) || gguf_kv_u32(w, K("block_count"), d.layers, e) ||
         gguf_kv_u32(w, K("feed_forward_length"), d.ff, e) || gguf_kv_u32(w, K("attention.head_count"), d.heads, e) ||
         gguf_kv_u32(w, K("attention.head_count_kv"), d.kv_heads, e) ||
-        gguf_kv_f32(w, K("attention.layer_norm_rms_epsilon"), d.eps, e) ||
+        gguf_kv_f32(w, K(d.layer_norm ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon"), d.eps, e) ||
         gguf_kv_f32(w, K("rope.freq_base"), d.theta, e) || gguf_kv_u32(w, K("rope.dimension_count"), d.rope_dim, e))
         return -1;
     if (d.head_dim != d.dim / d.heads &&

@@ -13,7 +13,7 @@ static const struct {
     int family;
 } families[] = {
     {"llama", FAMILY_LLAMA}, {"mistral", FAMILY_LLAMA}, {"qwen2", FAMILY_QWEN2}, {"qwen3", FAMILY_QWEN3}, {"phi3", FAMILY_PHI3},
-    {"gemma2", FAMILY_GEMMA2},
+    {"gemma2", FAMILY_GEMMA2}, {"olmo", FAMILY_OLMO},
 };
 
 const char *model_family_name(int family)
@@ -149,6 +149,16 @@ static int mdesc_extras(model_config *c, const json_t *j, ogk_error *e, int *cod
         }
     }
     c->sandwich = json_is_true(json_object_get(j, "sandwich_norms"));
+    const json_t *nk = json_object_get(j, "norm");
+    if (nk && !json_is_null(nk)) {
+        const char *ns = json_string_value(nk);
+        if (!ns || (strcmp(ns, "rms") && strcmp(ns, "layer"))) {
+            where_set(w, "%s", "norm");
+            return ogk_fail(e, "model description: \"norm\" is %s%.40s%s (want \"rms\" or \"layer\")", ns ? "\"" : "",
+                            ns ? ns : "not a string", ns ? "\"" : "");
+        }
+        c->layer_norm = !strcmp(ns, "layer");
+    }
     return 0;
 }
 
@@ -266,11 +276,11 @@ int mdesc_config(model_config *c, const json_t *j, ogk_error *e, int *code, mdes
 
 /* The per-layer roles, in the order oga-info emits them. */
 static const char *const layer_roles[] = {
-    "input_norm", "attn.qkv", "attn.q", "attn.k", "attn.v", "attn.qkv_bias", "attn.q_bias", "attn.k_bias",
-    "attn.v_bias", "attn.q_norm", "attn.k_norm", "attn.o", "attn.o_bias", "attn.out_norm", "post_attn_norm", "mlp.gate",
-    "mlp.up", "mlp.down", "mlp.out_norm",
+    "input_norm", "input_norm_bias", "attn.qkv", "attn.q", "attn.k", "attn.v", "attn.qkv_bias", "attn.q_bias", "attn.k_bias",
+    "attn.v_bias", "attn.q_norm", "attn.k_norm", "attn.o", "attn.o_bias", "attn.out_norm", "post_attn_norm", "post_attn_norm_bias",
+    "mlp.gate", "mlp.up", "mlp.down", "mlp.out_norm",
 };
-static const char *const top_roles[] = {"embed", "lm_head", "final_norm", "rope.cos", "rope.sin", "rope.cos_long", "rope.sin_long"};
+static const char *const top_roles[] = {"embed", "lm_head", "final_norm", "final_norm_bias", "rope.cos", "rope.sin", "rope.cos_long", "rope.sin_long"};
 
 /* layer number of "layers.N.rest" (rest returned), -1 when not of that form */
 static long layer_of(const char *role, const char **rest)
@@ -395,6 +405,16 @@ static int want_floats(const tset *s, const char *role, uint64_t count, int pref
     return 0;
 }
 
+/* A LayerNorm's bias: optional (absent: 0), [count] floats; refused beside an RMSNorm */
+static int want_norm_bias(const tset *s, const model_config *c, const char *role, uint64_t count)
+{
+    if (!find(s, role))
+        return 0;
+    if (!c->layer_norm)
+        return fail_t(s, role, "a norm bias, but the model description's norm is \"rms\" (RMSNorm has no bias)");
+    return want_floats(s, role, count, 0);
+}
+
 static int check_layer(const tset *s, const model_config *c, int l)
 {
     uint64_t qd = (uint64_t)c->n_heads * c->head_dim, kvd = (uint64_t)c->n_kv_heads * c->head_dim, dim = (uint64_t)c->dim,
@@ -402,7 +422,8 @@ static int check_layer(const tset *s, const model_config *c, int l)
     char role[96];
 #define ROLE(x) (snprintf(role, sizeof role, "layers.%d.%s", l, x), role)
 #define HAS(x) (find(s, ROLE(x)) != NULL)
-    if (want_floats(s, ROLE("input_norm"), dim, 0) || want_floats(s, ROLE("post_attn_norm"), dim, 0))
+    if (want_floats(s, ROLE("input_norm"), dim, 0) || want_floats(s, ROLE("post_attn_norm"), dim, 0) ||
+        want_norm_bias(s, c, ROLE("input_norm_bias"), dim) || want_norm_bias(s, c, ROLE("post_attn_norm_bias"), dim))
         return -1;
     /* attention projections: packed (cpu-style) or separate (amd-style), never both */
     if (HAS("attn.qkv")) {
@@ -465,6 +486,12 @@ static int check_family(const tset *s, const model_config *c)
                         c->qk_norm ? "q/k norms" : "no q/k norms", c->family_name,
                         want_bias ? "q/k/v biases" : "no q/k/v biases", want_norm ? "q/k norms" : "no q/k norms");
     }
+    int want_layer = c->family == FAMILY_OLMO;
+    if (c->layer_norm != want_layer) {
+        where_set(s->w, "%s", "family");
+        return ogk_fail(s->e, "family \"%s\" contradicts the graph: its norms are %s, a %s model's are %s", c->family_name,
+                        c->layer_norm ? "LayerNorms" : "RMSNorms", c->family_name, want_layer ? "LayerNorms" : "RMSNorms");
+    }
     int want_sandwich = c->family == FAMILY_GEMMA2;
     if (c->sandwich != want_sandwich) {
         where_set(s->w, "%s", "family");
@@ -523,7 +550,7 @@ int mdesc_check_tensors(model_config *c, const mdesc_tensor *t, size_t n, ogk_er
     for (int l = 0; l < c->n_layers; l++)
         if (check_layer(&s, c, l))
             goto out;
-    if (want_floats(&s, "final_norm", D, 0))
+    if (want_floats(&s, "final_norm", D, 0) || want_norm_bias(&s, c, "final_norm_bias", D))
         goto out;
     /* RoPE: the pack's own cos/sin caches [rows, rope_dim/2]; the context is what they cover. With LongRoPE
      * (rope.long_after T) the long pair covers the context and the short one the first T positions. */

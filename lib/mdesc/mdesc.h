@@ -17,7 +17,9 @@
  *   layers.N.attn.qkv_bias | attn.q_bias / attn.k_bias / attn.v_bias, layers.N.attn.q_norm / attn.k_norm,
  *   layers.N.attn.o, layers.N.attn.o_bias (known, but no family the runtime supports has one: refused
  *   by mdesc_check_tensors), layers.N.mlp.gate / mlp.up / mlp.down, and with sandwich norms (Gemma 2)
- *   layers.N.attn.out_norm / layers.N.mlp.out_norm (the block's output normed before the residual add). */
+ *   layers.N.attn.out_norm / layers.N.mlp.out_norm (the block's output normed before the residual add);
+ *   with LayerNorms (description "norm": "layer", OLMo) the optional biases layers.N.input_norm_bias,
+ *   layers.N.post_attn_norm_bias, final_norm_bias (absent: 0). */
 #ifndef OGK_MDESC_H
 #define OGK_MDESC_H
 
@@ -32,7 +34,7 @@
 #define MODEL_MAX_EOS 8
 #define MDESC_MAX_DIM (1 << 30) /* any dimension, context length or token id is below this */
 
-enum model_family { FAMILY_LLAMA, FAMILY_QWEN2, FAMILY_QWEN3, FAMILY_PHI3, FAMILY_GEMMA2 };
+enum model_family { FAMILY_LLAMA, FAMILY_QWEN2, FAMILY_QWEN3, FAMILY_PHI3, FAMILY_GEMMA2, FAMILY_OLMO };
 enum model_act { MODEL_ACT_SILU = 0, MODEL_ACT_GELU_TANH = 1, MODEL_ACT_GELU = 2 }; /* the MLP's gate activation */
 #define MODEL_MAX_WINDOW_LAYERS 1024 /* layers a sliding-window model may have (window_layer's bits) */
 
@@ -69,6 +71,8 @@ typedef struct model_config {
                           * positions p - window + 1 .. p (onnxruntime's local_window_size); 0 none */
     unsigned char window_layer[MODEL_MAX_WINDOW_LAYERS / 8];
     int sandwich;        /* layers.N.attn.out_norm / mlp.out_norm: the block outputs normed before the residual add */
+    int layer_norm;      /* OLMo ("norm": "layer"): the residual stream's norms are LayerNorms, (x - mean) / sqrt(var +
+                          * eps) * w + b (the *_norm_bias roles, absent: 0); else RMSNorms x / sqrt(mean(x^2) + eps) * w */
 } model_config;
 
 /* 1 when layer l attends through the sliding window */
@@ -80,7 +84,7 @@ static inline int model_layer_windowed(const model_config *c, int l)
 const char *model_family_name(int family);
 /* The family a model.type names (mistral runs as llama), -1 for one this runtime does not run. */
 int model_family_of(const char *name);
-#define MODEL_FAMILIES "llama, mistral, qwen2, qwen3, phi3, gemma2"
+#define MODEL_FAMILIES "llama, mistral, qwen2, qwen3, phi3, gemma2, olmo"
 
 /* Where a refusal points: the description key ("bos_token_id", "family", ...) or "tensor ROLE", so a
  * caller can name the file and key it came from. */

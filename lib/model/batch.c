@@ -74,8 +74,8 @@ int model_forward_batch(model_state *work, model_state *const *states, const int
     for (int l = 0; l < c->n_layers; l++) {
         const model_layer *L = &m->w.layers[l];
 
-        /* attention rmsnorm; q, k, v for all rows at once */
-        model_step_residual_norm(work, n, 0, NULL, L->input_norm);
+        /* attention norm; q, k, v for all rows at once */
+        model_step_residual_norm(work, n, 0, NULL, L->input_norm, L->input_norm_b);
         if (L->wqkv) {
             if (matmul(work, work->qkv, work->xb, n, L->wqkv, e))
                 return -1;
@@ -102,20 +102,20 @@ int model_forward_batch(model_state *work, model_state *const *states, const int
         }
         work->prof.attn_ms += (ogk_now() - ta) * 1e3;
 
-        /* output projection, residual; ffn rmsnorm; SwiGLU MLP; residual */
+        /* output projection, residual; ffn norm; SwiGLU MLP; residual */
         if (matmul(work, work->xb, work->q, n, L->wo, e))
             return -1;
-        model_step_residual_norm(work, n, 1, L->attn_out_norm, L->post_attn_norm);
+        model_step_residual_norm(work, n, 1, L->attn_out_norm, L->post_attn_norm, L->post_attn_norm_b);
         if (matmul_pair(work, work->hb, L->w_gate, work->hb2, L->w_up, work->xb, n, e))
             return -1;
         model_step_swiglu(work, n);
         if (matmul(work, work->xb, work->hb, n, L->w_down, e))
             return -1;
-        model_step_residual_norm(work, n, 1, L->mlp_out_norm, NULL);
+        model_step_residual_norm(work, n, 1, L->mlp_out_norm, NULL, NULL);
     }
     double t1 = ogk_now();
 
-    /* final rmsnorm and classifier of the rows that want logits (gathered to the front of xb), each
+    /* final norm and classifier of the rows that want logits (gathered to the front of xb), each
      * into its state's logits row */
     int g = 0;
     for (int r = 0; r < n; r++)
@@ -124,7 +124,7 @@ int model_forward_batch(model_state *work, model_state *const *states, const int
                 memcpy(work->x + (size_t)g * dim, work->x + (size_t)r * dim, (size_t)dim * sizeof(float));
             g++;
         }
-    model_step_rmsnorm(work->xb, work->x, m->w.final_norm, wanted, dim, c->rms_eps);
+    model_step_norm(c, work->xb, work->x, m->w.final_norm, m->w.final_norm_b, wanted);
     size_t V = (size_t)c->vocab_size;
     int argmax_only = 1; /* the argmax head when no state with logits here reads more than its argmax */
     for (int r = 0; r < n; r++)

@@ -117,6 +117,14 @@ static int bind_layer(model *m, int l, ogk_error *e)
     if (!(L->input_norm = plain_floats(m, ROLE("input_norm"), FIND("input_norm"), (uint64_t)c->dim, 0, e)) ||
         !(L->post_attn_norm = plain_floats(m, ROLE("post_attn_norm"), FIND("post_attn_norm"), (uint64_t)c->dim, 0, e)))
         return -1;
+    /* a LayerNorm's biases (absent: 0) */
+    if (c->layer_norm && ((FIND("input_norm_bias") &&
+                           !(L->input_norm_b = plain_floats(m, ROLE("input_norm_bias"), FIND("input_norm_bias"),
+                                                            (uint64_t)c->dim, 0, e))) ||
+                          (FIND("post_attn_norm_bias") &&
+                           !(L->post_attn_norm_b = plain_floats(m, ROLE("post_attn_norm_bias"), FIND("post_attn_norm_bias"),
+                                                                (uint64_t)c->dim, 0, e)))))
+        return -1;
     /* attention projections: packed (cpu-style) or separate (amd-style) */
     if (FIND("attn.qkv")) {
         if (!(L->wqkv = quantised(m, ROLE("attn.qkv"), qd + 2 * kvd, (uint32_t)c->dim, 0, e)))
@@ -184,6 +192,9 @@ static int bind_weights(model *m, ogk_error *e)
         if (bind_layer(m, l, e))
             return -1;
     if (!(m->w.final_norm = plain_floats(m, "final_norm", q4nx_find(m->file, "final_norm"), (uint64_t)c->dim, 0, e)))
+        return -1;
+    const ogk_qtensor *fb = c->layer_norm ? q4nx_find(m->file, "final_norm_bias") : NULL;
+    if (fb && !(m->w.final_norm_b = plain_floats(m, "final_norm_bias", fb, (uint64_t)c->dim, 0, e)))
         return -1;
     /* RoPE: the pack's own cos/sin caches [context_length, rope_dim/2] (scaled variants included) */
     const ogk_qtensor *cs = q4nx_find(m->file, "rope.cos"), *sn = q4nx_find(m->file, "rope.sin");
@@ -371,10 +382,41 @@ static void rmsnorm(float *o, const float *x, const float *w, int n, float eps)
         o[i] = x[i] * r * w[i];
 }
 
-static void rmsnorm_rows(float *o, const float *x, const float *w, int rows, int n, float eps)
+/* LayerNorm: (x - mean) / sqrt(var + eps) * w + b (b NULL: 0), the variance of the deviations (two passes,
+ * not E[x^2] - mean^2), each sum in 16 lanes as rmsnorm's */
+static void layernorm(float *o, const float *x, const float *w, const float *b, int n, float eps)
 {
-    for (int r = 0; r < rows; r++)
-        rmsnorm(o + (size_t)r * n, x + (size_t)r * n, w, n, eps);
+    float acc[16] = {0}, dev[16] = {0};
+    int i = 0;
+    for (; i + 16 <= n; i += 16)
+        for (int l = 0; l < 16; l++)
+            acc[l] += x[i + l];
+    for (int l = 0; i < n; i++, l++)
+        acc[l] += x[i];
+    for (int h = 8; h; h >>= 1)
+        for (int l = 0; l < h; l++)
+            acc[l] += acc[l + h];
+    float mean = acc[0] / (float)n;
+    for (i = 0; i + 16 <= n; i += 16)
+        for (int l = 0; l < 16; l++)
+            dev[l] += (x[i + l] - mean) * (x[i + l] - mean);
+    for (int l = 0; i < n; i++, l++)
+        dev[l] += (x[i] - mean) * (x[i] - mean);
+    for (int h = 8; h; h >>= 1)
+        for (int l = 0; l < h; l++)
+            dev[l] += dev[l + h];
+    float r = 1.0f / sqrtf(dev[0] / (float)n + eps);
+    for (i = 0; i < n; i++)
+        o[i] = (x[i] - mean) * r * w[i] + (b ? b[i] : 0.0f);
+}
+
+/* the residual stream's norm of one row: the model's kind (RMSNorm, or LayerNorm with bias b) */
+static void norm_row(const model_config *c, float *o, const float *x, const float *w, const float *b)
+{
+    if (c->layer_norm)
+        layernorm(o, x, w, b, c->dim, c->rms_eps);
+    else
+        rmsnorm(o, x, w, c->dim, c->rms_eps);
 }
 
 /* y[rows x N] = x[rows x K] · Wᵀ, through the kernels */
@@ -682,7 +724,7 @@ typedef struct rows_job rows_job;
 struct rows_job {
     model_state *s;
     const model_layer *L;
-    const float *norm; /* norm_step: the rmsnorm weights after the residual (NULL: none) */
+    const float *norm, *norm_b; /* norm_step: the norm's weights after the residual (NULL: none) and bias */
     const float *pre;  /* norm_step: the sandwich norm of xb before the residual (NULL: none) */
     int layer, pos0, split, residual;
     void (*fn)(const rows_job *j, int r0, int r1);
@@ -700,7 +742,7 @@ static void for_rows(const rows_job *j, int rows)
     kern_pool_for(rows >= ROWS_POOL_MIN ? j->s->pool : NULL, (size_t)rows, 0, rows_range, (void *)j);
 }
 
-/* xb = rmsnorm(xb) (when pre); x += xb (when residual); then xb = rmsnorm(x) (when norm) */
+/* xb = rmsnorm(xb) (when pre); x += xb (when residual); then xb = norm(x) (when norm) */
 static void norm_step(const rows_job *j, int r0, int r1)
 {
     model_state *s = j->s;
@@ -714,7 +756,7 @@ static void norm_step(const rows_job *j, int r0, int r1)
             for (size_t i = 0; i < dim; i++)
                 x[i] += xb[i];
         if (j->norm)
-            rmsnorm(xb, x, j->norm, (int)dim, c->rms_eps);
+            norm_row(c, xb, x, j->norm, j->norm_b);
     }
 }
 
@@ -753,8 +795,9 @@ static void forward_rows(model_state *s, const int *tokens, int rows, int want, 
     embed(s, tokens, rows);
     double t1 = ogk_now();
 
-    rows_job rj = {.s = s, .pos0 = pos0, .norm = m->w.layers[0].input_norm, .fn = norm_step};
-    for_rows(&rj, rows); /* the first layer's attention rmsnorm */
+    rows_job rj = {.s = s, .pos0 = pos0, .norm = m->w.layers[0].input_norm, .norm_b = m->w.layers[0].input_norm_b,
+                   .fn = norm_step};
+    for_rows(&rj, rows); /* the first layer's attention norm */
     for (int l = 0; l < c->n_layers; l++) {
         const model_layer *L = &m->w.layers[l];
         rj.L = L, rj.layer = l;
@@ -770,13 +813,14 @@ static void forward_rows(model_state *s, const int *tokens, int rows, int want, 
         attention(s, l, pos0, rows);
         s->prof.attn_ms += (ogk_now() - ta) * 1e3;
 
-        /* output projection, residual connection back into x; ffn rmsnorm */
+        /* output projection, residual connection back into x; ffn norm */
         kern_matmul_next(s->pool, L->w_gate, L->w_up);
         matmul(s, s->xb, s->q, rows, L->wo);
-        rj.fn = norm_step, rj.residual = 1, rj.norm = L->post_attn_norm, rj.pre = L->attn_out_norm;
+        rj.fn = norm_step, rj.residual = 1, rj.norm = L->post_attn_norm, rj.norm_b = L->post_attn_norm_b;
+        rj.pre = L->attn_out_norm;
         for_rows(&rj, rows);
 
-        /* SwiGLU MLP: down(silu(gate(x)) * up(x)); residual; the next layer's attention rmsnorm */
+        /* SwiGLU MLP: down(silu(gate(x)) * up(x)); residual; the next layer's attention norm */
         kern_matmul_next(s->pool, L->w_down, NULL);
         matmul_pair(s, s->hb, L->w_gate, s->hb2, L->w_up, s->xb, rows);
         swiglu(s, rows);
@@ -786,15 +830,16 @@ static void forward_rows(model_state *s, const int *tokens, int rows, int want, 
             kern_matmul_next(s->pool, want != LOGITS_NONE ? m->w.lm_head : NULL, NULL);
         matmul(s, s->xb, s->hb, rows, L->w_down);
         rj.norm = l + 1 < c->n_layers ? m->w.layers[l + 1].input_norm : NULL, rj.pre = L->mlp_out_norm;
+        rj.norm_b = l + 1 < c->n_layers ? m->w.layers[l + 1].input_norm_b : NULL;
         for_rows(&rj, rows);
         rj.pre = NULL;
     }
     double t2 = ogk_now();
 
-    /* final rmsnorm; classifier into logits (only the rows asked for) */
+    /* final norm; classifier into logits (only the rows asked for) */
     if (want != LOGITS_NONE) {
         int first = want == LOGITS_ALL ? 0 : rows - 1, n = rows - first;
-        rmsnorm_rows(s->xb, s->x + (size_t)first * dim, m->w.final_norm, n, dim, c->rms_eps);
+        model_step_norm(c, s->xb, s->x + (size_t)first * dim, m->w.final_norm, m->w.final_norm_b, n);
         ogk_error e;
         kern_matmul_next(s->pool, first_weight(&m->w.layers[0]), NULL);
         if (model_classify(s, logits, s->xb, n, s->head_argmax, &e))
@@ -869,18 +914,20 @@ model_state *model_state_new_shared(const model *m, int context, int logit_rows,
 
 void model_step_embed(model_state *s, const int *tokens, int rows) { embed(s, tokens, rows); }
 
-void model_step_rmsnorm(float *o, const float *x, const float *w, int rows, int n, float eps)
+void model_step_norm(const model_config *c, float *o, const float *x, const float *w, const float *b, int rows)
 {
-    rmsnorm_rows(o, x, w, rows, n, eps);
+    for (int r = 0; r < rows; r++)
+        norm_row(c, o + (size_t)r * c->dim, x + (size_t)r * c->dim, w, b);
 }
 
 void model_step_swiglu(model_state *s, int rows) { swiglu(s, rows); }
 
 void model_step_split_qkv(model_state *s, int rows) { split_qkv(s, 0, rows); }
 
-void model_step_residual_norm(model_state *s, int rows, int residual, const float *pre, const float *norm)
+void model_step_residual_norm(model_state *s, int rows, int residual, const float *pre, const float *norm,
+                              const float *norm_b)
 {
-    rows_job rj = {.s = s, .norm = norm, .pre = pre, .residual = residual, .fn = norm_step};
+    rows_job rj = {.s = s, .norm = norm, .norm_b = norm_b, .pre = pre, .residual = residual, .fn = norm_step};
     for_rows(&rj, rows);
 }
 

@@ -29,13 +29,14 @@
  * the one check of what a runnable model is, shared with the pack reader. */
 
 typedef struct model_layer {
-    const float *input_norm;     /* [dim] attention rmsnorm */
+    const float *input_norm;     /* [dim] attention norm's weights */
+    const float *input_norm_b, *post_attn_norm_b; /* [dim] LayerNorm biases (c.layer_norm) or NULL (0) */
     const ogk_qtensor *wqkv;     /* packed q|k|v rows (cpu-style packs), or NULL and: */
     const ogk_qtensor *wq, *wk, *wv; /* separate (amd-style packs) */
     const float *bq, *bk, *bv;   /* qkv bias (qwen2) or NULL */
     const float *q_norm, *k_norm; /* [head_dim] (qwen3) or NULL */
     const ogk_qtensor *wo;
-    const float *post_attn_norm; /* [dim] ffn rmsnorm */
+    const float *post_attn_norm; /* [dim] ffn norm's weights */
     const float *attn_out_norm, *mlp_out_norm; /* [dim] sandwich norms of the block outputs (Gemma 2) or NULL */
     const ogk_qtensor *w_gate, *w_up, *w_down;
 } model_layer;
@@ -44,6 +45,7 @@ typedef struct model_weights {
     const ogk_qtensor *embed;   /* [vocab, dim]: plain float, or quantised (tied: == lm_head) */
     model_layer *layers;
     const float *final_norm;    /* [dim] */
+    const float *final_norm_b;  /* [dim] LayerNorm bias (c.layer_norm) or NULL (0) */
     const ogk_qtensor *lm_head; /* [vocab, dim] quantised */
     const float *rope_cos, *rope_sin; /* [context][rope_dim/2] the pack's caches */
     const float *rope_cos_long, *rope_sin_long; /* LongRoPE (c.rope_long_after): the caches of longer sequences */

@@ -6,12 +6,14 @@
 #include "model.h"
 
 void model_step_embed(model_state *s, const int *tokens, int rows);                  /* into s->x */
-void model_step_rmsnorm(float *o, const float *x, const float *w, int rows, int n, float eps);
+/* o = the residual stream's norm (c's kind: RMSNorm, or LayerNorm with bias b, NULL: 0) of rows of x */
+void model_step_norm(const model_config *c, float *o, const float *x, const float *w, const float *b, int rows);
 void model_step_swiglu(model_state *s, int rows);                                    /* s->hb, s->hb2 */
 void model_step_split_qkv(model_state *s, int rows); /* s->qkv (the packed projection) into s->q, s->k, s->v */
 /* per row of s->x / s->xb: xb = rmsnorm(xb) with pre's weights when pre (a sandwich norm), x += xb when
- * residual, then xb = rmsnorm(x) with norm's weights when norm */
-void model_step_residual_norm(model_state *s, int rows, int residual, const float *pre, const float *norm);
+ * residual, then xb = norm(x) with norm's weights (and norm_b, a LayerNorm's bias) when norm */
+void model_step_residual_norm(model_state *s, int rows, int residual, const float *pre, const float *norm,
+                              const float *norm_b);
 /* rows already projected into s->q, s->k, s->v at positions s->pos..: the family's steps (qkv bias,
  * q/k norm), RoPE, the KV write, attention; the output over s->q (s->pos is not advanced) */
 void model_step_attention(model_state *s, const model_layer *L, int layer, int rows);

@@ -313,7 +313,8 @@ void pack_check_dims(pack *p)
             dim_check(p, &kH, H, rows, t, "N");
             dim_check(p, &kI, I, cols, t, "K");
         } else if (!strcmp(s, "input_norm") || !strcmp(s, "post_attn_norm") || !strcmp(s, "final_norm") ||
-                   !strcmp(s, "attn.out_norm") || !strcmp(s, "mlp.out_norm")) {
+                   !strcmp(s, "attn.out_norm") || !strcmp(s, "mlp.out_norm") || !strcmp(s, "input_norm_bias") ||
+                   !strcmp(s, "post_attn_norm_bias") || !strcmp(s, "final_norm_bias")) {
             dim_check(p, &kH, H, rows, t, "length");
         } else if (!strcmp(s, "attn.q_norm") || !strcmp(s, "attn.k_norm")) {
             dim_check(p, &kHD, hd, rows, t, "length");

@@ -649,6 +649,7 @@ static void build_model(pack *p)
     }
     json_object_set_new(p->model, "sliding_window", win);
     json_object_set_new(p->model, "sandwich_norms", json_boolean(p->g.attn_out_norms > 0 || p->g.mlp_out_norms > 0));
+    json_object_set_new(p->model, "norm", json_string(p->g.layer_norm ? "layer" : "rms"));
     if (!p->genai)
         json_decref(g);
 }
@@ -904,7 +905,7 @@ json_t *pack_info_json(const pack *p, int with_tensors)
     json_object_set_new(out, "by_role", by_role);
     /* the transformer's variations (Gemma 2's), as the model description has them */
     static const char *const variations[] = {"activation", "embed_scale", "attn_scale", "attn_softcap", "final_softcap",
-                                             "sliding_window", "sandwich_norms"};
+                                             "sliding_window", "sandwich_norms", "norm"};
     for (size_t i = 0; i < sizeof variations / sizeof *variations; i++)
         if (json_object_get(m, variations[i]))
             json_object_set(out, variations[i], json_object_get(m, variations[i]));

@@ -30,6 +30,7 @@ typedef struct {
     int io_dtype;         /* enum ogk_dtype of the logits, 0 unknown */
     int has_rotary_nodes, has_gqa_rotary, separate_qkv, packed_qkv, has_position_ids, ryzenai_nodes;
     int qkv_bias, qk_norm, tied;
+    int layer_norm;       /* the residual stream's norms are LayerNorms (OLMo), not RMSNorms */
     float attn_scale;     /* GroupQueryAttention scale attribute, 0 absent (1/sqrt(head_dim)) */
     /* Gemma-style graphs (0 / -1 where a graph has none): the embedding's scale (a Mul by a constant), the
      * MLP activation (PACK_ACT_*: the same in every layer), scores soft-capped by the attention node

@@ -11,16 +11,26 @@
 
 /* ---- the walk ---- */
 
+/* LayerNorm (mean subtracted; weight, then bias): ONNX LayerNormalization [x, w, b], com.microsoft
+ * SkipLayerNormalization [x, skip, w, b, pre-bias] (OLMo) */
+static int is_layer_norm(const G *g, int n) { return is_op(g, n, "LayerNormalization") || is_op(g, n, "SkipLayerNormalization"); }
 static int is_norm(const G *g, int n)
 {
     return is_op(g, n, "SimplifiedLayerNormalization") || is_op(g, n, "SkipSimplifiedLayerNormalization") ||
-           is_op(g, n, "RMSNormalization") || is_op(g, n, "SkipRMSNormalization");
+           is_op(g, n, "RMSNormalization") || is_op(g, n, "SkipRMSNormalization") || is_layer_norm(g, n);
 }
 static int is_skip_norm(const G *g, int n)
 {
-    return is_op(g, n, "SkipSimplifiedLayerNormalization") || is_op(g, n, "SkipRMSNormalization");
+    return is_op(g, n, "SkipSimplifiedLayerNormalization") || is_op(g, n, "SkipRMSNormalization") ||
+           is_op(g, n, "SkipLayerNormalization");
 }
 static const char *norm_weight(const G *g, int n) { return in(g, n, is_skip_norm(g, n) ? 2 : 1); }
+/* a LayerNorm's bias (after the weight), NULL when it has none */
+static const char *norm_bias(const G *g, int n)
+{
+    const char *b = is_layer_norm(g, n) ? in(g, n, is_skip_norm(g, n) ? 3 : 2) : NULL;
+    return b && *b ? b : NULL;
+}
 static int is_attention(const G *g, int n)
 {
     return is_op(g, n, "GroupQueryAttention") || is_op(g, n, "MultiHeadAttention") || is_op(g, n, "Attention") ||
@@ -314,6 +324,29 @@ static int is_graph_output(const G *g, const char *v)
     return 0;
 }
 
+/* What the runtime's norms compute, or a refusal naming norm n (emitted as role): the model's one epsilon,
+ * over the last axis, no bias added before the norm (the Skip ops' optional last input), and the kind
+ * (want_layer: 1 LayerNorm, 0 RMSNorm). */
+static void check_norm(G *g, int n, const char *role, int want_layer)
+{
+    pack *p = g->p;
+    Onnx__AttributeProto *ea = attr(g, n, "epsilon");
+    float eps = ea && ea->has_f ? ea->f : 1e-5f; /* the contrib ops' default */
+    if (eps != p->g.rms_eps_f)
+        pack_refuse(p, role, "unsupported_op", "norm %s: epsilon %g differs from the other norms' %g", nname(g, n),
+                    (double)eps, (double)p->g.rms_eps_f);
+    int64_t axis = attr_i(g, n, "axis", -1, NULL);
+    if (axis != -1 && axis != 2) /* the last of [batch, sequence, hidden] */
+        pack_refuse(p, role, "unsupported_op", "norm %s: axis %" PRId64 " (the runtime normalises the last axis)", nname(g, n),
+                    axis);
+    const char *pre = is_skip_norm(g, n) ? in(g, n, is_layer_norm(g, n) ? 4 : 3) : NULL;
+    if (pre && *pre)
+        pack_refuse(p, role, "unsupported_op", "norm %s: a bias (%s) added before the norm is not supported", nname(g, n), pre);
+    if (is_layer_norm(g, n) != want_layer)
+        pack_refuse(p, role, "unsupported_op", "norm %s: %s where the model's norms are %s", nname(g, n),
+                    want_layer ? "an RMSNorm" : "a LayerNorm (mean subtracted)", want_layer ? "LayerNorms" : "RMSNorms");
+}
+
 /* A sandwich norm (Gemma 2): a plain RMSNorm reading a block's output before the residual add. Emitted
  * as role; 1 when found. */
 static int emit_out_norm(G *g, const char *v, const char *role)
@@ -324,11 +357,7 @@ static int emit_out_norm(G *g, const char *v, const char *role)
         int n = x->cons[c];
         if (is_norm(g, n) && !is_skip_norm(g, n) && !g->chain[n] && in(g, n, 0) && !strcmp(in(g, n, 0), v) &&
             norm_weight(g, n) && pg_init_of(g, norm_weight(g, n), NULL) >= 0) {
-            Onnx__AttributeProto *ea = attr(g, n, "epsilon");
-            float eps = ea && ea->has_f ? ea->f : 1e-5f;
-            if (eps != g->p->g.rms_eps_f)
-                pack_refuse(g->p, role, "unsupported_op", "norm %s: epsilon %g differs from the other norms' %g", nname(g, n),
-                            (double)eps, (double)g->p->g.rms_eps_f);
+            check_norm(g, n, role, 0);
             pg_emit_plain(g, n, norm_weight(g, n), role);
             return 1;
         }
@@ -588,9 +617,10 @@ static void walk_attention(G *g, int layer, const char *start, int *nodes, size_
         }
         for (int s = 0; s < 2; s++)
             if (pi[i].norm_node[s] >= 0) {
+                const char *role = pack_printf(p, "layers.%d.attn.%s_norm", layer, s ? "k" : "q");
                 p->g.qk_norm = 1;
-                pg_emit_plain(g, pi[i].norm_node[s], norm_weight(g, pi[i].norm_node[s]),
-                           pack_printf(p, "layers.%d.attn.%s_norm", layer, s ? "k" : "q"));
+                check_norm(g, pi[i].norm_node[s], role, 0);
+                pg_emit_plain(g, pi[i].norm_node[s], norm_weight(g, pi[i].norm_node[s]), role);
             }
         if (pi[i].norm_node[2] >= 0)
             pack_refuse(p, what, "graph", "a norm on the value path (%s) is not supported", nname(g, pi[i].norm_node[2]));
@@ -689,10 +719,10 @@ static void walk_mlp(G *g, int layer, const char *start, int *nodes, size_t nn)
 /* Role order for emission: per layer input_norm, attention, post_attn_norm, mlp. */
 static void role_key(const char *role, long *layer, int *rank)
 {
-    static const char *order[] = {"input_norm", "attn.qkv", "attn.q", "attn.k", "attn.v", "attn.qkv_bias", "attn.q_bias",
+    static const char *order[] = {"input_norm", "input_norm_bias", "attn.qkv", "attn.q", "attn.k", "attn.v", "attn.qkv_bias", "attn.q_bias",
                                   "attn.k_bias", "attn.v_bias", "attn.q_norm", "attn.k_norm", "attn.o", "attn.o_bias",
-                                  "attn.out_norm", "post_attn_norm", "mlp.gate", "mlp.up", "mlp.down", "mlp.out_norm"};
-    static const char *top[] = {"final_norm", "lm_head", "rope.cos", "rope.sin"};
+                                  "attn.out_norm", "post_attn_norm", "post_attn_norm_bias", "mlp.gate", "mlp.up", "mlp.down", "mlp.out_norm"};
+    static const char *top[] = {"final_norm", "final_norm_bias", "lm_head", "rope.cos", "rope.sin"};
     *rank = 0;
     if (!strcmp(role, "embed")) {
         *layer = -1;
@@ -884,12 +914,16 @@ void pg_walk(G *g)
     Onnx__AttributeProto *ea = attr(g, n0, "epsilon");
     p->g.rms_eps_f = ea && ea->has_f ? ea->f : 1e-5f; /* the contrib ops' default */
     p->g.rms_eps = p->g.rms_eps_f;
+    p->g.layer_norm = is_layer_norm(g, n0); /* the first norm's kind is every norm's */
     for (int j = 0; j < (int)norms.n; j++) {
         int n = norms.v[j];
         const char *role = j == (int)norms.n - 1 ? "final_norm"
                            : j % 2 == 0          ? pack_printf(p, "layers.%d.input_norm", j / 2)
                                                  : pack_printf(p, "layers.%d.post_attn_norm", j / 2);
+        check_norm(g, n, role, p->g.layer_norm);
         pg_emit_plain(g, n, norm_weight(g, n), role);
+        if (norm_bias(g, n))
+            pg_emit_plain(g, n, norm_bias(g, n), pack_printf(p, "%s_bias", role));
     }
     /* embed (after the norms so a tied embedding can find lm_head) is resolved below */
     char *mark = calloc(nn, 1);

@@ -182,6 +182,60 @@ int main(void)
                "an out norm in a qwen2 model is refused naming it (%s)", e.msg);
     }
 
+    { /* LayerNorms (olmo, "norm": "layer"): optional biases [dim]; a bias beside RMSNorms is refused, and the
+       * family and the norm kind must agree */
+        model_config c3;
+        TAP_OK(cfg("norm", "\"rms\"", &c2, &e, &code, &w) == 0 && !c2.layer_norm, "norm \"rms\" is read");
+        TAP_OK(cfg("norm", "\"group\"", &c2, &e, &code, &w) == -1 && !strcmp(w.key, "norm") && code == 3,
+               "norm \"group\" is refused naming it (%s)", e.msg);
+        TAP_OK(cfg("norm", "7", &c2, &e, &code, &w) == -1 && !strcmp(w.key, "norm"), "a norm that is no string is refused");
+        json_t *j = json_loads(base, 0, NULL);
+        json_object_set_new(j, "family", json_string("olmo"));
+        json_object_set_new(j, "qkv_bias", json_false());
+        json_object_set_new(j, "norm", json_string("layer"));
+        TAP_OK(mdesc_config(&c2, j, &e, &code, &w) == 0 && c2.family == FAMILY_OLMO && c2.layer_norm, "an olmo description");
+        /* the qwen2-shaped tensors without q/k/v biases, with norm biases (bias 1), one of the wrong length (2)
+         * (adds before drops: drop() moves the last entry, whose name slot add() reuses) */
+#define OLMO_TENSORS(bias)                                                                                         \
+    do {                                                                                                           \
+        tensors();                                                                                                 \
+        if (bias) {                                                                                                \
+            add("layers.0.input_norm_bias", MDESC_F32, 32, 0);                                                     \
+            add("layers.1.post_attn_norm_bias", MDESC_F16, 32, 0);                                                 \
+            add("final_norm_bias", MDESC_BF16, 32, 0);                                                             \
+        }                                                                                                          \
+        if ((bias) == 2)                                                                                           \
+            add("layers.1.input_norm_bias", MDESC_F32, 31, 0);                                                     \
+        drop("layers.0.attn.qkv_bias");                                                                            \
+        drop("layers.1.attn.qkv_bias");                                                                            \
+        c3 = c2;                                                                                                   \
+    } while (0)
+        OLMO_TENSORS(0);
+        TAP_OK(mdesc_check_tensors(&c3, T, nt, &e, &w) == 0, "olmo without norm biases passes (absent: 0) (%s)", e.msg);
+        OLMO_TENSORS(1);
+        TAP_OK(mdesc_check_tensors(&c3, T, nt, &e, &w) == 0, "olmo with norm biases passes (%s)", e.msg);
+        OLMO_TENSORS(2);
+        TAP_OK(mdesc_check_tensors(&c3, T, nt, &e, &w) == -1 && !strcmp(w.key, "tensor layers.1.input_norm_bias"),
+               "a norm bias of the wrong length is refused naming it (%s)", e.msg);
+        json_object_set_new(j, "norm", json_string("rms"));
+        mdesc_config(&c2, j, &e, &code, &w);
+        OLMO_TENSORS(0);
+        TAP_OK(mdesc_check_tensors(&c3, T, nt, &e, &w) == -1 && !strcmp(w.key, "family"),
+               "olmo with RMSNorms contradicts the family (%s)", e.msg);
+        json_object_set_new(j, "family", json_string("llama"));
+        mdesc_config(&c2, j, &e, &code, &w);
+        OLMO_TENSORS(1);
+        TAP_OK(mdesc_check_tensors(&c3, T, nt, &e, &w) == -1 && !strncmp(w.key, "tensor ", 7) && strstr(w.key, "norm_bias"),
+               "a norm bias beside RMSNorms is refused naming it (%s)", e.msg);
+        json_object_set_new(j, "norm", json_string("layer"));
+        mdesc_config(&c2, j, &e, &code, &w);
+        OLMO_TENSORS(0);
+        TAP_OK(mdesc_check_tensors(&c3, T, nt, &e, &w) == -1 && !strcmp(w.key, "family"),
+               "llama with LayerNorms contradicts the family (%s)", e.msg);
+#undef OLMO_TENSORS
+        json_decref(j);
+    }
+
     { /* LongRoPE: rope.long_after T wants the long pair (context rows) and a short pair of T rows or more */
         model_config c2;
         ogk_error e2;
