@@ -7,8 +7,10 @@ two per byte, default 8). The GGUF side: llama.cpp's own Python reader and dequa
 the llama.cpp source tree, on PYTHONPATH). The mapping from pack names to llama.cpp tensor names, the
 fusions (qkv as the pack has it, phi3 gate|up) and llama's q/k row permutation (as llama.cpp's
 convert_hf_to_gguf.py permutes: reshape(heads, 2, hd/2, K).swapaxes(1, 2)) are written here again, not
-taken from the C code. Every value must be equal. Prints "ok N tensors, M values" or the first
-difference, exit 1."""
+taken from the C code. olmo: no norm tensors (llama.cpp's olmo norms have no parameters). Every value
+must be equal, but rope_freqs (Llama 3 rope scaling), which q4nx-gguf reads off the RoPE caches: it is
+computed here from config.json's rope_scaling as llama.cpp's converter does, and must agree within 2e-3.
+Prints "ok N tensors, M values" or the first difference, exit 1."""
 import importlib.util
 import json
 import os
@@ -97,7 +99,7 @@ def main():
         return value(by_role[r])
 
     def perm(w, nh):  # llama.cpp's convert_hf_to_gguf.py permute (rotate-halves -> adjacent pairs)
-        if family not in ("llama", "mistral"):
+        if family not in ("llama", "mistral", "olmo"):
             return w
         return w.reshape(nh, 2, w.shape[0] // nh // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
@@ -106,12 +108,24 @@ def main():
     want["token_embd.weight"] = role("lm_head") if tied else role("embed")
     if not tied:
         want["output.weight"] = role("lm_head")
-    want["output_norm.weight"] = role("final_norm")
+    norms = family != "olmo"
+    if norms:
+        want["output_norm.weight"] = role("final_norm")
+    rs = hf.get("rope_scaling") or {}
+    if rs.get("rope_type", rs.get("type")) == "llama3":
+        base, dim = hf["rope_theta"], hd
+        inv = base ** (-np.arange(0, dim, 2, dtype=np.float64) / dim)
+        w = 2 * np.pi / inv
+        lo, hi, old = rs["low_freq_factor"], rs["high_freq_factor"], rs["original_max_position_embeddings"]
+        smooth = (old / w - lo) / (hi - lo)
+        want["rope_freqs.weight"] = np.where(w < old / hi, 1.0, np.where(w > old / lo, rs["factor"],
+                                             1 / ((1 - smooth) / rs["factor"] + smooth))).astype(np.float32)
     for i in range(d["num_hidden_layers"]):
         L = "layers.%d." % i
         b = "blk.%d." % i
-        want[b + "attn_norm.weight"] = role(L + "input_norm")
-        want[b + "ffn_norm.weight"] = role(L + "post_attn_norm")
+        if norms:
+            want[b + "attn_norm.weight"] = role(L + "input_norm")
+            want[b + "ffn_norm.weight"] = role(L + "post_attn_norm")
         if L + "attn.qkv" in by_role:
             w = role(L + "attn.qkv")
             qd, kd = heads * hd, kv * hd
@@ -142,6 +156,9 @@ def main():
     for name, w in want.items():
         t = have[name]
         got = gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float32).reshape(w.shape)
+        if name == "rope_freqs.weight" and np.allclose(got, w, rtol=2e-3, atol=0):
+            values += w.size
+            continue
         if not np.array_equal(got, w):
             idx = np.argwhere(got != w)[0]
             fail("%s (%s): %d of %d values differ; first at %s: pack %r, GGUF %r" % (

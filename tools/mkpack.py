@@ -19,7 +19,9 @@ max_position_embeddings, bos/eos/pad_token_id; gemma2 also query_pre_attn_scalar
 attn_logit_softcapping and final_logit_softcapping (null: none), sliding_window (4096; null: none),
 hidden_activation gelu_pytorch_tanh; any family: rope_scaling {"type": "longrope", short_factor,
 long_factor (head_dim / 2 each)} with original_max_position_embeddings below max_position_embeddings
-writes the builder's LongRoPE If between a long and a short pair of Constant rotary caches); --weights an .npz of float arrays named as
+writes the builder's LongRoPE If between a long and a short pair of Constant rotary caches; {"rope_type": "llama3",
+factor, low_freq_factor, high_freq_factor, original_max_position_embeddings} scales the caches' frequencies as
+Llama 3.1 / 3.2 do); --weights an .npz of float arrays named as
 in Hugging Face, torch Linear convention [out, in]: model.embed_tokens.weight,
 model.layers.{i}.self_attn.{q,k,v,o}_proj.weight (+ q/k/v .bias for qwen2,
 self_attn.{q,k}_norm.weight for qwen3), model.layers.{i}.mlp.{gate,up,down}_proj.weight,
@@ -480,6 +482,17 @@ def build(cfg, W, style, acc, io, block=None):
         inv_freq = 1.0 / (cfg["theta"] ** (np.arange(0, hd, 2, dtype=np.int64).astype(np.float32) / hd))
         if factors is not None:
             inv_freq = inv_freq / np.asarray(factors, np.float32)
+        l3 = cfg.get("llama3")
+        if l3:
+            # Llama 3.1 / 3.2 frequency scaling (Hugging Face's _compute_llama3_parameters, which the builder
+            # applies to the caches): long wavelengths divided by factor, short ones kept, a blend between
+            wavelen = 2 * np.pi / inv_freq
+            lo_w, hi_w = l3["original"] / l3["low_freq_factor"], l3["original"] / l3["high_freq_factor"]
+            scaled = np.where(wavelen > lo_w, inv_freq / l3["factor"], inv_freq)
+            smooth = (l3["original"] / wavelen - l3["low_freq_factor"]) / (l3["high_freq_factor"] - l3["low_freq_factor"])
+            blend = (1 - smooth) * scaled / l3["factor"] + smooth * scaled
+            medium = ~(wavelen < hi_w) & ~(wavelen > lo_w)
+            inv_freq = np.where(medium, blend, scaled).astype(np.float32)
         freqs = np.outer(np.arange(rows, dtype=np.float32), inv_freq)
         return f(np.cos(freqs) * mscale), f(np.sin(freqs) * mscale)
 
@@ -773,6 +786,10 @@ def hf_config(cfg):
         "tie_word_embeddings": cfg["tied"], "bos_token_id": tok["bos"],
         "eos_token_id": tok["eos"], "pad_token_id": tok["pad"], "torch_dtype": "bfloat16", "attention_bias": cfg["family"] == "qwen2",
     }
+    if cfg.get("llama3"):
+        l3 = cfg["llama3"]
+        c["rope_scaling"] = {"rope_type": "llama3", "factor": l3["factor"], "low_freq_factor": l3["low_freq_factor"],
+                             "high_freq_factor": l3["high_freq_factor"], "original_max_position_embeddings": l3["original"]}
     if cfg["family"] == "olmo":
         # OlmoConfig: no norm epsilon (OlmoLayerNorm's 1e-5 is fixed), q/k/v clipping off
         del c["rms_norm_eps"]
@@ -861,8 +878,16 @@ def cfg_from_hf(path, tokdir):
         if not isinstance(orig, int) or not 0 < orig < cfg["context"]:
             die("config: rope_scaling longrope: original_max_position_embeddings must be below max_position_embeddings", 3)
         cfg["longrope"] = {"original": orig, "short_factor": sf, "long_factor": lf}
+    elif rs.get("type", rs.get("rope_type")) == "llama3":
+        try:
+            cfg["llama3"] = {"factor": float(rs["factor"]), "low_freq_factor": float(rs["low_freq_factor"]),
+                             "high_freq_factor": float(rs["high_freq_factor"]),
+                             "original": int(rs["original_max_position_embeddings"])}
+        except (KeyError, TypeError, ValueError) as e:
+            die("config: rope_scaling llama3: factor, low_freq_factor, high_freq_factor and "
+                "original_max_position_embeddings are required (%s)" % e, 3)
     elif rs:
-        die("config: rope_scaling %r: only longrope is generated" % rs.get("type", rs.get("rope_type")), 3)
+        die("config: rope_scaling %r: only longrope and llama3 are generated" % rs.get("type", rs.get("rope_type")), 3)
     if mt == "gemma2":
         act = c.get("hidden_activation") or c.get("hidden_act") or "gelu_pytorch_tanh"
         if act not in ("gelu_pytorch_tanh", "gelu_new", "gelu_fast"):

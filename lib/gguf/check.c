@@ -49,6 +49,37 @@ static int compare(const gguf_plan *p, const gguf_tensor *g, int control, int st
     return 0;
 }
 
+/* rope_freqs (derived, not copied): llama.cpp's angle of every row p and pair i of the container's caches,
+ * p·theta^(-i/half) / rope_freqs[i] (divide 0: the divisors ignored, the control), against the caches' own
+ * angle, within a few float32 roundings. The number of (row, pair) angles off, or -1. */
+static long rope_off(const gguf_plan *p, const gguf_tensor *g, int ignore, double *max_err, ogk_error *e)
+{
+    const ogk_qtensor *cs = p->seg[0].t, *sn = p->seg[1].t;
+    uint64_t rows = cs->shape[0] < sn->shape[0] ? cs->shape[0] : sn->shape[0];
+    float *div = malloc(3 * (size_t)p->k * sizeof *div), *c = div ? div + p->k : NULL, *s = c ? c + p->k : NULL;
+    if (!div)
+        return ogk_fail(e, "out of memory");
+    if (gguf_dequant_row(g, 0, div, GGUF_CTRL_NONE)) {
+        free(div);
+        return ogk_fail(e, "tensor %s: type %d cannot be read", g->name, g->type);
+    }
+    long off = 0;
+    *max_err = 0;
+    for (uint64_t r = 0; r < rows; r++) {
+        gguf_plain_row(cs, (uint32_t)r, p->k, c);
+        gguf_plain_row(sn, (uint32_t)r, p->k, s);
+        for (uint32_t i = 0; i < p->k; i++) {
+            double want = (double)r * pow(p->rope_theta, -(double)i / p->k) / (ignore ? 1.0 : div[i]);
+            double d = fabs(remainder(atan2(s[i], c[i]) - want, 2 * M_PI));
+            if (d > *max_err)
+                *max_err = d;
+            off += d > 2e-3 + 5e-7 * fabs(want);
+        }
+    }
+    free(div);
+    return off;
+}
+
 int gguf_check_q4nx(const q4nx_file *f, const gguf_file *g, json_t **report, ogk_error *e, int *code)
 {
     *code = OGK_EXIT_INPUT;
@@ -64,12 +95,30 @@ int gguf_check_q4nx(const q4nx_file *f, const gguf_file *g, json_t **report, ogk
     /* the first tensor of each type is where that type's controls run */
     const gguf_plan *first[16] = {0};
     const gguf_tensor *firstg[16] = {0};
+    json_t *rope = NULL; /* rope_freqs: the rotations it gives against the caches */
+    int rope_ok = 1;
     for (size_t i = 0; i < n; i++) {
         const gguf_plan *p = &plan[i];
         const gguf_tensor *t = gguf_find(g, p->name);
         if (!t) {
             ogk_fail(e, "tensor %s: not in the GGUF (it holds %s of the container)", p->name, p->from);
             goto out;
+        }
+        if (p->kind == GPLAN_ROPE) {
+            double err, err0;
+            long off, off0;
+            if (t->ndim != 1 || t->ne[0] != p->k || (off = rope_off(p, t, 0, &err, e)) < 0 ||
+                (off0 = rope_off(p, t, 1, &err0, e)) < 0) {
+                if (t->ndim != 1 || t->ne[0] != p->k)
+                    ogk_fail(e, "tensor %s: not a vector of %u", p->name, p->k);
+                goto out;
+            }
+            rope_ok = off == 0 && off0 > 0; /* and the control (the divisors ignored) must be off somewhere */
+            json_decref(rope);
+            rope = json_pack("{s:s,s:I,s:f,s:b}", "tensor", p->name, "angles_off", (json_int_t)off, "max_err_rad", err,
+                             "control_caught", off0 > 0);
+            tensors++;
+            continue;
         }
         uint64_t rows = 1;
         for (int d = 1; d < t->ndim; d++)
@@ -125,14 +174,18 @@ int gguf_check_q4nx(const q4nx_file *f, const gguf_file *g, json_t **report, ogk
                                                   "caught", ty.mismatched > 0));
     }
     int vacuous = !ran || !all_caught;
-    int ok = identical == values && values > 0 && !vacuous;
+    int ok = identical == values && values > 0 && !vacuous && rope_ok;
     *report = json_pack("{s:b,s:I,s:I,s:I,s:f,s:o,s:o,s:b}", "ok", ok, "tensors", (json_int_t)tensors, "values",
                         (json_int_t)values, "identical", (json_int_t)identical, "percent",
                         values ? 100.0 * (double)identical / (double)values : 0.0, "mismatched", bad, "controls",
                         controls, "vacuous", vacuous);
+    if (rope)
+        json_object_set_new(*report, "rope_freqs", rope);
+    rope = NULL;
     bad = controls = NULL;
     rc = ok ? 0 : 1;
 out:
+    json_decref(rope);
     json_decref(bad);
     json_decref(controls);
     free(plan);

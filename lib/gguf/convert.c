@@ -154,6 +154,7 @@ typedef struct {
     float eps, theta;
     int tied, qkv_bias, qk_norm;
     int layer_norm; /* olmo: LayerNorms (llama.cpp's take no weights) */
+    int freq_scaled; /* rope scaling of the frequencies only (llama3, linear): rope_freqs from the caches */
     /* gemma2 */
     float attn_softcap, final_softcap;
     uint32_t window;       /* 0: no sliding window */
@@ -172,12 +173,78 @@ static int geti(const json_t *m, const char *k, uint32_t *v, int required, ogk_e
     return 0;
 }
 
+int gguf_rope_freqs(const ogk_qtensor *cs, const ogk_qtensor *sn, uint32_t half, double *f, ogk_error *e)
+{
+    uint64_t rows = cs->shape[0] < sn->shape[0] ? cs->shape[0] : sn->shape[0];
+    float *c = malloc(2 * (size_t)half * sizeof *c), *s = c ? c + half : NULL;
+    if (!c)
+        return ogk_fail(e, "out of memory");
+    int rc = 0;
+    /* rows 1, 2, 4, ..., and the last: each angle unwrapped with the estimate so far (its error times the
+     * next row stays far below pi), so the last row's precision sets the frequency */
+    for (uint64_t p = 1; p < rows && !rc; p = p == rows - 1 ? rows : p * 2 < rows - 1 ? p * 2 : rows - 1) {
+        gguf_plain_row(cs, (uint32_t)p, half, c);
+        gguf_plain_row(sn, (uint32_t)p, half, s);
+        for (uint32_t i = 0; i < half; i++) {
+            double r = hypot(c[i], s[i]), a = atan2(s[i], c[i]);
+            if (fabs(r - 1) > 1e-2) {
+                rc = ogk_fail(e, "rope.cos / rope.sin: row %llu, pair %u has magnitude %.6g, not 1 (scaled rotations: "
+                              "llama.cpp's frequency factors cannot give them)", (unsigned long long)p, i, r);
+                break;
+            }
+            if (p > 1)
+                a += 2 * M_PI * nearbyint((f[i] * (double)p - a) / (2 * M_PI));
+            f[i] = a / (double)p;
+        }
+    }
+    /* every row: p * f[i] within a few float32 roundings of the angle (the pack's own and llama.cpp's) */
+    for (uint64_t p = 1; p < rows && !rc; p++) {
+        gguf_plain_row(cs, (uint32_t)p, half, c);
+        gguf_plain_row(sn, (uint32_t)p, half, s);
+        for (uint32_t i = 0; i < half; i++) {
+            double want = f[i] * (double)p, d = remainder(atan2(s[i], c[i]) - want, 2 * M_PI);
+            if (fabs(d) > 2e-3 + 5e-7 * fabs(want)) {
+                rc = ogk_fail(e, "rope.cos / rope.sin: row %llu, pair %u is off its frequency %.9g by %.3g rad (not a "
+                              "fixed frequency per pair)", (unsigned long long)p, i, f[i], d);
+                break;
+            }
+        }
+    }
+    free(c);
+    return rc;
+}
+
 /* llama.cpp rotates pair i of position p by p·theta^(-2i/rope_dim) (rope.freq_base); ogakit and the pack
  * rotate by the container's caches. So the caches decide: position 1's angles must be theta's (a theta the
  * description lacks is read off pair 1), else the GGUF would rotate otherwise (a wrong or missing theta, a
- * scaled or otherwise altered frequency table) and is refused. */
+ * scaled or otherwise altered frequency table) and is refused. With a frequency scaling in the description
+ * (llama3, linear) the theta must be given, each pair's frequency is measured over every row of the caches,
+ * and llama.cpp's llama divides theta's frequencies by rope_freqs (GPLAN_ROPE); other architectures refuse. */
 static int rope_theta(const q4nx_file *f, dims *d, ogk_error *e)
 {
+    if (d->freq_scaled) {
+        const ogk_qtensor *cs = q4nx_find(f, "rope.cos"), *sn = q4nx_find(f, "rope.sin");
+        uint32_t half = d->rope_dim / 2;
+        if (!cs || !sn || cs->ndim != 2 || sn->ndim != 2 || cs->shape[0] < 2 || sn->shape[0] < 2 ||
+            cs->shape[1] != half || sn->shape[1] != half || half < 1 || !is_float(cs->dtype) || !is_float(sn->dtype))
+            return ogk_fail(e, "rope.cos / rope.sin: missing or not [positions >= 2][rope dim / 2 = %u] floats", half);
+        if (d->theta <= 0)
+            return ogk_fail(e, "rope scaling: the description gives no rope theta to scale");
+        double *fr = malloc(half * sizeof *fr);
+        if (!fr)
+            return ogk_fail(e, "out of memory");
+        int rc = gguf_rope_freqs(cs, sn, half, fr, e), scaled = 0;
+        for (uint32_t i = 0; i < half && !rc; i++)
+            scaled |= fabs(pow(d->theta, -2.0 * i / d->rope_dim) / fr[i] - 1) > 1e-3;
+        free(fr);
+        if (rc)
+            return -1;
+        d->freq_scaled = scaled;
+        if (scaled && strcmp(d->arch, "llama"))
+            return ogk_fail(e, "rope scaling: the caches' frequencies are scaled, and llama.cpp's %s takes no frequency "
+                            "factors (its llama does)", d->arch);
+        return 0;
+    }
     const ogk_qtensor *cs = q4nx_find(f, "rope.cos"), *sn = q4nx_find(f, "rope.sin");
     uint32_t half = d->rope_dim / 2;
     if (!cs || !sn || cs->ndim != 2 || sn->ndim != 2 || cs->shape[0] < 2 || sn->shape[0] < 2 ||
@@ -303,7 +370,11 @@ static int read_dims(const q4nx_file *f, dims *d, ogk_error *e)
         if (json_is_number(th))
             d->theta = (float)json_number_value(th);
         const json_t *sc = json_object_get(rope, "scaling");
-        if (sc && !json_is_null(sc)) {
+        const json_t *st = json_object_get(sc, "rope_type");
+        const char *stype = json_string_value(st ? st : json_object_get(sc, "type"));
+        if (stype && (!strcmp(stype, "llama3") || !strcmp(stype, "linear")))
+            d->freq_scaled = 1; /* frequencies only: the caches say by how much (rope_theta) */
+        else if (sc && !json_is_null(sc)) {
             char *s = json_dumps(sc, JSON_COMPACT);
             ogk_fail(e, "rope scaling %s: not converted yet (llama.cpp's rope scaling keys are not written by this "
                      "version); refusing rather than writing a model that rotates differently", s ? s : "?");
@@ -453,8 +524,17 @@ static int build_plan(planner *pl, const dims *d)
     if (!d->tied && one(pl, "output.weight", "lm_head", d->vocab, d->dim, 0))
         return -1;
     /* RoPE caches: llama.cpp computes rotations from rope.freq_base; nothing else may be left over */
-    take(pl, "rope.cos");
-    take(pl, "rope.sin");
+    const ogk_qtensor *cs = take(pl, "rope.cos"), *sn = take(pl, "rope.sin");
+    if (d->freq_scaled) {
+        gguf_plan *p = add(pl, "rope_freqs.weight", GPLAN_ROPE);
+        if (!p)
+            return -1;
+        p->type = GGML_F32, p->ndim = 1, p->nrows = 1, p->k = d->rope_dim / 2, p->rope_theta = d->theta;
+        p->seg[0] = (gguf_seg){cs, 0, 1, 0};
+        p->seg[1] = (gguf_seg){sn, 0, 1, 0};
+        p->nseg = 2;
+        snprintf(p->from, sizeof p->from, "rope.cos+rope.sin");
+    }
     for (size_t i = 0; i < q4nx_tensor_count(f); i++) {
         const char *role = q4nx_tensor_at(f, i)->role;
         int used = 0;
@@ -703,6 +783,24 @@ static int fill_plain(void *ctx, uint8_t *dst, uint64_t n, ogk_error *e)
     return 0;
 }
 
+/* rope_freqs: llama.cpp rotates pair i by p·theta^(-2i/dim) / rope_freqs[i]; the caches turn it by p·f[i] */
+static int fill_rope(void *ctx, uint8_t *dst, uint64_t n, ogk_error *e)
+{
+    gguf_plan *p = ctx;
+    if ((uint64_t)p->k * 4 != n)
+        return ogk_fail(e, "tensor %s: size mismatch", p->name);
+    double *f = malloc((size_t)p->k * sizeof *f);
+    if (!f)
+        return ogk_fail(e, "out of memory");
+    int rc = gguf_rope_freqs(p->seg[0].t, p->seg[1].t, p->k, f, e);
+    for (uint32_t i = 0; i < p->k && !rc; i++) {
+        float v = (float)(pow(p->rope_theta, -(double)i / p->k) / f[i]);
+        memcpy(dst + (size_t)i * 4, &v, 4);
+    }
+    free(f);
+    return rc;
+}
+
 /* ---------------------------------------------------------------- metadata and the file */
 
 static int arch_meta(gguf_writer *w, const q4nx_file *f, const char *arch, const char *name, ogk_error *e)
@@ -820,7 +918,10 @@ int gguf_from_q4nx(const q4nx_file *f, const gguf_convert_opts *o, int fd, json_
             }
         }
         uint64_t ne[2] = {p->k, p->nrows};
-        if (gguf_writer_tensor(w, p->name, p->type, p->ndim, ne, p->kind == GPLAN_Q ? fill_quant : fill_plain, p, e))
+        if (gguf_writer_tensor(w, p->name, p->type, p->ndim, ne, p->kind == GPLAN_Q      ? fill_quant
+                                                                             : p->kind == GPLAN_ROPE ? fill_rope
+                                                                                                     : fill_plain,
+                               p, e))
             goto out;
     }
     int failed = 0;

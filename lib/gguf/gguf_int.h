@@ -14,7 +14,9 @@ typedef struct {
     uint32_t perm_hd;
 } gguf_seg;
 
-enum { GPLAN_Q = 1, GPLAN_PLAIN = 2 };
+/* GPLAN_ROPE: llama.cpp's rope_freqs (per-pair frequency divisors) derived from the container's rope.cos /
+ * rope.sin and rope_theta, not copied values */
+enum { GPLAN_Q = 1, GPLAN_PLAIN = 2, GPLAN_ROPE = 3 };
 
 typedef struct {
     char name[80];
@@ -25,6 +27,7 @@ typedef struct {
     uint32_t nrows, k; /* output rows (1 for vectors) and row length */
     gguf_seg seg[3];
     int nseg;
+    float rope_theta; /* GPLAN_ROPE: the base the divisors are relative to */
     /* filled while writing under GGUF_LOSSY */
     double max_err;
     uint32_t err_row, err_col;
@@ -38,5 +41,9 @@ gguf_plan *gguf_make_plan(const q4nx_file *f, size_t *n, const char **arch, ogk_
 const ogk_qtensor *gguf_plan_row(const gguf_plan *p, uint32_t r, uint32_t *src_row);
 /* The container's values of one source row of a plain tensor, as floats (k of them). */
 void gguf_plain_row(const ogk_qtensor *t, uint32_t row, uint32_t k, float *out);
+/* The frequency f[i] of each of the half pairs of the RoPE caches cs / sn ([rows][half]): row p turns pair i
+ * by p * f[i]. 0, or -1 with e filled when the caches are not that (a magnitude other than 1, a row off
+ * its pair's frequency). */
+int gguf_rope_freqs(const ogk_qtensor *cs, const ogk_qtensor *sn, uint32_t half, double *f, ogk_error *e);
 
 #endif
