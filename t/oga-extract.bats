@@ -36,6 +36,8 @@ variant() {
 @test "oga-extract phi3 cpu untied"   { variant phi3 cpu untied; }
 @test "oga-extract phi3 amd tied"     { variant phi3 amd tied; }
 @test "oga-extract phi3 amd untied"   { variant phi3 amd untied; }
+@test "oga-extract gemma cpu tied"    { variant gemma cpu tied; }
+@test "oga-extract gemma amd untied"  { variant gemma amd untied; }
 @test "oga-extract olmo cpu tied"     { variant olmo cpu tied; }   # LayerNorm weights and biases
 @test "oga-extract olmo amd untied"   { variant olmo amd untied; }
 

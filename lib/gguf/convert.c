@@ -276,41 +276,53 @@ static int rope_theta(const q4nx_file *f, dims *d, ogk_error *e)
     return 0;
 }
 
-/* llama.cpp's gemma2 computes what the description says, or the description is refused by name: its
- * gemma2 always soft-caps scores and logits (the caps are keys), scales the embedding by sqrt(hidden)
- * (the builder's constant is that, rounded to 2 decimals: a difference of < 0.1 % is allowed and said
- * in q4nx-gguf(1)), scores by 1/sqrt(head_dim) (46 layers, the 27B: 1/sqrt(hidden / heads)), gates with
- * GELU (tanh), norms the block outputs, reads the classifier from token_embd (tied), windows the layers
- * the pattern key names */
-static int gemma2_dims(const json_t *m, dims *d, ogk_error *e)
+/* llama.cpp's gemma and gemma2 compute what the description says, or the description is refused by name:
+ * both gate with GELU (tanh), read the classifier from token_embd, scale the embedding by sqrt(hidden) (the
+ * builder's constant is that, rounded to 2 decimals: a difference of < 0.1 % is allowed and said in
+ * q4nx-gguf(1)) and the scores by 1/sqrt(head_dim) (gemma2 at 46 layers, the 27B: 1/sqrt(hidden / heads));
+ * gemma2 always soft-caps scores and logits (the caps are keys), norms the block outputs and may window
+ * layers (sliding_window_pattern); gemma has none of these. */
+static int gemma_dims(const json_t *m, dims *d, ogk_error *e)
 {
+    int g2 = !strcmp(d->arch, "gemma2");
     const json_t *act = json_object_get(m, "activation");
     if (!json_is_string(act) || strcmp(json_string_value(act), "gelu_tanh"))
-        return ogk_fail(e, "activation %s: llama.cpp's gemma2 gates with GELU (tanh)",
-                        json_is_string(act) ? json_string_value(act) : "silu");
+        return ogk_fail(e, "activation %s: llama.cpp's %s gates with GELU (tanh)",
+                        json_is_string(act) ? json_string_value(act) : "silu", d->arch);
     if (!d->tied)
-        return ogk_fail(e, "an untied classifier: llama.cpp's gemma2 reads its output from token_embd");
+        return ogk_fail(e, "an untied classifier: llama.cpp's %s reads its output from token_embd", d->arch);
     if (d->qkv_bias || d->qk_norm)
-        return ogk_fail(e, "q/k/v biases or q/k norms: llama.cpp's gemma2 has neither");
-    if (!json_is_true(json_object_get(m, "sandwich_norms")))
-        return ogk_fail(e, "no sandwich norms: llama.cpp's gemma2 norms the attention and MLP outputs");
+        return ogk_fail(e, "q/k/v biases or q/k norms: llama.cpp's %s has neither", d->arch);
+    if (json_is_true(json_object_get(m, "sandwich_norms")) != g2)
+        return ogk_fail(e, g2 ? "no sandwich norms: llama.cpp's gemma2 norms the attention and MLP outputs"
+                              : "sandwich_norms: llama.cpp's gemma has no norms on the block outputs");
     const json_t *es = json_object_get(m, "embed_scale"), *as = json_object_get(m, "attn_scale"),
-                 *ac = json_object_get(m, "attn_softcap"), *fc = json_object_get(m, "final_softcap");
+                 *ac = json_object_get(m, "attn_softcap"), *fc = json_object_get(m, "final_softcap"),
+                 *sw = json_object_get(m, "sliding_window");
     double want = sqrt((double)d->dim);
     if (!json_is_number(es) || fabs(json_number_value(es) - want) > 0.00501)
-        return ogk_fail(e, "embed_scale %g: llama.cpp's gemma2 scales the embedding by sqrt(%u) = %.4f",
-                        json_is_number(es) ? json_number_value(es) : 1.0, d->dim, want);
-    double sc = 1 / sqrt(d->layers == 46 ? (double)(d->dim / d->heads) : (double)d->head_dim);
+        return ogk_fail(e, "embed_scale %g: llama.cpp's %s scales the embedding by sqrt(%u) = %.4f",
+                        json_is_number(es) ? json_number_value(es) : 1.0, d->arch, d->dim, want);
+    int wide = g2 && d->layers == 46;
+    double sc = 1 / sqrt(wide ? (double)(d->dim / d->heads) : (double)d->head_dim);
     double have = json_is_number(as) ? json_number_value(as) : 1 / sqrt((double)d->head_dim);
     if (fabs(have / sc - 1) > 1e-6)
-        return ogk_fail(e, "attn_scale %g: llama.cpp's gemma2 scales scores by %g (1/sqrt(%s)) and has no key for another",
-                        have, sc, d->layers == 46 ? "hidden / heads" : "head_dim");
+        return ogk_fail(e, "attn_scale %g: llama.cpp's %s scales scores by %g (1/sqrt(%s)) and has no key for another",
+                        have, d->arch, sc, wide ? "hidden / heads" : "head_dim");
+    if (!g2) {
+        static const char *const none[] = {"attn_softcap", "final_softcap", "sliding_window"};
+        for (size_t i = 0; i < sizeof none / sizeof *none; i++) {
+            const json_t *v = json_object_get(m, none[i]);
+            if (v && !json_is_null(v))
+                return ogk_fail(e, "%s: llama.cpp's gemma has none (gemma2 has)", none[i]);
+        }
+        return 0;
+    }
     if (!json_is_number(ac) || !json_is_number(fc))
         return ogk_fail(e, "no %s soft cap: llama.cpp's gemma2 always soft-caps (its key only sets the cap)",
                         json_is_number(ac) ? "final" : "attention");
     d->attn_softcap = (float)json_number_value(ac);
     d->final_softcap = (float)json_number_value(fc);
-    const json_t *sw = json_object_get(m, "sliding_window");
     if (json_is_object(sw)) {
         const json_t *sz = json_object_get(sw, "size");
         d->window = json_is_integer(sz) && json_integer_value(sz) > 0 && json_integer_value(sz) < (1 << 30)
@@ -340,11 +352,13 @@ static int read_dims(const q4nx_file *f, dims *d, ogk_error *e)
         d->arch = "phi3";
     else if (!strcmp(fam, "gemma2"))
         d->arch = "gemma2";
+    else if (!strcmp(fam, "gemma"))
+        d->arch = "gemma";
     else if (!strcmp(fam, "olmo"))
         d->arch = "olmo";
     else
-        return ogk_fail(e, "family \"%s\": no llama.cpp architecture for it here (llama, mistral, qwen2, qwen3, phi3, gemma2, "
-                        "olmo)", fam);
+        return ogk_fail(e, "family \"%s\": no llama.cpp architecture for it here (llama, mistral, qwen2, qwen3, phi3, gemma, "
+                        "gemma2, olmo)", fam);
     const json_t *nk = json_object_get(m, "norm");
     d->layer_norm = json_is_string(nk) && !strcmp(json_string_value(nk), "layer");
     if (d->layer_norm != !strcmp(d->arch, "olmo"))
@@ -400,8 +414,8 @@ static int read_dims(const q4nx_file *f, dims *d, ogk_error *e)
     d->tied = json_is_true(json_object_get(m, "tie_embeddings"));
     d->qkv_bias = json_is_true(json_object_get(m, "qkv_bias"));
     d->qk_norm = json_is_true(json_object_get(m, "qk_norm"));
-    if (!strcmp(d->arch, "gemma2"))
-        return gemma2_dims(m, d, e) ? -1 : rope_theta(f, d, e);
+    if (!strcmp(d->arch, "gemma2") || !strcmp(d->arch, "gemma"))
+        return gemma_dims(m, d, e) ? -1 : rope_theta(f, d, e);
     /* what these architectures of llama.cpp do not do (Gemma 2's additions, on any family's graph): refused,
      * never dropped (a file that computes something else) */
     const json_t *act = json_object_get(m, "activation");

@@ -13,7 +13,7 @@ static const struct {
     int family;
 } families[] = {
     {"llama", FAMILY_LLAMA}, {"mistral", FAMILY_LLAMA}, {"qwen2", FAMILY_QWEN2}, {"qwen3", FAMILY_QWEN3}, {"phi3", FAMILY_PHI3},
-    {"gemma2", FAMILY_GEMMA2}, {"olmo", FAMILY_OLMO},
+    {"gemma", FAMILY_GEMMA}, {"gemma2", FAMILY_GEMMA2}, {"olmo", FAMILY_OLMO},
 };
 
 const char *model_family_name(int family)
