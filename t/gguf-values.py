@@ -140,7 +140,7 @@ def main():
             if L + r in by_role:
                 want[b + gname] = role(L + r)
         want[b + "attn_output.weight"] = role(L + "attn.o")
-        if family == "phi3":
+        if family in ("phi3", "chatglm"):
             want[b + "ffn_up.weight"] = np.concatenate([role(L + "mlp.gate"), role(L + "mlp.up")])
         else:
             want[b + "ffn_gate.weight"] = role(L + "mlp.gate")

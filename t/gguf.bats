@@ -34,6 +34,10 @@ setup_file() {
   oga-extract "$(fixture gemma2 cpu tied)" | q4nx-pack -o "$F/gemma2-fixture.q4nx"
   oga-extract "$(fixture gemma cpu tied tiny 0 fp16)" | q4nx-pack -o "$F/gemma-cpu16.q4nx"
   oga-extract "$(fixture gemma amd untied)" | q4nx-pack -o "$F/gemma-untied.q4nx"
+  # chatglm at head_dim 128 (llama.cpp's chatglm wants heads x head_dim = hidden; onnxruntime a cos cache
+  # width that is a multiple of 8): fp16 io, so the theta (ChatGLM's config has none) comes off fp16 caches
+  oga-extract "$(fixture chatglm cpu tied hd128 0 fp16)" | q4nx-pack -o "$F/chatglm-cpu16.q4nx"
+  oga-extract "$(fixture chatglm amd untied hd128)" | q4nx-pack -o "$F/chatglm-amd.q4nx"
   # olmo as the builder writes AMD-OLMo: the fixture's weights without its (random) norm weights and biases,
   # so mkpack writes 1 and 0 (OLMo's LayerNorms have no parameters, nor have llama.cpp's olmo norms)
   /usr/bin/python3 "$TOP/tools/mkpack.py" --family olmo --style cpu --tie tied --io-dtype fp16 --out "$F/olsrc" \
@@ -362,6 +366,36 @@ EOF
   # (without rope_freqs llama.cpp diverges at the first token, gap 0.7)
   jq -c '.prompts[1].ids.llama' "$TOP/share/prompts/gates.json" > "$W/p.json"
   run /usr/bin/python3 "$TOP/t/gguf-oracle.py" greedy "$LLAMA" "$g" "$F/l3-llama.q4nx" "$W/p.json" 32 0.5
+  echo "$output"
+  [ "$status" -eq 0 ]
+}
+
+@test "q4nx-gguf: chatglm converts exactly (interleaved half rotary as llama.cpp's chatglm, gate|up fused, q/k/v biases)" {
+  exact chatglm-cpu16 chatglm-cpu16
+  exact chatglm-amd chatglm-amd --widen
+  jq -e '.architecture == "chatglm" and ([.tensors[] | select(.name == "blk.0.ffn_up.weight" or .name == "blk.0.attn_qkv.bias")] | length == 2)' \
+    "$F/chatglm-cpu16.report.json"
+  if [ -d "$TOP/.cache/llama/src/gguf-py" ] && [ "${OGAKIT_SAN:-0}" != 1 ]; then
+    run env PYTHONPATH="$TOP/.cache/llama/src/gguf-py" /usr/bin/python3 "$TOP/t/gguf-values.py" "$(fixture chatglm cpu tied hd128 0 fp16)" "$F/chatglm-cpu16.gguf"
+    [ "$status" -eq 0 ] || { echo "$output"; return 1; }
+    run env PYTHONPATH="$TOP/.cache/llama/src/gguf-py" /usr/bin/python3 "$TOP/t/gguf-values.py" "$(fixture chatglm amd untied hd128)" "$F/chatglm-amd.gguf"
+    [ "$status" -eq 0 ] || { echo "$output"; return 1; }
+  fi
+  # the rope theta read off the fp16 caches (every row's frequency), written as rope.freq_base: 10000
+  /usr/bin/python3 -c '
+import struct, sys
+d = open(sys.argv[1], "rb").read()
+i = d.index(b"chatglm.rope.freq_base") + len("chatglm.rope.freq_base")
+t, v = struct.unpack_from("<If", d, i)
+sys.exit(not (t == 6 and abs(v - 10000) <= 1))' "$F/chatglm-cpu16.gguf"
+}
+
+@test "llama.cpp oracle: chatglm continues like npu-forward --mode f32 over a 99-token prompt" {
+  llama_bin
+  local g=$W/glm.gguf
+  q4nx-gguf --widen --name ogakit-fixture -o "$g" "$F/chatglm-amd.q4nx" 2>/dev/null
+  jq -c '.prompts[1].ids.chatglm' "$TOP/share/prompts/gates.json" > "$W/p.json"
+  run /usr/bin/python3 "$TOP/t/gguf-oracle.py" greedy "$LLAMA" "$g" "$F/chatglm-amd.q4nx" "$W/p.json" 32 0.5
   echo "$output"
   [ "$status" -eq 0 ]
 }

@@ -80,6 +80,9 @@ def main():
     attrs = lambda n: {a.name: onnx.helper.get_attribute_value(a) for a in n.attribute}
     genai = json.load(open(os.path.join(pack, "genai_config.json")))["model"]
     hf = json.load(open(os.path.join(pack, "config.json")))
+    if hf.get("model_type") == "chatglm":   # ChatGLM's own keys
+        hf = dict(hf, intermediate_size=hf["ffn_hidden_size"], rms_norm_eps=hf["layernorm_epsilon"],
+                  rope_theta=None)
     seen = set()
     ntensors = 0
     mdl = None
@@ -100,7 +103,7 @@ def main():
             eps = hf.get("rms_norm_eps", hf.get("layer_norm_eps", 1e-5))   # OLMo's config has none: 1e-5
             if mdl.get("norm") != ("layer" if genai["type"] == "olmo" else "rms"):
                 fail("model.norm = %r for a %s pack" % (mdl.get("norm"), genai["type"]))
-            if abs(mdl["rms_norm_eps"] - eps) > 1e-12 or mdl["rope"]["theta"] != hf["rope_theta"]:
+            if abs(mdl["rms_norm_eps"] - eps) > 1e-12 or mdl["rope"]["theta"] != hf["rope_theta"]:   # chatglm: None
                 fail("model eps/theta %r %r" % (mdl["rms_norm_eps"], mdl["rope"]["theta"]))
             continue
         if hdr["type"] == "asset":

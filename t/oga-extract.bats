@@ -38,6 +38,16 @@ variant() {
 @test "oga-extract phi3 amd untied"   { variant phi3 amd untied; }
 @test "oga-extract gemma cpu tied"    { variant gemma cpu tied; }
 @test "oga-extract gemma amd untied"  { variant gemma amd untied; }
+@test "oga-extract chatglm cpu tied, amd untied (head_dim 64: interleaved half rotary, ChatGLM's config keys)" {
+  local pack s=$BATS_TEST_TMPDIR/s.ogax st
+  for st in "cpu tied" "amd untied"; do
+    pack=$(fixture chatglm $st hd64)
+    oga-extract -o "$s" "$pack"
+    run /usr/bin/python3 "$TOP/t/oga-extract-check.py" "$pack" "$s"
+    [ "$status" -eq 0 ] || { echo "$st: $output"; return 1; }
+    oga-extract --check "$s" | jq -e '.ok and .model.rope.interleaved and .model.rope.dim == 32 and .model.qkv_bias'
+  done
+}
 @test "oga-extract olmo cpu tied"     { variant olmo cpu tied; }   # LayerNorm weights and biases
 @test "oga-extract olmo amd untied"   { variant olmo amd untied; }
 

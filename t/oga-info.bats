@@ -273,7 +273,7 @@ mutation_case() { # MUTATION CODE WHAT-substring
   local d t g
   d=$(mutated cpu no-op-type)
   g=$(readlink -f "$d/genai_config.json")
-  for t in gemma phi chatglm; do
+  for t in granite phi nemotron; do
     rm -f "$d/genai_config.json"
     jq --arg t "$t" '.model.type = $t' "$g" >"$d/genai_config.json"
     run --separate-stderr oga-info "$d"

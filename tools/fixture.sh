@@ -2,7 +2,7 @@
 # fixture.sh - print the absolute path of a generated OGA fixture pack, generating it on demand.
 #
 #   tools/fixture.sh FAMILY STYLE TIE [GEOM] [ACC] [IODTYPE]
-#       FAMILY qwen2|llama|qwen3|phi3|gemma|gemma2|olmo, STYLE cpu|amd, TIE tied|untied, GEOM tiny|hd64|hd96|hd128|qwen05b|qwen15b (tiny),
+#       FAMILY qwen2|llama|qwen3|phi3|gemma|gemma2|olmo|chatglm, STYLE cpu|amd, TIE tied|untied, GEOM tiny|hd64|hd96|hd128|qwen05b|qwen15b (tiny),
 #       ACC 0|4 (0), IODTYPE fp32|fp16 (default fp32 for cpu, fp16 for amd, as real packs are).
 #       -> .cache/fixtures/FAMILY-STYLE-TIE-GEOM-accACC[-IODTYPE when not the style's default]/
 #   tools/fixture.sh bad NAME     a malformed pack (.cache/fixtures/bad-NAME/)
@@ -39,7 +39,7 @@ if [ "$1" = bad ]; then
 else
   [ $# -ge 3 ] && [ $# -le 6 ] || { usage >&2; exit 2; }
   fam=$1 style=$2 tie=$3 geom=${4:-tiny} acc=${5:-0}
-  case "$fam" in qwen2|llama|qwen3|phi3|gemma|gemma2|olmo) ;; *) die "FAMILY: qwen2|llama|qwen3|phi3|gemma|gemma2|olmo, not '$fam'" ;; esac
+  case "$fam" in qwen2|llama|qwen3|phi3|gemma|gemma2|olmo|chatglm) ;; *) die "FAMILY: qwen2|llama|qwen3|phi3|gemma|gemma2|olmo|chatglm, not '$fam'" ;; esac
   case "$style" in cpu) def=fp32 ;; amd) def=fp16 ;; *) die "STYLE: cpu|amd, not '$style'" ;; esac
   case "$tie" in tied|untied) ;; *) die "TIE: tied|untied, not '$tie'" ;; esac
   case "$geom" in tiny|hd64|hd96|hd128|qwen05b|qwen15b) ;; *) die "GEOM: tiny|hd64|hd96|hd128|qwen05b|qwen15b, not '$geom'" ;; esac

@@ -13,7 +13,7 @@ const NM = path.join(TOP, '.cache/node/node_modules');
 const { Tokenizer } = await import(path.join(NM, '@huggingface/tokenizers/dist/tokenizers.mjs'));
 
 // family -> tokenizer package, as tools/mkpack.py FAMILY_TOKENIZER
-const FAMILY_TOKENIZER = { qwen2: 'qwen3', qwen3: 'qwen3', llama: 'llama3', phi3: 'llama2', gemma2: 'gemma2', olmo: 'qwen3', gemma: 'gemma2' };
+const FAMILY_TOKENIZER = { qwen2: 'qwen3', qwen3: 'qwen3', llama: 'llama3', phi3: 'llama2', gemma2: 'gemma2', olmo: 'qwen3', gemma: 'gemma2', chatglm: 'llama2' };
 
 const prompts = [
   { name: 'short', text: 'The capital of France is' },

@@ -5,7 +5,7 @@ Hugging Face-named float weights.
 
 Run with Debian's /usr/bin/python3 (python3-onnx 1.12, python3-numpy).
 
-  mkpack.py --family qwen2|llama|qwen3|phi3|gemma|gemma2|olmo --style cpu|amd --tie tied|untied
+  mkpack.py --family qwen2|llama|qwen3|phi3|gemma|gemma2|olmo|chatglm --style cpu|amd --tie tied|untied
             [--geom tiny|hd64|hd96|hd128|qwen05b|qwen15b] [--accuracy-level 0|4] [--io-dtype fp32|fp16]
             [--seed N] [--block-size B] [--dump-weights W.npz] --out DIR
   mkpack.py --config config.json --weights W.npz [--tokenizer-dir DIR] --out PACK
@@ -61,6 +61,12 @@ gemma (GemmaForCausalLM; the builder's GemmaModel <- MistralModel): as llama, pl
   sqrt(hidden) rounded to 2 decimals (Mul by a Constant, as gemma2), every RMSNorm weight stored as HF
   weight + 1, and the MLP activation com.microsoft FastGelu (gelu_pytorch_tanh); norms and residual stream
   in the io dtype (no fp32 Casts: those are Gemma 2's).
+chatglm (ChatGLM3; the builder's ChatGLMModel): as qwen2 (q/k/v biases), but RoPE on the first half of
+  each head (partial_rotary_factor 0.5: caches [context, head / 4]) in adjacent pairs: GroupQueryAttention
+  rotary_interleaved 1, amd-style RotaryEmbedding interleaved 1, rotary_embedding_dim head / 2, num_heads;
+  config.json in ChatGLM's own keys (num_layers, ffn_hidden_size, kv_channels, multi_query_group_num,
+  seq_length, layernorm_epsilon, ...). The tokenizer is Llama 2's (ChatGLM3 ships a SentencePiece
+  tokenizer.model without tokenizer.json).
 olmo (OlmoForCausalLM; the builder's OLMoModel: layernorm_attrs simple False): as llama, but every norm
   of the residual stream a LayerNorm (mean subtracted) with weight and bias: ONNX LayerNormalization
   "/model/layers.0/input_layernorm/LayerNorm" [x, w, b] (axis -1, stash_type 1), then com.microsoft
@@ -110,7 +116,7 @@ TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NODE_MODULES = os.path.join(TOP, ".cache", "node", "node_modules")
 
 FAMILY_TOKENIZER = {"qwen2": "qwen3", "qwen3": "qwen3", "llama": "llama3", "phi3": "llama2", "gemma2": "gemma2",
-                    "olmo": "qwen3", "gemma": "gemma2"}
+                    "olmo": "qwen3", "gemma": "gemma2", "chatglm": "llama2"}
 
 # token ids as the real models' genai_config.json have them
 FAMILY_TOKENS = {
@@ -120,6 +126,9 @@ FAMILY_TOKENS = {
     "phi3": dict(bos=1, eos=2, pad=2),
     "gemma2": dict(bos=2, eos=[1, 107], pad=0),
     "gemma": dict(bos=2, eos=[1, 107], pad=0),
+    # ChatGLM3's SentencePiece vocabulary has <s> 1, </s> 2, <unk> 0 at the same ids as Llama 2's, which
+    # the fixture borrows (its [gMASK] / <|user|> ids lie beyond Llama 2's 32000)
+    "chatglm": dict(bos=1, eos=2, pad=0),
     # OLMo's GPT-NeoX vocabulary has no BOS and ends with <|endoftext|> (the fixture borrows Qwen's
     # byte-level BPE, whose <|endoftext|> is 151643)
     "olmo": dict(bos=None, eos=151643, pad=151643),
@@ -133,6 +142,7 @@ FAMILY_HF = {
     "gemma2": ("Gemma2ForCausalLM", "gemma2", 1e4, 1e-6),
     "olmo": ("OlmoForCausalLM", "olmo", 1e4, 1e-5),
     "gemma": ("GemmaForCausalLM", "gemma", 1e4, 1e-6),
+    "chatglm": ("ChatGLMModel", "chatglm", 1e4, 1e-5),
 }
 
 # Gemma 2 fixture parameters (--family gemma2; a --config gives its own), chosen so that each Gemma 2
@@ -282,7 +292,7 @@ class RandomWeights:
                 S[p + "post_attention_layernorm.bias"] = ("normal", (h,), 0.1)
             for c, o in (("q", qd), ("k", kvd), ("v", kvd)):
                 S[p + "self_attn.%s_proj.weight" % c] = ("normal", (o, h), 1 / np.sqrt(h))
-                if fam == "qwen2":
+                if fam in ("qwen2", "chatglm"):
                     S[p + "self_attn.%s_proj.bias" % c] = ("normal", (o,), 0.1)
             # Gemma 1 scales the embedding by sqrt(hidden) and has no sandwich norms: sublayer outputs 8x the
             # other families' keep the stream's make-up (else a tied model's top-1 is its input token)
@@ -490,8 +500,13 @@ def build(cfg, W, style, acc, io, block=None):
     total_len = g.node("Cast", mb + "/Gather/Cast", [gat], to=TensorProto.INT32)
 
     # ---- rotary caches [context, head/2]
+    # ChatGLM rotates the first half of each head, adjacent pairs (the builder: partial_rotary_factor 0.5,
+    # interleaved 1, rotary_embedding_dim head / 2); the others all of it, halves
+    glm = fam == "chatglm"
+    rd = hd // 2 if glm else hd
+
     def rope_caches(rows, factors=None, mscale=1.0):
-        inv_freq = 1.0 / (cfg["theta"] ** (np.arange(0, hd, 2, dtype=np.int64).astype(np.float32) / hd))
+        inv_freq = 1.0 / (cfg["theta"] ** (np.arange(0, rd, 2, dtype=np.int64).astype(np.float32) / rd))
         if factors is not None:
             inv_freq = inv_freq / np.asarray(factors, np.float32)
         l3 = cfg.get("llama3")
@@ -598,7 +613,7 @@ def build(cfg, W, style, acc, io, block=None):
         packed = not amd
         if packed:
             qkv = matmul(normed, None, L + "/attn/qkv_proj", w=np.concatenate([wq, wk, wv], axis=0))
-            if fam == "qwen2":
+            if fam in ("qwen2", "chatglm"):
                 qkv = add_bias(qkv, np.concatenate([W[hp + "self_attn.%s_proj.bias" % c] for c in "qkv"]),
                                L + "/attn/qkv_proj/Add")
             gqa_in = [qkv, "", ""]
@@ -613,7 +628,7 @@ def build(cfg, W, style, acc, io, block=None):
                 qkv3 = []
                 for c in "qkv":
                     y = matmul(normed, hp + "self_attn.%s_proj.weight" % c, L + "/attn/%s_proj" % c)
-                    if fam == "qwen2":
+                    if fam in ("qwen2", "chatglm"):
                         y = add_bias(y, W[hp + "self_attn.%s_proj.bias" % c], L + "/attn/%s_proj/Add" % c)
                     qkv3.append(y)
                 q, k, v = qkv3
@@ -634,10 +649,10 @@ def build(cfg, W, style, acc, io, block=None):
             if amd:
                 q = g.node("RotaryEmbedding", L + "/attn/q_rotary/RotaryEmbedding",
                            [q, "position_ids", cos_cache, sin_cache], domain="com.microsoft",
-                           interleaved=0, num_heads=0, rotary_embedding_dim=0)
+                           interleaved=int(glm), num_heads=nh if glm else 0, rotary_embedding_dim=rd if glm else 0)
                 k = g.node("RotaryEmbedding", L + "/attn/k_rotary/RotaryEmbedding",
                            [k, "position_ids", cos_cache, sin_cache], domain="com.microsoft",
-                           interleaved=0, num_heads=0, rotary_embedding_dim=0)
+                           interleaved=int(glm), num_heads=nkv if glm else 0, rotary_embedding_dim=rd if glm else 0)
             gqa_in = [q, k, v]
         gqa_in += ["past_key_values.%d.key" % i, "past_key_values.%d.value" % i, seqlens_k, total_len]
         rotary = 0 if amd else 1
@@ -653,7 +668,7 @@ def build(cfg, W, style, acc, io, block=None):
         attn = g.node("GroupQueryAttention", L + "/attn/GroupQueryAttention", gqa_in,
                       [L + "/attn/GroupQueryAttention/output_0", "present.%d.key" % i, "present.%d.value" % i],
                       domain="com.microsoft", num_heads=nh, kv_num_heads=nkv, scale=scale,
-                      local_window_size=window, softcap=softcap, do_rotary=rotary, rotary_interleaved=0)[0]
+                      local_window_size=window, softcap=softcap, do_rotary=rotary, rotary_interleaved=int(glm))[0]
         o = matmul(attn, hp + "self_attn.o_proj.weight", L + "/attn/o_proj")
         if gem:
             # sandwich norms: post_attention_layernorm on the attention output, then the residual add
@@ -791,6 +806,18 @@ def genai_config(cfg, style):
 def hf_config(cfg):
     arch, mtype, _, _ = FAMILY_HF[cfg["family"]]
     tok = cfg["tokens"]
+    if cfg["family"] == "chatglm":
+        # ChatGLM3's own config.json keys (its remote code), not Llama's: the pack reader falls back to
+        # the graph for the intermediate size, the epsilon and the rotary dims
+        return {"architectures": [arch], "model_type": mtype, "num_layers": cfg["layers"],
+                "hidden_size": cfg["hidden"], "ffn_hidden_size": cfg["inter"], "kv_channels": cfg["head"],
+                "num_attention_heads": cfg["heads"], "multi_query_attention": True,
+                "multi_query_group_num": cfg["kv_heads"], "padded_vocab_size": cfg["vocab"],
+                "seq_length": cfg["context"], "layernorm_epsilon": cfg["eps"], "rmsnorm": True,
+                "add_qkv_bias": True, "add_bias_linear": False, "original_rope": True, "rope_ratio": 1,
+                "apply_residual_connection_post_layernorm": False, "post_layer_norm": True,
+                "tie_word_embeddings": cfg["tied"], "bos_token_id": tok["bos"], "eos_token_id": tok["eos"],
+                "pad_token_id": tok["pad"], "torch_dtype": "float16"}
     c = {
         "architectures": [arch], "model_type": mtype, "hidden_act": "silu",
         "hidden_size": cfg["hidden"], "intermediate_size": cfg["inter"],

@@ -222,53 +222,40 @@ int gguf_rope_freqs(const ogk_qtensor *cs, const ogk_qtensor *sn, uint32_t half,
  * and llama.cpp's llama divides theta's frequencies by rope_freqs (GPLAN_ROPE); other architectures refuse. */
 static int rope_theta(const q4nx_file *f, dims *d, ogk_error *e)
 {
-    if (d->freq_scaled) {
-        const ogk_qtensor *cs = q4nx_find(f, "rope.cos"), *sn = q4nx_find(f, "rope.sin");
-        uint32_t half = d->rope_dim / 2;
-        if (!cs || !sn || cs->ndim != 2 || sn->ndim != 2 || cs->shape[0] < 2 || sn->shape[0] < 2 ||
-            cs->shape[1] != half || sn->shape[1] != half || half < 1 || !is_float(cs->dtype) || !is_float(sn->dtype))
-            return ogk_fail(e, "rope.cos / rope.sin: missing or not [positions >= 2][rope dim / 2 = %u] floats", half);
-        if (d->theta <= 0)
-            return ogk_fail(e, "rope scaling: the description gives no rope theta to scale");
-        double *fr = malloc(half * sizeof *fr);
-        if (!fr)
-            return ogk_fail(e, "out of memory");
-        int rc = gguf_rope_freqs(cs, sn, half, fr, e), scaled = 0;
-        for (uint32_t i = 0; i < half && !rc; i++)
-            scaled |= fabs(pow(d->theta, -2.0 * i / d->rope_dim) / fr[i] - 1) > 1e-3;
-        free(fr);
-        if (rc)
-            return -1;
-        d->freq_scaled = scaled;
-        if (scaled && strcmp(d->arch, "llama"))
-            return ogk_fail(e, "rope scaling: the caches' frequencies are scaled, and llama.cpp's %s takes no frequency "
-                            "factors (its llama does)", d->arch);
-        return 0;
-    }
     const ogk_qtensor *cs = q4nx_find(f, "rope.cos"), *sn = q4nx_find(f, "rope.sin");
     uint32_t half = d->rope_dim / 2;
     if (!cs || !sn || cs->ndim != 2 || sn->ndim != 2 || cs->shape[0] < 2 || sn->shape[0] < 2 ||
         cs->shape[1] != half || sn->shape[1] != half || half < 2 || !is_float(cs->dtype) || !is_float(sn->dtype))
         return ogk_fail(e, "rope.cos / rope.sin: missing or not [positions >= 2][rope dim / 2 = %u] floats", half);
-    float *c = malloc(2 * (size_t)half * sizeof *c), *s = c ? c + half : NULL;
-    if (!c)
+    if (d->freq_scaled && d->theta <= 0)
+        return ogk_fail(e, "rope scaling: the description gives no rope theta to scale");
+    /* each pair's frequency over every row (fp16 caches: position 1 alone is good to ~1e-3) */
+    double *fr = malloc(half * sizeof *fr);
+    if (!fr)
         return ogk_fail(e, "out of memory");
-    gguf_plain_row(cs, 1, half, c);
-    gguf_plain_row(sn, 1, half, s);
-    if (d->theta <= 0) {
-        double a1 = atan2(s[1], c[1]);
-        d->theta = a1 > 0 && a1 < 1 ? (float)pow(a1, -(double)d->rope_dim / 2) : 0;
+    if (gguf_rope_freqs(cs, sn, half, fr, e)) {
+        free(fr);
+        return -1;
     }
+    if (d->theta <= 0) /* pair 1 turns by theta^(-2 / rope_dim) a position */
+        d->theta = fr[1] > 0 && fr[1] < 1 ? (float)pow(fr[1], -(double)d->rope_dim / 2) : 0;
     int bad = -1;
     double got = 0, want = 0;
     for (uint32_t i = 0; i < half && bad < 0 && d->theta > 0; i++) {
-        got = atan2(s[i], c[i]), want = pow(d->theta, -2.0 * i / d->rope_dim);
-        if (fabs(got - want) > 1e-3 * want + 1e-6)
+        got = fr[i], want = pow(d->theta, -2.0 * i / d->rope_dim);
+        if (fabs(got - want) > 1e-3 * want + 1e-7)
             bad = (int)i;
     }
-    free(c);
+    free(fr);
     if (d->theta <= 0)
-        return ogk_fail(e, "rope.cos / rope.sin: position 1's angles give no rope theta");
+        return ogk_fail(e, "rope.cos / rope.sin: the caches' frequencies give no rope theta");
+    if (d->freq_scaled) { /* llama3 / linear: rope_freqs says how much each pair is scaled */
+        d->freq_scaled = bad >= 0;
+        if (d->freq_scaled && strcmp(d->arch, "llama"))
+            return ogk_fail(e, "rope scaling: the caches' frequencies are scaled, and llama.cpp's %s takes no frequency "
+                            "factors (its llama does)", d->arch);
+        return 0;
+    }
     if (bad >= 0)
         return ogk_fail(e, "rope.cos / rope.sin: position 1, pair %d turns by %.9g, theta %g gives %.9g (llama.cpp "
                         "would rotate otherwise: scaled or altered frequencies are not converted)", bad, got,
@@ -356,9 +343,11 @@ static int read_dims(const q4nx_file *f, dims *d, ogk_error *e)
         d->arch = "gemma";
     else if (!strcmp(fam, "olmo"))
         d->arch = "olmo";
+    else if (!strcmp(fam, "chatglm"))
+        d->arch = "chatglm";
     else
         return ogk_fail(e, "family \"%s\": no llama.cpp architecture for it here (llama, mistral, qwen2, qwen3, phi3, gemma, "
-                        "gemma2, olmo)", fam);
+                        "gemma2, olmo, chatglm)", fam);
     const json_t *nk = json_object_get(m, "norm");
     d->layer_norm = json_is_string(nk) && !strcmp(json_string_value(nk), "layer");
     if (d->layer_norm != !strcmp(d->arch, "olmo"))
@@ -395,17 +384,23 @@ static int read_dims(const q4nx_file *f, dims *d, ogk_error *e)
             free(s);
             return -1;
         }
-        if (json_is_true(json_object_get(rope, "interleaved")))
-            return ogk_fail(e, "rope: interleaved rotation is not what llama.cpp's %s expects", d->arch);
+        /* llama.cpp's chatglm rotates adjacent pairs (what the pack's interleaved rotation is); the other
+         * architectures here rotate halves, or permute rows for it (llama, olmo) */
+        if (json_is_true(json_object_get(rope, "interleaved")) != !strcmp(d->arch, "chatglm"))
+            return ogk_fail(e, "rope: %s rotation is not what llama.cpp's %s expects",
+                            strcmp(d->arch, "chatglm") ? "interleaved" : "rotate-halves", d->arch);
+    } else if (!strcmp(d->arch, "chatglm")) {
+        return ogk_fail(e, "rope: the description does not say the rotation is interleaved, which llama.cpp's chatglm "
+                        "expects");
     }
     if (d->rope_dim > d->head_dim || d->rope_dim % 2)
         return ogk_fail(e, "rope dim %u does not fit head_dim %u", d->rope_dim, d->head_dim);
     if ((!strcmp(d->arch, "llama") || !strcmp(d->arch, "olmo")) && d->rope_dim != d->head_dim)
         return ogk_fail(e, "%s with partial rotary (rope dim %u < head_dim %u): llama.cpp's %s requires full "
                         "rotary", d->arch, d->rope_dim, d->head_dim, d->arch);
-    if (!strcmp(d->arch, "olmo") && d->heads * d->head_dim != d->dim)
-        return ogk_fail(e, "olmo with heads x head_dim %u != hidden %u: llama.cpp's olmo cannot hold it",
-                        d->heads * d->head_dim, d->dim);
+    if ((!strcmp(d->arch, "olmo") || !strcmp(d->arch, "chatglm")) && d->heads * d->head_dim != d->dim)
+        return ogk_fail(e, "%s with heads x head_dim %u != hidden %u: llama.cpp's %s cannot hold it", d->arch,
+                        d->heads * d->head_dim, d->dim, d->arch);
     if (!strcmp(d->arch, "phi3") && d->heads * d->head_dim != d->dim)
         return ogk_fail(e, "phi3 with heads x head_dim %u != hidden %u: llama.cpp's phi3 cannot hold it",
                         d->heads * d->head_dim, d->dim);
@@ -518,8 +513,8 @@ static int build_plan(planner *pl, const dims *d)
             (vec(pl, N("post_attention_norm.weight"), R(r, "attn.out_norm"), d->dim, 1) ||
              vec(pl, N("post_ffw_norm.weight"), R(r2, "mlp.out_norm"), d->dim, 1)))
             return -1;
-        if (!strcmp(d->arch, "phi3")) {
-            /* llama.cpp's phi3 takes gate and up fused: ffn_up = [gate rows; up rows] (swiglu of halves) */
+        if (!strcmp(d->arch, "phi3") || !strcmp(d->arch, "chatglm")) {
+            /* llama.cpp's phi3 and chatglm take gate and up fused: ffn_up = [gate rows; up rows] (swiglu of halves) */
             const char *roles[2] = {R(r, "mlp.gate"), R(r2, "mlp.up")};
             uint32_t rows[2] = {d->ff, d->ff};
             if (quant(pl, N("ffn_up.weight"), 2, roles, rows, NULL, d->dim))

@@ -13,7 +13,7 @@ static const struct {
     int family;
 } families[] = {
     {"llama", FAMILY_LLAMA}, {"mistral", FAMILY_LLAMA}, {"qwen2", FAMILY_QWEN2}, {"qwen3", FAMILY_QWEN3}, {"phi3", FAMILY_PHI3},
-    {"gemma", FAMILY_GEMMA}, {"gemma2", FAMILY_GEMMA2}, {"olmo", FAMILY_OLMO},
+    {"gemma", FAMILY_GEMMA}, {"gemma2", FAMILY_GEMMA2}, {"olmo", FAMILY_OLMO}, {"chatglm", FAMILY_CHATGLM},
 };
 
 const char *model_family_name(int family)
@@ -477,7 +477,7 @@ static int check_layer(const tset *s, const model_config *c, int l)
 /* The family's shape: what the graph must have for the family the config names. */
 static int check_family(const tset *s, const model_config *c)
 {
-    int want_bias = c->family == FAMILY_QWEN2, want_norm = c->family == FAMILY_QWEN3;
+    int want_bias = c->family == FAMILY_QWEN2 || c->family == FAMILY_CHATGLM, want_norm = c->family == FAMILY_QWEN3;
     if (c->qkv_bias != want_bias || c->qk_norm != want_norm) {
         where_set(s->w, "%s", "family");
         return ogk_fail(s->e,

@@ -34,7 +34,8 @@
 #define MODEL_MAX_EOS 8
 #define MDESC_MAX_DIM (1 << 30) /* any dimension, context length or token id is below this */
 
-enum model_family { FAMILY_LLAMA, FAMILY_QWEN2, FAMILY_QWEN3, FAMILY_PHI3, FAMILY_GEMMA2, FAMILY_OLMO, FAMILY_GEMMA };
+enum model_family { FAMILY_LLAMA, FAMILY_QWEN2, FAMILY_QWEN3, FAMILY_PHI3, FAMILY_GEMMA2, FAMILY_OLMO, FAMILY_GEMMA,
+                   FAMILY_CHATGLM };
 enum model_act { MODEL_ACT_SILU = 0, MODEL_ACT_GELU_TANH = 1, MODEL_ACT_GELU = 2 }; /* the MLP's gate activation */
 #define MODEL_MAX_WINDOW_LAYERS 1024 /* layers a sliding-window model may have (window_layer's bits) */
 
@@ -84,7 +85,7 @@ static inline int model_layer_windowed(const model_config *c, int l)
 const char *model_family_name(int family);
 /* The family a model.type names (mistral runs as llama), -1 for one this runtime does not run. */
 int model_family_of(const char *name);
-#define MODEL_FAMILIES "llama, mistral, qwen2, qwen3, phi3, gemma, gemma2, olmo"
+#define MODEL_FAMILIES "llama, mistral, qwen2, qwen3, phi3, gemma, gemma2, olmo, chatglm"
 
 /* Where a refusal points: the description key ("bos_token_id", "family", ...) or "tensor ROLE", so a
  * caller can name the file and key it came from. */
