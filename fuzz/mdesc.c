@@ -88,7 +88,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     static mdesc_tensor t[64];
     static char names[64][64];
     size_t n = want(&c, t, names, 64);
-    int fam_ok = c.qkv_bias == (c.family == FAMILY_QWEN2) && c.qk_norm == (c.family == FAMILY_QWEN3) &&
+    int fam_ok = c.qkv_bias == (c.family == FAMILY_QWEN2 || c.family == FAMILY_CHATGLM) && c.qk_norm == (c.family == FAMILY_QWEN3) &&
                  c.sandwich == (c.family == FAMILY_GEMMA2) && c.layer_norm == (c.family == FAMILY_OLMO);
     model_config c2 = c;
     int rc = mdesc_check_tensors(&c2, t, n, &e, &w);
