@@ -174,12 +174,14 @@ PY
   gate gemma2 amd untied rm i8
   gate gemma2 cpu tied b8 i8 step
 }
-@test "gemma2: batched rows bit-identical to one-token passes (model_forward_batch, f32 and i8)" {
-  run "$OGAKIT_BUILD/t/model_batch" "$(container gemma2 cpu tied b8)"
+# batch_rows FAMILY: t/unit/model_batch on that fixture (cpu tied, b8): its 20 checks pass
+batch_rows() {
+  run "$OGAKIT_BUILD/t/model_batch" "$(container "$1" cpu tied b8)"
   echo "$output"
   [ "$status" = 0 ]
   [ "$(echo "$output" | grep -c '^ok ')" = 20 ]
 }
+@test "gemma2: batched rows bit-identical to one-token passes (model_forward_batch, f32 and i8)" { batch_rows gemma2; }
 
 # ---- gemma (Gemma 1): the embedding scaled by sqrt(hidden), RMSNorm weights stored + 1, a GELU (tanh)
 # gate; no sandwich norms, caps or window (those are gemma2's). 256k ids: the first two prompts ----
@@ -223,12 +225,7 @@ PY
   gate olmo amd untied rm i8
   gate olmo cpu tied b8 i8 verify
 }
-@test "olmo: batched rows bit-identical to one-token passes (model_forward_batch, f32 and i8)" {
-  run "$OGAKIT_BUILD/t/model_batch" "$(container olmo cpu tied b8)"
-  echo "$output"
-  [ "$status" = 0 ]
-  [ "$(echo "$output" | grep -c '^ok ')" = 20 ]
-}
+@test "olmo: batched rows bit-identical to one-token passes (model_forward_batch, f32 and i8)" { batch_rows olmo; }
 
 # ---- amd-style packs in their default fp16 I/O: onnxruntime computes in fp16, so its logits carry
 # fp16 rounding (a logit step of 1/64 near 10); bound KL 1e-4, top-1 where the gap exceeds 0.05 ----

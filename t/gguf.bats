@@ -278,6 +278,17 @@ greedy() {
   rm -f "$g"
 }
 
+# greedy_long M FAMILY: as greedy, over the gates' 99-token code prompt (positions where rope scaling,
+# partial rotary and the embedding scale count)
+greedy_long() {
+  local g=$W/$1.long.gguf
+  q4nx-gguf --widen --name ogakit-fixture -o "$g" "$F/$1.q4nx" 2>/dev/null
+  jq -c ".prompts[1].ids.$2" "$TOP/share/prompts/gates.json" > "$W/p.json"
+  run /usr/bin/python3 "$TOP/t/gguf-oracle.py" greedy "$LLAMA" "$g" "$F/$1.q4nx" "$W/p.json" 32 0.5
+  echo "$output"
+  [ "$status" -eq 0 ]
+}
+
 @test "llama.cpp oracle: exact Q4_0 GGUFs (cpu fp16 packs) continue like npu-forward --mode f32 for 32 tokens" {
   llama_bin
   for f in $FAMILIES; do greedy "$f-cpu16"; done
@@ -360,14 +371,9 @@ EOF
 
 @test "llama.cpp oracle: llama3 rope scaling (rope_freqs) continues like npu-forward --mode f32 over a 99-token prompt" {
   llama_bin
-  local g=$W/l3.gguf
-  q4nx-gguf --widen --name ogakit-fixture -o "$g" "$F/l3-llama.q4nx" 2>/dev/null
-  # the gates' code prompt: positions well past the original context of 64, where the factors count
-  # (without rope_freqs llama.cpp diverges at the first token, gap 0.7)
-  jq -c '.prompts[1].ids.llama' "$TOP/share/prompts/gates.json" > "$W/p.json"
-  run /usr/bin/python3 "$TOP/t/gguf-oracle.py" greedy "$LLAMA" "$g" "$F/l3-llama.q4nx" "$W/p.json" 32 0.5
-  echo "$output"
-  [ "$status" -eq 0 ]
+  # positions well past the original context of 64, where the factors count (without rope_freqs
+  # llama.cpp diverges at the first token, gap 0.7)
+  greedy_long l3-llama llama
 }
 
 @test "q4nx-gguf: chatglm converts exactly (interleaved half rotary as llama.cpp's chatglm, gate|up fused, q/k/v biases)" {
@@ -392,12 +398,7 @@ sys.exit(not (t == 6 and abs(v - 10000) <= 1))' "$F/chatglm-cpu16.gguf"
 
 @test "llama.cpp oracle: chatglm continues like npu-forward --mode f32 over a 99-token prompt" {
   llama_bin
-  local g=$W/glm.gguf
-  q4nx-gguf --widen --name ogakit-fixture -o "$g" "$F/chatglm-amd.q4nx" 2>/dev/null
-  jq -c '.prompts[1].ids.chatglm' "$TOP/share/prompts/gates.json" > "$W/p.json"
-  run /usr/bin/python3 "$TOP/t/gguf-oracle.py" greedy "$LLAMA" "$g" "$F/chatglm-amd.q4nx" "$W/p.json" 32 0.5
-  echo "$output"
-  [ "$status" -eq 0 ]
+  greedy_long chatglm-amd chatglm
 }
 
 @test "llama.cpp oracle: olmo (LayerNorms without weights) continues like npu-forward --mode f32" {
@@ -419,12 +420,7 @@ sys.exit(not (t == 6 and abs(v - 10000) <= 1))' "$F/chatglm-cpu16.gguf"
 
 @test "llama.cpp oracle: gemma (embedding scaled, GELU, norms + 1) continues like npu-forward --mode f32 over a 99-token prompt" {
   llama_bin
-  local g=$W/g1.gguf
-  q4nx-gguf --widen --name ogakit-fixture -o "$g" "$F/gemma-cpu16.q4nx" 2>/dev/null
-  jq -c '.prompts[1].ids.gemma' "$TOP/share/prompts/gates.json" > "$W/p.json"
-  run /usr/bin/python3 "$TOP/t/gguf-oracle.py" greedy "$LLAMA" "$g" "$F/gemma-cpu16.q4nx" "$W/p.json" 32 0.5
-  echo "$output"
-  [ "$status" -eq 0 ]
+  greedy_long gemma-cpu16 gemma
 }
 
 @test "llama.cpp oracle: gemma2 (sandwich norms, GELU, soft caps, a window crossed) continues like npu-forward --mode f32" {
