@@ -278,6 +278,20 @@ greedy() {
   rm -f "$g"
 }
 
+# values_check PACK GGUF: t/gguf-values.py (llama.cpp's gguf-py) finds every value of the pack in the GGUF
+# (where the llama.cpp source is fetched; not under SAN: Python reading our file)
+values_check() {
+  [ -d "$TOP/.cache/llama/src/gguf-py" ] && [ "${OGAKIT_SAN:-0}" != 1 ] || return 0
+  run env PYTHONPATH="$TOP/.cache/llama/src/gguf-py" /usr/bin/python3 "$TOP/t/gguf-values.py" "$1" "$2"
+  [ "$status" -eq 0 ] || { echo "$output"; return 1; }
+}
+# refused_gguf M TEXT: q4nx-gguf refuses M.q4nx with exit 3, saying TEXT, and writes no file
+refused_gguf() {
+  run q4nx-gguf -o "$W/r.gguf" "$F/$1.q4nx"
+  [ "$status" -eq 3 ] && [[ "$output" == *"$2"* ]] || { echo "$1: exit $status: $output"; return 1; }
+  [ ! -e "$W/r.gguf" ]
+}
+
 # greedy_long M FAMILY: as greedy, over the gates' 99-token code prompt (positions where rope scaling,
 # partial rotary and the embedding scale count)
 greedy_long() {
@@ -342,14 +356,10 @@ EOF
     grep -q "^olmo.attention.layer_norm_epsilon " "$W/ol.meta"
     ! grep -q "layer_norm_rms_epsilon" "$W/ol.meta" || false
   fi
-  if [ -d "$TOP/.cache/llama/src/gguf-py" ] && [ "${OGAKIT_SAN:-0}" != 1 ]; then
-    run env PYTHONPATH="$TOP/.cache/llama/src/gguf-py" /usr/bin/python3 "$TOP/t/gguf-values.py" "$F/olpack" "$F/olmo-cpu16.gguf"
-    [ "$status" -eq 0 ] || { echo "$output"; return 1; }
-  fi
+  values_check "$F/olpack" "$F/olmo-cpu16.gguf"
   # the fixture's random norm weights and biases: llama.cpp's olmo norms would drop them
-  run q4nx-gguf -o "$W/o.gguf" "$F/olmo-fixture.q4nx"
-  [ "$status" -eq 3 ] && [[ "$output" == *"tensor layers.0.input_norm: element 0 is"*"llama.cpp's olmo norms have no weight"* ]]
-  [ ! -e "$W/o.gguf" ]
+  refused_gguf olmo-fixture "llama.cpp's olmo norms have no weight"
+  [[ "$output" == *"tensor layers.0.input_norm: element 0 is"* ]]
 }
 
 @test "q4nx-gguf: llama3 rope scaling converts, rope_freqs read off the caches; --check verifies every rotation" {
@@ -359,14 +369,9 @@ EOF
   # control (the factors ignored) off somewhere
   jq -e '.rope_freqs.angles_off == 0 and .rope_freqs.control_caught and .rope_freqs.max_err_rad < 2e-3' "$F/l3-llama.check.json"
   # the factors as llama.cpp's converter computes them from config.json (t/gguf-values.py), every other value
-  if [ -d "$TOP/.cache/llama/src/gguf-py" ] && [ "${OGAKIT_SAN:-0}" != 1 ]; then
-    run env PYTHONPATH="$TOP/.cache/llama/src/gguf-py" /usr/bin/python3 "$TOP/t/gguf-values.py" "$F/l3pack-llama" "$F/l3-llama.gguf"
-    [ "$status" -eq 0 ] || { echo "$output"; return 1; }
-  fi
+  values_check "$F/l3pack-llama" "$F/l3-llama.gguf"
   # llama.cpp's qwen2 has no frequency factors: refused by name, no file
-  run q4nx-gguf -o "$W/q.gguf" "$F/l3-qwen2.q4nx"
-  [ "$status" -eq 3 ] && [[ "$output" == *"the caches' frequencies are scaled, and llama.cpp's qwen2 takes no frequency factors"* ]]
-  [ ! -e "$W/q.gguf" ]
+  refused_gguf l3-qwen2 "the caches' frequencies are scaled, and llama.cpp's qwen2 takes no frequency factors"
 }
 
 @test "llama.cpp oracle: llama3 rope scaling (rope_freqs) continues like npu-forward --mode f32 over a 99-token prompt" {
@@ -381,12 +386,8 @@ EOF
   exact chatglm-amd chatglm-amd --widen
   jq -e '.architecture == "chatglm" and ([.tensors[] | select(.name == "blk.0.ffn_up.weight" or .name == "blk.0.attn_qkv.bias")] | length == 2)' \
     "$F/chatglm-cpu16.report.json"
-  if [ -d "$TOP/.cache/llama/src/gguf-py" ] && [ "${OGAKIT_SAN:-0}" != 1 ]; then
-    run env PYTHONPATH="$TOP/.cache/llama/src/gguf-py" /usr/bin/python3 "$TOP/t/gguf-values.py" "$(fixture chatglm cpu tied hd128 0 fp16)" "$F/chatglm-cpu16.gguf"
-    [ "$status" -eq 0 ] || { echo "$output"; return 1; }
-    run env PYTHONPATH="$TOP/.cache/llama/src/gguf-py" /usr/bin/python3 "$TOP/t/gguf-values.py" "$(fixture chatglm amd untied hd128)" "$F/chatglm-amd.gguf"
-    [ "$status" -eq 0 ] || { echo "$output"; return 1; }
-  fi
+  values_check "$(fixture chatglm cpu tied hd128 0 fp16)" "$F/chatglm-cpu16.gguf"
+  values_check "$(fixture chatglm amd untied hd128)" "$F/chatglm-amd.gguf"
   # the rope theta read off the fp16 caches (every row's frequency), written as rope.freq_base: 10000
   /usr/bin/python3 -c '
 import struct, sys
@@ -409,13 +410,8 @@ sys.exit(not (t == 6 and abs(v - 10000) <= 1))' "$F/chatglm-cpu16.gguf"
 @test "q4nx-gguf: gemma (Gemma 1) converts exactly (Q4_0); what llama.cpp's gemma cannot compute is refused by name" {
   exact gemma-cpu16 gemma-cpu16
   jq -e '.architecture == "gemma" and ([.tensors[] | select(.name == "output.weight")] == [])' "$F/gemma-cpu16.report.json"
-  if [ -d "$TOP/.cache/llama/src/gguf-py" ] && [ "${OGAKIT_SAN:-0}" != 1 ]; then
-    run env PYTHONPATH="$TOP/.cache/llama/src/gguf-py" /usr/bin/python3 "$TOP/t/gguf-values.py" "$(fixture gemma cpu tied tiny 0 fp16)" "$F/gemma-cpu16.gguf"
-    [ "$status" -eq 0 ] || { echo "$output"; return 1; }
-  fi
-  run q4nx-gguf -o "$W/g.gguf" "$F/gemma-untied.q4nx"
-  [ "$status" -eq 3 ] && [[ "$output" == *"an untied classifier: llama.cpp's gemma reads its output from token_embd"* ]]
-  [ ! -e "$W/g.gguf" ]
+  values_check "$(fixture gemma cpu tied tiny 0 fp16)" "$F/gemma-cpu16.gguf"
+  refused_gguf gemma-untied "an untied classifier: llama.cpp's gemma reads its output from token_embd"
 }
 
 @test "llama.cpp oracle: gemma (embedding scaled, GELU, norms + 1) continues like npu-forward --mode f32 over a 99-token prompt" {
