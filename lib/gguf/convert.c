@@ -131,19 +131,18 @@ static int unit_norm(planner *pl, const char *role, const char *bias_role, uint6
         if (!is_float(t->dtype) || plain_count(t) != n)
             return ogk_fail(pl->e, "tensor %s: %s with %llu elements, want a float vector of %llu", r,
                             ogk_dtype_name(t->dtype), (unsigned long long)plain_count(t), (unsigned long long)n);
-        for (uint64_t i = 0; i < n; i++) {
-            float v;
-            if (t->dtype == OGK_F32)
-                memcpy(&v, (const uint8_t *)t->data + i * 4, 4);
-            else {
-                uint16_t h;
-                memcpy(&h, (const uint8_t *)t->data + i * 2, 2);
-                v = t->dtype == OGK_F16 ? ogk_f16_to_f32(h) : ogk_bf16_to_f32(h);
-            }
-            if (v != (b ? 0.0f : 1.0f))
-                return ogk_fail(pl->e, "tensor %s: element %llu is %g, not %d: llama.cpp's olmo norms have no %s", r,
-                                (unsigned long long)i, (double)v, !b, b ? "bias" : "weight");
-        }
+        float *v = malloc(n * sizeof *v);
+        if (!v)
+            return ogk_fail(pl->e, "out of memory");
+        gguf_plain_row(t, 0, (uint32_t)n, v);
+        uint64_t i = 0;
+        while (i < n && v[i] == (b ? 0.0f : 1.0f))
+            i++;
+        float bad = i < n ? v[i] : 0;
+        free(v);
+        if (i < n)
+            return ogk_fail(pl->e, "tensor %s: element %llu is %g, not %d: llama.cpp's olmo norms have no %s", r,
+                            (unsigned long long)i, (double)bad, !b, b ? "bias" : "weight");
     }
     return 0;
 }
@@ -329,23 +328,13 @@ static int read_dims(const q4nx_file *f, dims *d, ogk_error *e)
     const char *fam = json_string_value(json_object_get(m, "family"));
     if (!fam)
         return ogk_fail(e, "model description: no \"family\"");
-    if (!strcmp(fam, "llama") || !strcmp(fam, "mistral"))
-        d->arch = "llama";
-    else if (!strcmp(fam, "qwen2"))
-        d->arch = "qwen2";
-    else if (!strcmp(fam, "qwen3"))
-        d->arch = "qwen3";
-    else if (!strcmp(fam, "phi3"))
-        d->arch = "phi3";
-    else if (!strcmp(fam, "gemma2"))
-        d->arch = "gemma2";
-    else if (!strcmp(fam, "gemma"))
-        d->arch = "gemma";
-    else if (!strcmp(fam, "olmo"))
-        d->arch = "olmo";
-    else if (!strcmp(fam, "chatglm"))
-        d->arch = "chatglm";
-    else
+    /* llama.cpp's architecture of the same name (mistral runs as llama) */
+    static const char *const archs[] = {"llama", "qwen2", "qwen3", "phi3", "gemma", "gemma2", "olmo", "chatglm"};
+    d->arch = !strcmp(fam, "mistral") ? "llama" : NULL;
+    for (size_t i = 0; i < sizeof archs / sizeof *archs && !d->arch; i++)
+        if (!strcmp(fam, archs[i]))
+            d->arch = archs[i];
+    if (!d->arch)
         return ogk_fail(e, "family \"%s\": no llama.cpp architecture for it here (llama, mistral, qwen2, qwen3, phi3, gemma, "
                         "gemma2, olmo, chatglm)", fam);
     const json_t *nk = json_object_get(m, "norm");

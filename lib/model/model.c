@@ -362,51 +362,39 @@ void model_rewind(model_state *s, int n) { s->pos = n > s->pos ? 0 : s->pos - n;
 
 /* ---------------------------------------------------------------- the steps */
 
-/* The sum of squares in 16 lanes (element i into lane i mod 16, each a product then a sum: no fused
+/* A sum over x in 16 lanes (element i into lane i mod 16, each a product then a sum: no fused
  * multiply-add, so every build and CPU gets the same bits), the lanes added in a fixed tree: 16
- * independent chains instead of one of n dependent adds. */
-static void rmsnorm(float *o, const float *x, const float *w, int n, float eps)
+ * independent chains instead of one of n dependent adds. squares: the sum of (x - mean)^2 (mean 0: x^2),
+ * else of x. */
+static inline float lane_sum(const float *x, int n, int squares, float mean)
 {
     float acc[16] = {0};
     int i = 0;
     for (; i + 16 <= n; i += 16)
         for (int l = 0; l < 16; l++)
-            acc[l] += x[i + l] * x[i + l];
+            acc[l] += squares ? (x[i + l] - mean) * (x[i + l] - mean) : x[i + l];
     for (int l = 0; i < n; i++, l++)
-        acc[l] += x[i] * x[i];
+        acc[l] += squares ? (x[i] - mean) * (x[i] - mean) : x[i];
     for (int h = 8; h; h >>= 1)
         for (int l = 0; l < h; l++)
             acc[l] += acc[l + h];
-    float r = 1.0f / sqrtf(acc[0] / (float)n + eps);
+    return acc[0];
+}
+
+static void rmsnorm(float *o, const float *x, const float *w, int n, float eps)
+{
+    float r = 1.0f / sqrtf(lane_sum(x, n, 1, 0.0f) / (float)n + eps);
     for (int i = 0; i < n; i++)
         o[i] = x[i] * r * w[i];
 }
 
 /* LayerNorm: (x - mean) / sqrt(var + eps) * w + b (b NULL: 0), the variance of the deviations (two passes,
- * not E[x^2] - mean^2), each sum in 16 lanes as rmsnorm's */
+ * not E[x^2] - mean^2) */
 static void layernorm(float *o, const float *x, const float *w, const float *b, int n, float eps)
 {
-    float acc[16] = {0}, dev[16] = {0};
-    int i = 0;
-    for (; i + 16 <= n; i += 16)
-        for (int l = 0; l < 16; l++)
-            acc[l] += x[i + l];
-    for (int l = 0; i < n; i++, l++)
-        acc[l] += x[i];
-    for (int h = 8; h; h >>= 1)
-        for (int l = 0; l < h; l++)
-            acc[l] += acc[l + h];
-    float mean = acc[0] / (float)n;
-    for (i = 0; i + 16 <= n; i += 16)
-        for (int l = 0; l < 16; l++)
-            dev[l] += (x[i + l] - mean) * (x[i + l] - mean);
-    for (int l = 0; i < n; i++, l++)
-        dev[l] += (x[i] - mean) * (x[i] - mean);
-    for (int h = 8; h; h >>= 1)
-        for (int l = 0; l < h; l++)
-            dev[l] += dev[l + h];
-    float r = 1.0f / sqrtf(dev[0] / (float)n + eps);
-    for (i = 0; i < n; i++)
+    float mean = lane_sum(x, n, 0, 0.0f) / (float)n;
+    float r = 1.0f / sqrtf(lane_sum(x, n, 1, mean) / (float)n + eps);
+    for (int i = 0; i < n; i++)
         o[i] = (x[i] - mean) * r * w[i] + (b ? b[i] : 0.0f);
 }
 
