@@ -17,6 +17,7 @@ usage: fuzz/mkseeds.py OUTDIR BUILD
   OUTDIR/spec_recording  spec-replay record of the first tiny fixture (its default prompts, 8 tokens)
   OUTDIR/ids          token-ids files (JSON arrays, whitespace, edge values)
   OUTDIR/serve_tools  answers of a model asked with tools (<tool_call> blocks, bare JSON calls, text)
+  OUTDIR/tok_spm      small SentencePiece BPE models trained here (python3-sentencepiece), several option sets
   OUTDIR/serve_json   JSON-mode answers (whole, cut, refused), alone and followed by 0xFF and a vocabulary
 BUILD is a normal build dir with bin/oga-extract and bin/q4nx-pack."""
 import glob, json, os, struct, subprocess, sys
@@ -24,7 +25,7 @@ import glob, json, os, struct, subprocess, sys
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 out, build = sys.argv[1], sys.argv[2]
 for t in ("pack_onnx", "ogax_reader", "q4nx_open", "tok_json", "jinja", "serve_req", "chat_render", "pack_config",
-          "mdesc", "spec_recording", "ids", "serve_tools", "serve_json"):
+          "mdesc", "spec_recording", "ids", "serve_tools", "serve_json", "tok_spm"):
     os.makedirs(os.path.join(out, t), exist_ok=True)
 
 def put(target, name, data):
@@ -246,6 +247,22 @@ for i, t in enumerate([b'<tool_call>\n{"name": "add", "arguments": {}}\n</tool_c
                        b'<tool_call>\n{"name": "add2", "arguments": {"a": [1, "}"]}}\n</tool_call>',
                        b'<tool_call>\n{"name": "ad"']):
     put("serve_json", "call%d" % i, b"\xfd" + t + b"\xff" + pieces + b"\xfe<tool_call>\xfe\", \"arguments\xfe}\n</")
+# tok_spm: SentencePiece models small enough to mutate (several hundred pieces), as tokenizer.model files
+import tempfile
+import sentencepiece as spm
+with tempfile.TemporaryDirectory() as td:
+    txt = os.path.join(td, "c.txt")
+    with open(txt, "w", encoding="utf-8") as fh:
+        for f in ("bsd.txt", "multilingual.txt"):
+            fh.write(open(os.path.join(TOP, "t", "corpus", f), encoding="utf-8").read())
+    for i, opts in enumerate([dict(byte_fallback=True, remove_extra_whitespaces=False),
+                              dict(byte_fallback=False), dict(add_dummy_prefix=False, user_defined_symbols=["<sep>"])]):
+        pre = os.path.join(td, "m%d" % i)
+        spm.SentencePieceTrainer.train(input=txt, model_prefix=pre, model_type="bpe", vocab_size=800,
+                                       normalization_rule_name="identity", num_threads=1, minloglevel=2,
+                                       character_coverage=0.98, hard_vocab_limit=False, **opts)
+        put("tok_spm", "bpe-%d.model" % i, open(pre + ".model", "rb").read())
+
 for t in sorted(os.listdir(out)):
     files = glob.glob(os.path.join(out, t, "*"))
     print("%-12s %3d seeds, largest %d bytes" % (t, len(files), max((os.path.getsize(f) for f in files), default=0)))

@@ -368,11 +368,46 @@ static void read_assets(pack *p)
         }
         p->a[p->n_a++] = (pack_asset){name, (const uint8_t *)buf, len};
     }
-    if (!exists(p, "tokenizer.json"))
-        pack_refuse(p, "file tokenizer.json", "tokenizer_missing",
-                    "missing: the runtime needs the Hugging Face tokenizer.json of the pack");
+    const char *converted = NULL;
+    if (!exists(p, "tokenizer.json")) {
+        const pack_asset *sp = NULL, *cf = NULL;
+        for (size_t i = 0; i < p->n_a; i++) {
+            if (!strcmp(p->a[i].name, "tokenizer.model"))
+                sp = &p->a[i];
+            if (!strcmp(p->a[i].name, "tokenizer_config.json"))
+                cf = &p->a[i];
+        }
+        if (!sp) {
+            pack_refuse(p, "file tokenizer.json", "tokenizer_missing",
+                        "missing: the runtime needs the Hugging Face tokenizer.json of the pack, or a "
+                        "SentencePiece tokenizer.model");
+        } else {
+            /* a SentencePiece pack (ChatGLM3, older Llama exports): tokenizer.json made from tokenizer.model,
+             * carried as the asset the runtime reads (the model file stays an asset too) */
+            ogk_error e;
+            size_t jn = 0;
+            char *js = tok_spm_json(sp->data, sp->size, cf ? (const char *)cf->data : NULL, cf ? cf->size : 0, &jn, &e);
+            if (!js) {
+                pack_refuse(p, "file tokenizer.model", "tokenizer", "%s", e.msg);
+            } else {
+                pack_own(p, js);
+                if (p->n_a == p->cap_a) {
+                    p->cap_a = p->cap_a ? 2 * p->cap_a : 16;
+                    p->a = realloc(p->a, p->cap_a * sizeof *p->a);
+                    if (!p->a)
+                        abort();
+                }
+                memmove(p->a + 1, p->a, p->n_a * sizeof *p->a); /* first, as in ASSETS */
+                p->a[0] = (pack_asset){"tokenizer.json", (const uint8_t *)js, jn};
+                p->n_a++;
+                converted = "tokenizer.model";
+            }
+        }
+    }
     p->files = json_pack("{s:I,s:I,s:o,s:o}", "present", (json_int_t)json_array_size(present), "known",
                          (json_int_t)N_ASSETS, "present_files", present, "missing_files", missing);
+    if (converted)
+        json_object_set_new(p->files, "tokenizer_json_from", json_string(converted));
 }
 
 /* Files only Ryzen AI NPU packs have: their buffers are not publicly documented, so each is refused. */

@@ -30,7 +30,8 @@
  *   out of range, token id outside the vocabulary), model_unsupported (a family it does not run; model.type is also
  *   checked first, whatever else is refused),
  *   model_tensors (a tensor missing, misshapen, or contradicting the config), tokenizer (tokenizer.json
- *   that the runtime's loader refuses).
+ *   that the runtime's loader refuses, or a tokenizer.model that tok_spm_json refuses: the pack import
+ *   converts a SentencePiece model when there is no tokenizer.json).
  */
 #ifndef OGK_PACK_H
 #define OGK_PACK_H

@@ -824,23 +824,42 @@ fail:
 tok *tok_load_dir(const char *dir, ogk_error *e)
 {
     char path[4096];
-    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
-    ogk_map m;
-    if (ogk_map_open(&m, path, e))
-        return NULL;
     snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
     size_t cn = 0;
     char *cfg = NULL;
-    if (access(path, F_OK) == 0) {
-        cfg = ogk_read_file(path, &cn, e);
-        if (!cfg) {
-            ogk_map_close(&m);
-            return NULL;
+    if (access(path, F_OK) == 0 && !(cfg = ogk_read_file(path, &cn, e)))
+        return NULL;
+    tok *t = NULL;
+    ogk_map m;
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    if (access(path, F_OK) != 0) {
+        /* no tokenizer.json: a SentencePiece tokenizer.model, converted (tok_spm_json) */
+        char mp[4096];
+        snprintf(mp, sizeof mp, "%s/tokenizer.model", dir);
+        if (access(mp, F_OK) == 0) {
+            size_t jn = 0;
+            char *js = NULL;
+            if (!ogk_map_open(&m, mp, e)) {
+                js = tok_spm_json(m.data, m.size, cfg, cn, &jn, e);
+                ogk_map_close(&m);
+            }
+            if (js)
+                t = tok_load(js, jn, cfg, cn, e);
+            free(js);
+            free(cfg);
+            if (!t)
+                return NULL;
+            goto template;
         }
     }
-    tok *t = tok_load((const char *)m.data, m.size, cfg, cn, e);
+    if (ogk_map_open(&m, path, e)) {
+        free(cfg);
+        return NULL;
+    }
+    t = tok_load((const char *)m.data, m.size, cfg, cn, e);
     free(cfg);
     ogk_map_close(&m);
+template:
     /* newer transformers save the template beside the config, as chat_template.jinja (the pack import
      * reads it the same way: lib/pack/pack.c) */
     snprintf(path, sizeof path, "%s/chat_template.jinja", dir);

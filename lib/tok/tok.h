@@ -36,9 +36,22 @@ typedef struct tok tok;
 
 /* Load from memory: tokenizer.json (required) and tokenizer_config.json (may be NULL). */
 tok *tok_load(const char *json, size_t len, const char *config, size_t config_len, ogk_error *e);
-/* Load DIR/tokenizer.json and DIR/tokenizer_config.json (the latter optional). */
+/* Load DIR/tokenizer.json (or, when there is none, DIR/tokenizer.model through tok_spm_json) and
+ * DIR/tokenizer_config.json (optional). */
 tok *tok_load_dir(const char *dir, ogk_error *e);
 void tok_free(tok *t);
+/* A SentencePiece model (tokenizer.model bytes) as tokenizer.json text that encodes and decodes as
+ * SentencePiece does, for packs that ship no tokenizer.json (ChatGLM3; older Llama exports). BPE models
+ * with the identity normalizer (the dummy prefix, extra-space removal and space escaping as the model
+ * says; byte fallback); unigram / word / char models, precompiled character maps (nmt_nfkc),
+ * treat_whitespace_as_suffix and unused pieces are refused by name. As transformers' converted tokenizers:
+ * control and unknown pieces are special added tokens, user-defined pieces added tokens; the normalizer
+ * (so the dummy prefix) runs per section between added tokens. config (tokenizer_config.json, may be
+ * NULL): add_bos_token / add_eos_token (BOS by default), added_tokens_decoder, and tokenizer_class
+ * "ChatGLMTokenizer": the nine tokens tokenization_chatglm.py appends after the pieces ([MASK] [gMASK]
+ * [sMASK] sop eop <|system|> <|user|> <|assistant|> <|observation|>) and its [gMASK] sop prefix.
+ * Returns malloc'd JSON (*out_len bytes, NUL-terminated) or NULL with e filled. */
+char *tok_spm_json(const void *model, size_t n, const char *config, size_t config_len, size_t *out_len, ogk_error *e);
 
 /* Encode text (len bytes, valid UTF-8). add_special: apply the post-processor's special tokens (e.g. BOS).
  * *ids is malloc'd (caller frees). Returns 0, or -1 with e filled (invalid UTF-8, out of memory). */

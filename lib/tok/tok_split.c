@@ -27,7 +27,11 @@ int tk_normalize_text(tok *t, const tnorm *nz, const char *s, size_t len, tok_bu
         return rc;
     }
     case N_REPLACE: return tk_pat_replace(t, &nz->pat, s, len, nz->str, nz->strn, out);
-    case N_PREPEND: return tok_buf_put(out, nz->str, nz->strn) || tok_buf_put(out, s, len) ? -1 : 0;
+    case N_PREPEND:
+        /* nothing to an empty text, as the Rust tokenizers do (the JS port prepends anyway; a section is
+         * only empty here when an earlier normalizer emptied it, as SentencePiece's extra-space removal
+         * does to a run of spaces: tok_spm_json) */
+        return len && (tok_buf_put(out, nz->str, nz->strn) || tok_buf_put(out, s, len)) ? -1 : 0;
     case N_STRIP: {
         size_t a = 0, b = len;
         uint32_t cp;
