@@ -256,11 +256,12 @@ with tempfile.TemporaryDirectory() as td:
         for f in ("bsd.txt", "multilingual.txt"):
             fh.write(open(os.path.join(TOP, "t", "corpus", f), encoding="utf-8").read())
     for i, opts in enumerate([dict(byte_fallback=True, remove_extra_whitespaces=False),
-                              dict(byte_fallback=False), dict(add_dummy_prefix=False, user_defined_symbols=["<sep>"])]):
+                              dict(byte_fallback=False), dict(add_dummy_prefix=False, user_defined_symbols=["<sep>"]),
+                              dict(normalization_rule_name="nmt_nfkc")]):
         pre = os.path.join(td, "m%d" % i)
         spm.SentencePieceTrainer.train(input=txt, model_prefix=pre, model_type="bpe", vocab_size=800,
-                                       normalization_rule_name="identity", num_threads=1, minloglevel=2,
-                                       character_coverage=0.98, hard_vocab_limit=False, **opts)
+                                       num_threads=1, minloglevel=2, character_coverage=0.98,
+                                       hard_vocab_limit=False, **dict(dict(normalization_rule_name="identity"), **opts))
         put("tok_spm", "bpe-%d.model" % i, open(pre + ".model", "rb").read())
 
 for t in sorted(os.listdir(out)):

@@ -3,7 +3,8 @@
 # (Debian python3-sentencepiece, through tools/spm-golden.py; nothing here is a stored expectation).
 # The models are trained now on t/corpus with the options real packs use (Llama 2: byte fallback,
 # dummy prefix, spaces kept; the trainer's default: spaces squeezed; no dummy prefix and unescaped
-# spaces; user-defined symbols). Inputs: t/corpus line by line and whole, t/corpus/edge.jsonl.
+# spaces; user-defined symbols; the nmt_nfkc and nmt_nfkc_cf character maps, ChatGLM's kind).
+# Inputs: t/corpus line by line and whole, t/corpus/edge.jsonl.
 load helpers
 bats_require_minimum_version 1.5.0
 
@@ -12,7 +13,7 @@ spg() { /usr/bin/python3 "$TOP/tools/spm-golden.py" "$@"; }
 setup_file() {
   export W=$(mktemp -d "${BATS_FILE_TMPDIR:-/tmp}/ogk-spm.XXXXXX")
   spg train "$TOP/t/corpus" "$W/m"
-  for m in llama squeeze bare userdef; do
+  for m in llama squeeze bare userdef nfkc nfkccf; do
     echo '{"clean_up_tokenization_spaces": false}' > "$W/m/$m/tokenizer_config.json"
   done
   /usr/bin/python3 - "$TOP/t/corpus" "$W" <<'EOF'
@@ -54,8 +55,8 @@ print("%d lines identical" % len(a))
 EOF
 }
 
-@test "tokenizer.model: ids identical to sentencepiece for four BPE option sets (byte fallback or <unk>, dummy prefix or not, spaces squeezed or kept, escaped or not, user-defined symbols)" {
-  for m in llama squeeze bare userdef; do
+@test "tokenizer.model: ids identical to sentencepiece for six BPE option sets (byte fallback or <unk>, dummy prefix or not, spaces squeezed or kept, escaped or not, user-defined symbols, nmt_nfkc / nmt_nfkc_cf maps)" {
+  for m in llama squeeze bare userdef nfkc nfkccf; do
     spg encode "$W/m/$m" < "$W/in.jsonl" > "$W/$m.gold"
     npu-forward tokenize --jsonl --no-special --tokenizer "$W/m/$m" < "$W/in.jsonl" > "$W/$m.ids"
     run -0 same_lines "$W/$m.gold" "$W/$m.ids"
@@ -64,15 +65,19 @@ EOF
   # the goldens mean something: the option sets encode differently, and merged pieces (ids past the
   # 3 control and 256 byte pieces) are most of what llama's encoding uses
   run -1 cmp -s "$W/llama.gold" "$W/squeeze.gold"
+  run -1 cmp -s "$W/squeeze.gold" "$W/nfkc.gold"
   run -0 jq -se 'map(.[]) | map(select(. >= 259)) | length > 1000' "$W/llama.gold"
 }
 
-@test "tokenizer.model: decodes as sentencepiece (byte pieces, dummy prefix, unescaped spaces)" {
-  for m in llama bare userdef; do
+@test "tokenizer.model: decodes as sentencepiece (byte pieces, dummy prefix, unescaped spaces, mapped text)" {
+  for m in llama bare userdef squeeze nfkc nfkccf; do
     [ -s "$W/$m.gold" ] || spg encode "$W/m/$m" < "$W/in.jsonl" > "$W/$m.gold"
     # U+FEFF from byte pieces is dropped, as lib/tok's byte-fallback decoder does after transformers.js
-    # (tok.bats checks that against it): compared on the lines without one
-    paste -d '\t' "$W/in.jsonl" "$W/$m.gold" | grep -v $'\xef\xbb\xbf' | grep -v '\\ufeff' | cut -f2 > "$W/$m.dgold"
+    # (tok.bats checks that against it), and <unk> (id 0) reads "<unk>" where sentencepiece writes
+    # " ⁇ ", as transformers' tokenizers do: compared on the lines without them
+    paste -d '\t' "$W/in.jsonl" "$W/$m.gold" | grep -v $'\xef\xbb\xbf' | grep -v '\\ufeff' | cut -f2 |
+      jq -c 'select(index(0) == null)' > "$W/$m.dgold"
+    [ "$(wc -l < "$W/$m.dgold")" -gt 5000 ]
     spg decode "$W/m/$m" < "$W/$m.dgold" > "$W/$m.gtxt"
     npu-forward detokenize --jsonl --tokenizer "$W/m/$m" < "$W/$m.dgold" > "$W/$m.txt"
     run -0 same_lines "$W/$m.gtxt" "$W/$m.txt"
@@ -154,11 +159,22 @@ EOF
   [ "$(jq -c '.prompt_ids[:2]' <<<"$output")" = "[$(($(spg info "$p" | jq .pieces) + 1)),$(($(spg info "$p" | jq .pieces) + 3))]" ]
 }
 
-@test "tokenizer.model: unigram models, precompiled normalization maps, damaged and foreign files are refused by name (exit 3)" {
+@test "tokenizer.model: unigram models, damaged character maps, damaged and foreign files are refused by name (exit 3)" {
   run -3 npu-forward tokenize --tokenizer "$W/m/unigram" hi
   [[ "$output" == *"model type UNIGRAM is not supported"* ]]
-  run -3 npu-forward tokenize --tokenizer "$W/m/nfkc" hi
-  [[ "$output" == *"normalizer 'nmt_nfkc'"*"not supported"* ]]
+  # a character map whose trie does not fit it
+  mkdir -p "$W/badmap"
+  /usr/bin/python3 - "$W/m/nfkc/tokenizer.model" "$W/badmap/tokenizer.model" <<'EOF'
+import struct, sys
+from sentencepiece import sentencepiece_model_pb2 as pb
+m = pb.ModelProto()
+m.ParseFromString(open(sys.argv[1], "rb").read())
+cm = m.normalizer_spec.precompiled_charsmap
+m.normalizer_spec.precompiled_charsmap = struct.pack("<I", len(cm)) + cm[4:]
+open(sys.argv[2], "wb").write(m.SerializeToString())
+EOF
+  run -3 npu-forward tokenize --tokenizer "$W/badmap" hi
+  [[ "$output" == *"normalizer Precompiled: the trie's size"*"does not fit"* ]]
   mkdir -p "$W/bad"
   for cut in 0 7 5000 $(($(stat -c %s "$W/m/llama/tokenizer.model") - 3)); do
     head -c "$cut" "$W/m/llama/tokenizer.model" > "$W/bad/tokenizer.model"

@@ -7,14 +7,16 @@
 #   spm-golden.py decode MODEL_DIR < ids.jsonl one JSON string per array of ids
 #   spm-golden.py info MODEL_DIR               {"pieces": N, "bos": id, "eos": id, "unk": id, "user": {piece: id}}
 #
-# Models (BPE, identity normalization, as Llama 2 and ChatGLM3 ship; trained here on t/corpus so the
-# merges and scores are real SentencePiece output, not something ogakit wrote):
+# Models (BPE, as Llama 2 and ChatGLM ship; trained here on t/corpus so the merges, scores and character
+# maps are real SentencePiece output, not something ogakit wrote):
 #   llama     byte_fallback, add_dummy_prefix, no extra-space removal (Llama 2's options)
 #   squeeze   no byte fallback (unknown characters -> <unk>), extra spaces removed (the trainer's default)
 #   bare      no dummy prefix; and whitespace not escaped (set in the trained model: the BPE trainer
 #             insists on escaping)
 #   userdef   byte_fallback plus user-defined symbols
-#   unigram, nfkc   what the reader refuses: a unigram model, a precompiled normalization map
+#   nfkc      the trainer's defaults: the nmt_nfkc rules (a precompiled character map), spaces squeezed
+#   nfkccf    nmt_nfkc_cf (NFKC and case folding), byte fallback, spaces kept
+#   unigram   what the reader refuses: a unigram model
 import glob
 import json
 import os
@@ -28,9 +30,10 @@ MODELS = {
     "bare": dict(byte_fallback=True, add_dummy_prefix=False, remove_extra_whitespaces=False),
     "userdef": dict(byte_fallback=True, add_dummy_prefix=True, remove_extra_whitespaces=False,
                     user_defined_symbols=["<sep>", "[CTX]"]),
+    "nfkc": dict(normalization_rule_name="nmt_nfkc"),
+    "nfkccf": dict(normalization_rule_name="nmt_nfkc_cf", byte_fallback=True, remove_extra_whitespaces=False),
     # refused by name
     "unigram": dict(model_type="unigram"),
-    "nfkc": dict(normalization_rule_name="nmt_nfkc"),
 }
 
 

@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tok/tok_int.h"
+#include "tok/tok_impl.h"
 
 enum { SP_NORMAL = 1, SP_UNKNOWN = 2, SP_CONTROL = 3, SP_USER = 4, SP_UNUSED = 5, SP_BYTE = 6 };
 #define SPM_MAX_PIECES (1 << 22)
@@ -39,6 +39,7 @@ typedef struct {
     int32_t npc, cap;
     int model_type, byte_fallback, suffix;
     const char *norm_name;
+    const uint8_t *charsmap;
     size_t norm_name_n, charsmap_n;
     int dummy_prefix, remove_ws, escape_ws;
 } spm_model;
@@ -185,6 +186,7 @@ static int spm_parse(spm_model *m, const uint8_t *data, size_t n, ogk_error *e)
                     m->norm_name = (const char *)b2.p;
                     m->norm_name_n = (size_t)(b2.end - b2.p);
                 } else if (num == 2 && wt == 2) {
+                    m->charsmap = b2.p;
                     m->charsmap_n = (size_t)(b2.end - b2.p);
                 } else if (wt == 0 && num == 3) {
                     m->dummy_prefix = v != 0;
@@ -288,11 +290,6 @@ char *tok_spm_json(const void *data, size_t n, const char *config, size_t config
     }
     if (m.suffix) {
         ogk_fail(e, "tokenizer.model: treat_whitespace_as_suffix is not supported");
-        goto done;
-    }
-    if (m.charsmap_n) {
-        ogk_fail(e, "tokenizer.model: normalizer '%.*s' (a precompiled character map) is not supported; only "
-                    "'identity'", (int)m.norm_name_n, m.norm_name ? m.norm_name : "");
         goto done;
     }
     if (config) {
@@ -424,16 +421,31 @@ char *tok_spm_json(const void *data, size_t n, const char *config, size_t config
                                   m.pc[unk].s, (size_t)m.pc[unk].n, "continuing_subword_prefix", "end_of_word_suffix",
                                   "fuse_unk", 1, "byte_fallback", m.byte_fallback, "ignore_merges", 0, "vocab", vocab,
                                   "merges", merges));
-    /* normalizer: SentencePiece's identity normalization, in its order: extra spaces removed (ASCII space
-     * only: leading, trailing, runs), the dummy prefix, spaces escaped as U+2581 */
+    /* normalizer: SentencePiece's, in its order: the precompiled rules, extra spaces removed (the space
+     * character: leading, trailing, runs), the dummy prefix, spaces escaped as U+2581 */
     const char *meta = m.escape_ws ? "\xe2\x96\x81" : " ";
     json_t *norms = json_array();
+    /* the dummy prefix goes on any text that is not empty once leading spaces are gone, before the rules
+     * apply (a text the rules erase keeps it) -- unless extra spaces are removed, which strips it again
+     * from a text that ends up empty or all spaces: so Prepend comes first, or after the removal */
+    if (m.dummy_prefix && !m.remove_ws)
+        json_array_append_new(norms, json_pack("{s:s,s:s}", "type", "Prepend", "prepend", meta));
+    if (m.charsmap_n) { /* the rules compiled into the model (nmt_nfkc, nfkc_cf, ...) */
+        char *b = tk_base64(m.charsmap, m.charsmap_n);
+        if (!b) {
+            json_decref(norms);
+            ogk_fail(e, "out of memory");
+            goto done;
+        }
+        json_array_append_new(norms, json_pack("{s:s,s:s}", "type", "Precompiled", "precompiled_charsmap", b));
+        free(b);
+    }
     if (m.remove_ws) {
         json_array_append_new(norms, replace_norm("Regex", "\\A +| +\\z", ""));
         json_array_append_new(norms, replace_norm("Regex", " {2,}", " "));
+        if (m.dummy_prefix)
+            json_array_append_new(norms, json_pack("{s:s,s:s}", "type", "Prepend", "prepend", meta));
     }
-    if (m.dummy_prefix)
-        json_array_append_new(norms, json_pack("{s:s,s:s}", "type", "Prepend", "prepend", meta));
     if (m.escape_ws)
         json_array_append_new(norms, replace_norm("String", " ", meta));
     json_object_set_new(root, "normalizer", json_pack("{s:s,s:o}", "type", "Sequence", "normalizers", norms));

@@ -211,6 +211,12 @@ static int load_norm(tok *t, const tj *c, tnorm *n, ogk_error *e)
         n->type = N_STRIP;
         n->left = tj_bool(tj_get(c, "strip_left"), 0);
         n->right = tj_bool(tj_get(c, "strip_right"), 0);
+    } else if (tj_streq(ty, "Precompiled")) {
+        n->type = N_PRECOMPILED;
+        const tj *m = tj_get(c, "precompiled_charsmap");
+        if (!m || m->type != TJ_STR)
+            return ogk_fail(e, "normalizer Precompiled: no precompiled_charsmap string");
+        return tk_charsmap_load(t, n, m->u.s, m->n, e);
     } else if (tj_streq(ty, "Sequence")) {
         n->type = N_SEQ;
         const tj *l;

@@ -18,7 +18,8 @@
  *    meanings: \s = White_Space, \d = Nd, \w = the Oniguruma word set, '.' excludes only \n, ^/$ are
  *    \n line anchors, (?i:...) folds ASCII only, a '+' after a quantifier is dropped. Split behaviors
  *    other than Removed act as Isolated, and Metaspace ignores "split", as in the reference.
- *  - Supported: model BPE; normalizers NFC NFD NFKC NFKD Replace Prepend Strip Sequence; pre-tokenizers
+ *  - Supported: model BPE; normalizers NFC NFD NFKC NFKD Replace Prepend Strip Sequence, Precompiled (a
+ *    SentencePiece character map, applied as SentencePiece does: the longest rule at each byte); pre-tokenizers
  *    Split ByteLevel Metaspace Digits Whitespace WhitespaceSplit Sequence; post-processors
  *    TemplateProcessing ByteLevel; decoders ByteLevel Metaspace ByteFallback Fuse Strip Replace Sequence.
  *    Anything else is refused at load time by name ("unsupported normalizer type 'Lowercase'").
@@ -41,10 +42,10 @@ tok *tok_load(const char *json, size_t len, const char *config, size_t config_le
 tok *tok_load_dir(const char *dir, ogk_error *e);
 void tok_free(tok *t);
 /* A SentencePiece model (tokenizer.model bytes) as tokenizer.json text that encodes and decodes as
- * SentencePiece does, for packs that ship no tokenizer.json (ChatGLM3; older Llama exports). BPE models
- * with the identity normalizer (the dummy prefix, extra-space removal and space escaping as the model
- * says; byte fallback); unigram / word / char models, precompiled character maps (nmt_nfkc),
- * treat_whitespace_as_suffix and unused pieces are refused by name. As transformers' converted tokenizers:
+ * SentencePiece does, for packs that ship no tokenizer.json (ChatGLM3; older Llama exports). BPE models,
+ * with their normalizer: the precompiled character map (nmt_nfkc, nmt_nfkc_cf, ...; none for identity),
+ * the dummy prefix, extra-space removal and space escaping as the model says; byte fallback or <unk>.
+ * Unigram / word / char models, treat_whitespace_as_suffix and unused pieces are refused by name. As transformers' converted tokenizers:
  * control and unknown pieces are special added tokens, user-defined pieces added tokens; the normalizer
  * (so the dummy prefix) runs per section between added tokens. config (tokenizer_config.json, may be
  * NULL): add_bos_token / add_eos_token (BOS by default), added_tokens_decoder, and tokenizer_class

@@ -44,12 +44,14 @@ typedef struct {
 /* ------------------------------------------------------------------------------------------------ */
 /* the tokenizer object                                                                              */
 
-enum { N_NFC, N_NFD, N_NFKC, N_NFKD, N_REPLACE, N_PREPEND, N_SEQ, N_STRIP };
+enum { N_NFC, N_NFD, N_NFKC, N_NFKD, N_REPLACE, N_PREPEND, N_SEQ, N_STRIP, N_PRECOMPILED };
 typedef struct tnorm {
     int type;
     tpat pat;
-    char *str; /* Replace content, Prepend text */
+    char *str; /* Replace content, Prepend text; Precompiled: the normalized strings */
     size_t strn;
+    const uint32_t *units; /* Precompiled: the double-array trie (darts-clone units, host order) */
+    uint32_t nunits;
     int left, right; /* Strip */
     struct tnorm *kids;
     int nkids;
@@ -195,6 +197,14 @@ int tk_pat_replace(tok *t, const tpat *p, const char *s, size_t n, const char *r
 
 /* ---- tok_split.c: normalizers and pre-tokenizers ---- */
 int tk_normalize_text(tok *t, const tnorm *nz, const char *s, size_t len, tok_buf *out);
+/* A Precompiled normalizer (SentencePiece's precompiled_charsmap, base64 text of b64n bytes) into n: 0, or
+ * -1 with e filled (not base64, sizes that do not hold together). tok_charsmap.c */
+int tk_charsmap_load(tok *t, tnorm *n, const char *b64, size_t b64n, ogk_error *e);
+/* s normalized by the charsmap, appended to out: at every position the longest rule that matches the
+ * bytes there gives its replacement, else one character is copied (SentencePiece's NormalizePrefix) */
+int tk_charsmap_apply(const tnorm *n, const char *s, size_t len, tok_buf *out);
+/* base64 (standard alphabet, '=' padding) of n bytes, malloc'd and NUL-terminated; NULL on OOM */
+char *tk_base64(const void *p, size_t n);
 int tk_spans_push(spans *s, uint32_t off, uint32_t len);
 int tk_regex_pieces_some(tok *t, pcre2_code *re, const char *w, span in, int mode, spans *out, size_t *prev, size_t *start, size_t most);
 int tk_pretokenize_from(tok *t, const tpre *p, tok_buf *w, spans *in, spans *out, int section_index, int from);

@@ -27,6 +27,7 @@ int tk_normalize_text(tok *t, const tnorm *nz, const char *s, size_t len, tok_bu
         return rc;
     }
     case N_REPLACE: return tk_pat_replace(t, &nz->pat, s, len, nz->str, nz->strn, out);
+    case N_PRECOMPILED: return tk_charsmap_apply(nz, s, len, out);
     case N_PREPEND:
         /* nothing to an empty text, as the Rust tokenizers do (the JS port prepends anyway; a section is
          * only empty here when an earlier normalizer emptied it, as SentencePiece's extra-space removal
