@@ -213,7 +213,7 @@ EOF
 
 @test "chat: built-in family templates (llama2 has none) render identically to @huggingface/jinja" {
   head -10 "$TOP/t/corpus/chats.jsonl" > "$W/c10.jsonl"
-  for f in llama2 mistral phi3 chatml llama3; do
+  for f in llama2 mistral phi3 chatml llama3 chatglm; do
     npu-forward chat --family $f --tokenizer "$(tokdir llama2)" --show-template > "$W/tpl.$f"
     golden chat --template "$W/tpl.$f" --bos '<s>' --eos '</s>' < "$W/c10.jsonl" > "$W/$f.gold.b"
     ! grep -q '"error"' "$W/$f.gold.b" || false

@@ -40,7 +40,7 @@ static const char chat_usage[] =
     "  Input (FILE or stdin): a JSON object {\"messages\": [...], \"tools\": [...], ...} whose members become\n"
     "  template variables, or a JSON array of messages. bos_token / eos_token come from the tokenizer.\n"
     "  A tokenizer with named templates renders the one named \"tool_use\" when \"tools\" is given (not null).\n"
-    "  --family NAME  built-in template (llama2, mistral, phi3, chatml, qwen2, llama3, gemma, gemma2) when the tokenizer has none\n"
+    "  --family NAME  built-in template (llama2, mistral, phi3, chatml, qwen2, llama3, gemma, gemma2, chatglm) when the tokenizer has none\n"
     "  --jsonl        every input line is one conversation; print one JSON string per line\n"
     "  --ids          print the token ids of the rendered prompt instead of the text\n"
     "  --show-template  print the template source that would be used, and exit\n"

@@ -72,6 +72,15 @@ static const char tpl_gemma[] =
     "{%- endfor %}"
     "{%- if add_generation_prompt %}{{- '<start_of_turn>model\n' }}{%- endif %}";
 
+/* ChatGLM3: the template of THUDM/chatglm3-6b's tokenizer_config.json (its packs carry it; older exports
+ * lack it). The space after each role's newline is what the model was trained on: ChatGLM's own
+ * build_chat_input encodes "\n" and the content as separate SentencePiece calls, each with its dummy
+ * prefix, which is what tokenizing the sections of this text gives (tok_spm_json). */
+static const char tpl_chatglm[] =
+    "{% for message in messages %}{% if loop.first %}[gMASK]sop<|{{ message['role'] }}|>\n {{ message['content'] }}"
+    "{% else %}<|{{ message['role'] }}|>\n {{ message['content'] }}{% endif %}{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>{% endif %}";
+
 const char *tok_builtin_template(const char *family)
 {
     if (!family)
@@ -88,6 +97,8 @@ const char *tok_builtin_template(const char *family)
         return tpl_phi3;
     if (!strcmp(family, "gemma2") || !strcmp(family, "gemma"))
         return tpl_gemma;
+    if (!strcmp(family, "chatglm"))
+        return tpl_chatglm;
     return NULL;
 }
 
