@@ -159,6 +159,20 @@ EOF
   [ "$(jq -c '.prompt_ids[:2]' <<<"$output")" = "[$(($(spg info "$p" | jq .pieces) + 1)),$(($(spg info "$p" | jq .pieces) + 3))]" ]
 }
 
+@test "tokenizer.model: q4nx-gguf converts such a pack, and says that llama.cpp does not apply a character map" {
+  for m in llama nfkccf; do
+    p=$W/gg-$m
+    cp -r "$(fixture chatglm cpu tied hd128 0 fp16)" "$p"
+    rm "$p/tokenizer.json"
+    cp "$W/m/$m/tokenizer.model" "$p/"
+    oga-extract "$p" | q4nx-pack -o "$W/gg.q4nx"
+    run -0 q4nx-gguf --widen -o "$W/gg.gguf" "$W/gg.q4nx"
+    if [ $m = nfkccf ]; then [[ "$output" == *"SentencePiece character map"* ]]; else [[ "$output" != *"character map"* ]]; fi
+    [ -s "$W/gg.gguf" ]
+    rm -rf "$p" "$W/gg.q4nx" "$W/gg.gguf"
+  done
+}
+
 @test "tokenizer.model: unigram models, damaged character maps, damaged and foreign files are refused by name (exit 3)" {
   run -3 npu-forward tokenize --tokenizer "$W/m/unigram" hi
   [[ "$output" == *"model type UNIGRAM is not supported"* ]]

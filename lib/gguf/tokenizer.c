@@ -290,6 +290,12 @@ int gguf_tokenizer_meta(const q4nx_file *f, gguf_writer *w, uint32_t vocab_size,
                      json_is_true(json_object_get(json_object_get(tj, "pre_tokenizer"), "add_prefix_space"));
         if (gguf_kv_bool(w, "tokenizer.ggml.add_space_prefix", prefix, e))
             goto out;
+        /* a SentencePiece character map (nmt_nfkc: ChatGLM) has no llama.cpp counterpart; llama.cpp's own
+         * converter drops it too, so this is said, not refused */
+        if (mentions(json_object_get(tj, "normalizer"), "Precompiled"))
+            ogk_err("note: tokenizer.json normalizes with a SentencePiece character map (Precompiled), which "
+                    "llama.cpp does not apply: text whose characters the map changes (NFKC forms, some "
+                    "punctuation and spaces) tokenizes differently there");
     }
     const char *tmpl = str(md, "chat_template");
     if (!tmpl)
