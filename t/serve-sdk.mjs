@@ -37,6 +37,9 @@ const q = [{ role: 'user', content: 'What is a list?' }];
 const ch = await client.chat.completions.create({ model: modelId, messages: q, max_tokens: 24, temperature: 0 });
 check(ch.choices[0].message.role === 'assistant' && ch.choices[0].message.content === want.chat,
   'chat.completions.create greedy text equals npu-forward run --chat', ch.choices[0].message.content);
+const cn = await client.chat.completions.create({ model: modelId, messages: q, max_tokens: 24, temperature: 0, n: 2 });
+check(cn.choices.length === 2 && cn.choices.every((c, i) => c.index === i && c.message.content === want.chat),
+  'chat.completions.create n: 2, both choices the greedy text', cn.choices);
 
 const st = await client.chat.completions.create({ model: modelId, messages: q, max_tokens: 24, temperature: 0, stream: true });
 let text = '', chunks = 0, finish = null;

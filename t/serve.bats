@@ -167,6 +167,35 @@ metric() { curl -s -m 10 "http://127.0.0.1:$PORT/metrics" | awk -v k="ogakit_$1"
   [ "$(echo "$BODY" | jq -r '.choices[0].finish_reason')" = length ] || [ "$(echo "$BODY" | jq -r '.usage.completion_tokens')" -lt 12 ]
 }
 
+@test "serve: n choices: choice k is the answer to seed + k (completions and chat, JSON schema too); greedy choices are alike; usage counts every choice" {
+  start_server --parallel 2
+  req='"max_tokens": 10, "temperature": 1.0, "top_k": 50, "seed": 41'
+  post /v1/completions "{\"prompt\": \"def f(x):\", $req, \"n\": 3}"
+  [ "$STATUS" = 200 ]
+  echo "$BODY" > "$BATS_TEST_TMPDIR/n3.json"
+  [ "$(jq '.choices | length' "$BATS_TEST_TMPDIR/n3.json")" = 3 ]
+  [ "$(jq -c '[.choices[].index]' "$BATS_TEST_TMPDIR/n3.json")" = "[0,1,2]" ]
+  total=0
+  for k in 0 1 2; do
+    post /v1/completions "{\"prompt\": \"def f(x):\", \"max_tokens\": 10, \"temperature\": 1.0, \"top_k\": 50, \"seed\": $((41 + k)), \"return_tokens\": true}"
+    [ "$(echo "$BODY" | jq -r '.choices[0].text')" = "$(jq -r ".choices[$k].text" "$BATS_TEST_TMPDIR/n3.json")" ]
+    total=$((total + $(echo "$BODY" | jq '.choices[0].tokens | length')))
+  done
+  [ "$(jq '.usage.completion_tokens' "$BATS_TEST_TMPDIR/n3.json")" = "$total" ]
+  [ "$(jq '.usage.prompt_tokens + .usage.completion_tokens == .usage.total_tokens' "$BATS_TEST_TMPDIR/n3.json")" = true ]
+  # sampled choices are not all one answer (three seeds on a 4096-token vocabulary)
+  [ "$(jq '[.choices[].text] | unique | length' "$BATS_TEST_TMPDIR/n3.json")" -gt 1 ]
+  # greedy: every choice is the greedy answer
+  post /v1/chat/completions '{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 6, "temperature": 0, "n": 4}'
+  [ "$(echo "$BODY" | jq '[.choices[].message.content] | unique | length')" = 1 ]
+  [ "$(echo "$BODY" | jq '.choices | length')" = 4 ]
+  # each choice of a schema request keeps to the schema
+  post /v1/chat/completions '{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 40, "temperature": 1.0, "seed": 3, "n": 3,
+    "response_format": {"type": "json_schema", "json_schema": {"name": "p", "schema": {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}}}}'
+  [ "$STATUS" = 200 ]
+  echo "$BODY" | jq -e '.choices | length == 3 and all(.[]; .finish_reason != "stop" or (.message.content | fromjson | (.a | type) == "number"))'
+}
+
 @test "serve: JSON mode: answers are JSON objects (chat and completions, greedy and sampled, streamed alike); plain requests beside them unchanged; not drafted" {
   start_server --parallel 2 --draft "$W/draft.q4nx" --draft-max 3
   objects=0 plain_json=0
@@ -388,7 +417,10 @@ metric() { curl -s -m 10 "http://127.0.0.1:$PORT/metrics" | awk -v k="ogakit_$1"
   post /v1/completions '{"prompt": "x", "temperature": -1}'; is_error 400
   post /v1/completions '{"prompt": "x", "top_p": 2}'; is_error 400
   post /v1/completions '{"prompt": "x", "stream": "yes"}'; is_error 400
-  post /v1/completions '{"prompt": "x", "n": 2}'; is_error 400
+  post /v1/completions '{"prompt": "x", "n": 0}'; is_error 400
+  post /v1/completions '{"prompt": "x", "n": 17}'; is_error 400
+  post /v1/completions '{"prompt": "x", "n": 2, "stream": true}'; is_error 400
+  [ "$(echo "$BODY" | jq -r .error.param)" = n ]
   # OpenAI fields the server does not implement: refused when they ask for something, accepted when neutral
   for f in '"functions": [{"name": "f"}]:unsupported_parameter' '"response_format": {"type": "json_schema"}:invalid_value' \
            '"response_format": {"type": "yaml"}:invalid_value' '"response_format": "json":invalid_value' \
@@ -755,7 +787,7 @@ both_finish() {
   run timeout 120 node "$TOP/t/serve-sdk.mjs" "http://127.0.0.1:$PORT/v1" target "$BATS_TEST_TMPDIR/want.json"
   echo "$output"
   [ "$status" = 0 ]
-  [ "$(echo "$output" | grep -c '^ok:')" = 16 ]
+  [ "$(echo "$output" | grep -c '^ok:')" = 17 ]
 }
 
 @test "serve: load: 64 connections, 2000 short requests, 0 errors, 0 lost, RSS flat (under ASan: no leaks at exit)" {

@@ -679,6 +679,119 @@ static size_t json_values(const char *s, size_t n, size_t stop)
     return v;
 }
 
+/* The job of choice k of request r (prompt ids copied; biases, stops and programs its own; seed + k when
+ * the request has one): NULL when out of memory. */
+static serve_job *job_for(server *srv, const serve_req *r, const int *ids, int n, int kind, int hermes, int k)
+{
+    int ctx = srv->S.context;
+    serve_job *j = serve_job_new();
+    if (!j)
+        return NULL;
+    if (!(j->prompt = malloc((size_t)n * sizeof *ids)))
+        goto oom;
+    memcpy(j->prompt, ids, (size_t)n * sizeof *ids);
+    j->n_prompt = n;
+    j->max_tokens = r->max_tokens ? r->max_tokens : kind == REQ_CHAT ? ctx - n : DEFAULT_COMPLETION_TOKENS;
+    j->temperature = (float)r->temperature, j->top_p = (float)r->top_p, j->top_k = r->top_k;
+    if (r->has_seed)
+        j->seed = r->seed + (uint64_t)k ? r->seed + (uint64_t)k : 0x9E3779B97F4A7C15ull;
+    else if (getrandom(&j->seed, sizeof j->seed, GRND_NONBLOCK) != sizeof j->seed || !j->seed)
+        j->seed = ((uint64_t)(ogk_now() * 1e9) + (uint64_t)k) | 1;
+    j->top_n = r->logprobs, j->ignore_eos = r->ignore_eos;
+    j->json = r->json, j->presence = (float)r->presence_penalty, j->frequency = (float)r->frequency_penalty;
+    if (r->n_bias) {
+        if (!(j->bias_ids = malloc((size_t)r->n_bias * sizeof *j->bias_ids)) ||
+            !(j->bias = malloc((size_t)r->n_bias * sizeof *j->bias)))
+            goto oom;
+        memcpy(j->bias_ids, r->bias_ids, (size_t)r->n_bias * sizeof *j->bias_ids);
+        memcpy(j->bias, r->bias, (size_t)r->n_bias * sizeof *j->bias);
+        j->n_bias = r->n_bias;
+    }
+    if (r->schema) { /* json_schema: a program of that one value, compiled for this job */
+        char msg[256];
+        jg_schema *sc = jg_schema_compile(r->schema_src, msg, sizeof msg); /* compiled once already: it compiles */
+        if (!sc || !(j->prog = jg_prog_new()) || jg_prog_schema(j->prog, sc)) {
+            if (!j->prog)
+                jg_schema_free(sc);
+            goto oom;
+        }
+    }
+    if (r->force_tool && !(j->prog = serve_tools_program(r, hermes)))
+        goto oom;
+    j->json |= j->prog != NULL;
+    if (r->n_stops) {
+        if (!(j->stops = calloc((size_t)r->n_stops, sizeof *j->stops)))
+            goto oom;
+        for (int i = 0; i < r->n_stops; i++)
+            if (!(j->stops[i] = strdup(r->stops[i])))
+                goto oom;
+        j->n_stops = r->n_stops;
+    }
+    return j;
+oom:
+    if (j->stops) /* the count the job frees */
+        j->n_stops = r->n_stops;
+    serve_job_unref(j);
+    return NULL;
+}
+
+/* Choice k of a finished job, as OpenAI writes it (chat: message with content, reasoning_content,
+ * tool_calls; completions: text), or NULL when out of memory. */
+static json_t *choice_json(server *srv, const serve_req *r, serve_job *j, int kind, int think_open, int k)
+{
+    json_t *text;
+    if (r->echo && r->prompt) {
+        char *all = malloc(r->prompt_len + j->text_len + 1);
+        if (all) {
+            memcpy(all, r->prompt, r->prompt_len);
+            memcpy(all + r->prompt_len, j->text ? j->text : "", j->text_len);
+        }
+        text = jstr(all, all ? r->prompt_len + j->text_len : 0);
+        free(all);
+    } else {
+        text = jstr(j->text, j->text_len);
+    }
+    size_t off = 0; /* echo with logprobs is refused (unsupported_value) */
+    tok_slice sl = {0};
+    if (r->logprobs >= 0 && slice_copy(j, 0, j->n_ids, &sl)) { /* the job is done: no lock needed */
+        json_decref(text);
+        return NULL;
+    }
+    json_t *lp = r->logprobs >= 0 ? logprobs_json(srv, &sl, kind, &off) : json_null();
+    slice_free(&sl);
+    json_t *calls = NULL, *reasoning = NULL;
+    size_t content_len;
+    /* chat: a <think> block is reasoning_content, the rest content; tool calls are read from the content */
+    serve_think th = {.decided = 1};
+    if (kind == REQ_CHAT && srv->o->reasoning)
+        serve_think_split(j->text ? j->text : "", j->text_len, think_open, 1, &th);
+    const char *ct = (j->text ? j->text : "") + th.c0;
+    size_t ctn = j->text_len - th.c0;
+    if (th.has) {
+        reasoning = jstr(j->text + th.r0, th.r1 - th.r0);
+        json_decref(text);
+        text = jstr(ct, ctn);
+    }
+    if (r->tools && serve_tools_extract(ct, ctn, r->tools, &content_len, &calls)) {
+        json_decref(text);
+        text = content_len ? jstr(ct, content_len) : json_null();
+    }
+    json_t *choice = kind == REQ_CHAT ? json_pack("{s:i,s:{s:s,s:o},s:o,s:s}", "index", k, "message", "role",
+                                                  "assistant", "content", text, "logprobs", lp, "finish_reason",
+                                                  calls ? "tool_calls" : j->finish)
+                                      : json_pack("{s:o,s:i,s:o,s:s}", "text", text, "index", k, "logprobs", lp,
+                                                  "finish_reason", j->finish);
+    if (!choice)
+        return NULL;
+    if (reasoning)
+        json_object_set_new(json_object_get(choice, "message"), "reasoning_content", reasoning);
+    if (calls)
+        json_object_set_new(json_object_get(choice, "message"), "tool_calls", calls);
+    if (r->return_tokens)
+        json_object_set_new(choice, "tokens", ids_json(j->ids, j->n_ids));
+    return choice;
+}
+
 static enum MHD_Result completion(server *srv, struct MHD_Connection *c, conn *cn, int kind)
 {
     serve_req r;
@@ -711,58 +824,39 @@ static enum MHD_Result completion(server *srv, struct MHD_Connection *c, conn *c
                     "for a completion",
                     ctx, n);
     }
-    serve_job *j = serve_job_new();
-    if (!j) {
-        free(ids);
-        serve_req_free(&r);
-        return fail(srv, c, 500, NULL, NULL, "out of memory");
-    }
-    j->prompt = ids, j->n_prompt = n;
-    j->max_tokens = r.max_tokens ? r.max_tokens : kind == REQ_CHAT ? ctx - n : DEFAULT_COMPLETION_TOKENS;
-    j->temperature = (float)r.temperature, j->top_p = (float)r.top_p, j->top_k = r.top_k;
-    if (r.has_seed)
-        j->seed = r.seed ? r.seed : 0x9E3779B97F4A7C15ull;
-    else if (getrandom(&j->seed, sizeof j->seed, GRND_NONBLOCK) != sizeof j->seed || !j->seed)
-        j->seed = (uint64_t)(ogk_now() * 1e9) | 1;
-    j->top_n = r.logprobs, j->ignore_eos = r.ignore_eos;
-    j->json = r.json, j->presence = (float)r.presence_penalty, j->frequency = (float)r.frequency_penalty;
-    j->bias_ids = r.bias_ids, j->bias = r.bias, j->n_bias = r.n_bias;
-    r.bias_ids = NULL, r.bias = NULL, r.n_bias = 0;
-    if (r.schema) { /* json_schema: a program of that one value */
-        if (!(j->prog = jg_prog_new()) || jg_prog_schema(j->prog, r.schema)) {
-            serve_job_unref(j);
-            serve_req_free(&r);
-            return fail(srv, c, 500, NULL, NULL, "out of memory");
+    serve_job *jobs[SERVE_MAX_N] = {0};
+    int nj = r.n_choices, oom = 0;
+    for (int k = 0; k < nj && !oom; k++)
+        oom = !(jobs[k] = job_for(srv, &r, ids, n, kind, hermes, k));
+    free(ids);
+    int sub = 0, nsub = 0;
+    for (int k = 0; k < nj && !oom && !sub; k++)
+        if (!(sub = serve_sched_submit(&srv->S, jobs[k])))
+            nsub++;
+    if (oom || sub) {
+        for (int k = 0; k < nj; k++) {
+            if (jobs[k] && k < nsub)
+                __atomic_store_n(&jobs[k]->cancel, 1, __ATOMIC_RELAXED);
+            if (jobs[k])
+                serve_job_unref(jobs[k]);
         }
-        r.schema = NULL;
-    }
-    if (r.force_tool && !(j->prog = serve_tools_program(&r, hermes))) {
-        serve_job_unref(j);
+        if (nsub)
+            serve_sched_wake(&srv->S);
         serve_req_free(&r);
-        return fail(srv, c, 500, NULL, NULL, "out of memory");
-    }
-    j->json |= j->prog != NULL;
-    if (r.n_stops && (j->stops = calloc((size_t)r.n_stops, sizeof *j->stops))) {
-        for (int i = 0; i < r.n_stops; i++)
-            j->stops[i] = r.stops[i], r.stops[i] = NULL;
-        j->n_stops = r.n_stops;
-    }
-    r.n_stops = 0;
-    int sub = serve_sched_submit(&srv->S, j);
-    if (sub) {
-        serve_job_unref(j);
-        serve_req_free(&r);
+        if (oom)
+            return fail(srv, c, 500, NULL, NULL, "out of memory");
         if (sub == -2)
             return fail(srv, c, 503, NULL, "shutting_down", "the server is shutting down");
         return fail(srv, c, 503, NULL, "server_busy", "all %d slots are busy and the queue is full; retry later",
                     srv->S.n_slots);
     }
+    serve_job *j = jobs[0];
     char id[48];
     serve_new_id(id, sizeof id, kind == REQ_CHAT ? "chatcmpl-" : "cmpl-");
     long created = (long)time(NULL);
     int fd = conn_fd(c);
 
-    if (r.stream) {
+    if (r.stream) { /* (n is 1: req.c) */
         stream *st = calloc(1, sizeof *st);
         if (!st) {
             __atomic_store_n(&j->cancel, 1, __ATOMIC_RELAXED);
@@ -790,77 +884,48 @@ static enum MHD_Result completion(server *srv, struct MHD_Connection *c, conn *c
         return ret;
     }
 
-    /* not streamed: wait for the whole answer (the client leaving cancels it) */
-    if (job_wait(j, fd, 0, -2)) {
-        serve_sched_wake(&srv->S);
-        serve_job_unref(j);
-        serve_req_free(&r);
-        return MHD_NO; /* nobody to answer */
+    /* not streamed: wait for every choice (the client leaving cancels them all) */
+    int gone = 0, failed = -1;
+    for (int k = 0; k < nj && !gone; k++) {
+        gone = job_wait(jobs[k], fd, 0, -2) != 0;
+        if (!gone && jobs[k]->failed && failed < 0)
+            failed = k;
     }
-    if (j->failed) {
-        enum MHD_Result ret = fail(srv, c, 500, NULL, "generation_failed", "%s", j->err);
-        serve_job_unref(j);
-        serve_req_free(&r);
-        return ret;
-    }
-    json_t *text;
-    if (r.echo && r.prompt) {
-        char *all = malloc(r.prompt_len + j->text_len + 1);
-        if (all) {
-            memcpy(all, r.prompt, r.prompt_len);
-            memcpy(all + r.prompt_len, j->text ? j->text : "", j->text_len);
+    enum MHD_Result ret = MHD_NO; /* nobody to answer when the client left */
+    json_t *choices = json_array();
+    int n_eval = 0;
+    for (int k = 0; k < nj && !gone && failed < 0; k++) {
+        json_t *ch = choice_json(srv, &r, jobs[k], kind, think_open, k);
+        if (!ch) {
+            failed = nj; /* out of memory */
+            break;
         }
-        text = jstr(all, all ? r.prompt_len + j->text_len : 0);
-        free(all);
+        json_array_append_new(choices, ch);
+        n_eval += jobs[k]->n_eval;
+    }
+    if (gone) {
+        for (int k = 0; k < nj; k++)
+            __atomic_store_n(&jobs[k]->cancel, 1, __ATOMIC_RELAXED);
+        serve_sched_wake(&srv->S);
+        json_decref(choices);
+    } else if (failed >= 0) {
+        ret = fail(srv, c, 500, NULL, failed < nj ? "generation_failed" : NULL, "%s",
+                   failed < nj ? jobs[failed]->err : "out of memory");
+        json_decref(choices);
     } else {
-        text = jstr(j->text, j->text_len);
+        /* usage: the prompt once, every choice's completion tokens; timings: the first choice's */
+        json_t *usage = json_pack("{s:i,s:i,s:i}", "prompt_tokens", j->n_prompt, "completion_tokens", n_eval,
+                                  "total_tokens", j->n_prompt + n_eval);
+        json_t *out = json_pack("{s:s,s:s,s:I,s:s,s:o,s:o,s:o}", "id", id, "object",
+                                kind == REQ_CHAT ? "chat.completion" : "text_completion", "created",
+                                (json_int_t)created, "model", srv->model_id, "choices", choices, "usage", usage,
+                                "timings", timings_json(j));
+        ret = send_json(srv, c, 200, out);
     }
-    size_t off = 0; /* echo with logprobs is refused (unsupported_value) */
-    tok_slice sl = {0};
-    if (r.logprobs >= 0 && slice_copy(j, 0, j->n_ids, &sl)) { /* the job is done: no lock needed */
-        json_decref(text);
-        enum MHD_Result ret = fail(srv, c, 500, NULL, NULL, "out of memory");
-        serve_job_unref(j);
-        serve_req_free(&r);
-        return ret;
-    }
-    json_t *lp = r.logprobs >= 0 ? logprobs_json(srv, &sl, kind, &off) : json_null();
-    slice_free(&sl);
-    json_t *calls = NULL, *reasoning = NULL;
-    size_t content_len;
-    /* chat: a <think> block is reasoning_content, the rest content; tool calls are read from the content */
-    serve_think th = {.decided = 1};
-    if (kind == REQ_CHAT && srv->o->reasoning)
-        serve_think_split(j->text ? j->text : "", j->text_len, think_open, 1, &th);
-    const char *ct = (j->text ? j->text : "") + th.c0;
-    size_t ctn = j->text_len - th.c0;
-    if (th.has) {
-        reasoning = jstr(j->text + th.r0, th.r1 - th.r0);
-        json_decref(text);
-        text = jstr(ct, ctn);
-    }
-    if (r.tools && serve_tools_extract(ct, ctn, r.tools, &content_len, &calls)) {
-        json_decref(text);
-        text = content_len ? jstr(ct, content_len) : json_null();
-    }
-    json_t *choice = kind == REQ_CHAT ? json_pack("{s:i,s:{s:s,s:o},s:o,s:s}", "index", 0, "message", "role",
-                                                  "assistant", "content", text, "logprobs", lp, "finish_reason",
-                                                  calls ? "tool_calls" : j->finish)
-                                      : json_pack("{s:o,s:i,s:o,s:s}", "text", text, "index", 0, "logprobs", lp,
-                                                  "finish_reason", j->finish);
-    if (reasoning)
-        json_object_set_new(json_object_get(choice, "message"), "reasoning_content", reasoning);
-    if (calls)
-        json_object_set_new(json_object_get(choice, "message"), "tool_calls", calls);
-    if (r.return_tokens)
-        json_object_set_new(choice, "tokens", ids_json(j->ids, j->n_ids));
-    json_t *out = json_pack("{s:s,s:s,s:I,s:s,s:[o],s:o,s:o}", "id", id, "object",
-                            kind == REQ_CHAT ? "chat.completion" : "text_completion", "created", (json_int_t)created,
-                            "model", srv->model_id, "choices", choice, "usage", usage_json(j), "timings",
-                            timings_json(j));
-    serve_job_unref(j);
+    for (int k = 0; k < nj; k++)
+        serve_job_unref(jobs[k]);
     serve_req_free(&r);
-    return send_json(srv, c, 200, out);
+    return ret;
 }
 
 /* ---------------------------------------------------------------- the other endpoints */

@@ -268,6 +268,7 @@ static int parse_format(serve_req *r, const json_t *v, serve_err *err)
         char msg[256];
         if (!(r->schema = jg_schema_compile(sch, msg, sizeof msg)))
             return serve_err_set(err, 400, "response_format", "invalid_value", "%s", msg);
+        r->schema_src = json_incref((json_t *)sch);
         if (!jg_schema_object(r->schema))
             return serve_err_set(err, 400, "response_format", "invalid_value",
                                  "json_schema: the schema's values must be objects");
@@ -313,7 +314,7 @@ static int parse_bias(serve_req *r, const json_t *v, serve_err *err)
 int serve_req_parse(const char *body, size_t len, int kind, serve_req *r, serve_err *err)
 {
     memset(r, 0, sizeof *r);
-    r->kind = kind, r->temperature = 1.0, r->top_p = 1.0, r->logprobs = -1;
+    r->kind = kind, r->temperature = 1.0, r->top_p = 1.0, r->logprobs = -1, r->n_choices = 1;
     json_error_t je;
     json_t *j = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
     if (!j)
@@ -384,10 +385,9 @@ int serve_req_parse(const char *body, size_t len, int kind, serve_req *r, serve_
         r->has_seed = 1, r->seed = (uint64_t)x;
     }
     x = 1;
-    if (get_int(j, "n", 1, 1, &x, err)) {
-        serve_err_set(err, 400, "n", "unsupported_value", "'n': only 1 choice per request is supported");
+    if (get_int(j, "n", 1, SERVE_MAX_N, &x, err))
         goto out;
-    }
+    r->n_choices = (int)x;
     if ((v = field(j, "stop"))) {
         if (json_is_array(v)) {
             size_t i;
@@ -400,6 +400,11 @@ int serve_req_parse(const char *body, size_t len, int kind, serve_req *r, serve_
     if (get_bool(j, "stream", &r->stream, err) || get_bool(j, "return_tokens", &r->return_tokens, err) ||
         get_bool(j, "ignore_eos", &r->ignore_eos, err))
         goto out;
+    if (r->stream && r->n_choices > 1) {
+        serve_err_set(err, 400, "n", "unsupported_value",
+                      "'n' above 1 together with 'stream' is not supported (ask without 'stream', or send n requests)");
+        goto out;
+    }
     if (kind == REQ_CHAT) {
         int lp = 0;
         if (get_bool(j, "logprobs", &lp, err))
@@ -443,6 +448,7 @@ void serve_req_free(serve_req *r)
     json_decref(r->tools);
     json_decref(r->tmpl_kwargs);
     jg_schema_free(r->schema);
+    json_decref(r->schema_src);
     for (int i = 0; i < r->n_stops; i++)
         free(r->stops[i]);
     memset(r, 0, sizeof *r);

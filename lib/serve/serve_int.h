@@ -13,6 +13,7 @@
 
 #define SERVE_MAX_TOP 20          /* top logprobs per token */
 #define SERVE_MAX_STOPS 8
+#define SERVE_MAX_N 16            /* choices per request ("n") */
 #define SERVE_MAX_TOKENS (1 << 24) /* beyond this max_tokens is refused as absurd */
 #define SERVE_MAX_BIAS 4096        /* logit_bias entries */
 
@@ -55,6 +56,8 @@ typedef struct serve_req {
     char *force_name;           /* the named function, or NULL (any of the tools) */
     int json;                   /* response_format json_object or json_schema */
     jg_schema *schema;          /* response_format json_schema, compiled */
+    json_t *schema_src;         /* ... and as given (each further choice compiles its own) */
+    int n_choices;              /* "n": choices to generate (1..SERVE_MAX_N) */
     int *bias_ids, n_bias;      /* logit_bias */
     float *bias;
     double presence_penalty, frequency_penalty;
