@@ -167,7 +167,7 @@ metric() { curl -s -m 10 "http://127.0.0.1:$PORT/metrics" | awk -v k="ogakit_$1"
   [ "$(echo "$BODY" | jq -r '.choices[0].finish_reason')" = length ] || [ "$(echo "$BODY" | jq -r '.usage.completion_tokens')" -lt 12 ]
 }
 
-@test "serve: n choices: choice k is the answer to seed + k (completions and chat, JSON schema too); greedy choices are alike; usage counts every choice" {
+@test "serve: n choices: choice k is the answer to seed + k (completions and chat, JSON schema too), streamed alike; greedy choices are alike; usage counts every choice" {
   start_server --parallel 2
   req='"max_tokens": 10, "temperature": 1.0, "top_k": 50, "seed": 41'
   post /v1/completions "{\"prompt\": \"def f(x):\", $req, \"n\": 3}"
@@ -189,6 +189,27 @@ metric() { curl -s -m 10 "http://127.0.0.1:$PORT/metrics" | awk -v k="ogakit_$1"
   post /v1/chat/completions '{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 6, "temperature": 0, "n": 4}'
   [ "$(echo "$BODY" | jq '[.choices[].message.content] | unique | length')" = 1 ]
   [ "$(echo "$BODY" | jq '.choices | length')" = 4 ]
+  # streamed: each choice's deltas (index k) join to that choice's text; one usage, one [DONE]
+  for ep in completions chat/completions; do
+    if [ $ep = completions ]; then body="{\"prompt\": \"def f(x):\", $req, \"n\": 3"; sel='.text'
+    else body="{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], $req, \"n\": 3"; sel='.delta.content // ""'; fi
+    post /v1/$ep "$body}"
+    echo "$BODY" > "$BATS_TEST_TMPDIR/one.json"
+    curl -s -N -m 30 -H 'Content-Type: application/json' --data-binary "$body, \"stream\": true}" \
+      "http://127.0.0.1:$PORT/v1/$ep" > "$BATS_TEST_TMPDIR/sse"
+    [ "$(grep -c '^data: \[DONE\]' "$BATS_TEST_TMPDIR/sse")" = 1 ]
+    [ "$(tail -n 2 "$BATS_TEST_TMPDIR/sse" | head -1)" = "data: [DONE]" ]
+    sed -n 's/^data: //p' "$BATS_TEST_TMPDIR/sse" | grep -v '^\[DONE\]' > "$BATS_TEST_TMPDIR/chunks"
+    [ "$(jq -s '[.[] | select(has("usage"))] | length' "$BATS_TEST_TMPDIR/chunks")" = 1 ]
+    [ "$(jq -s '[.[] | select(has("usage"))][0].usage.completion_tokens' "$BATS_TEST_TMPDIR/chunks")" = \
+      "$(jq .usage.completion_tokens "$BATS_TEST_TMPDIR/one.json")" ]
+    for k in 0 1 2; do
+      got=$(jq -sj --argjson k $k "[.[].choices[] | select(.index == \$k) | $sel] | join(\"\")" "$BATS_TEST_TMPDIR/chunks")
+      want=$(jq -j --argjson k $k ".choices[\$k] | $( [ $ep = completions ] && echo .text || echo .message.content )" "$BATS_TEST_TMPDIR/one.json")
+      [ "$got" = "$want" ] || { echo "$ep choice $k: streamed '$got', in one piece '$want'"; false; }
+      [ "$(jq -s --argjson k $k '[.[].choices[] | select(.index == $k and .finish_reason != null)] | length' "$BATS_TEST_TMPDIR/chunks")" = 1 ]
+    done
+  done
   # each choice of a schema request keeps to the schema
   post /v1/chat/completions '{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 40, "temperature": 1.0, "seed": 3, "n": 3,
     "response_format": {"type": "json_schema", "json_schema": {"name": "p", "schema": {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}}}}'
@@ -419,7 +440,6 @@ metric() { curl -s -m 10 "http://127.0.0.1:$PORT/metrics" | awk -v k="ogakit_$1"
   post /v1/completions '{"prompt": "x", "stream": "yes"}'; is_error 400
   post /v1/completions '{"prompt": "x", "n": 0}'; is_error 400
   post /v1/completions '{"prompt": "x", "n": 17}'; is_error 400
-  post /v1/completions '{"prompt": "x", "n": 2, "stream": true}'; is_error 400
   [ "$(echo "$BODY" | jq -r .error.param)" = n ]
   # OpenAI fields the server does not implement: refused when they ask for something, accepted when neutral
   for f in '"functions": [{"name": "f"}]:unsupported_parameter' '"response_format": {"type": "json_schema"}:invalid_value' \

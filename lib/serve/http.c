@@ -455,6 +455,14 @@ typedef struct stream {
     int calls_sent;
     int think, think_open; /* reasoning split (chat, --reasoning-format auto); the prompt left <think> open */
     size_t rsent;          /* reasoning text sent up to */
+    int index;             /* the choice this stream writes */
+    /* n > 1: the first choice's stream sends the others' events after its own, choice by choice (they
+     * are generated meanwhile); only the last one's final chunk carries usage (every choice's), and only
+     * it is followed by [DONE]. The others share r (the first owns it) and the job array. */
+    struct stream **more;
+    int n_more, cur, sub, no_usage;
+    serve_job **jobs; /* the last choice's stream: all n jobs, for the usage */
+    int n_jobs;
 } stream;
 
 /* what of the answer so far (s, tl) may go out: reasoning up to *r_end, content [*c_from, *c_end) */
@@ -519,10 +527,10 @@ static int next_event(stream *st)
     if (st->stage == 0 && (st->r.kind == REQ_CHAT || st->echo)) {
         json_t *choice;
         if (st->r.kind == REQ_CHAT)
-            choice = json_pack("{s:i,s:{s:s,s:s},s:n,s:n}", "index", 0, "delta", "role", "assistant", "content", "",
+            choice = json_pack("{s:i,s:{s:s,s:s},s:n,s:n}", "index", st->index, "delta", "role", "assistant", "content", "",
                                "logprobs", "finish_reason");
         else
-            choice = json_pack("{s:o,s:i,s:n,s:n}", "text", jstr(st->echo, st->echo_len), "index", 0, "logprobs",
+            choice = json_pack("{s:o,s:i,s:n,s:n}", "text", jstr(st->echo, st->echo_len), "index", st->index, "logprobs",
                                "finish_reason");
         st->stage = 1;
         set_pending(st, chunk_base(st, choice));
@@ -577,10 +585,10 @@ static int next_event(stream *st)
     if (reasoning || c_end > c_from || (lp && n_ids > st->toks_sent && (!held || (done && !st->calls)))) {
         json_t *lpj = lp ? logprobs_json(st->srv, &sl, st->r.kind, &st->offset) : json_null();
         json_t *choice = st->r.kind == REQ_CHAT
-                             ? json_pack("{s:i,s:{s:o},s:o,s:n}", "index", 0, "delta",
+                             ? json_pack("{s:i,s:{s:o},s:o,s:n}", "index", st->index, "delta",
                                          reasoning ? "reasoning_content" : "content", text, "logprobs", lpj,
                                          "finish_reason")
-                             : json_pack("{s:o,s:i,s:o,s:n}", "text", text, "index", 0, "logprobs", lpj,
+                             : json_pack("{s:o,s:i,s:o,s:n}", "text", text, "index", st->index, "logprobs", lpj,
                                          "finish_reason");
         if (st->r.return_tokens)
             json_object_set_new(choice, "tokens", ids_json(sl.ids, sl.n));
@@ -606,23 +614,53 @@ static int next_event(stream *st)
             json_array_append_new(d, e);
         }
         st->calls_sent = 1;
-        set_pending(st, chunk_base(st, json_pack("{s:i,s:{s:o},s:n,s:n}", "index", 0, "delta", "tool_calls", d,
+        set_pending(st, chunk_base(st, json_pack("{s:i,s:{s:o},s:n,s:n}", "index", st->index, "delta", "tool_calls", d,
                                                  "logprobs", "finish_reason")));
         return 1;
     }
     /* done, everything sent: the final chunk with the finish reason, usage and timings */
-    json_t *choice = st->r.kind == REQ_CHAT ? json_pack("{s:i,s:{},s:n,s:s}", "index", 0, "delta", "logprobs",
+    json_t *choice = st->r.kind == REQ_CHAT ? json_pack("{s:i,s:{},s:n,s:s}", "index", st->index, "delta", "logprobs",
                                                         "finish_reason", st->calls ? "tool_calls" : j->finish)
-                                            : json_pack("{s:s,s:i,s:n,s:s}", "text", "", "index", 0, "logprobs",
+                                            : json_pack("{s:s,s:i,s:n,s:s}", "text", "", "index", st->index, "logprobs",
                                                         "finish_reason", j->finish);
     if (st->r.return_tokens)
         json_object_set_new(choice, "tokens", ids_json(j->ids + st->toks_sent, n_ids - st->toks_sent));
     json_t *c = chunk_base(st, choice);
-    json_object_set_new(c, "usage", usage_json(j));
-    json_object_set_new(c, "timings", timings_json(j));
+    if (!st->no_usage) { /* one choice, or the last of several (which has the job array) */
+        json_object_set_new(c, "usage", usage_json(j));
+        json_object_set_new(c, "timings", timings_json(st->jobs ? st->jobs[0] : j));
+        if (st->jobs) { /* every choice's tokens */
+            int ne = 0;
+            for (int k = 0; k < st->n_jobs; k++)
+                ne += st->jobs[k]->n_eval;
+            json_object_set_new(c, "usage", json_pack("{s:i,s:i,s:i}", "prompt_tokens", j->n_prompt,
+                                                      "completion_tokens", ne, "total_tokens", j->n_prompt + ne));
+        }
+    }
     set_pending(st, c);
     st->stage = 2;
     return 1;
+}
+
+/* the next event of a stream of several choices: each choice's events in turn, [DONE] after the last */
+static int next_event_multi(stream *st)
+{
+    if (!st->n_more)
+        return next_event(st);
+    for (;;) {
+        stream *s = st->cur ? st->more[st->cur - 1] : st;
+        if (s->stage == 2 && st->cur < st->n_more) { /* this choice is complete: the next one */
+            st->cur++;
+            continue;
+        }
+        int r = next_event(s);
+        if (r > 0 && s != st) { /* its event goes out through the first stream's buffer */
+            free(st->pend);
+            st->pend = s->pend, st->pend_len = s->pend_len, st->pend_off = s->pend_off;
+            s->pend = NULL, s->pend_len = s->pend_off = 0;
+        }
+        return r;
+    }
 }
 
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
@@ -630,7 +668,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
     (void)pos;
     stream *st = cls;
     while (st->pend_off == st->pend_len) {
-        int r = next_event(st);
+        int r = next_event_multi(st);
         if (r < 0)
             return MHD_CONTENT_READER_END_WITH_ERROR;
         if (r == 0)
@@ -645,11 +683,16 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 static void stream_free(void *cls)
 {
     stream *st = cls;
+    for (int k = 0; k < st->n_more; k++)
+        stream_free(st->more[k]);
+    free(st->more);
+    free(st->jobs);
     /* a client that left mid-stream: its slot is freed at the scheduler's next step */
     __atomic_store_n(&st->j->cancel, 1, __ATOMIC_RELAXED);
     serve_sched_wake(&st->srv->S);
     serve_job_unref(st->j);
-    serve_req_free(&st->r);
+    if (!st->sub)
+        serve_req_free(&st->r);
     json_decref(st->calls);
     free(st->pend), free(st->echo);
     free(st);
@@ -856,11 +899,15 @@ static enum MHD_Result completion(server *srv, struct MHD_Connection *c, conn *c
     long created = (long)time(NULL);
     int fd = conn_fd(c);
 
-    if (r.stream) { /* (n is 1: req.c) */
+    if (r.stream) {
         stream *st = calloc(1, sizeof *st);
+        if (st && nj > 1 && !(st->more = calloc((size_t)nj - 1, sizeof *st->more)))
+            st = (free(st), NULL);
         if (!st) {
-            __atomic_store_n(&j->cancel, 1, __ATOMIC_RELAXED);
-            serve_job_unref(j);
+            for (int k = 0; k < nj; k++) {
+                __atomic_store_n(&jobs[k]->cancel, 1, __ATOMIC_RELAXED);
+                serve_job_unref(jobs[k]);
+            }
             serve_req_free(&r);
             return fail(srv, c, 500, NULL, NULL, "out of memory");
         }
@@ -870,6 +917,37 @@ static enum MHD_Result completion(server *srv, struct MHD_Connection *c, conn *c
         if (r.echo && r.prompt) {
             st->echo = strndup(r.prompt, r.prompt_len);
             st->echo_len = st->echo ? r.prompt_len : 0;
+        }
+        /* choices 1..n-1: streams of their own, sent after the first one's (next_event_multi); a stream
+         * that cannot be made leaves its job to be cancelled with the others */
+        int bad = 0;
+        for (int k = 1; k < nj; k++) {
+            stream *s2 = bad ? NULL : malloc(sizeof *s2);
+            if (!s2) {
+                bad = 1;
+                __atomic_store_n(&jobs[k]->cancel, 1, __ATOMIC_RELAXED);
+                serve_job_unref(jobs[k]);
+                continue;
+            }
+            *s2 = *st;
+            s2->more = NULL, s2->n_more = 0, s2->pend = NULL, s2->j = jobs[k], s2->index = k, s2->sub = 1;
+            s2->echo = st->echo ? strndup(st->echo, st->echo_len) : NULL;
+            s2->echo_len = s2->echo ? st->echo_len : 0;
+            st->more[st->n_more++] = s2;
+        }
+        if (nj > 1) {
+            stream *last = st->more[st->n_more - 1 < 0 ? 0 : st->n_more - 1];
+            st->no_usage = 1;
+            for (int k = 0; k + 1 < st->n_more; k++)
+                st->more[k]->no_usage = 1;
+            if (!bad && st->n_more && (last->jobs = malloc((size_t)nj * sizeof *last->jobs))) {
+                memcpy(last->jobs, jobs, (size_t)nj * sizeof *jobs);
+                last->n_jobs = nj;
+            }
+            if (bad) { /* out of memory: the answer is an error */
+                stream_free(st);
+                return fail(srv, c, 500, NULL, NULL, "out of memory");
+            }
         }
         struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, st, stream_free);
         if (!resp) {

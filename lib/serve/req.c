@@ -400,11 +400,6 @@ int serve_req_parse(const char *body, size_t len, int kind, serve_req *r, serve_
     if (get_bool(j, "stream", &r->stream, err) || get_bool(j, "return_tokens", &r->return_tokens, err) ||
         get_bool(j, "ignore_eos", &r->ignore_eos, err))
         goto out;
-    if (r->stream && r->n_choices > 1) {
-        serve_err_set(err, 400, "n", "unsupported_value",
-                      "'n' above 1 together with 'stream' is not supported (ask without 'stream', or send n requests)");
-        goto out;
-    }
     if (kind == REQ_CHAT) {
         int lp = 0;
         if (get_bool(j, "logprobs", &lp, err))
