@@ -413,14 +413,18 @@ open_in() {
 
 @test "hardening: an endless text input (stdin on /dev/zero, a pipe) is refused by name at the text limit, not read until memory runs out" {
   oga-extract "$(fixture qwen2 cpu tied)" | q4nx-pack -o "$W/m.q4nx"
-  local c
-  for c in tokenize detokenize chat; do
+  # (each case reads 256 MiB, ~6 s under ASan: the sanitizer run takes one stdin and the FIFO, which go
+  # through the same reader as the others)
+  local c cs=(tokenize detokenize chat)
+  [ "${OGAKIT_SAN:-0}" = 1 ] && cs=(tokenize)
+  for c in "${cs[@]}"; do
     run -3 timeout 60 npu-forward "$c" -m "$W/m.q4nx" < /dev/zero
     [[ "$output" == *"stdin: more than 256 MiB of text (the limit of a text input)"* ]]
   done
-  run -3 timeout 60 npu-forward run -m "$W/m.q4nx" -f - -n 1 < /dev/zero
-  [[ "$output" == *"more than 256 MiB of text"* ]]
   run -3 timeout 60 npu-forward run -m "$W/m.q4nx" -f <(cat /dev/zero) -n 1
+  [[ "$output" == *"more than 256 MiB of text"* ]]
+  [ "${OGAKIT_SAN:-0}" = 1 ] && return 0
+  run -3 timeout 60 npu-forward run -m "$W/m.q4nx" -f - -n 1 < /dev/zero
   [[ "$output" == *"more than 256 MiB of text"* ]]
   run -3 timeout 60 spec-replay -d "$W/m.q4nx" < /dev/zero
   [[ "$output" == *"more than 256 MiB of text"* ]]

@@ -56,7 +56,11 @@ EOF
 }
 
 @test "tokenizer.model: ids identical to sentencepiece for six BPE option sets (byte fallback or <unk>, dummy prefix or not, spaces squeezed or kept, escaped or not, user-defined symbols, nmt_nfkc / nmt_nfkc_cf maps)" {
-  for m in llama squeeze bare userdef nfkc nfkccf; do
+  # (the sanitizer run takes three: byte fallback, <unk> with a character map and squeezed spaces, no
+  # dummy prefix; the others go through the same C)
+  local ms=(llama squeeze bare userdef nfkc nfkccf)
+  [ "${OGAKIT_SAN:-0}" = 1 ] && ms=(llama nfkc bare)
+  for m in "${ms[@]}"; do
     spg encode "$W/m/$m" < "$W/in.jsonl" > "$W/$m.gold"
     npu-forward tokenize --jsonl --no-special --tokenizer "$W/m/$m" < "$W/in.jsonl" > "$W/$m.ids"
     run -0 same_lines "$W/$m.gold" "$W/$m.ids"
@@ -64,13 +68,15 @@ EOF
   done
   # the goldens mean something: the option sets encode differently, and merged pieces (ids past the
   # 3 control and 256 byte pieces) are most of what llama's encoding uses
-  run -1 cmp -s "$W/llama.gold" "$W/squeeze.gold"
-  run -1 cmp -s "$W/squeeze.gold" "$W/nfkc.gold"
+  run -1 cmp -s "$W/llama.gold" "$W/nfkc.gold"
+  run -1 cmp -s "$W/bare.gold" "$W/nfkc.gold"
   run -0 jq -se 'map(.[]) | map(select(. >= 259)) | length > 1000' "$W/llama.gold"
 }
 
 @test "tokenizer.model: decodes as sentencepiece (byte pieces, dummy prefix, unescaped spaces, mapped text)" {
-  for m in llama bare userdef squeeze nfkc nfkccf; do
+  local ms=(llama bare userdef squeeze nfkc nfkccf)
+  [ "${OGAKIT_SAN:-0}" = 1 ] && ms=(llama nfkc)
+  for m in "${ms[@]}"; do
     [ -s "$W/$m.gold" ] || spg encode "$W/m/$m" < "$W/in.jsonl" > "$W/$m.gold"
     # U+FEFF from byte pieces is dropped, as lib/tok's byte-fallback decoder does after transformers.js
     # (tok.bats checks that against it), and <unk> (id 0) reads "<unk>" where sentencepiece writes
