@@ -3,15 +3,17 @@
 # from source obtained through the npm registry: node-llama-cpp@3.22.1 ships llama.cpp release v0.5.0
 # as a git bundle (package/llama/gitRelease.bundle). Nothing of llama.cpp is committed to ogakit.
 #
-#   tools/llama-cpp.sh [noamx|native]   build (once; cached) and print the directory holding
+#   tools/llama-cpp.sh [noamx|native|oracle]   build (once; cached) and print the directory holding
 #                                        llama-server, llama-cli, llama-bench, llama-quantize, llama-tokenize
-#   tools/llama-cpp.sh --check [noamx|native]   print the directory if already built, else exit 4
+#   tools/llama-cpp.sh --check [noamx|native|oracle]   print the directory if already built, else exit 4
 #   --server-only (with either): only llama-server, what the tests need (tools/deps.sh builds just it;
 #                 a later build without the option adds the other programs to the same build tree)
 #
 # Builds:
 #   noamx  (default) -march=native minus AMX (-mno-amx-tile -mno-amx-int8 -mno-amx-bf16): what the
 #          tests use, and what CPUs without AMX (AMD Zen) run. On an AMD CPU it is the native build.
+#   oracle noamx's flags at -O1 instead of -O3: t/gguf.bats's oracle (tools/deps.sh builds it), in two
+#          thirds of the time (server only, 2 cores: 288 s against 426 s); never a benchmark peer.
 #   native -march=native with AMX where the CPU has it. GCC 12's _tile_loadconfig intrinsic declares an
 #          8-byte operand for the 64-byte tile config, so the optimiser may drop the stores that fill it
 #          (SIGILL at the first tile load); this build force-includes tools/llama-amx-fix.h, which
@@ -33,9 +35,9 @@ while [ "$#" -gt 0 ]; do
 done
 kind=${1:-noamx}
 case "$kind" in
-  noamx|native) ;;
-  -h|--help) sed -n '2,19s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; exit 0 ;;
-  *) echo "llama-cpp.sh: unknown build '$kind' (noamx|native)" >&2; exit 2 ;;
+  noamx|native|oracle) ;;
+  -h|--help) sed -n '2,21s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; exit 0 ;;
+  *) echo "llama-cpp.sh: unknown build '$kind' (noamx|native|oracle)" >&2; exit 2 ;;
 esac
 out=$root/build-$kind
 bins=(llama-server llama-cli llama-bench llama-quantize llama-tokenize)
@@ -63,13 +65,15 @@ if [ ! -f "$root/src/CMakeLists.txt" ]; then
 fi
 
 flags="-march=native"
-[ "$kind" = noamx ] && flags="$flags -mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+[ "$kind" != native ] && flags="$flags -mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+opt=()
+[ "$kind" = oracle ] && opt=(-DCMAKE_C_FLAGS_RELEASE="-O1 -DNDEBUG" -DCMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG")
 [ "$kind" = native ] && flags="$flags -include $here/llama-amx-fix.h"
 {
   # a configured tree of this kind is reused: only the missing programs are built
   if [ ! -f "$out/build.ninja" ]; then
     rm -rf "$out"
-    cmake -S "$root/src" -B "$out" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=OFF \
+    cmake -S "$root/src" -B "$out" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=OFF "${opt[@]}" \
       -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" \
       -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF \
       -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DBUILD_SHARED_LIBS=OFF
