@@ -215,6 +215,13 @@ metric() { curl -s -m 10 "http://127.0.0.1:$PORT/metrics" | awk -v k="ogakit_$1"
     "response_format": {"type": "json_schema", "json_schema": {"name": "p", "schema": {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}}}}'
   [ "$STATUS" = 200 ]
   echo "$BODY" | jq -e '.choices | length == 3 and all(.[]; .finish_reason != "stop" or (.message.content | fromjson | (.a | type) == "number"))'
+  # every choice waits in the queue: more than it holds is refused by name
+  stop_servers
+  start_server --queue 2
+  post /v1/completions '{"prompt": "x", "max_tokens": 2, "n": 3}'; is_error 400
+  [ "$(echo "$BODY" | jq -r .error.param)" = n ]
+  post /v1/completions '{"prompt": "x", "max_tokens": 2, "n": 2}'
+  [ "$(echo "$BODY" | jq '.choices | length')" = 2 ]
 }
 
 @test "serve: JSON mode: answers are JSON objects (chat and completions, greedy and sampled, streamed alike); plain requests beside them unchanged; not drafted" {

@@ -179,6 +179,47 @@ EOF
   done
 }
 
+@test "Precompiled: a rule whose key ends inside a character is ignored (the text after it would start mid-character)" {
+  # a hand-made map (darts-clone units): "\xe3\x81" (two bytes of a three-byte character) -> "", and
+  # "\xf0\x9f\x98\x80" (U+1F600, whole) -> "", over a byte-fallback vocabulary of the 256 bytes
+  mkdir -p "$W/hm"
+  /usr/bin/python3 - "$W/hm/tokenizer.json" <<'EOF'
+import base64, json, struct, sys
+rules = {b"\xe3\x81": 0, b"\xf0\x9f\x98\x80": 0}   # key -> offset of its replacement ("" at 0)
+root = {}
+for k, v in rules.items():
+    n = root
+    for c in k:
+        n = n.setdefault(c, {})
+    n[None] = v
+units, blocks = {}, [1]
+def place(node, pos, label):
+    base = 256 * blocks[0]; blocks[0] += 1
+    leaf = None in node
+    units[pos] = label | (int(leaf) << 8) | ((pos ^ base) << 10)
+    if leaf:
+        units[base] = node[None]
+    for c, ch in node.items():
+        if c is not None:
+            place(ch, base ^ c, c)
+rb = 256 * blocks[0]; blocks[0] += 1
+units[0] = rb << 10
+for c, ch in root.items():
+    place(ch, rb ^ c, c)
+trie = b"".join(struct.pack("<I", units.get(i, 0)) for i in range(256 * blocks[0]))
+blob = struct.pack("<I", len(trie)) + trie + b"\0"
+vocab = {"<unk>": 0}
+vocab.update({"<0x%02X>" % i: 1 + i for i in range(256)})
+json.dump({"version": "1.0", "added_tokens": [], "pre_tokenizer": None, "post_processor": None, "decoder": None,
+           "normalizer": {"type": "Precompiled", "precompiled_charsmap": base64.b64encode(blob).decode()},
+           "model": {"type": "BPE", "unk_token": "<unk>", "byte_fallback": True, "fuse_unk": True, "vocab": vocab,
+                     "merges": []}}, open(sys.argv[1], "w"))
+EOF
+  # the whole-character rule applies (U+1F600 erased); the partial one does not (the bytes of U+3042 stay)
+  run -0 npu-forward tokenize --no-special --tokenizer "$W/hm" $'a\xf0\x9f\x98\x80\xe3\x81\x82'
+  [ "$(jq -c . <<<"$output")" = "[$((0x61 + 1)),$((0xe3 + 1)),$((0x81 + 1)),$((0x82 + 1))]" ]
+}
+
 @test "tokenizer.model: unigram models, damaged character maps, damaged and foreign files are refused by name (exit 3)" {
   run -3 npu-forward tokenize --tokenizer "$W/m/unigram" hi
   [[ "$output" == *"model type UNIGRAM is not supported"* ]]
@@ -204,6 +245,11 @@ EOF
   cp "$TOP/t/corpus/bsd.txt" "$W/bad/tokenizer.model"
   run -3 npu-forward tokenize --tokenizer "$W/bad" hi
   [[ "$output" == *"not a SentencePiece model"* ]]
+  # a tokenizer_config.json whose added_tokens_decoder is not id -> token (under SAN: nothing leaks)
+  cp "$W/m/llama/tokenizer.model" "$W/bad/"
+  echo '{"added_tokens_decoder": {"x": {"content": "a"}}}' > "$W/bad/tokenizer_config.json"
+  run -3 npu-forward tokenize --tokenizer "$W/bad" hi
+  [[ "$output" == *"added_tokens_decoder 'x'"* ]]
   # the pack import names the file
   p=$W/badpack
   cp -r "$(fixture chatglm cpu tied hd64)" "$p"

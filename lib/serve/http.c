@@ -869,6 +869,12 @@ static enum MHD_Result completion(server *srv, struct MHD_Connection *c, conn *c
     }
     serve_job *jobs[SERVE_MAX_N] = {0};
     int nj = r.n_choices, oom = 0;
+    if (nj > srv->S.q_cap) { /* every choice waits in the queue for a slot: more could never be taken */
+        free(ids);
+        serve_req_free(&r);
+        return fail(srv, c, 400, "n", "invalid_value", "'n' is %d; this server queues at most %d requests (--queue)", nj,
+                    srv->S.q_cap);
+    }
     for (int k = 0; k < nj && !oom; k++)
         oom = !(jobs[k] = job_for(srv, &r, ids, n, kind, hermes, k));
     free(ids);

@@ -11,7 +11,9 @@
  * BPE encoding in SentencePiece merges, again and again, the adjacent pair whose concatenation is a piece
  * with the highest score (leftmost on ties). As tokenizer.json merges: every split of every normal piece
  * into two pieces, ranked by the merged piece's score (then its id): the pairs of one piece can never
- * compete for the same symbols, so the order is the same. */
+ * compete for the same symbols, so the order is the same -- for models whose pieces have distinct
+ * scores, as trained BPE models do. Two different pieces of equal score rank by id here, where
+ * SentencePiece would take the leftmost pair (tokenizer.json cannot express equal ranks). */
 #define _GNU_SOURCE
 #include <jansson.h>
 #include <stdlib.h>
@@ -361,8 +363,14 @@ char *tok_spm_json(const void *data, size_t n, const char *config, size_t config
         qsort_r(mg, nmg, sizeof *mg, merge_cmp, m.pc);
 
     json_t *vocab = json_object(), *merges = json_array(), *added = json_array();
-    root = json_pack("{s:s,s:n,s:o,s:n,s:n,s:n,s:n,s:n}", "version", "1.0", "truncation", "added_tokens", added,
-                     "normalizer", "pre_tokenizer", "post_processor", "decoder", "padding");
+    /* everything hangs off root from here on, so every error path frees it all with root */
+    root = json_pack("{s:s,s:n,s:o,s:n,s:n,s:n,s:n,s:n,s:{s:o,s:o}}", "version", "1.0", "truncation", "added_tokens",
+                     added, "normalizer", "pre_tokenizer", "post_processor", "decoder", "padding", "model", "vocab",
+                     vocab, "merges", merges);
+    if (!root) {
+        ogk_fail(e, "out of memory");
+        goto done;
+    }
     for (int32_t i = 0; i < m.npc; i++) {
         const spm_piece *p = &m.pc[i];
         char *k = strndup(p->s, p->n);
@@ -417,7 +425,7 @@ char *tok_spm_json(const void *data, size_t n, const char *config, size_t config
     }
 
     json_object_set_new(root, "model",
-                        json_pack("{s:s,s:n,s:s%,s:n,s:n,s:b,s:b,s:b,s:o,s:o}", "type", "BPE", "dropout", "unk_token",
+                        json_pack("{s:s,s:n,s:s%,s:n,s:n,s:b,s:b,s:b,s:O,s:O}", "type", "BPE", "dropout", "unk_token",
                                   m.pc[unk].s, (size_t)m.pc[unk].n, "continuing_subword_prefix", "end_of_word_suffix",
                                   "fuse_unk", 1, "byte_fallback", m.byte_fallback, "ignore_merges", 0, "vocab", vocab,
                                   "merges", merges));

@@ -5,8 +5,9 @@
  * darts-clone double-array trie (uint32 units) whose keys are UTF-8 byte strings and whose values are
  * offsets into the rest of the blob, NUL-terminated replacement strings. Each unit: bit 8 has_leaf,
  * bits 0-7 (and 31) the label, value = the low 31 bits of a leaf unit, offset = (u >> 10) << ((u >> 6) &
- * 8) (bit 9 scales it by 256). Every index the walk makes and every value is bounds-checked at use, so a
- * hostile blob can give wrong text but never read outside itself. */
+ * 8) (bit 9 scales it by 256). Every index the walk makes and every value is bounds-checked at use, a
+ * rule whose key ends inside a character or whose replacement is not UTF-8 is ignored: a hostile blob can
+ * give wrong text but never read outside itself or hand the rest of lib/tok invalid UTF-8. */
 #define _GNU_SOURCE
 #include <stdlib.h>
 #include <string.h>
@@ -122,6 +123,9 @@ int tk_charsmap_apply(const tnorm *n, const char *s, size_t len, tok_buf *out)
         size_t k = n->nunits ? longest_rule(n, (const unsigned char *)s + i, len - i, &v) : 0;
         const char *r = NULL;
         size_t rn = 0;
+        if (k && tok_utf8_check(s + i, k) != k) /* a key that ends inside a character: not a rule (the text after
+                                                 * it would start mid-character) */
+            k = 0;
         if (k && v < n->strn) {
             r = n->str + v;
             const char *z = memchr(r, 0, n->strn - v);
