@@ -331,6 +331,29 @@ static const char *const ASSETS[] = {
 #define N_ASSETS (sizeof ASSETS / sizeof ASSETS[0])
 #define ASSET_MAX (256u << 20)
 
+/* the asset named name, or NULL */
+static const pack_asset *asset_named(const pack *p, const char *name)
+{
+    for (size_t i = 0; i < p->n_a; i++)
+        if (!strcmp(p->a[i].name, name))
+            return &p->a[i];
+    return NULL;
+}
+
+/* a as asset number at (the ones from there on move up one) */
+static void asset_insert(pack *p, size_t at, pack_asset a)
+{
+    if (p->n_a == p->cap_a) {
+        p->cap_a = p->cap_a ? 2 * p->cap_a : 16;
+        p->a = realloc(p->a, p->cap_a * sizeof *p->a);
+        if (!p->a)
+            abort();
+    }
+    memmove(p->a + at + 1, p->a + at, (p->n_a - at) * sizeof *p->a);
+    p->a[at] = a;
+    p->n_a++;
+}
+
 static void read_assets(pack *p)
 {
     json_t *present = json_array(), *missing = json_array();
@@ -360,23 +383,11 @@ static void read_assets(pack *p)
                         len, ASSET_MAX >> 20);
             continue;
         }
-        if (p->n_a == p->cap_a) {
-            p->cap_a = p->cap_a ? 2 * p->cap_a : 16;
-            p->a = realloc(p->a, p->cap_a * sizeof *p->a);
-            if (!p->a)
-                abort();
-        }
-        p->a[p->n_a++] = (pack_asset){name, (const uint8_t *)buf, len};
+        asset_insert(p, p->n_a, (pack_asset){name, (const uint8_t *)buf, len});
     }
     const char *converted = NULL;
     if (!exists(p, "tokenizer.json")) {
-        const pack_asset *sp = NULL, *cf = NULL;
-        for (size_t i = 0; i < p->n_a; i++) {
-            if (!strcmp(p->a[i].name, "tokenizer.model"))
-                sp = &p->a[i];
-            if (!strcmp(p->a[i].name, "tokenizer_config.json"))
-                cf = &p->a[i];
-        }
+        const pack_asset *sp = asset_named(p, "tokenizer.model"), *cf = asset_named(p, "tokenizer_config.json");
         if (!sp) {
             pack_refuse(p, "file tokenizer.json", "tokenizer_missing",
                         "missing: the runtime needs the Hugging Face tokenizer.json of the pack, or a "
@@ -391,15 +402,7 @@ static void read_assets(pack *p)
                 pack_refuse(p, "file tokenizer.model", "tokenizer", "%s", e.msg);
             } else {
                 pack_own(p, js);
-                if (p->n_a == p->cap_a) {
-                    p->cap_a = p->cap_a ? 2 * p->cap_a : 16;
-                    p->a = realloc(p->a, p->cap_a * sizeof *p->a);
-                    if (!p->a)
-                        abort();
-                }
-                memmove(p->a + 1, p->a, p->n_a * sizeof *p->a); /* first, as in ASSETS */
-                p->a[0] = (pack_asset){"tokenizer.json", (const uint8_t *)js, jn};
-                p->n_a++;
+                asset_insert(p, 0, (pack_asset){"tokenizer.json", (const uint8_t *)js, jn}); /* first, as in ASSETS */
                 converted = "tokenizer.model";
             }
         }
@@ -533,15 +536,15 @@ static json_t *chat_template(pack *p)
                 return json_incref(first);
         }
     }
-    for (size_t i = 0; i < p->n_a; i++)
-        if (!strcmp(p->a[i].name, "chat_template.jinja")) {
-            size_t bad = tok_utf8_check((const char *)p->a[i].data, p->a[i].size);
-            if (bad < p->a[i].size) {
-                pack_refuse(p, "file chat_template.jinja", "not_utf8", "not UTF-8 text (an invalid byte at offset %zu)", bad);
-                return json_null();
-            }
-            return json_stringn((const char *)p->a[i].data, p->a[i].size);
+    const pack_asset *ct = asset_named(p, "chat_template.jinja");
+    if (ct) {
+        size_t bad = tok_utf8_check((const char *)ct->data, ct->size);
+        if (bad < ct->size) {
+            pack_refuse(p, "file chat_template.jinja", "not_utf8", "not UTF-8 text (an invalid byte at offset %zu)", bad);
+            return json_null();
         }
+        return json_stringn((const char *)ct->data, ct->size);
+    }
     return json_null();
 }
 
@@ -745,13 +748,7 @@ static void check_runnable(pack *p)
         pack_refuse(p, !strcmp(w.key, "family") ? desc_source(p, w.key) : w.key, "model_tensors", "%s", why);
         return;
     }
-    const pack_asset *tj = NULL, *tc = NULL;
-    for (size_t i = 0; i < p->n_a; i++) {
-        if (!strcmp(p->a[i].name, "tokenizer.json"))
-            tj = &p->a[i];
-        if (!strcmp(p->a[i].name, "tokenizer_config.json"))
-            tc = &p->a[i];
-    }
+    const pack_asset *tj = asset_named(p, "tokenizer.json"), *tc = asset_named(p, "tokenizer_config.json");
     tok *tk = tj ? mdesc_tokenizer(&c, tj->data, tj->size, tc ? tc->data : NULL, tc ? tc->size : 0, &e) : NULL;
     if (tj && !tk)
         pack_refuse(p, "file tokenizer.json", "tokenizer", "%s", e.msg);

@@ -232,17 +232,9 @@ typedef struct {
     const spm_piece *pc;
 } spm_index;
 
-static uint64_t sp_hash(const char *s, size_t n)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
-    return h;
-}
-
 static int32_t idx_find(const spm_index *x, const char *s, size_t n)
 {
-    for (uint32_t i = (uint32_t)sp_hash(s, n) & x->mask;; i = (i + 1) & x->mask) {
+    for (uint32_t i = (uint32_t)hash_bytes(s, n) & x->mask;; i = (i + 1) & x->mask) {
         int32_t id = x->slot[i];
         if (id < 0)
             return -1;
@@ -319,7 +311,7 @@ char *tok_spm_json(const void *data, size_t n, const char *config, size_t config
                      idx_find(&ix, p->s, p->n), i);
             goto done;
         }
-        uint32_t j = (uint32_t)sp_hash(p->s, p->n) & ix.mask;
+        uint32_t j = (uint32_t)hash_bytes(p->s, p->n) & ix.mask;
         while (ix.slot[j] >= 0)
             j = (j + 1) & ix.mask;
         ix.slot[j] = i;
