@@ -33,7 +33,7 @@ run_one() {
   {
     echo "# $(basename "$t")"
     case "$t" in
-      *.bats) bats --tap "$t" 2>&1 ;;
+      *.bats) bats --tap --timing "$t" 2>&1 ;;
       *)
         "$t" >"$o.unit" 2>&1
         rc=$?
