@@ -250,6 +250,9 @@ EOF
   echo '{"added_tokens_decoder": {"x": {"content": "a"}}}' > "$W/bad/tokenizer_config.json"
   run -3 npu-forward tokenize --tokenizer "$W/bad" hi
   [[ "$output" == *"added_tokens_decoder 'x'"* ]]
+  echo '["text"]' > "$W/bad/tokenizer_config.json"
+  run -3 npu-forward tokenize --tokenizer "$W/bad" hi
+  [[ "$output" == *"tokenizer_config.json: not a JSON object"* ]]
   # the pack import names the file
   p=$W/badpack
   cp -r "$(fixture chatglm cpu tied hd64)" "$p"

@@ -342,6 +342,15 @@ EOF
   run npu-forward tokenize --tokenizer "$W/trunc" hi
   [ "$status" -eq 3 ]
   [[ "$output" == *"unsupported model type 'Unigram'"* ]]
+  # a tokenizer_config.json that parses but is not an object, and one that does not parse
+  mkdir -p "$W/badcfg"
+  cp "$(tokdir qwen3)/tokenizer.json" "$W/badcfg/"
+  echo '[1, 2]' > "$W/badcfg/tokenizer_config.json"
+  run -3 npu-forward tokenize --tokenizer "$W/badcfg" hi
+  [[ "$output" == *"tokenizer_config.json: not a JSON object"* ]]
+  printf '{"a":\n' > "$W/badcfg/tokenizer_config.json"
+  run -3 npu-forward tokenize --tokenizer "$W/badcfg" hi
+  [[ "$output" == *"tokenizer_config.json: line 2: "* ]]
   run npu-forward tokenize hi
   [ "$status" -eq 2 ]
   # -f FILE and arguments: one input or the other, never one dropped in silence (before, the

@@ -290,7 +290,10 @@ char *tok_spm_json(const void *data, size_t n, const char *config, size_t config
         json_error_t je;
         cfg = json_loadb(config, config_len, JSON_DECODE_INT_AS_REAL, &je);
         if (!json_is_object(cfg)) {
-            ogk_fail(e, "tokenizer_config.json: line %d: %s", je.line, cfg ? "not an object" : je.text);
+            if (cfg)
+                ogk_fail(e, "tokenizer_config.json: not a JSON object");
+            else
+                ogk_fail(e, "tokenizer_config.json: line %d: %s", je.line, je.text);
             goto done;
         }
     }

@@ -472,9 +472,11 @@ static int load_config(tok *t, const char *cfg, size_t len, ogk_error *e)
     if (cfg) {
         json_error_t je;
         root = json_loadb(cfg, len, JSON_DECODE_INT_AS_REAL, &je);
-        if (!root || !json_is_object(root)) {
+        if (!root)
+            return ogk_fail(e, "tokenizer_config.json: line %d: %s", je.line, je.text);
+        if (!json_is_object(root)) {
             json_decref(root);
-            return ogk_fail(e, "tokenizer_config.json: line %d: %s", je.line, root ? "not an object" : je.text);
+            return ogk_fail(e, "tokenizer_config.json: not a JSON object");
         }
         char *b = cfg_token_string(json_object_get(root, "bos_token"));
         char *s = cfg_token_string(json_object_get(root, "eos_token"));
