@@ -259,7 +259,7 @@ EOF
 
 llama_bin() {
   skip_under_san "llama.cpp's numbers against ours; npu-forward's and q4nx-gguf's paths run in the other tests"
-  LLAMA=$("$TOP/tools/llama-cpp.sh" --check --server-only oracle 2>/dev/null) ||
+  LLAMA=$("$TOP/tools/llama-cpp.sh" --check oracle 2>/dev/null) ||
     skip "llama.cpp is not built (tools/llama-cpp.sh; tools/deps.sh builds it): the llama.cpp oracle did not run"
 }
 

@@ -44,11 +44,11 @@ if [ "$need" = 1 ]; then
   ( cd "$node_dir" && { [ -f package.json ] || echo '{"name":"ogakit-deps","private":true}' > package.json; } \
     && npm install --ignore-scripts --no-audit --no-fund --loglevel=error "${want[@]}" >/dev/null )
 fi
-# llama.cpp (the -O1 "oracle" build, .cache/llama): the third oracle of t/gguf.bats; ~5 min once, cached
-# (benchmarks build their own optimised peers: bench/peer.sh). A failed build does not fail the set-up:
-# the oracle tests then skip and say why.
-if ! "$top/tools/llama-cpp.sh" --check --server-only oracle >/dev/null 2>&1; then
-  echo "deps: building llama-server (tools/llama-cpp.sh --server-only oracle)" >&2
-  "$top/tools/llama-cpp.sh" --server-only oracle >/dev/null || echo "deps: llama.cpp build failed; the llama.cpp oracle tests will skip" >&2
+# llama.cpp (the -O1 "oracle" build, .cache/llama: its libraries and t/llama-oracle.c): the third oracle of
+# t/gguf.bats; ~2 min once, cached (benchmarks build their own optimised peers: bench/peer.sh). A failed
+# build does not fail the set-up: the oracle tests then skip and say why.
+if ! "$top/tools/llama-cpp.sh" --check oracle >/dev/null 2>&1; then
+  echo "deps: building llama.cpp's oracle (tools/llama-cpp.sh oracle)" >&2
+  "$top/tools/llama-cpp.sh" oracle >/dev/null || echo "deps: llama.cpp build failed; the llama.cpp oracle tests will skip" >&2
 fi
 echo "deps: ok" >&2
