@@ -3,7 +3,8 @@
 # (Debian python3-sentencepiece, through tools/spm-golden.py; nothing here is a stored expectation).
 # The models are trained now on t/corpus with the options real packs use (Llama 2: byte fallback,
 # dummy prefix, spaces kept; the trainer's default: spaces squeezed; no dummy prefix and unescaped
-# spaces; user-defined symbols; the nmt_nfkc and nmt_nfkc_cf character maps, ChatGLM's kind).
+# spaces; no dummy prefix with spaces squeezed; a dummy prefix with spaces unescaped; user-defined
+# symbols; the nmt_nfkc and nmt_nfkc_cf character maps, ChatGLM's kind).
 # Inputs: t/corpus line by line and whole, t/corpus/edge.jsonl.
 load helpers
 bats_require_minimum_version 1.5.0
@@ -13,7 +14,7 @@ spg() { /usr/bin/python3 "$TOP/tools/spm-golden.py" "$@"; }
 setup_file() {
   export W=$(mktemp -d "${BATS_FILE_TMPDIR:-/tmp}/ogk-spm.XXXXXX")
   spg train "$TOP/t/corpus" "$W/m"
-  for m in llama squeeze bare userdef nfkc nfkccf; do
+  for m in llama squeeze bare nodummy unesc userdef nfkc nfkccf; do
     echo '{"clean_up_tokenization_spaces": false}' > "$W/m/$m/tokenizer_config.json"
   done
   /usr/bin/python3 - "$TOP/t/corpus" "$W" <<'EOF'
@@ -55,10 +56,10 @@ print("%d lines identical" % len(a))
 EOF
 }
 
-@test "tokenizer.model: ids identical to sentencepiece for six BPE option sets (byte fallback or <unk>, dummy prefix or not, spaces squeezed or kept, escaped or not, user-defined symbols, nmt_nfkc / nmt_nfkc_cf maps)" {
+@test "tokenizer.model: ids identical to sentencepiece for eight BPE option sets (byte fallback or <unk>, dummy prefix or not, spaces squeezed or kept, escaped or not, user-defined symbols, nmt_nfkc / nmt_nfkc_cf maps)" {
   # (the sanitizer run takes three: byte fallback, <unk> with a character map and squeezed spaces, no
   # dummy prefix; the others go through the same C)
-  local ms=(llama squeeze bare userdef nfkc nfkccf)
+  local ms=(llama squeeze bare nodummy unesc userdef nfkc nfkccf)
   [ "${OGAKIT_SAN:-0}" = 1 ] && ms=(llama nfkc bare)
   for m in "${ms[@]}"; do
     spg encode "$W/m/$m" < "$W/in.jsonl" > "$W/$m.gold"
@@ -74,7 +75,7 @@ EOF
 }
 
 @test "tokenizer.model: decodes as sentencepiece (byte pieces, dummy prefix, unescaped spaces, mapped text)" {
-  local ms=(llama bare userdef squeeze nfkc nfkccf)
+  local ms=(llama bare nodummy unesc userdef squeeze nfkc nfkccf)
   [ "${OGAKIT_SAN:-0}" = 1 ] && ms=(llama nfkc)
   for m in "${ms[@]}"; do
     [ -s "$W/$m.gold" ] || spg encode "$W/m/$m" < "$W/in.jsonl" > "$W/$m.gold"
@@ -121,6 +122,45 @@ EOF
   b=$(echo '"right"' | spg encode "$d" | jq -c .)
   run -0 npu-forward tokenize --no-special --tokenizer "$d" "left side<sep>right[CTX]"
   [ "$(jq -c . <<<"$output")" = "$(jq -c --argjson s "$sep" --argjson c "$ctx" "$a + [\$s] + $b + [\$c]" <<<null)" ]
+}
+
+@test "tokenizer.model: added_tokens_decoder naming a normal piece makes it an added token; ChatGLM's tokens keep their ids when a piece spells one" {
+  # a normal piece (no U+2581, three or more letters) named in added_tokens_decoder is matched whole in
+  # text, as transformers matches added tokens: alone it is its own id, where sentencepiece (dummy
+  # prefix) spells the text otherwise
+  d=$W/m/llama
+  read -r k piece < <(/usr/bin/python3 - "$d/tokenizer.model" <<'PY'
+import sys
+from sentencepiece import sentencepiece_model_pb2 as pb
+m = pb.ModelProto(); m.ParseFromString(open(sys.argv[1], "rb").read())
+k = next(i for i, p in enumerate(m.pieces) if p.type == 1 and len(p.piece) >= 3 and p.piece.isalpha())
+print(k, m.pieces[k].piece)
+PY
+  )
+  sp=$(jq -cn --arg p "$piece" '$p' | spg encode "$d" | jq -c .)
+  [ "$sp" != "[$k]" ]
+  cp -r "$d" "$W/atd"
+  jq -n --arg p "$piece" --arg k "$k" '{added_tokens_decoder: {($k): {content: $p, special: true}}}' > "$W/atd/tokenizer_config.json"
+  run -0 npu-forward tokenize --no-special --tokenizer "$W/atd" "$piece"
+  [ "$(jq -c . <<<"$output")" = "[$k]" ]
+  run -0 npu-forward detokenize --skip-special --tokenizer "$W/atd" "[$k]"
+  [ "$output" = "" ]
+  # ChatGLM: a piece renamed "sop" moves neither sop (piece count + 3) nor the tokens after it
+  g=$W/glmsop
+  mkdir -p "$g"
+  /usr/bin/python3 - "$d/tokenizer.model" "$g/tokenizer.model" "$k" <<'PY'
+import sys
+from sentencepiece import sentencepiece_model_pb2 as pb
+m = pb.ModelProto(); m.ParseFromString(open(sys.argv[1], "rb").read())
+m.pieces[int(sys.argv[3])].piece = "sop"
+open(sys.argv[2], "wb").write(m.SerializeToString())
+PY
+  echo '{"tokenizer_class": "ChatGLMTokenizer", "clean_up_tokenization_spaces": false}' > "$g/tokenizer_config.json"
+  n=$(spg info "$d" | jq .pieces)
+  run -0 npu-forward tokenize --no-special --tokenizer "$g" "sop"
+  [ "$(jq -c . <<<"$output")" = "[$((n + 3))]" ]
+  run -0 npu-forward tokenize --no-special --tokenizer "$g" "<|user|>"
+  [ "$(jq -c . <<<"$output")" = "[$((n + 6))]" ]
 }
 
 @test "tokenizer.model: ChatGLM (tokenizer_class ChatGLMTokenizer): its nine tokens after the pieces, the [gMASK] sop prefix, its chat template" {

@@ -13,6 +13,10 @@
 #   squeeze   no byte fallback (unknown characters -> <unk>), extra spaces removed (the trainer's default)
 #   bare      no dummy prefix; and whitespace not escaped (set in the trained model: the BPE trainer
 #             insists on escaping)
+#   nodummy   squeeze without the dummy prefix (set in the trained model): the decoder still drops a
+#             first piece's U+2581, because extra spaces are removed
+#   unesc     llama with whitespace not escaped (set in the trained model): the dummy prefix is a plain
+#             space, which the decoder keeps
 #   userdef   byte_fallback plus user-defined symbols
 #   nfkc      the trainer's defaults: the nmt_nfkc rules (a precompiled character map), spaces squeezed
 #   nfkccf    nmt_nfkc_cf (NFKC and case folding), byte fallback, spaces kept
@@ -56,11 +60,19 @@ def train(corpus, out):
                                        character_coverage=0.9995, num_threads=1, minloglevel=2, **kw)
         os.remove(os.path.join(d, "tokenizer.vocab"))
     from sentencepiece import sentencepiece_model_pb2 as pb
-    m = pb.ModelProto()
-    path = os.path.join(out, "bare", "tokenizer.model")
-    m.ParseFromString(open(path, "rb").read())
-    m.normalizer_spec.escape_whitespaces = False
-    open(path, "wb").write(m.SerializeToString())
+
+    def edit(src, dst, **spec):
+        m = pb.ModelProto()
+        m.ParseFromString(open(os.path.join(out, src, "tokenizer.model"), "rb").read())
+        for k, v in spec.items():
+            setattr(m.normalizer_spec, k, v)
+        os.makedirs(os.path.join(out, dst), exist_ok=True)
+        with open(os.path.join(out, dst, "tokenizer.model"), "wb") as f:
+            f.write(m.SerializeToString())
+
+    edit("bare", "bare", escape_whitespaces=False)
+    edit("squeeze", "nodummy", add_dummy_prefix=False)
+    edit("llama", "unesc", escape_whitespaces=False)
 
 
 def load(d):

@@ -254,8 +254,10 @@ static json_t *replace_norm(const char *kind, const char *pat, const char *with)
     return json_pack("{s:s,s:{s:s},s:s}", "type", "Replace", "pattern", kind, pat, "content", with);
 }
 
-/* ChatGLM2/3's tokenization_chatglm.py appends these after the SentencePiece pieces, in this order (the
- * first five for ChatGLM2, all nine for ChatGLM3), and prefixes every encoding with [gMASK] sop. */
+/* ChatGLM3's tokenization_chatglm.py appends these after the SentencePiece pieces, in this order, at ids
+ * piece count + i whether or not a piece already spells one, and prefixes every encoding with [gMASK] sop.
+ * (ChatGLM2's file appends only the first five, and nothing in its files tells the two apart: with a
+ * ChatGLM2 model the four role tokens are ids past its tokenizer that only text spelling them produces.) */
 static const char *const CHATGLM_SPECIALS[] = {"[MASK]", "[gMASK]", "[sMASK]", "sop", "eop",
                                                "<|system|>", "<|user|>", "<|assistant|>", "<|observation|>"};
 
@@ -389,8 +391,7 @@ char *tok_spm_json(const void *data, size_t n, const char *config, size_t config
     if (chatglm)
         for (size_t i = 0; i < sizeof CHATGLM_SPECIALS / sizeof *CHATGLM_SPECIALS; i++) {
             const char *s = CHATGLM_SPECIALS[i];
-            if (idx_find(&ix, s, strlen(s)) < 0)
-                json_array_append_new(added, added_token(ntok++, s, strlen(s), 1));
+            json_array_append_new(added, added_token(ntok++, s, strlen(s), 1));
         }
     /* tokenizer_config.json's added_tokens_decoder: {"id": {"content": ..., "special": ...}} */
     json_t *atd = json_object_get(cfg, "added_tokens_decoder");
@@ -408,9 +409,13 @@ char *tok_spm_json(const void *data, size_t n, const char *config, size_t config
         size_t j, dup = 0;
         json_t *it;
         json_array_foreach(added, j, it) dup |= json_integer_value(json_object_get(it, "id")) == id;
-        if (dup || (id < m.npc && m.pc[id].n == json_string_length(c) &&
+        /* the same token again: an added token already (a control, unknown or user-defined piece, or one
+         * of ChatGLM's); a normal or byte piece named here becomes an added token too, matched whole in
+         * text as transformers does (a clash with a different string tok_load refuses) */
+        int typ = id < m.npc ? m.pc[id].type : 0;
+        if (dup || ((typ == SP_UNKNOWN || typ == SP_CONTROL || typ == SP_USER) && m.pc[id].n == json_string_length(c) &&
                     !memcmp(m.pc[id].s, json_string_value(c), m.pc[id].n)))
-            continue; /* the same token again (a clash with a different string tok_load refuses) */
+            continue;
         json_t *t = added_token((int32_t)id, json_string_value(c), json_string_length(c),
                                 json_is_true(json_object_get(val, "special")));
         json_t *flag;
@@ -457,8 +462,11 @@ char *tok_spm_json(const void *data, size_t n, const char *config, size_t config
         json_array_append_new(decs, replace_norm("String", meta, " "));
     json_array_append_new(decs, json_pack("{s:s}", "type", "ByteFallback"));
     json_array_append_new(decs, json_pack("{s:s}", "type", "Fuse"));
-    if (m.dummy_prefix)
-        json_array_append_new(decs, json_pack("{s:s,s:s,s:i,s:i}", "type", "Strip", "content", " ", "start", 1, "stop", 0));
+    /* SentencePiece's decoder drops the U+2581 a first piece starts with when a dummy prefix is added or
+     * extra spaces removed (a plain space, unescaped, stays) */
+    if (m.escape_ws && (m.dummy_prefix || m.remove_ws))
+        json_array_append_new(decs,
+                              json_pack("{s:s,s:s,s:i,s:i}", "type", "Strip", "content", " ", "start", 1, "stop", 0));
     json_object_set_new(root, "decoder", json_pack("{s:s,s:o}", "type", "Sequence", "decoders", decs));
     /* post-processor: ChatGLM's [gMASK] sop prefix; otherwise BOS / EOS as tokenizer_config.json's
      * add_bos_token / add_eos_token say (LlamaTokenizer's defaults, true / false, when it does not) */
