@@ -61,8 +61,16 @@ oracle() {
   key=$fam-$style-$tie-$geom-acc$acc-$io-p$n
   seqs=$W/$fam-$style-$tie-$geom-$io-p$n
   if [ ! -s "$seqs.seq0.json" ]; then
-    oracle_cached "$(fixture "$fam" "$style" "$tie" "$geom" 0 "$io")" generate -n 32 --no-logits \
-      --ids "$(jq -c "[.prompts[:$n][].ids.$fam]" "$TOP/share/prompts/gates.json")" >"$seqs.gen.json"
+    # fewer prompts than the gates hold (the sanitizer run, the big vocabularies): the first n sequences
+    # of the greedy run over all of them when that run is cached already (the plain run computed it);
+    # else a run over the n
+    local pack all use=$n
+    pack=$(fixture "$fam" "$style" "$tie" "$geom" 0 "$io")
+    all=$(jq '.prompts | length' "$TOP/share/prompts/gates.json")
+    [ "$n" -lt "$all" ] && oracle_cached_has "$pack" generate -n 32 --no-logits \
+      --ids "$(jq -c "[.prompts[:$all][].ids.$fam]" "$TOP/share/prompts/gates.json")" && use=$all
+    oracle_cached "$pack" generate -n 32 --no-logits \
+      --ids "$(jq -c "[.prompts[:$use][].ids.$fam]" "$TOP/share/prompts/gates.json")" >"$seqs.gen.json"
     for ((i = 0; i < n; i++)); do jq -c ".batch[$i] | .prompt_ids + .ids" "$seqs.gen.json" >"$seqs.seq$i.json"; done
   fi
   if [ ! -s "$W/$key.f32" ]; then

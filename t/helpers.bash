@@ -20,12 +20,21 @@ node() {
 # pack's fixture stamp, the arguments, the oracle script and the onnxruntime version, so the second run
 # of the suite (make check SAN=1) does not compute the same greedy continuations again. Only for small
 # outputs (ids, top-k JSON); logit files are written where the caller says, never cached.
+oracle_cache_key() {
+  local pack=$1
+  shift
+  { cat "$pack/.stamp" "$TOP/tools/ort-ref.js" "$TOP/.cache/node/node_modules/onnxruntime-node/package.json"
+    printf '%s\n' "$@"; } | sha256sum | cut -c1-32
+}
+# oracle_cached_has PACK ARGS...: true when oracle_cached PACK ARGS... would answer from the cache
+oracle_cached_has() {
+  [ -f "$1/.stamp" ] && [ -s "$TOP/.cache/oracle/$(oracle_cache_key "$@").json" ]
+}
 oracle_cached() {
   local pack=$1 dir=$TOP/.cache/oracle h
+  [ -f "$pack/.stamp" ] || { shift; node "$TOP/tools/ort-ref.js" "$pack" "$@"; return; } # not a cached fixture
+  h=$(oracle_cache_key "$@")
   shift
-  [ -f "$pack/.stamp" ] || { node "$TOP/tools/ort-ref.js" "$pack" "$@"; return; } # not a cached fixture
-  h=$({ cat "$pack/.stamp" "$TOP/tools/ort-ref.js" "$TOP/.cache/node/node_modules/onnxruntime-node/package.json"
-        printf '%s\n' "$@"; } | sha256sum | cut -c1-32)
   if [ ! -s "$dir/$h.json" ]; then
     mkdir -p "$dir"
     node "$TOP/tools/ort-ref.js" "$pack" "$@" >"$dir/$h.json.$$" || { rm -f "$dir/$h.json.$$"; return 1; }
