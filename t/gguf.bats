@@ -121,7 +121,10 @@ exact() {
 }
 
 @test "q4nx-gguf: every fixture family x style x tie converts exactly with --widen and checks 100 %" {
+  # (the sanitizer run takes one style and tie per family, each style and tie twice: the same C)
+  local only="qwen2-cpu-tied llama-amd-untied qwen3-cpu-untied phi3-amd-tied"
   for f in $FAMILIES; do for s in cpu amd; do for t in tied untied; do
+    [ "${OGAKIT_SAN:-0}" != 1 ] || [[ " $only " == *" $f-$s-$t "* ]] || continue
     exact "$f-$s-$t" "$f-$s-$t" --widen
     # fp32 scales (cpu) can only be held exactly by F32; fp16 scales with zero points by Q8_0 at least
     if [ "$s" = amd ]; then
