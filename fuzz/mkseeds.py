@@ -239,6 +239,9 @@ schemas = [
      b'"items":{"$ref":"#/$defs/t"}}},"required":["v"]}}}', b'{"v":1,"kids":[{"v":2,"kids":[]}]}'),
     (b'{"type":"object","properties":{"a":{"anyOf":[{"type":"string"},{"type":"object"},{"enum":[true,12]}]}}}',
      b'{"a":{"free":[1,2,{"x":"y"}]}}'),
+    (b'{"type":"object","properties":{"c":{"type":"string","pattern":"^[A-Z]{2}-\\\\d{3}$"},"e":{"type":"string",'
+     b'"pattern":"^(?:\\\\u00e9|\\\\uD83D\\\\uDE00)+x?$"},"w":{"type":"string","pattern":"a(b|c){1,3}[^\\\\s]"}}}',
+     b'{"c": "AB-123", "e": "\\u00e9\xf0\x9f\x98\x80x", "w": "zzabcx!"}'),
 ]
 for i, (sch, t) in enumerate(schemas):
     put("serve_json", "schema%d" % i, b"\xfc" + sch + b"\x00" + t + b"\xff" + pieces)

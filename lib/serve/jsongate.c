@@ -661,6 +661,7 @@ typedef struct jnode {
     size_t *llen;
     uint8_t first[32]; /* the bytes a value of the node may start with */
     uint32_t cmin, cmax; /* string: characters, array: items (cmax UINT32_MAX: no bound) */
+    jgre *re;            /* string: its pattern (NULL: none) */
     int bounded;         /* number / integer: lo, hi hold (integer: inclusive integers) */
     uint8_t lo_ex, hi_ex;
     double lo, hi;
@@ -682,6 +683,7 @@ void jg_schema_free(jg_schema *sc)
         for (int k = 0; n->lit && k < n->n; k++)
             free(n->lit[k]);
         free(n->key), free(n->klen), free(n->sub), free(n->lit), free(n->llen);
+        jgre_free(n->re);
     }
     free(sc);
 }
@@ -853,8 +855,21 @@ static int number_node(cctx *c, const json_t *s, int integer, const char *where)
 static int type_node(cctx *c, const json_t *s, const char *type, const char *where, int depth)
 {
     char w[256];
-    if (!strcmp(type, "string"))
-        return counted_node(c, s, K_STRING, "minLength", "maxLength", where);
+    if (!strcmp(type, "string")) {
+        const json_t *pat = json_object_get(s, "pattern");
+        if (pat && !json_is_string(pat))
+            return CFAIL("json_schema: %s: pattern must be a string", where);
+        if (pat && (json_object_get(s, "minLength") || json_object_get(s, "maxLength")))
+            return CFAIL("json_schema: %s: pattern beside minLength or maxLength is not supported (say the length in "
+                         "the pattern)", where);
+        int id = counted_node(c, s, K_STRING, "minLength", "maxLength", where);
+        if (id < 0 || !pat)
+            return id;
+        char e[256];
+        if (!(c->sc->node[id].re = jgre_compile(json_string_value(pat), json_string_length(pat), e, sizeof e)))
+            return CFAIL("json_schema: %s: %s", where, e);
+        return id;
+    }
     if (!strcmp(type, "number") || !strcmp(type, "integer"))
         return number_node(c, s, !strcmp(type, "integer"), where);
     if (!strcmp(type, "boolean") || !strcmp(type, "null")) {
@@ -938,7 +953,8 @@ static const char *const ANNOTATIONS[] = {"title", "description", "default", "ex
 /* bounds, and the types that take them (type_node reads them) */
 static const struct {
     const char *kw, *type, *type2;
-} BOUNDS[] = {{"minLength", "string", NULL},       {"maxLength", "string", NULL},         {"minItems", "array", NULL},
+} BOUNDS[] = {{"minLength", "string", NULL},       {"maxLength", "string", NULL},         {"pattern", "string", NULL},
+              {"minItems", "array", NULL},
               {"maxItems", "array", NULL},         {"minimum", "number", "integer"},      {"maximum", "number", "integer"},
               {"exclusiveMinimum", "number", "integer"}, {"exclusiveMaximum", "number", "integer"}};
 
@@ -1181,6 +1197,8 @@ static int num_step(jg_state *s, const jnode *n, unsigned char c)
 static uint32_t string_room(const jg_state *s, const jg_schema *sc)
 {
     const jnode *n = &sc->node[s->f[s->fdepth - 1].node];
+    if (n->kind == K_STRING && n->re)
+        return 0; /* every piece walked: each character goes through the pattern */
     if (n->kind != K_STRING || n->cmax == UINT32_MAX)
         return UINT32_MAX;
     return n->cmax > s->f[s->fdepth - 1].count ? n->cmax - s->f[s->fdepth - 1].count : 0;
@@ -1213,6 +1231,8 @@ static int start_value(jg_state *s, const jg_schema *sc, unsigned char c)
     case K_STRING:
         s->mode = J_STR, s->sub = S_CH, s->key = 0, s->need = 0, s->hi_sur = 0, s->depth = 0;
         s->f[d].phase = PH_STR, s->f[d].count = 0;
+        if (n->re)
+            s->re = jgre_start(n->re);
         return 1;
     case K_NUMBER:
     case K_INTEGER:
@@ -1245,6 +1265,78 @@ static int start_value(jg_state *s, const jg_schema *sc, unsigned char c)
     }
 }
 
+/* some code point of [lo, hi] (surrogates left out) may come next */
+static int can_direct(const jgre *re, jgre_set st, uint32_t lo, uint32_t hi)
+{
+    return (lo <= 0xD7FF && jgre_can(re, st, lo, hi < 0xD7FF ? hi : 0xD7FF)) ||
+           (hi >= 0xE000 && jgre_can(re, st, lo > 0xE000 ? lo : 0xE000, hi));
+}
+
+/* the astral characters of high surrogates [lo, hi] */
+static int can_astral(const jgre *re, jgre_set st, uint32_t lo, uint32_t hi)
+{
+    if (hi < 0xD800 || lo > 0xDBFF)
+        return 0;
+    lo = lo < 0xD800 ? 0xD800 : lo, hi = hi > 0xDBFF ? 0xDBFF : hi;
+    return jgre_can(re, st, 0x10000 + ((lo - 0xD800) << 10), 0x10000 + ((hi - 0xD800) << 10) + 0x3FF);
+}
+
+/* a string with a pattern took byte c (its state before: sub0, need0, sur0): a character that ends here
+ * steps the pattern, and one begun must still be able to end as a character it can take (so the walk never
+ * stops inside a UTF-8 sequence or a \u escape with nothing to go on with). 0: refused. */
+static int pattern_step(const jgre *re, jg_state *s, uint8_t sub0, uint8_t need0, uint8_t sur0, unsigned char c)
+{
+    uint32_t cp;
+    if (sub0 == S_CH && !need0 && c < 0x80 && c != '\\') {
+        cp = c;
+    } else if (sub0 == S_CH && !need0 && c >= 0xC0) { /* a lead byte: the characters it can begin */
+        s->cp = c & (c >= 0xF0 ? 0x07 : c >= 0xE0 ? 0x0F : 0x1F);
+    } else if (sub0 == S_CH && need0) {
+        s->cp = s->cp << 6 | (c & 0x3F);
+        if (!s->need) {
+            cp = s->cp;
+            goto step;
+        }
+    } else if (sub0 == S_ESC && s->sub == S_CH) {
+        cp = c == 'b' ? 8 : c == 'f' ? 12 : c == 'n' ? 10 : c == 'r' ? 13 : c == 't' ? 9 : c;
+        goto step;
+    } else if (sub0 == S_HEX && s->sub != S_HEX) { /* the fourth digit */
+        if (s->sub == S_SUR_BS) {
+            s->cp = s->hex; /* a high surrogate: its pair follows */
+            return can_astral(re, s->re, s->cp, s->cp);
+        }
+        cp = sur0 ? 0x10000 + ((s->cp - 0xD800) << 10) + (uint32_t)(s->hex - 0xDC00) : s->hex;
+        goto step;
+    }
+    if (sub0 == S_CH && !need0 && c < 0x80 && c != '\\')
+        goto step;
+    /* within a character: the code points it can still become */
+    if (s->sub == S_CH && s->need) {
+        int k = s->need - 1; /* bytes free after the next one, whose range is [s->lo, s->hi] */
+        uint32_t lo = (s->cp << 6 | (s->lo & 0x3Fu)) << (6 * k), hi = (s->cp << 6 | (s->hi & 0x3Fu)) << (6 * k);
+        return can_direct(re, s->re, lo, hi | ((1u << (6 * k)) - 1));
+    }
+    if (s->sub == S_HEX && s->pos) { /* \u with pos digits read: the values they begin */
+        int k = 4 * (4 - s->pos);
+        uint32_t lo = (uint32_t)s->hex << k, hi = lo | ((1u << k) - 1);
+        if (s->hi_sur) { /* the low half of a pair */
+            lo = lo < 0xDC00 ? 0xDC00 : lo, hi = hi > 0xDFFF ? 0xDFFF : hi;
+            uint32_t base = 0x10000 + ((s->cp - 0xD800) << 10);
+            return lo <= hi && jgre_can(re, s->re, base + lo - 0xDC00, base + hi - 0xDC00);
+        }
+        return can_direct(re, s->re, lo, hi) || can_astral(re, s->re, lo, hi);
+    }
+    if (s->sub == S_ESC || (s->sub == S_HEX && !s->hi_sur)) /* after '\\' or "\\u": any character to come */
+        return can_direct(re, s->re, 0, 0x10FFFF) || can_astral(re, s->re, 0xD800, 0xDBFF);
+    return 1; /* between the halves of a pair: its high half was checked */
+step:;
+    jgre_set t = jgre_step(re, s->re, cp);
+    if (jgre_empty(t))
+        return 0;
+    s->re = t;
+    return 1;
+}
+
 /* 1 taken, 0 refused, -1 the schema's value ended before c (c is what follows it) */
 static int feed_schema(jg_state *s, const jg_schema *sc, unsigned char c)
 {
@@ -1261,7 +1353,12 @@ static int feed_schema(jg_state *s, const jg_schema *sc, unsigned char c)
                 return 0; /* too short to end */
             if (starts && s->f[d].count >= n->cmax)
                 return 0;
+            if (n->re && s->sub == S_CH && !s->need && c == '"' && !jgre_accepts(n->re, s->re))
+                return 0; /* the pattern does not match yet */
+            uint8_t sub0 = s->sub, need0 = s->need, sur0 = s->hi_sur;
             if (!feed_string(s, c))
+                return 0;
+            if (n->re && s->mode == J_STR && !pattern_step(n->re, s, sub0, need0, sur0, c))
                 return 0;
             s->f[d].count += starts;
             if (s->mode == J_DONE)

@@ -18,6 +18,7 @@
 
 #include <jansson.h>
 
+#include "serve/jgre.h"
 #include "tok/tok.h"
 #include "util/util.h"
 
@@ -40,7 +41,9 @@
  * maxLength (characters, i.e. code points) beside type string, minItems / maxItems beside type array,
  * minimum / maximum / exclusiveMinimum / exclusiveMaximum (draft 6 numbers or draft 4 booleans) beside
  * type number or integer: a bounded number is written without an exponent in at most JG_NUM_DIGITS
- * digits, and every prefix taken can still end inside the bounds; annotations (title, description,
+ * digits, and every prefix taken can still end inside the bounds; "pattern" beside type string (not with
+ * minLength / maxLength; jgre.h): a character is taken only if the expression can still match, the
+ * string closed only where it does; annotations (title, description,
  * default, examples, format, $schema, $id, $comment) are ignored; any other keyword is refused by name
  * (the answer could not keep to it). */
 #define JG_NUM_DIGITS 15 /* a bounded number's digits, all exact in a double */
@@ -90,6 +93,9 @@ typedef struct jg_state {
     uint8_t fdepth;        /* schema: frames in use */
     uint8_t nint, nfrac, neg; /* schema, a number with bounds: its digits before and after the point, its sign */
     int64_t num;           /* ... and all its digits as one integer */
+    uint32_t cp;           /* schema, a string with a pattern: a character's bits so far (UTF-8), or the high
+                            * surrogate of a \u pair */
+    jgre_set re;           /* ... and the pattern's states */
     struct {
         uint16_t node;
         uint8_t phase, prop;

@@ -3,9 +3,11 @@
  * never a dead end; the vocabulary mask against feeding each piece on its own. */
 #include <jansson.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "serve/jgre.h"
 #include "serve/jsongate.h"
 #include "tap.h"
 
@@ -588,7 +590,7 @@ static void schema_runs(void)
     }
     refused_schema("{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"integer\",\"multipleOf\":2}}}", "'multipleOf' is not supported",
                    "a keyword the walk cannot keep to is refused by name");
-    refused_schema("{\"type\":\"object\",\"properties\":{\"s\":{\"type\":\"string\",\"pattern\":\"^a\"}}}", "'pattern'", "pattern");
+    refused_schema("{\"type\":\"object\",\"properties\":{\"s\":{\"type\":\"array\",\"uniqueItems\":true}}}", "'uniqueItems'", "uniqueItems");
     refused_schema("{\"anyOf\":[{\"type\":\"integer\"},{\"type\":\"number\"}]}", "start with the same character",
                    "alternatives the first byte cannot tell apart");
     refused_schema("{\"$ref\":\"https://example.com/s.json\"}", "only \"#/$defs/", "an outside reference");
@@ -723,6 +725,122 @@ static void bounded_walks(const char *inner, const char *what)
     jg_prog_free(p);
 }
 
+/* ---------------------------------------------------------------- patterns */
+
+static jg_prog *pattern_prog(const char *pattern, char *err, size_t errn)
+{
+    json_t *j = json_pack("{s:s,s:{s:{s:s,s:s}},s:[s]}", "type", "object", "properties", "s", "type", "string", "pattern",
+                          pattern, "required", "s");
+    char *src = j ? json_dumps(j, 0) : NULL;
+    json_decref(j);
+    jg_prog *p = src ? schema_prog(src, err, errn) : NULL;
+    free(src);
+    return p;
+}
+
+/* random walks through {"s": "..."}: each byte drawn from all those the gate takes (UTF-8 sequences and
+ * escapes among them, '"' favoured so strings end); out: the values of the walks that ended, a JSON text
+ * a line (NULL: not kept). Returns the walks that ended, or -1 at a dead end (a state taking no byte). */
+static int pattern_walks(const jg_prog *p, int walks, int max_bytes, FILE *out)
+{
+    int ended = 0;
+    for (int w = 0; w < walks; w++) {
+        jg_state st;
+        jg_init_prog(&st, p);
+        char doc[4096];
+        size_t n = 0;
+        for (int k = 0; k < max_bytes && !jg_done(&st) && n < sizeof doc - 1; k++) {
+            unsigned char ok[256];
+            int m = 0;
+            for (int c = 0; c < 256; c++) {
+                jg_state u = st;
+                if (c != ' ' && c != '\n' && c != '\t' && jg_feed(&u, (unsigned char)c))
+                    ok[m++] = (unsigned char)c;
+            }
+            if (!m) {
+                doc[n] = 0;
+                fprintf(stderr, "# dead end after: %s\n", doc);
+                return -1;
+            }
+            unsigned char c = ok[rnd((unsigned)m)];
+            for (int r = 0; r < 3 && !strchr("\"}", c) && memchr(ok, '"', (size_t)m); r++)
+                c = ok[rnd((unsigned)m)];
+            jg_feed(&st, c);
+            doc[n++] = (char)c;
+        }
+        doc[n] = 0;
+        if (jg_done(&st)) {
+            ended++;
+            if (out) {
+                json_t *j = json_loadb(doc, n, 0, NULL);
+                char *v = j ? json_dumps(json_object_get(j, "s"), JSON_ENCODE_ANY | JSON_ENSURE_ASCII) : NULL;
+                fprintf(out, "%s\n", v ? v : "null");
+                free(v);
+                json_decref(j);
+            }
+        }
+    }
+    return ended;
+}
+
+static void pattern_runs(void)
+{
+    static const char *const ok[] = {"^[A-Z]{2}-[0-9]{3}$", "x(yz)?\\d", "^(?:a|bc)*$", "^\\w+@\\w+\\.(com|org)$",
+                                     "^[^\\s\"]{1,4}$", "^\\u00e9|\\uD83D\\uDE00$", "^.{3}$", "^[\\d-]+$", "abc",
+                                     "^\\$\\d+(\\.\\d{2})?$", "^(?<y>\\d{4})-\\d\\d$", "^[a-c]*?x+?$", ""};
+    char err[256];
+    for (size_t i = 0; i < sizeof ok / sizeof *ok; i++) {
+        err[0] = 0;
+        jg_prog *p = pattern_prog(ok[i], err, sizeof err);
+        int ended = p ? pattern_walks(p, 200, 48, NULL) : -1;
+        /* (random bytes seldom spell what some patterns want, so not every walk ends; none may get stuck) */
+        TAP_OK(p && ended >= 0, "pattern %-36s compiles %s; 200 random walks: no dead end, %d ended", ok[i], err, ended);
+        jg_prog_free(p);
+    }
+    static const struct {
+        const char *pat, *want;
+    } bad[] = {{"(a)\\1", "back-reference"}, {"a(?=b)", "look-around"}, {"\\bword", "word boundary"},
+               {"a^b", "'^' only"},        {"a{3,2}", "out of order"},  {"(ab", "without ')'"},
+               {"ab)", "without '('"},     {"[ab", "without ']'"},     {"[b-a]", "out of order"},
+               {"*a", "nothing to repeat"}, {"a**", "after a quantifier"}, {"x{200}", "count above"},
+               {"(a{60}){3}", "positions"}, {"[^\\s\\S]", "matches no string"}, {"\\q", "unknown escape"},
+               {"((((a{9}){9}){9}){9})", "positions"}};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        err[0] = 0;
+        jg_prog *p = pattern_prog(bad[i].pat, err, sizeof err);
+        TAP_OK(!p && strstr(err, bad[i].want) && strstr(err, "pattern"), "pattern %-20s refused: %s", bad[i].pat, err);
+        jg_prog_free(p);
+    }
+    refused_schema("{\"type\":\"object\",\"properties\":{\"s\":{\"type\":\"string\",\"pattern\":\"a\",\"maxLength\":3}}}",
+                   "beside minLength or maxLength", "pattern with a length bound");
+    refused_schema("{\"type\":\"object\",\"properties\":{\"s\":{\"type\":\"integer\",\"pattern\":\"a\"}}}",
+                   "\"type\": \"string\"", "pattern beside another type");
+    refused_schema("{\"type\":\"object\",\"properties\":{\"s\":{\"type\":\"string\",\"pattern\":5}}}", "must be a string",
+                   "a pattern that is not a string");
+    /* by hand: closed only where it matches, a character only while a match can still come */
+    jg_prog *p = pattern_prog("^[A-Z]{2}-\\d$", err, sizeof err);
+    if (p) {
+        schema_case(p, "{\"s\":\"AB-7\"}", -1, 1);
+        schema_case(p, "{\"s\":\"AB-\"", 9, 0);   /* no digit yet: not closed */
+        schema_case(p, "{\"s\":\"Ab", 7, 0);     /* lower case */
+        schema_case(p, "{\"s\":\"AB-77", 10, 0); /* one digit only */
+        schema_case(p, "{\"s\":\"\\u0041\\u0042-\\u0039\"}", -1, 1); /* escapes are their characters */
+        schema_case(p, "{\"s\":\"\\u0061", 10, 0);   /* \u006 begins no capital: refused at its '6' */
+        schema_case(p, "{\"s\":\"\\u01", 9, 0);      /* no character from U+0100 up can come */
+        schema_case(p, "{\"s\":\"\xc3", 6, 0);         /* nor one of two bytes */
+        jg_prog_free(p);
+    }
+    p = pattern_prog("^\\uD83D\\uDE00\u00e9$", err, sizeof err);
+    if (p) {
+        schema_case(p, "{\"s\":\"\xf0\x9f\x98\x80\xc3\xa9\"}", -1, 1);
+        schema_case(p, "{\"s\":\"\\uD83D\\uDE00\\u00E9\"}", -1, 1);
+        schema_case(p, "{\"s\":\"\\uD83D\\uDE01", 17, 0); /* another emoji: its last digit */
+        schema_case(p, "{\"s\":\"\xf0\x9f\x98\x81", 9, 0);
+        schema_case(p, "{\"s\":\"\\uD83E", 11, 0);         /* the high half decides the range */
+        jg_prog_free(p);
+    }
+}
+
 static void bounds_runs(void)
 {
     bounded_numbers(5, "integer", "\"minimum\":-12,\"maximum\":345", -12, 0, 345, 0);
@@ -808,8 +926,63 @@ static void bounds_runs(void)
     refused_schema("{\"type\":\"number\",\"minimum\":\"0\"}", "must be a number", "a bound that is a string");
 }
 
-int main(void)
+/* For t/jsonpattern.bats, which checks the answers against node's RegExp (ECMA-262, "u" flag):
+ *   serve_jsongate --pattern-walks PATTERN N   the values of the random walks through {"s": ...} that
+ *                                              ended, a JSON string a line (exit 1 at a dead end)
+ *   serve_jsongate --pattern-match PATTERN     for each JSON string on stdin, 1 if the pattern's automaton
+ *                                              takes it whole and it matches, else 0 */
+static int pattern_mode(int argc, char **argv)
 {
+    char err[256] = "";
+    if (!strcmp(argv[1], "--pattern-walks") && argc == 4) {
+        jg_prog *p = pattern_prog(argv[2], err, sizeof err);
+        if (!p) {
+            fprintf(stderr, "%s\n", err);
+            return 3;
+        }
+        int r = pattern_walks(p, atoi(argv[3]), 64, stdout);
+        jg_prog_free(p);
+        if (r < 0)
+            fprintf(stderr, "a dead end\n");
+        return r < 0;
+    }
+    if (!strcmp(argv[1], "--pattern-match") && argc == 3) {
+        jgre *re = jgre_compile(argv[2], strlen(argv[2]), err, sizeof err);
+        if (!re) {
+            fprintf(stderr, "%s\n", err);
+            return 3;
+        }
+        char line[65536];
+        while (fgets(line, sizeof line, stdin)) {
+            json_t *j = json_loads(line, JSON_DECODE_ANY, NULL);
+            const unsigned char *u = (const unsigned char *)json_string_value(j);
+            jgre_set st = jgre_start(re);
+            int alive = u != NULL;
+            for (size_t i = 0; alive && u[i];) { /* jansson's strings are valid UTF-8 */
+                uint32_t c = u[i];
+                int k = c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
+                if (k > 1)
+                    c &= 0xFFu >> (k + 1);
+                for (int m = 1; m < k; m++)
+                    c = c << 6 | (u[i + (size_t)m] & 0x3F);
+                i += (size_t)k;
+                st = jgre_step(re, st, c);
+                alive = !jgre_empty(st);
+            }
+            printf("%d\n", alive && jgre_accepts(re, st));
+            json_decref(j);
+        }
+        jgre_free(re);
+        return 0;
+    }
+    fprintf(stderr, "usage: serve_jsongate [--pattern-walks PATTERN N | --pattern-match PATTERN]\n");
+    return 2;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1)
+        return pattern_mode(argc, argv);
     /* whole objects */
     text_case("{}", -1, 1);
     text_case(" {\"a\": [1, -2.5e+3, true, false, null, \"x\"]}", -1, 1);
@@ -870,5 +1043,6 @@ int main(void)
     prog_runs();
     schema_runs();
     bounds_runs();
+    pattern_runs();
     return TAP_DONE();
 }

@@ -1,0 +1,107 @@
+#!/usr/bin/env bats
+# JSON Schema "pattern" in the JSON mode (lib/serve/jgre.c through lib/serve/jsongate.c) against node's
+# RegExp (ECMA-262, which JSON Schema names, with the u flag: code points): the same verdict on generated
+# strings, and every string the gate lets a random walk close matches. The walks and the verdicts come
+# from the unit test's modes (build/t/serve_jsongate --pattern-walks / --pattern-match).
+load helpers
+bats_require_minimum_version 1.5.0
+
+JG=$OGAKIT_BUILD/t/serve_jsongate
+
+# patterns as a JSON array (each valid in node with the u flag, and in ours)
+PATTERNS='["^[A-Z]{2}-[0-9]{3}$", "x(yz)?\\d", "^(?:a|bc)*$", "^\\w+@\\w+\\.(com|org)$", "^[^\\s\"]{1,4}$",
+  "^\\u00e9|\\uD83D\\uDE00$", "^.{3}$", "^[\\d-]+$", "abc", "^\\$\\d+(\\.\\d{2})?$", "^(?<y>\\d{4})-\\d\\d$",
+  "^[a-c]*?x+?$", "", "^(a|b)+c?$|^z", "^[^a-z]*$", "^\\S+\\s\\S+$", "[.]{2}|^-", "^(ab){2,3}$", "^\\d{3,}$",
+  "^[\\u0041-\\u005A\\x61]+$", "^(?:\\+?1[-. ]?)?\\(?\\d{3}\\)?[-. ]?\\d{3}[-. ]?\\d{4}$", "^[^@]+@[^@]+\\.[^@]+$",
+  "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", "^(\\d{4})-(0[1-9]|1[0-2])-(0[1-9]|[12]\\d|3[01])$"]'
+
+setup_file() {
+  [ -x "$JG" ] || { echo "not built: $JG" >&2; return 1; }
+  export W=$(mktemp -d "${BATS_FILE_TMPDIR:-/tmp}/ogk-jp.XXXXXX")
+  echo "$PATTERNS" > "$W/patterns.json"
+  # 300 random walks through {"s": ...} per pattern: the values of those that closed the string (exit 1 and
+  # a file named dead<k> at a dead end)
+  local n k
+  n=$(jq length "$W/patterns.json")
+  for ((k = 0; k < n; k++)); do
+    "$JG" --pattern-walks "$(jq -r ".[$k]" "$W/patterns.json")" 300 > "$W/walk$k.jsonl" 2> "$W/walk$k.err" ||
+      cp "$W/walk$k.err" "$W/dead$k"
+  done
+}
+
+teardown_file() { rm -rf "$W"; }
+
+@test "pattern: the automaton's verdict equals node's RegExp (u flag) on generated strings, every pattern" {
+  # strings: random ones over an alphabet of the patterns' characters and others (astral, escapes, spaces),
+  # strings built to match and those the walks closed, and their near misses (each with one character
+  # changed, dropped or doubled); node decides which match
+  node - "$W/patterns.json" "$W" <<'EOF'
+const fs = require('fs');
+const [pf, w] = process.argv.slice(2);
+const pats = JSON.parse(fs.readFileSync(pf, 'utf8'));
+let seed = 7;
+const rnd = (n) => { seed = (seed * 1103515245 + 12345) % 2147483648; return seed % n; };
+const alpha = [...'abcxyzABZ0129-_.@$ ()+e\u00e9\u{1F600}"\\\t\n\u00a0'];
+const built = ['AB-123', 'xyz7', 'abcbca', 'me@host.com', 'q@w.org', 'a!?', '\u00e9t\u00e9', 'ok\u{1F600}', 'a\nb',
+  '12-3', 'xxabcxx', '$12.50', '$7', '2024-05', 'aacx', 'abababab', 'zzz', 'ABC', 'a b', '..', '-x', 'abab', '1234',
+  'AZa', '+1 (555) 123-4567', '555.123.4567', 'x@y.z', '0123abcd-0a1b-2c3d-4e5f-00112233aabb', '2024-02-29',
+  '2024-13-01', '1999-12-31'];
+for (let i = 0; i < pats.length; i++) {
+  const re = new RegExp(pats[i], 'u');
+  const ss = new Set();
+  for (let k = 0; k < 1500; k++) {
+    let s = '';
+    for (let n = rnd(9); n > 0; n--) s += alpha[rnd(alpha.length)];
+    ss.add(s);
+  }
+  const walked = fs.readFileSync(`${w}/walk${i}.jsonl`, 'utf8').split('\n').filter((l) => l).map(JSON.parse);
+  for (const b of built.concat(walked.slice(0, 60))) {
+    const cs = [...b];
+    ss.add(b);
+    for (let j = 0; j < cs.length; j++) {
+      ss.add(cs.slice(0, j).join('') + cs.slice(j + 1).join(''));
+      ss.add(cs.slice(0, j + 1).join('') + cs.slice(j).join(''));
+      ss.add(cs.slice(0, j).join('') + alpha[rnd(alpha.length)] + cs.slice(j + 1).join(''));
+    }
+  }
+  const list = [...ss];
+  fs.writeFileSync(`${w}/s${i}.jsonl`, list.map((s) => JSON.stringify(s)).join('\n') + '\n');
+  fs.writeFileSync(`${w}/want${i}`, list.map((s) => (re.test(s) ? 1 : 0)).join('\n') + '\n');
+}
+EOF
+  local n pi p pos
+  n=$(jq length "$W/patterns.json")
+  for ((pi = 0; pi < n; pi++)); do
+    p=$(jq -r ".[$pi]" "$W/patterns.json")
+    run -0 "$JG" --pattern-match "$p" < "$W/s$pi.jsonl"
+    echo "$output" > "$W/got$pi"
+    if ! cmp -s "$W/want$pi" "$W/got$pi"; then
+      echo "pattern $p: differs from node on:"
+      paste "$W/s$pi.jsonl" "$W/want$pi" "$W/got$pi" | awk -F'\t' '$2 != $3' | head -5
+      return 1
+    fi
+    pos=$(grep -c '^1$' "$W/want$pi" || true)
+    echo "# $p: $(wc -l < "$W/want$pi") strings, $pos match" >&3
+  done
+  # the comparison means something: every pattern has strings on both sides
+  for ((pi = 0; pi < n; pi++)); do
+    [ "$(jq -r ".[$pi]" "$W/patterns.json")" = "" ] && continue
+    grep -q '^1$' "$W/want$pi" && grep -q '^0$' "$W/want$pi"
+  done
+}
+
+@test "pattern: every string a random walk through the JSON mode closes matches (node's RegExp), and no walk gets stuck" {
+  local n pi p ended
+  n=$(jq length "$W/patterns.json")
+  for ((pi = 0; pi < n; pi++)); do
+    p=$(jq -r ".[$pi]" "$W/patterns.json")
+    [ ! -e "$W/dead$pi" ] || { echo "pattern $p: $(cat "$W/dead$pi")"; return 1; }
+    ended=$(grep -c . "$W/walk$pi.jsonl" || true)
+    run -0 node -e '
+      const fs = require("fs");
+      const re = new RegExp(process.argv[1], "u");
+      const bad = fs.readFileSync(process.argv[2], "utf8").split("\n").filter((l) => l).map(JSON.parse).filter((s) => !re.test(s));
+      if (bad.length) { console.log("no match:", JSON.stringify(bad.slice(0, 5))); process.exit(1); }' "$p" "$W/walk$pi.jsonl"
+    echo "# $p: $ended of 300 walks closed the string, all match" >&3
+  done
+}
