@@ -509,6 +509,13 @@ static int class_has(const jgre *r, int q, uint32_t cp)
 jgre *jgre_compile(const char *pat, size_t n, char *err, size_t errn)
 {
     jgre *r = calloc(1, sizeof *r);
+    if (r) { /* never NULL, so that r->rg + an offset is defined for classes of no ranges ("." of "" too) */
+        r->caprg = 16;
+        if (!(r->rg = malloc((size_t)r->caprg * sizeof *r->rg))) {
+            free(r);
+            r = NULL;
+        }
+    }
     if (!r) {
         snprintf(err, errn, "pattern: out of memory");
         return NULL;
