@@ -69,7 +69,7 @@ static frag position(parser *p, const range *rs, int n, int neg)
     if (r->npos == JGRE_MAX_POS)
         return fail(p, "more than %d character positions once counted repetitions are written out", JGRE_MAX_POS);
     if (r->nrg + n > r->caprg) {
-        int cap = r->caprg ? r->caprg * 2 : 64;
+        int cap = r->caprg * 2; /* jgre_compile starts it at 16 */
         while (cap < r->nrg + n)
             cap *= 2;
         range *nr = realloc(r->rg, (size_t)cap * sizeof *nr);

@@ -1289,6 +1289,7 @@ static int pattern_step(const jgre *re, jg_state *s, uint8_t sub0, uint8_t need0
     uint32_t cp;
     if (sub0 == S_CH && !need0 && c < 0x80 && c != '\\') {
         cp = c;
+        goto step;
     } else if (sub0 == S_CH && !need0 && c >= 0xC0) { /* a lead byte: the characters it can begin */
         s->cp = c & (c >= 0xF0 ? 0x07 : c >= 0xE0 ? 0x0F : 0x1F);
     } else if (sub0 == S_CH && need0) {
@@ -1308,8 +1309,6 @@ static int pattern_step(const jgre *re, jg_state *s, uint8_t sub0, uint8_t need0
         cp = sur0 ? 0x10000 + ((s->cp - 0xD800) << 10) + (uint32_t)(s->hex - 0xDC00) : s->hex;
         goto step;
     }
-    if (sub0 == S_CH && !need0 && c < 0x80 && c != '\\')
-        goto step;
     /* within a character: the code points it can still become */
     if (s->sub == S_CH && s->need) {
         int k = s->need - 1; /* bytes free after the next one, whose range is [s->lo, s->hi] */
