@@ -8,8 +8,10 @@ the llama.cpp source tree, on PYTHONPATH). The mapping from pack names to llama.
 fusions (qkv as the pack has it, phi3 gate|up) and llama's q/k row permutation (as llama.cpp's
 convert_hf_to_gguf.py permutes: reshape(heads, 2, hd/2, K).swapaxes(1, 2)) are written here again, not
 taken from the C code. olmo: no norm tensors (llama.cpp's olmo norms have no parameters). Every value
-must be equal, but rope_freqs (Llama 3 rope scaling), which q4nx-gguf reads off the RoPE caches: it is
-computed here from config.json's rope_scaling as llama.cpp's converter does, and must agree within 2e-3.
+must be equal, but rope_freqs (Llama 3 rope scaling) and rope_factors_short / _long (LongRoPE), which
+q4nx-gguf reads off the RoPE caches: they are computed here from config.json's rope_scaling as llama.cpp's
+converter does, and must agree within 2e-3; so must LongRoPE's rope.scaling.attn_factor (the converter's
+sqrt(1 + ln(max / original) / ln(original))), and rope.scaling.original_context_length must be the original.
 Prints "ok N tensors, M values" or the first difference, exit 1."""
 import importlib.util
 import json
@@ -120,6 +122,12 @@ def main():
         smooth = (old / w - lo) / (hi - lo)
         want["rope_freqs.weight"] = np.where(w < old / hi, 1.0, np.where(w > old / lo, rs["factor"],
                                              1 / ((1 - smooth) / rs["factor"] + smooth))).astype(np.float32)
+    long_meta = None
+    if rs.get("rope_type", rs.get("type")) in ("longrope", "su"):
+        want["rope_factors_short.weight"] = np.array(rs["short_factor"], dtype=np.float32)
+        want["rope_factors_long.weight"] = np.array(rs["long_factor"], dtype=np.float32)
+        orig, mx = hf["original_max_position_embeddings"], hf["max_position_embeddings"]
+        long_meta = (orig, float(np.sqrt(1 + np.log(mx / orig) / np.log(orig))) if mx > orig else 1.0)
     for i in range(d["num_hidden_layers"]):
         L = "layers.%d." % i
         b = "blk.%d." % i
@@ -149,6 +157,16 @@ def main():
 
     r = gguf_read.read(path)
     have = {t.name: t for t in r.tensors}
+    if long_meta:
+        arch = bytes(r.fields["general.architecture"].parts[-1]).decode()
+
+        def meta(k):
+            f = r.fields.get("%s.rope.scaling.%s" % (arch, k))
+            return None if f is None else f.parts[f.data[0]][0]
+        got_orig, got_af = meta("original_context_length"), meta("attn_factor")
+        if got_orig != long_meta[0] or got_af is None or abs(got_af / long_meta[1] - 1) > 2e-3:
+            fail("LongRoPE: original_context_length %r, attn_factor %r; llama.cpp's converter writes %r, %r" % (
+                got_orig, got_af, long_meta[0], long_meta[1]))
     if set(have) != set(want):
         fail("tensor names: GGUF only %s; pack only %s" % (sorted(set(have) - set(want))[:5],
                                                            sorted(set(want) - set(have))[:5]))
@@ -156,7 +174,7 @@ def main():
     for name, w in want.items():
         t = have[name]
         got = gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float32).reshape(w.shape)
-        if name == "rope_freqs.weight" and np.allclose(got, w, rtol=2e-3, atol=0):
+        if name.startswith("rope_f") and np.allclose(got, w, rtol=2e-3, atol=0):
             values += w.size
             continue
         if not np.array_equal(got, w):

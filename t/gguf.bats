@@ -60,6 +60,14 @@ setup_file() {
       --io-dtype fp16 --tokenizer-dir "$F/l3src-$fam" --out "$F/l3pack-$fam" >/dev/null
     oga-extract "$F/l3pack-$fam" | q4nx-pack -o "$F/l3-$fam.q4nx"
   done
+  # LongRoPE (Phi-3 128k) as the builder writes it: switch at 64 positions (the gates' 99-token prompt
+  # is past it) and at 1024 (llama.cpp's oracle context: short prompts stay on the short factors); on
+  # llama (llama.cpp's llama takes the tables too) and qwen2 (it does not)
+  local spec
+  for spec in "64 phi3" "1024 phi3" "64 llama" "64 qwen2"; do
+    set -- $spec
+    oga-extract "$(longrope_pack cpu "$F" "$1" "$2")" | q4nx-pack -o "$F/lr-$2-$1.q4nx"
+  done
   true
 }
 
@@ -370,7 +378,7 @@ EOF
   jq -e '[.tensors[] | select(.name == "rope_freqs.weight" and .type == "F32")] | length == 1' "$F/l3-llama.report.json"
   # every (row, pair) angle of the caches as llama.cpp computes it from theta and rope_freqs, and the
   # control (the factors ignored) off somewhere
-  jq -e '.rope_freqs.angles_off == 0 and .rope_freqs.control_caught and .rope_freqs.max_err_rad < 2e-3' "$F/l3-llama.check.json"
+  jq -e '.rope_freqs.rotations_off == 0 and .rope_freqs.control_caught and .rope_freqs.max_err_rad < 2e-3' "$F/l3-llama.check.json"
   # the factors as llama.cpp's converter computes them from config.json (t/gguf-values.py), every other value
   values_check "$F/l3pack-llama" "$F/l3-llama.gguf"
   # llama.cpp's qwen2 has no frequency factors: refused by name, no file
@@ -382,6 +390,38 @@ EOF
   # positions well past the original context of 64, where the factors count (without rope_freqs
   # llama.cpp diverges at the first token, gap 0.7)
   greedy_long l3-llama llama
+}
+
+@test "q4nx-gguf: LongRoPE converts: rope_factors_short / _long read off the two pairs of caches, attn_factor and the switch; --check verifies every rotation" {
+  local m
+  for m in lr-phi3-64 lr-llama-64; do
+    exact $m $m --widen
+    jq -e '[.tensors[] | select(.name | test("^rope_factors_(short|long)[.]weight$")) | select(.type == "F32")] | length == 2' \
+      "$F/$m.report.json"
+    # every (row, pair) rotation of both pairs of caches as llama.cpp computes it (angle from theta and the
+    # table, magnitude from attn_factor), and the controls (the tables ignored) off somewhere
+    jq -e '[.rope_factors_short, .rope_factors_long][] | .rotations_off == 0 and .control_caught and .max_err_rad < 2e-3
+           and .magnitude > 1.3' "$F/$m.check.json"
+  done
+  # the tables and keys as llama.cpp's converter computes them from config.json (t/gguf-values.py)
+  values_check "$(longrope_pack cpu "$F" 64 phi3)" "$F/lr-phi3-64.gguf"
+  values_check "$(longrope_pack cpu "$F" 64 llama)" "$F/lr-llama-64.gguf"
+  # llama.cpp's qwen2 has no such tables: refused by name, no file
+  refused_gguf lr-qwen2-64 "LongRoPE (rope.long_after 64, two pairs of RoPE caches): llama.cpp's qwen2 takes no long and short frequency factors"
+}
+
+@test "q4nx-gguf --check: a LongRoPE GGUF whose attention factor is not the caches' magnitude fails" {
+  exact lr-phi3-64 lr-af --widen
+  # the f32 1.3540064 of phi3.rope.scaling.attn_factor rewritten as 1.0 in place (gguf-py finds its offset)
+  PYTHONPATH="$TOP/.cache/llama/src/gguf-py" /usr/bin/python3 - "$F/lr-af.gguf" <<'PY' || skip "gguf-py is not here (tools/llama-cpp.sh fetches it)"
+import sys, numpy as np, gguf
+r = gguf.GGUFReader(sys.argv[1], "r+")
+f = r.fields["phi3.rope.scaling.attn_factor"]
+f.parts[f.data[0]][0] = np.float32(1.0)
+PY
+  run bash -c 'q4nx-gguf --check "$1" "$2" 2>/dev/null' - "$F/lr-phi3-64.q4nx" "$F/lr-af.gguf"
+  [ "$status" -eq 1 ]
+  echo "$output" | jq -e '.ok == false and .rope_factors_long.rotations_off > 0 and .rope_factors_long.magnitude == 1'
 }
 
 @test "q4nx-gguf: chatglm converts exactly (interleaved half rotary as llama.cpp's chatglm, gate|up fused, q/k/v biases)" {
@@ -398,6 +438,17 @@ d = open(sys.argv[1], "rb").read()
 i = d.index(b"chatglm.rope.freq_base") + len("chatglm.rope.freq_base")
 t, v = struct.unpack_from("<If", d, i)
 sys.exit(not (t == 6 and abs(v - 10000) <= 1))' "$F/chatglm-cpu16.gguf"
+}
+
+@test "llama.cpp oracle: LongRoPE continues like npu-forward --mode f32: past the switch (long tables) and under it (short)" {
+  llama_bin
+  # a 99-token prompt past the switch at 64: llama.cpp's context (1024) is longer than the switch, so it
+  # takes the long tables throughout, as npu-forward does for a prompt longer than the switch (without
+  # attn_factor, or with the switch at 4096, llama.cpp diverges at the first token)
+  greedy_long lr-phi3-64 phi3
+  greedy_long lr-llama-64 llama
+  # a short prompt and a switch at 1024: both stay on the short tables
+  greedy lr-phi3-1024
 }
 
 @test "llama.cpp oracle: chatglm continues like npu-forward --mode f32 over a 99-token prompt" {

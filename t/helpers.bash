@@ -42,16 +42,18 @@ oracle_cached() {
   fi
   cat "$dir/$h.json"
 }
-# longrope_pack STYLE DIR -> a Phi-3 pack with LongRoPE as onnxruntime-genai's builder writes it (an If picks the
-# long-factor caches once attention_mask is longer than original_max_position_embeddings = 64, else the
-# short ones), from the phi3 fixture's weights; built once per run
+# longrope_pack STYLE DIR [T [FAMILY]] -> a Phi-3 (or FAMILY) pack with LongRoPE as onnxruntime-genai's
+# builder writes it (an If picks the long-factor caches once attention_mask is longer than
+# original_max_position_embeddings = T, default 64, else the short ones), from the family fixture's
+# weights; built once per run
 longrope_pack() {
-  local style=$1 d=$2/lr-$1
+  local style=$1 T=${3:-64} fam=${4:-phi3} d=$2/lr-$1
+  [ "$T" = 64 ] && [ "$fam" = phi3 ] || d=$d-$fam-$T
   if [ ! -d "$d/pack" ]; then
     mkdir -p "$d"
-    /usr/bin/python3 "$TOP/tools/mkpack.py" --family phi3 --style "$style" --tie untied --out "$d/src" \
+    /usr/bin/python3 "$TOP/tools/mkpack.py" --family "$fam" --style "$style" --tie untied --out "$d/src" \
       --dump-weights "$d/w.npz" >/dev/null
-    jq '.original_max_position_embeddings = 64 | .rope_scaling = {"type": "longrope",
+    jq --argjson T "$T" '.original_max_position_embeddings = $T | .rope_scaling = {"type": "longrope",
         "short_factor": [range(0; .head_dim / 2) | 1 + . * 0.01], "long_factor": [range(0; .head_dim / 2) | 1 + . * 0.5]}' \
       "$d/src/config.json" >"$d/config.json"
     /usr/bin/python3 "$TOP/tools/mkpack.py" --config "$d/config.json" --weights "$d/w.npz" --style "$style" \

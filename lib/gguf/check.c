@@ -49,10 +49,11 @@ static int compare(const gguf_plan *p, const gguf_tensor *g, int control, int st
     return 0;
 }
 
-/* rope_freqs (derived, not copied): llama.cpp's angle of every row p and pair i of the container's caches,
- * p·theta^(-i/half) / rope_freqs[i] (divide 0: the divisors ignored, the control), against the caches' own
- * angle, within a few float32 roundings. The number of (row, pair) angles off, or -1. */
-static long rope_off(const gguf_plan *p, const gguf_tensor *g, int ignore, double *max_err, ogk_error *e)
+/* rope_freqs, rope_factors_short / _long (derived, not copied): llama.cpp's rotation of every row p and pair i
+ * of the container's caches, angle p·theta^(-i/half) / divisor[i] (ignore: the divisors ignored, the
+ * control) and magnitude mag (1, or LongRoPE's rope.scaling.attn_factor), against the caches' own, within a
+ * few float32 roundings. The number of (row, pair) rotations off, or -1. */
+static long rope_off(const gguf_plan *p, const gguf_tensor *g, int ignore, double mag, double *max_err, ogk_error *e)
 {
     const ogk_qtensor *cs = p->seg[0].t, *sn = p->seg[1].t;
     uint64_t rows = cs->shape[0] < sn->shape[0] ? cs->shape[0] : sn->shape[0];
@@ -73,7 +74,7 @@ static long rope_off(const gguf_plan *p, const gguf_tensor *g, int ignore, doubl
             double d = fabs(remainder(atan2(s[i], c[i]) - want, 2 * M_PI));
             if (d > *max_err)
                 *max_err = d;
-            off += d > 2e-3 + 5e-7 * fabs(want);
+            off += d > 2e-3 + 5e-7 * fabs(want) || !(fabs(hypot(c[i], s[i]) - mag) <= 1e-2 * mag);
         }
     }
     free(div);
@@ -95,8 +96,14 @@ int gguf_check_q4nx(const q4nx_file *f, const gguf_file *g, json_t **report, ogk
     /* the first tensor of each type is where that type's controls run */
     const gguf_plan *first[16] = {0};
     const gguf_tensor *firstg[16] = {0};
-    json_t *rope = NULL; /* rope_freqs: the rotations it gives against the caches */
+    json_t *rope = json_object(); /* per divisor table: the rotations it gives against the caches */
     int rope_ok = 1;
+    /* LongRoPE's magnitude: the GGUF's own key (a missing one is 1, as llama.cpp takes it) */
+    const char *arch = json_string_value(json_object_get(gguf_meta(g), "general.architecture"));
+    char key[96];
+    snprintf(key, sizeof key, "%s.rope.scaling.attn_factor", arch ? arch : "?");
+    const json_t *af = json_object_get(gguf_meta(g), key);
+    double mag = json_is_number(af) ? json_number_value(af) : 1.0;
     for (size_t i = 0; i < n; i++) {
         const gguf_plan *p = &plan[i];
         const gguf_tensor *t = gguf_find(g, p->name);
@@ -107,16 +114,18 @@ int gguf_check_q4nx(const q4nx_file *f, const gguf_file *g, json_t **report, ogk
         if (p->kind == GPLAN_ROPE) {
             double err, err0;
             long off, off0;
-            if (t->ndim != 1 || t->ne[0] != p->k || (off = rope_off(p, t, 0, &err, e)) < 0 ||
-                (off0 = rope_off(p, t, 1, &err0, e)) < 0) {
+            if (t->ndim != 1 || t->ne[0] != p->k || (off = rope_off(p, t, 0, mag, &err, e)) < 0 ||
+                (off0 = rope_off(p, t, 1, mag, &err0, e)) < 0) {
                 if (t->ndim != 1 || t->ne[0] != p->k)
                     ogk_fail(e, "tensor %s: not a vector of %u", p->name, p->k);
                 goto out;
             }
-            rope_ok = off == 0 && off0 > 0; /* and the control (the divisors ignored) must be off somewhere */
-            json_decref(rope);
-            rope = json_pack("{s:s,s:I,s:f,s:b}", "tensor", p->name, "angles_off", (json_int_t)off, "max_err_rad", err,
-                             "control_caught", off0 > 0);
+            rope_ok &= off == 0 && off0 > 0; /* and the control (the divisors ignored) must be off somewhere */
+            char k[80];
+            snprintf(k, sizeof k, "%.*s", (int)(strcspn(p->name, ".")), p->name); /* rope_freqs, rope_factors_long */
+            json_object_set_new(rope, k, json_pack("{s:s,s:I,s:f,s:f,s:b}", "tensor", p->name, "rotations_off",
+                                                   (json_int_t)off, "max_err_rad", err, "magnitude", mag,
+                                                   "control_caught", off0 > 0));
             tensors++;
             continue;
         }
@@ -179,9 +188,7 @@ int gguf_check_q4nx(const q4nx_file *f, const gguf_file *g, json_t **report, ogk
                         (json_int_t)values, "identical", (json_int_t)identical, "percent",
                         values ? 100.0 * (double)identical / (double)values : 0.0, "mismatched", bad, "controls",
                         controls, "vacuous", vacuous);
-    if (rope)
-        json_object_set_new(*report, "rope_freqs", rope);
-    rope = NULL;
+    json_object_update(*report, rope); /* "rope_freqs": {...}, "rope_factors_short": {...}, ... */
     bad = controls = NULL;
     rc = ok ? 0 : 1;
 out:

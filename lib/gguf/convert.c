@@ -154,6 +154,8 @@ typedef struct {
     int tied, qkv_bias, qk_norm;
     int layer_norm; /* olmo: LayerNorms (llama.cpp's take no weights) */
     int freq_scaled; /* rope scaling of the frequencies only (llama3, linear): rope_freqs from the caches */
+    uint32_t long_after; /* LongRoPE: the short caches serve sequences up to this length (0: one pair) */
+    float attn_factor;   /* LongRoPE: the magnitude of the caches' rotations */
     /* gemma2 */
     float attn_softcap, final_softcap;
     uint32_t window;       /* 0: no sliding window */
@@ -172,13 +174,28 @@ static int geti(const json_t *m, const char *k, uint32_t *v, int required, ogk_e
     return 0;
 }
 
-int gguf_rope_freqs(const ogk_qtensor *cs, const ogk_qtensor *sn, uint32_t half, double *f, ogk_error *e)
+int gguf_rope_freqs(const ogk_qtensor *cs, const ogk_qtensor *sn, uint32_t half, double *f, double *mag,
+                    ogk_error *e)
 {
     uint64_t rows = cs->shape[0] < sn->shape[0] ? cs->shape[0] : sn->shape[0];
     float *c = malloc(2 * (size_t)half * sizeof *c), *s = c ? c + half : NULL;
     if (!c)
         return ogk_fail(e, "out of memory");
     int rc = 0;
+    /* the magnitude every rotation must have: 1, or (mag) the one position 1's pairs have on average
+     * (LongRoPE's attention factor, which the builder multiplies into both pairs of caches) */
+    double m = 1;
+    if (mag) {
+        uint64_t upto = rows < 17 ? rows : 17;
+        m = 0;
+        for (uint64_t p = 1; p < upto; p++) {
+            gguf_plain_row(cs, (uint32_t)p, half, c);
+            gguf_plain_row(sn, (uint32_t)p, half, s);
+            for (uint32_t i = 0; i < half; i++)
+                m += hypot(c[i], s[i]) / (double)(half * (upto - 1));
+        }
+        *mag = m;
+    }
     /* rows 1, 2, 4, ..., and the last: each angle unwrapped with the estimate so far (its error times the
      * next row stays far below pi), so the last row's precision sets the frequency */
     for (uint64_t p = 1; p < rows && !rc; p = p == rows - 1 ? rows : p * 2 < rows - 1 ? p * 2 : rows - 1) {
@@ -186,9 +203,13 @@ int gguf_rope_freqs(const ogk_qtensor *cs, const ogk_qtensor *sn, uint32_t half,
         gguf_plain_row(sn, (uint32_t)p, half, s);
         for (uint32_t i = 0; i < half; i++) {
             double r = hypot(c[i], s[i]), a = atan2(s[i], c[i]);
-            if (fabs(r - 1) > 1e-2) {
-                rc = ogk_fail(e, "rope.cos / rope.sin: row %llu, pair %u has magnitude %.6g, not 1 (scaled rotations: "
-                              "llama.cpp's frequency factors cannot give them)", (unsigned long long)p, i, r);
+            if (!(fabs(r - m) <= 1e-2 * m)) {
+                rc = mag ? ogk_fail(e, "rope caches %s / %s: row %llu, pair %u has magnitude %.6g, not the first "
+                                    "rows' %.6g (llama.cpp scales every rotation by one attention factor)", cs->role,
+                                    sn->role, (unsigned long long)p, i, r, m)
+                         : ogk_fail(e, "rope.cos / rope.sin: row %llu, pair %u has magnitude %.6g, not 1 (scaled "
+                                    "rotations: llama.cpp's frequency factors cannot give them)", (unsigned long long)p,
+                                    i, r);
                 break;
             }
             if (p > 1)
@@ -202,15 +223,65 @@ int gguf_rope_freqs(const ogk_qtensor *cs, const ogk_qtensor *sn, uint32_t half,
         gguf_plain_row(sn, (uint32_t)p, half, s);
         for (uint32_t i = 0; i < half; i++) {
             double want = f[i] * (double)p, d = remainder(atan2(s[i], c[i]) - want, 2 * M_PI);
-            if (fabs(d) > 2e-3 + 5e-7 * fabs(want)) {
-                rc = ogk_fail(e, "rope.cos / rope.sin: row %llu, pair %u is off its frequency %.9g by %.3g rad (not a "
-                              "fixed frequency per pair)", (unsigned long long)p, i, f[i], d);
+            if (fabs(d) > 2e-3 + 5e-7 * fabs(want) || !(fabs(hypot(c[i], s[i]) - m) <= 1e-2 * m)) {
+                rc = ogk_fail(e, "rope caches %s / %s: row %llu, pair %u is off its frequency %.9g by %.3g rad, or "
+                              "off the magnitude %.6g (not a fixed frequency and scale per pair)", cs->role, sn->role,
+                              (unsigned long long)p, i, f[i], d, m);
                 break;
             }
         }
     }
     free(c);
     return rc;
+}
+
+/* LongRoPE (Phi-3 128k, Phi-3.5, Phi-4-mini as onnxruntime-genai's builder writes them): a short pair of
+ * caches serves sequences of up to long_after positions, a long pair longer ones; each pair turns pair i
+ * by theta's frequency divided by a factor of its own, and both are scaled by one attention factor.
+ * llama.cpp's phi3 and llama (rope.scaling.type longrope) hold the two factor tables (rope_factors_short,
+ * rope_factors_long; GPLAN_ROPE, measured off the caches), the factor (rope.scaling.attn_factor) and the
+ * switch (rope.scaling.original_context_length); llama.cpp picks the long table for every position when
+ * its context (n_ctx) is longer than the switch. Any theta serves, the tables being measured against it:
+ * the description's, else Phi-3's 10000. Other architectures, or two magnitudes, are refused. */
+static int long_rope(const q4nx_file *f, dims *d, ogk_error *e)
+{
+    if (strcmp(d->arch, "phi3") && strcmp(d->arch, "llama"))
+        return ogk_fail(e, "LongRoPE (rope.long_after %u, two pairs of RoPE caches): llama.cpp's %s takes no long and "
+                        "short frequency factors (its phi3 and llama do)", d->long_after, d->arch);
+    static const char *const names[2][2] = {{"rope.cos", "rope.sin"}, {"rope.cos_long", "rope.sin_long"}};
+    uint32_t half = d->rope_dim / 2;
+    double mag[2];
+    double *fr = malloc(half * sizeof *fr);
+    if (!fr)
+        return ogk_fail(e, "out of memory");
+    for (int k = 0; k < 2; k++) {
+        const ogk_qtensor *cs = q4nx_find(f, names[k][0]), *sn = q4nx_find(f, names[k][1]);
+        if (!cs || !sn || cs->ndim != 2 || sn->ndim != 2 || cs->shape[0] < 2 || sn->shape[0] < 2 ||
+            cs->shape[1] != half || sn->shape[1] != half || !is_float(cs->dtype) || !is_float(sn->dtype)) {
+            free(fr);
+            return ogk_fail(e, "%s / %s: missing or not [positions >= 2][rope dim / 2 = %u] floats (rope.long_after "
+                            "says LongRoPE)", names[k][0], names[k][1], half);
+        }
+        if (gguf_rope_freqs(cs, sn, half, fr, &mag[k], e)) {
+            free(fr);
+            return -1;
+        }
+        for (uint32_t i = 0; i < half; i++)
+            if (!(fr[i] > 1e-12)) {
+                double v = fr[i];
+                free(fr);
+                return ogk_fail(e, "%s / %s: pair %u turns by %.9g a position (llama.cpp's frequency factors give "
+                                "positive frequencies only)", names[k][0], names[k][1], i, v);
+            }
+    }
+    free(fr);
+    if (!(fabs(mag[0] - mag[1]) <= 1e-3 * mag[1]) || !(mag[1] > 0))
+        return ogk_fail(e, "LongRoPE: the short caches' rotations have magnitude %.6g, the long ones' %.6g (llama.cpp "
+                        "scales both by one attention factor)", mag[0], mag[1]);
+    if (d->theta <= 0)
+        d->theta = 10000;
+    d->attn_factor = (float)mag[1];
+    return 0;
 }
 
 /* llama.cpp rotates pair i of position p by p·theta^(-2i/rope_dim) (rope.freq_base); ogakit and the pack
@@ -226,13 +297,15 @@ static int rope_theta(const q4nx_file *f, dims *d, ogk_error *e)
     if (!cs || !sn || cs->ndim != 2 || sn->ndim != 2 || cs->shape[0] < 2 || sn->shape[0] < 2 ||
         cs->shape[1] != half || sn->shape[1] != half || half < 2 || !is_float(cs->dtype) || !is_float(sn->dtype))
         return ogk_fail(e, "rope.cos / rope.sin: missing or not [positions >= 2][rope dim / 2 = %u] floats", half);
+    if (d->long_after)
+        return long_rope(f, d, e);
     if (d->freq_scaled && d->theta <= 0)
         return ogk_fail(e, "rope scaling: the description gives no rope theta to scale");
     /* each pair's frequency over every row (fp16 caches: position 1 alone is good to ~1e-3) */
     double *fr = malloc(half * sizeof *fr);
     if (!fr)
         return ogk_fail(e, "out of memory");
-    if (gguf_rope_freqs(cs, sn, half, fr, e)) {
+    if (gguf_rope_freqs(cs, sn, half, fr, NULL, e)) {
         free(fr);
         return -1;
     }
@@ -364,8 +437,15 @@ static int read_dims(const q4nx_file *f, dims *d, ogk_error *e)
         const json_t *sc = json_object_get(rope, "scaling");
         const json_t *st = json_object_get(sc, "rope_type");
         const char *stype = json_string_value(st ? st : json_object_get(sc, "type"));
+        const json_t *la = json_object_get(rope, "long_after");
+        if (json_is_integer(la) && json_integer_value(la) > 0 && json_integer_value(la) < (1 << 30))
+            d->long_after = (uint32_t)json_integer_value(la);
+        else if (la && !json_is_null(la))
+            return ogk_fail(e, "model description: rope.long_after is not a positive integer");
         if (stype && (!strcmp(stype, "llama3") || !strcmp(stype, "linear")))
             d->freq_scaled = 1; /* frequencies only: the caches say by how much (rope_theta) */
+        else if (stype && (!strcmp(stype, "longrope") || !strcmp(stype, "su")))
+            ; /* the caches decide: two pairs with rope.long_after (long_rope), else one as any other */
         else if (sc && !json_is_null(sc)) {
             char *s = json_dumps(sc, JSON_COMPACT);
             ogk_fail(e, "rope scaling %s: not converted yet (llama.cpp's rope scaling keys are not written by this "
@@ -532,6 +612,20 @@ static int build_plan(planner *pl, const dims *d)
         p->seg[1] = (gguf_seg){sn, 0, 1, 0};
         p->nseg = 2;
         snprintf(p->from, sizeof p->from, "rope.cos+rope.sin");
+    }
+    if (d->long_after) { /* LongRoPE: a factor table per pair of caches (long_rope) */
+        const ogk_qtensor *cl = take(pl, "rope.cos_long"), *sl = take(pl, "rope.sin_long");
+        for (int k = 0; k < 2; k++) {
+            gguf_plan *p = add(pl, k ? "rope_factors_long.weight" : "rope_factors_short.weight", GPLAN_ROPE);
+            if (!p)
+                return -1;
+            p->type = GGML_F32, p->ndim = 1, p->nrows = 1, p->k = d->rope_dim / 2, p->rope_theta = d->theta;
+            p->rope_scaled = 1;
+            p->seg[0] = (gguf_seg){k ? cl : cs, 0, 1, 0};
+            p->seg[1] = (gguf_seg){k ? sl : sn, 0, 1, 0};
+            p->nseg = 2;
+            snprintf(p->from, sizeof p->from, k ? "rope.cos_long+rope.sin_long" : "rope.cos+rope.sin");
+        }
     }
     for (size_t i = 0; i < q4nx_tensor_count(f); i++) {
         const char *role = q4nx_tensor_at(f, i)->role;
@@ -790,7 +884,8 @@ static int fill_rope(void *ctx, uint8_t *dst, uint64_t n, ogk_error *e)
     double *f = malloc((size_t)p->k * sizeof *f);
     if (!f)
         return ogk_fail(e, "out of memory");
-    int rc = gguf_rope_freqs(p->seg[0].t, p->seg[1].t, p->k, f, e);
+    double mag;
+    int rc = gguf_rope_freqs(p->seg[0].t, p->seg[1].t, p->k, f, p->rope_scaled ? &mag : NULL, e);
     for (uint32_t i = 0; i < p->k && !rc; i++) {
         float v = (float)(pow(p->rope_theta, -(double)i / p->k) / f[i]);
         memcpy(dst + (size_t)i * 4, &v, 4);
@@ -816,6 +911,10 @@ static int arch_meta(gguf_writer *w, const q4nx_file *f, const char *arch, const
         gguf_kv_u32(w, K("attention.head_count_kv"), d.kv_heads, e) ||
         gguf_kv_f32(w, K(d.layer_norm ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon"), d.eps, e) ||
         gguf_kv_f32(w, K("rope.freq_base"), d.theta, e) || gguf_kv_u32(w, K("rope.dimension_count"), d.rope_dim, e))
+        return -1;
+    if (d.long_after && (gguf_kv_f32(w, K("rope.scaling.attn_factor"), d.attn_factor, e) ||
+                         gguf_kv_u32(w, K("rope.scaling.original_context_length"), d.long_after, e) ||
+                         gguf_kv_str(w, K("rope.scaling.type"), "longrope", 8, e)))
         return -1;
     if (d.head_dim != d.dim / d.heads &&
         (gguf_kv_u32(w, K("attention.key_length"), d.head_dim, e) ||

@@ -14,8 +14,8 @@ typedef struct {
     uint32_t perm_hd;
 } gguf_seg;
 
-/* GPLAN_ROPE: llama.cpp's rope_freqs (per-pair frequency divisors) derived from the container's rope.cos /
- * rope.sin and rope_theta, not copied values */
+/* GPLAN_ROPE: llama.cpp's per-pair frequency divisors (rope_freqs; LongRoPE's rope_factors_short / _long)
+ * derived from a pair of the container's RoPE caches and rope_theta, not copied values */
 enum { GPLAN_Q = 1, GPLAN_PLAIN = 2, GPLAN_ROPE = 3 };
 
 typedef struct {
@@ -28,6 +28,7 @@ typedef struct {
     gguf_seg seg[3];
     int nseg;
     float rope_theta; /* GPLAN_ROPE: the base the divisors are relative to */
+    int rope_scaled;  /* GPLAN_ROPE: the caches' rotations have one magnitude (LongRoPE's attention factor), not 1 */
     /* filled while writing under GGUF_LOSSY */
     double max_err;
     uint32_t err_row, err_col;
@@ -42,8 +43,10 @@ const ogk_qtensor *gguf_plan_row(const gguf_plan *p, uint32_t r, uint32_t *src_r
 /* The container's values of one source row of a plain tensor, as floats (k of them). */
 void gguf_plain_row(const ogk_qtensor *t, uint32_t row, uint32_t k, float *out);
 /* The frequency f[i] of each of the half pairs of the RoPE caches cs / sn ([rows][half]): row p turns pair i
- * by p * f[i]. 0, or -1 with e filled when the caches are not that (a magnitude other than 1, a row off
- * its pair's frequency). */
-int gguf_rope_freqs(const ogk_qtensor *cs, const ogk_qtensor *sn, uint32_t half, double *f, ogk_error *e);
+ * by p * f[i]. mag NULL: every rotation's magnitude must be 1; else one magnitude throughout, returned in
+ * *mag. 0, or -1 with e filled when the caches are not that (another magnitude, a row off its pair's
+ * frequency). */
+int gguf_rope_freqs(const ogk_qtensor *cs, const ogk_qtensor *sn, uint32_t half, double *f, double *mag,
+                    ogk_error *e);
 
 #endif
