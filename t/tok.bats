@@ -96,6 +96,67 @@ same_text() {
   [ "$status" -eq 0 ]
 }
 
+# same_chat TOKENIZER: every conversation of t/corpus/chats.jsonl rendered by both; where the reference's
+# template raises, ours must raise the same message (exit 3)
+same_chat() {
+  local d n=0 line want; d=$(tokdir "$1")
+  golden chat "$d" < "$TOP/t/corpus/chats.jsonl" > "$W/$1.gold.all"
+  : > "$W/$1.in"; : > "$W/$1.gold.chat"
+  while IFS= read -r line; do
+    n=$((n + 1))
+    want=$(sed -n "${n}p" "$W/$1.gold.all")
+    if jq -e 'type == "object" and has("error")' <<<"$want" >/dev/null; then
+      run npu-forward chat --jsonl --tokenizer "$d" <<<"$line"
+      [ "$status" -eq 3 ] && [[ "$output" == *"template raised: $(jq -r .error <<<"$want")"* ]] ||
+        { echo "$1: conversation $n: the reference raises '$(jq -r .error <<<"$want")', ours: exit $status: $output"; return 1; }
+    else
+      printf '%s\n' "$line" >> "$W/$1.in"
+      printf '%s\n' "$want" >> "$W/$1.gold.chat"
+    fi
+  done < "$TOP/t/corpus/chats.jsonl"
+  npu-forward chat --jsonl --tokenizer "$d" < "$W/$1.in" > "$W/$1.chat" || return 1
+  golden compare "$W/$1.gold.chat" "$W/$1.chat"
+}
+
+# More real tokenizers (npm @lenml/tokenizer-*, 3.7.2): Llama 3.2 (a Sequence post-processor: ByteLevel then
+# TemplateProcessing), ChatGLM3's tokenizer.json, Mistral NeMo (Tekken), DeepSeek V3 (digit and CJK splits)
+@test "tokenize, detokenize, chat: llama3_2, chatglm3, mistral_nemo, deepseek_v3 identical to the references" {
+  local t
+  for t in llama3_2 chatglm3 mistral_nemo deepseek_v3; do
+    [ -e "$(tokdir $t)/tokenizer.json" ] || skip "npm @lenml/tokenizer-$t is not installed (tools/deps.sh installs it)"
+    run same_ids $t
+    echo "$t ids: $output"
+    [ "$status" -eq 0 ]
+    run same_text $t
+    echo "$t text: $output"
+    [ "$status" -eq 0 ]
+    run same_chat $t
+    echo "$t chat: $output"
+    [ "$status" -eq 0 ]
+  done
+  # Llama 3.2's template in the Sequence: <|begin_of_text|> once, first
+  [ "$(head -1 "$W/llama3_2.ids")" = "[128000]" ]
+}
+
+@test "tokenizer.json: merges longer than 1 KiB (Claude's has one of 1025 bytes) load and encode identically" {
+  # pytiny's tokenizer with merges doubling a run of x up to 2048 bytes (each new piece in the vocabulary)
+  mkdir -p "$W/longmerge"
+  cp "$(tokdir pytiny)/tokenizer_config.json" "$W/longmerge/"
+  jq '([.model.vocab[]] + [.added_tokens[].id] | max) as $n | reduce range(1; 12) as $j (.;
+        ("x" * pow(2; $j)) as $p | ("x" * pow(2; $j - 1)) as $h
+        | .model.vocab[$p] = ($n + $j) | .model.merges += ["\($h) \($h)"])' \
+    "$(tokdir pytiny)/tokenizer.json" > "$W/longmerge/tokenizer.json"
+  [ "$(jq -r '.model.merges[-1] | length' "$W/longmerge/tokenizer.json")" -eq 2049 ]
+  /usr/bin/python3 -c 'import json; [print(json.dumps(s)) for s in ["x" * 2048, "x" * 3000 + " x" * 5, "a " + "x" * 1025]]' > "$W/lm.in"
+  golden encode "$W/longmerge" < "$W/lm.in" > "$W/lm.gold"
+  npu-forward tokenize --jsonl --tokenizer "$W/longmerge" < "$W/lm.in" > "$W/lm.ids"
+  run golden compare "$W/lm.gold" "$W/lm.ids"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  # the 2048-byte piece is one token
+  [ "$(head -1 "$W/lm.ids" | jq length)" -eq 1 ]
+}
+
 @test "chat: the built-in gemma template renders identically; a system turn is refused by name (exit 3)" {
   # npm's gemma2 tokenizer has no template (real Gemma 2 packs carry one): the built-in one, against the
   # reference, on every corpus chat the template accepts (alternating user / assistant turns)

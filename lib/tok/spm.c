@@ -360,6 +360,7 @@ char *tok_spm_json(const void *data, size_t n, const char *config, size_t config
         qsort_r(mg, nmg, sizeof *mg, merge_cmp, m.pc);
 
     json_t *vocab = json_object(), *merges = json_array(), *added = json_array();
+    int bad = 0; /* a jansson set or append failed (out of memory only): no half-built tokenizer.json */
     /* everything hangs off root from here on, so every error path frees it all with root */
     root = json_pack("{s:s,s:n,s:o,s:n,s:n,s:n,s:n,s:n,s:{s:o,s:o}}", "version", "1.0", "truncation", "added_tokens",
                      added, "normalizer", "pre_tokenizer", "post_processor", "decoder", "padding", "model", "vocab",
@@ -375,14 +376,14 @@ char *tok_spm_json(const void *data, size_t n, const char *config, size_t config
             ogk_fail(e, "out of memory");
             goto done;
         }
-        json_object_set_new(vocab, k, json_integer(i));
+        bad |= json_object_set_new(vocab, k, json_integer(i));
         free(k);
         if (p->type == SP_UNKNOWN || p->type == SP_CONTROL || p->type == SP_USER)
-            json_array_append_new(added, added_token(i, p->s, p->n, p->type != SP_USER));
+            bad |= json_array_append_new(added, added_token(i, p->s, p->n, p->type != SP_USER));
     }
     for (size_t i = 0; i < nmg; i++) {
         const spm_piece *a = &m.pc[mg[i].a], *b = &m.pc[mg[i].b];
-        json_array_append_new(merges, json_pack("[s%,s%]", a->s, (size_t)a->n, b->s, (size_t)b->n));
+        bad |= json_array_append_new(merges, json_pack("[s%,s%]", a->s, (size_t)a->n, b->s, (size_t)b->n));
     }
     int32_t ntok = m.npc;
     /* ChatGLM's tokens after the pieces (tokenization_chatglm.py: ids piece count + i) */
@@ -391,7 +392,7 @@ char *tok_spm_json(const void *data, size_t n, const char *config, size_t config
     if (chatglm)
         for (size_t i = 0; i < sizeof CHATGLM_SPECIALS / sizeof *CHATGLM_SPECIALS; i++) {
             const char *s = CHATGLM_SPECIALS[i];
-            json_array_append_new(added, added_token(ntok++, s, strlen(s), 1));
+            bad |= json_array_append_new(added, added_token(ntok++, s, strlen(s), 1));
         }
     /* tokenizer_config.json's added_tokens_decoder: {"id": {"content": ..., "special": ...}} */
     json_t *atd = json_object_get(cfg, "added_tokens_decoder");
@@ -420,11 +421,12 @@ char *tok_spm_json(const void *data, size_t n, const char *config, size_t config
                                 json_is_true(json_object_get(val, "special")));
         json_t *flag;
         const char *fk;
-        json_object_foreach(val, fk, flag) if (json_is_boolean(flag) && strcmp(fk, "special")) json_object_set(t, fk, flag);
-        json_array_append_new(added, t);
+        json_object_foreach(val, fk, flag) if (json_is_boolean(flag) && strcmp(fk, "special")) bad |=
+            json_object_set(t, fk, flag);
+        bad |= json_array_append_new(added, t);
     }
 
-    json_object_set_new(root, "model",
+    bad |= json_object_set_new(root, "model",
                         json_pack("{s:s,s:n,s:s%,s:n,s:n,s:b,s:b,s:b,s:O,s:O}", "type", "BPE", "dropout", "unk_token",
                                   m.pc[unk].s, (size_t)m.pc[unk].n, "continuing_subword_prefix", "end_of_word_suffix",
                                   "fuse_unk", 1, "byte_fallback", m.byte_fallback, "ignore_merges", 0, "vocab", vocab,
@@ -437,7 +439,7 @@ char *tok_spm_json(const void *data, size_t n, const char *config, size_t config
      * apply (a text the rules erase keeps it) -- unless extra spaces are removed, which strips it again
      * from a text that ends up empty or all spaces: so Prepend comes first, or after the removal */
     if (m.dummy_prefix && !m.remove_ws)
-        json_array_append_new(norms, json_pack("{s:s,s:s}", "type", "Prepend", "prepend", meta));
+        bad |= json_array_append_new(norms, json_pack("{s:s,s:s}", "type", "Prepend", "prepend", meta));
     if (m.charsmap_n) { /* the rules compiled into the model (nmt_nfkc, nfkc_cf, ...) */
         char *b = tk_base64(m.charsmap, m.charsmap_n);
         if (!b) {
@@ -445,35 +447,35 @@ char *tok_spm_json(const void *data, size_t n, const char *config, size_t config
             ogk_fail(e, "out of memory");
             goto done;
         }
-        json_array_append_new(norms, json_pack("{s:s,s:s}", "type", "Precompiled", "precompiled_charsmap", b));
+        bad |= json_array_append_new(norms, json_pack("{s:s,s:s}", "type", "Precompiled", "precompiled_charsmap", b));
         free(b);
     }
     if (m.remove_ws) {
-        json_array_append_new(norms, replace_norm("Regex", "\\A +| +\\z", ""));
-        json_array_append_new(norms, replace_norm("Regex", " {2,}", " "));
+        bad |= json_array_append_new(norms, replace_norm("Regex", "\\A +| +\\z", ""));
+        bad |= json_array_append_new(norms, replace_norm("Regex", " {2,}", " "));
         if (m.dummy_prefix)
-            json_array_append_new(norms, json_pack("{s:s,s:s}", "type", "Prepend", "prepend", meta));
+            bad |= json_array_append_new(norms, json_pack("{s:s,s:s}", "type", "Prepend", "prepend", meta));
     }
     if (m.escape_ws)
-        json_array_append_new(norms, replace_norm("String", " ", meta));
-    json_object_set_new(root, "normalizer", json_pack("{s:s,s:o}", "type", "Sequence", "normalizers", norms));
+        bad |= json_array_append_new(norms, replace_norm("String", " ", meta));
+    bad |= json_object_set_new(root, "normalizer", json_pack("{s:s,s:o}", "type", "Sequence", "normalizers", norms));
     json_t *decs = json_array();
     if (m.escape_ws)
-        json_array_append_new(decs, replace_norm("String", meta, " "));
-    json_array_append_new(decs, json_pack("{s:s}", "type", "ByteFallback"));
-    json_array_append_new(decs, json_pack("{s:s}", "type", "Fuse"));
+        bad |= json_array_append_new(decs, replace_norm("String", meta, " "));
+    bad |= json_array_append_new(decs, json_pack("{s:s}", "type", "ByteFallback"));
+    bad |= json_array_append_new(decs, json_pack("{s:s}", "type", "Fuse"));
     /* SentencePiece's decoder drops the U+2581 a first piece starts with when a dummy prefix is added or
      * extra spaces removed (a plain space, unescaped, stays) */
     if (m.escape_ws && (m.dummy_prefix || m.remove_ws))
-        json_array_append_new(decs,
+        bad |= json_array_append_new(decs,
                               json_pack("{s:s,s:s,s:i,s:i}", "type", "Strip", "content", " ", "start", 1, "stop", 0));
-    json_object_set_new(root, "decoder", json_pack("{s:s,s:o}", "type", "Sequence", "decoders", decs));
+    bad |= json_object_set_new(root, "decoder", json_pack("{s:s,s:o}", "type", "Sequence", "decoders", decs));
     /* post-processor: ChatGLM's [gMASK] sop prefix; otherwise BOS / EOS as tokenizer_config.json's
      * add_bos_token / add_eos_token say (LlamaTokenizer's defaults, true / false, when it does not) */
     json_t *single = json_array();
     if (chatglm) {
-        json_array_append_new(single, json_pack("{s:{s:s,s:i}}", "SpecialToken", "id", "[gMASK]", "type_id", 0));
-        json_array_append_new(single, json_pack("{s:{s:s,s:i}}", "SpecialToken", "id", "sop", "type_id", 0));
+        bad |= json_array_append_new(single, json_pack("{s:{s:s,s:i}}", "SpecialToken", "id", "[gMASK]", "type_id", 0));
+        bad |= json_array_append_new(single, json_pack("{s:{s:s,s:i}}", "SpecialToken", "id", "sop", "type_id", 0));
     } else {
         json_t *ab = json_object_get(cfg, "add_bos_token");
         const char *bos = cfg_str(cfg, "bos_token");
@@ -482,20 +484,20 @@ char *tok_spm_json(const void *data, size_t n, const char *config, size_t config
             if (m.pc[i].type == SP_CONTROL && m.pc[i].n == 3 && !memcmp(m.pc[i].s, "<s>", 3))
                 bid = i;
         if ((ab ? json_is_true(ab) : 1) && bid >= 0)
-            json_array_append_new(single, json_pack("{s:{s:s%,s:i}}", "SpecialToken", "id", m.pc[bid].s,
+            bad |= json_array_append_new(single, json_pack("{s:{s:s%,s:i}}", "SpecialToken", "id", m.pc[bid].s,
                                                     (size_t)m.pc[bid].n, "type_id", 0));
     }
-    json_array_append_new(single, json_pack("{s:{s:s,s:i}}", "Sequence", "id", "A", "type_id", 0));
+    bad |= json_array_append_new(single, json_pack("{s:{s:s,s:i}}", "Sequence", "id", "A", "type_id", 0));
     if (!chatglm && json_is_true(json_object_get(cfg, "add_eos_token"))) {
         const char *eos = cfg_str(cfg, "eos_token");
         int32_t eid = eos ? idx_find(&ix, eos, strlen(eos)) : -1;
         if (eid >= 0)
-            json_array_append_new(single, json_pack("{s:{s:s%,s:i}}", "SpecialToken", "id", m.pc[eid].s,
+            bad |= json_array_append_new(single, json_pack("{s:{s:s%,s:i}}", "SpecialToken", "id", m.pc[eid].s,
                                                     (size_t)m.pc[eid].n, "type_id", 0));
     }
     /* transformers' form: the pair template and each special token's ids (ogakit reads "single" only) */
     json_t *pair = json_deep_copy(single), *spec = json_object();
-    json_array_append_new(pair, json_pack("{s:{s:s,s:i}}", "Sequence", "id", "B", "type_id", 1));
+    bad |= json_array_append_new(pair, json_pack("{s:{s:s,s:i}}", "Sequence", "id", "B", "type_id", 1));
     size_t si;
     json_t *it;
     json_array_foreach(single, si, it)
@@ -504,12 +506,16 @@ char *tok_spm_json(const void *data, size_t n, const char *config, size_t config
         json_t *ai;
         size_t aj;
         json_array_foreach(added, aj, ai) if (sid && !strcmp(json_string_value(json_object_get(ai, "content")), sid))
-            json_object_set_new(spec, sid, json_pack("{s:s,s:[O],s:[s]}", "id", sid, "ids", json_object_get(ai, "id"),
+            bad |= json_object_set_new(spec, sid, json_pack("{s:s,s:[O],s:[s]}", "id", sid, "ids", json_object_get(ai, "id"),
                                                      "tokens", sid));
     }
-    json_object_set_new(root, "post_processor",
+    bad |= json_object_set_new(root, "post_processor",
                         json_pack("{s:s,s:o,s:o,s:o}", "type", "TemplateProcessing", "single", single, "pair", pair,
                                   "special_tokens", spec));
+    if (bad) {
+        ogk_fail(e, "out of memory");
+        goto done;
+    }
     out = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
     if (!out)
         ogk_fail(e, "out of memory");

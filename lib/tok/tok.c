@@ -613,7 +613,8 @@ static int load_model(tok *t, const tj *m, const tj *added, ogk_error *e)
     /* ids up to the largest vocab or added id are tokens (added ones are defined later); extras (merge
      * parts that are not tokens) are numbered after them */
     t->nsym = t->ntok = maxid + 1;
-    char tmp[1024];
+    char stmp[1024], *tmp = stmp; /* a merge's two parts joined; longer ones (runs of spaces) on the heap */
+    size_t tmp_cap = sizeof stmp;
     for (uint32_t i = 0; i < nm; i++) {
         const tj *mg = &merges->u.items[i];
         const char *a, *b;
@@ -633,18 +634,31 @@ static int load_model(tok *t, const tj *m, const tj *added, ogk_error *e)
             const char *sp2 = memchr(b, ' ', mg->n - an - 1);
             bn = sp2 ? (size_t)(sp2 - b) : mg->n - an - 1; /* JS split(" ", 2) drops the rest */
         } else {
+            if (tmp != stmp)
+                free(tmp);
             return ogk_fail(e, "tokenizer.json: merge %u is neither \"a b\" nor [\"a\", \"b\"]", i);
         }
-        if (an + bn > sizeof tmp)
-            return ogk_fail(e, "tokenizer.json: merge %u is too long", i);
+        if (an + bn > tmp_cap) {
+            char *n = malloc(an + bn);
+            if (tmp != stmp)
+                free(tmp);
+            if (!n)
+                return ogk_fail(e, "out of memory");
+            tmp = n, tmp_cap = an + bn;
+        }
         int32_t sa = sym_intern(t, a, an), sb = sym_intern(t, b, bn);
         memcpy(tmp, a, an);
         memcpy(tmp + an, b, bn);
         int32_t sr = sym_intern(t, tmp, an + bn);
-        if (sa < 0 || sb < 0 || sr < 0)
+        if (sa < 0 || sb < 0 || sr < 0) {
+            if (tmp != stmp)
+                free(tmp);
             return ogk_fail(e, "out of memory");
+        }
         merge_put(t, sa, sb, i, sr);
     }
+    if (tmp != stmp)
+        free(tmp);
     for (int b = 0; b < 256; b++) {
         char name[8];
         snprintf(name, sizeof name, "<0x%02X>", b);
@@ -717,17 +731,30 @@ static int load_added(tok *t, const tj *list, ogk_error *e)
     return 0;
 }
 
-static int load_post(tok *t, const tj *pp, ogk_error *e)
+static int load_post(tok *t, const tj *pp, int depth, ogk_error *e)
 {
     if (!pp || pp->type == TJ_NULL)
         return 0;
     const tj *ty = tj_get(pp, "type");
-    if (tj_streq(ty, "ByteLevel"))
+    if (tj_streq(ty, "ByteLevel")) /* offsets only: the ids stay */
         return 0;
+    if (tj_streq(ty, "Sequence")) { /* Llama 3.1 / 3.2: [ByteLevel, TemplateProcessing], applied in order */
+        const tj *ps = tj_get(pp, "processors");
+        if (!ps || ps->type != TJ_ARR)
+            return ogk_fail(e, "post_processor Sequence: no 'processors' list");
+        if (depth > 8)
+            return ogk_fail(e, "post_processor Sequence: nested more than 8 deep");
+        for (uint32_t i = 0; i < ps->n; i++)
+            if (load_post(t, &ps->u.items[i], depth + 1, e))
+                return -1;
+        return 0;
+    }
     if (tj_streq(ty, "TemplateProcessing")) {
         const tj *single = tj_get(pp, "single");
         if (!single || single->type != TJ_ARR)
             return ogk_fail(e, "post_processor TemplateProcessing: no 'single' template");
+        if (t->pp_template)
+            return ogk_fail(e, "post_processor Sequence: a second TemplateProcessing (one template is applied here)");
         t->pp_template = 1;
         t->pp_items = calloc(single->n + 1, sizeof(int32_t));
         if (!t->pp_items)
@@ -799,7 +826,7 @@ tok *tok_load(const char *json, size_t len, const char *config, size_t config_le
         if (load_dec(t, d, t->dec, e))
             goto fail;
     }
-    if (load_added(t, tj_get(&root, "added_tokens"), e) || load_post(t, tj_get(&root, "post_processor"), e))
+    if (load_added(t, tj_get(&root, "added_tokens"), e) || load_post(t, tj_get(&root, "post_processor"), 0, e))
         goto fail;
     if (t->unk_token)
         t->unk_id = tk_sym_find(t, t->unk_token, strlen(t->unk_token));
