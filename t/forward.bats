@@ -335,6 +335,29 @@ batch_rows() {
   done
 }
 
+@test "Phi-4-mini's shape (partial rotary 0.75 in halves, LongRoPE, tied, head_dim 128): prompt and steps as onnxruntime runs them" {
+  local style pack m V feed
+  for style in cpu amd; do
+    pack=$(longrope_pack $style "$W" 64 phi3 0.75)
+    oga-info "$pack" | jq -e '.importable and .rope.dim == 96 and .rope.interleaved == false and .rope.long_after == 64' >/dev/null
+    m=$W/p4-$style.q4nx
+    oga-extract "$pack" | q4nx-pack -o "$m"
+    V=$(npu-forward info -m "$m" | jq .vocab_size)
+    jq -c '[.prompts[0].ids.phi3[], .prompts[1].ids.phi3[]]' "$TOP/share/prompts/gates.json" >"$W/p4.ids"
+    echo "[$(cat "$W/p4.ids")]" >"$W/p4.all"
+    node "$TOP/tools/ort-ref.js" "$pack" teacher --ids-file "$W/p4.all" --logits-f32 "$W/p4.o.f32" >/dev/null
+    node "$TOP/tools/ort-ref.js" "$pack" teacher --feed step --ids-file "$W/p4.all" --logits-f32 "$W/p4.os.f32" >/dev/null
+    for feed in prefill step; do
+      npu-forward logits -m "$m" --mode f32 --feed $feed -t 1 --ids "$W/p4.ids" --out-f32 "$W/p4.u.f32" >/dev/null
+      run "$W/forward-compare" --vocab "$V" --kl-max "$([ $style = amd ] && echo 1e-4 || echo "$KL_MAX")" \
+        --gap "$([ $style = amd ] && echo 0.05 || echo 1e-2)" --chunk 16 --chunks 7 \
+        "$W/p4.$([ $feed = prefill ] && echo o || echo os).f32" "$W/p4.u.f32"
+      echo "# phi4-mini shape $style $feed: $(echo "$output" | jq -c '{positions, mean_kl, max_kl, top1_mismatched}')" >&3
+      [ "$status" -eq 0 ]
+    done
+  done
+}
+
 @test "LongRoPE: an If that picks the rotary caches on anything but the sequence length is refused by name" {
   local pack bad=$W/lr-bad
   pack=$(longrope_pack cpu "$W")

@@ -61,12 +61,13 @@ setup_file() {
     oga-extract "$F/l3pack-$fam" | q4nx-pack -o "$F/l3-$fam.q4nx"
   done
   # LongRoPE (Phi-3 128k) as the builder writes it: switch at 64 positions (the gates' 99-token prompt
-  # is past it) and at 1024 (llama.cpp's oracle context: short prompts stay on the short factors); on
-  # llama (llama.cpp's llama takes the tables too) and qwen2 (it does not)
+  # is past it) and at 1024 (llama.cpp's oracle context: short prompts stay on the short factors);
+  # Phi-4-mini's shape (partial rotary 0.75, head_dim 128, tied); on llama (llama.cpp's llama takes the
+  # tables too) and qwen2 (it does not)
   local spec
-  for spec in "64 phi3" "1024 phi3" "64 llama" "64 qwen2"; do
+  for spec in "64 phi3" "1024 phi3" "64 phi3 0.75" "64 llama" "64 qwen2"; do
     set -- $spec
-    oga-extract "$(longrope_pack cpu "$F" "$1" "$2")" | q4nx-pack -o "$F/lr-$2-$1.q4nx"
+    oga-extract "$(longrope_pack cpu "$F" "$1" "$2" "${3:-}")" | q4nx-pack -o "$F/lr-$2-$1${3:+-p$3}.q4nx"
   done
   true
 }
@@ -394,7 +395,7 @@ EOF
 
 @test "q4nx-gguf: LongRoPE converts: rope_factors_short / _long read off the two pairs of caches, attn_factor and the switch; --check verifies every rotation" {
   local m
-  for m in lr-phi3-64 lr-llama-64; do
+  for m in lr-phi3-64 lr-phi3-64-p0.75 lr-llama-64; do
     exact $m $m --widen
     jq -e '[.tensors[] | select(.name | test("^rope_factors_(short|long)[.]weight$")) | select(.type == "F32")] | length == 2' \
       "$F/$m.report.json"
@@ -406,6 +407,7 @@ EOF
   # the tables and keys as llama.cpp's converter computes them from config.json (t/gguf-values.py)
   values_check "$(longrope_pack cpu "$F" 64 phi3)" "$F/lr-phi3-64.gguf"
   values_check "$(longrope_pack cpu "$F" 64 llama)" "$F/lr-llama-64.gguf"
+  values_check "$(longrope_pack cpu "$F" 64 phi3 0.75)" "$F/lr-phi3-64-p0.75.gguf"
   # llama.cpp's qwen2 has no such tables: refused by name, no file
   refused_gguf lr-qwen2-64 "LongRoPE (rope.long_after 64, two pairs of RoPE caches): llama.cpp's qwen2 takes no long and short frequency factors"
 }
@@ -446,6 +448,7 @@ sys.exit(not (t == 6 and abs(v - 10000) <= 1))' "$F/chatglm-cpu16.gguf"
   # takes the long tables throughout, as npu-forward does for a prompt longer than the switch (without
   # attn_factor, or with the switch at 4096, llama.cpp diverges at the first token)
   greedy_long lr-phi3-64 phi3
+  greedy_long lr-phi3-64-p0.75 phi3 # Phi-4-mini's shape: RoPE on 96 of 128 dims
   greedy_long lr-llama-64 llama
   # a short prompt and a switch at 1024: both stay on the short tables
   greedy lr-phi3-1024

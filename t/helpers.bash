@@ -42,19 +42,25 @@ oracle_cached() {
   fi
   cat "$dir/$h.json"
 }
-# longrope_pack STYLE DIR [T [FAMILY]] -> a Phi-3 (or FAMILY) pack with LongRoPE as onnxruntime-genai's
+# longrope_pack STYLE DIR [T [FAMILY [PRF]]] -> a Phi-3 (or FAMILY) pack with LongRoPE as onnxruntime-genai's
 # builder writes it (an If picks the long-factor caches once attention_mask is longer than
 # original_max_position_embeddings = T, default 64, else the short ones), from the family fixture's
-# weights; built once per run
+# weights, untied; with PRF (partial_rotary_factor) Phi-4-mini's shape instead: head_dim 128 (GEOM hd128;
+# onnxruntime wants a cos cache width that is a multiple of 8), tied, RoPE on head_dim x PRF dims. Built
+# once per run
 longrope_pack() {
-  local style=$1 T=${3:-64} fam=${4:-phi3} d=$2/lr-$1
-  [ "$T" = 64 ] && [ "$fam" = phi3 ] || d=$d-$fam-$T
+  local style=$1 T=${3:-64} fam=${4:-phi3} prf=${5:-} d=$2/lr-$1 geom=tiny tie=untied
+  [ "$T" = 64 ] && [ "$fam" = phi3 ] && [ -z "$prf" ] || d=$d-$fam-$T${prf:+-p$prf}
+  [ -z "$prf" ] || geom=hd128 tie=tied
   if [ ! -d "$d/pack" ]; then
     mkdir -p "$d"
-    /usr/bin/python3 "$TOP/tools/mkpack.py" --family "$fam" --style "$style" --tie untied --out "$d/src" \
+    /usr/bin/python3 "$TOP/tools/mkpack.py" --family "$fam" --style "$style" --tie $tie --geom $geom --out "$d/src" \
       --dump-weights "$d/w.npz" >/dev/null
-    jq --argjson T "$T" '.original_max_position_embeddings = $T | .rope_scaling = {"type": "longrope",
-        "short_factor": [range(0; .head_dim / 2) | 1 + . * 0.01], "long_factor": [range(0; .head_dim / 2) | 1 + . * 0.5]}' \
+    jq --argjson T "$T" --arg prf "$prf" '.original_max_position_embeddings = $T
+        | if $prf != "" then .partial_rotary_factor = ($prf | tonumber) else . end
+        | (.head_dim * (.partial_rotary_factor // 1) / 2 | floor) as $h
+        | .rope_scaling = {"type": "longrope", "short_factor": [range(0; $h) | 1 + . * 0.01],
+                           "long_factor": [range(0; $h) | 1 + . * 0.5]}' \
       "$d/src/config.json" >"$d/config.json"
     /usr/bin/python3 "$TOP/tools/mkpack.py" --config "$d/config.json" --weights "$d/w.npz" --style "$style" \
       --tokenizer-dir "$d/src" --out "$d/pack" >/dev/null

@@ -17,8 +17,10 @@ intermediate_size, num_hidden_layers, num_attention_heads, num_key_value_heads, 
 (optional), rms_norm_eps, rope_theta, vocab_size, tie_word_embeddings,
 max_position_embeddings, bos/eos/pad_token_id; gemma2 also query_pre_attn_scalar (256),
 attn_logit_softcapping and final_logit_softcapping (null: none), sliding_window (4096; null: none),
-hidden_activation gelu_pytorch_tanh; any family: rope_scaling {"type": "longrope", short_factor,
-long_factor (head_dim / 2 each)} with original_max_position_embeddings below max_position_embeddings
+hidden_activation gelu_pytorch_tanh; any family but chatglm: partial_rotary_factor (Phi-4-mini's 0.75: RoPE on
+the first head_dim x factor dims of each head, rotate-halves; caches that wide / 2); any family: rope_scaling
+{"type": "longrope", short_factor, long_factor (rotary dims / 2 each)} with original_max_position_embeddings
+below max_position_embeddings
 writes the builder's LongRoPE If between a long and a short pair of Constant rotary caches; {"rope_type": "llama3",
 factor, low_freq_factor, high_freq_factor, original_max_position_embeddings} scales the caches' frequencies as
 Llama 3.1 / 3.2 do); --weights an .npz of float arrays named as
@@ -525,7 +527,8 @@ def build(cfg, W, style, acc, io, block=None):
     # ChatGLM rotates the first half of each head, adjacent pairs (the builder: partial_rotary_factor 0.5,
     # interleaved 1, rotary_embedding_dim head / 2); the others all of it, halves
     glm = fam == "chatglm"
-    rd = hd // 2 if glm else hd
+    rd = hd // 2 if glm else cfg.get("rotary", hd)
+    partial = rd != hd  # (ChatGLM; Phi-4-mini's partial_rotary_factor 0.75): the first rd dims of each head
 
     def rope_caches(rows, factors=None, mscale=1.0):
         inv_freq = 1.0 / (cfg["theta"] ** (np.arange(0, rd, 2, dtype=np.int64).astype(np.float32) / rd))
@@ -671,10 +674,10 @@ def build(cfg, W, style, acc, io, block=None):
             if amd:
                 q = g.node("RotaryEmbedding", L + "/attn/q_rotary/RotaryEmbedding",
                            [q, "position_ids", cos_cache, sin_cache], domain="com.microsoft",
-                           interleaved=int(glm), num_heads=nh if glm else 0, rotary_embedding_dim=rd if glm else 0)
+                           interleaved=int(glm), num_heads=nh if partial else 0, rotary_embedding_dim=rd if partial else 0)
                 k = g.node("RotaryEmbedding", L + "/attn/k_rotary/RotaryEmbedding",
                            [k, "position_ids", cos_cache, sin_cache], domain="com.microsoft",
-                           interleaved=int(glm), num_heads=nkv if glm else 0, rotary_embedding_dim=rd if glm else 0)
+                           interleaved=int(glm), num_heads=nkv if partial else 0, rotary_embedding_dim=rd if partial else 0)
             gqa_in = [q, k, v]
         gqa_in += ["past_key_values.%d.key" % i, "past_key_values.%d.value" % i, seqlens_k, total_len]
         rotary = 0 if amd else 1
@@ -858,6 +861,8 @@ def hf_config(cfg):
         # OlmoConfig: no norm epsilon (OlmoLayerNorm's 1e-5 is fixed), q/k/v clipping off
         del c["rms_norm_eps"]
         c["clip_qkv"] = None
+    if cfg.get("rotary", cfg["head"]) != cfg["head"]:
+        c["partial_rotary_factor"] = cfg["rotary"] / cfg["head"]
     if cfg.get("longrope"):
         lr = cfg["longrope"]
         c.update({"original_max_position_embeddings": lr["original"],
@@ -934,12 +939,18 @@ def cfg_from_hf(path, tokdir):
         if mt in ("gemma", "gemma2") and c.get("pad_token_id") is not None:
             tk["pad"] = c["pad_token_id"]      # Gemma's <pad> is id 0
     cfg["tokens"] = tk
+    prf = c.get("partial_rotary_factor")
+    if prf is not None and mt != "chatglm":
+        rd = int(cfg["head"] * prf)
+        if not (isinstance(prf, (int, float)) and 2 <= rd <= cfg["head"] and rd % 2 == 0):
+            die("config: partial_rotary_factor %r: head_dim x factor must be an even number of dims, 2 to head_dim" % prf, 3)
+        cfg["rotary"] = rd
     rs = c.get("rope_scaling") or {}
     if rs.get("type", rs.get("rope_type")) in ("longrope", "su"):
-        hd2 = cfg["head"] // 2
+        hd2 = cfg.get("rotary", cfg["head"]) // 2
         sf, lf = rs.get("short_factor"), rs.get("long_factor")
         if not (isinstance(sf, list) and isinstance(lf, list) and len(sf) == hd2 and len(lf) == hd2):
-            die("config: rope_scaling longrope: short_factor and long_factor must be lists of head_dim / 2 = %d" % hd2, 3)
+            die("config: rope_scaling longrope: short_factor and long_factor must be lists of rotary dims / 2 = %d" % hd2, 3)
         orig = c.get("original_max_position_embeddings")
         if not isinstance(orig, int) or not 0 < orig < cfg["context"]:
             die("config: rope_scaling longrope: original_max_position_embeddings must be below max_position_embeddings", 3)
