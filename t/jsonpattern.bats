@@ -105,3 +105,41 @@ EOF
     echo "# $p: $ended of 300 walks closed the string, all match" >&3
   done
 }
+
+# "format": the formats the JSON mode writes as patterns (lib/serve/jsongate.c FORMATS); node checks every
+# closed walk with its own rules, written here from the RFCs, not from our expressions
+@test "format: date, time, date-time, uuid, ipv4, email: every string a walk closes is valid by node's own checks" {
+  local f
+  for f in date time date-time uuid ipv4 email; do
+    run -0 "$JG" --format-walks $f 400
+    printf '%s\n' "$output" > "$W/fmt-$f.jsonl"
+    run -0 node -e '
+      const fs = require("fs"), net = require("net");
+      const time = (s) => {
+        const m = /^(\d\d):(\d\d):(\d\d)(\.\d+)?(Z|z|[+-](\d\d):(\d\d))$/.exec(s);
+        return !!m && +m[1] < 24 && +m[2] < 60 && +m[3] < 60 && (m[6] === undefined || (+m[6] < 24 && +m[7] < 60));
+      };
+      // a calendar date: the UTC day it names prints back as itself (month lengths, leap years)
+      const date = (s) => /^\d{4}-\d\d-\d\d$/.test(s) && !isNaN(Date.parse(s + "T00:00:00Z")) &&
+        new Date(s + "T00:00:00Z").toISOString().slice(0, 10) === s;
+      const label = "[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?";
+      const ok = {
+        date,
+        time,
+        "date-time": (s) => /^.{10}[Tt]/.test(s) && date(s.slice(0, 10)) && time(s.slice(11)) && !isNaN(Date.parse(s)),
+        uuid: (s) => /^[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}$/i.test(s),
+        ipv4: (s) => net.isIPv4(s) && s.split(".").every((o) => String(Number(o)) === o),
+        // RFC 5322 dot-atom local part, a domain of two labels or more
+        email: (s) => new RegExp("^[A-Za-z0-9!#$%&\x27*+/=?^_`{|}~-]+(\\.[A-Za-z0-9!#$%&\x27*+/=?^_`{|}~-]+)*@" +
+          label + "(\\." + label + ")+$").test(s),
+      }[process.argv[1]];
+      const all = fs.readFileSync(process.argv[2], "utf8").split("\n").filter((l) => l).map(JSON.parse);
+      const bad = all.filter((s) => !ok(s)), distinct = new Set(all).size;
+      if (bad.length || all.length < 100 || distinct < all.length / 2) {
+        console.log("closed", all.length, "distinct", distinct, "invalid:", JSON.stringify(bad.slice(0, 5)));
+        process.exit(1);
+      }
+      console.log(all.length + " closed, " + distinct + " distinct, all valid");' $f "$W/fmt-$f.jsonl"
+    echo "# format $f: $output" >&3
+  done
+}

@@ -286,20 +286,22 @@ metric() { curl -s -m 10 "http://127.0.0.1:$PORT/metrics" | awk -v k="ogakit_$1"
   done
   echo "json_schema answers that ended: $fitted of 6" >&3
   [ "$fitted" -ge 3 ]
-  # patterns: each answer's strings match them (node's RegExp decides); a pattern the walk cannot keep to is
-  # refused by name
+  # patterns and a format: each answer's strings match them (node's RegExp and Date decide); a pattern the
+  # walk cannot keep to is refused by name
   sch='{"type": "object", "properties": {"code": {"type": "string", "pattern": "^[A-Z]{2}-\\d{3}$"},
-    "id": {"type": "string", "pattern": "^[0-9a-f]{4}(-[0-9a-f]{4})?$"}, "word": {"type": "string", "pattern": "^\\w+$"}},
-    "required": ["code", "id", "word"], "additionalProperties": false}'
+    "id": {"type": "string", "pattern": "^[0-9a-f]{4}(-[0-9a-f]{4})?$"}, "word": {"type": "string", "pattern": "^\\w+$"},
+    "when": {"type": "string", "format": "date-time"}},
+    "required": ["code", "id", "word", "when"], "additionalProperties": false}'
   fitted=0
   for seed in 1 2 3; do
     post /v1/chat/completions "$(jq -nc --argjson s "$sch" --argjson seed $seed '{messages: [{role: "user", content: "A code"}],
-      max_tokens: 120, temperature: 0.9, seed: $seed, response_format: {type: "json_schema", json_schema: {name: "c", schema: $s}}}')"
+      max_tokens: 200, temperature: 0.9, seed: $seed, response_format: {type: "json_schema", json_schema: {name: "c", schema: $s}}}')"
     [ "$STATUS" = 200 ]
     [ "$(echo "$BODY" | jq -r '.choices[0].finish_reason')" = stop ] || continue
     echo "$BODY" | jq -r '.choices[0].message.content' | node -e '
       const o = JSON.parse(require("fs").readFileSync(0, "utf8"));
-      const ok = /^[A-Z]{2}-\d{3}$/u.test(o.code) && /^[0-9a-f]{4}(-[0-9a-f]{4})?$/u.test(o.id) && /^\w+$/u.test(o.word);
+      const ok = /^[A-Z]{2}-\d{3}$/u.test(o.code) && /^[0-9a-f]{4}(-[0-9a-f]{4})?$/u.test(o.id) && /^\w+$/u.test(o.word) &&
+        /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$/.test(o.when) && !isNaN(Date.parse(o.when));
       if (!ok) { console.log("does not match:", JSON.stringify(o)); process.exit(1); }'
     fitted=$((fitted + 1))
   done

@@ -852,21 +852,50 @@ static int number_node(cctx *c, const json_t *s, int integer, const char *where)
     return id;
 }
 
+/* "format" (an annotation in JSON Schema, but what validators such as ajv-formats check answers against):
+ * these become the pattern that writes them, unless the schema has its own pattern or lengths (then the
+ * format stays an annotation, as any other format does). Every string they take is valid in its format:
+ * RFC 3339 full-date (days per month, 29 February in leap years only), full-time with an offset (seconds
+ * 00-59, at most 6 fraction digits, "T" and "Z" upper case), RFC 4122 UUIDs, dotted-quad IPv4 without
+ * leading zeros, and dot-atom e-mail addresses whose domain has a dot (labels of letters, digits and
+ * inner hyphens, their length not bounded). */
+#define FMT_DATE "(\\d{4}-((0[13578]|1[02])-(0[1-9]|[12]\\d|3[01])|(0[469]|11)-(0[1-9]|[12]\\d|30)|02-(0[1-9]|1\\d|2[0-8]))" \
+                 "|\\d\\d(0[48]|[2468][048]|[13579][26])-02-29|([02468][048]|[13579][26])00-02-29)"
+#define FMT_TIME "([01]\\d|2[0-3]):[0-5]\\d:[0-5]\\d(\\.\\d{1,6})?(Z|[+-]([01]\\d|2[0-3]):[0-5]\\d)"
+#define FMT_OCTET "(25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)"
+#define FMT_LABEL "[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?"
+static const struct {
+    const char *name, *re;
+} FORMATS[] = {
+    {"date", "^" FMT_DATE "$"},
+    {"time", "^" FMT_TIME "$"},
+    {"date-time", "^" FMT_DATE "T" FMT_TIME "$"},
+    {"uuid", "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"},
+    {"ipv4", "^(" FMT_OCTET "\\.){3}" FMT_OCTET "$"},
+    {"email", "^[A-Za-z0-9_%+-]+(\\.[A-Za-z0-9_%+-]+)*@" FMT_LABEL "(\\." FMT_LABEL ")+$"},
+};
+
 static int type_node(cctx *c, const json_t *s, const char *type, const char *where, int depth)
 {
     char w[256];
     if (!strcmp(type, "string")) {
-        const json_t *pat = json_object_get(s, "pattern");
+        const json_t *pat = json_object_get(s, "pattern"), *fmt = json_object_get(s, "format");
         if (pat && !json_is_string(pat))
             return CFAIL("json_schema: %s: pattern must be a string", where);
         if (pat && (json_object_get(s, "minLength") || json_object_get(s, "maxLength")))
             return CFAIL("json_schema: %s: pattern beside minLength or maxLength is not supported (say the length in "
                          "the pattern)", where);
+        const char *re = pat ? json_string_value(pat) : NULL;
+        size_t re_n = pat ? json_string_length(pat) : 0;
+        for (size_t i = 0; !re && json_is_string(fmt) && !json_object_get(s, "minLength") &&
+                           !json_object_get(s, "maxLength") && i < sizeof FORMATS / sizeof *FORMATS; i++)
+            if (!strcmp(json_string_value(fmt), FORMATS[i].name))
+                re = FORMATS[i].re, re_n = strlen(re);
         int id = counted_node(c, s, K_STRING, "minLength", "maxLength", where);
-        if (id < 0 || !pat)
+        if (id < 0 || !re)
             return id;
         char e[256];
-        if (!(c->sc->node[id].re = jgre_compile(json_string_value(pat), json_string_length(pat), e, sizeof e)))
+        if (!(c->sc->node[id].re = jgre_compile(re, re_n, e, sizeof e)))
             return CFAIL("json_schema: %s: %s", where, e);
         return id;
     }

@@ -43,9 +43,10 @@
  * type number or integer: a bounded number is written without an exponent in at most JG_NUM_DIGITS
  * digits, and every prefix taken can still end inside the bounds; "pattern" beside type string (not with
  * minLength / maxLength; jgre.h): a character is taken only if the expression can still match, the
- * string closed only where it does; annotations (title, description,
- * default, examples, format, $schema, $id, $comment) are ignored; any other keyword is refused by name
- * (the answer could not keep to it). */
+ * string closed only where it does; "format" date, time, date-time, uuid, ipv4, email beside type string
+ * (without pattern or lengths) as the patterns that write them (jsongate.c FORMATS); annotations (title,
+ * description, default, examples, other formats, $schema, $id, $comment) are ignored; any other keyword
+ * is refused by name (the answer could not keep to it). */
 #define JG_NUM_DIGITS 15 /* a bounded number's digits, all exact in a double */
 typedef struct jg_schema jg_schema;
 /* NULL with err filled (what and where) */

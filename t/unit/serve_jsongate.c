@@ -727,15 +727,20 @@ static void bounded_walks(const char *inner, const char *what)
 
 /* ---------------------------------------------------------------- patterns */
 
-static jg_prog *pattern_prog(const char *pattern, char *err, size_t errn)
+/* {"s": a string with KEY (pattern, format) VALUE}, required */
+static jg_prog *string_prog(const char *key, const char *pattern, char *err, size_t errn)
 {
-    json_t *j = json_pack("{s:s,s:{s:{s:s,s:s}},s:[s]}", "type", "object", "properties", "s", "type", "string", "pattern",
+    json_t *j = json_pack("{s:s,s:{s:{s:s,s:s}},s:[s]}", "type", "object", "properties", "s", "type", "string", key,
                           pattern, "required", "s");
     char *src = j ? json_dumps(j, 0) : NULL;
     json_decref(j);
     jg_prog *p = src ? schema_prog(src, err, errn) : NULL;
     free(src);
     return p;
+}
+static jg_prog *pattern_prog(const char *pattern, char *err, size_t errn)
+{
+    return string_prog("pattern", pattern, err, errn);
 }
 
 /* random walks through {"s": "..."}: each byte drawn from all those the gate takes (UTF-8 sequences and
@@ -839,6 +844,44 @@ static void pattern_runs(void)
         schema_case(p, "{\"s\":\"\\uD83E", 11, 0);         /* the high half decides the range */
         jg_prog_free(p);
     }
+    /* "format": dates as RFC 3339 has them (month lengths, leap years), a pattern or a length bound first */
+    p = string_prog("format", "date", err, sizeof err);
+    if (p) {
+        schema_case(p, "{\"s\":\"2024-02-29\"}", -1, 1);
+        schema_case(p, "{\"s\":\"2000-02-29\"}", -1, 1);
+        schema_case(p, "{\"s\":\"2023-02-29", 15, 0); /* not a leap year: its '9' */
+        schema_case(p, "{\"s\":\"1900-02-29", 15, 0); /* a century not divisible by 400 */
+        schema_case(p, "{\"s\":\"2023-04-31", 15, 0); /* April has 30 days */
+        schema_case(p, "{\"s\":\"2023-12-31\"}", -1, 1);
+        schema_case(p, "{\"s\":\"2023-13", 12, 0);
+        schema_case(p, "{\"s\":\"2023-1-", 12, 0);   /* two-digit months */
+        jg_prog_free(p);
+    }
+    p = string_prog("format", "date-time", err, sizeof err);
+    if (p) {
+        schema_case(p, "{\"s\":\"2026-12-06T09:15:00Z\"}", -1, 1);
+        schema_case(p, "{\"s\":\"2026-12-06T23:59:59.123456+05:30\"}", -1, 1);
+        schema_case(p, "{\"s\":\"2026-12-06T24", 18, 0);
+        schema_case(p, "{\"s\":\"2026-12-06T09:15:00\"", 25, 0); /* no offset: not closed */
+        jg_prog_free(p);
+    }
+    p = schema_prog("{\"type\":\"object\",\"properties\":{\"s\":{\"type\":\"string\",\"format\":\"uuid\","
+                    "\"pattern\":\"^x$\"}}}", err, sizeof err);
+    if (p) { /* the schema's own pattern, not the format's */
+        schema_case(p, "{\"s\":\"x\"}", -1, 1);
+        jg_prog_free(p);
+    }
+    p = schema_prog("{\"type\":\"object\",\"properties\":{\"s\":{\"type\":\"string\",\"format\":\"ipv4\","
+                    "\"maxLength\":3}}}", err, sizeof err);
+    if (p) { /* lengths given: the format is an annotation */
+        schema_case(p, "{\"s\":\"abc\"}", -1, 1);
+        jg_prog_free(p);
+    }
+    p = string_prog("format", "hostname", err, sizeof err); /* not one of them: an annotation */
+    if (p) {
+        schema_case(p, "{\"s\":\"any thing\"}", -1, 1);
+        jg_prog_free(p);
+    }
 }
 
 static void bounds_runs(void)
@@ -930,17 +973,18 @@ static void bounds_runs(void)
  *   serve_jsongate --pattern-walks PATTERN N   the values of the random walks through {"s": ...} that
  *                                              ended, a JSON string a line (exit 1 at a dead end)
  *   serve_jsongate --pattern-match PATTERN     for each JSON string on stdin, 1 if the pattern's automaton
- *                                              takes it whole and it matches, else 0 */
+ *                                              takes it whole and it matches, else 0
+ *   serve_jsongate --format-walks FORMAT N     as --pattern-walks, the string's "format" FORMAT */
 static int pattern_mode(int argc, char **argv)
 {
     char err[256] = "";
-    if (!strcmp(argv[1], "--pattern-walks") && argc == 4) {
-        jg_prog *p = pattern_prog(argv[2], err, sizeof err);
+    if ((!strcmp(argv[1], "--pattern-walks") || !strcmp(argv[1], "--format-walks")) && argc == 4) {
+        jg_prog *p = string_prog(argv[1][2] == 'p' ? "pattern" : "format", argv[2], err, sizeof err);
         if (!p) {
             fprintf(stderr, "%s\n", err);
             return 3;
         }
-        int r = pattern_walks(p, atoi(argv[3]), 64, stdout);
+        int r = pattern_walks(p, atoi(argv[3]), 96, stdout);
         jg_prog_free(p);
         if (r < 0)
             fprintf(stderr, "a dead end\n");
@@ -975,7 +1019,7 @@ static int pattern_mode(int argc, char **argv)
         jgre_free(re);
         return 0;
     }
-    fprintf(stderr, "usage: serve_jsongate [--pattern-walks PATTERN N | --pattern-match PATTERN]\n");
+    fprintf(stderr, "usage: serve_jsongate [--pattern-walks PATTERN N | --pattern-match PATTERN | --format-walks FORMAT N]\n");
     return 2;
 }
 
