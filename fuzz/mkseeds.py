@@ -242,6 +242,10 @@ schemas = [
     (b'{"type":"object","properties":{"c":{"type":"string","pattern":"^[A-Z]{2}-\\\\d{3}$"},"e":{"type":"string",'
      b'"pattern":"^(?:\\\\u00e9|\\\\uD83D\\\\uDE00)+x?$"},"w":{"type":"string","pattern":"a(b|c){1,3}[^\\\\s]"}}}',
      b'{"c": "AB-123", "e": "\\u00e9\xf0\x9f\x98\x80x", "w": "zzabcx!"}'),
+    (b'{"type":"object","properties":{"t":{"type":"string","format":"date-time"},"u":{"type":"string","format":"uuid"},'
+     b'"i":{"type":"string","format":"ipv4"},"m":{"type":"string","format":"email"}}}',
+     b'{"t": "2024-02-29T23:59:59.5+05:30", "u": "0f8fad5b-d9cb-469f-a165-70867728950e", "i": "10.0.255.1", '
+     b'"m": "a.b@c-d.example"}'),
 ]
 for i, (sch, t) in enumerate(schemas):
     put("serve_json", "schema%d" % i, b"\xfc" + sch + b"\x00" + t + b"\xff" + pieces)
