@@ -167,6 +167,56 @@ metric() { curl -s -m 10 "http://127.0.0.1:$PORT/metrics" | awk -v k="ogakit_$1"
   [ "$(echo "$BODY" | jq -r '.choices[0].finish_reason')" = length ] || [ "$(echo "$BODY" | jq -r '.usage.completion_tokens')" -lt 12 ]
 }
 
+@test "serve: echo with logprobs scores the prompt (lm-evaluation-harness's loglikelihood): each token's logprob is the model's, max_tokens 0 and 1, id prompts, n choices" {
+  start_server
+  npu-forward tokenize -m "$W/target.q4nx" "def fibonacci(n): return n if n < 2 else fibonacci(n - 1)" > "$W/score.ids"
+  n=$(jq length "$W/score.ids")
+  [ "$n" -gt 12 ]
+  post /v1/completions "$(jq -nc --slurpfile p "$W/score.ids" '{prompt: $p[0], max_tokens: 0, echo: true, logprobs: 3,
+    temperature: 0, n: 2}')"
+  [ "$STATUS" = 200 ]
+  echo "$BODY" > "$W/score.json"
+  # the shape: one entry per prompt token, the first without a logprob; nothing generated
+  jq -e --argjson n "$n" '.usage.prompt_tokens == $n and .usage.completion_tokens == 0 and (.choices | length) == 2 and
+    (.choices[0].logprobs == .choices[1].logprobs) and
+    all(.choices[]; .finish_reason == "length" and .logprobs as $l | ($l.tokens | length) == $n and
+      $l.token_logprobs[0] == null and $l.top_logprobs[0] == null and
+      all(range(1; $n); . as $i | $l.token_logprobs[$i] <= 0 and ($l.top_logprobs[$i] | length) >= 1 and
+        ([$l.top_logprobs[$i][]] | max) >= $l.token_logprobs[$i] - 1e-6))' "$W/score.json" >/dev/null
+  # the values: npu-forward logits over the same ids (teacher forcing, its own passes), log-softmax of row
+  # i - 1 at token i
+  npu-forward logits -m "$W/target.q4nx" -t 1 --ids "$W/score.ids" --out-f32 "$W/score.f32" >/dev/null
+  run /usr/bin/python3 - "$W/score.ids" "$W/score.f32" "$W/score.json" <<'PY'
+import json, sys, numpy as np
+ids = json.load(open(sys.argv[1]))
+x = np.fromfile(sys.argv[2], dtype=np.float32).reshape(len(ids), -1).astype(np.float64)
+lse = np.log(np.exp(x - x.max(1, keepdims=True)).sum(1)) + x.max(1)
+got = json.load(open(sys.argv[3]))["choices"][0]["logprobs"]["token_logprobs"]
+worst = max(abs(got[i] - (x[i - 1, ids[i]] - lse[i - 1])) for i in range(1, len(ids)))
+print("largest difference %.3g over %d tokens" % (worst, len(ids) - 1))
+sys.exit(1 if worst > 1e-3 else 0)
+PY
+  echo "$output"
+  [ "$status" -eq 0 ]
+  # max_tokens 1 on text: the prompt's entries as above, then the answer's token as a plain request has it
+  # (f32 mode: the prompt read in scoring passes of 8 rows sums in another order than a plain prefill's)
+  post /v1/completions '{"prompt": "def fibonacci(n):", "max_tokens": 1, "temperature": 0, "logprobs": 1}'
+  plain=$(echo "$BODY" | jq -c '.choices[0].logprobs | [.tokens[0], .token_logprobs[0]]')
+  post /v1/completions '{"prompt": "def fibonacci(n):", "max_tokens": 1, "temperature": 0, "logprobs": 1, "echo": true}'
+  echo "$BODY" | jq -e --argjson plain "$plain" '.choices[0] as $c | $c.logprobs as $l |
+    ($l.tokens | length) == .usage.prompt_tokens + 1 and $l.tokens[-1] == $plain[0] and
+    ($l.token_logprobs[-1] - $plain[1] | fabs) < 1e-4 and
+    ($c.text | startswith("def fibonacci(n):")) and ($l.tokens | join("")) == $c.text and
+    all(range($l.tokens | length); . as $i | $l.text_offset[$i] == ($l.tokens[:$i] | join("") | length))' >/dev/null
+  # refused by name: streamed, and max_tokens 0 without echo
+  post /v1/completions '{"prompt": "x", "echo": true, "logprobs": 1, "stream": true}'
+  is_error 400
+  echo "$BODY" | jq -e '.error.message | test("streaming")' >/dev/null
+  post /v1/completions '{"prompt": "x", "max_tokens": 0}'
+  is_error 400
+  echo "$BODY" | jq -e '.error.param == "max_tokens"' >/dev/null
+}
+
 @test "serve: n choices: choice k is the answer to seed + k (completions and chat, JSON schema too), streamed alike; greedy choices are alike; usage counts every choice" {
   start_server --parallel 2
   req='"max_tokens": 10, "temperature": 1.0, "top_k": 50, "seed": 41'

@@ -385,7 +385,8 @@ static size_t utf8_chars(const char *s, size_t n)
     return c;
 }
 
-static json_t *logprobs_json(server *srv, const tok_slice *j, int kind, size_t *offset)
+/* null_first: the slice is a scored prompt, whose first token has no logprob (completions only) */
+static json_t *logprobs_json(server *srv, const tok_slice *j, int kind, size_t *offset, int null_first)
 {
     int top = j->top, t0 = 0, t1 = j->n;
     pthread_mutex_lock(&srv->tok_mu);
@@ -411,6 +412,11 @@ static json_t *logprobs_json(server *srv, const tok_slice *j, int kind, size_t *
             json_array_append_new(offs, json_integer((json_int_t)*offset));
             *offset += utf8_chars(json_string_value(tj), json_string_length(tj));
             json_array_append_new(toks, tj);
+            if (null_first && i == 0) {
+                json_array_append_new(lps, json_null());
+                json_array_append_new(tops, json_null());
+                continue;
+            }
             json_array_append_new(lps, json_real(j->lps[i]));
             json_t *o = json_object();
             for (int k = 0; k < top; k++) {
@@ -583,7 +589,7 @@ static int next_event(stream *st)
     }
     /* with logprobs, every event carries the tokens since the last one; otherwise only new text counts */
     if (reasoning || c_end > c_from || (lp && n_ids > st->toks_sent && (!held || (done && !st->calls)))) {
-        json_t *lpj = lp ? logprobs_json(st->srv, &sl, st->r.kind, &st->offset) : json_null();
+        json_t *lpj = lp ? logprobs_json(st->srv, &sl, st->r.kind, &st->offset, 0) : json_null();
         json_t *choice = st->r.kind == REQ_CHAT
                              ? json_pack("{s:i,s:{s:o},s:o,s:n}", "index", st->index, "delta",
                                          reasoning ? "reasoning_content" : "content", text, "logprobs", lpj,
@@ -734,13 +740,20 @@ static serve_job *job_for(server *srv, const serve_req *r, const int *ids, int n
         goto oom;
     memcpy(j->prompt, ids, (size_t)n * sizeof *ids);
     j->n_prompt = n;
-    j->max_tokens = r->max_tokens ? r->max_tokens : kind == REQ_CHAT ? ctx - n : DEFAULT_COMPLETION_TOKENS;
+    j->max_tokens = r->no_tokens ? 0 : r->max_tokens ? r->max_tokens : kind == REQ_CHAT ? ctx - n : DEFAULT_COMPLETION_TOKENS;
     j->temperature = (float)r->temperature, j->top_p = (float)r->top_p, j->top_k = r->top_k;
     if (r->has_seed)
         j->seed = r->seed + (uint64_t)k ? r->seed + (uint64_t)k : 0x9E3779B97F4A7C15ull;
     else if (getrandom(&j->seed, sizeof j->seed, GRND_NONBLOCK) != sizeof j->seed || !j->seed)
         j->seed = ((uint64_t)(ogk_now() * 1e9) + (uint64_t)k) | 1;
     j->top_n = r->logprobs, j->ignore_eos = r->ignore_eos;
+    if ((j->score = r->score)) { /* the prompt's logprobs: entry i for prompt token i (0 has none) */
+        size_t top = r->logprobs > 0 ? (size_t)r->logprobs : 0;
+        if (!(j->p_lps = calloc((size_t)n, sizeof *j->p_lps)) ||
+            !(j->p_top_ids = calloc((size_t)n * top + 1, sizeof *j->p_top_ids)) ||
+            !(j->p_top_lps = calloc((size_t)n * top + 1, sizeof *j->p_top_lps)))
+            goto oom;
+    }
     j->json = r->json, j->presence = (float)r->presence_penalty, j->frequency = (float)r->frequency_penalty;
     if (r->n_bias) {
         if (!(j->bias_ids = malloc((size_t)r->n_bias * sizeof *j->bias_ids)) ||
@@ -794,13 +807,24 @@ static json_t *choice_json(server *srv, const serve_req *r, serve_job *j, int ki
     } else {
         text = jstr(j->text, j->text_len);
     }
-    size_t off = 0; /* echo with logprobs is refused (unsupported_value) */
+    size_t off = 0;
     tok_slice sl = {0};
     if (r->logprobs >= 0 && slice_copy(j, 0, j->n_ids, &sl)) { /* the job is done: no lock needed */
         json_decref(text);
         return NULL;
     }
-    json_t *lp = r->logprobs >= 0 ? logprobs_json(srv, &sl, kind, &off) : json_null();
+    json_t *lp = json_null();
+    if (j->score) { /* echo with logprobs: the prompt's tokens (the first without one), then the answer's */
+        tok_slice ps = {j->n_prompt, sl.top, j->prompt, j->p_top_ids, j->p_lps, j->p_top_lps};
+        lp = logprobs_json(srv, &ps, kind, &off, 1);
+        json_t *gen = logprobs_json(srv, &sl, kind, &off, 0);
+        static const char *const keys[] = {"tokens", "token_logprobs", "top_logprobs", "text_offset"};
+        for (size_t i = 0; lp && gen && i < sizeof keys / sizeof *keys; i++)
+            json_array_extend(json_object_get(lp, keys[i]), json_object_get(gen, keys[i]));
+        json_decref(gen);
+    } else if (r->logprobs >= 0) {
+        lp = logprobs_json(srv, &sl, kind, &off, 0);
+    }
     slice_free(&sl);
     json_t *calls = NULL, *reasoning = NULL;
     size_t content_len;

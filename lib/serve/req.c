@@ -368,10 +368,11 @@ int serve_req_parse(const char *body, size_t len, int kind, serve_req *r, serve_
     long long x = 0;
     /* max_tokens (completions and chat) or its newer chat name */
     const char *mt = kind == REQ_CHAT && field(j, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
-    if (field(j, mt)) {
-        if (get_int(j, mt, 1, SERVE_MAX_TOKENS, &x, err))
+    if (field(j, mt)) { /* completions: 0 with echo scores the prompt alone (checked with echo below) */
+        if (get_int(j, mt, kind == REQ_COMPLETION ? 0 : 1, SERVE_MAX_TOKENS, &x, err))
             goto out;
         r->max_tokens = (int)x;
+        r->no_tokens = x == 0;
     }
     if (get_number(j, "temperature", 0, 100, &r->temperature, err) || get_number(j, "top_p", 0, 1, &r->top_p, err))
         goto out;
@@ -419,8 +420,16 @@ int serve_req_parse(const char *body, size_t len, int kind, serve_req *r, serve_
         r->logprobs = (int)x;
         if (get_bool(j, "echo", &r->echo, err))
             goto out;
-        if (r->echo && r->logprobs >= 0) {
-            serve_err_set(err, 400, "echo", "unsupported_value", "'echo' together with 'logprobs' is not supported");
+        if (r->no_tokens && !r->echo) {
+            BAD(mt, "'max_tokens' is 0, want an integer in [1, %d] (0 only with 'echo': the prompt scored alone)",
+                SERVE_MAX_TOKENS);
+            goto out;
+        }
+        /* echo with logprobs: the prompt's own tokens get theirs too (lm-evaluation-harness's loglikelihood) */
+        r->score = r->echo && r->logprobs >= 0;
+        if (r->score && r->stream) {
+            serve_err_set(err, 400, "echo", "unsupported_value",
+                          "'echo' with 'logprobs' (the prompt's logprobs) is not supported when streaming");
             goto out;
         }
     }

@@ -79,6 +79,7 @@ void serve_job_unref(serve_job *j)
         free(j->stops[i]);
     jg_prog_free(j->prog);
     free(j->stops), free(j->bias_ids), free(j->bias), free(j->prompt), free(j->ids), free(j->lps), free(j->top_ids), free(j->top_lps), free(j->text);
+    free(j->p_lps), free(j->p_top_ids), free(j->p_top_lps);
     free(j);
 }
 
@@ -111,7 +112,7 @@ int serve_sched_init(serve_sched *S, const model *m, tok *t, pthread_mutex_t *to
     model_prepare_head(S->work); /* greedy passes of several rows: not on the first request's time */
     for (int i = 0; i < n_slots; i++) {
         serve_slot *sl = &S->slots[i];
-        if (!(sl->s = model_state_new_shared(m, context, 1, mode, S->pool, e)))
+        if (!(sl->s = model_state_new_shared(m, context, SERVE_SCORE_ROWS, mode, S->pool, e)))
             return -1;
         sl->cap_hist = sl->s->context;
         if (!(sl->hist = malloc((size_t)sl->cap_hist * sizeof *sl->hist)))
@@ -132,7 +133,8 @@ int serve_sched_drafter(serve_sched *S, const model *dm, int k, ogk_error *e)
     S->dm = dm, S->draft_max = k;
     for (int i = 0; i < S->n_slots; i++) {
         serve_slot *sl = &S->slots[i];
-        model_state *t = model_state_new_shared(S->m, S->context, k + 1, sl->s->mode, S->pool, e);
+        int rows = k + 1 > SERVE_SCORE_ROWS ? k + 1 : SERVE_SCORE_ROWS;
+        model_state *t = model_state_new_shared(S->m, S->context, rows, sl->s->mode, S->pool, e);
         if (!t)
             return -1;
         model_state_free(sl->s);
@@ -355,8 +357,7 @@ static const float *shape(serve_sched *S, serve_slot *sl, const float *logits)
 
 static void start_job(serve_sched *S, serve_slot *sl, serve_job *j)
 {
-    int r = 0;
-    r = reusable(S, sl, j->prompt, j->n_prompt);
+    int r = j->score ? 0 : reusable(S, sl, j->prompt, j->n_prompt); /* scored: every prompt row's logits */
     sl->j = j, sl->phase = SLOT_PREFILL, sl->done = r, sl->gen = 0, sl->t_prompt_done = 0;
     sl->s->pos = r;
     model_set_seq_end(sl->s, j->n_prompt); /* the prompt is one sequence however its passes cut it */
@@ -556,8 +557,9 @@ static int next_token(serve_sched *S, serve_slot *sl, const float *logits)
 
 /* ---------------------------------------------------------------- the loop */
 
-/* n prompt rows of sl are in its cache: its history, and the first token once the prompt is done */
-static void prompt_ran(serve_sched *S, serve_slot *sl, int n)
+/* n prompt rows of sl are in its cache: its history, and the first token once the prompt is done (from
+ * last, the logits of the prompt's last row; none with max_tokens 0: the prompt scored alone) */
+static void prompt_ran(serve_sched *S, serve_slot *sl, int n, const float *last)
 {
     serve_job *j = sl->j;
     memcpy(sl->hist + sl->done, j->prompt + sl->done, (size_t)n * sizeof *sl->hist);
@@ -566,23 +568,35 @@ static void prompt_ran(serve_sched *S, serve_slot *sl, int n)
     sl->done += n;
     if (sl->done == j->n_prompt) {
         sl->t_prompt_done = ogk_now();
-        next_token(S, sl, sl->s->logits);
+        if (j->max_tokens > 0)
+            next_token(S, sl, last);
+        else
+            finish(S, sl, "length", NULL);
     }
 }
 
 /* f32 mode: one chunk of sl's prompt as a pass of its own (model_forward: the M = rows kernels, whose
- * fp32 sums a prefix-cache reuse must meet again, see the top) */
+ * fp32 sums a prefix-cache reuse must meet again, see the top). A scored prompt (echo with logprobs, either
+ * mode): SERVE_SCORE_ROWS rows with the logits of each, row i giving prompt token i + 1 its logprob. */
 static void prefill_chunk(serve_sched *S, serve_slot *sl)
 {
     serve_job *j = sl->j;
-    int n = j->n_prompt - sl->done;
-    n = n < MODEL_F32_CHUNK ? n : MODEL_F32_CHUNK;
+    int n = j->n_prompt - sl->done, cap = j->score ? SERVE_SCORE_ROWS : MODEL_F32_CHUNK;
+    n = n < cap ? n : cap;
     ogk_error e;
-    if (model_forward(sl->s, j->prompt + sl->done, n, 0, &e)) {
+    if (model_forward(sl->s, j->prompt + sl->done, n, j->score, &e)) {
         finish(S, sl, "stop", e.msg);
         return;
     }
-    prompt_ran(S, sl, n);
+    size_t V = (size_t)S->m->c.vocab_size;
+    int top = j->top_n > 0 ? j->top_n : 0;
+    for (int r = 0; j->score && r < n; r++) {
+        int p = sl->done + r + 1; /* the prompt token this row's logits predict */
+        if (p < j->n_prompt) /* the arrays are the job's own until it is done: no lock */
+            logprobs(sl->s->logits + (size_t)r * V, (int)V, j->prompt[p], top, &j->p_lps[p],
+                     j->p_top_ids + (size_t)p * top, j->p_top_lps + (size_t)p * top);
+    }
+    prompt_ran(S, sl, n, sl->s->logits + (j->score ? (size_t)(n - 1) * V : 0));
 }
 
 /* the drafter catches up with the slot's cache and the token to feed, then proposes up to k tokens
@@ -643,7 +657,7 @@ static void decode_step(serve_sched *S, int prompts, int *rr)
     for (int k = 0; prompts && k < S->n_slots && n < SERVE_PASS_ROWS; k++) {
         int i = (start + k) % S->n_slots;
         serve_slot *sl = &S->slots[i];
-        if (!sl->j || sl->phase != SLOT_PREFILL)
+        if (!sl->j || sl->phase != SLOT_PREFILL || sl->j->score) /* scored prompts: prefill_chunk */
             continue;
         int left = sl->j->n_prompt - sl->done, rows = left < SERVE_PASS_ROWS - n ? left : SERVE_PASS_ROWS - n;
         for (int r = 0; r < rows; r++)
@@ -667,7 +681,7 @@ static void decode_step(serve_sched *S, int prompts, int *rr)
     for (int i = 0; i < S->n_slots; i++) {
         serve_slot *sl = &S->slots[i];
         if (np[i])
-            prompt_ran(S, sl, np[i]);
+            prompt_ran(S, sl, np[i], sl->s->logits);
         if (nk[i] < 0)
             continue;
         int k = nk[i], P = sl->s->pos - (k + 1); /* the position `next` went to */
@@ -729,12 +743,12 @@ static void *sched_main(void *arg)
             if (sl->j && (overdue || __atomic_load_n(&sl->j->cancel, __ATOMIC_RELAXED)))
                 finish(S, sl, "stop", overdue ? "the server is shutting down" : "cancelled");
         }
-        /* i8: prompt rows go into the decode pass; f32: one prefill chunk of its own, round robin over
-         * the slots still reading their prompt */
+        /* i8: prompt rows go into the decode pass; f32 (and scored prompts in either mode): one prefill
+         * chunk of its own, round robin over the slots still reading their prompt */
         int prompts = S->work->mode == KERN_I8;
-        for (int k = 0; !prompts && k < S->n_slots; k++) {
+        for (int k = 0; k < S->n_slots; k++) {
             serve_slot *sl = &S->slots[(rr + k) % S->n_slots];
-            if (sl->j && sl->phase == SLOT_PREFILL) {
+            if (sl->j && sl->phase == SLOT_PREFILL && (!prompts || sl->j->score)) {
                 prefill_chunk(S, sl);
                 rr = (int)(sl - S->slots) + 1;
                 break;

@@ -16,6 +16,7 @@
 #define SERVE_MAX_N 16            /* choices per request ("n") */
 #define SERVE_MAX_TOKENS (1 << 24) /* beyond this max_tokens is refused as absurd */
 #define SERVE_MAX_BIAS 4096        /* logit_bias entries */
+#define SERVE_SCORE_ROWS 8         /* prompt rows a scoring pass runs (echo with logprobs): a slot's logit rows */
 
 /* ---- an error in OpenAI's shape: {"error": {"message", "type", "param", "code"}} ---- */
 typedef struct serve_err {
@@ -37,7 +38,9 @@ typedef struct serve_req {
     size_t prompt_len;
     int *prompt_ids, n_prompt_ids; /* completions: token ids */
     json_t *messages;           /* chat: normalised [{role, content: string}] */
-    int max_tokens;             /* 0: not given */
+    int max_tokens;             /* 0: not given (or no_tokens) */
+    int no_tokens;              /* completions: max_tokens 0 (with echo: the prompt alone) */
+    int score;                  /* completions: echo with logprobs, the prompt's tokens get logprobs too */
     double temperature, top_p;
     int top_k;
     int has_seed;
@@ -109,6 +112,7 @@ typedef struct serve_job {
     char **stops;
     int n_stops;
     int top_n; /* logprobs: -1 off */
+    int score; /* the prompt's logprobs too (p_*: entry i for prompt token i, from the logits of i - 1; 0 unset) */
     int ignore_eos;
     /* the logits reshaped before sampling (sched.c): JSON mode, biases, penalties on the answer's tokens */
     int json;       /* gated: a JSON object, or the program's text when prog is set */
@@ -118,6 +122,9 @@ typedef struct serve_job {
     float presence, frequency;
     /* results, under mu */
     int *ids, n_ids, cap_ids; /* generated ids (the EOS id, if any, is not among them) */
+    float *p_lps;             /* score: [n_prompt] */
+    int *p_top_ids;           /* score: [n_prompt][top_n] */
+    float *p_top_lps;
     float *lps;               /* logprob of each generated id (with top_n >= 0) */
     int *top_ids;             /* [cap_ids][top_n] */
     float *top_lps;
