@@ -217,6 +217,43 @@ PY
   echo "$BODY" | jq -e '.error.param == "max_tokens"' >/dev/null
 }
 
+@test "serve: a list of prompts (completions): choice p x n + k answers prompt p as a request of its own does (text or ids, echo, logprobs, streamed); usage counts each prompt once" {
+  start_server
+  local p want=() pt=0
+  for p in "def f(x):" "The cat sat"; do
+    post /v1/completions "$(jq -nc --arg p "$p" '{prompt: $p, max_tokens: 6, temperature: 0, logprobs: 1, echo: true}')"
+    want+=("$(echo "$BODY" | jq -c '.choices[0] | [.text, .logprobs.tokens, .logprobs.token_logprobs]')")
+    pt=$((pt + $(echo "$BODY" | jq .usage.prompt_tokens)))
+  done
+  post /v1/completions '{"prompt": ["def f(x):", "The cat sat"], "max_tokens": 6, "temperature": 0, "logprobs": 1, "echo": true, "n": 2}'
+  [ "$STATUS" = 200 ]
+  echo "$BODY" | jq -e --argjson a "${want[0]}" --argjson b "${want[1]}" --argjson pt "$pt" '
+    [.choices[].index] == [0, 1, 2, 3] and .usage.prompt_tokens == $pt and
+    ([.choices[] | [.text, .logprobs.tokens, .logprobs.token_logprobs]] == [$a, $a, $b, $b])' >/dev/null
+  # token-id prompts: the same answers
+  npu-forward tokenize -m "$W/target.q4nx" "def f(x):" > "$W/l1.ids"
+  npu-forward tokenize -m "$W/target.q4nx" "The cat sat" > "$W/l2.ids"
+  post /v1/completions "$(jq -nc --slurpfile a "$W/l1.ids" --slurpfile b "$W/l2.ids" '{prompt: [$a[0], $b[0]], max_tokens: 6,
+    temperature: 0}')"
+  echo "$BODY" | jq -e --argjson a "${want[0]}" --argjson b "${want[1]}" '
+    [.choices[].text] == [($a[0] | ltrimstr("def f(x):")), ($b[0] | ltrimstr("The cat sat"))]' >/dev/null
+  # streamed: each choice's text in its own events, usage once at the end
+  curl -s -N -m 30 -H 'Content-Type: application/json' --data-binary '{"prompt": ["def f(x):", "The cat sat"], "max_tokens": 6,
+    "temperature": 0, "echo": true, "stream": true, "stream_options": {"include_usage": true}}' "http://127.0.0.1:$PORT/v1/completions" |
+    sed -n 's/^data: //p' | grep -v '^\[DONE\]' | jq -s -e --argjson a "${want[0]}" --argjson b "${want[1]}" --argjson pt "$pt" '
+      [.[] | .choices[]? | select(.index == 0) | .text] as $t0 | [.[] | .choices[]? | select(.index == 1) | .text] as $t1 |
+      ($t0 | join("")) == $a[0] and ($t1 | join("")) == $b[0] and ([.[] | .usage // empty][-1].prompt_tokens == $pt)' >/dev/null
+  # refused by name
+  post /v1/completions '{"prompt": ["a", 5], "max_tokens": 2}'
+  is_error 400
+  echo "$BODY" | jq -e '.error.message | test("prompt\\[1\\]")' >/dev/null
+  post /v1/completions "$(jq -nc '{prompt: [range(65) | "x"], max_tokens: 1}')"
+  is_error 400
+  echo "$BODY" | jq -e '.error.message | test("at most 64")' >/dev/null
+  post /v1/completions '{"prompt": ["a", "b"], "n": 40, "max_tokens": 1}'
+  is_error 400
+}
+
 @test "serve: n choices: choice k is the answer to seed + k (completions and chat, JSON schema too), streamed alike; greedy choices are alike; usage counts every choice" {
   start_server --parallel 2
   req='"max_tokens": 10, "temperature": 1.0, "top_k": 50, "seed": 41'

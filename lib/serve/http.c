@@ -467,6 +467,7 @@ typedef struct stream {
      * it is followed by [DONE]. The others share r (the first owns it) and the job array. */
     struct stream **more;
     int n_more, cur, sub, no_usage;
+    int usage_prompt;      /* usage.prompt_tokens of a request with several prompts (0: the job's) */
     serve_job **jobs; /* the last choice's stream: all n jobs, for the usage */
     int n_jobs;
 } stream;
@@ -639,8 +640,9 @@ static int next_event(stream *st)
             int ne = 0;
             for (int k = 0; k < st->n_jobs; k++)
                 ne += st->jobs[k]->n_eval;
-            json_object_set_new(c, "usage", json_pack("{s:i,s:i,s:i}", "prompt_tokens", j->n_prompt,
-                                                      "completion_tokens", ne, "total_tokens", j->n_prompt + ne));
+            int pt = st->usage_prompt ? st->usage_prompt : j->n_prompt;
+            json_object_set_new(c, "usage", json_pack("{s:i,s:i,s:i}", "prompt_tokens", pt, "completion_tokens", ne,
+                                                      "total_tokens", pt + ne));
         }
     }
     set_pending(st, c);
@@ -870,7 +872,7 @@ static enum MHD_Result completion(server *srv, struct MHD_Connection *c, conn *c
                     max_values, srv->S.context);
     if (serve_req_parse(cn->body ? cn->body : "", cn->len, kind, &r, &err))
         return send_err(srv, c, &err);
-    int n = 0, *ids = NULL, hermes = 0, think_open = 0;
+    int hermes = 0, think_open = 0;
     for (int i = 0; i < r.n_bias; i++)
         if (r.bias_ids[i] >= srv->m->c.vocab_size) {
             serve_err_set(&err, 400, "logit_bias", "invalid_value", "'logit_bias': token id %d is outside the vocabulary (%d)",
@@ -878,30 +880,54 @@ static enum MHD_Result completion(server *srv, struct MHD_Connection *c, conn *c
             serve_req_free(&r);
             return send_err(srv, c, &err);
         }
-    if (check_model(srv, &r, &err) || !(ids = prompt_ids(srv, &r, &n, &hermes, &think_open, &err))) {
+    if (check_model(srv, &r, &err)) {
         serve_req_free(&r);
         return send_err(srv, c, &err);
     }
-    int ctx = srv->S.context;
-    if (n >= ctx) {
-        free(ids);
+    /* the prompts (one, or a list: each its own n choices, choice p * n + k), each request as it alone would
+     * be (a view of r with that prompt; views borrow r's memory) */
+    int np = r.n_plist ? r.n_plist : 1, nj = np * r.n_choices, oom = 0, ctx = srv->S.context, prompt_total = 0;
+    if (nj > SERVE_MAX_CHOICES) {
+        int nc = r.n_choices;
         serve_req_free(&r);
-        return fail(srv, c, 400, kind == REQ_CHAT ? "messages" : "prompt", "context_length_exceeded",
-                    "This model's maximum context length is %d tokens; the prompt is %d tokens, leaving no room "
-                    "for a completion",
-                    ctx, n);
+        return fail(srv, c, 400, np > 1 ? "prompt" : "n", "invalid_value",
+                    "%d prompts x 'n' %d is %d choices; at most %d a request", np, nc, nj, SERVE_MAX_CHOICES);
     }
-    serve_job *jobs[SERVE_MAX_N] = {0};
-    int nj = r.n_choices, oom = 0;
     if (nj > srv->S.q_cap) { /* every choice waits in the queue for a slot: more could never be taken */
-        free(ids);
         serve_req_free(&r);
-        return fail(srv, c, 400, "n", "invalid_value", "'n' is %d; this server queues at most %d requests (--queue)", nj,
+        return fail(srv, c, 400, "n", "invalid_value", "%d choices; this server queues at most %d requests (--queue)", nj,
                     srv->S.q_cap);
     }
-    for (int k = 0; k < nj && !oom; k++)
-        oom = !(jobs[k] = job_for(srv, &r, ids, n, kind, hermes, k));
-    free(ids);
+    serve_req views[SERVE_MAX_CHOICES];
+    serve_job *jobs[SERVE_MAX_CHOICES] = {0};
+    for (int p = 0; p < np; p++) {
+        views[p] = r;
+        if (r.n_plist) {
+            views[p].prompt = r.plist[p].text, views[p].prompt_len = r.plist[p].len;
+            views[p].prompt_ids = r.plist[p].ids, views[p].n_prompt_ids = r.plist[p].n_ids;
+        }
+    }
+    for (int p = 0; p < np && !oom; p++) {
+        int n = 0, *ids = prompt_ids(srv, &views[p], &n, &hermes, &think_open, &err);
+        if (ids && n >= ctx) {
+            free(ids), ids = NULL;
+            serve_err_set(&err, 400, kind == REQ_CHAT ? "messages" : "prompt", "context_length_exceeded",
+                          "This model's maximum context length is %d tokens; the prompt%s is %d tokens, leaving no "
+                          "room for a completion",
+                          ctx, r.n_plist ? " (one of the list)" : "", n);
+        }
+        if (!ids) {
+            for (int k = 0; k < nj; k++)
+                if (jobs[k])
+                    serve_job_unref(jobs[k]);
+            serve_req_free(&r);
+            return send_err(srv, c, &err);
+        }
+        prompt_total += n;
+        for (int k = 0; k < r.n_choices && !oom; k++)
+            oom = !(jobs[p * r.n_choices + k] = job_for(srv, &views[p], ids, n, kind, hermes, k));
+        free(ids);
+    }
     int sub = 0, nsub = 0;
     for (int k = 0; k < nj && !oom && !sub; k++)
         if (!(sub = serve_sched_submit(&srv->S, jobs[k])))
@@ -944,9 +970,9 @@ static enum MHD_Result completion(server *srv, struct MHD_Connection *c, conn *c
         st->srv = srv, st->j = j, st->r = r, st->fd = fd, st->created = created;
         st->think = srv->o->reasoning && kind == REQ_CHAT, st->think_open = think_open;
         snprintf(st->id, sizeof st->id, "%s", id);
-        if (r.echo && r.prompt) {
-            st->echo = strndup(r.prompt, r.prompt_len);
-            st->echo_len = st->echo ? r.prompt_len : 0;
+        if (r.echo && views[0].prompt) {
+            st->echo = strndup(views[0].prompt, views[0].prompt_len);
+            st->echo_len = st->echo ? views[0].prompt_len : 0;
         }
         /* choices 1..n-1: streams of their own, sent after the first one's (next_event_multi); a stream
          * that cannot be made leaves its job to be cancelled with the others */
@@ -961,8 +987,9 @@ static enum MHD_Result completion(server *srv, struct MHD_Connection *c, conn *c
             }
             *s2 = *st;
             s2->more = NULL, s2->n_more = 0, s2->pend = NULL, s2->j = jobs[k], s2->index = k, s2->sub = 1;
-            s2->echo = st->echo ? strndup(st->echo, st->echo_len) : NULL;
-            s2->echo_len = s2->echo ? st->echo_len : 0;
+            const serve_req *v = &views[k / r.n_choices]; /* choice k's prompt */
+            s2->echo = r.echo && v->prompt ? strndup(v->prompt, v->prompt_len) : NULL;
+            s2->echo_len = s2->echo ? v->prompt_len : 0;
             st->more[st->n_more++] = s2;
         }
         if (nj > 1) {
@@ -973,6 +1000,7 @@ static enum MHD_Result completion(server *srv, struct MHD_Connection *c, conn *c
             if (!bad && st->n_more && (last->jobs = malloc((size_t)nj * sizeof *last->jobs))) {
                 memcpy(last->jobs, jobs, (size_t)nj * sizeof *jobs);
                 last->n_jobs = nj;
+                last->usage_prompt = prompt_total; /* each prompt once */
             }
             if (bad) { /* out of memory: the answer is an error */
                 stream_free(st);
@@ -1003,7 +1031,7 @@ static enum MHD_Result completion(server *srv, struct MHD_Connection *c, conn *c
     json_t *choices = json_array();
     int n_eval = 0;
     for (int k = 0; k < nj && !gone && failed < 0; k++) {
-        json_t *ch = choice_json(srv, &r, jobs[k], kind, think_open, k);
+        json_t *ch = choice_json(srv, &views[k / r.n_choices], jobs[k], kind, think_open, k);
         if (!ch) {
             failed = nj; /* out of memory */
             break;
@@ -1021,9 +1049,9 @@ static enum MHD_Result completion(server *srv, struct MHD_Connection *c, conn *c
                    failed < nj ? jobs[failed]->err : "out of memory");
         json_decref(choices);
     } else {
-        /* usage: the prompt once, every choice's completion tokens; timings: the first choice's */
-        json_t *usage = json_pack("{s:i,s:i,s:i}", "prompt_tokens", j->n_prompt, "completion_tokens", n_eval,
-                                  "total_tokens", j->n_prompt + n_eval);
+        /* usage: each prompt once, every choice's completion tokens; timings: the first choice's */
+        json_t *usage = json_pack("{s:i,s:i,s:i}", "prompt_tokens", prompt_total, "completion_tokens", n_eval,
+                                  "total_tokens", prompt_total + n_eval);
         json_t *out = json_pack("{s:s,s:s,s:I,s:s,s:o,s:o,s:o}", "id", id, "object",
                                 kind == REQ_CHAT ? "chat.completion" : "text_completion", "created",
                                 (json_int_t)created, "model", srv->model_id, "choices", choices, "usage", usage,

@@ -14,6 +14,7 @@
 #define SERVE_MAX_TOP 20          /* top logprobs per token */
 #define SERVE_MAX_STOPS 8
 #define SERVE_MAX_N 16            /* choices per request ("n") */
+#define SERVE_MAX_CHOICES 64      /* completions: prompts x n per request */
 #define SERVE_MAX_TOKENS (1 << 24) /* beyond this max_tokens is refused as absurd */
 #define SERVE_MAX_BIAS 4096        /* logit_bias entries */
 #define SERVE_SCORE_ROWS 8         /* prompt rows a scoring pass runs (echo with logprobs): a slot's logit rows */
@@ -37,6 +38,12 @@ typedef struct serve_req {
     char *prompt;               /* completions: text */
     size_t prompt_len;
     int *prompt_ids, n_prompt_ids; /* completions: token ids */
+    struct serve_prompt {       /* completions: a list of prompts (text, or ids), each its own choices */
+        char *text;
+        size_t len;
+        int *ids, n_ids;
+    } *plist;                   /* NULL: one prompt (prompt / prompt_ids) */
+    int n_plist;
     json_t *messages;           /* chat: normalised [{role, content: string}] */
     int max_tokens;             /* 0: not given (or no_tokens) */
     int no_tokens;              /* completions: max_tokens 0 (with echo: the prompt alone) */
