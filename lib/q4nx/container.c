@@ -272,6 +272,14 @@ q4nx_file *q4nx_open_flags(const char *path, int flags, ogk_error *e, int *code)
     f->model = json_object_get(f->meta, "model");
     f->source = json_object_get(f->meta, "source");
     if (!json_is_object(f->meta) || !json_is_object(f->model) || !json_is_object(f->source)) {
+        /* without the open-time checksums (q4nx-verify): metadata that does not read is first a checksum
+         * question, a check that failed (exit 1) when its bytes changed, as any other section's */
+        if ((flags & Q4NX_OPEN_NOCRC) && (got = ogk_crc32c(0, p + mo, foot - mo)) != f->meta_crc) {
+            ogk_fail(e, "%s: metadata checksum mismatch (stored %s, computed %s): the container is corrupt (its "
+                     "metadata does not read%s%s)", path, hex32(f->meta_crc, h1), hex32(got, h2), f->meta ? "" : ": ",
+                     f->meta ? "" : je.text);
+            return open_fail(f, code, OGK_EXIT_CHECK);
+        }
         ogk_fail(e, "%s: metadata is not a JSON object with \"model\" and \"source\" objects%s%s", path,
                  f->meta ? "" : ": ", f->meta ? "" : je.text);
         return open_fail(f, code, OGK_EXIT_INPUT);
