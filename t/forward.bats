@@ -295,34 +295,41 @@ batch_rows() {
   gate phi3 amd tied b8 i8
 }
 
+# ort_feeds STYLE PACK TAG FEED...: the gates' two phi3 prompts (115 positions) through onnxruntime (one run,
+# $W/TAG.o.f32; and as steps, $W/TAG.os.f32) and through npu-forward --feed FEED (prefill against the run,
+# step and verify against the steps), each within STYLE's bounds (amd: fp16 io, the fp16-io gates'
+# bound and gap). Leaves the container in $M and its vocabulary size in $V.
+ort_feeds() {
+  local style=$1 pack=$2 tag=$3 feed
+  shift 3
+  M=$W/$tag.q4nx
+  oga-extract "$pack" | q4nx-pack -o "$M"
+  V=$(npu-forward info -m "$M" | jq .vocab_size)
+  jq -c '[.prompts[0].ids.phi3[], .prompts[1].ids.phi3[]]' "$TOP/share/prompts/gates.json" >"$W/$tag.ids"
+  echo "[$(cat "$W/$tag.ids")]" >"$W/$tag.all"
+  node "$TOP/tools/ort-ref.js" "$pack" teacher --ids-file "$W/$tag.all" --logits-f32 "$W/$tag.o.f32" >/dev/null
+  node "$TOP/tools/ort-ref.js" "$pack" teacher --feed step --ids-file "$W/$tag.all" --logits-f32 "$W/$tag.os.f32" >/dev/null
+  for feed in "$@"; do
+    # a prompt as one run; steps and verify rows each at its own length (as one-token steps)
+    npu-forward logits -m "$M" --mode f32 --feed $feed -t 1 --ids "$W/$tag.ids" --out-f32 "$W/$tag.u.f32" >/dev/null
+    run "$W/forward-compare" --vocab "$V" --kl-max "$([ $style = amd ] && echo 1e-4 || echo "$KL_MAX")" \
+      --gap "$([ $style = amd ] && echo 0.05 || echo 1e-2)" --chunk 16 --chunks 7 \
+      "$W/$tag.$([ $feed = prefill ] && echo o || echo os).f32" "$W/$tag.u.f32"
+    echo "# $tag $feed: $(echo "$output" | jq -c '{positions, mean_kl, max_kl, top1_mismatched}')" >&3
+    [ "$status" -eq 0 ] || return 1
+  done
+}
+
 @test "LongRoPE (Phi-3 128k): the If-switched rotary caches as onnxruntime runs them: a prompt past the switch, steps and verify rows across it, greedy" {
-  local style pack m ids V feed
+  local style pack ids
   for style in cpu amd; do
     pack=$(longrope_pack $style "$W")
     oga-info "$pack" | jq -e '.importable and .rope.long_after == 64 and .rope.cache_rows == 2048 and
       .by_role["rope.cos_long"].count == 1 and .by_role["rope.sin_long"].count == 1' >/dev/null
-    m=$W/lr-$style.q4nx
-    oga-extract "$pack" | q4nx-pack -o "$m"
-    V=$(npu-forward info -m "$m" | jq .vocab_size)
-    # two prompts: 115 positions, the switch at 64
-    ids=$(jq -c '[.prompts[0].ids.phi3[], .prompts[1].ids.phi3[]]' "$TOP/share/prompts/gates.json")
-    echo "$ids" >"$W/lr.ids"
-    echo "[$ids]" >"$W/lr.all"
-    node "$TOP/tools/ort-ref.js" "$pack" teacher --ids-file "$W/lr.all" --logits-f32 "$W/lr.o.f32" >/dev/null
-    node "$TOP/tools/ort-ref.js" "$pack" teacher --feed step --ids-file "$W/lr.all" --logits-f32 "$W/lr.os.f32" >/dev/null
+    ort_feeds $style "$pack" lr-$style prefill step verify
     # the switch matters: onnxruntime's prompt run (long caches throughout) and its steps differ
-    run "$W/forward-compare" --vocab "$V" "$W/lr.o.f32" "$W/lr.os.f32"
+    run "$W/forward-compare" --vocab "$V" "$W/lr-$style.o.f32" "$W/lr-$style.os.f32"
     echo "$output" | jq -e '.mean_kl > 0.01' >/dev/null
-    for feed in prefill step verify; do
-      npu-forward logits -m "$m" --mode f32 --feed $feed -t 1 --ids "$W/lr.ids" --out-f32 "$W/lr.u.f32" >/dev/null
-      # a prompt as one run; steps and verify rows each at its own length (as one-token steps)
-      # the amd pack computes in fp16 (its io dtype): the fp16-io gates' bound and gap
-      run "$W/forward-compare" --vocab "$V" --kl-max "$([ $style = amd ] && echo 1e-4 || echo "$KL_MAX")" \
-        --gap "$([ $style = amd ] && echo 0.05 || echo 1e-2)" --chunk 16 --chunks 7 \
-        "$W/lr.$([ $feed = prefill ] && echo o || echo os).f32" "$W/lr.u.f32"
-      echo "# longrope $style $feed: $(echo "$output" | jq -c '{positions, mean_kl, max_kl, top1_mismatched}')" >&3
-      [ "$status" -eq 0 ]
-    done
     # greedy from a 40-token prompt: generation crosses the switch
     ids=$(jq -c '.prompts[0].ids.phi3[:40]' "$TOP/share/prompts/gates.json")
     echo "$ids" >"$W/lr.g.ids"
@@ -330,31 +337,17 @@ batch_rows() {
     upto=$(echo "$ref" | jq '[.topk[] | (.logits[0] - .logits[1]) > 0.01] | (index(false) // 39) + 1')
     echo "# longrope $style greedy: $upto of 40 tokens comparable" >&3
     [ "$upto" -gt 20 ]
-    [ "$(npu-forward run -m "$m" --mode f32 --ids "$W/lr.g.ids" -n 40 --ignore-eos --json | jq -c ".ids[:$upto]")" = \
+    [ "$(npu-forward run -m "$M" --mode f32 --ids "$W/lr.g.ids" -n 40 --ignore-eos --json | jq -c ".ids[:$upto]")" = \
       "$(echo "$ref" | jq -c ".ids[:$upto]")" ]
   done
 }
 
 @test "Phi-4-mini's shape (partial rotary 0.75 in halves, LongRoPE, tied, head_dim 128): prompt and steps as onnxruntime runs them" {
-  local style pack m V feed
+  local style pack
   for style in cpu amd; do
     pack=$(longrope_pack $style "$W" 64 phi3 0.75)
     oga-info "$pack" | jq -e '.importable and .rope.dim == 96 and .rope.interleaved == false and .rope.long_after == 64' >/dev/null
-    m=$W/p4-$style.q4nx
-    oga-extract "$pack" | q4nx-pack -o "$m"
-    V=$(npu-forward info -m "$m" | jq .vocab_size)
-    jq -c '[.prompts[0].ids.phi3[], .prompts[1].ids.phi3[]]' "$TOP/share/prompts/gates.json" >"$W/p4.ids"
-    echo "[$(cat "$W/p4.ids")]" >"$W/p4.all"
-    node "$TOP/tools/ort-ref.js" "$pack" teacher --ids-file "$W/p4.all" --logits-f32 "$W/p4.o.f32" >/dev/null
-    node "$TOP/tools/ort-ref.js" "$pack" teacher --feed step --ids-file "$W/p4.all" --logits-f32 "$W/p4.os.f32" >/dev/null
-    for feed in prefill step; do
-      npu-forward logits -m "$m" --mode f32 --feed $feed -t 1 --ids "$W/p4.ids" --out-f32 "$W/p4.u.f32" >/dev/null
-      run "$W/forward-compare" --vocab "$V" --kl-max "$([ $style = amd ] && echo 1e-4 || echo "$KL_MAX")" \
-        --gap "$([ $style = amd ] && echo 0.05 || echo 1e-2)" --chunk 16 --chunks 7 \
-        "$W/p4.$([ $feed = prefill ] && echo o || echo os).f32" "$W/p4.u.f32"
-      echo "# phi4-mini shape $style $feed: $(echo "$output" | jq -c '{positions, mean_kl, max_kl, top1_mismatched}')" >&3
-      [ "$status" -eq 0 ]
-    done
+    ort_feeds $style "$pack" p4-$style prefill step
   done
 }
 
