@@ -19,6 +19,8 @@ const check = (ok, what, got) => {
 
 const models = await client.models.list();
 check(models.data.length === 1 && models.data[0].id === modelId, 'models.list', models.data);
+const one = await client.models.retrieve(modelId);
+check(one.id === modelId && one.object === 'model', 'models.retrieve', one);
 
 const c = await client.completions.create({ model: modelId, prompt: 'def fibonacci(n):', max_tokens: 24, temperature: 0 });
 check(c.choices[0].text === want.completion, 'completions.create greedy text equals npu-forward run', c.choices[0].text);

@@ -75,13 +75,22 @@ metric() { curl -s -m 10 "http://127.0.0.1:$PORT/metrics" | awk -v k="ogakit_$1"
   ! echo "$output" | grep -q '^not ok' || false
 }
 
-@test "serve: /health, /v1/models (id = container name, context length), /metrics in Prometheus text" {
+@test "serve: /health, /v1/models (id = container name, context length) and /v1/models/ID, /metrics in Prometheus text" {
   start_server -c 512
   get /health
   [ "$STATUS" = 200 ] && [ "$(echo "$BODY" | jq -c .)" = '{"status":"ok"}' ]
   get /v1/models
   [ "$STATUS" = 200 ]
   [ "$(echo "$BODY" | jq -r '.object, .data[0].id, .data[0].context_length' | tr '\n' ' ')" = "list target 512 " ]
+  list=$(echo "$BODY" | jq -c '.data[0] | del(.created)')
+  # OpenAI's retrieve: the same object by id (or path); another id is a 404 by name
+  get /v1/models/target
+  [ "$STATUS" = 200 ] && [ "$(echo "$BODY" | jq -c 'del(.created)')" = "$list" ]
+  get "/v1/models/$(jq -rn --arg p "$W/target.q4nx" '$p | @uri')"
+  [ "$STATUS" = 200 ] && [ "$(echo "$BODY" | jq -r .id)" = target ]
+  get /v1/models/other
+  is_error 404
+  echo "$BODY" | jq -e '.error.code == "model_not_found" and (.error.message | test("other"))' >/dev/null
   get /metrics
   [ "$STATUS" = 200 ]
   for k in requests_total prompt_tokens_total tokens_predicted_total predicted_tokens_per_second requests_queued \
@@ -926,7 +935,7 @@ both_finish() {
   run timeout 120 node "$TOP/t/serve-sdk.mjs" "http://127.0.0.1:$PORT/v1" target "$BATS_TEST_TMPDIR/want.json"
   echo "$output"
   [ "$status" = 0 ]
-  [ "$(echo "$output" | grep -c '^ok:')" = 17 ]
+  [ "$(echo "$output" | grep -c '^ok:')" = 18 ]
 }
 
 @test "serve: load: 64 connections, 2000 short requests, 0 errors, 0 lost, RSS flat (under ASan: no leaks at exit)" {

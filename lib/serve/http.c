@@ -1159,15 +1159,29 @@ static enum MHD_Result detokenize(server *srv, struct MHD_Connection *c, conn *c
     return send_json(srv, c, 200, out);
 }
 
-static enum MHD_Result models(server *srv, struct MHD_Connection *c)
+/* the model as /v1/models lists it */
+static json_t *model_json(server *srv)
 {
     const model_config *mc = &srv->m->c;
     json_t *meta = json_pack("{s:s,s:i,s:i,s:i,s:i,s:i,s:I}", "family", mc->family_name, "n_vocab", mc->vocab_size,
                              "n_ctx_train", mc->context_length, "n_ctx", srv->S.context, "n_embd", mc->dim,
                              "n_layer", mc->n_layers, "weight_bytes", (json_int_t)srv->m->weight_bytes);
-    json_t *m = json_pack("{s:s,s:s,s:I,s:s,s:i,s:o}", "id", srv->model_id, "object", "model", "created",
-                          (json_int_t)time(NULL), "owned_by", "ogakit", "context_length", srv->S.context, "meta", meta);
-    return send_json(srv, c, 200, json_pack("{s:s,s:[o]}", "object", "list", "data", m));
+    return json_pack("{s:s,s:s,s:I,s:s,s:i,s:o}", "id", srv->model_id, "object", "model", "created",
+                     (json_int_t)time(NULL), "owned_by", "ogakit", "context_length", srv->S.context, "meta", meta);
+}
+
+static enum MHD_Result models(server *srv, struct MHD_Connection *c)
+{
+    return send_json(srv, c, 200, json_pack("{s:s,s:[o]}", "object", "list", "data", model_json(srv)));
+}
+
+/* GET /v1/models/ID (OpenAI's retrieve): this server's model by its id or path, else 404 */
+static enum MHD_Result model_get(server *srv, struct MHD_Connection *c, const char *id)
+{
+    if (strcmp(id, srv->model_id) && strcmp(id, srv->o->model_path))
+        return fail(srv, c, 404, "model", "model_not_found", "The model '%.200s' does not exist (this server has '%s')",
+                    id, srv->model_id);
+    return send_json(srv, c, 200, model_json(srv));
 }
 
 static enum MHD_Result metrics(server *srv, struct MHD_Connection *c)
@@ -1332,6 +1346,14 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     for (int i = 0; i < (int)(sizeof routes / sizeof *routes); i++)
         if (is(url, routes[i].a, routes[i].b))
             route = i;
+    const char *mid = !strncmp(url, "/v1/models/", 11) ? url + 11 : !strncmp(url, "/models/", 8) ? url + 8 : NULL;
+    if (route < 0 && mid && *mid) {
+        if (!get)
+            return fail(srv, c, 405, NULL, "method_not_allowed", "%s %s: use GET", method, url);
+        if (!ready)
+            return fail(srv, c, 503, NULL, "model_loading", "Loading model");
+        return model_get(srv, c, mid);
+    }
     if (route < 0)
         return fail(srv, c, 404, NULL, "not_found", "no endpoint %s %s", method, url);
     if (routes[route].post ? !post : !get)
