@@ -176,7 +176,7 @@ metric() { curl -s -m 10 "http://127.0.0.1:$PORT/metrics" | awk -v k="ogakit_$1"
   [ "$(echo "$BODY" | jq -r '.choices[0].finish_reason')" = length ] || [ "$(echo "$BODY" | jq -r '.usage.completion_tokens')" -lt 12 ]
 }
 
-@test "serve: echo with logprobs scores the prompt (lm-evaluation-harness's loglikelihood): each token's logprob is the model's, max_tokens 0 and 1, id prompts, n choices" {
+@test "serve: echo with logprobs scores the prompt (lm-evaluation-harness's loglikelihood): each token's logprob is the model's, max_tokens 0 and 1, id prompts, n choices, streamed" {
   start_server
   npu-forward tokenize -m "$W/target.q4nx" "def fibonacci(n): return n if n < 2 else fibonacci(n - 1)" > "$W/score.ids"
   n=$(jq length "$W/score.ids")
@@ -217,10 +217,19 @@ PY
     ($l.token_logprobs[-1] - $plain[1] | fabs) < 1e-4 and
     ($c.text | startswith("def fibonacci(n):")) and ($l.tokens | join("")) == $c.text and
     all(range($l.tokens | length); . as $i | $l.text_offset[$i] == ($l.tokens[:$i] | join("") | length))' >/dev/null
-  # refused by name: streamed, and max_tokens 0 without echo
-  post /v1/completions '{"prompt": "x", "echo": true, "logprobs": 1, "stream": true}'
-  is_error 400
-  echo "$BODY" | jq -e '.error.message | test("streaming")' >/dev/null
+  # streamed: the prompt's entries in the first event, then the answer's, the same arrays in all
+  local mt req one
+  for mt in 0 3; do
+    req="{\"prompt\": \"def fibonacci(n):\", \"max_tokens\": $mt, \"temperature\": 0, \"logprobs\": 1, \"echo\": true"
+    post /v1/completions "$req}"
+    one=$(echo "$BODY" | jq -c '.choices[0] | [.text, .logprobs.tokens, .logprobs.token_logprobs, .logprobs.text_offset]')
+    curl -s -N -m 30 -H 'Content-Type: application/json' --data-binary "$req, \"stream\": true}" \
+      "http://127.0.0.1:$PORT/v1/completions" | sed -n 's/^data: //p' | grep -v '^\[DONE\]' | jq -s -e --argjson one "$one" '
+      [.[].choices[0] | select(.)] as $c | [($c | map(.text) | join("")),
+        [$c[] | .logprobs // {} | .tokens // [] | .[]], [$c[] | .logprobs // {} | .token_logprobs // [] | .[]],
+        [$c[] | .logprobs // {} | .text_offset // [] | .[]]] == $one' >/dev/null
+  done
+  # refused by name: max_tokens 0 without echo
   post /v1/completions '{"prompt": "x", "max_tokens": 0}'
   is_error 400
   echo "$BODY" | jq -e '.error.param == "max_tokens"' >/dev/null

@@ -531,14 +531,20 @@ static int next_event(stream *st)
         st->pend_len = strlen(st->pend), st->pend_off = 0, st->stage = 3;
         return 1;
     }
-    if (st->stage == 0 && (st->r.kind == REQ_CHAT || st->echo)) {
-        json_t *choice;
+    if (st->stage == 0 && (st->r.kind == REQ_CHAT || st->echo || j->score)) {
+        json_t *choice, *plp = json_null();
+        if (j->score) { /* the prompt's logprobs, once it is read (a first token, or the end) */
+            if (job_wait(j, st->fd, 0, 0))
+                return -1;
+            tok_slice ps = {j->n_prompt, j->top_n > 0 ? j->top_n : 0, j->prompt, j->p_top_ids, j->p_lps, j->p_top_lps};
+            plp = logprobs_json(st->srv, &ps, st->r.kind, &st->offset, 1);
+        }
         if (st->r.kind == REQ_CHAT)
             choice = json_pack("{s:i,s:{s:s,s:s},s:n,s:n}", "index", st->index, "delta", "role", "assistant", "content", "",
                                "logprobs", "finish_reason");
         else
-            choice = json_pack("{s:o,s:i,s:n,s:n}", "text", jstr(st->echo, st->echo_len), "index", st->index, "logprobs",
-                               "finish_reason");
+            choice = json_pack("{s:o,s:i,s:o,s:n}", "text", jstr(st->echo, st->echo_len), "index", st->index, "logprobs",
+                               plp, "finish_reason");
         st->stage = 1;
         set_pending(st, chunk_base(st, choice));
         return 1;

@@ -458,11 +458,6 @@ int serve_req_parse(const char *body, size_t len, int kind, serve_req *r, serve_
         }
         /* echo with logprobs: the prompt's own tokens get theirs too (lm-evaluation-harness's loglikelihood) */
         r->score = r->echo && r->logprobs >= 0;
-        if (r->score && r->stream) {
-            serve_err_set(err, 400, "echo", "unsupported_value",
-                          "'echo' with 'logprobs' (the prompt's logprobs) is not supported when streaming");
-            goto out;
-        }
     }
     if ((v = field(j, "stream_options")) && !json_is_object(v)) {
         BADTYPE("stream_options", "an object");

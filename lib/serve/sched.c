@@ -592,7 +592,7 @@ static void prefill_chunk(serve_sched *S, serve_slot *sl)
     int top = j->top_n > 0 ? j->top_n : 0;
     for (int r = 0; j->score && r < n; r++) {
         int p = sl->done + r + 1; /* the prompt token this row's logits predict */
-        if (p < j->n_prompt) /* the arrays are the job's own until it is done: no lock */
+        if (p < j->n_prompt) /* read only once the prompt is done (a first token, or the end): no lock */
             logprobs(sl->s->logits + (size_t)r * V, (int)V, j->prompt[p], top, &j->p_lps[p],
                      j->p_top_ids + (size_t)p * top, j->p_top_lps + (size_t)p * top);
     }
