@@ -213,6 +213,11 @@ bodies += [
         "name": "p", "strict": True, "schema": {"type": "object", "properties": {"a": {"enum": [1, "x"]},
         "b": {"$ref": "#/$defs/B"}}, "required": ["a"], "$defs": {"B": {"type": ["string", "null"]}}}}}}),
 ]
+bodies += [  # lists of prompts; scoring (echo with logprobs, max_tokens 0)
+    (0, {"prompt": ["def f(x):", "The cat"], "n": 2, "max_tokens": 3}),
+    (0, {"prompt": [[1, 2, 3], [4]], "echo": True, "logprobs": 2, "max_tokens": 0}),
+    (0, {"prompt": "The cat sat", "echo": True, "logprobs": 0, "max_tokens": 1, "stream": True}),
+]
 for i, (kind, b) in enumerate(bodies):
     put("serve_req", "seed%d" % i, bytes([kind]) + json.dumps(b).encode())
 # serve_tools: answers of a model asked with tools

@@ -60,10 +60,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             FUZZ_CHECK(json_string_length(json_object_get(json_object_get(m, "function"), "name")) > 0);
         FUZZ_CHECK(!r.prompt && !r.prompt_ids && !r.echo);
     } else {
-        FUZZ_CHECK(!r.messages && !r.tools && (!!r.prompt + !!r.prompt_ids) == 1);
+        /* one prompt (text or ids), or a list of 1..SERVE_MAX_CHOICES, each text or a non-empty list of ids */
+        FUZZ_CHECK(!r.messages && !r.tools && (!!r.prompt + !!r.prompt_ids + !!r.plist) == 1);
+        FUZZ_CHECK(!r.plist || (r.n_plist >= 1 && r.n_plist <= SERVE_MAX_CHOICES));
         for (int i = 0; i < r.n_prompt_ids; i++)
             FUZZ_CHECK(r.prompt_ids[i] >= 0);
-        FUZZ_CHECK(!(r.echo && r.logprobs >= 0));
+        for (int p = 0; p < r.n_plist; p++) {
+            FUZZ_CHECK(!!r.plist[p].text + !!r.plist[p].ids == 1 && (!r.plist[p].ids || r.plist[p].n_ids > 0));
+            for (int i = 0; i < r.plist[p].n_ids; i++)
+                FUZZ_CHECK(r.plist[p].ids[i] >= 0);
+        }
+        /* echo with logprobs scores the prompt; max_tokens 0 only with echo */
+        FUZZ_CHECK(r.score == (r.echo && r.logprobs >= 0) && (!r.no_tokens || r.echo));
     }
     serve_req_free(&r);
     return 0;
