@@ -637,6 +637,7 @@ static int draft(serve_sched *S, serve_slot *sl, int *run)
 static void decode_step(serve_sched *S, int prompts, int *rr)
 {
     _Static_assert(SERVE_PASS_ROWS <= MODEL_CHUNK, "a batched pass is one model_forward_batch");
+    _Static_assert(SERVE_SCORE_ROWS <= MODEL_CHUNK, "a scoring pass's rows all get logits");
     model_state *states[SERVE_PASS_ROWS];
     int tokens[SERVE_PASS_ROWS], n = 0;
     unsigned char want[SERVE_PASS_ROWS];

@@ -17,7 +17,7 @@
 #define SERVE_MAX_CHOICES 64      /* completions: prompts x n per request */
 #define SERVE_MAX_TOKENS (1 << 24) /* beyond this max_tokens is refused as absurd */
 #define SERVE_MAX_BIAS 4096        /* logit_bias entries */
-#define SERVE_SCORE_ROWS 8         /* prompt rows a scoring pass runs (echo with logprobs): a slot's logit rows */
+#define SERVE_SCORE_ROWS 32         /* prompt rows a scoring pass runs (echo with logprobs): a slot's logit rows */
 
 /* ---- an error in OpenAI's shape: {"error": {"message", "type", "param", "code"}} ---- */
 typedef struct serve_err {
