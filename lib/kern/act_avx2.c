@@ -57,6 +57,28 @@ void kern_half_avx2(uint16_t *dst, const float *src, size_t n)
         kern_half_ref(dst + i, src + i, n - i);
 }
 
+/* e^(x - mx) on 8 lanes, 0 below -80 (and for -inf); two sums in flight, added in double at the end */
+double kern_expsum_avx2(const float *x, size_t n, float mx)
+{
+    const __m256 m = _mm256_set1_ps(mx), lo = _mm256_set1_ps(-80.0f);
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 d = _mm256_sub_ps(_mm256_loadu_ps(x + i), m);
+        __m256 e = _mm256_and_ps(_mm256_cmp_ps(d, lo, _CMP_GE_OQ), kern_exp256(_mm256_max_ps(d, lo)));
+        if (i & 8)
+            s1 = _mm256_add_ps(s1, e);
+        else
+            s0 = _mm256_add_ps(s0, e);
+    }
+    float lane[8];
+    _mm256_storeu_ps(lane, _mm256_add_ps(s0, s1));
+    double s = kern_expsum_ref(x + i, n - i, mx);
+    for (int l = 0; l < 8; l++)
+        s += lane[l];
+    return s;
+}
+
 /* the argmax head's scans (kern.h: vmax, mark_ge); MAXPS keeps its second operand on NaN */
 float kern_vmax_avx2(const float *x, size_t n)
 {

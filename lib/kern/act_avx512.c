@@ -43,6 +43,37 @@ void kern_geglu_avx512(float *g, const float *up, size_t n)
     }
 }
 
+/* e^(x - mx) on 16 lanes, 0 below -80 (and for -inf); four sums in flight, added in double at the end */
+double kern_expsum_avx512(const float *x, size_t n, float mx)
+{
+    const __m512 m = _mm512_set1_ps(mx), lo = _mm512_set1_ps(-80.0f);
+    __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+#define EXPSUM16(acc, p, k)                                                                                             \
+    do {                                                                                                                \
+        __m512 d = _mm512_sub_ps(_mm512_maskz_loadu_ps((k), (p)), m);                                                   \
+        __mmask16 keep = _mm512_mask_cmp_ps_mask((k), d, lo, _CMP_GE_OQ);                                              \
+        acc = _mm512_add_ps(acc, _mm512_maskz_mov_ps(keep, kern_exp512(_mm512_max_ps(d, lo))));                        \
+    } while (0)
+    size_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        EXPSUM16(s0, x + i, 0xFFFF);
+        EXPSUM16(s1, x + i + 16, 0xFFFF);
+        EXPSUM16(s2, x + i + 32, 0xFFFF);
+        EXPSUM16(s3, x + i + 48, 0xFFFF);
+    }
+    for (; i + 16 <= n; i += 16)
+        EXPSUM16(s0, x + i, 0xFFFF);
+    if (i < n)
+        EXPSUM16(s1, x + i, (__mmask16)((1u << (n - i)) - 1));
+#undef EXPSUM16
+    float lane[16];
+    _mm512_storeu_ps(lane, _mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)));
+    double s = 0;
+    for (int l = 0; l < 16; l++)
+        s += lane[l];
+    return s;
+}
+
 /* MAXPS returns its second operand when either is NaN: the running maximum, so NaN is skipped */
 float kern_vmax_avx512(const float *x, size_t n)
 {

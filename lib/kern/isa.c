@@ -42,6 +42,7 @@ static const kern_isa rows[KERN_ISA_COUNT] = {
         .read = kern_read_ref,
         .vmax = kern_vmax_ref,
         .mark_ge = kern_mark_ge_ref,
+        .expsum = kern_expsum_ref,
     },
     [KERN_ISA_AVX2] = {
         .name = "avx2",
@@ -63,6 +64,7 @@ static const kern_isa rows[KERN_ISA_COUNT] = {
         .read = kern_read_avx2,
         .vmax = kern_vmax_avx2,
         .mark_ge = kern_mark_ge_avx2,
+        .expsum = kern_expsum_avx2,
     },
     [KERN_ISA_AVX512] = {
         .name = "avx512",
@@ -86,6 +88,7 @@ static const kern_isa rows[KERN_ISA_COUNT] = {
         .read = kern_read_avx512,
         .vmax = kern_vmax_avx512,
         .mark_ge = kern_mark_ge_avx512,
+        .expsum = kern_expsum_avx512,
     },
     [KERN_ISA_AMX] = { /* the avx512 row with AMX int8 tiles for wide int8 launches (prompt chunks) */
         .name = "amx",
@@ -107,6 +110,7 @@ static const kern_isa rows[KERN_ISA_COUNT] = {
         .read = kern_read_avx512,
         .vmax = kern_vmax_avx512,
         .mark_ge = kern_mark_ge_avx512,
+        .expsum = kern_expsum_avx512,
     },
 };
 

@@ -164,6 +164,10 @@ typedef struct kern_isa {
      * >= thr or a NaN (other marks left alone) */
     float (*vmax)(const float *x, size_t n);
     void (*mark_ge)(const float *x, size_t n, float thr, unsigned char *mark);
+    /* sum of e^(x[i] - mx) over n values, x[i] <= mx (a softmax's denominator; logprobs): the ref row in
+     * double with libm's exp, the others in fp32 lanes (relative error below 1e-5); -inf and values more
+     * than 80 below mx count 0 */
+    double (*expsum)(const float *x, size_t n, float mx);
 } kern_isa;
 
 /* One query row's attention for g query heads sharing a KV head over positions [t0, n) of an fp32 (f16 0) or

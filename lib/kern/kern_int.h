@@ -64,6 +64,7 @@ void kern_swiglu_ref(float *g, const float *up, size_t n);
 void kern_geglu_ref(float *g, const float *up, size_t n);
 void kern_half_ref(uint16_t *dst, const float *src, size_t n);
 float kern_vmax_ref(const float *x, size_t n);
+double kern_expsum_ref(const float *x, size_t n, float mx);
 void kern_mark_ge_ref(const float *x, size_t n, float thr, unsigned char *mark);
 uint64_t kern_read_ref(const uint8_t *p, size_t n);
 
@@ -119,12 +120,14 @@ void kern_swiglu_avx2(float *g, const float *up, size_t n);
 void kern_geglu_avx2(float *g, const float *up, size_t n);
 void kern_half_avx2(uint16_t *dst, const float *src, size_t n); /* F16C; the avx512 rows take it too */
 float kern_vmax_avx2(const float *x, size_t n);
+double kern_expsum_avx2(const float *x, size_t n, float mx);
 void kern_mark_ge_avx2(const float *x, size_t n, float thr, unsigned char *mark);
 void kern_attend_avx512(float *q, int g, const float *kc, const float *vc, int n, int hd, float scale, float *att,
                         size_t as);
 void kern_swiglu_avx512(float *g, const float *up, size_t n);
 void kern_geglu_avx512(float *g, const float *up, size_t n);
 float kern_vmax_avx512(const float *x, size_t n);
+double kern_expsum_avx512(const float *x, size_t n, float mx);
 void kern_mark_ge_avx512(const float *x, size_t n, float thr, unsigned char *mark);
 /* positions [ta, ta + n) of a plain fp16 key cache kc (head_dim hd) into buf in attend_ht's order (kern.h:
  * blocks of 16 positions, a block's dimension c one run of 16), the last block's rest zero: how the avx2 and

@@ -323,6 +323,14 @@ void kern_half_ref(uint16_t *dst, const float *src, size_t n)
         dst[i] = ogk_f32_to_f16_sat(src[i]);
 }
 
+double kern_expsum_ref(const float *x, size_t n, float mx)
+{
+    double s = 0;
+    for (size_t i = 0; i < n; i++)
+        s += x[i] - mx < -80.0f ? 0.0 : exp((double)x[i] - mx);
+    return s;
+}
+
 float kern_vmax_ref(const float *x, size_t n)
 {
     float m = -INFINITY;

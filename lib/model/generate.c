@@ -28,13 +28,11 @@ int model_argmax(const float *logits, int n)
 
 double model_logsumexp(const float *x, int n)
 {
-    float mx = x[0];
-    for (int i = 1; i < n; i++)
-        mx = x[i] > mx ? x[i] : mx;
-    double s = 0;
-    for (int i = 0; i < n; i++)
-        s += exp((double)x[i] - mx);
-    return mx + log(s);
+    const kern_isa *isa = kern_isa_current(); /* the vocabulary's maximum and sum of exponentials, vectorised */
+    float mx = isa->vmax(x, (size_t)n);
+    if (!(mx > -INFINITY))
+        return mx;
+    return mx + log(isa->expsum(x, (size_t)n, mx));
 }
 
 int model_top_ids(const float *x, int n, int k, int *idx)

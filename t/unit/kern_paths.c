@@ -593,6 +593,31 @@ int main(void)
         TAP_OK(same, "vmax and mark_ge: every row gives the ref row's maximum and marks (tails, NaN, -inf)");
     }
 
+    /* the softmax denominator: every row's expsum within 1e-5 of the ref row's (double, libm exp) */
+    {
+        double worst = 0;
+        const size_t sizes[] = {1, 7, 8, 15, 16, 17, 63, 64, 65, 1000, 4099, 151936};
+        float *v = malloc(151936 * sizeof *v);
+        for (int rep = 0; rep < 24; rep++) {
+            size_t n = sizes[rep % 12];
+            float spread = rep < 12 ? 20.0f : 200.0f; /* the wide one: many terms below e^-80 */
+            for (size_t i = 0; i < n; i++)
+                v[i] = frand() * spread;
+            if (rep % 4 == 1)
+                v[rnd() % n] = -INFINITY;
+            float mx = kern_isa_row(KERN_ISA_REF)->vmax(v, n);
+            double want = kern_isa_row(KERN_ISA_REF)->expsum(v, n, mx);
+            for (int isa = 1; isa < KERN_ISA_COUNT; isa++) {
+                if (!kern_isa_supported(isa))
+                    continue;
+                double got = kern_isa_row(isa)->expsum(v, n, mx), d = fabs(got - want) / want;
+                worst = d > worst || d != d ? (d != d ? INFINITY : d) : worst;
+            }
+        }
+        free(v);
+        TAP_OK(worst < 1e-5, "expsum: every row within 1e-5 of the ref row's sum (largest relative difference %.3g)", worst);
+    }
+
     /* refusals */
     {
         ogk_error e;
