@@ -235,6 +235,13 @@ int gguf_rope_freqs(const ogk_qtensor *cs, const ogk_qtensor *sn, uint32_t half,
     return rc;
 }
 
+/* a pair of RoPE caches as the conversion reads them: [positions >= 2][half] floats each */
+static int cache_pair_ok(const ogk_qtensor *cs, const ogk_qtensor *sn, uint32_t half)
+{
+    return cs && sn && cs->ndim == 2 && sn->ndim == 2 && cs->shape[0] >= 2 && sn->shape[0] >= 2 &&
+           cs->shape[1] == half && sn->shape[1] == half && half >= 2 && is_float(cs->dtype) && is_float(sn->dtype);
+}
+
 /* LongRoPE (Phi-3 128k, Phi-3.5, Phi-4-mini as onnxruntime-genai's builder writes them): a short pair of
  * caches serves sequences of up to long_after positions, a long pair longer ones; each pair turns pair i
  * by theta's frequency divided by a factor of its own, and both are scaled by one attention factor.
@@ -256,8 +263,7 @@ static int long_rope(const q4nx_file *f, dims *d, ogk_error *e)
         return ogk_fail(e, "out of memory");
     for (int k = 0; k < 2; k++) {
         const ogk_qtensor *cs = q4nx_find(f, names[k][0]), *sn = q4nx_find(f, names[k][1]);
-        if (!cs || !sn || cs->ndim != 2 || sn->ndim != 2 || cs->shape[0] < 2 || sn->shape[0] < 2 ||
-            cs->shape[1] != half || sn->shape[1] != half || !is_float(cs->dtype) || !is_float(sn->dtype)) {
+        if (!cache_pair_ok(cs, sn, half)) { /* (the short pair was checked by rope_theta already) */
             free(fr);
             return ogk_fail(e, "%s / %s: missing or not [positions >= 2][rope dim / 2 = %u] floats (rope.long_after "
                             "says LongRoPE)", names[k][0], names[k][1], half);
@@ -294,8 +300,7 @@ static int rope_theta(const q4nx_file *f, dims *d, ogk_error *e)
 {
     const ogk_qtensor *cs = q4nx_find(f, "rope.cos"), *sn = q4nx_find(f, "rope.sin");
     uint32_t half = d->rope_dim / 2;
-    if (!cs || !sn || cs->ndim != 2 || sn->ndim != 2 || cs->shape[0] < 2 || sn->shape[0] < 2 ||
-        cs->shape[1] != half || sn->shape[1] != half || half < 2 || !is_float(cs->dtype) || !is_float(sn->dtype))
+    if (!cache_pair_ok(cs, sn, half))
         return ogk_fail(e, "rope.cos / rope.sin: missing or not [positions >= 2][rope dim / 2 = %u] floats", half);
     if (d->long_after)
         return long_rope(f, d, e);

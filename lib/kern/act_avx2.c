@@ -62,15 +62,19 @@ double kern_expsum_avx2(const float *x, size_t n, float mx)
 {
     const __m256 m = _mm256_set1_ps(mx), lo = _mm256_set1_ps(-80.0f);
     __m256 s0 = _mm256_setzero_ps(), s1 = s0;
+#define EXPSUM8(acc, p)                                                                                                 \
+    do {                                                                                                                \
+        __m256 d = _mm256_sub_ps(_mm256_loadu_ps(p), m);                                                                \
+        acc = _mm256_add_ps(acc, _mm256_and_ps(_mm256_cmp_ps(d, lo, _CMP_GE_OQ), kern_exp256(_mm256_max_ps(d, lo)))); \
+    } while (0)
     size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m256 d = _mm256_sub_ps(_mm256_loadu_ps(x + i), m);
-        __m256 e = _mm256_and_ps(_mm256_cmp_ps(d, lo, _CMP_GE_OQ), kern_exp256(_mm256_max_ps(d, lo)));
-        if (i & 8)
-            s1 = _mm256_add_ps(s1, e);
-        else
-            s0 = _mm256_add_ps(s0, e);
+    for (; i + 16 <= n; i += 16) {
+        EXPSUM8(s0, x + i);
+        EXPSUM8(s1, x + i + 8);
     }
+    for (; i + 8 <= n; i += 8)
+        EXPSUM8(s0, x + i);
+#undef EXPSUM8
     float lane[8];
     _mm256_storeu_ps(lane, _mm256_add_ps(s0, s1));
     double s = kern_expsum_ref(x + i, n - i, mx);

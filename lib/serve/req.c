@@ -199,6 +199,27 @@ static int parse_messages(serve_req *r, const json_t *msgs, serve_err *err)
     return 0;
 }
 
+/* a non-empty JSON array of token ids into *ids / *n; where: the prompt's place in a list (-1: the prompt) */
+static int parse_ids(const json_t *a, long where, int **ids, int *n, serve_err *err)
+{
+    char at[32] = "";
+    if (where >= 0)
+        snprintf(at, sizeof at, "[%ld]", where);
+    size_t m = json_array_size(a);
+    if (m > (1u << 22))
+        return BAD("prompt", "'prompt%s' has %zu ids", at, m);
+    if (!(*ids = malloc(m * sizeof **ids)))
+        return serve_err_set(err, 500, NULL, NULL, "out of memory");
+    for (size_t i = 0; i < m; i++) {
+        const json_t *v = json_array_get(a, i);
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > 0x7fffffff)
+            return BAD("prompt", "prompt%s[%zu] is not a token id", at, i);
+        (*ids)[i] = (int)json_integer_value(v);
+    }
+    *n = (int)m;
+    return 0;
+}
+
 static int parse_prompt(serve_req *r, const json_t *p, serve_err *err)
 {
     if (!p)
@@ -217,49 +238,27 @@ static int parse_prompt(serve_req *r, const json_t *p, serve_err *err)
     if (n == 0)
         return BAD("prompt", "'prompt' is empty");
     const json_t *first = json_array_get(p, 0);
-    if (json_is_string(first) || json_is_array(first)) { /* a list of prompts: strings or arrays of ids */
-        if (n > SERVE_MAX_CHOICES)
-            return BAD("prompt", "'prompt' lists %zu prompts; at most %d a request", n, SERVE_MAX_CHOICES);
-        if (!(r->plist = calloc(n, sizeof *r->plist)))
-            return serve_err_set(err, 500, NULL, NULL, "out of memory");
-        r->n_plist = (int)n;
-        for (size_t i = 0; i < n; i++) {
-            const json_t *v = json_array_get(p, i);
-            struct serve_prompt *q = &r->plist[i];
-            if (json_is_string(v)) {
-                if (!(q->text = strndup(json_string_value(v), json_string_length(v))))
-                    return serve_err_set(err, 500, NULL, NULL, "out of memory");
-                q->len = json_string_length(v);
-                continue;
-            }
-            size_t m = json_array_size(v);
-            if (!json_is_array(v) || !m)
-                return BAD("prompt", "prompt[%zu] is neither a string nor an array of token ids", i);
-            if (m > (1u << 22))
-                return BAD("prompt", "prompt[%zu] has %zu ids", i, m);
-            if (!(q->ids = malloc(m * sizeof *q->ids)))
-                return serve_err_set(err, 500, NULL, NULL, "out of memory");
-            for (size_t k = 0; k < m; k++) {
-                const json_t *x = json_array_get(v, k);
-                if (!json_is_integer(x) || json_integer_value(x) < 0 || json_integer_value(x) > 0x7fffffff)
-                    return BAD("prompt", "prompt[%zu][%zu] is not a token id", i, k);
-                q->ids[k] = (int)json_integer_value(x);
-            }
-            q->n_ids = (int)m;
-        }
-        return 0;
-    }
-    if (n > (1u << 22))
-        return BAD("prompt", "'prompt' has %zu ids", n);
-    if (!(r->prompt_ids = malloc(n * sizeof *r->prompt_ids)))
+    if (!json_is_string(first) && !json_is_array(first))
+        return parse_ids(p, -1, &r->prompt_ids, &r->n_prompt_ids, err);
+    /* a list of prompts: strings or arrays of ids */
+    if (n > SERVE_MAX_CHOICES)
+        return BAD("prompt", "'prompt' lists %zu prompts; at most %d a request", n, SERVE_MAX_CHOICES);
+    if (!(r->plist = calloc(n, sizeof *r->plist)))
         return serve_err_set(err, 500, NULL, NULL, "out of memory");
+    r->n_plist = (int)n;
     for (size_t i = 0; i < n; i++) {
         const json_t *v = json_array_get(p, i);
-        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > 0x7fffffff)
-            return BAD("prompt", "prompt[%zu] is not a token id", i);
-        r->prompt_ids[i] = (int)json_integer_value(v);
+        struct serve_prompt *q = &r->plist[i];
+        if (json_is_string(v)) {
+            if (!(q->text = strndup(json_string_value(v), json_string_length(v))))
+                return serve_err_set(err, 500, NULL, NULL, "out of memory");
+            q->len = json_string_length(v);
+        } else if (!json_is_array(v) || !json_array_size(v)) {
+            return BAD("prompt", "prompt[%zu] is neither a string nor an array of token ids", i);
+        } else if (parse_ids(v, (long)i, &q->ids, &q->n_ids, err)) {
+            return -1;
+        }
     }
-    r->n_prompt_ids = (int)n;
     return 0;
 }
 

@@ -580,6 +580,7 @@ static void prompt_ran(serve_sched *S, serve_slot *sl, int n, const float *last)
  * mode): SERVE_SCORE_ROWS rows with the logits of each, row i giving prompt token i + 1 its logprob. */
 static void prefill_chunk(serve_sched *S, serve_slot *sl)
 {
+    _Static_assert(SERVE_SCORE_ROWS <= MODEL_CHUNK, "a scoring pass's rows all get logits");
     serve_job *j = sl->j;
     int n = j->n_prompt - sl->done, cap = j->score ? SERVE_SCORE_ROWS : MODEL_F32_CHUNK;
     n = n < cap ? n : cap;
@@ -637,7 +638,6 @@ static int draft(serve_sched *S, serve_slot *sl, int *run)
 static void decode_step(serve_sched *S, int prompts, int *rr)
 {
     _Static_assert(SERVE_PASS_ROWS <= MODEL_CHUNK, "a batched pass is one model_forward_batch");
-    _Static_assert(SERVE_SCORE_ROWS <= MODEL_CHUNK, "a scoring pass's rows all get logits");
     model_state *states[SERVE_PASS_ROWS];
     int tokens[SERVE_PASS_ROWS], n = 0;
     unsigned char want[SERVE_PASS_ROWS];
