@@ -251,6 +251,14 @@ schemas = [
      b'"i":{"type":"string","format":"ipv4"},"m":{"type":"string","format":"email"}}}',
      b'{"t": "2024-02-29T23:59:59.5+05:30", "u": "0f8fad5b-d9cb-469f-a165-70867728950e", "i": "10.0.255.1", '
      b'"m": "a.b@c-d.example"}'),
+    (b'{"type":"object","properties":{"d":{"type":"object","additionalProperties":{"type":"integer"},"maxProperties":3,'
+     b'"propertyNames":{"pattern":"^k\\d$"}},"p":{"type":"object","patternProperties":{"^[ab]+$":{"type":"boolean"}}},'
+     b'"t":{"type":"array","prefixItems":[{"type":"integer"},{"enum":["x"]}],"items":false},"l":{"type":"array",'
+     b'"items":[{"type":"string"}],"additionalItems":{"type":"null"}},"o":{"allOf":[{"$ref":"#/$defs/B"},'
+     b'{"properties":{"n":{"type":"string","maxLength":3}},"required":["n"]}]},"z":{"type":"integer","nullable":true}},'
+     b'"$defs":{"B":{"type":"object","properties":{"id":{"type":"integer"}},"required":["id"]}}}',
+     b'{"d": {"k1": 1, "k2": -3}, "p": {"ab": true}, "t": [4, "x"], "l": ["s", null], "o": {"id": 1, "n": "abc"}, '
+     b'"z": null}'),
 ]
 for i, (sch, t) in enumerate(schemas):
     put("serve_json", "schema%d" % i, b"\xfc" + sch + b"\x00" + t + b"\xff" + pieces)

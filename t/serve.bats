@@ -414,6 +414,28 @@ PY
   done
   echo "pattern answers that ended: $fitted of 3" >&3
   [ "$fitted" -ge 2 ]
+  # the shapes pydantic writes: a described $ref in allOf, a dict, a tuple, nullable; ajv judges each answer
+  sch='{"type": "object", "properties": {"owner": {"allOf": [{"$ref": "#/$defs/P"}], "description": "who"},
+    "scores": {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0, "maximum": 9}, "maxProperties": 2,
+      "propertyNames": {"maxLength": 6}},
+    "pair": {"type": "array", "prefixItems": [{"type": "integer", "minimum": 0, "maximum": 99}, {"type": "boolean"}], "items": false, "minItems": 2},
+    "maybe": {"type": "string", "maxLength": 4, "nullable": true}}, "required": ["owner", "scores", "pair", "maybe"],
+    "$defs": {"P": {"type": "object", "properties": {"name": {"type": "string", "maxLength": 6}}, "required": ["name"]}}}'
+  fitted=0
+  for seed in 1 2 3; do
+    post /v1/chat/completions "$(jq -nc --argjson s "$sch" --argjson seed $seed '{messages: [{role: "user", content: "An owner"}],
+      max_tokens: 200, temperature: 0.9, seed: $seed, response_format: {type: "json_schema", json_schema: {name: "o", schema: $s}}}')"
+    [ "$STATUS" = 200 ]
+    [ "$(echo "$BODY" | jq -r '.choices[0].finish_reason')" = stop ] || continue
+    echo "$BODY" | jq -r '.choices[0].message.content' | node -e '
+      const Ajv2020 = require(process.argv[1] + "/.cache/node/node_modules/ajv/dist/2020").default;
+      const check = new Ajv2020({strict: false}).compile(JSON.parse(process.argv[2]));
+      const o = JSON.parse(require("fs").readFileSync(0, "utf8"));
+      if (!check(o)) { console.log("invalid:", JSON.stringify(o), JSON.stringify(check.errors)); process.exit(1); }' "$TOP" "$sch"
+    fitted=$((fitted + 1))
+  done
+  echo "pydantic-shaped answers that ended: $fitted of 3" >&3
+  [ "$fitted" -ge 2 ]
   post /v1/chat/completions '{"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema",
     "json_schema": {"name": "p", "schema": {"type": "object", "properties": {"n": {"type": "string", "pattern": "(a)\\1"}}}}}}'
   is_error 400

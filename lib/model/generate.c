@@ -142,7 +142,7 @@ int model_sample(model_sampler *sp, const float *logits)
         n = sp->top_k;
     }
     double sum = 0;
-    if (sp->top_p > 0 && sp->top_p < 1) {
+    if (sp->top_p < 1) { /* 0: the top token alone, as the smallest set reaching it */
         for (int i = 0; i < n; i++)
             sum += expf((logits[sp->idx[i]] - mx) / T);
         /* the smallest prefix in order whose mass reaches top_p */

@@ -191,7 +191,7 @@ int model_forward_batch(model_state *work, model_state *const *states, const int
 typedef struct model_sampler {
     float temperature; /* 0: greedy */
     int top_k;         /* 0: off */
-    float top_p;       /* 1 or 0: off */
+    float top_p;       /* 1: off; 0: the most likely token only */
     uint64_t rng;
     int *idx;          /* [vocab] scratch */
     float *prob;       /* [vocab] scratch */

@@ -644,7 +644,7 @@ int jg_allowed(const jg_vocab *v, const jg_state *s, uint8_t *allowed)
 
 /* ---------------------------------------------------------------- schemas */
 
-enum { K_ANY, K_ANYOBJ, K_OBJECT, K_ARRAY, K_STRING, K_NUMBER, K_INTEGER, K_LITS, K_ANYOF };
+enum { K_ANY, K_ANYOBJ, K_OBJECT, K_ARRAY, K_STRING, K_NUMBER, K_INTEGER, K_MAP, K_LITS, K_ANYOF };
 #define MAX_NODES 512
 #define MAX_PROPS 64
 #define MAX_LITS 255
@@ -656,11 +656,13 @@ typedef struct jnode {
     size_t *klen;
     int *sub;          /* object: value nodes; anyOf: alternatives */
     uint64_t req;
-    int items;         /* array */
+    int items;         /* array: the items after the prefix (-1: none); map: the values */
+    int *pfx, npfx;    /* array: the first items' nodes (prefixItems, or draft 4's "items" list) */
+    int keys;          /* map: the node its keys are strings of */
     char **lit;        /* literals: compact JSON texts, sorted */
     size_t *llen;
     uint8_t first[32]; /* the bytes a value of the node may start with */
-    uint32_t cmin, cmax; /* string: characters, array: items (cmax UINT32_MAX: no bound) */
+    uint32_t cmin, cmax; /* string: characters, array: items, map: keys (cmax UINT32_MAX: no bound) */
     jgre *re;            /* string: its pattern (NULL: none) */
     int bounded;         /* number / integer: lo, hi hold (integer: inclusive integers) */
     uint8_t lo_ex, hi_ex;
@@ -682,7 +684,7 @@ void jg_schema_free(jg_schema *sc)
             free(n->key[k]);
         for (int k = 0; n->lit && k < n->n; k++)
             free(n->lit[k]);
-        free(n->key), free(n->klen), free(n->sub), free(n->lit), free(n->llen);
+        free(n->key), free(n->klen), free(n->sub), free(n->lit), free(n->llen), free(n->pfx);
         jgre_free(n->re);
     }
     free(sc);
@@ -713,7 +715,7 @@ static int new_node(cctx *c, int kind)
     memset(n, 0, sizeof *n);
     n->kind = kind;
     n->cmax = UINT32_MAX, n->lo = -INFINITY, n->hi = INFINITY;
-    static const char *const starts[] = {"{[\"-0123456789tfn", "{", "{", "[", "\"", "-0123456789", "-0123456789"};
+    static const char *const starts[] = {"{[\"-0123456789tfn", "{", "{", "[", "\"", "-0123456789", "-0123456789", "{"};
     if (kind < K_LITS)
         first_set(n->first, starts[kind]);
     return c->sc->n++;
@@ -875,6 +877,108 @@ static const struct {
     {"email", "^[A-Za-z0-9_%+-]+(\\.[A-Za-z0-9_%+-]+)*@" FMT_LABEL "(\\." FMT_LABEL ")+$"},
 };
 
+/* an array: its items' schema ("items"), the first ones' own (a tuple: "prefixItems", or draft 4's list in
+ * "items" with "additionalItems" for the rest; false: no more), minItems / maxItems; uniqueItems only where
+ * at most one item may come (the walk keeps no memory of the items) */
+static int array_node(cctx *c, const json_t *s, const char *where, int depth)
+{
+    const json_t *items = json_object_get(s, "items"), *pfx = json_object_get(s, "prefixItems"),
+                 *uq = json_object_get(s, "uniqueItems");
+    if (pfx && json_is_array(items))
+        return CFAIL("json_schema: %s: prefixItems beside a list in items", where);
+    if (json_is_array(items)) /* draft 4 to 2019-09 */
+        pfx = items, items = json_object_get(s, "additionalItems");
+    if (pfx && (!json_is_array(pfx) || json_array_size(pfx) > 64))
+        return CFAIL("json_schema: %s: prefixItems must be a list of up to 64 schemas", where);
+    if (uq && !json_is_boolean(uq))
+        return CFAIL("json_schema: %s: uniqueItems must be a boolean", where);
+    int id = counted_node(c, s, K_ARRAY, "minItems", "maxItems", where);
+    if (id < 0)
+        return -1;
+    uint32_t np = (uint32_t)json_array_size(pfx);
+    jnode *n = &c->sc->node[id];
+    if (json_is_false(items) && n->cmax > np)
+        n->cmax = np;
+    if (n->cmin > n->cmax)
+        return CFAIL("json_schema: %s: minItems %u is more than the %u items it may have", where, n->cmin, n->cmax);
+    if (json_is_true(uq) && n->cmax > 1)
+        return CFAIL("json_schema: %s: uniqueItems true is not supported (the answer keeps no memory of its items; "
+                     "maxItems 1 would keep to it)", where);
+    if (np && !(n->pfx = malloc(np * sizeof *n->pfx)))
+        return CFAIL("out of memory");
+    char w[256];
+    for (uint32_t i = 0; i < np; i++) {
+        snprintf(w, sizeof w, "%.200s.prefixItems[%u]", where, i);
+        int it = compile(c, json_array_get(pfx, i), w, depth + 1);
+        if (it < 0)
+            return -1;
+        n = &c->sc->node[id];
+        n->pfx[n->npfx++] = it;
+    }
+    snprintf(w, sizeof w, "%.200s.items", where);
+    int it = items && !json_is_false(items) ? compile(c, items, w, depth + 1) : new_node(c, K_ANY);
+    if (it < 0)
+        return -1;
+    c->sc->node[id].items = it;
+    return id;
+}
+
+/* an object of keys of its own (a dict): every value of additionalProperties' schema, or of the one
+ * patternProperties pattern's (the keys then matching it); the keys strings of propertyNames' schema;
+ * minProperties / maxProperties count them. A key may come twice (the walk keeps no memory of them). */
+static int map_node(cctx *c, const json_t *s, const char *where, int depth)
+{
+    const json_t *pp = json_object_get(s, "patternProperties"), *add = json_object_get(s, "additionalProperties"),
+                 *pn = json_object_get(s, "propertyNames"), *vs = add;
+    const char *pat = NULL;
+    if (json_object_size(pp)) {
+        void *it = json_object_iter((json_t *)pp);
+        pat = json_object_iter_key(it), vs = json_object_iter_value(it);
+        if (pn)
+            return CFAIL("json_schema: %s: propertyNames beside patternProperties is not supported", where);
+    }
+    int id = counted_node(c, s, K_MAP, "minProperties", "maxProperties", where);
+    if (id < 0)
+        return -1;
+    if (c->sc->node[id].cmin > 1) /* JSON parsers keep one of two equal keys: the object would have fewer */
+        return CFAIL("json_schema: %s: minProperties above 1 without properties is not supported (the answer keeps "
+                     "no memory of its keys, and a key written twice counts once)", where);
+    if ((!pat && json_is_false(add)) || (pat && json_is_false(vs))) { /* no key at all */
+        if (c->sc->node[id].cmin)
+            return CFAIL("json_schema: %s: minProperties beside additionalProperties false and no properties", where);
+        c->sc->node[id].cmax = 0;
+    }
+    json_t *ks;
+    if (pn && !json_is_object(pn) && !json_is_true(pn))
+        return CFAIL("json_schema: %s: propertyNames must be a schema", where);
+    if (json_is_object(pn) && !json_object_get(pn, "type") &&
+        (json_object_get(pn, "pattern") || json_object_get(pn, "minLength") || json_object_get(pn, "maxLength") ||
+         json_object_get(pn, "format")))
+        ks = json_copy((json_t *)pn), json_object_set_new(ks, "type", json_string("string")); /* names are strings */
+    else if (json_is_object(pn))
+        ks = json_incref((json_t *)pn);
+    else
+        ks = pat ? json_pack("{s:s,s:s}", "type", "string", "pattern", pat) : json_pack("{s:s}", "type", "string");
+    if (!ks)
+        return CFAIL("out of memory");
+    char w[256];
+    snprintf(w, sizeof w, "%.200s.%s", where, pat ? "patternProperties" : "propertyNames");
+    int k = compile(c, ks, w, depth + 1);
+    json_decref(ks);
+    if (k < 0)
+        return -1;
+    uint8_t quote[32] = {0};
+    first_set(quote, "\"");
+    if (memcmp(c->sc->node[k].first, quote, sizeof quote))
+        return CFAIL("json_schema: %s: property names are strings (its schema allows other values)", w);
+    snprintf(w, sizeof w, "%.200s.%s", where, pat ? "patternProperties" : "additionalProperties");
+    int v = vs && json_is_object(vs) ? compile(c, vs, w, depth + 1) : new_node(c, K_ANY);
+    if (v < 0)
+        return -1;
+    c->sc->node[id].keys = k, c->sc->node[id].items = v;
+    return id;
+}
+
 static int type_node(cctx *c, const json_t *s, const char *type, const char *where, int depth)
 {
     char w[256];
@@ -907,28 +1011,24 @@ static int type_node(cctx *c, const json_t *s, const char *type, const char *whe
         json_decref(v);
         return id;
     }
-    if (!strcmp(type, "array")) {
-        const json_t *items = json_object_get(s, "items");
-        int id = counted_node(c, s, K_ARRAY, "minItems", "maxItems", where);
-        if (id < 0)
-            return -1;
-        snprintf(w, sizeof w, "%.200s.items", where);
-        int it = items ? compile(c, items, w, depth + 1) : new_node(c, K_ANY);
-        if (it < 0)
-            return -1;
-        c->sc->node[id].items = it;
-        return id;
-    }
+    if (!strcmp(type, "array"))
+        return array_node(c, s, where, depth);
     if (strcmp(type, "object"))
         return CFAIL("json_schema: %s: unknown type '%.32s'", where, type);
     const json_t *props = json_object_get(s, "properties"), *req = json_object_get(s, "required"),
-                 *add = json_object_get(s, "additionalProperties");
-    if (add && !json_is_false(add) && !(json_is_object(add) && !json_object_size(add) && !props) && !json_is_true(add))
-        return CFAIL("json_schema: %s: additionalProperties with a schema is not supported", where);
-    if (!props && (!add || !json_is_false(add)))
+                 *add = json_object_get(s, "additionalProperties"), *pp = json_object_get(s, "patternProperties");
+    if (pp && (!json_is_object(pp) || json_object_size(pp) > 1 || props))
+        return CFAIL("json_schema: %s: patternProperties is supported as one pattern, without properties", where);
+    int free_add = !add || json_is_true(add) || (json_is_object(add) && !json_object_size(add));
+    if (!props && (pp || (!free_add && !json_is_false(add)) || json_object_get(s, "propertyNames") ||
+                   json_object_get(s, "minProperties") || json_object_get(s, "maxProperties")))
+        return map_node(c, s, where, depth); /* keys of their own (a dict, say) */
+    if (!props && free_add)
         return new_node(c, K_ANYOBJ); /* any object */
-    if (props && json_is_true(add))
-        return CFAIL("json_schema: %s: additionalProperties true beside properties is not supported", where);
+    if (props && !free_add && !json_is_false(add))
+        return CFAIL("json_schema: %s: additionalProperties with a schema beside properties is not supported", where);
+    if (json_object_get(s, "propertyNames"))
+        return CFAIL("json_schema: %s: propertyNames beside properties is not supported", where);
     if (props && !json_is_object(props))
         return CFAIL("json_schema: %s.properties must be an object", where);
     size_t np = json_object_size(props);
@@ -972,19 +1072,29 @@ static int type_node(cctx *c, const json_t *s, const char *type, const char *whe
             return CFAIL("json_schema: %s.required[%zu] is not one of its properties", where, i);
         n->req |= 1ull << found;
     }
+    /* beside properties, only bounds the object keeps anyway: the required keys are enough, all of them not too many */
+    const json_t *pmin = json_object_get(s, "minProperties"), *pmax = json_object_get(s, "maxProperties");
+    if ((pmin && (!json_is_integer(pmin) || json_integer_value(pmin) > __builtin_popcountll(n->req))) ||
+        (pmax && (!json_is_integer(pmax) || json_integer_value(pmax) < n->n)))
+        return CFAIL("json_schema: %s: minProperties / maxProperties beside properties are supported only where the "
+                     "required properties reach the minimum and all of them stay within the maximum", where);
     return id;
 }
 
+/* the keywords a schema may have: annotations first (NOTES of them), then the ones the walk keeps to */
+enum { NOTES = 13 };
 static const char *const ANNOTATIONS[] = {"title", "description", "default", "examples", "format", "$schema", "$id",
                                           "$comment", "deprecated", "readOnly", "writeOnly", "$defs", "definitions",
                                           "type", "properties", "required", "additionalProperties", "items", "enum",
-                                          "const", "anyOf", "oneOf", "$ref", "strict", "name"};
+                                          "const", "anyOf", "oneOf", "$ref", "strict", "name", "prefixItems",
+                                          "additionalItems", "patternProperties", "propertyNames", "allOf", "nullable"};
 /* bounds, and the types that take them (type_node reads them) */
 static const struct {
     const char *kw, *type, *type2;
 } BOUNDS[] = {{"minLength", "string", NULL},       {"maxLength", "string", NULL},         {"pattern", "string", NULL},
               {"minItems", "array", NULL},
-              {"maxItems", "array", NULL},         {"minimum", "number", "integer"},      {"maximum", "number", "integer"},
+              {"maxItems", "array", NULL},         {"uniqueItems", "array", NULL},        {"minProperties", "object", NULL},
+              {"maxProperties", "object", NULL},   {"minimum", "number", "integer"},      {"maximum", "number", "integer"},
               {"exclusiveMinimum", "number", "integer"}, {"exclusiveMaximum", "number", "integer"}};
 
 /* the schema's "type" names t (a name or a list of names) */
@@ -1000,6 +1110,148 @@ static int has_type(const json_t *type, const char *t)
     return 0;
 }
 
+/* only annotations (and definitions) */
+static int notes_only(const json_t *s)
+{
+    const char *k;
+    const json_t *v;
+    json_object_foreach((json_t *)s, k, v)
+    {
+        int a = 0;
+        while (a < NOTES && strcmp(ANNOTATIONS[a], k))
+            a++;
+        if (a == NOTES || !strcmp(k, "format"))
+            return 0;
+    }
+    return 1;
+}
+
+/* the schemas whose values allOf asks for, each with its references followed and its own allOf taken
+ * apart, appended to parts (n so far, at most 64) */
+static int allof_parts(cctx *c, const json_t *s, const json_t **parts, int *n, const char *where, int hops)
+{
+    if (hops > 16)
+        return CFAIL("json_schema: %s: allOf and $ref lead through more than 16 schemas", where);
+    if (!json_is_object(s))
+        return json_is_true(s) ? 0 : CFAIL("json_schema: %s: allOf's schemas must be objects", where);
+    const json_t *ref = json_object_get(s, "$ref"), *all = json_object_get(s, "allOf");
+    if (ref) {
+        const char *r = json_string_value(ref);
+        const char *name = r && !strncmp(r, "#/$defs/", 8) ? r + 8 : r && !strncmp(r, "#/definitions/", 14) ? r + 14 : NULL;
+        const json_t *t = name ? json_object_get(json_object_get(c->root, r[2] == '$' ? "$defs" : "definitions"), name) : NULL;
+        if (!t)
+            return CFAIL("json_schema: %s: '%.64s' is not a definition of this schema", where, r ? r : "?");
+        if (allof_parts(c, t, parts, n, where, hops + 1))
+            return -1;
+    }
+    if (all) {
+        size_t i;
+        const json_t *v;
+        if (!json_is_array(all) || !json_array_size(all))
+            return CFAIL("json_schema: %s.allOf must be a list of schemas", where);
+        json_array_foreach(all, i, v) if (allof_parts(c, v, parts, n, where, hops + 1)) return -1;
+    }
+    if (ref || all) { /* what stands beside them */
+        const char *k;
+        const json_t *v;
+        json_object_foreach((json_t *)s, k, v) if (strcmp(k, "$ref") && strcmp(k, "allOf")) goto own;
+        return 0;
+    }
+own:
+    if (*n == 64)
+        return CFAIL("json_schema: %s: allOf of more than 64 schemas", where);
+    parts[(*n)++] = s;
+    return 0;
+}
+
+/* allOf as the one schema that asks for all its parts' values: the parts' keywords together (one keyword
+ * in two parts must say the same, but for properties, whose schemas in two parts become an allOf of both,
+ * and required, which adds up); additionalProperties false in a part keeps only that part's properties.
+ * A part that is only annotations asks nothing. NULL with the error filled. */
+static json_t *allof_merge(cctx *c, const json_t *s, const char *where)
+{
+    const json_t *parts[64];
+    int n = 0;
+    if (allof_parts(c, s, parts, &n, where, 0))
+        return NULL;
+    json_t *out = json_object(), *props = json_object(), *req = json_array();
+    if (!out || !props || !req)
+        goto oom;
+    for (int i = 0; i < n; i++) {
+        const char *k;
+        const json_t *v;
+        if (notes_only(parts[i]))
+            continue;
+        json_object_foreach((json_t *)parts[i], k, v)
+        {
+            int a = 0;
+            while (a < NOTES && strcmp(ANNOTATIONS[a], k))
+                a++;
+            if ((a < NOTES && strcmp(k, "format")) || !strcmp(k, "$ref") || !strcmp(k, "allOf"))
+                continue;
+            if (!strcmp(k, "properties")) {
+                const char *pk;
+                const json_t *pv;
+                if (!json_is_object(v)) {
+                    (void)CFAIL("json_schema: %s: allOf: properties must be an object", where);
+                    goto fail;
+                }
+                json_object_foreach((json_t *)v, pk, pv)
+                {
+                    const json_t *old = json_object_get(props, pk);
+                    json_t *both = !old || json_equal(old, pv) ? json_incref((json_t *)pv) : json_pack("{s:[OO]}", "allOf", old, pv);
+                    if (!both || json_object_set_new(props, pk, both))
+                        goto oom;
+                }
+            } else if (!strcmp(k, "required")) {
+                size_t ri;
+                const json_t *rv;
+                json_array_foreach(v, ri, rv)
+                {
+                    size_t q = 0;
+                    while (q < json_array_size(req) && !json_equal(json_array_get(req, q), rv))
+                        q++;
+                    if (q == json_array_size(req) && json_array_append(req, (json_t *)rv))
+                        goto oom;
+                }
+            } else if (!strcmp(k, "additionalProperties") && (json_is_true(v) || (json_is_object(v) && !json_object_size(v)))) {
+                continue;
+            } else if (!strcmp(k, "additionalProperties") && !json_is_false(v)) {
+                (void)CFAIL("json_schema: %s: allOf: additionalProperties with a schema is not supported", where);
+                goto fail;
+            } else if (json_object_get(out, k) && !json_equal(json_object_get(out, k), v)) {
+                (void)CFAIL("json_schema: %s: allOf: its schemas give '%.64s' different values (not supported)", where, k);
+                goto fail;
+            } else if (json_object_set(out, k, (json_t *)v)) {
+                goto oom;
+            }
+        }
+    }
+    /* additionalProperties false: only the properties of every part that says so */
+    for (int i = 0; i < n; i++) {
+        if (!json_is_false(json_object_get(parts[i], "additionalProperties")))
+            continue;
+        const json_t *own = json_object_get(parts[i], "properties");
+        const char *pk;
+        json_t *pv, *tmp;
+        json_object_foreach_safe(props, tmp, pk, pv) if (!json_object_get(own, pk)) json_object_del(props, pk);
+    }
+    if (json_object_size(props) || json_is_false(json_object_get(out, "additionalProperties")))
+        if (json_object_set(out, "properties", props))
+            goto oom;
+    if (json_array_size(req) && json_object_set(out, "required", req))
+        goto oom;
+    if (json_object_size(props) && !json_object_get(out, "type") && json_object_set_new(out, "type", json_string("object")))
+        goto oom;
+    json_decref(props), json_decref(req);
+    return out;
+oom:
+    (void)CFAIL("out of memory");
+fail:
+    json_decref(out), json_decref(props), json_decref(req);
+    return NULL;
+}
+
 static int compile(cctx *c, const json_t *s, const char *where, int depth)
 {
     if (depth > 64)
@@ -1008,6 +1260,31 @@ static int compile(cctx *c, const json_t *s, const char *where, int depth)
         return new_node(c, K_ANY);
     if (!json_is_object(s))
         return CFAIL("json_schema: %s must be an object", where);
+    const json_t *nul = json_object_get(s, "nullable");
+    if (nul && !json_is_boolean(nul))
+        return CFAIL("json_schema: %s: nullable must be a boolean", where);
+    if (nul || json_object_get(s, "allOf")) {
+        /* OpenAPI's nullable true: the value or null; allOf: the one schema that asks for all its parts */
+        json_t *t = json_copy((json_t *)s);
+        if (!t)
+            return CFAIL("out of memory");
+        json_object_del(t, "nullable");
+        if (json_object_get(t, "allOf")) {
+            json_t *m = allof_merge(c, t, where);
+            json_decref(t);
+            if (!(t = m))
+                return -1;
+        }
+        if (json_is_true(nul)) {
+            json_t *alt = json_pack("{s:[o{s:s}]}", "anyOf", t, "type", "null");
+            if (!alt)
+                return CFAIL("out of memory");
+            t = alt;
+        }
+        int id = compile(c, t, where, depth + 1);
+        json_decref(t);
+        return id;
+    }
     const char *k;
     const json_t *v;
     json_object_foreach((json_t *)s, k, v)
@@ -1122,7 +1399,7 @@ jg_schema *jg_schema_compile(const json_t *schema, char *err, size_t errn)
 /* ---- walking a schema */
 
 enum { PH_START, PH_OBJ_FIRST, PH_KEY, PH_COLON, PH_OBJ_AFTER, PH_OBJ_NEXT, PH_ARR_FIRST, PH_ARR_AFTER, PH_ARR_ITEM,
-       PH_STR, PH_NUM, PH_LIT, PH_ANY };
+       PH_STR, PH_NUM, PH_LIT, PH_ANY, PH_MAP_FIRST, PH_MAP_COLON, PH_MAP_AFTER, PH_MAP_NEXT };
 
 static void schema_enter(jg_state *s, const jg_schema *sc)
 {
@@ -1256,6 +1533,9 @@ static int start_value(jg_state *s, const jg_schema *sc, unsigned char c)
         return 1;
     case K_ARRAY:
         s->f[d].phase = PH_ARR_FIRST;
+        return 1;
+    case K_MAP:
+        s->f[d].phase = PH_MAP_FIRST, s->f[d].count = 0;
         return 1;
     case K_STRING:
         s->mode = J_STR, s->sub = S_CH, s->key = 0, s->need = 0, s->hi_sur = 0, s->depth = 0;
@@ -1492,12 +1772,41 @@ static int feed_schema(jg_state *s, const jg_schema *sc, unsigned char c)
             if (!n->cmax)
                 return 0;
             __attribute__((fallthrough)); /* the first item */
-        case PH_ARR_ITEM:
+        case PH_ARR_ITEM: {
+            uint32_t k = s->f[d].count++;
             s->f[d].phase = PH_ARR_AFTER;
-            s->f[d].count++;
-            if (!push_value(s, n->items))
+            if (!push_value(s, k < (uint32_t)n->npfx ? n->pfx[k] : n->items))
                 return 0;
             continue; /* c starts the item */
+        }
+        case PH_MAP_FIRST:
+        case PH_MAP_AFTER:
+            if (c == '}') {
+                if (s->f[d].count < n->cmin)
+                    return 0;
+                pop_value(s);
+                return 1;
+            }
+            if (ph == PH_MAP_AFTER) {
+                if (c != ',' || s->f[d].count >= n->cmax)
+                    return 0;
+                s->f[d].phase = PH_MAP_NEXT;
+                return 1;
+            }
+            __attribute__((fallthrough)); /* the first key */
+        case PH_MAP_NEXT:
+            if (c != '"' || s->f[d].count >= n->cmax)
+                return 0;
+            s->f[d].phase = PH_MAP_COLON;
+            s->f[d].count++;
+            if (!push_value(s, n->keys))
+                return 0;
+            continue; /* c starts the key, a string of its own node */
+        case PH_MAP_COLON:
+            if (c != ':')
+                return 0;
+            s->f[d].phase = PH_MAP_AFTER;
+            return push_value(s, n->items);
         case PH_ARR_AFTER:
             if (c == ']') {
                 if (s->f[d].count < n->cmin)

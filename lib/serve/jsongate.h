@@ -45,8 +45,11 @@
  * minLength / maxLength; jgre.h): a character is taken only if the expression can still match, the
  * string closed only where it does; "format" date, time, date-time, uuid, ipv4, email beside type string
  * (without pattern or lengths) as the patterns that write them (jsongate.c FORMATS); annotations (title,
- * description, default, examples, other formats, $schema, $id, $comment) are ignored; any other keyword
- * is refused by name (the answer could not keep to it). */
+ * description, default, examples, other formats, $schema, $id, $comment) are ignored; dicts (an object
+ * without properties: additionalProperties' schema or one patternProperties pattern's for every value,
+ * propertyNames for the keys, minProperties 0 or 1, maxProperties), tuples (prefixItems, or draft 4's
+ * "items" list with additionalItems), allOf (its parts' keywords as one schema), OpenAPI's nullable;
+ * any other keyword is refused by name (the answer could not keep to it). */
 #define JG_NUM_DIGITS 15 /* a bounded number's digits, all exact in a double */
 typedef struct jg_schema jg_schema;
 /* NULL with err filled (what and where) */

@@ -162,6 +162,10 @@ int main(void)
     draws(&sp, lg, 2000, c);
     TAP_OK(c[0] == 2000, "top-p 0.5 keeps the top token only");
     model_sampler_free(&sp);
+    model_sampler_init(&sp, 4, 1, 0, 0, 11); /* the smallest set reaching 0: the top token (not "no top-p") */
+    draws(&sp, lg, 2000, c);
+    TAP_OK(c[0] == 2000, "top-p 0 keeps the top token only: %d %d %d", c[0], c[1], c[2]);
+    model_sampler_free(&sp);
 
     /* top-k 1 is greedy at any temperature */
     model_sampler_init(&sp, 4, 5, 1, 1, 3);

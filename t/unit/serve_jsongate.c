@@ -590,13 +590,91 @@ static void schema_runs(void)
     }
     refused_schema("{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"integer\",\"multipleOf\":2}}}", "'multipleOf' is not supported",
                    "a keyword the walk cannot keep to is refused by name");
-    refused_schema("{\"type\":\"object\",\"properties\":{\"s\":{\"type\":\"array\",\"uniqueItems\":true}}}", "'uniqueItems'", "uniqueItems");
+    refused_schema("{\"type\":\"object\",\"properties\":{\"s\":{\"type\":\"array\",\"uniqueItems\":true}}}", "uniqueItems true",
+                   "uniqueItems");
     refused_schema("{\"anyOf\":[{\"type\":\"integer\"},{\"type\":\"number\"}]}", "start with the same character",
                    "alternatives the first byte cannot tell apart");
     refused_schema("{\"$ref\":\"https://example.com/s.json\"}", "only \"#/$defs/", "an outside reference");
     refused_schema("{\"$ref\":\"#/$defs/missing\"}", "is not defined", "a missing definition");
-    refused_schema("{\"type\":\"object\",\"additionalProperties\":{\"type\":\"string\"}}", "additionalProperties",
-                   "additionalProperties with a schema");
+    refused_schema("{\"type\":\"object\",\"properties\":{\"a\":{}},\"additionalProperties\":{\"type\":\"string\"}}",
+                   "additionalProperties with a schema beside properties", "additionalProperties with a schema beside properties");
+    refused_schema("{\"type\":\"object\",\"additionalProperties\":{\"type\":\"string\"},\"minProperties\":2}",
+                   "minProperties above 1", "a dict's minProperties above 1 (a key written twice counts once)");
+    refused_schema("{\"type\":\"object\",\"propertyNames\":{\"type\":\"integer\"}}", "property names are strings",
+                   "propertyNames that are not strings");
+    refused_schema("{\"type\":\"object\",\"patternProperties\":{\"^a\":{},\"^b\":{}}}", "one pattern", "two patternProperties");
+    refused_schema("{\"allOf\":[{\"type\":\"string\"},{\"type\":\"integer\"}]}", "different values",
+                   "allOf parts that say different things");
+    refused_schema("{\"allOf\":[{\"$ref\":\"#/$defs/a\"}],\"$defs\":{\"a\":{\"allOf\":[{\"$ref\":\"#/$defs/a\"}]}}}",
+                   "more than 16", "allOf that leads back to itself");
+    refused_schema("{\"type\":\"array\",\"prefixItems\":[{},{}],\"items\":false,\"minItems\":3}", "more than the 2 items",
+                   "a tuple shorter than its minItems");
+    refused_schema("{\"type\":\"object\",\"properties\":{\"a\":{}},\"minProperties\":1}", "minProperties",
+                   "minProperties the required keys do not reach");
+    /* dicts: keys of their own, each value of one schema, their count bounded */
+    p = schema_prog("{\"type\":\"object\",\"additionalProperties\":{\"type\":\"integer\"},\"maxProperties\":2}", err, sizeof err);
+    TAP_OK(p != NULL, "a dict compiles %s", err);
+    if (p) {
+        schema_case(p, "{}", -1, 1);
+        schema_case(p, "{\"a\": 1, \"b\\n\\u00e9\": -2}", -1, 1);
+        schema_case(p, "{\"a\":1,\"b\":2,", 12, 0); /* maxProperties */
+        schema_case(p, "{\"a\":\"x\"", 5, 0);       /* integers */
+        schema_case(p, "{\"a\"}", 4, 0);
+        jg_prog_free(p);
+    }
+    p = schema_prog("{\"type\":\"object\",\"patternProperties\":{\"^[a-z]{2}$\":{\"type\":\"boolean\"}},"
+                    "\"additionalProperties\":false,\"minProperties\":1}", err, sizeof err);
+    TAP_OK(p != NULL, "patternProperties compiles %s", err);
+    if (p) {
+        schema_case(p, "{\"ab\":true,\"zz\":false}", -1, 1);
+        schema_case(p, "{}", 1, 0);          /* minProperties */
+        schema_case(p, "{\"abc", 4, 0);     /* the pattern */
+        schema_case(p, "{\"a\"", 3, 0);
+        jg_prog_free(p);
+    }
+    p = schema_prog("{\"type\":\"object\",\"propertyNames\":{\"enum\":[\"x\",\"yy\"]}}", err, sizeof err);
+    TAP_OK(p != NULL, "propertyNames compiles %s", err);
+    if (p) {
+        schema_case(p, "{\"yy\":[1,{\"q\":null}],\"x\":2}", -1, 1);
+        schema_case(p, "{\"y\"", 3, 0);
+        jg_prog_free(p);
+    }
+    /* tuples: prefixItems (2020-12), an items list (draft 4 to 2019-09) */
+    p = schema_prog("{\"type\":\"array\",\"prefixItems\":[{\"type\":\"integer\"},{\"enum\":[\"a\",\"b\"]}],\"items\":false,"
+                    "\"minItems\":1}", err, sizeof err);
+    TAP_OK(p != NULL, "prefixItems compiles %s", err);
+    if (p) {
+        schema_case(p, "[7]", -1, 1);
+        schema_case(p, "[7, \"b\"]", -1, 1);
+        schema_case(p, "[]", 1, 0);
+        schema_case(p, "[\"a\"", 1, 0);
+        schema_case(p, "[7,\"a\",", 6, 0); /* items false: two at most */
+        jg_prog_free(p);
+    }
+    p = schema_prog("{\"type\":\"array\",\"items\":[{\"type\":\"string\"}],\"additionalItems\":{\"type\":\"null\"}}", err, sizeof err);
+    TAP_OK(p != NULL, "an items list with additionalItems compiles %s", err);
+    if (p) {
+        schema_case(p, "[\"s\",null,null]", -1, 1);
+        schema_case(p, "[\"s\",1", 5, 0);
+        jg_prog_free(p);
+    }
+    /* allOf: the parts together (pydantic's models with a base and a described $ref), OpenAPI's nullable */
+    p = schema_prog("{\"type\":\"object\",\"properties\":{\"pet\":{\"allOf\":[{\"$ref\":\"#/$defs/Pet\"}],\"description\":\"d\"},"
+                    "\"n\":{\"allOf\":[{\"type\":\"string\",\"maxLength\":3},{\"minLength\":2}]},"
+                    "\"m\":{\"type\":\"integer\",\"nullable\":true}},\"required\":[\"pet\",\"n\",\"m\"],"
+                    "\"$defs\":{\"Base\":{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"integer\"}},\"required\":[\"id\"]},"
+                    "\"Pet\":{\"allOf\":[{\"$ref\":\"#/$defs/Base\"},{\"properties\":{\"name\":{\"type\":\"string\"}},"
+                    "\"required\":[\"name\"]}]}}}", err, sizeof err);
+    TAP_OK(p != NULL, "allOf and nullable compile %s", err);
+    if (p) {
+        schema_case(p, "{\"pet\":{\"id\":1,\"name\":\"x\"},\"n\":\"ab\",\"m\":null}", -1, 1);
+        schema_case(p, "{\"pet\":{\"id\":1,\"name\":\"x\"},\"n\":\"abc\",\"m\":5}", -1, 1);
+        schema_case(p, "{\"pet\":{\"name\"", 9, 0); /* the base's id first, and required */
+        schema_case(p, "{\"pet\":{\"id\":1}", 14, 0); /* the name is required */
+        schema_case(p, "{\"pet\":{\"id\":1,\"name\":\"x\"},\"n\":\"a\"", 33, 0); /* minLength 2 */
+        schema_case(p, "{\"pet\":{\"id\":1,\"name\":\"x\"},\"n\":\"abcd", 35, 0); /* maxLength 3 */
+        jg_prog_free(p);
+    }
     refused_schema("{\"enum\":[1,1]}", "given twice", "an enum value given twice");
     refused_schema("{\"type\":\"complex\"}", "unknown type", "an unknown type");
     /* references that lead only to themselves (a = a | null): compiled, and the walk gives up on such a value
@@ -746,7 +824,7 @@ static jg_prog *pattern_prog(const char *pattern, char *err, size_t errn)
 /* random walks through {"s": "..."}: each byte drawn from all those the gate takes (UTF-8 sequences and
  * escapes among them, '"' favoured so strings end); out: the values of the walks that ended, a JSON text
  * a line (NULL: not kept). Returns the walks that ended, or -1 at a dead end (a state taking no byte). */
-static int pattern_walks(const jg_prog *p, int walks, int max_bytes, FILE *out)
+static int pattern_walks(const jg_prog *p, int walks, int max_bytes, FILE *out, const char *field)
 {
     int ended = 0;
     for (int w = 0; w < walks; w++) {
@@ -768,8 +846,12 @@ static int pattern_walks(const jg_prog *p, int walks, int max_bytes, FILE *out)
                 return -1;
             }
             unsigned char c = ok[rnd((unsigned)m)];
-            for (int r = 0; r < 3 && !strchr("\"}", c) && memchr(ok, '"', (size_t)m); r++)
-                c = ok[rnd((unsigned)m)];
+            if (field)
+                for (int r = 0; r < 3 && !strchr("\"}", c) && memchr(ok, '"', (size_t)m); r++)
+                    c = ok[rnd((unsigned)m)];
+            else /* whole documents: the bytes that end things (strings, containers, numbers) favoured */
+                for (int r = 0; r < 3 && !strchr("\"}],", c); r++)
+                    c = ok[rnd((unsigned)m)];
             jg_feed(&st, c);
             doc[n++] = (char)c;
         }
@@ -777,9 +859,11 @@ static int pattern_walks(const jg_prog *p, int walks, int max_bytes, FILE *out)
         if (jg_done(&st)) {
             ended++;
             if (out) {
-                json_t *j = json_loadb(doc, n, 0, NULL);
-                char *v = j ? json_dumps(json_object_get(j, "s"), JSON_ENCODE_ANY | JSON_ENSURE_ASCII) : NULL;
-                fprintf(out, "%s\n", v ? v : "null");
+                /* as jansson writes it (the whole document as written where jansson refuses a number beyond
+                 * a double's range: valid JSON, which other parsers read as infinite) */
+                json_t *j = json_loadb(doc, n, JSON_ALLOW_NUL, NULL);
+                char *v = j ? json_dumps(field ? json_object_get(j, field) : j, JSON_ENCODE_ANY | JSON_ENSURE_ASCII) : NULL;
+                fprintf(out, "%s\n", v ? v : field ? "null" : doc);
                 free(v);
                 json_decref(j);
             }
@@ -797,7 +881,7 @@ static void pattern_runs(void)
     for (size_t i = 0; i < sizeof ok / sizeof *ok; i++) {
         err[0] = 0;
         jg_prog *p = pattern_prog(ok[i], err, sizeof err);
-        int ended = p ? pattern_walks(p, 60, 48, NULL) : -1;
+        int ended = p ? pattern_walks(p, 60, 48, NULL, "s") : -1;
         /* (random bytes seldom spell what some patterns want, so not every walk ends; none may get stuck) */
         TAP_OK(p && ended >= 0, "pattern %-36s compiles %s; 60 random walks: no dead end, %d ended", ok[i], err, ended);
         jg_prog_free(p);
@@ -984,7 +1068,20 @@ static int pattern_mode(int argc, char **argv)
             fprintf(stderr, "%s\n", err);
             return 3;
         }
-        int r = pattern_walks(p, atoi(argv[3]), 96, stdout);
+        int r = pattern_walks(p, atoi(argv[3]), 96, stdout, "s");
+        jg_prog_free(p);
+        if (r < 0)
+            fprintf(stderr, "a dead end\n");
+        return r < 0;
+    }
+    if (!strcmp(argv[1], "--schema-walks") && argc == 5) {
+        /* N random walks through the schema, at most MAX bytes each: the documents that ended, a line each */
+        jg_prog *p = schema_prog(argv[2], err, sizeof err);
+        if (!p) {
+            fprintf(stderr, "%s\n", err);
+            return 3;
+        }
+        int r = pattern_walks(p, atoi(argv[3]), atoi(argv[4]), stdout, NULL);
         jg_prog_free(p);
         if (r < 0)
             fprintf(stderr, "a dead end\n");
@@ -1019,7 +1116,7 @@ static int pattern_mode(int argc, char **argv)
         jgre_free(re);
         return 0;
     }
-    fprintf(stderr, "usage: serve_jsongate [--pattern-walks PATTERN N | --pattern-match PATTERN | --format-walks FORMAT N]\n");
+    fprintf(stderr, "usage: serve_jsongate [--pattern-walks PATTERN N | --pattern-match PATTERN | --format-walks FORMAT N | --schema-walks SCHEMA N MAX]\n");
     return 2;
 }
 
