@@ -364,6 +364,46 @@ open_in() {
   [ -z "$(ls -A "$W/out")" ] || { ls -la "$W/out"; return 1; }
 }
 
+@test "hardening: -o names a device, a FIFO or a link: written through, never replaced; a link to a file replaces the file, not the link" {
+  local pack
+  pack=$(fixture qwen2 cpu tied)
+  oga-extract "$pack" -o "$W/ref.ogax"
+  # a character device (as /dev/null is; made here, not the machine's own) stays a device
+  if mknod -m 666 "$W/null" c 1 3 2>/dev/null; then
+    oga-extract "$pack" -o "$W/null"
+    [ -c "$W/null" ]
+    oga-extract "$pack" | q4nx-pack -o "$W/null"
+    [ -c "$W/null" ]
+    oga-extract "$pack" | q4nx-pack -o "$W/m.q4nx"
+    q4nx-gguf --widen -o "$W/null" "$W/m.q4nx" 2>/dev/null
+    [ -c "$W/null" ]
+  else
+    echo "# not root: the device node case skipped" >&3
+  fi
+  # a link to standard output (a pipe): the bytes reach the pipe, the link stays
+  ln -s /proc/self/fd/1 "$W/out"
+  [ "$(oga-extract "$pack" -o "$W/out" | cmp - "$W/ref.ogax" && echo same)" = same ]
+  [ -L "$W/out" ]
+  # a FIFO: read at the other end whole
+  mkfifo "$W/fifo"
+  cat "$W/fifo" > "$W/via-fifo" &
+  oga-extract "$pack" -o "$W/fifo"
+  wait $!
+  cmp "$W/via-fifo" "$W/ref.ogax" && [ -p "$W/fifo" ]
+  # a link to a regular file: the file gets the output, the link is kept
+  echo old > "$W/real"
+  ln -s real "$W/link"
+  oga-extract "$pack" -o "$W/link"
+  [ -L "$W/link" ] && cmp "$W/real" "$W/ref.ogax"
+  # a link to nothing, and a directory: refused by name, nothing made
+  ln -s nowhere "$W/dangling"
+  run -1 oga-extract "$pack" -o "$W/dangling"
+  [[ "$output" == *"symbolic link to nothing"* ]] && [ ! -e "$W/nowhere" ]
+  mkdir "$W/dir"
+  run -1 oga-extract "$pack" -o "$W/dir"
+  [[ "$output" == *"is a directory"* ]] && [ -z "$(ls -A "$W/dir")" ]
+}
+
 @test "hardening: a writer removes stale temp files of its output left by dead processes, and only those" {
   oga-extract "$(fixture qwen2 cpu tied)" -o "$W/s.ogax"
   mkdir "$W/out"

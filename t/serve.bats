@@ -723,16 +723,16 @@ PY
       {"city": {"enum": ["Oslo", "Rome", "New York"]}, "days": {"type": "integer"}}, "required": ["city"], "additionalProperties": false}}},
     {"type": "function", "function": {"name": "add", "parameters": {"type": "object", "properties": {"a": {"type": "integer"},
       "b": {"type": "integer"}}, "required": ["a", "b"]}}}, {"type": "function", "function": {"name": "add-all"}}]'
-  # the arguments keep to the named tool's parameters (add-all has none: any object)
+  # the arguments keep to the named tool's parameters (add-all has none: {}, OpenAI's empty parameter list)
   fits='if .name == "get_weather" then (.arguments | fromjson | (keys_unsorted - ["city", "days"] | length) == 0 and
       (.city | IN("Oslo", "Rome", "New York")) and ((.days // 0) | . == floor))
     elif .name == "add" then (.arguments | fromjson | keys_unsorted == ["a", "b"] and (.a | . == floor) and (.b | . == floor))
-    else (.arguments | fromjson | type == "object") end'
+    else (.arguments | fromjson | . == {}) end'
   u='[{"role": "user", "content": "Weather in Oslo?"}]'
   # the Qwen3 template asks for <tool_call> blocks; the bundled model's own template for none (the bare form)
   for model in tooly target; do
     start_server -m "$W/$model.q4nx"
-    for choice in '"required"' '{"type": "function", "function": {"name": "add"}}'; do
+    for choice in '"required"' '{"type": "function", "function": {"name": "add"}}' '{"type": "function", "function": {"name": "add-all"}}'; do
       for t in 0 0.9; do
         for seed in 1 2; do
           req="{\"messages\": $u, \"tools\": $tools, \"tool_choice\": $choice, \"max_tokens\": 400, \"temperature\": $t, \"seed\": $seed}"
@@ -829,6 +829,13 @@ PY
   echo "$h" | grep -q '^HTTP/1.1 204'
   echo "$h" | grep -qi '^Access-Control-Allow-Origin: http://localhost:3000$'
   echo "$h" | grep -qi '^Access-Control-Allow-Headers: .*Authorization' && echo "$h" | grep -qi '^Access-Control-Allow-Methods: .*POST'
+  # the headers the openai SDK sends from a browser page (X-Stainless-*) are granted as asked
+  h=$(hdr -X OPTIONS -H 'Origin: http://localhost:3000' -H 'Access-Control-Request-Method: POST' \
+    -H 'Access-Control-Request-Headers: authorization,content-type,x-stainless-os,x-stainless-retry-count' "http://127.0.0.1:$PORT/v1/chat/completions")
+  echo "$h" | grep -qi '^Access-Control-Allow-Headers: authorization,content-type,x-stainless-os,x-stainless-retry-count'
+  # a request for headers that are not a list of names gets the server's own list
+  h=$(hdr -X OPTIONS -H 'Origin: http://localhost:3000' -H 'Access-Control-Request-Headers: a;b=c' "http://127.0.0.1:$PORT/v1/models")
+  echo "$h" | grep -qi '^Access-Control-Allow-Headers: Authorization, Content-Type, X-Api-Key'
   hdr -H 'Authorization: Bearer sekrit' "http://127.0.0.1:$PORT/v1/models" | grep -qi '^Access-Control-Allow-Origin: http://localhost:3000$'
   hdr "http://127.0.0.1:$PORT/v1/models" | grep -qi '^Access-Control-Allow-Origin: http://localhost:3000$' # the 401 too
   hdr -N -H 'Authorization: Bearer sekrit' -H 'Content-Type: application/json' \
@@ -854,15 +861,24 @@ PY
   [ "$status" = 2 ]
 }
 
-@test "serve: SIGTERM stops accepting, lets the request in flight finish, exits 0" {
+@test "serve: SIGTERM stops accepting, lets the request in flight finish, refuses the queued one (503), exits 0" {
   OGAKIT_KERNEL=ref start_server --parallel 1 --shutdown-grace 300
   curl -s -m 300 -H 'Content-Type: application/json' "http://127.0.0.1:$PORT/v1/completions" \
     -d '{"prompt": "def f(x):", "max_tokens": 60, "temperature": 0, "ignore_eos": true}' >"$BATS_TEST_TMPDIR/inflight" &
   cpid=$!
   for _ in $(seq 400); do [ "$(metric slots_busy)" = 1 ] && break; sleep 0.05; done
   [ "$(metric slots_busy)" = 1 ] # in flight when the signal comes
+  # and one waiting behind it: never started, refused as the server stops (503 with Retry-After, not 500)
+  curl -s -m 300 -D "$BATS_TEST_TMPDIR/queued.h" -H 'Content-Type: application/json' "http://127.0.0.1:$PORT/v1/chat/completions" \
+    -d '{"messages": [{"role": "user", "content": "x"}], "max_tokens": 5}' >"$BATS_TEST_TMPDIR/queued" &
+  qpid=$!
+  for _ in $(seq 400); do [ "$(metric requests_queued)" = 1 ] && break; sleep 0.05; done
+  [ "$(metric requests_queued)" = 1 ]
   kill -TERM "$SPID"
   wait "$cpid"
+  wait "$qpid"
+  grep -q '^HTTP/1.1 503' "$BATS_TEST_TMPDIR/queued.h" && grep -qi '^Retry-After: ' "$BATS_TEST_TMPDIR/queued.h"
+  jq -e '.error.code == "shutting_down"' "$BATS_TEST_TMPDIR/queued"
   [ "$(jq -r '.usage.completion_tokens' "$BATS_TEST_TMPDIR/inflight")" = 60 ]
   wait "$SPID" && rc=0 || rc=$?
   [ "$rc" = 0 ]

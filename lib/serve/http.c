@@ -589,7 +589,9 @@ static int next_event(stream *st)
         if (!oom)
             slice_free(&sl);
         serve_err err;
-        serve_err_set(&err, 500, NULL, "generation_failed", "%s", oom ? "out of memory" : j->err);
+        int st503 = !oom && j->fail_status == 503;
+        serve_err_set(&err, st503 ? 503 : 500, NULL, st503 ? "shutting_down" : "generation_failed", "%s",
+                      oom ? "out of memory" : j->err);
         set_pending(st, err_json(&err));
         st->stage = 2;
         return 1;
@@ -1051,7 +1053,8 @@ static enum MHD_Result completion(server *srv, struct MHD_Connection *c, conn *c
         serve_sched_wake(&srv->S);
         json_decref(choices);
     } else if (failed >= 0) {
-        ret = fail(srv, c, 500, NULL, failed < nj ? "generation_failed" : NULL, "%s",
+        int st503 = failed < nj && jobs[failed]->fail_status == 503; /* refused at shutdown, never started */
+        ret = fail(srv, c, st503 ? 503 : 500, NULL, st503 ? "shutting_down" : failed < nj ? "generation_failed" : NULL, "%s",
                    failed < nj ? jobs[failed]->err : "out of memory");
         json_decref(choices);
     } else {
@@ -1272,7 +1275,14 @@ static enum MHD_Result preflight(const server *srv, struct MHD_Connection *c)
     if (srv->o->cors) {
         add_cors(srv, r);
         MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, HEAD, POST, OPTIONS");
-        MHD_add_response_header(r, "Access-Control-Allow-Headers", "Authorization, Content-Type, X-Api-Key");
+        /* the headers the page asks to send (the openai SDK's X-Stainless-* among them), when they are a
+         * plain list of header names: the server reads only its own and ignores the rest */
+        const char *want = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Access-Control-Request-Headers");
+        int plain = want && *want && strlen(want) < 2048;
+        for (const char *p = want; plain && *p; p++)
+            plain = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || strchr("-_, ", *p);
+        MHD_add_response_header(r, "Access-Control-Allow-Headers", plain ? want : "Authorization, Content-Type, X-Api-Key");
+        MHD_add_response_header(r, "Vary", "Access-Control-Request-Headers");
         MHD_add_response_header(r, "Access-Control-Max-Age", "600");
     }
     enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_NO_CONTENT, r);

@@ -169,10 +169,10 @@ void serve_sched_free(serve_sched *S)
 }
 
 /* a queued job that will not run: done, failed (why), the queue's reference dropped */
-static void drop_queued(serve_job *j, const char *why)
+static void drop_queued(serve_job *j, const char *why, int status)
 {
     pthread_mutex_lock(&j->mu);
-    j->done = j->failed = 1;
+    j->done = j->failed = 1, j->fail_status = status;
     snprintf(j->err, sizeof j->err, "%s", why);
     pthread_cond_broadcast(&j->cv);
     pthread_mutex_unlock(&j->mu);
@@ -187,7 +187,7 @@ static void purge_cancelled(serve_sched *S)
     for (int i = 0; i < S->q_len; i++) {
         serve_job *j = S->queue[(S->q_head + i) % S->q_cap];
         if (__atomic_load_n(&j->cancel, __ATOMIC_RELAXED))
-            drop_queued(j, "cancelled");
+            drop_queued(j, "cancelled", 0);
         else
             S->queue[(S->q_head + kept++) % S->q_cap] = j;
     }
@@ -399,7 +399,7 @@ static void admit(serve_sched *S)
         serve_job *j = S->queue[S->q_head];
         if (__atomic_load_n(&j->cancel, __ATOMIC_RELAXED)) { /* left while an earlier one was started */
             S->q_head = (S->q_head + 1) % S->q_cap, S->q_len--;
-            drop_queued(j, "cancelled");
+            drop_queued(j, "cancelled", 0);
             continue;
         }
         serve_slot *best = NULL;
@@ -775,7 +775,7 @@ void serve_sched_stop(serve_sched *S, double grace_s)
     while (S->q_len) { /* never started: refused */
         serve_job *j = S->queue[S->q_head];
         S->q_head = (S->q_head + 1) % S->q_cap, S->q_len--;
-        drop_queued(j, "the server is shutting down");
+        drop_queued(j, "the server is shutting down", 503);
     }
     pthread_cond_signal(&S->cv);
     pthread_mutex_unlock(&S->mu);

@@ -122,9 +122,13 @@ jg_prog *serve_tools_program(const serve_req *r, int hermes)
         {
             const json_t *f = json_object_get(t, "function"), *params = json_object_get(f, "parameters");
             char msg[256];
-            if (strcmp(json_string_value(json_object_get(f, "name")), names[i]) || !json_is_object(params))
+            if (strcmp(json_string_value(json_object_get(f, "name")), names[i]) || (params && !json_is_object(params)))
                 continue;
-            if ((schemas[i] = jg_schema_compile(params, msg, sizeof msg)) && !jg_schema_object(schemas[i])) {
+            /* without parameters, OpenAI's empty parameter list: the arguments are {} */
+            json_t *none = params ? NULL : json_pack("{s:s,s:{}}", "type", "object", "properties");
+            schemas[i] = params || none ? jg_schema_compile(params ? params : none, msg, sizeof msg) : NULL;
+            json_decref(none);
+            if (schemas[i] && !jg_schema_object(schemas[i])) {
                 jg_schema_free(schemas[i]);
                 schemas[i] = NULL;
             }

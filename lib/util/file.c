@@ -346,14 +346,34 @@ int ogk_out_open(ogk_out *o, const char *path, ogk_error *e)
     }
     if (named_open)
         return ogk_fail(e, "%s: another output file is already open", path);
+    struct stat st, lst;
+    int have = stat(path, &st) == 0, link = lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode);
+    if (have && S_ISDIR(st.st_mode))
+        return ogk_fail(e, "%s: is a directory (name a file)", path);
+    if (have && !S_ISREG(st.st_mode)) { /* a device, FIFO or socket: written through, not replaced */
+        o->fd = open(path, O_WRONLY | O_CLOEXEC);
+        if (o->fd < 0)
+            return ogk_fail(e, "%s: cannot open: %s", path, strerror(errno));
+        o->is_stdout = o->direct = 1;
+        return 0;
+    }
+    if (link && !have)
+        return ogk_fail(e, "%s: a symbolic link to nothing (%s)", path, strerror(errno));
+    char *real = link ? realpath(path, NULL) : NULL; /* the file a link names is the one replaced */
+    if (link && !real)
+        return ogk_fail(e, "%s: cannot resolve the symbolic link: %s", path, strerror(errno));
+    o->path = strdup(real ? real : path);
+    free(real);
+    if (!o->path)
+        return ogk_fail(e, "%s: out of memory", path);
+    path = o->path;
     remove_stale_tmp(path);
-    o->path = strdup(path);
     char *dc = strdup(path);
-    if (!o->path || !dc) {
-        free(dc);
+    if (!dc) {
+        ogk_fail(e, "%s: out of memory", path);
         free(o->path);
         o->path = NULL;
-        return ogk_fail(e, "%s: out of memory", path);
+        return -1;
     }
     hook_signals();
     /* an unnamed file in the target directory: a writer killed by SIGKILL leaves nothing; it gets a
@@ -368,17 +388,18 @@ int ogk_out_open(ogk_out *o, const char *path, ogk_error *e)
      * and by the next writer of the same path if a SIGKILL left it */
     if (asprintf(&o->tmp, "%s.tmp.%ld", path, (long)getpid()) < 0) {
         o->tmp = NULL;
+        ogk_fail(e, "%s: out of memory", path); /* the message first: path is o->path */
         free(o->path);
         o->path = NULL;
-        return ogk_fail(e, "%s: out of memory", path);
+        return -1;
     }
     o->fd = open(o->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (o->fd < 0) {
-        int err = errno;
+        ogk_fail(e, "%s: cannot create: %s", path, strerror(errno));
         free(o->tmp);
         free(o->path);
         o->tmp = o->path = NULL;
-        return ogk_fail(e, "%s: cannot create: %s", path, strerror(err));
+        return -1;
     }
     pending_tmp = o->tmp;
     named_open = 1;
@@ -387,6 +408,11 @@ int ogk_out_open(ogk_out *o, const char *path, ogk_error *e)
 
 int ogk_out_commit(ogk_out *o, ogk_error *e)
 {
+    if (o->direct) {
+        int rc = close(o->fd);
+        o->fd = -1;
+        return rc ? ogk_fail(e, "write failed: %s", strerror(errno)) : 0;
+    }
     if (o->is_stdout)
         return 0;
     if (fsync(o->fd) != 0) {
@@ -470,6 +496,10 @@ int ogk_out_commit(ogk_out *o, ogk_error *e)
 
 void ogk_out_abort(ogk_out *o)
 {
+    if (o->direct && o->fd >= 0)
+        close(o->fd);
+    if (o->direct)
+        o->fd = -1;
     if (o->is_stdout)
         return;
     if (o->fd >= 0)

@@ -90,10 +90,13 @@ ssize_t ogk_read_full(int fd, void *buf, size_t n);
  * (linkat) and renamed over PATH, so even SIGKILL leaves nothing behind. Where O_TMPFILE is not
  * supported, it is written to "PATH.tmp.PID" from the start; abort, a fatal signal or exit without
  * commit remove it. Either way, opening PATH first removes "PATH.tmp.PID" files whose PID is no
- * longer a process (what a SIGKILL left). One file output at a time. */
+ * longer a process (what a SIGKILL left). One file output at a time. A PATH that is a device, a FIFO or
+ * a socket (/dev/null, /dev/stdout) is written through as it is, never replaced; a symbolic link to a
+ * file replaces the file it names (the link stays); a directory, or a link to nothing, is refused. */
 typedef struct {
     int fd;
-    int is_stdout;
+    int is_stdout; /* standard output, or a device, FIFO or socket written through (direct) */
+    int direct;
     char *path;
     char *tmp;
 } ogk_out;

@@ -215,7 +215,8 @@ int main(void)
             const char *name, *text;
             int done;
         } pc[] = {
-            {1, NULL, "<tool_call>\n{\"name\": \"add-2\", \"arguments\": {\"x\": 1}}\n</tool_call>", 1},
+            {1, NULL, "<tool_call>\n{\"name\": \"add-2\", \"arguments\": {}}\n</tool_call>", 1},
+            {1, NULL, "<tool_call>\n{\"name\": \"add-2\", \"arguments\": {\"x\": 1}}\n</tool_call>", 0}, /* no parameters: {} */
             {1, NULL, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {}}\n</tool_call>", 1},
             {0, NULL, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\"}}", 1},
             {1, NULL, "{\"name\": \"get_weather\"", 0},                          /* not the Hermes form */
