@@ -68,6 +68,8 @@ int main(int argc, char **argv)
         q4nx_file *f = q4nx_open(argv[optind], &e, &code);
         if (!f)
             ogk_die(code, "%s", e.msg);
+        if (q4nx_verify_weights(f, argv[optind], &e)) /* a proof against corrupt weights proves nothing */
+            ogk_die(OGK_EXIT_INPUT, "%s", e.msg);
         gguf_file *g = gguf_open(argv[optind + 1], &e);
         if (!g)
             ogk_die(OGK_EXIT_INPUT, "%s", e.msg);
@@ -97,6 +99,8 @@ int main(int argc, char **argv)
     q4nx_file *f = q4nx_open(in, &e, &code);
     if (!f)
         ogk_die(code, "%s", e.msg);
+    if (q4nx_verify_weights(f, in, &e)) /* every weight's checksum before a byte of it goes on */
+        ogk_die(OGK_EXIT_INPUT, "%s", e.msg);
     ogk_out out;
     if (ogk_out_open(&out, out_path, &e))
         ogk_die(out_path ? OGK_EXIT_CHECK : OGK_EXIT_USAGE, "%s", e.msg);

@@ -230,7 +230,7 @@ EOF
   [ "$(jq -r '.mismatched[0].first.row' "$W/c.json")" = 0 ]
 }
 
-@test "q4nx-gguf: bad input: not a container, truncated container (exit 3)" {
+@test "q4nx-gguf: bad input: not a container, truncated container, a weight with a failing checksum (exit 3)" {
   printf 'not a container' > "$W/bad.q4nx"
   run q4nx-gguf -o "$W/x.gguf" "$W/bad.q4nx"
   [ "$status" -eq 3 ]
@@ -240,6 +240,13 @@ EOF
   run q4nx-gguf -o "$W/x.gguf" "$W/missing.q4nx"
   [ "$status" -eq 3 ]
   [ ! -e "$W/x.gguf" ]
+  # a weight whose checksum fails: refused before a byte goes out, and --check will not prove against it
+  /usr/bin/python3 "$TOP/t/q4nx-mutate.py" "$F/qwen2-cpu16.q4nx" "$W/corrupt.q4nx" corrupt-code
+  run q4nx-gguf -o "$W/x.gguf" "$W/corrupt.q4nx"
+  [ "$status" -eq 3 ] && [[ "$output" == *"checksum mismatch"* ]] && [ ! -e "$W/x.gguf" ]
+  q4nx-gguf -o "$W/clean.gguf" "$F/qwen2-cpu16.q4nx"
+  run q4nx-gguf --check "$W/corrupt.q4nx" "$W/clean.gguf"
+  [ "$status" -eq 3 ] && [[ "$output" == *"checksum mismatch"* ]]
 }
 
 @test "q4nx-gguf --check: a changed byte, a truncated GGUF, another model's GGUF" {

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """q4nx-mutate.py SRC DST MUTATION - a copy of container SRC with one edit of its tensor bytes, for the
 cases of t/gguf.bats that generated packs do not produce. Offsets come from the tensor table
-(man/man5/q4nx.5); tensor checksums are left stale (q4nx_open does not read them; q4nx-verify would object).
+(man/man5/q4nx.5); the mutated tensors' checksums and the metadata's are recomputed (the container is
+consistent, its values are what changed), except for the corrupt-code mutation, whose point is a stale one.
 
 Mutations:
   zeros-4      every zero point of every quantised tensor with zero points set to 4: each group is then
@@ -11,6 +12,7 @@ Mutations:
                m = -3 s, then needs more bits than fp16 has
   bos-999999   the model description's 6-digit bos_token_id rewritten as 999999 (same length, so every
                offset stays): an id outside any fixture's vocabulary
+  corrupt-code one byte of the first quantised tensor's codes flipped, its checksum left as it was
 """
 import struct
 import sys
@@ -65,6 +67,15 @@ def main():
             if layout == 2:  # b8: byte 0 holds codes (row 0, k 0) low and (row 0, k 4) high: 15 and 0
                 b[off] = 0x0F
             done = 1
+        elif what == "corrupt-code" and not done:
+            b[off + 3] ^= 0x10
+            done = 1
+            continue
+        else:
+            continue
+        struct.pack_into("<I", b, e + 96, crc32c(bytes(b[off:off + size])))
+    if done and what != "corrupt-code":  # the table is inside the metadata checksum's range
+        struct.pack_into("<I", b, len(b) - 64 + 48, crc32c(bytes(b[mo:len(b) - 64])))
     if not done:
         sys.stderr.write("q4nx-mutate.py: %s: nothing to mutate in %s\n" % (what, src))
         return 3

@@ -105,6 +105,15 @@ for f in sys.argv[2:]:
   [[ "$output" == *"role layers.1.mlp.up"* ]]
 }
 
+@test "q4nx-verify --pack of another model's pack (a smaller vocabulary, tied): exit 1 naming the shapes, not a crash" {
+  oga-extract "$(fixture qwen2 cpu tied)" | q4nx-pack -o "$W/q.q4nx"
+  for other in "llama cpu tied" "gemma2 cpu tied"; do
+    run q4nx-verify "$W/q.q4nx" --pack "$(fixture $other)" --sample 2
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"tied check: the pack's embedding "*" (block 32), the container's lm_head [151669 x "* ]]
+  done
+}
+
 @test "q4nx-pack: truncated OGAX stream -> named error, exit 3, no output file" {
   pack=$(fixture qwen2 amd untied)
   oga-extract "$pack" > "$W/s.ogax"

@@ -554,6 +554,16 @@ out:
 static json_t *tied_result(q4nx_file *f, long sample)
 {
     const ogk_qtensor *lm = q4nx_find(f, "lm_head");
+    if (tied.sc.n != lm->n || tied.sc.k != lm->k || tied.sc.block != lm->block) { /* another model's pack */
+        fail("tied check: the pack's embedding %s is [%u x %u] (block %u), the container's lm_head [%u x %u] (block %u)",
+             tied.node, tied.sc.n, tied.sc.k, tied.sc.block, lm->n, lm->k, lm->block);
+        json_t *res = json_pack("{s:s,s:s,s:s,s:[ii],s:[ii]}", "result", "FAILED: shapes differ", "embedding_node", tied.node,
+                                "data", tied.src, "pack_shape", (int)tied.sc.n, (int)tied.sc.k, "container_shape",
+                                (int)lm->n, (int)lm->k);
+        free(tied.node);
+        free(tied.src);
+        return res;
+    }
     uint32_t nr = row_count(lm->n, sample);
     if (work_bufs((size_t)WINDOW * lm->k))
         return json_pack("{s:s}", "result", "FAILED: out of memory");
