@@ -24,6 +24,7 @@ P=$TOP/tools/oga_pack_probe.sh
   [ "$(echo "$output" | jq -s '[.[].ok] | all')" = true ]
   q4nx-verify "$W/kept.q4nx" --pack "$TOP/share/models/pytiny-target" --all >/dev/null
   [ "$(npu-forward info -m "$W/kept.q4nx" | jq -r .layout)" = rm ]
+  [ "$(stat -c %a "$W/kept.q4nx")" = 644 ] && [ -z "$(ls -A "$W" | grep '^\.kept')" ] # no temp file left beside it
 }
 
 @test "a refused pack stops at import with exit 3, and nothing after it runs" {
@@ -72,6 +73,15 @@ EOS
   run "$P" "$TOP/share/models/pytiny-target" 80x
   [ "$status" -eq 2 ]
   [[ "$output" == *"PORT 80x"* ]]
+  # checked before any gate runs (no JSON line on stdout): a port past 65535, a thread count, -o's place
+  run --separate-stderr "$P" "$TOP/share/models/pytiny-target" 70000
+  [ "$status" -eq 2 ] && [ -z "$output" ]
+  run --separate-stderr "$P" -t abc "$TOP/share/models/pytiny-target"
+  [ "$status" -eq 2 ] && [ -z "$output" ]
+  run --separate-stderr "$P" -o "$BATS_TEST_TMPDIR/none/m.q4nx" "$TOP/share/models/pytiny-target"
+  [ "$status" -eq 1 ] && [ -z "$output" ] && [[ "$stderr" == *"cannot create a file in"* ]]
+  run --separate-stderr "$P" -o "$BATS_TEST_TMPDIR" "$TOP/share/models/pytiny-target"
+  [ "$status" -eq 2 ] && [[ "$stderr" == *"is a directory"* ]]
   run "$P" --help
   [ "$status" -eq 0 ]
   [[ "$output" == *"verify"* && "$output" == *"oracle"* && "$output" == *"health"* ]]

@@ -27,34 +27,51 @@ me=oga_pack_probe
 usage() { awk 'NR == 1 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"; }
 die_usage() { echo "$me: $*" >&2; exit 2; }
 
-layout=b8 out="" prompt="def main():" threads="" oracle=0 serve=1 pack="" port=""
+layout=b8 out="" prompt="def main():" threads="" oracle=0 serve=1 pack="" port="" operands=()
 while [ $# -gt 0 ]; do
   case "$1" in
     -l) [ $# -ge 2 ] || die_usage "-l needs b8 or rm"; layout=$2; shift 2 ;;
     -o) [ $# -ge 2 ] || die_usage "-o needs a path"; out=$2; shift 2 ;;
     -p) [ $# -ge 2 ] || die_usage "-p needs a prompt"; prompt=$2; shift 2 ;;
-    -t) [ $# -ge 2 ] || die_usage "-t needs a thread count"; threads="-t $2"; shift 2 ;;
+    -t) [ $# -ge 2 ] || die_usage "-t needs a thread count"
+        [[ $2 =~ ^[1-9][0-9]{0,3}$ ]] || die_usage "-t $2: expected a thread count (1-9999)"
+        threads="-t $2"; shift 2 ;;
     --oracle) oracle=1; shift ;;
     --no-serve) serve=0; shift ;;
     -h | --help) usage; exit 0 ;;
+    --) shift; operands+=("$@"); break ;;
     -*) die_usage "unknown option $1 (see --help)" ;;
-    *)
-      if [ -z "$pack" ]; then pack=$1
-      elif [ -z "$port" ]; then port=$1
-      else die_usage "one PACK and one PORT only"; fi
-      shift ;;
+    *) operands+=("$1"); shift ;;
   esac
+done
+for a in "${operands[@]}"; do
+  if [ -z "$pack" ]; then pack=$a
+  elif [ -z "$port" ]; then port=$a
+  else die_usage "one PACK and one PORT only"; fi
 done
 [ -n "$pack" ] || die_usage "a PACK directory is required (see --help)"
 case "$layout" in b8 | rm) ;; *) die_usage "-l $layout: expected b8 or rm" ;; esac
 case "$port" in "" | [1-9] | [1-9][0-9] | [1-9][0-9][0-9] | [1-9][0-9][0-9][0-9] | [1-9][0-9][0-9][0-9][0-9]) ;;
   *) die_usage "PORT $port: expected a TCP port number" ;; esac
+[ -z "$port" ] || [ "$port" -le 65535 ] || die_usage "PORT $port: expected a TCP port number (1-65535)"
+# -o: checked before any gate runs; the container goes there at the end through a temp file beside it
+# (renamed over it: nothing half-written under its name), or straight into a device or FIFO
+out_tmp=""
+if [ -n "$out" ]; then
+  [ ! -d "$out" ] || die_usage "-o $out: is a directory (name a file)"
+  if [ -L "$out" ] && [ ! -e "$out" ]; then die_usage "-o $out: a symbolic link to nothing"; fi
+  [ ! -L "$out" ] || [ ! -f "$out" ] || out=$(readlink -f -- "$out") # the file a link names is replaced
+  if [ ! -e "$out" ] || [ -f "$out" ]; then
+    out_tmp=$(mktemp "$(dirname -- "$out")/.$(basename -- "$out").XXXXXX" 2>/dev/null) ||
+      { echo "$me: -o $out: cannot create a file in $(dirname -- "$out")" >&2; exit 1; }
+  fi
+fi
 command -v jq >/dev/null || { echo "$me: jq is required" >&2; exit 4; }
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/ogk-probe.XXXXXX")
 spid="" passed=()
 # the server (when one was started) and the work directory go on every way out
-cleanup() { [ -z "$spid" ] || { kill "$spid" 2>/dev/null; wait "$spid" 2>/dev/null; }; rm -rf "$work"; }
+cleanup() { [ -z "$spid" ] || { kill "$spid" 2>/dev/null; wait "$spid" 2>/dev/null; }; rm -rf "$work"; [ -z "$out_tmp" ] || rm -f "$out_tmp"; }
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
@@ -158,6 +175,12 @@ if [ "$serve" = 1 ]; then
   gate health health
   gate completion completion
 fi
-[ -z "$out" ] || mv "$model" "$out" || exit 3
+if [ -n "$out_tmp" ]; then
+  { cat "$model" >"$out_tmp" && chmod 644 "$out_tmp" && mv -f -- "$out_tmp" "$out"; } ||
+    { echo "$me: -o $out: writing the container failed" >&2; exit 1; }
+  out_tmp=""
+elif [ -n "$out" ]; then
+  cat "$model" >"$out" || { echo "$me: -o $out: writing the container failed" >&2; exit 1; }
+fi
 echo "$me: all gates passed: ${passed[*]}" >&2
 exit 0
