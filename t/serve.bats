@@ -157,6 +157,26 @@ metric() { curl -s -m 10 "http://127.0.0.1:$PORT/metrics" | awk -v k="ogakit_$1"
   text=$(echo "$BODY" | jq -r '.choices[0].text')
   [ "$(echo "$BODY" | jq -r '.choices[0].finish_reason')" = stop ]
   [ "$text" = "${full%%"$stop"*}" ]
+  # with logprobs, the tokens are the text's: none that begins past the cut (they start it; a token the
+  # stop string begins inside of is the last), streamed alike; chat's content too
+  req=$(jq -nc --arg s "$stop" '{prompt: "def fibonacci(n):", max_tokens: 24, temperature: 0, stop: [$s], logprobs: 1}')
+  post /v1/completions "$req"
+  echo "$BODY" | jq -e '.choices[0] | .text as $t | .logprobs as $l | ($l.tokens | length) >= 1 and
+    all($l.text_offset[]; . < ($t | length)) and ($l.tokens | join("") | startswith($t))'
+  curl -s -N -m 30 -H 'Content-Type: application/json' --data-binary "$(echo "$req" | jq -c '.stream = true')" \
+    "http://127.0.0.1:$PORT/v1/completions" | sed -n 's/^data: //p' | grep -v '^\[DONE\]' | jq -s -e --arg t "$text" '
+    [.[].choices[0].logprobs // {} | .tokens // [] | .[]] as $k | [.[].choices[0].text // ""] | join("") == $t and
+    ($k | join("") | startswith($t)) and ($k[:-1] | join("") | length) < ($t | length)'
+  post /v1/chat/completions "$(jq -nc --arg s "$stop" '{messages: [{role: "user", content: "def fibonacci(n):"}], max_tokens: 24,
+    temperature: 0, logprobs: true}')"
+  ctext=$(echo "$BODY" | jq -r '.choices[0].message.content')
+  cstop=${ctext:5:3}
+  if [ -n "$cstop" ]; then
+    post /v1/chat/completions "$(jq -nc --arg s "$cstop" '{messages: [{role: "user", content: "def fibonacci(n):"}], max_tokens: 24,
+      temperature: 0, logprobs: true, stop: [$s]}')"
+    echo "$BODY" | jq -e '.choices[0] | .message.content as $t | [.logprobs.content[].token] as $k |
+      ($k | join("") | startswith($t)) and ($k[:-1] | join("") | length) < ($t | length)'
+  fi
   post /v1/completions '{"prompt": "def f(x):", "max_tokens": 3, "temperature": 0, "echo": true}'
   [[ "$(echo "$BODY" | jq -r '.choices[0].text')" == "def f(x):"* ]]
   # text_offset counts characters (code points, as OpenAI's do), streamed and not: this prompt's continuation

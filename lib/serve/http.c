@@ -556,7 +556,8 @@ static int next_event(stream *st)
     int held = st->r.tools || st->think;
     size_t seen = st->text_sent > st->rsent ? st->text_sent : st->rsent, r_from, r_end, c_from, c_end;
     for (;;) {
-        if (job_wait(j, st->fd, seen, lp && !held ? st->toks_sent : -1))
+        /* new text (the tokens with logprobs go out with their text: serve_job_covered), or the end */
+        if (job_wait(j, st->fd, seen, -1))
             return -1;
         if (!held)
             break;
@@ -569,8 +570,9 @@ static int next_event(stream *st)
             break;
     }
     pthread_mutex_lock(&j->mu);
-    int failed = j->failed, n_ids = j->n_ids, done = j->done;
+    int failed = j->failed, done = j->done;
     size_t tl = j->text_len;
+    int n_ids = lp ? serve_job_covered(j, tl, done) : j->n_ids; /* logprobs: the tokens of the text released */
     if (failed) {
         r_from = r_end = st->rsent;
         c_from = c_end = st->text_sent;
@@ -819,7 +821,7 @@ static json_t *choice_json(server *srv, const serve_req *r, serve_job *j, int ki
     }
     size_t off = 0;
     tok_slice sl = {0};
-    if (r->logprobs >= 0 && slice_copy(j, 0, j->n_ids, &sl)) { /* the job is done: no lock needed */
+    if (r->logprobs >= 0 && slice_copy(j, 0, serve_job_covered(j, j->text_len, 1), &sl)) { /* done: no lock needed */
         json_decref(text);
         return NULL;
     }

@@ -78,7 +78,7 @@ void serve_job_unref(serve_job *j)
     for (int i = 0; i < j->n_stops; i++)
         free(j->stops[i]);
     jg_prog_free(j->prog);
-    free(j->stops), free(j->bias_ids), free(j->bias), free(j->prompt), free(j->ids), free(j->lps), free(j->top_ids), free(j->top_lps), free(j->text);
+    free(j->stops), free(j->bias_ids), free(j->bias), free(j->prompt), free(j->ids), free(j->tok_at), free(j->lps), free(j->top_ids), free(j->top_lps), free(j->text);
     free(j->p_lps), free(j->p_top_ids), free(j->p_top_lps);
     free(j);
 }
@@ -233,8 +233,12 @@ static void finish(serve_sched *S, serve_slot *sl, const char *reason, const cha
         pthread_mutex_lock(S->tok_mu);
         const char *tail = tok_stream_flush(sl->ts, &n, &e);
         pthread_mutex_unlock(S->tok_mu);
-        if (tail && n)
+        if (tail && n) {
+            pthread_mutex_lock(&j->mu);
+            j->decoded += n;
+            pthread_mutex_unlock(&j->mu);
             model_stopper_feed(&sl->st, tail, n, job_text, j);
+        }
         model_stopper_flush(&sl->st, job_text, j);
     }
     double now = ogk_now();
@@ -463,6 +467,10 @@ static int job_grow(serve_job *j, int top)
     if (!ids)
         return -1;
     j->ids = ids;
+    size_t *at = realloc(j->tok_at, (size_t)cap * sizeof *at);
+    if (!at)
+        return -1;
+    j->tok_at = at;
     if (j->top_n >= 0) {
         float *lps = realloc(j->lps, (size_t)cap * sizeof *lps);
         if (!lps)
@@ -522,6 +530,7 @@ static int next_token(serve_sched *S, serve_slot *sl, const float *logits)
         memcpy(j->top_ids + (size_t)j->n_ids * top, ti, (size_t)top * sizeof *ti);
         memcpy(j->top_lps + (size_t)j->n_ids * top, tl, (size_t)top * sizeof *tl);
     }
+    j->tok_at[j->n_ids] = j->decoded;
     j->ids[j->n_ids++] = id;
     pthread_cond_broadcast(&j->cv);
     pthread_mutex_unlock(&j->mu);
@@ -534,6 +543,9 @@ static int next_token(serve_sched *S, serve_slot *sl, const float *logits)
         finish(S, sl, "stop", e.msg);
         return 0;
     }
+    pthread_mutex_lock(&j->mu);
+    j->decoded += n;
+    pthread_mutex_unlock(&j->mu);
     if (model_stopper_feed(&sl->st, piece, n, job_text, j)) {
         finish(S, sl, "stop", NULL);
         return 0;

@@ -129,6 +129,8 @@ typedef struct serve_job {
     float presence, frequency;
     /* results, under mu */
     int *ids, n_ids, cap_ids; /* generated ids (the EOS id, if any, is not among them) */
+    size_t *tok_at;           /* where each id's text begins in the decoded stream (text's coordinates) */
+    size_t decoded;           /* bytes decoded so far (text holds a prefix of them: stop strings cut) */
     float *p_lps;             /* score: [n_prompt] */
     int *p_top_ids;           /* score: [n_prompt][top_n] */
     float *p_top_lps;
@@ -146,6 +148,17 @@ typedef struct serve_job {
     double t_queued, t_start, t_first, t_end; /* ogk_now() */
     int cache_n, draft_n, draft_accepted;
 } serve_job;
+/* the ids whose text begins before limit (the released text so far), or all of them once the job is
+ * done with nothing cut: logprobs cover the answer's text, not what a stop string cut (under mu) */
+static inline int serve_job_covered(const serve_job *j, size_t limit, int done)
+{
+    if (done && j->decoded <= j->text_len)
+        return j->n_ids;
+    int n = 0;
+    while (n < j->n_ids && j->tok_at[n] < limit)
+        n++;
+    return n;
+}
 serve_job *serve_job_new(void);
 void serve_job_unref(serve_job *j);
 
