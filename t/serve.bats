@@ -349,6 +349,14 @@ PY
   [ "$(echo "$BODY" | jq -r .error.param)" = n ]
   post /v1/completions '{"prompt": "x", "max_tokens": 2, "n": 2}'
   [ "$(echo "$BODY" | jq '.choices | length')" = 2 ]
+  # a list of prompts past the queue names the prompts, not n
+  post /v1/completions '{"prompt": ["a", "b", "c"], "max_tokens": 2}'; is_error 400
+  [ "$(echo "$BODY" | jq -r .error.param)" = prompt ] && echo "$BODY" | jq -e '.error.message | test("3 prompts")'
+  # JSON as Python reads it: a key given twice counts once (the last); a \u0000 is refused by name
+  post /v1/completions '{"prompt": "x", "prompt": "def fibonacci(n):", "max_tokens": 1, "temperature": 0}'
+  [ "$STATUS" = 200 ] && [ "$(echo "$BODY" | jq '.usage.prompt_tokens')" -gt 1 ]
+  post /v1/completions '{"prompt": "a\u0000b", "max_tokens": 1}'; is_error 400
+  echo "$BODY" | jq -e '.error.code == "invalid_value" and (.error.message | test("NUL"))'
 }
 
 @test "serve: JSON mode: answers are JSON objects (chat and completions, greedy and sampled, streamed alike); plain requests beside them unchanged; not drafted" {

@@ -904,7 +904,11 @@ static enum MHD_Result completion(server *srv, struct MHD_Connection *c, conn *c
                     "%d prompts x 'n' %d is %d choices; at most %d a request", np, nc, nj, SERVE_MAX_CHOICES);
     }
     if (nj > srv->S.q_cap) { /* every choice waits in the queue for a slot: more could never be taken */
+        int nc = r.n_choices;
         serve_req_free(&r);
+        if (np > 1)
+            return fail(srv, c, 400, "prompt", "invalid_value", "%d prompts x 'n' %d is %d choices; each waits for a slot "
+                        "in the queue, which holds at most %d (--queue)", np, nc, nj, srv->S.q_cap);
         return fail(srv, c, 400, "n", "invalid_value", "%d choices; this server queues at most %d requests (--queue)", nj,
                     srv->S.q_cap);
     }
@@ -1080,9 +1084,9 @@ static enum MHD_Result completion(server *srv, struct MHD_Connection *c, conn *c
 static json_t *body_object(conn *cn, serve_err *err)
 {
     json_error_t je;
-    json_t *j = json_loadb(cn->body ? cn->body : "", cn->len, JSON_REJECT_DUPLICATES, &je);
+    json_t *j = json_loadb(cn->body ? cn->body : "", cn->len, 0, &je); /* a key given twice: the last, as Python reads it */
     if (!j) {
-        serve_err_set(err, 400, NULL, "invalid_json", "malformed JSON body: %s (at byte %d)", je.text, je.position);
+        serve_json_error(err, &je);
         return NULL;
     }
     if (!json_is_object(j)) {

@@ -51,6 +51,16 @@ int serve_err_set(serve_err *err, int status, const char *param, const char *cod
 #define BADTYPE(param, want) serve_err_set(err, 400, param, "invalid_type", "'%s' must be %s", param, want)
 
 /* a field that is absent or null counts as not given */
+
+int serve_json_error(serve_err *err, const json_error_t *je)
+{
+    if (strstr(je->text, "JSON_ALLOW_NUL")) /* valid JSON, but C strings end at a NUL */
+        return serve_err_set(err, 400, NULL, "invalid_value",
+                             "a string holds \\u0000 (a NUL character), which this server does not take (at byte %d)",
+                             je->position);
+    return serve_err_set(err, 400, NULL, "invalid_json", "malformed JSON body: %s (at byte %d)", je->text, je->position);
+}
+
 static const json_t *field(const json_t *o, const char *key)
 {
     const json_t *v = json_object_get(o, key);
@@ -346,10 +356,9 @@ int serve_req_parse(const char *body, size_t len, int kind, serve_req *r, serve_
     memset(r, 0, sizeof *r);
     r->kind = kind, r->temperature = 1.0, r->top_p = 1.0, r->logprobs = -1, r->n_choices = 1;
     json_error_t je;
-    json_t *j = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+    json_t *j = json_loadb(body, len, 0, &je); /* a key given twice: the last, as Python reads it */
     if (!j)
-        return serve_err_set(err, 400, NULL, "invalid_json", "malformed JSON body: %s (at byte %d)", je.text,
-                             je.position);
+        return serve_json_error(err, &je);
     int rc = -1;
     if (!json_is_object(j)) {
         serve_err_set(err, 400, NULL, "invalid_json", "the body must be a JSON object");

@@ -27,6 +27,8 @@ typedef struct serve_err {
 } serve_err;
 int serve_err_set(serve_err *err, int status, const char *param, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 5, 6))); /* returns -1 */
+/* a body jansson could not read: malformed (invalid_json), or a \u0000 it will not hold in a C string */
+int serve_json_error(serve_err *err, const json_error_t *je);
 /* an answer's or a tool call's id: prefix and 16 random hex digits */
 void serve_new_id(char *buf, size_t n, const char *prefix);
 
