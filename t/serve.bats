@@ -571,6 +571,16 @@ PY
   [ "$STATUS" = 200 ]
 }
 
+@test "serve: chat without max_tokens goes to the end of the context, as far as a larger max_tokens does" {
+  start_server -c 64
+  post /v1/chat/completions '{"messages": [{"role": "user", "content": "hi"}], "temperature": 0, "ignore_eos": true}'
+  [ "$STATUS" = 200 ] && [ "$(echo "$BODY" | jq -r '.choices[0].finish_reason')" = length ]
+  a=$(echo "$BODY" | jq -c .usage)
+  post /v1/chat/completions '{"messages": [{"role": "user", "content": "hi"}], "temperature": 0, "ignore_eos": true, "max_tokens": 5000}'
+  [ "$(echo "$BODY" | jq -c .usage)" = "$a" ]
+  [ "$(echo "$a" | jq .total_tokens)" = 65 ] # the last token is never fed back: the context plus one
+}
+
 @test "serve: /tokenize and /detokenize (llama-server shapes) agree with npu-forward tokenize" {
   start_server
   post /tokenize '{"content": "def fibonacci(n):"}'

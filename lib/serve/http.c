@@ -752,7 +752,8 @@ static serve_job *job_for(server *srv, const serve_req *r, const int *ids, int n
         goto oom;
     memcpy(j->prompt, ids, (size_t)n * sizeof *ids);
     j->n_prompt = n;
-    j->max_tokens = r->no_tokens ? 0 : r->max_tokens ? r->max_tokens : kind == REQ_CHAT ? ctx - n : DEFAULT_COMPLETION_TOKENS;
+    /* chat's default: to the end of the context (the last token is never fed back: ctx + 1 in all) */
+    j->max_tokens = r->no_tokens ? 0 : r->max_tokens ? r->max_tokens : kind == REQ_CHAT ? ctx - n + 1 : DEFAULT_COMPLETION_TOKENS;
     j->temperature = (float)r->temperature, j->top_p = (float)r->top_p, j->top_k = r->top_k;
     if (r->has_seed)
         j->seed = r->seed + (uint64_t)k ? r->seed + (uint64_t)k : 0x9E3779B97F4A7C15ull;
