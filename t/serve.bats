@@ -283,6 +283,17 @@ PY
     sed -n 's/^data: //p' | grep -v '^\[DONE\]' | jq -s -e --argjson a "${want[0]}" --argjson b "${want[1]}" --argjson pt "$pt" '
       [.[] | .choices[]? | select(.index == 0) | .text] as $t0 | [.[] | .choices[]? | select(.index == 1) | .text] as $t1 |
       ($t0 | join("")) == $a[0] and ($t1 | join("")) == $b[0] and ([.[] | .usage // empty][-1].prompt_tokens == $pt)' >/dev/null
+  # include_usage as OpenAI sends it: usage null on every chunk, then one of its own with choices [] before [DONE];
+  # without it, no such chunk (usage rides on the final one)
+  for iu in true false; do
+    curl -s -N -m 30 -H 'Content-Type: application/json' --data-binary '{"messages": [{"role": "user", "content": "hi"}],
+      "max_tokens": 4, "stream": true, "stream_options": {"include_usage": '$iu'}}' "http://127.0.0.1:$PORT/v1/chat/completions" |
+      sed -n 's/^data: //p' > "$W/iu.txt"
+    [ "$(tail -1 "$W/iu.txt")" = "[DONE]" ]
+    grep -v '^\[DONE\]' "$W/iu.txt" | jq -s -e --argjson iu $iu 'if $iu then
+        (.[-1] | .choices == [] and (.usage.total_tokens | type) == "number") and all(.[:-1][]; has("usage") and .usage == null)
+      else all(.[]; .choices != []) and (.[-1].usage.completion_tokens | type) == "number" end' >/dev/null
+  done
   # refused by name
   post /v1/completions '{"prompt": ["a", 5], "max_tokens": 2}'
   is_error 400

@@ -467,6 +467,7 @@ typedef struct stream {
      * it is followed by [DONE]. The others share r (the first owns it) and the job array. */
     struct stream **more;
     int n_more, cur, sub, no_usage;
+    json_t *tail; /* stream_options.include_usage: the usage chunk, sent after the final one */
     int usage_prompt;      /* usage.prompt_tokens of a request with several prompts (0: the job's) */
     serve_job **jobs; /* the last choice's stream: all n jobs, for the usage */
     int n_jobs;
@@ -505,6 +506,8 @@ static json_t *chunk_base(stream *st, json_t *choice)
     json_t *c = json_pack("{s:s,s:s,s:I,s:s,s:[o]}", "id", st->id, "object",
                           st->r.kind == REQ_CHAT ? "chat.completion.chunk" : "text_completion", "created",
                           (json_int_t)st->created, "model", st->srv->model_id, "choices", choice);
+    if (st->r.include_usage) /* OpenAI's: null on every chunk but the last */
+        json_object_set_new(c, "usage", json_null());
     return c;
 }
 
@@ -525,6 +528,12 @@ static int next_event(stream *st)
     serve_job *j = st->j;
     if (st->stage == 3)
         return 0;
+    if (st->stage == 2 && st->tail) { /* include_usage: choices [] and the usage, before [DONE] */
+        json_t *t = st->tail;
+        st->tail = NULL;
+        set_pending(st, t);
+        return 1;
+    }
     if (st->stage == 2) {
         free(st->pend);
         st->pend = strdup("data: [DONE]\n\n");
@@ -644,16 +653,26 @@ static int next_event(stream *st)
         json_object_set_new(choice, "tokens", ids_json(j->ids + st->toks_sent, n_ids - st->toks_sent));
     json_t *c = chunk_base(st, choice);
     if (!st->no_usage) { /* one choice, or the last of several (which has the job array) */
-        json_object_set_new(c, "usage", usage_json(j));
-        json_object_set_new(c, "timings", timings_json(st->jobs ? st->jobs[0] : j));
+        /* with include_usage in a chunk of its own, choices [] (OpenAI's); else on this final one */
+        json_t *u = st->r.include_usage ? json_pack("{s:s,s:s,s:I,s:s,s:[]}", "id", st->id, "object",
+                                                    st->r.kind == REQ_CHAT ? "chat.completion.chunk" : "text_completion",
+                                                    "created", (json_int_t)st->created, "model", st->srv->model_id,
+                                                    "choices")
+                                          : c;
+        if (!u)
+            u = c;
+        json_object_set_new(u, "usage", usage_json(j));
+        json_object_set_new(u, "timings", timings_json(st->jobs ? st->jobs[0] : j));
         if (st->jobs) { /* every choice's tokens */
             int ne = 0;
             for (int k = 0; k < st->n_jobs; k++)
                 ne += st->jobs[k]->n_eval;
             int pt = st->usage_prompt ? st->usage_prompt : j->n_prompt;
-            json_object_set_new(c, "usage", json_pack("{s:i,s:i,s:i}", "prompt_tokens", pt, "completion_tokens", ne,
+            json_object_set_new(u, "usage", json_pack("{s:i,s:i,s:i}", "prompt_tokens", pt, "completion_tokens", ne,
                                                       "total_tokens", pt + ne));
         }
+        if (u != c)
+            st->tail = u;
     }
     set_pending(st, c);
     st->stage = 2;
@@ -711,7 +730,7 @@ static void stream_free(void *cls)
     serve_job_unref(st->j);
     if (!st->sub)
         serve_req_free(&st->r);
-    json_decref(st->calls);
+    json_decref(st->calls), json_decref(st->tail);
     free(st->pend), free(st->echo);
     free(st);
 }

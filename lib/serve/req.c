@@ -471,6 +471,12 @@ int serve_req_parse(const char *body, size_t len, int kind, serve_req *r, serve_
         BADTYPE("stream_options", "an object");
         goto out;
     }
+    const json_t *iu = v ? json_object_get(v, "include_usage") : NULL;
+    if (iu && !json_is_boolean(iu) && !json_is_null(iu)) {
+        BADTYPE("stream_options.include_usage", "a boolean");
+        goto out;
+    }
+    r->include_usage = json_is_true(iu);
     rc = 0;
 out:
     json_decref(j);

@@ -57,6 +57,7 @@ typedef struct serve_req {
     char *stops[SERVE_MAX_STOPS];
     int n_stops;
     int stream;
+    int include_usage;          /* stream_options.include_usage: usage in a chunk of its own at the end */
     int logprobs;               /* -1 off, else top entries per token (0..SERVE_MAX_TOP) */
     int echo;
     int return_tokens;
