@@ -563,6 +563,11 @@ print(t, v)' "$W/none.gguf")
   run q4nx-gguf --widen -o "$W/bos.gguf" "$W/bos.q4nx"
   [ "$status" -eq 3 ] && [[ "$output" == *"bos token id 999999 is outside the vocabulary"* ]]
   [ ! -e "$W/bos.gguf" ]
+  # a negative one too (it used to go unwritten, silently)
+  /usr/bin/python3 "$TOP/t/q4nx-mutate.py" "$F/qwen2-cpu-tied.q4nx" "$W/bosn.q4nx" bos--99999
+  run q4nx-gguf --widen -o "$W/bos.gguf" "$W/bosn.q4nx"
+  [ "$status" -eq 3 ] && [[ "$output" == *"bos token id -99999 is outside the vocabulary"* ]]
+  [ ! -e "$W/bos.gguf" ]
   # tokenizer_config's list of named templates: the default as tokenizer.chat_template, the others by name
   cp -r "$p" "$W/pack"
   jq '.chat_template = [{"name": "tool_use", "template": "T:{{ tools }}"}, {"name": "default", "template": "D:{{ messages }}"},

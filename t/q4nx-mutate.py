@@ -11,7 +11,7 @@ Mutations:
                nearest 1/3, its zero point to 3 and (b8) two of its codes to 15 and 0: the only Q4_1 minimum,
                m = -3 s, then needs more bits than fp16 has
   bos-999999   the model description's 6-digit bos_token_id rewritten as 999999 (same length, so every
-               offset stays): an id outside any fixture's vocabulary
+               offset stays): an id outside any fixture's vocabulary; bos--99999 the same with -99999
   corrupt-code one byte of the first quantised tensor's codes flipped, its checksum left as it was
 """
 import struct
@@ -40,14 +40,14 @@ def main():
     b = bytearray(open(src, "rb").read())
     mo, ms, to, tc, ac, so, ss = struct.unpack_from("<QQQIIQQ", b, len(b) - 64)
     done = 0
-    if what == "bos-999999":
+    if what.startswith("bos-") and len(what) == 10:  # bos-999999, bos--99999: six characters in place of six digits
         meta = bytes(b[mo:mo + ms])
         k = meta.find(b'"bos_token_id":')
         j = k + len(b'"bos_token_id":')
         while k >= 0 and meta[j:j + 1] == b" ":
             j += 1
         if k >= 0 and meta[j:j + 6].isdigit() and not meta[j + 6:j + 7].isdigit():
-            b[mo + j:mo + j + 6] = b"999999"
+            b[mo + j:mo + j + 6] = what[4:].encode()
             # the metadata checksum (footer + 48) covers [meta_offset, file_size - 64): recomputed
             struct.pack_into("<I", b, len(b) - 64 + 48, crc32c(bytes(b[mo:len(b) - 64])))
             done = 1

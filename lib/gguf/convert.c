@@ -430,6 +430,8 @@ static int read_dims(const q4nx_file *f, dims *d, ogk_error *e)
         return -1;
     const json_t *eps = json_object_get(m, "rms_norm_eps");
     d->eps = json_is_number(eps) ? (float)json_number_value(eps) : 1e-6f;
+    if (eps && !(json_is_number(eps) && json_number_value(eps) > 0 && json_number_value(eps) < 1))
+        return ogk_fail(e, "model: rms_norm_eps must be a number in (0, 1)");
     const json_t *rope = json_object_get(m, "rope");
     d->rope_dim = d->head_dim;
     d->theta = 0; /* not given: read off the RoPE caches (rope_theta) */

@@ -250,9 +250,22 @@ int gguf_tokenizer_meta(const q4nx_file *f, gguf_writer *w, uint32_t vocab_size,
     /* special ids: the model description's, else tokenizer_config's token strings */
     const json_t *md = q4nx_model(f);
     const json_t *bos = json_object_get(md, "bos_token_id"), *pad = json_object_get(md, "pad_token_id");
+    const json_t *eos = json_object_get(md, "eos_token_ids");
+    /* the description's ids, every one, inside the vocabulary (64-bit as written: none wraps into it) */
+    const json_t *given[3] = {bos, pad, json_is_array(eos) ? NULL : eos};
+    for (size_t k = 0; k < json_array_size(eos) + 3; k++) {
+        const json_t *v = k < 3 ? given[k] : json_array_get(eos, k - 3);
+        if (v && !json_is_null(v) &&
+            (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= (json_int_t)vocab_size)) {
+            char *t = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+            ogk_fail(e, "model: the %s token id %.40s is outside the vocabulary (%u ids)",
+                     k == 0 ? "bos" : k == 1 ? "pad" : "eos", t ? t : "?", vocab_size);
+            free(t);
+            goto out;
+        }
+    }
     int bos_id = json_is_integer(bos) ? (int)json_integer_value(bos) : config_token(cfg, "bos_token", vocab, added);
     int eos_id = config_token(cfg, "eos_token", vocab, added);
-    const json_t *eos = json_object_get(md, "eos_token_ids");
     if (eos_id < 0 && json_is_array(eos) && json_is_integer(json_array_get(eos, 0)))
         eos_id = (int)json_integer_value(json_array_get(eos, 0));
     if (eos_id < 0 && json_is_integer(eos))
