@@ -9,6 +9,11 @@ setup() {
   W=$BATS_TEST_TMPDIR
 }
 
+# what a test started in the background (its pids in $W/pids) is stopped, however the test ended
+teardown() {
+  [ ! -f "$W/pids" ] || while read -r p; do kill "$p" 2>/dev/null || true; done <"$W/pids"
+}
+
 # linkpack SRC DIR: DIR holds a symlink to every file of SRC
 linkpack() {
   mkdir -p "$2"
@@ -221,6 +226,22 @@ PY
     run -1 q4nx-verify "$W/c.q4nx"
     [[ "$w" != meta* ]] || [[ "$output" == *"metadata checksum mismatch"* ]]
   done
+}
+
+@test "hardening: a NaN scale with consistent checksums: run, logits and serve say the logits are not finite, never print garbage with exit 0" {
+  oga-extract "$(fixture qwen2 cpu tied)" | q4nx-pack -o "$W/m.q4nx"
+  /usr/bin/python3 "$TOP/t/q4nx-mutate.py" "$W/m.q4nx" "$W/nan.q4nx" scale-nan
+  run -3 npu-forward run -m "$W/nan.q4nx" -p hi -n 4
+  [[ "$output" == *"logits at position "*" are not finite"* ]]
+  run -3 npu-forward logits -m "$W/nan.q4nx" --ids <(echo '[1, 2]')
+  [[ "$output" == *"not finite"* ]]
+  npu-forward serve -m "$W/nan.q4nx" --port 0 -t 1 2>"$W/srv.log" &
+  local spid=$! port=""
+  echo "$spid" >> "$W/pids"
+  for _ in $(seq 200); do grep -q 'ready:' "$W/srv.log" && break; sleep 0.05; done
+  port=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$W/srv.log" | head -1)
+  run curl -s -m 30 "http://127.0.0.1:$port/v1/completions" -d '{"prompt": "hi", "max_tokens": 3}'
+  echo "$output" | jq -e '.error.message | test("not finite")'
 }
 
 @test "hardening: npu-forward --verify (and spec-replay --verify) refuse flipped lm_head weights that a plain run does not see" {

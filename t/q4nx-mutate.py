@@ -13,6 +13,8 @@ Mutations:
   bos-999999   the model description's 6-digit bos_token_id rewritten as 999999 (same length, so every
                offset stays): an id outside any fixture's vocabulary; bos--99999 the same with -99999
   corrupt-code one byte of the first quantised tensor's codes flipped, its checksum left as it was
+  scale-nan    (f32 scales) the first scale of the first quantised tensor a NaN, the checksums consistent:
+               a pack whose weights were broken before they were repacked
 """
 import struct
 import sys
@@ -66,6 +68,9 @@ def main():
             b[off + zoff] = 3
             if layout == 2:  # b8: byte 0 holds codes (row 0, k 0) low and (row 0, k 4) high: 15 and 0
                 b[off] = 0x0F
+            done = 1
+        elif what == "scale-nan" and sdt == 1 and not done:  # f32 scales: the first one NaN
+            struct.pack_into("<I", b, off + soff, 0x7FC00000)
             done = 1
         elif what == "corrupt-code" and not done:
             b[off + 3] ^= 0x10

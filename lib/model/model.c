@@ -873,7 +873,31 @@ int model_forward(model_state *s, const int *tokens, int n, int all_rows, ogk_er
             return -1;
         }
     }
+    /* the last row's logits: a NaN or infinity there comes from the weights (a corrupt scale, say), and
+     * every answer after it would be garbage read as text */
+    const float *last = s->logits + (all_rows ? (size_t)(n - 1) * c->vocab_size : 0);
+    int bad = model_logits_bad(last, c->vocab_size);
+    if (bad >= 0)
+        return ogk_fail(e, "the logits at position %d are not finite (id %d: %g): the weights hold a NaN or an "
+                           "infinity, or the activations overflow", s->pos - 1, bad, (double)last[bad]);
     return 0;
+}
+
+/* vectorised (SSE2, the baseline): ~30 us over 152k logits here, against ~90 scalar (0.4 % of a 0.5B decode step) */
+__attribute__((optimize("tree-vectorize"))) int model_logits_bad(const float *x, int V)
+{
+    /* all exponent bits set (NaN or an infinity) carry into bit 31 when one more exponent step is added;
+     * no other exponent does: and, add, or, which the compiler vectorises */
+    const uint32_t *u = (const uint32_t *)(const void *)x;
+    uint32_t any = 0;
+    for (int i = 0; i < V; i++)
+        any |= (u[i] & 0x7f800000u) + 0x00800000u;
+    if (!(any & 0x80000000u))
+        return -1;
+    for (int i = 0; i < V; i++)
+        if (!isfinite(x[i]))
+            return i;
+    return -1;
 }
 
 void model_prof_print(const model_state *s, const char *pass)

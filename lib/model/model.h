@@ -157,6 +157,8 @@ int model_prefill_rows(const model_state *s);
  * otherwise only the last row's (s->logits row 0). Returns 0, or -1 with e filled when the context is full or
  * a kernel refused (then the pass is not kept: s->pos is as before the call). */
 int model_forward(model_state *s, const int *tokens, int n, int all_rows, ogk_error *e);
+/* the first of V logits that is not finite (NaN, an infinity), or -1; model_forward fails on its last row's */
+int model_logits_bad(const float *x, int V);
 /* Make the classifier's argmax head ready now (s->head_argmax, head.c: its bounds are otherwise made on the
  * first pass that uses it, ~0.1 s for a 150k vocabulary on 2 threads); nothing when s's mode has no head. */
 void model_prepare_head(model_state *s);

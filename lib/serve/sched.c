@@ -497,6 +497,10 @@ static int next_token(serve_sched *S, serve_slot *sl, const float *logits)
 {
     serve_job *j = sl->j;
     const model *m = S->m;
+    if (model_logits_bad(logits, m->c.vocab_size) >= 0) {
+        finish(S, sl, "stop", "the model's logits are not finite: its weights hold a NaN or an infinity, or the activations overflow");
+        return 0;
+    }
     const float *x = shaped_job(j) ? shape(S, sl, logits) : logits;
     if (!x) {
         finish(S, sl, "stop", j->prog ? "forced tool call: no token of the vocabulary continues the call"
