@@ -90,8 +90,11 @@ void nf_parse(int argc, char **argv, opts *o)
     o->n = 256, o->top_p = 1, o->feed = "prefill", o->lens = BENCH_DEFAULT_LENS, o->gen = 128;
     o->reps = 5, o->warmup = 1;
     int c;
+    uint8_t seen[O_FULL_HEAD + 1] = {0};
     optind = 1;
     while ((c = getopt_long(argc, argv, "m:p:f:n:t:c:l:g:r:h", long_opts, NULL)) != -1) {
+        if (c > 0 && c <= O_FULL_HEAD)
+            seen[c] = 1;
         switch (c) {
         case 'm': o->mo.model = optarg; break;
         case 'p': o->prompt = optarg; break;
@@ -141,6 +144,28 @@ void nf_parse(int argc, char **argv, opts *o)
     }
     if (optind < argc)
         ogk_die(OGK_EXIT_USAGE, "unexpected argument '%s'", argv[optind]);
+    /* an option another command takes is refused, never silently ignored (the model's own: every command) */
+    enum { RUN = 1, BENCH = 2, LOGITS = 4, INFO = 8 };
+    static const struct {
+        int code, cmds;
+        const char *name;
+    } owner[] = {{'p', RUN, "-p"}, {'f', RUN, "-f"}, {'n', RUN, "-n"}, {O_CHAT, RUN, "--chat"},
+                 {O_SYSTEM, RUN, "--system"}, {O_TEMP, RUN, "--temp"}, {O_TOPK_S, RUN, "--sample-top-k"},
+                 {O_TOPP, RUN, "--top-p"}, {O_SEED, RUN, "--seed"}, {O_STOP, RUN, "--stop"},
+                 {O_IGNORE_EOS, RUN, "--ignore-eos"}, {O_IDS, RUN | LOGITS, "--ids"}, {O_JSON, RUN | BENCH, "--json"},
+                 {'l', BENCH, "-l"}, {'g', BENCH, "-g"}, {'r', BENCH, "-r"}, {O_WARMUP, BENCH, "--warmup"},
+                 {O_PROBE, BENCH, "--probe"}, {O_VERIFY_ROWS, BENCH, "--verify-rows"}, {O_FULL_HEAD, BENCH, "--full-head"},
+                 {O_TOPK, LOGITS, "--top-logits"}, {O_FEED, LOGITS, "--feed"}, {O_OUT_F32, LOGITS, "--out-f32"}};
+    int me = !strcmp(o->cmd, "run") ? RUN : !strcmp(o->cmd, "bench") ? BENCH : !strcmp(o->cmd, "logits") ? LOGITS : INFO;
+    for (size_t k = 0; k < sizeof owner / sizeof *owner; k++)
+        if (seen[owner[k].code] && !(owner[k].cmds & me))
+            ogk_die(OGK_EXIT_USAGE, "%s: %s is not an option of this command (it belongs to %s)", o->cmd, owner[k].name,
+                    owner[k].cmds & RUN ? "run" : owner[k].cmds & BENCH ? "bench" : "logits");
+    if (o->system && !o->chat)
+        ogk_die(OGK_EXIT_USAGE, "%s: --system is the chat's system message: it needs --chat", o->cmd);
+    for (int k = 0; k < o->n_stops; k++)
+        if (!*o->stops[k])
+            ogk_die(OGK_EXIT_USAGE, "%s: --stop: an empty string stops nothing", o->cmd);
     if (!o->mo.model)
         ogk_die(OGK_EXIT_USAGE, "%s: -m MODEL is required", argv[0]);
     /* the two top-k options mean different things: each belongs to one command */

@@ -136,7 +136,7 @@ open('$W/big.txt', 'w').write(' '.join(random.choice(w) + str(random.randint(0, 
   [[ "$output" == *"stdin: read failed"* ]]
 }
 
-@test "top-k options: run --sample-top-k and logits --top-logits, old spellings kept, each refused by the other command" {
+@test "options: run --sample-top-k and logits --top-logits, old spellings kept; each command refuses another's options by name" {
   local m=$W/plain.q4nx
   [ -s "$m" ] || oga-extract "$(fixture qwen2 cpu tied tiny)" | q4nx-pack -l rm -o "$m"
   echo '[9707, 1879, 11, 1052]' > "$W/ids.json"
@@ -156,6 +156,20 @@ open('$W/big.txt', 'w').write(' '.join(random.choice(w) + str(random.randint(0, 
   run npu-forward logits -m "$m" --ids "$W/ids.json" --sample-top-k 3
   [ "$status" -eq 2 ]
   [[ "$output" == *"--sample-top-k"* ]]
+  # every other command's option is refused by name too, never silently ignored
+  local args
+  for args in "run -p hi --out-f32 $W/x.bin" "bench -p hello" "bench --ids $W/ids.json" "logits --ids $W/ids.json --temp 1" \
+      "logits --ids $W/ids.json --stop x" "info --out-f32 $W/x.bin" "info -n 5" "run -p hi --probe"; do
+    run npu-forward ${args%% *} -m "$m" ${args#* }
+    [ "$status" -eq 2 ] && [[ "$output" == *"is not an option of this command"* ]] || { echo "$args: $output"; return 1; }
+  done
+  [ ! -e "$W/x.bin" ]
+  run npu-forward run -m "$m" -p hi --system "You are X"
+  [ "$status" -eq 2 ] && [[ "$output" == *"needs --chat"* ]]
+  run npu-forward run -m "$m" -p hi --stop ""
+  [ "$status" -eq 2 ]
+  run npu-forward logits -m "$m" --ids "$W/ids.json" --out-f32 -
+  [ "$status" -eq 2 ] && [[ "$output" == *"would mix raw floats"* ]]
 }
 
 @test "chat: integer division or modulo by zero and integer overflow are refused by name (exit 3), never a NaN or infinite integer" {

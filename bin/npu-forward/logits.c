@@ -37,6 +37,9 @@ int cmd_logits(int argc, char **argv)
     nf_parse(argc, argv, &o);
     if (!o.ids_file)
         ogk_die(OGK_EXIT_USAGE, "logits: --ids FILE is required");
+    if (o.out_f32 && !strcmp(o.out_f32, "-"))
+        ogk_die(OGK_EXIT_USAGE, "logits: --out-f32 - would mix raw floats with the JSON report on standard output "
+                                "(name a file, or /dev/stdout with the report sent elsewhere)");
     model *m = nf_open_model(&o);
     int n, V = m->c.vocab_size;
     int *ids = nf_read_ids(o.ids_file, &n);
