@@ -22,6 +22,7 @@ static void usage(FILE *f)
             "       npu-gemm --sweep -m MODEL.q4nx [OPTIONS]\n"
             "       npu-gemm --model-pass (-m MODEL.q4nx | --shapes NxK*COUNT,...) [OPTIONS]\n"
             "       npu-gemm --list-devices [--bw-mb MB]\n"
+            "       npu-gemm --help | --version\n"
             "Multiplies M activation rows by a 4-bit Q4NX weight tensor, checks the result against the\n"
             "scalar reference and prints timings as JSON on stdout.\n"
             "  --rows M            activation rows (default 1: decode)\n"
@@ -278,10 +279,10 @@ int main(int argc, char **argv)
         {"reps", 1, 0, O_REPS},     {"time", 1, 0, O_TIME},     {"check-rows", 1, 0, O_CHECK},
         {"seed", 1, 0, O_SEED},     {"sweep", 0, 0, O_SWEEP},   {"model-pass", 0, 0, O_PASS},
         {"shapes", 1, 0, O_SHAPES}, {"list-devices", 0, 0, O_LIST}, {"bw-mb", 1, 0, O_BW},
-        {"dump-source", 1, 0, O_DUMP}, {"probe-mb", 1, 0, O_PROBE}, {"no-mmap", 0, 0, O_NO_MMAP}, {"mmap", 0, 0, O_MMAP}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+        {"dump-source", 1, 0, O_DUMP}, {"probe-mb", 1, 0, O_PROBE}, {"no-mmap", 0, 0, O_NO_MMAP}, {"mmap", 0, 0, O_MMAP}, {"help", 0, 0, 'h'}, {"version", 0, 0, 'V'}, {0, 0, 0, 0}};
     const char *shape = NULL;
     int c;
-    while ((c = getopt_long(argc, argv, "m:t:h", lo, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "m:t:hV", lo, NULL)) != -1) {
         switch (c) {
         case O_SHAPE: shape = optarg; break;
         case O_BLOCK: o.block = ogk_parse_long("--block", optarg, 16, 1 << 16); break;
@@ -308,7 +309,7 @@ int main(int argc, char **argv)
         case 't': o.threads = ogk_parse_long("--threads", optarg, 1, 1024); break;
         case O_KERNEL:
             if ((o.kernel = kern_isa_find(optarg)) < 0)
-                ogk_die(OGK_EXIT_USAGE, "--kernel %s: expected ref, avx2 or avx512", optarg);
+                ogk_die(OGK_EXIT_USAGE, "--kernel %s: expected ref, avx2, avx512 or amx (a row of the ISA table)", optarg);
             break;
         case O_REPS: o.reps = ogk_parse_long("--reps", optarg, 1, 100000000); break;
         case O_TIME: o.time_budget = ogk_parse_double("--time", optarg); break;
@@ -324,6 +325,7 @@ int main(int argc, char **argv)
         case O_NO_MMAP: o.weights_in = Q4NX_IN_LOAD; break;
         case O_MMAP: o.weights_in = Q4NX_IN_MAP; break;
         case 'h': usage(stdout); return 0;
+        case 'V': printf("npu-gemm %s\n", OGAKIT_VERSION); return 0;
         default: usage(stderr); return OGK_EXIT_USAGE;
         }
     }

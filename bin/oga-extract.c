@@ -192,6 +192,10 @@ int main(int argc, char **argv)
     if (check) {
         if (optind != argc)
             ogk_die(OGK_EXIT_USAGE, "--check takes no PACK");
+        if (outpath || allow)
+            ogk_die(OGK_EXIT_USAGE, "--check reads a stream: -o and --allow-incomplete go with extracting a PACK");
+        if (!strcmp(check, "-") && isatty(STDIN_FILENO))
+            ogk_die(OGK_EXIT_USAGE, "--check -: standard input is a terminal (pipe a stream in)");
         return check_stream(check);
     }
     if (optind != argc - 1) {

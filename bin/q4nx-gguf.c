@@ -4,6 +4,7 @@
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "gguf/gguf.h"
@@ -45,8 +46,8 @@ int main(int argc, char **argv)
     while ((c = getopt_long(argc, argv, "o:vhV", opts, NULL)) != -1) {
         switch (c) {
         case 'o': out_path = optarg; break;
-        case OPT_WIDEN: o.policy = GGUF_WIDEN, policies++; break;
-        case OPT_LOSSY: o.policy = GGUF_LOSSY, policies++; break;
+        case OPT_WIDEN: o.policy = GGUF_WIDEN, policies |= 1; break;
+        case OPT_LOSSY: o.policy = GGUF_LOSSY, policies |= 2; break;
         case OPT_NAME: o.name = optarg; break;
         case OPT_CHECK: check = 1; break;
         case 'v': verbose = 1; break;
@@ -55,7 +56,7 @@ int main(int argc, char **argv)
         default: usage(stderr); return OGK_EXIT_USAGE;
         }
     }
-    if (policies > 1)
+    if (policies == 3)
         ogk_die(OGK_EXIT_USAGE, "--widen and --allow-lossy exclude each other");
     ogk_error e;
     int code;
@@ -96,6 +97,9 @@ int main(int argc, char **argv)
     const char *in = argv[optind];
     if (!out_path || !strcmp(out_path, "-"))
         ogk_refuse_tty_stdout("a GGUF");
+    struct stat si, so;
+    if (out_path && !stat(in, &si) && !stat(out_path, &so) && si.st_dev == so.st_dev && si.st_ino == so.st_ino)
+        ogk_die(OGK_EXIT_USAGE, "-o %s is the container itself (name another file)", out_path);
     q4nx_file *f = q4nx_open(in, &e, &code);
     if (!f)
         ogk_die(code, "%s", e.msg);

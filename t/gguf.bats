@@ -105,6 +105,11 @@ exact() {
   run q4nx-gguf --check "$F/qwen2-cpu-tied.q4nx"
   [ "$status" -eq 2 ]
   [ ! -e "$W/x.gguf" ]
+  # the container as its own output: refused, the container kept; --widen given twice is --widen
+  cp "$F/qwen2-cpu-tied.q4nx" "$W/self.q4nx"
+  run q4nx-gguf --widen -o "$W/self.q4nx" "$W/self.q4nx"
+  [ "$status" -eq 2 ] && [[ "$output" == *"is the container itself"* ]] && cmp -s "$W/self.q4nx" "$F/qwen2-cpu-tied.q4nx"
+  q4nx-gguf --widen --widen -o "$W/x.gguf" "$F/qwen2-cpu-tied.q4nx" 2>/dev/null
 }
 
 @test "q4nx-gguf: refuses a terminal on stdout (exit 2)" {

@@ -12,6 +12,8 @@ teardown() { rm -rf "$tmp"; }
   [ "$status" -eq 0 ]
   [[ "$output" == *"--shape N,K"* ]]
   [ -f "$TOP/man/man1/npu-gemm.1" ]
+  run npu-gemm --version
+  [ "$status" -eq 0 ] && [[ "$output" == "npu-gemm "* ]]
 }
 
 @test "usage errors exit 2 with a named error" {

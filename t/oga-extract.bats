@@ -87,6 +87,9 @@ variant() {
   { cat "$s"; printf 'x'; } >"$BATS_TEST_TMPDIR/pad"
   run oga-extract --check "$BATS_TEST_TMPDIR/pad"
   [ "$status" -eq 3 ] && [[ "$output" == *"trailing bytes"* ]]
+  # --check takes no extraction options
+  run oga-extract --check /dev/null -o "$BATS_TEST_TMPDIR/x"
+  [ "$status" -eq 2 ] && [ ! -e "$BATS_TEST_TMPDIR/x" ]
 }
 
 @test "oga-extract: not a pack, exit 3 and nothing on stdout" {

@@ -414,3 +414,23 @@ importable_mutation() { # FAMILY TIE MUTATION
     '["q4","GatherBlockQuantized",128,"u4"]' ]
   [ "$(echo "$output" | jq .tie_embeddings)" = false ]
 }
+
+@test "a pack another user cannot read: the permission named (not 'not an OGA pack'), each refusal once" {
+  [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null || skip "needs root and setpriv to run as nobody"
+  # a directory nobody can reach (the test's own is inside bats' private one)
+  local d
+  d=$(mktemp -d /tmp/ogk-perm.XXXXXX) && chmod 755 "$d" && echo "$d" > "$BATS_TEST_TMPDIR/perm-dir"
+  cp -r "$TOP/share/models/pytiny-draft" "$d/pk"
+  chmod -R a+rX "$d/pk" && chmod 700 "$d/pk"
+  as_nobody() { setpriv --reuid=nobody --regid=nogroup --clear-groups "$@"; }
+  as_nobody oga-info -q "$TOP/share/models/pytiny-draft" >/dev/null || skip "nobody cannot run the programs here"
+  run as_nobody oga-info "$d/pk"
+  [ "$status" -eq 3 ] && [[ "$output" == *"cannot read the directory: Permission denied"* ]]
+  chmod 755 "$d/pk" && chmod 600 "$d/pk/genai_config.json"
+  run --separate-stderr as_nobody oga-info -q "$d/pk"
+  [ "$status" -eq 3 ]
+  [ "$(echo "$output" | jq '[.refusals[] | select(.code == "file_unreadable")] | length')" = 1 ]
+  echo "$output" | jq -e '.refusals[0].reason | test("Permission denied")'
+}
+
+teardown() { [ ! -f "$BATS_TEST_TMPDIR/perm-dir" ] || rm -rf "$(cat "$BATS_TEST_TMPDIR/perm-dir")"; }

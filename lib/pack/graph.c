@@ -275,6 +275,8 @@ void pack_check_dims(pack *p)
     dimkey kH = {"genai_config.json: model.decoder.hidden_size", 0}, kV = {"genai_config.json: model.vocab_size", 0},
            kQ = {"genai_config.json: model.decoder.num_attention_heads", 0},
            kKV = {"genai_config.json: model.decoder.num_key_value_heads", 0},
+           /* the fused q|k|v rows come from both head counts: the key names both */
+           kQKV = {"genai_config.json: model.decoder.num_attention_heads / num_key_value_heads", 0},
            kHD = {"genai_config.json: model.decoder.head_size", 0}, kI = {"config.json: intermediate_size", 0};
     if (L >= 0 && p->g.num_layers >= 0 && L != p->g.num_layers)
         pack_refuse(p, "genai_config.json: model.decoder.num_hidden_layers", "config_dims",
@@ -296,7 +298,7 @@ void pack_check_dims(pack *p)
         } else if (!strcmp(s, "attn.qkv")) {
             dim_check(p, &kH, H, cols, t, "K");
             if (q >= 0 && kv >= 0)
-                dim_check(p, &kQ, q + 2 * kv, rows, t, "N (heads*head + 2*kv_heads*head)");
+                dim_check(p, &kQKV, q + 2 * kv, rows, t, "N (heads*head + 2*kv_heads*head)");
         } else if (!strcmp(s, "attn.q")) {
             dim_check(p, &kH, H, cols, t, "K");
             dim_check(p, &kQ, q, rows, t, "N (heads*head)");
@@ -320,7 +322,7 @@ void pack_check_dims(pack *p)
             dim_check(p, &kHD, hd, rows, t, "length");
         } else if (!strcmp(s, "attn.qkv_bias")) {
             if (q >= 0 && kv >= 0)
-                dim_check(p, &kQ, q + 2 * kv, rows, t, "length");
+                dim_check(p, &kQKV, q + 2 * kv, rows, t, "length");
         } else if (!strcmp(s, "attn.q_bias")) {
             dim_check(p, &kQ, q, rows, t, "length");
         } else if (!strcmp(s, "attn.k_bias") || !strcmp(s, "attn.v_bias")) {

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* ---- ownership and lists ---- */
 
@@ -63,6 +64,9 @@ void pack_refuse(pack *p, const char *what, const char *code, const char *fmt, .
     va_start(ap, fmt);
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
+    for (size_t i = 0; i < p->n_r; i++) /* one refusal once, however many checks come to it */
+        if (p->r[i].code == code && !strcmp(p->r[i].what, what) && !strcmp(p->r[i].reason, buf))
+            return;
     if (p->n_r == p->cap_r) {
         p->cap_r = p->cap_r ? 2 * p->cap_r : 16;
         p->r = realloc(p->r, p->cap_r * sizeof *p->r);
@@ -777,6 +781,10 @@ pack *pack_open(const char *dir, ogk_error *e)
     }
     if (!S_ISDIR(st.st_mode)) {
         ogk_fail(e, "%s: not a directory (a pack is a directory with genai_config.json and model.onnx)", dir);
+        return NULL;
+    }
+    if (access(dir, R_OK | X_OK) != 0) { /* not "not a pack": the files may well be there */
+        ogk_fail(e, "%s: cannot read the directory: %s", dir, strerror(errno));
         return NULL;
     }
     pack *p = calloc(1, sizeof *p);
