@@ -218,6 +218,15 @@ teardown_file() { rm -rf "$W"; }
   run spec-replay -d "$W/d.q4nx" <"$W/trunc.json"
   [ "$status" -eq 3 ]
   [[ "$output" == *"stdin: not a complete JSON document"* ]]
+  # every field checked: settings and its tokens, a continuation past them or "length" short of them,
+  # vocab_size present (null allowed), timings an object of numbers
+  local mut
+  for mut in 'del(.settings)' '.settings.tokens = 4' '.settings.tokens = "32"' 'del(.vocab_size)' '.prompts[0].timings = 5' \
+      '.prompts[0].continuation_ids |= .[:5]' '.settings.greedy = "yes"'; do
+    jq -c "$mut" "$W/rec32.json" >"$W/mut.json"
+    run spec-replay -d "$W/d.q4nx" --recording "$W/mut.json"
+    [ "$status" -eq 3 ] || { echo "$mut: $status $output"; return 1; }
+  done
   jq '.version = 2' "$W/rec32.json" >"$W/v2.json"
   run spec-replay -d "$W/d.q4nx" --recording "$W/v2.json"
   [ "$status" -eq 3 ]
@@ -336,6 +345,17 @@ fake_continuation() { # IDS_JSON N
   [[ "$stderr" == *"no draft accepted"* ]]
   echo "$output" | jq -e '.results[0].measured | .rounds == 20 and .accepted == 0 and (.accepts // .per_prompt[0].accepts | add) == 0'
   echo "$output" | jq -e '.results[0].projected.speedup.one_pass < 1'
+  # a server that answers no token at all: a drafter so is said; a target so is refused at record
+  start_fake empty
+  run --separate-stderr spec-replay --draft-url "$URL" -k 3 --json --recording "$W/u20.json"
+  [ "$status" -eq 0 ] && [[ "$stderr" == *"the drafter offered no token at all"* ]]
+  run spec-replay record --url "$URL" --prompts "$W/ids1.json" --tokens 4 -o "$W/empty.json"
+  [ "$status" -eq 3 ] && [[ "$output" == *"answered 0 tokens of 4"* ]] && [ ! -e "$W/empty.json" ]
+  # a prompt given as both text and ids: which one the recording stands for is not guessed
+  echo '{"prompts":[{"name":"both","ids":[5,9],"text":"x"}]}' >"$W/both.json"
+  start_fake target
+  run spec-replay record --url "$URL" --prompts "$W/both.json" --tokens 4 -o "$W/both-rec.json"
+  [ "$status" -eq 3 ] && [[ "$output" == *"both given"* ]] && [ ! -e "$W/both-rec.json" ]
 }
 
 @test "HTTP peers: unreachable, or answering with errors, is refused with exit 3 naming the URL" {

@@ -112,6 +112,8 @@ static json_t *load_prompts(const char *path)
         const json_t *t = json_object_get(p, "text"), *ids = json_object_get(p, "ids");
         if (!json_is_object(p) || (!json_is_string(t) && !json_is_array(ids)))
             ogk_die(OGK_EXIT_INPUT, "%s: prompts[%zu]: want an object with \"text\" or \"ids\"", path, i);
+        if (json_is_string(t) && json_is_array(ids)) /* which would the recording's text stand for? */
+            ogk_die(OGK_EXIT_INPUT, "%s: prompts[%zu]: \"text\" and \"ids\" both given (one, please)", path, i);
     }
     json_incref(ps);
     json_decref(j);
@@ -209,6 +211,10 @@ static json_t *record_once(rec_peer *rp, json_t *ps, json_t *target, json_t *tok
             if (spec_http_complete(rp->h, p.ids, p.n_ids, opt.tokens, opt.ignore_eos, 1, &c, &e))
                 ogk_die(OGK_EXIT_INPUT, "prompt '%s': %s", p.name, e.msg);
             p.cont = c.ids, p.n_cont = c.n, p.gaps = c.gaps, p.stop = c.stop, p.request_ms = c.ms;
+            if (!strcmp(p.stop, "length") && p.n_cont != opt.tokens) /* the server stopped short, saying "length" */
+                ogk_die(OGK_EXIT_INPUT, "prompt '%s': the server answered %d tokens of %d with finish_reason \"length\" "
+                                        "(its max_tokens or context is smaller than --tokens?)", p.name, p.n_cont,
+                        opt.tokens);
             c.ids = NULL, c.gaps = NULL;
         }
         p.cont_text = rp->t ? decode_text(rp->t, p.cont, p.n_cont) : (c.text ? strdup(c.text) : NULL);

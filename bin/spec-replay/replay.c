@@ -181,6 +181,8 @@ int replay(void)
                 warn = "every draft accepted: is the drafter the target, or the recording the drafter's?";
             else if (sr.offered > 0 && sr.accepted == 0)
                 warn = "no draft accepted: another tokenizer or model family, or a broken drafter?";
+            else if (sr.offered == 0 && p->n_cont > 0)
+                warn = "the drafter offered no token at all (a drafter server that answers nothing?)";
             if (warn) {
                 ogk_err("warning: k %d, prompt %d (%s): %s", k, i, prompt_name(p, i), warn);
                 warned++;

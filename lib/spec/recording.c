@@ -148,7 +148,11 @@ spec_rec *spec_rec_parse(const char *buf, size_t len, const char *where, ogk_err
     }
     r->version = (int)json_integer_value(ver);
     const json_t *vs = json_object_get(d, "vocab_size");
-    if (vs && !json_is_null(vs)) {
+    if (!vs) {
+        ogk_fail(e, "%s: \"vocab_size\" is missing (the target's vocabulary size, or null)", where);
+        goto fail;
+    }
+    if (!json_is_null(vs)) {
         if (!json_is_integer(vs) || json_integer_value(vs) < 1 || json_integer_value(vs) > 0x7fffffff) {
             ogk_fail(e, "%s: \"vocab_size\" is not a positive integer", where);
             goto fail;
@@ -170,6 +174,26 @@ spec_rec *spec_rec_parse(const char *buf, size_t len, const char *where, ogk_err
         }
         r->tokenizer_hash = strdup(json_string_value(h));
     }
+    /* settings: the most a continuation holds, and how it was made */
+    const json_t *st = json_object_get(d, "settings"), *stok = json_object_get(st, "tokens");
+    if (!json_is_object(st) || !json_is_integer(stok) || json_integer_value(stok) < 1 ||
+        json_integer_value(stok) > 0x7fffffff) {
+        ogk_fail(e, "%s: \"settings\" is missing or its \"tokens\" is not a positive integer", where);
+        goto fail;
+    }
+    static const char *const flags[] = {"ignore_eos", "greedy"};
+    for (size_t k = 0; k < 2; k++)
+        if (json_object_get(st, flags[k]) && !json_is_boolean(json_object_get(st, flags[k]))) {
+            ogk_fail(e, "%s: settings.%s is not a boolean", where, flags[k]);
+            goto fail;
+        }
+    const json_t *smode = json_object_get(st, "mode"), *sthr = json_object_get(st, "threads");
+    if ((smode && !json_is_null(smode) && !json_is_string(smode)) ||
+        (sthr && !json_is_null(sthr) && (!json_is_integer(sthr) || json_integer_value(sthr) < 1))) {
+        ogk_fail(e, "%s: settings.mode is a string and settings.threads a positive integer (or null)", where);
+        goto fail;
+    }
+    int max_tokens = (int)json_integer_value(stok);
     const json_t *ps = json_object_get(d, "prompts");
     if (!json_is_array(ps) || json_array_size(ps) == 0) {
         ogk_fail(e, "%s: \"prompts\" is missing or empty", where);
@@ -224,7 +248,21 @@ spec_rec *spec_rec_parse(const char *buf, size_t len, const char *where, ogk_err
                 p->gaps[j] = (float)json_number_value(v);
             }
         }
+        /* the continuation against the settings: at most tokens; "length" means that many */
+        if (p->n_cont > max_tokens || (!strcmp(p->stop, "length") && p->n_cont != max_tokens)) {
+            ogk_fail(e, "%s: prompts[%d]: %d continuation tokens with stop \"%s\" and settings.tokens %d (\"length\" "
+                        "is that many, never more)", where, pi, p->n_cont, p->stop, max_tokens);
+            goto fail;
+        }
         const json_t *t = json_object_get(o, "timings");
+        int tbad = t && !json_is_null(t) && !json_is_object(t);
+        const char *tk2;
+        const json_t *tv;
+        json_object_foreach((json_t *)(json_is_object(t) ? t : NULL), tk2, tv) tbad |= !json_is_number(tv) && !json_is_null(tv);
+        if (tbad) {
+            ogk_fail(e, "%s: prompts[%d].timings: want null or an object of numbers", where, pi);
+            goto fail;
+        }
         if (json_is_object(t) && json_is_number(json_object_get(t, "decode_ms")))
             p->decode_ms = json_number_value(json_object_get(t, "decode_ms"));
         if (json_is_object(t) && json_is_number(json_object_get(t, "request_ms")))
