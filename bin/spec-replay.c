@@ -158,6 +158,7 @@ int *encode_text(tok *t, const char *text, size_t len, int *n, ogk_error *e)
 int parse_list(const char *option, const char *s, double *v, int max, int integer, double lo, double hi)
 {
     int n = 0;
+    ogk_check_list(option, s);
     char *dup = strdup(s), *save = NULL;
     for (char *t = strtok_r(dup, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
         if (n == max)

@@ -658,6 +658,11 @@ greedy() {
   [ "$status" -eq 2 ]
   run npu-forward run -m x -p hi --mode f16
   [ "$status" -eq 2 ]
+  local l
+  for l in "8,,16" "8," ",8"; do
+    run npu-forward bench -m x -l "$l"
+    [ "$status" -eq 2 ] && [[ "$output" == *"empty item"* ]]
+  done
   run npu-forward --help
   [ "$status" -eq 0 ]
 }

@@ -86,6 +86,8 @@ teardown_file() { rm -rf "$W"; }
   [ "$status" -eq 2 ]
   run spec-replay -m "$W/t.q4nx" -d "$W/d.q4nx" -p x -k 17
   [ "$status" -eq 2 ]
+  run spec-replay -m "$W/t.q4nx" -d "$W/d.q4nx" -p x -k 4,
+  [ "$status" -eq 2 ] && [[ "$output" == *"empty item"* ]]
   run spec-replay -m "$W/t.q4nx" -d "$W/missing.q4nx" -p x
   [ "$status" -eq 3 ]
   [[ "$output" == *"missing.q4nx"* ]]

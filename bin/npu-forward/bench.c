@@ -21,6 +21,7 @@ int cmd_bench(int argc, char **argv)
     opts o;
     nf_parse(argc, argv, &o);
     int lens[64], nl = 0;
+    ogk_check_list("-l", o.lens);
     char *list = strdup(o.lens), *save = NULL;
     for (char *p = strtok_r(list, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
         if (nl == 64)
@@ -32,6 +33,7 @@ int cmd_bench(int argc, char **argv)
         ogk_die(OGK_EXIT_USAGE, "-l: no prompt lengths");
     int vk[MODEL_VERIFY_MAX], nv = 0;
     if (o.verify_rows) {
+        ogk_check_list("--verify-rows", o.verify_rows);
         list = strdup(o.verify_rows), save = NULL;
         for (char *p = strtok_r(list, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
             if (nv == MODEL_VERIFY_MAX)

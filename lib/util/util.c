@@ -114,6 +114,13 @@ void ogk_cond_wait_ms(pthread_cond_t *cv, pthread_mutex_t *mu, long ms)
     pthread_cond_timedwait(cv, mu, &ts);
 }
 
+void ogk_check_list(const char *opt, const char *val)
+{
+    size_t n = strlen(val);
+    if (!n || val[0] == ',' || val[n - 1] == ',' || strstr(val, ",,"))
+        ogk_die(OGK_EXIT_USAGE, "%s: '%s' has an empty item (values separated by single commas)", opt, val);
+}
+
 long ogk_parse_long(const char *opt, const char *val, long min, long max)
 {
     if (!val || !*val)

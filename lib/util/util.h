@@ -135,6 +135,8 @@ void ogk_cond_wait_ms(pthread_cond_t *cv, pthread_mutex_t *mu, long ms);
 /* Parse a non-negative integer option value; dies with OGK_EXIT_USAGE naming the option. */
 long ogk_parse_long(const char *opt, const char *val, long min, long max);
 double ogk_parse_double(const char *opt, const char *val);
+/* A comma-separated option value has no empty item ("4,", ",4", "8,,16"); dies with OGK_EXIT_USAGE. */
+void ogk_check_list(const char *opt, const char *val);
 /* Peak resident set size in bytes (from getrusage). */
 uint64_t ogk_peak_rss(void);
 /* Online CPU count (>= 1). */
