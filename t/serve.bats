@@ -370,6 +370,23 @@ PY
   echo "$BODY" | jq -e '.error.code == "invalid_value" and (.error.message | test("NUL"))'
 }
 
+# schema_fits SCHEMA PROMPT NODE_CHECK [ARGS...]: three seeded chat answers (temperature 0.9) under SCHEMA;
+# each that ended is piped to node -e NODE_CHECK ARGS (which exits 1 on an answer that does not fit);
+# FITTED: how many ended
+schema_fits() {
+  local sch=$1 prompt=$2 check=$3 seed
+  shift 3
+  FITTED=0
+  for seed in 1 2 3; do
+    post /v1/chat/completions "$(jq -nc --argjson s "$sch" --argjson seed $seed --arg p "$prompt" '{messages: [{role: "user",
+      content: $p}], max_tokens: 200, temperature: 0.9, seed: $seed, response_format: {type: "json_schema", json_schema: {name: "s", schema: $s}}}')"
+    [ "$STATUS" = 200 ] || return 1
+    [ "$(echo "$BODY" | jq -r '.choices[0].finish_reason')" = stop ] || continue
+    echo "$BODY" | jq -r '.choices[0].message.content' | node -e "$check" "$@" || return 1
+    FITTED=$((FITTED + 1))
+  done
+}
+
 @test "serve: JSON mode: answers are JSON objects (chat and completions, greedy and sampled, streamed alike); plain requests beside them unchanged; not drafted" {
   start_server --parallel 2 --draft "$W/draft.q4nx" --draft-max 3
   objects=0 plain_json=0
@@ -438,19 +455,12 @@ PY
     "id": {"type": "string", "pattern": "^[0-9a-f]{4}(-[0-9a-f]{4})?$"}, "word": {"type": "string", "pattern": "^\\w+$"},
     "when": {"type": "string", "format": "date-time"}},
     "required": ["code", "id", "word", "when"], "additionalProperties": false}'
-  fitted=0
-  for seed in 1 2 3; do
-    post /v1/chat/completions "$(jq -nc --argjson s "$sch" --argjson seed $seed '{messages: [{role: "user", content: "A code"}],
-      max_tokens: 200, temperature: 0.9, seed: $seed, response_format: {type: "json_schema", json_schema: {name: "c", schema: $s}}}')"
-    [ "$STATUS" = 200 ]
-    [ "$(echo "$BODY" | jq -r '.choices[0].finish_reason')" = stop ] || continue
-    echo "$BODY" | jq -r '.choices[0].message.content' | node -e '
-      const o = JSON.parse(require("fs").readFileSync(0, "utf8"));
-      const ok = /^[A-Z]{2}-\d{3}$/u.test(o.code) && /^[0-9a-f]{4}(-[0-9a-f]{4})?$/u.test(o.id) && /^\w+$/u.test(o.word) &&
-        /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$/.test(o.when) && !isNaN(Date.parse(o.when));
-      if (!ok) { console.log("does not match:", JSON.stringify(o)); process.exit(1); }'
-    fitted=$((fitted + 1))
-  done
+  schema_fits "$sch" "A code" '
+    const o = JSON.parse(require("fs").readFileSync(0, "utf8"));
+    const ok = /^[A-Z]{2}-\d{3}$/u.test(o.code) && /^[0-9a-f]{4}(-[0-9a-f]{4})?$/u.test(o.id) && /^\w+$/u.test(o.word) &&
+      /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$/.test(o.when) && !isNaN(Date.parse(o.when));
+    if (!ok) { console.log("does not match:", JSON.stringify(o)); process.exit(1); }'
+  fitted=$FITTED
   echo "pattern answers that ended: $fitted of 3" >&3
   [ "$fitted" -ge 2 ]
   # the shapes pydantic writes: a described $ref in allOf, a dict, a tuple, nullable; ajv judges each answer
@@ -460,19 +470,12 @@ PY
     "pair": {"type": "array", "prefixItems": [{"type": "integer", "minimum": 0, "maximum": 99}, {"type": "boolean"}], "items": false, "minItems": 2},
     "maybe": {"type": "string", "maxLength": 4, "nullable": true}}, "required": ["owner", "scores", "pair", "maybe"],
     "$defs": {"P": {"type": "object", "properties": {"name": {"type": "string", "maxLength": 6}}, "required": ["name"]}}}'
-  fitted=0
-  for seed in 1 2 3; do
-    post /v1/chat/completions "$(jq -nc --argjson s "$sch" --argjson seed $seed '{messages: [{role: "user", content: "An owner"}],
-      max_tokens: 200, temperature: 0.9, seed: $seed, response_format: {type: "json_schema", json_schema: {name: "o", schema: $s}}}')"
-    [ "$STATUS" = 200 ]
-    [ "$(echo "$BODY" | jq -r '.choices[0].finish_reason')" = stop ] || continue
-    echo "$BODY" | jq -r '.choices[0].message.content' | node -e '
-      const Ajv2020 = require(process.argv[1] + "/.cache/node/node_modules/ajv/dist/2020").default;
-      const check = new Ajv2020({strict: false}).compile(JSON.parse(process.argv[2]));
-      const o = JSON.parse(require("fs").readFileSync(0, "utf8"));
-      if (!check(o)) { console.log("invalid:", JSON.stringify(o), JSON.stringify(check.errors)); process.exit(1); }' "$TOP" "$sch"
-    fitted=$((fitted + 1))
-  done
+  schema_fits "$sch" "An owner" '
+    const Ajv2020 = require(process.argv[1] + "/.cache/node/node_modules/ajv/dist/2020").default;
+    const check = new Ajv2020({strict: false}).compile(JSON.parse(process.argv[2]));
+    const o = JSON.parse(require("fs").readFileSync(0, "utf8"));
+    if (!check(o)) { console.log("invalid:", JSON.stringify(o), JSON.stringify(check.errors)); process.exit(1); }' "$TOP" "$sch"
+  fitted=$FITTED
   echo "pydantic-shaped answers that ended: $fitted of 3" >&3
   [ "$fitted" -ge 2 ]
   post /v1/chat/completions '{"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema",
