@@ -531,8 +531,10 @@ static int next_token(serve_sched *S, serve_slot *sl, const float *logits)
     }
     if (j->top_n >= 0) {
         j->lps[j->n_ids] = lp;
-        memcpy(j->top_ids + (size_t)j->n_ids * top, ti, (size_t)top * sizeof *ti);
-        memcpy(j->top_lps + (size_t)j->n_ids * top, tl, (size_t)top * sizeof *tl);
+        if (top) { /* without top_logprobs the arrays are not there (memcpy of 0 bytes to NULL is undefined) */
+            memcpy(j->top_ids + (size_t)j->n_ids * top, ti, (size_t)top * sizeof *ti);
+            memcpy(j->top_lps + (size_t)j->n_ids * top, tl, (size_t)top * sizeof *tl);
+        }
     }
     j->tok_at[j->n_ids] = j->decoded;
     j->ids[j->n_ids++] = id;
