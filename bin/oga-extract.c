@@ -262,7 +262,7 @@ int main(int argc, char **argv)
     pack_close(p);
     if (rc) {
         ogk_out_abort(&o);
-        ogk_die(OGK_EXIT_CHECK, "%s", e.msg);
+        ogk_die(OGK_EXIT_CHECK, "%s: %s", outpath && strcmp(outpath, "-") ? outpath : "stdout", e.msg);
     }
     return OGK_EXIT_OK; /* with --allow-incomplete, a stream that says what it left out is a success */
 }

@@ -178,13 +178,17 @@ int main(int argc, char **argv)
     ogk_progress_done();
     if (!rc && q4nx_writer_finish(w, model, source, &e))
         rc = OGK_EXIT_CHECK;
-    if (rc && w && q4nx_writer_write_failed(w))
+    int out_failed = rc && (!w || q4nx_writer_write_failed(w)); /* no writer: its header could not be written */
+    if (out_failed)
         rc = OGK_EXIT_CHECK; /* the output failed, not the input */
     if (!rc && ogk_out_commit(&out, &e))
         rc = OGK_EXIT_CHECK;
     if (rc) {
         ogk_out_abort(&out);
-        ogk_err("%s", e.msg);
+        if (out_failed) /* which output: the file's name, or standard output */
+            ogk_err("%s: %s", out_path && strcmp(out_path, "-") ? out_path : "stdout", e.msg);
+        else
+            ogk_err("%s", e.msg);
     } else if (verbose) {
         double dt = ogk_now() - t0;
         fprintf(stderr, "q4nx-pack: %" PRIu64 " stream bytes -> %" PRIu64 " container bytes, %" PRIu64 " tensors, %.3f s, %.2f GB/s\n",

@@ -513,6 +513,11 @@ open_in() {
   [ "$status" = 1 ] && [[ "$output" == *"write failed"* ]]
   run bash -c "spec-replay --selftest >/dev/full"
   [ "$status" = 3 ] && [[ "$output" == *"write failed"* ]]
+  # -o a full device: the output is named (the device is written through, not replaced)
+  run bash -c "q4nx-pack -o /dev/full <'$W/t.ogax'"
+  [ "$status" = 1 ] && [[ "$output" == *"q4nx-pack: /dev/full: write failed"* ]]
+  run oga-extract "$p" -o /dev/full
+  [ "$status" = 1 ] && [[ "$output" == *"oga-extract: /dev/full: write failed"* ]] && [ -c /dev/full ]
 }
 
 @test "hardening: a tensor frame claiming a terabyte payload is refused by q4nx-pack before anything is allocated (exit 3, named)" {
