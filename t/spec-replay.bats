@@ -229,6 +229,10 @@ teardown_file() { rm -rf "$W"; }
     run spec-replay -d "$W/d.q4nx" --recording "$W/mut.json"
     [ "$status" -eq 3 ] || { echo "$mut: $status $output"; return 1; }
   done
+  # a prompt name with control characters reaches the table and the warnings as '?'
+  jq '.prompts[0].name = "a\u001b[2Jb"' "$W/rec32.json" >"$W/esc.json"
+  run spec-replay -d "$W/d.q4nx" -k 2 --recording "$W/esc.json"
+  [ "$status" -eq 0 ] && [[ "$output" == *"a?[2Jb"* ]] && [[ "$output" != *$'\e'* ]]
   jq '.version = 2' "$W/rec32.json" >"$W/v2.json"
   run spec-replay -d "$W/d.q4nx" --recording "$W/v2.json"
   [ "$status" -eq 3 ]

@@ -23,6 +23,17 @@ static const char *prompt_name(const spec_prompt *p, int i)
     return buf;
 }
 
+/* a name for the terminal: control characters (a recording's names are anyone's) as '?', at most 255 bytes */
+static const char *shown(const char *s)
+{
+    static char buf[256];
+    size_t n = 0;
+    for (; s && *s && n < sizeof buf - 1; s++)
+        buf[n++] = (unsigned char)*s < 0x20 || *s == 0x7f ? '?' : *s;
+    buf[n] = 0;
+    return buf;
+}
+
 /* the drafter's tokenizer must read every recorded prompt text as the target did */
 static void check_drafter_tokenizer(const spec_rec *r, const model *D)
 {
@@ -184,7 +195,7 @@ int replay(void)
             else if (sr.offered == 0 && p->n_cont > 0)
                 warn = "the drafter offered no token at all (a drafter server that answers nothing?)";
             if (warn) {
-                ogk_err("warning: k %d, prompt %d (%s): %s", k, i, prompt_name(p, i), warn);
+                ogk_err("warning: k %d, prompt %d (%s): %s", k, i, shown(prompt_name(p, i)), warn);
                 warned++;
             }
             json_t *pp = json_object();
@@ -277,7 +288,7 @@ int replay(void)
             printf("%3s  %6d  %6d  %9.3f  %7d  %8d  %5.1f %%  %12.4f   %s\n", "", (int)NUM(pp, "rounds"),
                    (int)NUM(pp, "tokens"), NUM(pp, "tokens_per_round"), (int)NUM(pp, "offered"), (int)NUM(pp, "accepted"),
                    100 * NUM(pp, "acceptance_rate"), NUM(pp, "drafter_ms_per_drafted_token"),
-                   json_string_value(json_object_get(pp, "name")));
+                   shown(json_string_value(json_object_get(pp, "name"))));
 #undef NUM
         }
         if (fflush(stdout))
