@@ -13,6 +13,7 @@ Mutations:
   bos-999999   the model description's 6-digit bos_token_id rewritten as 999999 (same length, so every
                offset stays): an id outside any fixture's vocabulary; bos--99999 the same with -99999
   corrupt-code one byte of the first quantised tensor's codes flipped, its checksum left as it was
+  meta-tensors the metadata's q4nx.tensors count rewritten as 9s (the metadata checksum recomputed)
   scale-nan    (f32 scales) the first scale of the first quantised tensor a NaN, the checksums consistent:
                a pack whose weights were broken before they were repacked
 """
@@ -51,6 +52,17 @@ def main():
         if k >= 0 and meta[j:j + 6].isdigit() and not meta[j + 6:j + 7].isdigit():
             b[mo + j:mo + j + 6] = what[4:].encode()
             # the metadata checksum (footer + 48) covers [meta_offset, file_size - 64): recomputed
+            struct.pack_into("<I", b, len(b) - 64 + 48, crc32c(bytes(b[mo:len(b) - 64])))
+            done = 1
+    if what == "meta-tensors":  # the metadata's q4nx.tensors (written first) as 9s of the same length
+        meta = bytes(b[mo:mo + ms])
+        k = meta.find(b'"tensors":')
+        j = k + len(b'"tensors":')
+        n = 0
+        while k >= 0 and meta[j + n:j + n + 1].isdigit():
+            n += 1
+        if n and meta[j:j + n] != b"9" * n:
+            b[mo + j:mo + j + n] = b"9" * n
             struct.pack_into("<I", b, len(b) - 64 + 48, crc32c(bytes(b[mo:len(b) - 64])))
             done = 1
     for i in range(tc):

@@ -114,6 +114,15 @@ for f in sys.argv[2:]:
   done
 }
 
+@test "q4nx-verify: metadata whose tensor count contradicts the tables (checksum consistent) fails by name" {
+  oga-extract "$(fixture qwen2 cpu tied)" | q4nx-pack -o "$W/q.q4nx"
+  /usr/bin/python3 "$TOP/t/q4nx-mutate.py" "$W/q.q4nx" "$W/m.q4nx" meta-tensors
+  run q4nx-verify "$W/m.q4nx"
+  [ "$status" -eq 1 ] && [[ "$output" == *"do not match the container's tables"* ]]
+  run q4nx-verify "$W/q.q4nx"
+  [ "$status" -eq 0 ]
+}
+
 @test "q4nx-pack: truncated OGAX stream -> named error, exit 3, no output file" {
   pack=$(fixture qwen2 amd untied)
   oga-extract "$pack" > "$W/s.ogax"

@@ -229,6 +229,14 @@ json_t *verify_container(const char *path, q4nx_file *f, uint64_t *bytes_checked
     *bytes_checked += total;
     const json_t *meta = q4nx_meta(f);
     json_t *q = json_object_get(meta, "q4nx");
+    /* the metadata's own account of the container against its tables (a consistent edit of one passes the
+     * checksums) */
+    const json_t *qt = json_object_get(q, "tensors"), *qa = json_object_get(q, "assets"), *ql = json_object_get(q, "layout");
+    if (!json_is_integer(qt) || json_integer_value(qt) != (json_int_t)q4nx_tensor_count(f) || !json_is_integer(qa) ||
+        json_integer_value(qa) != (json_int_t)q4nx_asset_count(f) || !json_is_string(ql) ||
+        strcmp(json_string_value(ql), ogk_layout_name(q4nx_layout(f))))
+        fail("%s: the metadata's q4nx {tensors, assets, layout} do not match the container's tables (%zu, %zu, %s)", path,
+             q4nx_tensor_count(f), q4nx_asset_count(f), ogk_layout_name(q4nx_layout(f)));
     char buf[64];
     json_t *r = json_pack("{s:s,s:o,s:o,s:s,s:I,s:I,s:I,s:s,s:s}", "file", path, "format_version",
                           json_incref(json_object_get(q, "format_version")), "layout_version",
