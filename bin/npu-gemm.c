@@ -73,21 +73,22 @@ static void write_file(const char *dir, const char *name, const void *p, size_t 
     snprintf(path, sizeof path, "%s/%s", dir, name);
     ogk_out out;
     ogk_error e;
+    /* an output that cannot be written: exit 1, as standard output's (not 3: no input was wrong) */
     if (ogk_out_open(&out, path, &e) < 0)
-        ogk_die(OGK_EXIT_INPUT, "%s", e.msg);
+        ogk_die(OGK_EXIT_CHECK, "%s", e.msg);
     if (ogk_write_all(out.fd, p, n) < 0) {
         ogk_out_abort(&out);
-        ogk_die(OGK_EXIT_INPUT, "%s: %s", path, strerror(errno));
+        ogk_die(OGK_EXIT_CHECK, "%s: write failed: %s", path, strerror(errno));
     }
     if (ogk_out_commit(&out, &e) < 0)
-        ogk_die(OGK_EXIT_INPUT, "%s", e.msg);
+        ogk_die(OGK_EXIT_CHECK, "%s", e.msg);
 }
 
 static void dump_source(const kern_synth *s, const char *dir)
 {
     const ogk_qtensor *t = &s->t;
     if (mkdir(dir, 0777) < 0 && errno != EEXIST)
-        ogk_die(OGK_EXIT_INPUT, "%s: %s", dir, strerror(errno));
+        ogk_die(OGK_EXIT_CHECK, "--dump-source %s: %s", dir, strerror(errno));
     write_file(dir, "B.u8", s->src_codes, (size_t)t->n * t->k_blocks * t->block / 2);
     write_file(dir, "scales.bin", s->src_scales, (size_t)t->n * t->k_blocks * ogk_dtype_size(t->scale_dtype));
     if (t->has_zp)

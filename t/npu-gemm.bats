@@ -19,6 +19,9 @@ teardown() { rm -rf "$tmp"; }
 @test "usage errors exit 2 with a named error" {
   run npu-gemm
   [ "$status" -eq 2 ]
+  # a --dump-source DIR that cannot be made is an output failure (1), named
+  run npu-gemm --shape 64,64 --reps 1 --dump-source "$BATS_TEST_TMPDIR/none/w"
+  [ "$status" -eq 1 ] && [[ "$output" == *"--dump-source $BATS_TEST_TMPDIR/none/w: No such file or directory"* ]]
   run npu-gemm --shape 10
   [ "$status" -eq 2 ]
   [[ "$output" == *"npu-gemm: --shape 10: expected N,K"* ]]
