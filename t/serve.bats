@@ -583,6 +583,9 @@ schema_fits() {
   [ "$status" != 124 ] && [ "$status" != 28 ]
   get /health
   [ "$STATUS" = 200 ]
+  # the absolute form of a request target (as a proxy sends it) is its path
+  [ "$(curl -s -m 10 -o /dev/null -w '%{http_code}' --request-target "http://127.0.0.1:$PORT/health" "http://127.0.0.1:$PORT/")" = 200 ]
+  [ "$(curl -s -m 10 --request-target "http://127.0.0.1:$PORT/v1/models" "http://127.0.0.1:$PORT/" | jq -r .object)" = list ]
 }
 
 @test "serve: chat without max_tokens goes to the end of the context, as far as a larger max_tokens does" {

@@ -1322,6 +1322,11 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     (void)version;
     server *srv = cls;
     conn *cn = *con_cls;
+    /* the absolute form of a request target (RFC 9112 3.2.2: servers accept it): its path */
+    if (!strncasecmp(url, "http://", 7) || !strncasecmp(url, "https://", 8)) {
+        const char *path = strchr(url + (url[4] == ':' ? 7 : 8), '/');
+        url = path ? path : "/";
+    }
     int post = !strcmp(method, "POST"), get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
     if (!cn) {
         if (!(cn = calloc(1, sizeof *cn)))
