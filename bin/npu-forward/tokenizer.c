@@ -107,8 +107,6 @@ static void parse(int argc, char **argv, tok_opts *o, const char *usage)
         ogk_die(OGK_EXIT_USAGE, "%s: give the input as -f FILE or as arguments, not both", argv[0]);
     if (o->lines && o->jsonl)
         ogk_die(OGK_EXIT_USAGE, "%s: --lines and --jsonl are exclusive", argv[0]);
-    if (o->stream && o->jsonl)
-        ogk_die(OGK_EXIT_USAGE, "%s: --jsonl and --stream are exclusive", argv[0]);
 }
 
 /* the tokenizer of --tokenizer DIR or -m MODEL (at->tok NULL when neither and not required) */
