@@ -26,7 +26,7 @@ static const char tokenize_usage[] =
 
 static const char detokenize_usage[] =
     "usage: npu-forward detokenize (--tokenizer DIR | -m MODEL) [--skip-special] [--cleanup | --no-cleanup]\n"
-    "                              [--jsonl | --stream] [-f FILE | IDS...]\n"
+    "                              [--jsonl] [--stream] [-f FILE | IDS...]\n"
     "  Decode a JSON array of ids (the arguments, or FILE, or stdin) and print the text (no newline added).\n"
     "  --skip-special  drop special tokens\n"
     "  --cleanup, --no-cleanup  force clean_up_tokenization_spaces on / off (default: tokenizer_config.json)\n"
