@@ -1126,6 +1126,16 @@ static int notes_only(const json_t *s)
     return 1;
 }
 
+/* the definition a "#/$defs/NAME" or "#/definitions/NAME" reference names (NULL: none); *local: it has
+ * one of those forms */
+static const json_t *ref_target(const cctx *c, const char *r, int *local)
+{
+    const char *name = r && !strncmp(r, "#/$defs/", 8) ? r + 8 : r && !strncmp(r, "#/definitions/", 14) ? r + 14 : NULL;
+    if (local)
+        *local = name != NULL;
+    return name ? json_object_get(json_object_get(c->root, r[2] == '$' ? "$defs" : "definitions"), name) : NULL;
+}
+
 /* the schemas whose values allOf asks for, each with its references followed and its own allOf taken
  * apart, appended to parts (n so far, at most 64) */
 static int allof_parts(cctx *c, const json_t *s, const json_t **parts, int *n, const char *where, int hops)
@@ -1137,8 +1147,7 @@ static int allof_parts(cctx *c, const json_t *s, const json_t **parts, int *n, c
     const json_t *ref = json_object_get(s, "$ref"), *all = json_object_get(s, "allOf");
     if (ref) {
         const char *r = json_string_value(ref);
-        const char *name = r && !strncmp(r, "#/$defs/", 8) ? r + 8 : r && !strncmp(r, "#/definitions/", 14) ? r + 14 : NULL;
-        const json_t *t = name ? json_object_get(json_object_get(c->root, r[2] == '$' ? "$defs" : "definitions"), name) : NULL;
+        const json_t *t = ref_target(c, r, NULL);
         if (!t)
             return CFAIL("json_schema: %s: '%.64s' is not a definition of this schema", where, r ? r : "?");
         if (allof_parts(c, t, parts, n, where, hops + 1))
@@ -1309,13 +1318,13 @@ static int compile(cctx *c, const json_t *s, const char *where, int depth)
     const json_t *ref = json_object_get(s, "$ref");
     if (ref) {
         const char *r = json_string_value(ref);
-        const char *name = r && !strncmp(r, "#/$defs/", 8) ? r + 8 : r && !strncmp(r, "#/definitions/", 14) ? r + 14 : NULL;
-        if (!name)
+        int local;
+        const json_t *t = ref_target(c, r, &local);
+        if (!local)
             return CFAIL("json_schema: %s: only \"#/$defs/...\" and \"#/definitions/...\" references are supported", where);
         for (int i = 0; i < c->n_refs; i++)
             if (!strcmp(c->ref[i], r))
                 return c->ref_node[i];
-        const json_t *t = json_object_get(json_object_get(c->root, r[2] == '$' ? "$defs" : "definitions"), name);
         if (!t)
             return CFAIL("json_schema: %s: '%.64s' is not defined", where, r);
         if (c->n_refs == MAX_REFS)
