@@ -301,6 +301,36 @@ mutation_case() { # MUTATION CODE WHAT-substring
   run -3 oga-extract -o "$BATS_TEST_TMPDIR/s.ogax" "$d"
   [[ "$output" == *"refused: file chat_template.jinja: not UTF-8 text"*"[not_utf8]"* ]]
 }
+# transformers lets chat_template.jinja clobber tokenizer_config.json's template (its named list too);
+# ogakit used the config's, silently, in the pack report, the container and the tokenizer directory
+@test "chat_template.jinja wins over tokenizer_config.json's template: report, container, tokenizer directory" {
+  local src d=$BATS_TEST_TMPDIR/both-templates f ids
+  src=$(fixture qwen2 cpu tied)
+  mkdir -p "$d"
+  for f in "$src"/*; do ln -s "$f" "$d/"; done
+  rm "$d/tokenizer_config.json"
+  jq '.chat_template = [{"name": "default", "template": "CFG{{ messages[0].content }}"},
+                        {"name": "tool_use", "template": "TOOLS{{ messages[0].content }}"}]' \
+    "$src/tokenizer_config.json" >"$d/tokenizer_config.json"
+  printf 'JINJA{%% for m in messages %%}[{{ m.role }}]{{ m.content }}{%% endfor %%}' >"$d/chat_template.jinja"
+  run oga-info "$d"
+  [ "$status" -eq 0 ]
+  echo "$output" | jq -e '.chat_template == true'
+  oga-extract "$d" | q4nx-pack -o "$BATS_TEST_TMPDIR/t.q4nx"
+  for src in "-m $BATS_TEST_TMPDIR/t.q4nx" "--tokenizer $d"; do
+    # shellcheck disable=SC2086
+    run npu-forward chat $src <<<'{"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function", "function": {"name": "f"}}]}'
+    [ "$status" -eq 0 ] && [ "$output" = "JINJA[user]hi" ] || { echo "$src: $status $output"; return 1; }
+  done
+  ids=$(npu-forward run -m "$BATS_TEST_TMPDIR/t.q4nx" --chat -p hi -n 1 --json -t 1 | jq -c .prompt_ids)
+  [ "$(npu-forward detokenize -m "$BATS_TEST_TMPDIR/t.q4nx" "$ids")" = "JINJA[user]hi" ]
+  # without the file, the config's named list: "default", and "tool_use" when tools are given
+  rm "$d/chat_template.jinja"
+  run npu-forward chat --tokenizer "$d" <<<'{"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function", "function": {"name": "f"}}]}'
+  [ "$output" = "TOOLShi" ]
+  run npu-forward chat --tokenizer "$d" <<<'[{"role": "user", "content": "hi"}]'
+  [ "$output" = "CFGhi" ]
+}
 @test "refused: a node name in model.onnx that is not UTF-8 (not_utf8)" { mutation_case latin1-name not_utf8 model.onnx; }
 @test "a pack directory whose name is not UTF-8: the report's pack field shows '?' for the bad byte" {
   local src d f

@@ -127,6 +127,21 @@ _Static_assert(sizeof(int) == sizeof(int32_t), "ids are int32_t and int at once"
 
 /* ---------------------------------------------------------------- tokenizers */
 
+/* a container's chat_template.jinja asset replaces tokenizer_config.json's template, as in the pack
+ * (lib/pack/pack.c chat_template). 0, or -1 with e filled */
+static int jinja_asset(const q4nx_file *f, tok *t, ogk_error *e)
+{
+    const uint8_t *a;
+    size_t n;
+    if (q4nx_asset(f, "chat_template.jinja", &a, &n))
+        return 0;
+    if (tok_utf8_check((const char *)a, n) < n)
+        return ogk_fail(e, "chat_template.jinja asset: not UTF-8 text");
+    if (tok_set_chat_template(t, (const char *)a, n))
+        return ogk_fail(e, "tokenizer: out of memory");
+    return 0;
+}
+
 static tok *tok_from_container(const q4nx_file *f, ogk_error *e)
 {
     const uint8_t *tj, *tc = NULL;
@@ -141,6 +156,10 @@ static tok *tok_from_container(const q4nx_file *f, ogk_error *e)
     tok *t = tok_load((const char *)tj, tjl, (const char *)tc, tcl, &te);
     if (!t)
         ogk_fail(e, "tokenizer: %s", te.msg);
+    else if (jinja_asset(f, t, e)) {
+        tok_free(t);
+        return NULL;
+    }
     return t;
 }
 
@@ -155,7 +174,12 @@ tok *app_model_tokenizer(const model *m, ogk_error *e)
     }
     if (q4nx_asset(m->file, "tokenizer_config.json", &tc, &tcl))
         tc = NULL, tcl = 0;
-    return mdesc_tokenizer(&m->c, tj, tjl, tc, tcl, e);
+    tok *t = mdesc_tokenizer(&m->c, tj, tjl, tc, tcl, e);
+    if (t && jinja_asset(m->file, t, e)) {
+        tok_free(t);
+        return NULL;
+    }
+    return t;
 }
 
 int app_tokenizer_open(app_tokenizer *at, const char *dir, const char *container, ogk_error *e, int *code)

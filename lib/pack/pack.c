@@ -517,8 +517,19 @@ static const char *family_of(const char *type)
     return type;
 }
 
+/* the pack's chat template: chat_template.jinja where there is one (transformers lets the file clobber
+ * tokenizer_config.json's), else tokenizer_config.json's (a string, or the named list's "default") */
 static json_t *chat_template(pack *p)
 {
+    const pack_asset *jf = asset_named(p, "chat_template.jinja");
+    if (jf) {
+        size_t bad = tok_utf8_check((const char *)jf->data, jf->size);
+        if (bad < jf->size) {
+            pack_refuse(p, "file chat_template.jinja", "not_utf8", "not UTF-8 text (an invalid byte at offset %zu)", bad);
+            return json_null();
+        }
+        return json_stringn((const char *)jf->data, jf->size);
+    }
     if (p->tokcfg) {
         json_t *ct = json_object_get(p->tokcfg, "chat_template");
         if (json_is_string(ct))
@@ -539,15 +550,6 @@ static json_t *chat_template(pack *p)
             if (first)
                 return json_incref(first);
         }
-    }
-    const pack_asset *ct = asset_named(p, "chat_template.jinja");
-    if (ct) {
-        size_t bad = tok_utf8_check((const char *)ct->data, ct->size);
-        if (bad < ct->size) {
-            pack_refuse(p, "file chat_template.jinja", "not_utf8", "not UTF-8 text (an invalid byte at offset %zu)", bad);
-            return json_null();
-        }
-        return json_stringn((const char *)ct->data, ct->size);
     }
     return json_null();
 }

@@ -895,20 +895,19 @@ tok *tok_load_dir(const char *dir, ogk_error *e)
     free(cfg);
     ogk_map_close(&m);
 template:
-    /* newer transformers save the template beside the config, as chat_template.jinja (the pack import
-     * reads it the same way: lib/pack/pack.c) */
+    /* newer transformers save the template beside the config, as chat_template.jinja, and that file wins
+     * over the config's (the pack import reads it the same way: lib/pack/pack.c) */
     snprintf(path, sizeof path, "%s/chat_template.jinja", dir);
-    if (t && !t->chat_template && access(path, F_OK) == 0) {
+    if (t && access(path, F_OK) == 0) {
         size_t tn;
         char *tpl = ogk_read_file(path, &tn, e);
-        if (!tpl || tok_utf8_check(tpl, tn) < tn) {
+        if (!tpl || tok_utf8_check(tpl, tn) < tn || tok_set_chat_template(t, tpl, tn)) {
             if (tpl)
-                ogk_fail(e, "%s: not UTF-8 text", path);
+                ogk_fail(e, "%s: %s", path, tok_utf8_check(tpl, tn) < tn ? "not UTF-8 text" : "out of memory");
             free(tpl);
             tok_free(t);
             return NULL;
         }
-        t->chat_template = tok_arena_strdup(&t->arena, tpl, tn);
         free(tpl);
     }
     return t;
@@ -944,3 +943,11 @@ int32_t tok_bos_id(const tok *t) { return t->bos_id; }
 int32_t tok_eos_id(const tok *t) { return t->eos_id; }
 const char *tok_chat_template(const tok *t) { return t->chat_template; }
 const char *tok_chat_template_tools(const tok *t) { return t->chat_template_tools; }
+int tok_set_chat_template(tok *t, const char *src, size_t n)
+{
+    char *c = tok_arena_strdup(&t->arena, src, n);
+    if (!c)
+        return -1;
+    t->chat_template = c, t->chat_template_tools = NULL;
+    return 0;
+}

@@ -97,8 +97,11 @@ const char *tok_bos_token(const tok *t);
 const char *tok_eos_token(const tok *t);
 int32_t tok_bos_id(const tok *t);
 int32_t tok_eos_id(const tok *t);
-/* The chat_template from tokenizer_config.json, or NULL. */
+/* The chat_template from tokenizer_config.json (or the one set below), or NULL. */
 const char *tok_chat_template(const tok *t);
+/* A template that replaces tokenizer_config.json's (chat_template.jinja beside it, which transformers lets
+ * clobber the config's, named list included: the "tool_use" one goes too). 0, or -1 out of memory. */
+int tok_set_chat_template(tok *t, const char *src, size_t n);
 /* tokenizer_config.json's template named "tool_use" (the named-list form), or NULL: tok_chat_render takes
  * it for a conversation whose "tools" is present and not null, as transformers' apply_chat_template does. */
 const char *tok_chat_template_tools(const tok *t);
