@@ -227,6 +227,18 @@ mutation_case() { # MUTATION CODE WHAT-substring
 @test "refused: a softcap on some attention nodes, not all"   { mutation_case gqa-softcap-one unsupported_op graph; }
 @test "refused: attention scales that differ between layers"  { mutation_case gqa-scale-mixed unsupported_op "layer 1 attention"; }
 @test "refused: MultiHeadAttention neither causal nor masked" { mutation_case mha-bidirectional unsupported_op "layer 0 attention"; }
+# the graph input attention_mask as it is fed pads and nothing else: taken for a causal mask, the pack
+# imported and ran causal attention where onnxruntime's scores are bidirectional (held-out audit)
+@test "refused: MultiHeadAttention whose only mask is attention_mask as fed (padding); unidirectional 1 imports" {
+  mutation_case mha-padding unsupported_op "layer 0 attention"
+  local d
+  d=$(mutated cpu mha-padding)
+  run oga-info -q "$d"
+  echo "$output" | jq -e '[.refusals[] | select(.reason | contains("attention_mask as fed (padding only)"))] | length > 0'
+  d=$(mutated cpu mha-padding-causal)
+  run oga-info -q "$d"
+  echo "$output" | jq -e '[.refusals[] | select(.what | contains("attention"))] | length == 0' || { echo "$output" | jq -c .refusals; return 1; }
+}
 # norms: what the runtime computes (the model's one epsilon, the last axis, nothing added before the norm, one kind)
 @test "refused: a norm with another epsilon, over another axis, with a bias added before it" {
   mutation_case norm-eps unsupported_op layers.1.input_norm

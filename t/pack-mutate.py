@@ -32,6 +32,9 @@ Mutations:
   gqa-scale-default every GroupQueryAttention without a scale attribute (1/sqrt(head_dim)) -> still importable
   mha-bidirectional every GroupQueryAttention as a MultiHeadAttention with no mask and unidirectional 0
                     (scores over every position, not causal)                     -> unsupported_op
+  mha-padding       the same with key_padding_mask (input 4) Cast(attention_mask): a padding mask only
+                                                                                 -> unsupported_op
+  mha-padding-causal  mha-padding with unidirectional 1                          -> no attention refusal
   gelu-gate         layer 0's gate activation Gelu(x) * x instead of Sigmoid(x) * x -> unsupported_op
   fused-bias        (qwen2) each q/k/v bias Add folded into its MatMulNBits as input 5 (bias)
                     -> importable, the same roles and qkv_bias true
@@ -199,8 +202,15 @@ def main():
             del n.attribute[:]
             del n.input[3:]
             n.attribute.extend([helper.make_attribute("num_heads", heads)])
-            if what != "mha-bidirectional":
+            if what in ("mha-padding", "mha-padding-causal"):
+                n.input.extend(["", "audit_kpm_i32"])
+                if what == "mha-padding-causal":
+                    n.attribute.extend([helper.make_attribute("unidirectional", 1)])
+            elif what != "mha-bidirectional":
                 sys.exit("unknown mutation " + what)
+        if what != "mha-bidirectional":
+            g.node.insert(0, helper.make_node("Cast", ["attention_mask"], ["audit_kpm_i32"], to=TensorProto.INT32,
+                                              name="/mutate/key_padding_mask"))
     elif what == "gelu-gate":
         sig = [n for n in g.node if n.op_type == "Sigmoid"][0]
         sig.op_type = "Gelu"

@@ -202,6 +202,23 @@ static int producer_through_casts(const G *g, const char *v)
     return -1;
 }
 
+/* v is a graph input reached through Casts and Identities alone: the runtime's [batch, total length]
+ * attention_mask, a padding mask that says nothing of causality */
+static int padding_mask_only(const G *g, const char *v)
+{
+    for (int hops = 0; v && hops < 8; hops++) {
+        gval *x = val(g, v);
+        if (!x)
+            return 0;
+        if (x->producer < 0)
+            return x->is_input && !x->init;
+        if (!is_op(g, x->producer, "Cast") && !is_op(g, x->producer, "Identity"))
+            return 0;
+        v = in(g, x->producer, 0);
+    }
+    return 0;
+}
+
 /* The output of an If branch named out: the value of the Constant node (or the branch initializer) writing
  * it, registered under a name of its own ("<If>/then:<out>") as an initializer. -1 when it is neither. */
 static int branch_const(G *g, int ifn, const Onnx__GraphProto *b, const char *which, const char *out)
@@ -559,12 +576,15 @@ static void walk_attention(G *g, int layer, const char *start, int *nodes, size_
             p->g.attn_scale = sc->f;
         }
         /* the masks: MultiHeadAttention's inputs 4 (key_padding_mask) and 5 (attention_bias), com.microsoft
-         * Attention's 3 (mask_index) and 5 (attention_bias), ONNX Attention's 3 (attn_mask) */
-        int masked = is_op(g, attn, "MultiHeadAttention") ? in(g, attn, 4) || in(g, attn, 5) : in(g, attn, 3) || in(g, attn, 5);
+         * Attention's 3 (mask_index) and 5 (attention_bias), ONNX Attention's 3 (attn_mask). A mask computed in the graph is taken for the causal one (the runtime's attention is causal); the
+         * runtime's attention_mask fed as it is only pads, so beside unidirectional 0 the scores are bidirectional */
+        const char *m1 = in(g, attn, is_op(g, attn, "MultiHeadAttention") ? 4 : 3), *m2 = in(g, attn, 5);
+        int masked = (m1 && !padding_mask_only(g, m1)) || (m2 && !padding_mask_only(g, m2));
         int causal = attr_i(g, attn, "unidirectional", 0, NULL) || attr_i(g, attn, "is_causal", 0, NULL);
         if (!gqa && !is_op(g, attn, "PagedAttention") && !causal && !masked)
-            pack_refuse(p, what, "unsupported_op", "%s %s: not causal (unidirectional / is_causal 0) and no mask input: bidirectional scores, "
-                        "where the runtime's attention is causal", op, nname(g, attn));
+            pack_refuse(p, what, "unsupported_op", "%s %s: not causal (unidirectional / is_causal 0) and %s: bidirectional "
+                        "scores, where the runtime's attention is causal", op, nname(g, attn),
+                        m1 || m2 ? "its mask is the graph input attention_mask as fed (padding only)" : "no mask input");
     }
     if (gqa) {
         if (attr_i(g, attn, "do_rotary", 0, NULL)) {
