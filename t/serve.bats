@@ -706,6 +706,25 @@ schema_fits() {
   kill -0 "$SPID"
 }
 
+# as transformers gives them: an assistant's tool calls without content as content null (DeepSeek's
+# templates branch on "content is none"; serve gave ""), "" where the template cannot take null, and an
+# earlier turn's reasoning_content (Qwen3's template prints it; serve dropped it). Held-out audit.
+@test "serve: chat messages reach the template as transformers gives them: null content beside tool calls (\"\" where the template cannot take it), reasoning_content" {
+  template_pack nully '{%- for m in messages -%}{%- if strict is defined and strict -%}{{ m.role + ":" + m.content + ";" }}{%- elif m.content is none -%}[CALL {{ m.tool_calls[0].function.name }}]{%- else -%}[{{ m.role }} {{ m.content }}]{%- endif -%}{%- if m.reasoning_content is defined -%}<think>{{ m.reasoning_content }}</think>{%- endif -%}{%- endfor -%}'
+  start_server -m "$W/nully.q4nx"
+  msgs='[{"role": "user", "content": "q"}, {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
+    "function": {"name": "get_weather", "arguments": "{}"}}]}, {"role": "tool", "tool_call_id": "c1", "content": "r"},
+    {"role": "assistant", "content": "ok", "reasoning_content": "hmm"}, {"role": "user", "content": "z"}]'
+  count() { npu-forward tokenize -m "$W/nully.q4nx" --no-special "$1" | jq length; }
+  post /v1/chat/completions "{\"messages\": $msgs, \"max_tokens\": 1}"
+  [ "$STATUS" = 200 ] || { echo "$BODY"; return 1; }
+  [ "$(echo "$BODY" | jq .usage.prompt_tokens)" = "$(count '[user q][CALL get_weather][tool r][assistant ok]<think>hmm</think>[user z]')" ]
+  post /v1/chat/completions "{\"messages\": $msgs, \"max_tokens\": 1, \"chat_template_kwargs\": {\"strict\": true}}"
+  [ "$STATUS" = 200 ] || { echo "$BODY"; return 1; }
+  [ "$(echo "$BODY" | jq .usage.prompt_tokens)" = "$(count 'user:q;assistant:;tool:r;assistant:ok;<think>hmm</think>user:z;')" ]
+  post /v1/chat/completions '{"messages": [{"role": "assistant", "content": "a", "reasoning_content": 5}], "max_tokens": 1}'
+  is_error 400
+}
 @test "serve: tools: the template sees the tools and the earlier calls (the prompt @huggingface/jinja renders), tool_choice none, chat_template_kwargs, streamed as in one piece, bad tools named" {
   # the bundled pack with Qwen3's chat template (tools, assistant tool calls, tool answers)
   template_pack tooly "$(qwen3_template)"

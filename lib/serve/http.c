@@ -270,9 +270,19 @@ static int *prompt_ids(server *srv, const serve_req *r, int *n, int *hermes, int
         if (r->tools)
             json_object_set(vars, "tools", r->tools);
         const json_t *tmpl = json_object_get(q4nx_model(m->file), "chat_template");
-        text = json_is_string(tmpl) && !tok_chat_template(srv->t)
-                   ? tok_jinja_render(json_string_value(tmpl), vars, &len, &e)
-                   : tok_chat_render(srv->t, m->c.family_name, vars, &len, &e);
+        for (int pass = 0; pass < 2; pass++) {
+            text = json_is_string(tmpl) && !tok_chat_template(srv->t)
+                       ? tok_jinja_render(json_string_value(tmpl), vars, &len, &e)
+                       : tok_chat_render(srv->t, m->c.family_name, vars, &len, &e);
+            if (text || !r->null_content || pass)
+                break;
+            /* the template cannot take an assistant's null content (most concatenate it): "" instead */
+            json_t *msgs = json_deep_copy(r->messages), *mv;
+            size_t k;
+            json_array_foreach(msgs, k, mv) if (json_is_null(json_object_get(mv, "content")))
+                json_object_set_new(mv, "content", json_string(""));
+            json_object_set_new(vars, "messages", msgs);
+        }
         json_decref(vars);
         add_special = 0;
         *hermes = text && strstr(text, "<tool_call>") != NULL;

@@ -184,9 +184,14 @@ static int parse_messages(serve_req *r, const json_t *msgs, serve_err *err)
         if (strcmp(rs, "system") && strcmp(rs, "user") && strcmp(rs, "assistant") && strcmp(rs, "developer") &&
             strcmp(rs, "tool"))
             return BAD("messages", "messages[%zu].role '%s' is not system, developer, user, assistant or tool", i, rs);
-        json_t *c = content_text(field(m, "content"), i, err);
+        /* an assistant's tool calls without content: null, as transformers gives templates that branch on
+         * it (DeepSeek's "content is none"); where a template cannot take null, http.c renders "" instead */
+        const json_t *calls0 = field(m, "tool_calls"), *c0 = field(m, "content");
+        int keep_null = !strcmp(rs, "assistant") && !c0 && calls0;
+        json_t *c = keep_null ? json_null() : content_text(c0, i, err);
         if (!c)
             return -1;
+        r->null_content |= keep_null;
         /* developer is OpenAI's newer name for system; templates know system */
         json_t *nm = json_pack("{s:s,s:o}", "role", strcmp(rs, "developer") ? rs : "system", "content", c);
         json_array_append_new(r->messages, nm);
@@ -196,6 +201,12 @@ static int parse_messages(serve_req *r, const json_t *msgs, serve_err *err)
             if (!calls)
                 return -1;
             json_object_set_new(nm, "tool_calls", calls);
+        }
+        /* the reasoning of an earlier turn, as this server answers it: templates (Qwen3's) print it */
+        if (!strcmp(rs, "assistant") && (v = field(m, "reasoning_content"))) {
+            if (!json_is_string(v))
+                return BAD("messages", "messages[%zu].reasoning_content must be a string", i);
+            json_object_set(nm, "reasoning_content", (json_t *)v);
         }
         if (!strcmp(rs, "tool"))
             for (int k = 0; k < 2; k++) { /* which call this answers, as templates may print it */

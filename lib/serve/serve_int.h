@@ -65,6 +65,7 @@ typedef struct serve_req {
     json_t *tools;              /* chat: the tools the model may call (NULL: none, or tool_choice "none") */
     int tools_off;              /* tool_choice "none" */
     json_t *tmpl_kwargs;        /* chat: chat_template_kwargs, more variables for the template (NULL: none) */
+    int null_content;           /* chat: an assistant message with tool calls has content null (or none) */
     int force_tool;             /* tool_choice "required" or a named function: the answer is one call */
     char *force_name;           /* the named function, or NULL (any of the tools) */
     int json;                   /* response_format json_object or json_schema */
