@@ -610,6 +610,19 @@ schema_fits() {
   echo "$BODY" | jq -e '.tokens | all(.[]; (.id | type) == "number" and (.piece | type) == "string")'
   post /detokenize '{"tokens": [1, 999999]}'
   is_error 400
+  # the param named is the bad member (the answer read the freed body and named "content")
+  post /tokenize '{"content": "x", "add_special": 1}'
+  is_error 400 && [ "$(echo "$BODY" | jq -r .error.param)" = add_special ]
+  post /tokenize '{"content": "x", "with_pieces": "yes"}'
+  is_error 400 && [ "$(echo "$BODY" | jq -r .error.param)" = with_pieces ]
+  # bounded as prompts are (a context's worth of ids and 65536 more): 70000 of them are refused, not
+  # encoded with their pieces under the tokenizer's lock
+  jq -nc '{content: ("a " * 70000), with_pieces: true}' >"$BATS_TEST_TMPDIR/big.json"
+  post /tokenize "@$BATS_TEST_TMPDIR/big.json"
+  is_error 400 && echo "$BODY" | jq -e '.error.message | test("more than [0-9]+ tokens")'
+  jq -nc '{tokens: [range(70000) | 1]}' >"$BATS_TEST_TMPDIR/big.json"
+  post /detokenize "@$BATS_TEST_TMPDIR/big.json"
+  is_error 400 && echo "$BODY" | jq -e '.error.message | test("more than [0-9]+ JSON values")'
 }
 
 @test "serve: greedy text is identical alone and beside 7 concurrent others (f32 and i8), and the steps were batched" {

@@ -1111,8 +1111,15 @@ static enum MHD_Result completion(server *srv, struct MHD_Connection *c, conn *c
 
 /* ---------------------------------------------------------------- the other endpoints */
 
-static json_t *body_object(conn *cn, serve_err *err)
+/* the body as a JSON object, of at most a context's worth of values and 65536 more (as completions) */
+static json_t *body_object(server *srv, conn *cn, serve_err *err)
 {
+    size_t max_values = (size_t)srv->S.context + 65536;
+    if (json_values(cn->body ? cn->body : "", cn->len, max_values) > max_values) {
+        serve_err_set(err, 400, NULL, "invalid_value", "the request has more than %zu JSON values (the context is %d)",
+                      max_values, srv->S.context);
+        return NULL;
+    }
     json_error_t je;
     json_t *j = json_loadb(cn->body ? cn->body : "", cn->len, 0, &je); /* a key given twice: the last, as Python reads it */
     if (!j) {
@@ -1131,22 +1138,26 @@ static json_t *body_object(conn *cn, serve_err *err)
 static enum MHD_Result tokenize(server *srv, struct MHD_Connection *c, conn *cn)
 {
     serve_err err;
-    json_t *b = body_object(cn, &err);
+    json_t *b = body_object(srv, cn, &err);
     if (!b)
         return send_err(srv, c, &err);
     const json_t *content = json_object_get(b, "content"), *as = json_object_get(b, "add_special"),
                  *wp = json_object_get(b, "with_pieces");
     if (!json_is_string(content) || (as && !json_is_boolean(as)) || (wp && !json_is_boolean(wp))) {
-        json_decref(b);
-        return fail(srv, c, 400, json_is_string(content) ? (as && !json_is_boolean(as) ? "add_special" : "with_pieces")
-                                                         : "content",
-                    "invalid_type", "want {\"content\": string, \"add_special\": bool, \"with_pieces\": bool}");
+        const char *param = json_is_string(content) ? (as && !json_is_boolean(as) ? "add_special" : "with_pieces") : "content";
+        enum MHD_Result ret = fail(srv, c, 400, param, "invalid_type",
+                                   "want {\"content\": string, \"add_special\": bool, \"with_pieces\": bool}");
+        json_decref(b); /* after: param and the test above read b's members */
+        return ret;
     }
     int32_t *ids = NULL;
     size_t n = 0;
     ogk_error e;
+    /* bounded as a prompt is (a context's worth and 65536 more): an 8 MiB text with its pieces would hold
+     * the tokenizer, which every request needs, for seconds and take hundreds of MB */
     pthread_mutex_lock(&srv->tok_mu);
-    int rc = tok_encode(srv->t, json_string_value(content), json_string_length(content), json_is_true(as), &ids, &n, &e);
+    int rc = tok_encode_max(srv->t, json_string_value(content), json_string_length(content), json_is_true(as),
+                            (size_t)srv->S.context + 65536, &ids, &n, &e);
     json_t *toks = json_array();
     for (size_t i = 0; !rc && i < n; i++) {
         if (json_is_true(wp))
@@ -1168,7 +1179,7 @@ static enum MHD_Result tokenize(server *srv, struct MHD_Connection *c, conn *cn)
 static enum MHD_Result detokenize(server *srv, struct MHD_Connection *c, conn *cn)
 {
     serve_err err;
-    json_t *b = body_object(cn, &err);
+    json_t *b = body_object(srv, cn, &err);
     if (!b)
         return send_err(srv, c, &err);
     const json_t *a = json_object_get(b, "tokens");
