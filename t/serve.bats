@@ -948,6 +948,23 @@ schema_fits() {
   [ "$status" = 2 ]
 }
 
+# a stream still running when the grace ends is cut with shutting_down (503's code), as a queued request
+# is refused, not reported as a generation that failed (held-out audit)
+@test "serve: a stream cut at the end of --shutdown-grace ends with an error event coded shutting_down" {
+  OGAKIT_KERNEL=ref start_server --parallel 1 --shutdown-grace 0
+  curl -sN -m 120 -H 'Content-Type: application/json' "http://127.0.0.1:$PORT/v1/completions" \
+    -d '{"prompt": "def f(x):", "max_tokens": 400, "temperature": 0, "ignore_eos": true, "stream": true}' >"$BATS_TEST_TMPDIR/cut" &
+  cpid=$!
+  for _ in $(seq 400); do [ "$(metric slots_busy)" = 1 ] && break; sleep 0.05; done
+  [ "$(metric slots_busy)" = 1 ]
+  kill -TERM "$SPID"
+  wait "$cpid" || true
+  wait "$SPID" && rc=0 || rc=$?
+  [ "$rc" = 0 ]
+  grep '^data: {"error"' "$BATS_TEST_TMPDIR/cut" | sed 's/^data: //' | jq -e '.error.code == "shutting_down"' ||
+    { tail -n 3 "$BATS_TEST_TMPDIR/cut"; return 1; }
+}
+
 @test "serve: SIGTERM stops accepting, lets the request in flight finish, refuses the queued one (503), exits 0" {
   OGAKIT_KERNEL=ref start_server --parallel 1 --shutdown-grace 300
   curl -s -m 300 -H 'Content-Type: application/json' "http://127.0.0.1:$PORT/v1/completions" \

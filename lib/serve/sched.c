@@ -224,6 +224,9 @@ void serve_sched_wake(serve_sched *S)
 /* ---------------------------------------------------------------- a job's end */
 
 /* the job is over (done, failed or cancelled): tell its HTTP side, account it, free the slot */
+/* the failure of a job cut or refused at shutdown (503 shutting_down, not a generation that failed) */
+static const char SHUTTING_DOWN[] = "the server is shutting down";
+
 static void finish(serve_sched *S, serve_slot *sl, const char *reason, const char *failure)
 {
     serve_job *j = sl->j;
@@ -247,6 +250,7 @@ static void finish(serve_sched *S, serve_slot *sl, const char *reason, const cha
     if (failure) {
         j->failed = 1;
         snprintf(j->err, sizeof j->err, "%s", failure);
+        j->fail_status = failure == SHUTTING_DOWN ? 503 : 0;
     }
     if (!j->t_first)
         j->t_first = now;
@@ -760,7 +764,7 @@ static void *sched_main(void *arg)
         for (int i = 0; i < S->n_slots; i++) {
             serve_slot *sl = &S->slots[i];
             if (sl->j && (overdue || __atomic_load_n(&sl->j->cancel, __ATOMIC_RELAXED)))
-                finish(S, sl, "stop", overdue ? "the server is shutting down" : "cancelled");
+                finish(S, sl, "stop", overdue ? SHUTTING_DOWN : "cancelled");
         }
         /* i8: prompt rows go into the decode pass; f32 (and scored prompts in either mode): one prefill
          * chunk of its own, round robin over the slots still reading their prompt */
@@ -793,7 +797,7 @@ void serve_sched_stop(serve_sched *S, double grace_s)
     while (S->q_len) { /* never started: refused */
         serve_job *j = S->queue[S->q_head];
         S->q_head = (S->q_head + 1) % S->q_cap, S->q_len--;
-        drop_queued(j, "the server is shutting down", 503);
+        drop_queued(j, SHUTTING_DOWN, 503);
     }
     pthread_cond_signal(&S->cv);
     pthread_mutex_unlock(&S->mu);

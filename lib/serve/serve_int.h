@@ -145,7 +145,7 @@ typedef struct serve_job {
     size_t text_len, text_cap;
     int n_eval;               /* tokens sampled, EOS included (usage.completion_tokens) */
     int done, failed;
-    int fail_status;          /* failed: the HTTP status (0: 500, a generation that failed; 503: refused at shutdown) */
+    int fail_status;          /* failed: the HTTP status (0: 500, a generation that failed; 503: refused or cut at shutdown) */
     const char *finish;       /* "stop" / "length" */
     char err[256];
     int cancel;               /* set by the HTTP side: the client is gone */
