@@ -36,6 +36,7 @@ static const char usage_text[] =
     "  info       -m MODEL   the model's configuration, JSON\n"
     "  serve      -m MODEL [--host 127.0.0.1] [--port 8080] [--parallel 4] [--queue 256] [--api-key KEY] [--cors ORIGIN]\n"
     "             [--prefix-cache on|off] [--draft D.q4nx [--draft-max 4]] [--shutdown-grace 5]\n"
+    "             [--request-timeout 30]\n"
     "             [--reasoning-format auto|none]\n"
     "             an OpenAI-compatible HTTP server (see npu-forward(1))\n"
     "  tokenize | detokenize | chat   tokenizer tools (see npu-forward tokenize --help)\n"

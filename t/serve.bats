@@ -950,6 +950,61 @@ schema_fits() {
 
 # a stream still running when the grace ends is cut with shutting_down (503's code), as a queued request
 # is refused, not reported as a generation that failed (held-out audit)
+# slow-loris: 1024 connections each sending a header byte now and then held every connection of the
+# server; now each has --request-timeout to send a whole request, and one address holds at most
+# --parallel + --queue + 64 of them (held-out audit)
+@test "serve: a connection that does not send a whole request within --request-timeout is closed; one address holds a bounded share" {
+  start_server --parallel 1 --queue 2 --request-timeout 1
+  run timeout 60 /usr/bin/python3 - "$PORT" <<'PY'
+import socket, sys, time
+port = int(sys.argv[1])
+def conn():
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    return s
+# a slow sender: a header byte every 0.3 s; closed by the server after about a second
+slow = conn()
+slow.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n")
+t0, closed = time.time(), False
+while time.time() - t0 < 8:
+    try:
+        slow.sendall(b"X")
+        slow.settimeout(0.3)
+        if slow.recv(1) == b"":
+            closed = True
+            break
+    except socket.timeout:
+        continue
+    except OSError:
+        closed = True
+        break
+print("slow closed after %.1f s" % (time.time() - t0) if closed else "slow still open")
+# one address: 1 + 2 + 64 = 67 connections; the ones past that are closed at once
+# (counted at once, well inside the request timeout that closes the others later)
+held = [conn() for _ in range(75)]
+time.sleep(0.3)
+import select
+readable = select.select(held, [], [], 0)[0]
+refused = 0
+for s in readable:
+    try:
+        refused += s.recv(1) == b""
+    except OSError:
+        refused += 1
+print("refused", refused)
+for s in held:
+    s.close()
+PY
+  echo "$output"
+  [ "$status" = 0 ]
+  [[ "$output" == *"slow closed after"* ]]
+  [[ "$output" == *"refused 8"* ]]
+  # the server still answers, and counted the cut
+  sleep 0.5
+  post /v1/completions '{"prompt": "x", "max_tokens": 2}'
+  [ "$STATUS" = 200 ]
+  [ "$(metric connections_timed_out_total)" -ge 1 ]
+}
+
 @test "serve: a stream cut at the end of --shutdown-grace ends with an error event coded shutting_down" {
   OGAKIT_KERNEL=ref start_server --parallel 1 --shutdown-grace 0
   curl -sN -m 120 -H 'Content-Type: application/json' "http://127.0.0.1:$PORT/v1/completions" \

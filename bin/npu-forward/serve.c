@@ -36,7 +36,7 @@ static int cors_origin(const char *s)
 
 int cmd_serve(int argc, char **argv)
 {
-    enum { S_HOST = 300, S_PORT, S_PARALLEL, S_QUEUE, S_API_KEY, S_PREFIX, S_MODE, S_NO_MMAP, S_MMAP, S_DRAFT, S_DRAFT_MAX, S_GRACE, S_CORS, S_REASONING };
+    enum { S_HOST = 300, S_PORT, S_PARALLEL, S_QUEUE, S_API_KEY, S_PREFIX, S_MODE, S_NO_MMAP, S_MMAP, S_DRAFT, S_DRAFT_MAX, S_GRACE, S_CORS, S_REASONING, S_REQ_TIMEOUT };
     static const struct option so[] = {
         {"model", required_argument, 0, 'm'},     {"threads", required_argument, 0, 't'},
         {"context", required_argument, 0, 'c'},   {"host", required_argument, 0, S_HOST},
@@ -45,6 +45,7 @@ int cmd_serve(int argc, char **argv)
         {"prefix-cache", required_argument, 0, S_PREFIX}, {"mode", required_argument, 0, S_MODE},
         {"no-mmap", no_argument, 0, S_NO_MMAP}, {"mmap", no_argument, 0, S_MMAP},   {"draft", required_argument, 0, S_DRAFT},
         {"draft-max", required_argument, 0, S_DRAFT_MAX}, {"shutdown-grace", required_argument, 0, S_GRACE},
+        {"request-timeout", required_argument, 0, S_REQ_TIMEOUT},
         {"cors", required_argument, 0, S_CORS},   {"reasoning-format", required_argument, 0, S_REASONING},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
@@ -92,6 +93,7 @@ int cmd_serve(int argc, char **argv)
         case S_MMAP: o.weights_in = Q4NX_IN_MAP; break;
         case S_DRAFT: o.draft_path = optarg; break;
         case S_GRACE: o.shutdown_grace = (double)ogk_parse_long("--shutdown-grace", optarg, 0, 86400); break;
+        case S_REQ_TIMEOUT: o.request_timeout = (double)ogk_parse_long("--request-timeout", optarg, 1, 86400); break;
         case S_DRAFT_MAX: o.draft_max = (int)ogk_parse_long("--draft-max", optarg, 1, MODEL_VERIFY_MAX - 1); break;
         case 'h': nf_usage(0);
         default: nf_usage(OGK_EXIT_USAGE);

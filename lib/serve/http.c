@@ -25,6 +25,19 @@
 #define DEFAULT_BODY_LIMIT ((size_t)8 << 20)
 #define DEFAULT_COMPLETION_TOKENS 16 /* OpenAI's default max_tokens for /v1/completions */
 #define SHUTDOWN_GRACE_S 5
+#define REQUEST_TIMEOUT_S 30
+#define MAX_CONNECTIONS 1024u
+
+/* a connection, from its opening to its close: while no request of it has arrived whole (since it opened
+ * or its last answer went out), the main loop shuts it after the request timeout (slow-loris: 1024
+ * connections each sending a header byte every few seconds held every slot of the HTTP server) */
+typedef struct tracked {
+    struct tracked *prev, *next;
+    int fd;
+    int busy;     /* a request arrived whole and is being answered */
+    int cut;      /* shut by the deadline */
+    double since; /* opened, or its last answer done */
+} tracked;
 
 typedef struct server {
     const serve_opts *o;
@@ -38,7 +51,13 @@ typedef struct server {
     size_t body_limit;
     uint64_t http_requests, http_errors; /* atomic */
     int inflight; /* atomic: completion requests not yet fully answered (shutdown waits for them) */
+    pthread_mutex_t conn_mu; /* the open connections (notify_connection adds and removes them) */
+    tracked *conns;
+    double request_timeout;
+    uint64_t conns_cut; /* connections shut for not sending a request in time */
 } server;
+
+static void conn_busy(server *srv, struct MHD_Connection *c, int busy);
 
 typedef struct conn {
     server *srv;
@@ -1262,6 +1281,8 @@ static enum MHD_Result metrics(server *srv, struct MHD_Connection *c)
       (unsigned long long)__atomic_load_n(&srv->http_requests, __ATOMIC_RELAXED));
     M("http_errors_total", "counter", "HTTP requests answered with an error status.", "%llu",
       (unsigned long long)__atomic_load_n(&srv->http_errors, __ATOMIC_RELAXED));
+    M("connections_timed_out_total", "counter", "Connections closed for not sending a whole request within --request-timeout.",
+      "%llu", (unsigned long long)__atomic_load_n(&srv->conns_cut, __ATOMIC_RELAXED));
     M("prompt_tokens_total", "counter", "Prompt tokens evaluated (cached ones not counted).", "%llu",
       (unsigned long long)pt);
     M("prompt_tokens_cached_total", "counter", "Prompt tokens reused from the prefix cache.", "%llu",
@@ -1357,16 +1378,19 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         __atomic_add_fetch(&srv->http_requests, 1, __ATOMIC_RELAXED);
         if (!strcmp(method, "OPTIONS")) { /* a browser's preflight: carries no key */
             cn->responded = 1;
+            conn_busy(srv, c, 1);
             return preflight(srv, c);
         }
         /* refuse before reading a body: wrong key, announced size over the limit */
         if (!is(url, "/health", "/v1/health") && !authorised(srv, c)) {
             cn->responded = 1;
+            conn_busy(srv, c, 1);
             return fail(srv, c, 401, NULL, "invalid_api_key", "Invalid API key (send 'Authorization: Bearer KEY')");
         }
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         if (cl && strtoull(cl, NULL, 10) > srv->body_limit) {
             cn->responded = 1;
+            conn_busy(srv, c, 1);
             return fail(srv, c, 413, NULL, "request_too_large", "request body of %s bytes is over the limit of %zu",
                         cl, srv->body_limit);
         }
@@ -1395,6 +1419,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         return MHD_YES;
     }
     cn->responded = 1;
+    conn_busy(srv, c, 1);
     if (cn->too_big)
         return fail(srv, c, 413, NULL, "request_too_large", "request body over the limit of %zu bytes", srv->body_limit);
     int ready = __atomic_load_n(&srv->ready, __ATOMIC_ACQUIRE);
@@ -1442,11 +1467,72 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     }
 }
 
+/* c's request arrived whole (busy 1: it is being answered), or its answer is done (0: the next request's
+ * time starts) */
+static void conn_busy(server *srv, struct MHD_Connection *c, int busy)
+{
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    tracked *t = ci ? ci->socket_context : NULL;
+    if (!t)
+        return;
+    pthread_mutex_lock(&srv->conn_mu);
+    t->busy = busy, t->since = ogk_now();
+    pthread_mutex_unlock(&srv->conn_mu);
+}
+
+static void notify_conn(void *cls, struct MHD_Connection *c, void **socket_context, enum MHD_ConnectionNotificationCode toe)
+{
+    server *srv = cls;
+    tracked *t = *socket_context;
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        if (!ci || !(t = calloc(1, sizeof *t)))
+            return; /* untracked: only MHD's idle timeout bounds it */
+        t->fd = ci->connect_fd, t->since = ogk_now();
+        pthread_mutex_lock(&srv->conn_mu);
+        t->next = srv->conns;
+        if (srv->conns)
+            srv->conns->prev = t;
+        srv->conns = t;
+        pthread_mutex_unlock(&srv->conn_mu);
+        *socket_context = t;
+    } else if (t) { /* closed: MHD closes the socket after this returns, so a cut never meets a reused fd */
+        pthread_mutex_lock(&srv->conn_mu);
+        if (t->prev)
+            t->prev->next = t->next;
+        else
+            srv->conns = t->next;
+        if (t->next)
+            t->next->prev = t->prev;
+        pthread_mutex_unlock(&srv->conn_mu);
+        free(t);
+        *socket_context = NULL;
+    }
+}
+
+/* shut the connections that have not sent a whole request within the timeout (their threads then see the
+ * end of input and close them) */
+static void cut_slow(server *srv)
+{
+    double now = ogk_now();
+    int n = 0;
+    pthread_mutex_lock(&srv->conn_mu);
+    for (tracked *t = srv->conns; t; t = t->next)
+        if (!t->busy && !t->cut && now - t->since > srv->request_timeout) {
+            shutdown(t->fd, SHUT_RDWR);
+            t->cut = 1, n++;
+        }
+    pthread_mutex_unlock(&srv->conn_mu);
+    if (n)
+        __atomic_add_fetch(&srv->conns_cut, (uint64_t)n, __ATOMIC_RELAXED);
+}
+
 static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe)
 {
-    (void)c, (void)toe;
+    (void)toe;
     server *srv = cls;
     conn *cn = *con_cls;
+    conn_busy(srv, c, 0);
     if (cn) {
         if (cn->counted)
             __atomic_sub_fetch(&srv->inflight, 1, __ATOMIC_ACQ_REL);
@@ -1511,18 +1597,24 @@ int serve_run(const serve_opts *o, ogk_error *e, int *code)
     srv->o = o;
     srv->body_limit = o->body_limit ? o->body_limit : DEFAULT_BODY_LIMIT;
     pthread_mutex_init(&srv->tok_mu, NULL);
+    pthread_mutex_init(&srv->conn_mu, NULL);
+    srv->request_timeout = o->request_timeout > 0 ? o->request_timeout : REQUEST_TIMEOUT_S;
     model_name(o->model_path, srv->model_id, sizeof srv->model_id);
     const char *host = o->host ? o->host : "127.0.0.1";
     int port = 0, v6 = 0, rc = -1;
     struct MHD_Daemon *d = NULL;
+    /* one address may hold what the slots and the queue can use, and some more: the others still get in */
+    int nq = (o->parallel > 0 ? o->parallel : 4) + (o->queue > 0 ? o->queue : 256) + 64;
+    unsigned per_ip = nq < (int)MAX_CONNECTIONS / 2 ? (unsigned)nq : MAX_CONNECTIONS / 2;
     int fd = listen_on(host, o->port, &port, &v6, e);
     if (fd < 0)
         goto out;
     d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC |
                              (v6 ? MHD_USE_IPv6 : 0),
                          0, NULL, NULL, handler, srv, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT,
-                         (unsigned)1024, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_NOTIFY_COMPLETED,
-                         completed, srv, MHD_OPTION_END);
+                         MAX_CONNECTIONS, MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip, MHD_OPTION_CONNECTION_TIMEOUT,
+                         (unsigned)120, MHD_OPTION_NOTIFY_COMPLETED, completed, srv, MHD_OPTION_NOTIFY_CONNECTION,
+                         notify_conn, srv, MHD_OPTION_END);
     if (!d) {
         close(fd);
         ogk_fail(e, "cannot start the HTTP server on %s:%d", host, port);
@@ -1560,8 +1652,11 @@ int serve_run(const serve_opts *o, ogk_error *e, int *code)
     logf_(srv, "ready: model %s, %d slots of %d positions, mode %s, %d threads, kernel %s%s%s", srv->model_id,
           srv->S.n_slots, srv->S.context, kern_mode_name(mode), kern_pool_threads(srv->S.pool),
           kern_isa_current()->name, srv->dm ? ", drafter " : "", srv->dm ? o->draft_path : "");
-    while (!o->stop || !*o->stop)
+    for (int k = 0; !o->stop || !*o->stop; k++) {
         usleep(50 * 1000);
+        if (k % 10 == 0)
+            cut_slow(srv);
+    }
 
     /* stop accepting; let the in-flight requests finish (cancelled after a grace period) */
     logf_(srv, "stopping: finishing in-flight requests");
@@ -1585,6 +1680,7 @@ out:
     model_close(srv->dm);
     model_close(srv->m);
     pthread_mutex_destroy(&srv->tok_mu);
+    pthread_mutex_destroy(&srv->conn_mu);
     free(srv);
     return rc;
 }

@@ -39,6 +39,8 @@ typedef struct serve_opts {
     int reasoning;        /* chat answers: a <think> block goes to reasoning_content (1, "auto"), or stays in content (0) */
     size_t body_limit;   /* bytes; 0: 8 MiB */
     double shutdown_grace; /* seconds in-flight requests get to finish after *stop (< 0: 5) */
+    double request_timeout; /* seconds a connection has to send a whole request, from its opening or its last
+                             * answer (a client sending a byte now and then holds no connection longer); 0: 30 */
     /* set (e.g. by a signal handler) to stop: stop accepting, finish in-flight requests, return 0 */
     volatile sig_atomic_t *stop;
     /* status lines (listening, loaded, stopping): the program decides where they go; may be NULL */
