@@ -203,6 +203,59 @@ static enum MHD_Result fail(server *srv, struct MHD_Connection *c, int status, c
     return send_err(srv, c, &err);
 }
 
+/* Content-Length headers: the first value, and whether another differs */
+typedef struct {
+    const char *first;
+    int differ;
+} cl_seen;
+
+static enum MHD_Result cl_visit(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+    (void)kind;
+    cl_seen *cl = cls;
+    if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH))
+        return MHD_YES;
+    if (!cl->first)
+        cl->first = value ? value : "";
+    else if (strcmp(cl->first, value ? value : ""))
+        cl->differ = 1;
+    return MHD_YES;
+}
+
+/* A request whose body length cannot be told (RFC 9112 6.1, 6.3: a transfer coding other than a final
+ * chunked; Content-Length given twice with different values, the request-smuggling form): 400, and the
+ * connection closes (what follows on it cannot be framed). NULL: the framing is fine. */
+static const char *bad_framing(struct MHD_Connection *c)
+{
+    const char *te = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
+    if (te && strcasecmp(te, "chunked"))
+        return "Transfer-Encoding other than chunked alone (the body's length cannot be told)";
+    cl_seen cl = {NULL, 0};
+    MHD_get_connection_values(c, MHD_HEADER_KIND, cl_visit, &cl);
+    return cl.differ ? "Content-Length given twice with different values" : NULL;
+}
+
+static enum MHD_Result refuse_framing(server *srv, struct MHD_Connection *c, const char *why)
+{
+    __atomic_add_fetch(&srv->http_errors, 1, __ATOMIC_RELAXED);
+    serve_err err;
+    serve_err_set(&err, 400, NULL, "bad_request", "%s", why);
+    json_t *j = err_json(&err);
+    char *s = json_dumps(j, JSON_COMPACT);
+    json_decref(j);
+    struct MHD_Response *r = s ? MHD_create_response_from_buffer(strlen(s), s, MHD_RESPMEM_MUST_FREE) : NULL;
+    if (!r) {
+        free(s);
+        return MHD_NO;
+    }
+    add_cors(srv, r);
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
+    enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_BAD_REQUEST, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
 static int conn_fd(struct MHD_Connection *c)
 {
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
@@ -1376,6 +1429,12 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         cn->srv = srv;
         *con_cls = cn;
         __atomic_add_fetch(&srv->http_requests, 1, __ATOMIC_RELAXED);
+        const char *bad = bad_framing(c);
+        if (bad) {
+            cn->responded = 1;
+            conn_busy(srv, c, 1);
+            return refuse_framing(srv, c, bad);
+        }
         if (!strcmp(method, "OPTIONS")) { /* a browser's preflight: carries no key */
             cn->responded = 1;
             conn_busy(srv, c, 1);
