@@ -343,6 +343,22 @@ mutation_case() { # MUTATION CODE WHAT-substring
   run npu-forward chat --tokenizer "$d" <<<'[{"role": "user", "content": "hi"}]'
   [ "$output" = "CFGhi" ]
 }
+# a snapshot-style pack whose link points at a blob that never arrived: it was "missing", so the pack
+# imported without its template and settings (tokenizer_config.json) or was told to add a file it has
+@test "refused: a file of the pack that is a symbolic link to nothing (file_unreadable, named)" {
+  local src d=$BATS_TEST_TMPDIR/dangling f name
+  src=$(fixture qwen2 cpu tied)
+  for name in tokenizer_config.json tokenizer.json chat_template.jinja; do
+    rm -rf "$d"; mkdir -p "$d"
+    for f in "$src"/*; do ln -s "$f" "$d/"; done
+    rm -f "$d/$name"; ln -s "$BATS_TEST_TMPDIR/blobs/never-downloaded" "$d/$name"
+    run --separate-stderr oga-info "$d"
+    [ "$status" -eq 3 ] || { echo "$name: status $status"; return 1; }
+    echo "$output" | jq -e --arg w "file $name" '[.refusals[] | select(.what == $w and .code == "file_unreadable"
+      and (.reason | contains("symbolic link to a file that does not exist")))] | length == 1' ||
+      { echo "$name:"; echo "$output" | jq -c .refusals; return 1; }
+  done
+}
 @test "refused: a node name in model.onnx that is not UTF-8 (not_utf8)" { mutation_case latin1-name not_utf8 model.onnx; }
 @test "a pack directory whose name is not UTF-8: the report's pack field shows '?' for the bad byte" {
   local src d f

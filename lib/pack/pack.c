@@ -171,11 +171,13 @@ static char *join(const pack *p, const char *name)
 
 /* 1: NAME is a regular file (symlinks followed, as Hugging Face snapshot directories need), 0: absent,
  * -1: present but something else (a FIFO would hang a reader): the caller refuses it by name. */
+/* 1 a regular file, 0 absent, -1 there but not one to read: another kind, a symbolic link to nothing (a
+ * snapshot whose blob never arrived), or stat failing otherwise (refuse_irregular says which) */
 static int exists(const pack *p, const char *name)
 {
     char *path = join(p, name);
     struct stat st;
-    int r = stat(path, &st) != 0 ? 0 : S_ISREG(st.st_mode) ? 1 : -1;
+    int r = stat(path, &st) == 0 ? (S_ISREG(st.st_mode) ? 1 : -1) : errno == ENOENT && lstat(path, &st) != 0 ? 0 : -1;
     free(path);
     return r;
 }
@@ -184,9 +186,15 @@ static void refuse_irregular(pack *p, const char *name)
 {
     char *path = join(p, name);
     struct stat st;
-    const char *kind = stat(path, &st) == 0 ? ogk_file_kind(st.st_mode) : "unreadable";
+    char why[160];
+    if (stat(path, &st) == 0)
+        snprintf(why, sizeof why, "not a regular file (%s)", ogk_file_kind(st.st_mode));
+    else if (errno == ENOENT)
+        snprintf(why, sizeof why, "a symbolic link to a file that does not exist");
+    else
+        snprintf(why, sizeof why, "cannot be read (%s)", strerror(errno));
     free(path);
-    pack_refuse(p, pack_printf(p, "file %s", name), "file_unreadable", "not a regular file (%s)", kind);
+    pack_refuse(p, pack_printf(p, "file %s", name), "file_unreadable", "%s", why);
 }
 
 /* JSON from a file through ogk_read_file (regular files only); NULL with e / je filled */
