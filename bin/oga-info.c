@@ -51,6 +51,13 @@ int main(int argc, char **argv)
     if (!j)
         ogk_die(OGK_EXIT_INIT, "out of memory building the report");
     int wrc = ogk_json_print(stdout, j);
+    /* the runtime's context is what the RoPE caches cover (lib/mdesc): say so where the config claims more */
+    json_int_t ctx = json_integer_value(json_object_get(j, "context_length")),
+               rows = json_integer_value(json_object_get(json_object_get(j, "rope"), "cache_rows"));
+    if (!quiet && rows > 0 && ctx > rows)
+        ogk_err("note: context_length %" JSON_INTEGER_FORMAT " is configured, but the RoPE caches cover %" JSON_INTEGER_FORMAT
+                " positions: npu-forward runs a context of %" JSON_INTEGER_FORMAT,
+                ctx, rows, rows);
     json_decref(j);
     size_t nr = pack_refusal_count(p);
     if (!quiet)

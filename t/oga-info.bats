@@ -359,6 +359,24 @@ mutation_case() { # MUTATION CODE WHAT-substring
       { echo "$name:"; echo "$output" | jq -c .refusals; return 1; }
   done
 }
+# the report showed the configured context while npu-forward quietly ran what the RoPE caches cover
+@test "a context_length beyond the RoPE caches: the report keeps it, a note names the context that runs" {
+  local src d=$BATS_TEST_TMPDIR/ctx f rows
+  src=$(fixture qwen2 cpu tied)
+  mkdir -p "$d"
+  for f in "$src"/*; do ln -s "$f" "$d/"; done
+  rows=$(oga-info -q "$src" | jq .rope.cache_rows)
+  rm "$d/genai_config.json"
+  jq --argjson c $((rows * 2)) '.model.context_length = $c' "$src/genai_config.json" >"$d/genai_config.json"
+  run --separate-stderr oga-info "$d"
+  [ "$status" -eq 0 ]
+  [ "$(echo "$output" | jq .context_length)" = $((rows * 2)) ]
+  [[ "$stderr" == *"note: context_length $((rows * 2)) is configured, but the RoPE caches cover $rows positions: npu-forward runs a context of $rows"* ]]
+  oga-extract "$d" | q4nx-pack -o "$BATS_TEST_TMPDIR/ctx.q4nx"
+  [ "$(npu-forward info -m "$BATS_TEST_TMPDIR/ctx.q4nx" | jq .context_length)" = "$rows" ]
+  run --separate-stderr oga-info "$src"
+  [ -z "$stderr" ]
+}
 @test "refused: a node name in model.onnx that is not UTF-8 (not_utf8)" { mutation_case latin1-name not_utf8 model.onnx; }
 @test "a pack directory whose name is not UTF-8: the report's pack field shows '?' for the bad byte" {
   local src d f
