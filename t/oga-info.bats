@@ -377,6 +377,30 @@ mutation_case() { # MUTATION CODE WHAT-substring
   run --separate-stderr oga-info "$src"
   [ -z "$stderr" ]
 }
+# onnxruntime-genai joins decoder.filename to the pack's directory: "./model.onnx" and a model in a
+# subdirectory (its external data beside it, as ONNX locations are relative to the model) were refused
+@test "decoder.filename \"./model.onnx\" and \"onnx/model.onnx\" (data beside it) import as the plain pack; \"..\" refused" {
+  local src d f ids
+  src=$(fixture qwen2 cpu tied)
+  oga-extract "$src" | q4nx-pack -o "$BATS_TEST_TMPDIR/ref.q4nx"
+  echo '[1, 2, 3, 4]' >"$BATS_TEST_TMPDIR/ids.json"
+  ref=$(npu-forward logits -m "$BATS_TEST_TMPDIR/ref.q4nx" -t 1 --ids "$BATS_TEST_TMPDIR/ids.json" --top-logits 3)
+  for fn in ./model.onnx onnx/model.onnx .//onnx/./model.onnx ../x/model.onnx; do
+    d=$BATS_TEST_TMPDIR/fn-$RANDOM
+    mkdir -p "$d/onnx"
+    for f in "$src"/*; do ln -s "$f" "$d/"; done
+    rm "$d/genai_config.json"
+    jq --arg f "$fn" '.model.decoder.filename = $f' "$src/genai_config.json" >"$d/genai_config.json"
+    if [[ "$fn" == *onnx/* ]]; then rm "$d/model.onnx" "$d/model.onnx.data"; ln -s "$src/model.onnx" "$src/model.onnx.data" "$d/onnx/"; fi
+    if [ "$fn" = ../x/model.onnx ]; then
+      run oga-info -q "$d"
+      echo "$output" | jq -e '[.refusals[] | select(.what == "genai_config.json: model.decoder.filename" and .code == "config_type")] | length == 1'
+      continue
+    fi
+    oga-extract "$d" | q4nx-pack -o "$d/m.q4nx"
+    [ "$(npu-forward logits -m "$d/m.q4nx" -t 1 --ids "$BATS_TEST_TMPDIR/ids.json" --top-logits 3)" = "$ref" ] || { echo "$fn differs"; return 1; }
+  done
+}
 @test "refused: a node name in model.onnx that is not UTF-8 (not_utf8)" { mutation_case latin1-name not_utf8 model.onnx; }
 @test "a pack directory whose name is not UTF-8: the report's pack field shows '?' for the bad byte" {
   local src d f

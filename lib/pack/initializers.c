@@ -10,8 +10,11 @@
 
 /* ---- initializer bytes ---- */
 
-static int ext_get(pack *p, const char *loc, pack_ext **out)
+/* loc: relative to the model file's directory (ONNX's rule; the model may sit in a subdirectory) */
+static int ext_get(pack *p, const char *loc0, pack_ext **out)
 {
+    const char *slash = p->onnx_name ? strrchr(p->onnx_name, '/') : NULL;
+    const char *loc = slash ? pack_printf(p, "%.*s/%s", (int)(slash - p->onnx_name), p->onnx_name, loc0) : loc0;
     for (size_t i = 0; i < p->n_ext; i++)
         if (!strcmp(p->ext[i].loc, loc)) {
             *out = &p->ext[i];

@@ -769,6 +769,38 @@ static void check_runnable(pack *p)
     tok_free(tk);
 }
 
+/* path relative to the pack directory, as a malloc'd copy without "." parts or repeated slashes; NULL when
+ * it is absolute, empty, or has a ".." part (decoder.filename may name a file in a subdirectory: onnxruntime-
+ * genai joins it to the config's directory) */
+static char *inside_path(const char *path)
+{
+    if (!path[0] || path[0] == '/')
+        return NULL;
+    char *out = malloc(strlen(path) + 1);
+    if (!out)
+        return NULL;
+    size_t n = 0;
+    for (const char *c = path; *c;) {
+        size_t l = strcspn(c, "/");
+        if (l == 2 && !strncmp(c, "..", 2)) {
+            free(out);
+            return NULL;
+        }
+        if (l && !(l == 1 && c[0] == '.')) {
+            if (n)
+                out[n++] = '/';
+            memcpy(out + n, c, l), n += l;
+        }
+        c += l + (c[l] == '/');
+    }
+    out[n] = 0;
+    if (!n) {
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
 static void detect_flavour(pack *p)
 {
     const char *fn = p->onnx_name ? p->onnx_name : "";
@@ -819,11 +851,14 @@ pack *pack_open(const char *dir, ogk_error *e)
     const char *fn = NULL;
     if (p->genai)
         cfg_str(p, "genai_config.json", p->genai, "model.decoder.filename", 1, &fn);
-    if (!fn || strchr(fn, '/') || !strcmp(fn, "..")) {
+    char *rel = fn ? inside_path(fn) : NULL; /* a path inside the pack, "./" parts dropped */
+    if (!rel) {
         if (fn)
             pack_refuse(p, "genai_config.json: model.decoder.filename", "config_type",
-                        "\"%s\" is not a file name inside the pack", fn);
+                        "\"%s\" is not a file inside the pack (absolute, empty or through \"..\")", fn);
         fn = exists(p, "model.onnx") ? "model.onnx" : exists(p, "fusion.onnx") ? "fusion.onnx" : NULL;
+    } else {
+        fn = pack_own(p, rel);
     }
     if (genai_missing && !fn) {
         ogk_fail(e, "%s: not an OGA pack (no genai_config.json and no model.onnx)", p->dir);
