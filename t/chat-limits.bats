@@ -197,4 +197,13 @@ open('$W/big.txt', 'w').write(' '.join(random.choice(w) + str(random.randint(0, 
   [ "$status" -eq 0 ]
   [ "$output" = "$(cd "$TOP/.cache/node" && node -e 'const {Template} = require("@huggingface/jinja");
     process.stdout.write(new Template(require("fs").readFileSync(process.argv[1], "utf8")).render({messages: []}))' "$W/ok.jinja")" ]
+  # a NUL in the conversation: named in this program's words (jansson's message named its own flag)
+  run npu-forward chat --template "$W/ok.jinja" <<<'[{"role": "user", "content": "a\u0000b"}]'
+  [ "$status" -eq 3 ] && [[ "$output" == *'stdin line 1: \u0000 (a NUL character) in a string is not supported'* ]]
+  # indent with a string width: the prefix itself (it was refused, "width must be a number")
+  printf '%s' "{{ 'a\nb\n\nc' | indent('--') }}|{{ 'a\nb' | indent('>', true) }}|{{ 'a\nb' | indent(2) }}" > "$W/ind.jinja"
+  run npu-forward chat --template "$W/ind.jinja" "$W/m.json"
+  [ "$status" -eq 0 ]
+  [ "$output" = "$(cd "$TOP/.cache/node" && node -e 'const {Template} = require("@huggingface/jinja");
+    process.stdout.write(new Template(require("fs").readFileSync(process.argv[1], "utf8")).render({messages: []}))' "$W/ind.jinja")" ]
 }

@@ -420,6 +420,12 @@ static void chat_one(chat_ctx *c, json_t *in, const char *where)
     free(out);
 }
 
+/* jansson's reason, in the words of this program (it names its own flag for a \u0000) */
+static const char *json_reason(const json_error_t *je)
+{
+    return strstr(je->text, "JSON_ALLOW_NUL") ? "\\u0000 (a NUL character) in a string is not supported" : je->text;
+}
+
 static void chat_line(void *vc, const char *s, size_t n, size_t lineno)
 {
     json_error_t je;
@@ -427,7 +433,7 @@ static void chat_line(void *vc, const char *s, size_t n, size_t lineno)
     snprintf(where, sizeof where, "line %zu", lineno);
     json_t *j = json_loadb(s, n, JSON_DECODE_ANY, &je);
     if (!j)
-        ogk_die(OGK_EXIT_INPUT, "chat: %s: %s", where, je.text);
+        ogk_die(OGK_EXIT_INPUT, "chat: %s: %s", where, json_reason(&je));
     chat_one(vc, j, where);
     json_decref(j);
 }
@@ -473,7 +479,7 @@ int cmd_chat(int argc, char **argv)
         json_error_t je;
         json_t *j = json_loadb(in, len, JSON_DECODE_ANY, &je);
         if (!j)
-            ogk_die(OGK_EXIT_INPUT, "chat: line %d: %s", je.line, je.text);
+            ogk_die(OGK_EXIT_INPUT, "chat: %s line %d: %s", o.file ? o.file : "stdin", je.line, json_reason(&je));
         chat_one(&c, j, o.file ? o.file : "stdin");
         json_decref(j);
     }

@@ -442,11 +442,15 @@ static int f_indent(fargs *a, jv v, jv *out)
     if (v.t != V_STR)
         return 0;
     jv w = arg(a, 0, "width"), first = arg(a, 1, "first"), blank = arg(a, 2, "blank");
-    if (w.t != V_UNDEF && w.t != V_INT)
-        jj_jfail(c, "width must be a number");
+    if (w.t != V_UNDEF && w.t != V_INT && w.t != V_STR)
+        jj_jfail(c, "indent width must be a number or a string");
     if (w.t == V_INT && !(fabs(w.u.num) <= 1000))
         jj_jfail(c, "indent width must be an integer of at most 1000");
-    int width = w.t == V_INT ? (int)w.u.num : 4;
+    if (w.t == V_STR && w.u.str.n > 1000)
+        jj_jfail(c, "indent width must be a string of at most 1000 bytes");
+    /* a string width is the prefix itself (Jinja 3's indent('--')) */
+    const char *pre = w.t == V_STR ? w.u.str.s : NULL;
+    int width = w.t == V_INT ? (int)w.u.num : w.t == V_STR ? (int)w.u.str.n : 4;
     tok_buf *b = jj_tbuf_open(c);
     size_t i = 0;
     int lineno = 0;
@@ -456,7 +460,9 @@ static int f_indent(fargs *a, jv v, jv *out)
         int skip = (!jj_truthy(first) && lineno == 0) || (!jj_truthy(blank) && ln == 0);
         if (lineno)
             jj_put(c, b, "\n", 1);
-        for (int k = 0; k < width && !skip; k++)
+        if (pre && !skip)
+            jj_put(c, b, pre, (size_t)width);
+        for (int k = 0; k < width && !skip && !pre; k++)
             jj_put(c, b, " ", 1);
         jj_put(c, b, v.u.str.s + i, ln);
         lineno++;
