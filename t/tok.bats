@@ -305,6 +305,17 @@ EOF
     echo "$f: $output"
     [ "$status" -eq 0 ]
   done
+  # llama2's is Meta's Llama-2-chat template (t/corpus/llama2-chat-meta.jinja, as published): the first turn
+  # is trimmed as a whole, so the system prompt keeps its own spaces (it trimmed system and user apart)
+  printf '%s\n' '[{"role": "system", "content": "  sys  "}, {"role": "user", "content": "  hi  "}, {"role": "assistant", "content": " a "}, {"role": "user", "content": " q\n"}]' \
+    '[{"role": "user", "content": "\tx "}]' '[{"role": "system", "content": "s"}, {"role": "user", "content": ""}]' >"$W/sp.jsonl"
+  cat "$W/c10.jsonl" >>"$W/sp.jsonl"
+  golden chat --template "$TOP/t/corpus/llama2-chat-meta.jinja" --bos '<s>' --eos '</s>' < "$W/sp.jsonl" > "$W/meta.gold"
+  ! grep -q '"error"' "$W/meta.gold" || false
+  npu-forward chat --jsonl --family llama2 --tokenizer "$(tokdir llama2)" < "$W/sp.jsonl" > "$W/meta.b"
+  run golden compare "$W/meta.gold" "$W/meta.b"
+  echo "meta: $output"
+  [ "$status" -eq 0 ]
 }
 
 @test "chat: a template exercising the whole supported subset renders identically (t/corpus/constructs.jinja)" {

@@ -19,10 +19,12 @@ static const char tpl_llama3[] =
     "{%- endfor %}"
     "{%- if add_generation_prompt %}{{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{%- endif %}";
 
-/* Llama-2-chat: the system prompt is folded into the first user turn inside <<SYS>> */
+/* Llama-2-chat: the system prompt is folded into the first user turn inside <<SYS>>, and that turn is
+ * trimmed as a whole (Meta's template: content.strip() of the joined text, so the system prompt keeps
+ * its own spaces) */
 static const char tpl_llama2[] =
     "{%- if messages and messages[0]['role'] == 'system' %}"
-    "{%- set system = '<<SYS>>\\n' + messages[0]['content'] | trim + '\\n<</SYS>>\\n\\n' %}"
+    "{%- set system = '<<SYS>>\\n' + messages[0]['content'] + '\\n<</SYS>>\\n\\n' %}"
     "{%- set loop_messages = messages[1:] %}"
     "{%- else %}{%- set system = '' %}{%- set loop_messages = messages %}{%- endif %}"
     "{%- for message in loop_messages %}"
@@ -30,7 +32,7 @@ static const char tpl_llama2[] =
     "{{- raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}"
     "{%- endif %}"
     "{%- if message['role'] == 'user' %}"
-    "{{- bos_token + '[INST] ' + (system if loop.first else '') + message['content'] | trim + ' [/INST]' }}"
+    "{{- bos_token + '[INST] ' + ((system if loop.first else '') + message['content']) | trim + ' [/INST]' }}"
     "{%- elif message['role'] == 'assistant' %}"
     "{{- ' ' + message['content'] | trim + ' ' + eos_token }}"
     "{%- endif %}"
