@@ -200,6 +200,10 @@ open('$W/big.txt', 'w').write(' '.join(random.choice(w) + str(random.randint(0, 
   # a NUL in the conversation: named in this program's words (jansson's message named its own flag)
   run npu-forward chat --template "$W/ok.jinja" <<<'[{"role": "user", "content": "a\u0000b"}]'
   [ "$status" -eq 3 ] && [[ "$output" == *'stdin line 1: \u0000 (a NUL character) in a string is not supported'* ]]
+  # an error names the template's own line: the newlines trim_blocks takes after blocks still count
+  printf 'a\n{%%- set q = 1 %%}\n{%%- set q = 2 %%}\n{{- none + 1 }}\n' >"$W/ln4.jinja"
+  run npu-forward chat --template "$W/ln4.jinja" "$W/m.json"
+  [ "$status" -eq 3 ] && [[ "$output" == *"template line 4: "* ]]
   # indent with a string width: the prefix itself (it was refused, "width must be a number")
   printf '%s' "{{ 'a\nb\n\nc' | indent('--') }}|{{ 'a\nb' | indent('>', true) }}|{{ 'a\nb' | indent(2) }}" > "$W/ind.jinja"
   run npu-forward chat --template "$W/ind.jinja" "$W/m.json"

@@ -44,13 +44,17 @@ static void trim_end_tok(jtok *t)
     }
 }
 
-static char *preprocess(jctx *c, const char *src, size_t *len)
+/* the source after lstrip_blocks and trim_blocks, and *lines: the template line of each of its bytes (and
+ * of its end), so that messages name the line of the template as written, not of the text left once
+ * trim_blocks has taken the newlines after its blocks */
+static char *preprocess(jctx *c, const char *src, size_t *len, int **lines)
 {
     size_t n = *len;
     if (n && src[n - 1] == '\n')
         n--;
     /* lstrip_blocks: /^[ \t]*({[#%-])/gm -> "$1" */
     char *a = jj_jalloc(c, n + 1);
+    int *la = jj_jalloc(c, (n + 1) * sizeof *la), line = 1;
     size_t an = 0;
     for (size_t i = 0; i < n;) {
         if (i == 0 || src[i - 1] == '\n') {
@@ -60,15 +64,17 @@ static char *preprocess(jctx *c, const char *src, size_t *len)
             if (j + 1 < n && src[j] == '{' && (src[j + 1] == '#' || src[j + 1] == '%' || src[j + 1] == '-'))
                 i = j;
         }
-        a[an++] = src[i++];
+        la[an] = line, a[an++] = src[i++];
         while (i < n && src[i - 1] != '\n')
-            a[an++] = src[i++];
+            la[an] = line, a[an++] = src[i++];
+        line++; /* the copy stopped after a newline (or at the end) */
     }
     /* trim_blocks: /([#%-]})\n/g -> "$1" */
     char *b = jj_jalloc(c, an + 1);
+    int *lb = jj_jalloc(c, (an + 1) * sizeof *lb);
     size_t bn = 0;
     for (size_t i = 0; i < an; i++) {
-        b[bn++] = a[i];
+        lb[bn] = la[i], b[bn++] = a[i];
         if (a[i] == '}' && i > 0 && (a[i - 1] == '#' || a[i - 1] == '%' || a[i - 1] == '-') && i + 1 < an &&
             a[i + 1] == '\n') {
             /* the regex matches left to right without overlap: "-}" consumed here */
@@ -76,7 +82,9 @@ static char *preprocess(jctx *c, const char *src, size_t *len)
         }
     }
     b[bn] = 0;
+    lb[bn] = bn ? lb[bn - 1] + (b[bn - 1] == '\n') : 1;
     *len = bn;
+    *lines = lb;
     return b;
 }
 
@@ -86,9 +94,11 @@ static int is_digit(char ch) { return ch >= '0' && ch <= '9'; }
 void jj_lex(jctx *c, const char *src0, size_t len0, jtoks *out)
 {
     size_t n = len0;
-    const char *s = preprocess(c, src0, &n);
+    int *lines;
+    const char *s = preprocess(c, src0, &n, &lines);
+#define line (lines[i < n ? i : n]) /* the template line at the current position */
     size_t i = 0;
-    int curly = 0, line = 1;
+    int curly = 0;
     static const struct {
         const char *seq;
         int type;
@@ -106,8 +116,6 @@ void jj_lex(jctx *c, const char *src0, size_t len0, jtoks *out)
         if (lt == -1 || lt == T_CLOSE_STMT || lt == T_CLOSE_EXPR || lt == T_COMMENT) {
             size_t st = i;
             while (i < n && !(s[i] == '{' && i + 1 < n && (s[i + 1] == '%' || s[i + 1] == '{' || s[i + 1] == '#'))) {
-                if (s[i] == '\n')
-                    line++;
                 i++;
             }
             if (i > st) {
@@ -124,8 +132,6 @@ void jj_lex(jctx *c, const char *src0, size_t len0, jtoks *out)
             while (!(i + 1 < n && s[i] == '#' && s[i + 1] == '}')) {
                 if (i + 2 >= n)
                     jj_jfail(c, "template line %d: Missing end of comment tag", line);
-                if (s[i] == '\n')
-                    line++;
                 i++;
             }
             size_t cn = i - st;
@@ -159,8 +165,6 @@ void jj_lex(jctx *c, const char *src0, size_t len0, jtoks *out)
         {
             size_t k;
             while (jj_js_ws_at(s, n, i, &k)) {
-                if (s[i] == '\n')
-                    line++;
                 i += k;
             }
         }
@@ -171,8 +175,6 @@ void jj_lex(jctx *c, const char *src0, size_t len0, jtoks *out)
             i += 3;
             size_t k;
             while (jj_js_ws_at(s, n, i, &k)) {
-                if (s[i] == '\n')
-                    line++;
                 i += k;
             }
             continue;
@@ -257,8 +259,6 @@ void jj_lex(jctx *c, const char *src0, size_t len0, jtoks *out)
                     tok_buf_put(&b, m, 1);
                     continue;
                 }
-                if (s[i] == '\n')
-                    line++;
                 tok_buf_put(&b, s + i, 1);
                 i++;
                 if (i >= n) {
@@ -295,5 +295,5 @@ void jj_lex(jctx *c, const char *src0, size_t len0, jtoks *out)
         jj_jfail(c, "template line %d: Unexpected character: %.*s", line, k, s + i);
     }
 #undef LAST
+#undef line
 }
-
