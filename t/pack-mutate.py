@@ -30,6 +30,7 @@ Mutations:
                     attn_scale 1/head_dim
   gqa-scale-mixed   layer 1's scale 1/head_dim, layer 0's 1/sqrt(head_dim)       -> unsupported_op
   gqa-scale-default every GroupQueryAttention without a scale attribute (1/sqrt(head_dim)) -> still importable
+  zero-tensor       the first o_proj all zero (codes 0x88, scales 0): a valid pack  -> importable
   mha-bidirectional every GroupQueryAttention as a MultiHeadAttention with no mask and unidirectional 0
                     (scores over every position, not causal)                     -> unsupported_op
   mha-padding       the same with key_padding_mask (input 4) Cast(attention_mask): a padding mask only
@@ -109,6 +110,16 @@ def main():
     elif what == "unassigned":
         g.initializer.append(numpy_helper.from_array(np.ones(64, np.float32), "stray.weight"))
         g.node.append(helper.make_node("Identity", ["stray.weight"], ["stray_out"], name="/stray/Identity"))
+    elif what == "zero-tensor":
+        # the first o_proj's weights all zero: codes 0x88 (both nibbles 8, the implicit zero point), scales 0
+        n = [n for n in mnb if "o_proj" in n.name][0]
+        for slot, fill in ((1, 0x88), (2, 0)):
+            t = inits[n.input[slot]]
+            size = int(np.prod(t.dims)) * (1 if t.data_type == TensorProto.UINT8 else
+                                           2 if t.data_type in (TensorProto.FLOAT16, TensorProto.BFLOAT16) else 4)
+            del t.external_data[:]
+            t.data_location = TensorProto.DEFAULT
+            t.raw_data = bytes([fill]) * size
     elif what == "inline-norms":
         data = open(os.path.join(src, "model.onnx.data"), "rb").read()
         norms = [t for t in g.initializer if t.name.endswith("layernorm.weight")]

@@ -105,6 +105,22 @@ for f in sys.argv[2:]:
   [[ "$output" == *"role layers.1.mlp.up"* ]]
 }
 
+# a tensor whose every scale is 0 has no value a control could change: it was reported vacuous (exit 1)
+# though the container is exact; its controls are now "not applicable", and a changed code elsewhere
+# still fails
+@test "q4nx-verify --pack: an all-zero tensor's controls are not applicable (exit 0); the comparison still fails a changed code" {
+  local d=$W/zero-pack
+  /usr/bin/python3 "$TOP/t/pack-mutate.py" "$(fixture qwen2 cpu tied)" "$d" zero-tensor
+  oga-extract "$d" | q4nx-pack -o "$W/z.q4nx"
+  run --separate-stderr q4nx-verify "$W/z.q4nx" --pack "$d" --all
+  [ "$status" -eq 0 ] || { echo "$stderr"; return 1; }
+  echo "$output" | jq -e '[.pack.tensors[] | select(.controls.nibbles_swapped.result? // "" | startswith("not applicable"))] | length == 1'
+  echo "$output" | jq -e '[.pack.tensors[] | select(.controls.nibbles_swapped.result? == "failed, as it must")] | length >= 8'
+  "$OGAKIT_BUILD/t/q4nx_pack" --retouch "$W/z.q4nx" layers.1.mlp.up
+  run q4nx-verify "$W/z.q4nx" --pack "$d" --all
+  [ "$status" -eq 1 ]
+}
+
 @test "q4nx-verify --pack of another model's pack (a smaller vocabulary, tied): exit 1 naming the shapes, not a crash" {
   oga-extract "$(fixture qwen2 cpu tied)" | q4nx-pack -o "$W/q.q4nx"
   for other in "llama cpu tied" "gemma2 cpu tied"; do
