@@ -401,6 +401,29 @@ mutation_case() { # MUTATION CODE WHAT-substring
     [ "$(npu-forward logits -m "$d/m.q4nx" -t 1 --ids "$BATS_TEST_TMPDIR/ids.json" --top-logits 3)" = "$ref" ] || { echo "$fn differs"; return 1; }
   done
 }
+# onnxruntime-genai maps the inputs it feeds to the graph's names (decoder.inputs): a graph with other
+# names was refused as having no embedding, under one "unassigned" refusal per weight
+@test "decoder.inputs names the graph's input_ids and attention_mask: imported as the plain pack; a wrong name refused once, by name" {
+  local src d ids
+  for style in cpu amd; do
+    src=$(fixture qwen2 $style tied)
+    d=$(mutated $style rename-inputs)
+    rm "$d/genai_config.json"
+    jq '.model.decoder.inputs.input_ids = "tokens" | .model.decoder.inputs.attention_mask = "attn_mask"' "$src/genai_config.json" >"$d/genai_config.json"
+    run oga-info -q "$d"
+    [ "$status" -eq 0 ] || { echo "$style: $output" | jq -c .refusals; return 1; }
+    oga-extract "$src" | q4nx-pack -o "$BATS_TEST_TMPDIR/a.q4nx"
+    oga-extract "$d" | q4nx-pack -o "$BATS_TEST_TMPDIR/b.q4nx"
+    echo '[1, 2, 3, 4]' >"$BATS_TEST_TMPDIR/ids.json"
+    [ "$(npu-forward logits -m "$BATS_TEST_TMPDIR/a.q4nx" -t 1 --ids "$BATS_TEST_TMPDIR/ids.json" --top-logits 3)" = \
+      "$(npu-forward logits -m "$BATS_TEST_TMPDIR/b.q4nx" -t 1 --ids "$BATS_TEST_TMPDIR/ids.json" --top-logits 3)" ]
+  done
+  jq '.model.decoder.inputs.input_ids = "nope"' "$src/genai_config.json" >"$d/genai_config.json"
+  run --separate-stderr oga-info "$d"
+  [ "$status" -eq 3 ]
+  echo "$output" | jq -e '[.refusals[] | select(.code == "graph" and (.reason | contains("no graph input named \"nope\"")))] | length == 1'
+  echo "$output" | jq -e '[.refusals[] | select(.code == "unassigned")] | length == 1'
+}
 @test "refused: a node name in model.onnx that is not UTF-8 (not_utf8)" { mutation_case latin1-name not_utf8 model.onnx; }
 @test "a pack directory whose name is not UTF-8: the report's pack field shows '?' for the bad byte" {
   local src d f

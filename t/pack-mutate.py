@@ -30,6 +30,8 @@ Mutations:
                     attn_scale 1/head_dim
   gqa-scale-mixed   layer 1's scale 1/head_dim, layer 0's 1/sqrt(head_dim)       -> unsupported_op
   gqa-scale-default every GroupQueryAttention without a scale attribute (1/sqrt(head_dim)) -> still importable
+  rename-inputs     the graph inputs input_ids / attention_mask named tokens / attn_mask -> (with
+                    genai_config.json's decoder.inputs naming them) importable
   zero-tensor       the first o_proj all zero (codes 0x88, scales 0): a valid pack  -> importable
   mha-bidirectional every GroupQueryAttention as a MultiHeadAttention with no mask and unidirectional 0
                     (scores over every position, not causal)                     -> unsupported_op
@@ -110,6 +112,16 @@ def main():
     elif what == "unassigned":
         g.initializer.append(numpy_helper.from_array(np.ones(64, np.float32), "stray.weight"))
         g.node.append(helper.make_node("Identity", ["stray.weight"], ["stray_out"], name="/stray/Identity"))
+    elif what == "rename-inputs":
+        # the graph's input_ids and attention_mask inputs named tokens and attn_mask (genai_config.json's
+        # decoder.inputs map says so: the test writes it)
+        ren = {"input_ids": "tokens", "attention_mask": "attn_mask"}
+        for v in g.input:
+            v.name = ren.get(v.name, v.name)
+        for n in g.node:
+            for i, x in enumerate(n.input):
+                if x in ren:
+                    n.input[i] = ren[x]
     elif what == "zero-tensor":
         # the first o_proj's weights all zero: codes 0x88 (both nibbles 8, the implicit zero point), scales 0
         n = [n for n in mnb if "o_proj" in n.name][0]

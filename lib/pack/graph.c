@@ -182,9 +182,9 @@ void pack_read_graph(pack *p)
                         g.g->node[n]->op_type ? g.g->node[n]->op_type : "?");
         }
     }
-    p->g.has_position_ids = pg_val_find(&g, "position_ids") >= 0 && g.v[pg_val_find(&g, "position_ids")].is_input;
+    p->g.has_position_ids = pg_val_find(&g, p->g.name_pos) >= 0 && g.v[pg_val_find(&g, p->g.name_pos)].is_input;
     for (size_t i = 0; i < g.g->n_output; i++)
-        if (g.g->output[i]->name && !strcmp(g.g->output[i]->name, "logits"))
+        if (g.g->output[i]->name && !strcmp(g.g->output[i]->name, p->g.name_logits))
             p->g.io_dtype = pg_elem_dtype(g.g->output[i]);
     if (!p->g.io_dtype && g.g->n_output)
         p->g.io_dtype = pg_elem_dtype(g.g->output[0]);
@@ -205,6 +205,7 @@ void pack_read_graph(pack *p)
             g.v[i].init->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL)
             pg_resolve(&g, (int)i);
     /* every initializer the walk did not use: weights are refused, plumbing constants counted */
+    size_t n_unwalked = 0;
     for (size_t i = 0; i < g.nv; i++) {
         gval *v = &g.v[i];
         if (!v->init || v->used)
@@ -222,6 +223,8 @@ void pack_read_graph(pack *p)
         if (ryz)
             pack_refuse(p, pack_printf(p, "tensor %s", v->name), "npu_packed",
                         "consumed by a com.ryzenai node: packed for the Ryzen AI NPU, format not publicly documented");
+        else if (weightlike && v->ncons && p->g.no_embedding)
+            n_unwalked++;
         else if (weightlike && v->ncons)
             pack_refuse(p, pack_printf(p, "tensor %s", v->name), "unassigned",
                         "a %s weight the graph walk gave no role (consumed by %s)", pg_onnx_dtype_name(dt),
@@ -229,6 +232,9 @@ void pack_read_graph(pack *p)
         else
             p->g.ignored_constants++;
     }
+    if (n_unwalked) /* one line, not one a weight, beneath the cause */
+        pack_refuse(p, "graph", "unassigned", "%zu weights without a role: the walk stops where it finds no embedding",
+                    n_unwalked);
     /* a data file shorter than what its initializers need: say it once, on the file */
     for (size_t i = 0; i < p->n_ext; i++)
         /* cut short: several initializers past the end, or one and the file ends inside a tensor

@@ -848,6 +848,20 @@ pack *pack_open(const char *dir, ogk_error *e)
     /* real tokenizer_config.json files say "model_max_length": 1000000000000000019884624838656 */
     p->tokcfg = read_json(p, "tokenizer_config.json", JSON_DECODE_INT_AS_REAL, &missing);
 
+    /* the graph's own names of the inputs the runtime feeds and of the logits, as onnxruntime-genai maps them */
+    static const struct {
+        const char *key, *dflt;
+        size_t off;
+    } io_names[] = {{"model.decoder.inputs.input_ids", "input_ids", offsetof(pack_graph_facts, name_ids)},
+                    {"model.decoder.inputs.attention_mask", "attention_mask", offsetof(pack_graph_facts, name_mask)},
+                    {"model.decoder.inputs.position_ids", "position_ids", offsetof(pack_graph_facts, name_pos)},
+                    {"model.decoder.outputs.logits", "logits", offsetof(pack_graph_facts, name_logits)}};
+    for (size_t i = 0; i < sizeof io_names / sizeof *io_names; i++) {
+        const char *v = io_names[i].dflt;
+        if (p->genai)
+            cfg_str(p, "genai_config.json", p->genai, io_names[i].key, 0, &v);
+        *(const char **)((char *)&p->g + io_names[i].off) = v && *v ? v : io_names[i].dflt;
+    }
     const char *fn = NULL;
     if (p->genai)
         cfg_str(p, "genai_config.json", p->genai, "model.decoder.filename", 1, &fn);

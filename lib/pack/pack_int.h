@@ -29,6 +29,10 @@ typedef struct {
     int gqa_heads, gqa_kv_heads; /* attention node attributes, 0 absent */
     int io_dtype;         /* enum ogk_dtype of the logits, 0 unknown */
     int has_rotary_nodes, has_gqa_rotary, separate_qkv, packed_qkv, has_position_ids, ryzenai_nodes;
+    /* the graph's names of the runtime's inputs and of the logits (genai_config decoder.inputs / outputs;
+     * default: input_ids, attention_mask, position_ids, logits) */
+    const char *name_ids, *name_mask, *name_pos, *name_logits;
+    int no_embedding; /* the walk found no embedding and stopped there (its weights' refusals then summed) */
     int qkv_bias, qk_norm, tied;
     int layer_norm;       /* the residual stream's norms are LayerNorms (OLMo), not RMSNorms */
     float attn_scale;     /* GroupQueryAttention scale attribute, 0 absent (1/sqrt(head_dim)) */

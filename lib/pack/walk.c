@@ -271,7 +271,7 @@ static void emit_rope(G *g, int n, const char *cos, const char *sin)
     int sh = ga >= 0 && is_op(g, ga, "Gather") ? producer_through_casts(g, in(g, ga, 0)) : -1;
     int64_t T = 0, idx = -1;
     gval *mask = sh >= 0 && is_op(g, sh, "Shape") && in(g, sh, 0) ? val(g, in(g, sh, 0)) : NULL;
-    if (!mask || !mask->is_input || strcmp(mask->name, "attention_mask") || int_scalar_of(g, in(g, ga, 1), &idx) ||
+    if (!mask || !mask->is_input || strcmp(mask->name, g->p->g.name_mask) || int_scalar_of(g, in(g, ga, 1), &idx) ||
         idx != 1 || attr_i(g, ga, "axis", 0, NULL) != 0 || attr_i(g, sh, "start", 0, NULL) != 0 ||
         int_scalar_of(g, in(g, gt, 1), &T) || T < 1 || T > INT32_MAX) {
         pack_refuse(p, what, "unsupported_op",
@@ -849,15 +849,22 @@ void pg_walk(G *g)
     pack *p = g->p;
     size_t nn = g->g->n_node;
     /* embedding: a Gather / GatherBlockQuantized on the input_ids graph input */
-    int ids = pg_val_find(g, "input_ids"), emb = -1;
+    const char *idn = p->g.name_ids;
+    int ids = pg_val_find(g, idn), emb = -1;
     for (int i = 0; ids >= 0 && i < g->v[ids].ncons; i++) {
         int n = g->v[ids].cons[i];
-        if ((is_op(g, n, "Gather") || is_op(g, n, "GatherBlockQuantized")) && in(g, n, 1) &&
-            !strcmp(in(g, n, 1), "input_ids"))
+        if ((is_op(g, n, "Gather") || is_op(g, n, "GatherBlockQuantized")) && in(g, n, 1) && !strcmp(in(g, n, 1), idn))
             emb = n;
     }
     if (emb < 0) {
-        pack_refuse(p, "graph", "graph", "no embedding: no Gather or GatherBlockQuantized reads the input_ids input");
+        if (ids < 0 || !g->v[ids].is_input)
+            pack_refuse(p, "graph", "graph", "no graph input named \"%s\" (%s): the runtime feeds the token ids there",
+                        idn, strcmp(idn, "input_ids") ? "genai_config.json's model.decoder.inputs.input_ids"
+                                                     : "the default name; genai_config.json's model.decoder.inputs.input_ids "
+                                                       "names another");
+        else
+            pack_refuse(p, "graph", "graph", "no embedding: no Gather or GatherBlockQuantized reads the %s input", idn);
+        p->g.no_embedding = 1;
         return;
     }
     /* the residual stream, norm by norm */
