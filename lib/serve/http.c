@@ -143,8 +143,9 @@ static void add_cors(const server *srv, struct MHD_Response *r)
         MHD_add_response_header(r, "Vary", "Origin");
 }
 
-static enum MHD_Result send_text(const server *srv, struct MHD_Connection *c, int status, const char *type, char *buf,
-                                 size_t len, const char *retry_after)
+/* buf (malloc'd, taken) as the answer; close: the connection closes after it (what follows cannot be framed) */
+static enum MHD_Result send_text_close(const server *srv, struct MHD_Connection *c, int status, const char *type,
+                                       char *buf, size_t len, const char *retry_after, int close)
 {
     struct MHD_Response *r = MHD_create_response_from_buffer(len, buf, MHD_RESPMEM_MUST_FREE);
     if (!r) {
@@ -155,9 +156,17 @@ static enum MHD_Result send_text(const server *srv, struct MHD_Connection *c, in
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
     if (retry_after)
         MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, retry_after);
+    if (close)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
     enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, r);
     MHD_destroy_response(r);
     return ret;
+}
+
+static enum MHD_Result send_text(const server *srv, struct MHD_Connection *c, int status, const char *type, char *buf,
+                                 size_t len, const char *retry_after)
+{
+    return send_text_close(srv, c, status, type, buf, len, retry_after, 0);
 }
 
 static enum MHD_Result send_json(const server *srv, struct MHD_Connection *c, int status, json_t *j)
@@ -175,7 +184,7 @@ static json_t *err_json(const serve_err *err)
                      err->param, "code", err->code);
 }
 
-static enum MHD_Result send_err(server *srv, struct MHD_Connection *c, const serve_err *err)
+static enum MHD_Result send_err_close(server *srv, struct MHD_Connection *c, const serve_err *err, int close)
 {
     __atomic_add_fetch(&srv->http_errors, 1, __ATOMIC_RELAXED);
     json_t *j = err_json(err);
@@ -185,7 +194,12 @@ static enum MHD_Result send_err(server *srv, struct MHD_Connection *c, const ser
         s = strdup("{\"error\":{\"message\":\"server error\",\"type\":\"server_error\",\"param\":null,\"code\":null}}");
     if (!s)
         return MHD_NO;
-    return send_text(srv, c, err->status, "application/json", s, strlen(s), err->status == 503 ? "1" : NULL);
+    return send_text_close(srv, c, err->status, "application/json", s, strlen(s), err->status == 503 ? "1" : NULL, close);
+}
+
+static enum MHD_Result send_err(server *srv, struct MHD_Connection *c, const serve_err *err)
+{
+    return send_err_close(srv, c, err, 0);
 }
 
 static enum MHD_Result fail(server *srv, struct MHD_Connection *c, int status, const char *param, const char *code,
@@ -237,23 +251,9 @@ static const char *bad_framing(struct MHD_Connection *c)
 
 static enum MHD_Result refuse_framing(server *srv, struct MHD_Connection *c, const char *why)
 {
-    __atomic_add_fetch(&srv->http_errors, 1, __ATOMIC_RELAXED);
     serve_err err;
     serve_err_set(&err, 400, NULL, "bad_request", "%s", why);
-    json_t *j = err_json(&err);
-    char *s = json_dumps(j, JSON_COMPACT);
-    json_decref(j);
-    struct MHD_Response *r = s ? MHD_create_response_from_buffer(strlen(s), s, MHD_RESPMEM_MUST_FREE) : NULL;
-    if (!r) {
-        free(s);
-        return MHD_NO;
-    }
-    add_cors(srv, r);
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
-    enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_BAD_REQUEST, r);
-    MHD_destroy_response(r);
-    return ret;
+    return send_err_close(srv, c, &err, 1);
 }
 
 static int conn_fd(struct MHD_Connection *c)
