@@ -4,6 +4,7 @@
 # raw initializers; the controls prove that comparison can fail.
 
 load helpers
+bats_require_minimum_version 1.5.0
 
 setup() {
   W=$BATS_TEST_TMPDIR
