@@ -769,6 +769,15 @@ static void check_runnable(pack *p)
     tok_free(tk);
 }
 
+/* genai_config.json's name at path (decoder.inputs / outputs), or dflt */
+static const char *io_name(pack *p, const char *path, const char *dflt)
+{
+    const char *v = NULL;
+    if (p->genai)
+        cfg_str(p, "genai_config.json", p->genai, path, 0, &v);
+    return v && *v ? v : dflt;
+}
+
 /* path relative to the pack directory, as a malloc'd copy without "." parts or repeated slashes; NULL when
  * it is absolute, empty, or has a ".." part (decoder.filename may name a file in a subdirectory: onnxruntime-
  * genai joins it to the config's directory) */
@@ -849,19 +858,10 @@ pack *pack_open(const char *dir, ogk_error *e)
     p->tokcfg = read_json(p, "tokenizer_config.json", JSON_DECODE_INT_AS_REAL, &missing);
 
     /* the graph's own names of the inputs the runtime feeds and of the logits, as onnxruntime-genai maps them */
-    static const struct {
-        const char *key, *dflt;
-        size_t off;
-    } io_names[] = {{"model.decoder.inputs.input_ids", "input_ids", offsetof(pack_graph_facts, name_ids)},
-                    {"model.decoder.inputs.attention_mask", "attention_mask", offsetof(pack_graph_facts, name_mask)},
-                    {"model.decoder.inputs.position_ids", "position_ids", offsetof(pack_graph_facts, name_pos)},
-                    {"model.decoder.outputs.logits", "logits", offsetof(pack_graph_facts, name_logits)}};
-    for (size_t i = 0; i < sizeof io_names / sizeof *io_names; i++) {
-        const char *v = io_names[i].dflt;
-        if (p->genai)
-            cfg_str(p, "genai_config.json", p->genai, io_names[i].key, 0, &v);
-        *(const char **)((char *)&p->g + io_names[i].off) = v && *v ? v : io_names[i].dflt;
-    }
+    p->g.name_ids = io_name(p, "model.decoder.inputs.input_ids", "input_ids");
+    p->g.name_mask = io_name(p, "model.decoder.inputs.attention_mask", "attention_mask");
+    p->g.name_pos = io_name(p, "model.decoder.inputs.position_ids", "position_ids");
+    p->g.name_logits = io_name(p, "model.decoder.outputs.logits", "logits");
     const char *fn = NULL;
     if (p->genai)
         cfg_str(p, "genai_config.json", p->genai, "model.decoder.filename", 1, &fn);

@@ -67,6 +67,13 @@ typedef struct conn {
     size_t dropped; /* body bytes swallowed after a refusal */
 } conn;
 
+/* the request is being answered: no more of it is read, and the request timeout stops counting */
+static void answering(server *srv, struct MHD_Connection *c, conn *cn)
+{
+    cn->responded = 1;
+    conn_busy(srv, c, 1);
+}
+
 /* a refused request's body is read and dropped so that its answer can go out, but only up to the body
  * limit: a client that keeps sending (an endless chunked body) is disconnected */
 static enum MHD_Result drop_body(const server *srv, conn *cn, size_t *upload_size)
@@ -841,6 +848,20 @@ static size_t json_values(const char *s, size_t n, size_t stop)
     return v;
 }
 
+/* no request needs many more values (or a text more ids) than a context's worth of token ids */
+static size_t value_limit(const server *srv) { return (size_t)srv->S.context + 65536; }
+
+/* a body with more JSON values than that: 1 with err filled (refused before it is parsed) */
+static int too_many_values(const server *srv, const conn *cn, serve_err *err)
+{
+    size_t max = value_limit(srv);
+    if (json_values(cn->body ? cn->body : "", cn->len, max) <= max)
+        return 0;
+    serve_err_set(err, 400, NULL, "invalid_value", "the request has more than %zu JSON values (the context is %d)", max,
+                  srv->S.context);
+    return 1;
+}
+
 /* The job of choice k of request r (prompt ids copied; biases, stops and programs its own; seed + k when
  * the request has one): NULL when out of memory. */
 static serve_job *job_for(server *srv, const serve_req *r, const int *ids, int n, int kind, int hermes, int k)
@@ -977,12 +998,7 @@ static enum MHD_Result completion(server *srv, struct MHD_Connection *c, conn *c
 {
     serve_req r;
     serve_err err;
-    /* no request needs many more values than a context's worth of token ids */
-    size_t max_values = (size_t)srv->S.context + 65536;
-    if (json_values(cn->body ? cn->body : "", cn->len, max_values) > max_values)
-        return fail(srv, c, 400, NULL, "invalid_value", "the request has more than %zu JSON values (the context is %d)",
-                    max_values, srv->S.context);
-    if (serve_req_parse(cn->body ? cn->body : "", cn->len, kind, &r, &err))
+    if (too_many_values(srv, cn, &err) || serve_req_parse(cn->body ? cn->body : "", cn->len, kind, &r, &err))
         return send_err(srv, c, &err);
     int hermes = 0, think_open = 0;
     for (int i = 0; i < r.n_bias; i++)
@@ -1183,15 +1199,11 @@ static enum MHD_Result completion(server *srv, struct MHD_Connection *c, conn *c
 
 /* ---------------------------------------------------------------- the other endpoints */
 
-/* the body as a JSON object, of at most a context's worth of values and 65536 more (as completions) */
+/* the body as a JSON object, bounded as completions' are (too_many_values) */
 static json_t *body_object(server *srv, conn *cn, serve_err *err)
 {
-    size_t max_values = (size_t)srv->S.context + 65536;
-    if (json_values(cn->body ? cn->body : "", cn->len, max_values) > max_values) {
-        serve_err_set(err, 400, NULL, "invalid_value", "the request has more than %zu JSON values (the context is %d)",
-                      max_values, srv->S.context);
+    if (too_many_values(srv, cn, err))
         return NULL;
-    }
     json_error_t je;
     json_t *j = json_loadb(cn->body ? cn->body : "", cn->len, 0, &je); /* a key given twice: the last, as Python reads it */
     if (!j) {
@@ -1225,11 +1237,11 @@ static enum MHD_Result tokenize(server *srv, struct MHD_Connection *c, conn *cn)
     int32_t *ids = NULL;
     size_t n = 0;
     ogk_error e;
-    /* bounded as a prompt is (a context's worth and 65536 more): an 8 MiB text with its pieces would hold
-     * the tokenizer, which every request needs, for seconds and take hundreds of MB */
+    /* bounded as a prompt is (value_limit): an 8 MiB text with its pieces would hold the tokenizer, which
+     * every request needs, for seconds and take hundreds of MB */
     pthread_mutex_lock(&srv->tok_mu);
     int rc = tok_encode_max(srv->t, json_string_value(content), json_string_length(content), json_is_true(as),
-                            (size_t)srv->S.context + 65536, &ids, &n, &e);
+                            value_limit(srv), &ids, &n, &e);
     json_t *toks = json_array();
     for (size_t i = 0; !rc && i < n; i++) {
         if (json_is_true(wp))
@@ -1431,25 +1443,21 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         __atomic_add_fetch(&srv->http_requests, 1, __ATOMIC_RELAXED);
         const char *bad = bad_framing(c);
         if (bad) {
-            cn->responded = 1;
-            conn_busy(srv, c, 1);
+            answering(srv, c, cn);
             return refuse_framing(srv, c, bad);
         }
         if (!strcmp(method, "OPTIONS")) { /* a browser's preflight: carries no key */
-            cn->responded = 1;
-            conn_busy(srv, c, 1);
+            answering(srv, c, cn);
             return preflight(srv, c);
         }
         /* refuse before reading a body: wrong key, announced size over the limit */
         if (!is(url, "/health", "/v1/health") && !authorised(srv, c)) {
-            cn->responded = 1;
-            conn_busy(srv, c, 1);
+            answering(srv, c, cn);
             return fail(srv, c, 401, NULL, "invalid_api_key", "Invalid API key (send 'Authorization: Bearer KEY')");
         }
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         if (cl && strtoull(cl, NULL, 10) > srv->body_limit) {
-            cn->responded = 1;
-            conn_busy(srv, c, 1);
+            answering(srv, c, cn);
             return fail(srv, c, 413, NULL, "request_too_large", "request body of %s bytes is over the limit of %zu",
                         cl, srv->body_limit);
         }
@@ -1477,8 +1485,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         cn->body[cn->len] = 0;
         return MHD_YES;
     }
-    cn->responded = 1;
-    conn_busy(srv, c, 1);
+    answering(srv, c, cn);
     if (cn->too_big)
         return fail(srv, c, 413, NULL, "request_too_large", "request body over the limit of %zu bytes", srv->body_limit);
     int ready = __atomic_load_n(&srv->ready, __ATOMIC_ACQUIRE);
@@ -1544,10 +1551,10 @@ static void notify_conn(void *cls, struct MHD_Connection *c, void **socket_conte
     server *srv = cls;
     tracked *t = *socket_context;
     if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
-        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-        if (!ci || !(t = calloc(1, sizeof *t)))
+        int fd = conn_fd(c);
+        if (fd < 0 || !(t = calloc(1, sizeof *t)))
             return; /* untracked: only MHD's idle timeout bounds it */
-        t->fd = ci->connect_fd, t->since = ogk_now();
+        t->fd = fd, t->since = ogk_now();
         pthread_mutex_lock(&srv->conn_mu);
         t->next = srv->conns;
         if (srv->conns)
@@ -1663,7 +1670,7 @@ int serve_run(const serve_opts *o, ogk_error *e, int *code)
     int port = 0, v6 = 0, rc = -1;
     struct MHD_Daemon *d = NULL;
     /* one address may hold what the slots and the queue can use, and some more: the others still get in */
-    int nq = (o->parallel > 0 ? o->parallel : 4) + (o->queue > 0 ? o->queue : 256) + 64;
+    int n_slots = o->parallel > 0 ? o->parallel : 4, n_queue = o->queue > 0 ? o->queue : 256, nq = n_slots + n_queue + 64;
     unsigned per_ip = nq < (int)MAX_CONNECTIONS / 2 ? (unsigned)nq : MAX_CONNECTIONS / 2;
     int fd = listen_on(host, o->port, &port, &v6, e);
     if (fd < 0)
@@ -1698,8 +1705,7 @@ int serve_run(const serve_opts *o, ogk_error *e, int *code)
         goto out;
     }
     int mode = o->mode >= 0 ? o->mode : model_default_mode(srv->m); /* -1: the pack's */
-    if (serve_sched_init(&srv->S, srv->m, srv->t, &srv->tok_mu, o->parallel > 0 ? o->parallel : 4,
-                         o->queue > 0 ? o->queue : 256, o->context, mode, o->threads, o->prefix_cache, &me) ||
+    if (serve_sched_init(&srv->S, srv->m, srv->t, &srv->tok_mu, n_slots, n_queue, o->context, mode, o->threads, o->prefix_cache, &me) ||
         (o->draft_path && !(srv->dm = model_open_flags(o->draft_path, q4nx_in_flags(o->weights_in), &me, &mcode))) ||
         (srv->dm && serve_sched_drafter(&srv->S, srv->dm, o->draft_max > 0 ? o->draft_max : 4, &me)) ||
         serve_sched_start(&srv->S, &me)) {

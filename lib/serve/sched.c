@@ -223,10 +223,10 @@ void serve_sched_wake(serve_sched *S)
 
 /* ---------------------------------------------------------------- a job's end */
 
-/* the job is over (done, failed or cancelled): tell its HTTP side, account it, free the slot */
 /* the failure of a job cut or refused at shutdown (503 shutting_down, not a generation that failed) */
 static const char SHUTTING_DOWN[] = "the server is shutting down";
 
+/* the job is over (done, failed or cancelled): tell its HTTP side, account it, free the slot */
 static void finish(serve_sched *S, serve_slot *sl, const char *reason, const char *failure)
 {
     serve_job *j = sl->j;
