@@ -179,16 +179,42 @@ metric() { curl -s -m 10 "http://127.0.0.1:$PORT/metrics" | awk -v k="ogakit_$1"
   fi
   post /v1/completions '{"prompt": "def f(x):", "max_tokens": 3, "temperature": 0, "echo": true}'
   [[ "$(echo "$BODY" | jq -r '.choices[0].text')" == "def f(x):"* ]]
-  # text_offset counts characters (code points, as OpenAI's do), streamed and not: this prompt's continuation
-  # is byte tokens, each "\ufffd" on its own (one character, three bytes)
-  req='{"prompt": "# café – ü ü ü ü", "max_tokens": 6, "temperature": 0, "logprobs": 1'
+  # a token that holds part of a character is OpenAI's "bytes:\\xNN" spelling of its bytes, the tokens' bytes
+  # put together are the text's, and text_offset counts characters (code points, as OpenAI's do), each at the
+  # token with its first byte; streamed and not, echo and answer; chat's "bytes" likewise give the content
+  req='{"prompt": "# café – ü ü ü ü", "max_tokens": 6, "temperature": 0, "logprobs": 1, "echo": true'
   post /v1/completions "$req}"
-  echo "$BODY" | jq -e '.choices[0].logprobs as $l | ($l.tokens | length) == 6 and any($l.tokens[]; test("[^\\u0000-\\u007f]")) and
-    all(range(6); . as $i | $l.text_offset[$i] == ($l.tokens[:$i] | join("") | length))'
-  curl -s -N -m 30 -H 'Content-Type: application/json' --data-binary "$req, \"stream\": true}" \
-    "http://127.0.0.1:$PORT/v1/completions" | sed -n 's/^data: //p' | grep -v '^\[DONE\]' | jq -s -e '
-    [.[].choices[0].logprobs // {} | .text_offset // [] | .[]] as $o | [.[].choices[0].logprobs // {} | .tokens // [] | .[]] as $t |
-    ($t | length) == 6 and all(range(6); . as $i | $o[$i] == ($t[:$i] | join("") | length))'
+  echo "$BODY" >"$BATS_TEST_TMPDIR/lp.json"
+  curl -s -N -m 30 -H 'Content-Type: application/json' --data-binary "$req, \"stream\": true, \"echo\": false}" \
+    "http://127.0.0.1:$PORT/v1/completions" | sed -n 's/^data: //p' | grep -v '^\[DONE\]' | jq -s -c '{choices: [{
+    text: ([.[].choices[0].text // ""] | join("")), logprobs: {tokens: [.[].choices[0].logprobs // {} | .tokens // [] | .[]],
+    text_offset: [.[].choices[0].logprobs // {} | .text_offset // [] | .[]]}}]}' >"$BATS_TEST_TMPDIR/lps.json"
+  post /v1/chat/completions '{"messages": [{"role": "user", "content": "# café – ü ü ü ü"}], "max_tokens": 8, "temperature": 0, "logprobs": true}'
+  echo "$BODY" >"$BATS_TEST_TMPDIR/lpc.json"
+  run /usr/bin/python3 - "$BATS_TEST_TMPDIR/lp.json" "$BATS_TEST_TMPDIR/lps.json" "$BATS_TEST_TMPDIR/lpc.json" <<'PY'
+import json, re, sys
+def raw(t):
+    return bytes(int(h, 16) for h in re.findall(r"\\x([0-9a-f]{2})", t[6:])) if t.startswith("bytes:") else t.encode()
+split = 0
+for f in sys.argv[1:3]:
+    c = json.load(open(f))["choices"][0]
+    toks, offs, text = c["logprobs"]["tokens"], c["logprobs"]["text_offset"], c["text"]
+    assert len(toks) == len(offs) >= 6, (f, toks, offs)
+    parts = [raw(t) for t in toks]
+    split += sum(t.startswith("bytes:") for t in toks)
+    # the text is the bytes read as UTF-8, each maximal invalid subpart one U+FFFD (as Python reads them)
+    assert b"".join(parts).decode("utf-8", "replace") == text, (f, parts, text)
+    for i in range(len(toks)):
+        assert offs[i] == len(b"".join(parts[:i]).decode("utf-8", "replace")), (f, i, offs)
+c = json.load(open(sys.argv[3]))["choices"][0]
+lp = c["logprobs"]["content"]
+assert bytes(b for e in lp for b in e["bytes"]).decode("utf-8", "replace") == c["message"]["content"], lp
+assert all(raw(e["token"]) == bytes(e["bytes"]) for e in lp), lp
+print("tokens split inside a character:", split)
+sys.exit(0 if split else 1)
+PY
+  echo "$output"
+  [ "$status" -eq 0 ]
   post /v1/completions '{"prompt": "def f(x):", "max_tokens": 12, "temperature": 0.9, "top_p": 0.9, "top_k": 40, "seed": 7}'
   a=$(echo "$BODY" | jq -r '.choices[0].text')
   post /v1/completions '{"prompt": "def f(x):", "max_tokens": 12, "temperature": 0.9, "top_p": 0.9, "top_k": 40, "seed": 7}'
@@ -608,6 +634,11 @@ schema_fits() {
   [ "$(echo "$BODY" | jq -r .content)" = "def fibonacci(n):" ]
   post /tokenize '{"content": "def", "with_pieces": true}'
   echo "$BODY" | jq -e '.tokens | all(.[]; (.id | type) == "number" and (.piece | type) == "string")'
+  # a piece that holds part of a character is its bytes (an array, as llama-server gives it); all the pieces'
+  # bytes are the text's
+  post /tokenize '{"content": "é中🎉x", "with_pieces": true}'
+  echo "$BODY" | jq -e '.tokens | any(.[]; (.piece | type) == "array")' >/dev/null
+  echo "$BODY" | /usr/bin/python3 -c 'import json,sys; t=json.load(sys.stdin)["tokens"]; b=b"".join(bytes(p["piece"]) if isinstance(p["piece"],list) else p["piece"].encode() for p in t); sys.exit(0 if b=="é中🎉x".encode() else 1)'
   post /detokenize '{"tokens": [1, 999999]}'
   is_error 400
   # the param named is the bad member (the answer read the freed body and named "content")

@@ -415,22 +415,81 @@ static json_t *timings_json(const serve_job *j)
                      j->draft_accepted);
 }
 
-/* one id's text alone, for logprobs (caller holds tok_mu) */
-static json_t *piece_json(server *srv, int id, json_t **bytes)
+/* characters of the text the tokens' bytes make, counted as the WHATWG decoder that gives the text reads them
+ * (a character, or the U+FFFD of a maximal invalid subpart, at its first byte): text_offset counts characters,
+ * as OpenAI's (Python string) offsets do. need: continuation bytes still expected, lo..hi the next one's range. */
+typedef struct {
+    size_t chars;
+    int need;
+    uint8_t lo, hi;
+} u8count;
+
+static void u8count_add(u8count *c, const char *s, size_t n)
 {
-    ogk_error e;
-    int32_t v = id;
+    for (size_t i = 0; i < n; i++) {
+        uint8_t b = (uint8_t)s[i];
+        if (c->need) {
+            if (b >= c->lo && b <= c->hi) {
+                c->need--, c->lo = 0x80, c->hi = 0xBF;
+                continue;
+            }
+            c->need = 0; /* the broken sequence was one U+FFFD, counted at its first byte; b starts afresh */
+        }
+        c->chars++;
+        c->lo = 0x80, c->hi = 0xBF;
+        if (b >= 0xC2 && b <= 0xDF)
+            c->need = 1;
+        else if (b >= 0xE0 && b <= 0xEF)
+            c->need = 2, c->lo = b == 0xE0 ? 0xA0 : 0x80, c->hi = b == 0xED ? 0x9F : 0xBF;
+        else if (b >= 0xF0 && b <= 0xF4)
+            c->need = 3, c->lo = b == 0xF0 ? 0x90 : 0x80, c->hi = b == 0xF4 ? 0x8F : 0xBF;
+    }
+}
+
+/* one id's piece for logprobs and /tokenize (caller holds tok_mu): the bytes it adds in the middle of a text
+ * (special tokens: their text; ids the tokenizer lacks: none). The piece is their text where they are whole
+ * UTF-8, else OpenAI's "bytes:\\xNN..." spelling (a token that holds part of a character); *bytes (when asked)
+ * the raw bytes, which put back together give the text; count (when given) takes them. raw: the piece as an array of bytes instead of the spelling
+ * where it is not whole UTF-8 (llama-server's /tokenize). */
+static json_t *piece_json_ex(server *srv, int id, json_t **bytes, u8count *count, int raw)
+{
+    char *s = NULL;
     size_t n = 0;
-    char *s = tok_decode(srv->t, &v, 1, 0, 0, &n, &e);
-    json_t *j = jstr(s, s ? n : 0);
+    if (tok_piece_bytes(srv->t, id, &s, &n) <= 0) {
+        ogk_error e;
+        int32_t v = id;
+        free(s);
+        s = tok_decode(srv->t, &v, 1, 0, 0, &n, &e); /* special: its text; absent: NULL, no text */
+        if (!s)
+            n = 0;
+    }
     if (bytes) {
         *bytes = json_array();
-        for (size_t i = 0; s && i < n; i++)
+        for (size_t i = 0; i < n; i++)
             json_array_append_new(*bytes, json_integer((unsigned char)s[i]));
+    }
+    if (count)
+        u8count_add(count, s, n);
+    json_t *j;
+    if (!s || tok_utf8_check(s, n) == n)
+        j = jstr(s, n);
+    else if (raw) {
+        j = json_array();
+        for (size_t i = 0; i < n; i++)
+            json_array_append_new(j, json_integer((unsigned char)s[i]));
+    } else {
+        char *t = malloc(6 + 4 * n + 1);
+        size_t o = t ? (size_t)sprintf(t, "bytes:") : 0;
+        for (size_t i = 0; t && i < n; i++)
+            o += (size_t)sprintf(t + o, "\\x%02x", (unsigned char)s[i]);
+        j = jstr(t, o);
+        free(t);
     }
     free(s);
     return j;
 }
+
+static json_t *piece_json(server *srv, int id, json_t **bytes) { return piece_json_ex(srv, id, bytes, NULL, 0); }
 
 /* logprobs of generated tokens [t0, t1): the completions shape or the chat shape */
 /* generated tokens [t0, t1) of a job, copied under its lock: the scheduler grows (reallocates) the job's
@@ -465,17 +524,8 @@ static int slice_copy(const serve_job *j, int t0, int t1, tok_slice *s)
     return 0;
 }
 
-/* characters (code points) of UTF-8 text: text_offset counts them, as OpenAI's (Python string) offsets do */
-static size_t utf8_chars(const char *s, size_t n)
-{
-    size_t c = 0;
-    for (size_t i = 0; i < n; i++)
-        c += ((unsigned char)s[i] & 0xC0) != 0x80;
-    return c;
-}
-
 /* null_first: the slice is a scored prompt, whose first token has no logprob (completions only) */
-static json_t *logprobs_json(server *srv, const tok_slice *j, int kind, size_t *offset, int null_first)
+static json_t *logprobs_json(server *srv, const tok_slice *j, int kind, u8count *offset, int null_first)
 {
     int top = j->top, t0 = 0, t1 = j->n;
     pthread_mutex_lock(&srv->tok_mu);
@@ -497,9 +547,8 @@ static json_t *logprobs_json(server *srv, const tok_slice *j, int kind, size_t *
     } else {
         json_t *toks = json_array(), *lps = json_array(), *tops = json_array(), *offs = json_array();
         for (int i = t0; i < t1; i++) {
-            json_t *tj = piece_json(srv, j->ids[i], NULL);
-            json_array_append_new(offs, json_integer((json_int_t)*offset));
-            *offset += utf8_chars(json_string_value(tj), json_string_length(tj));
+            json_array_append_new(offs, json_integer((json_int_t)offset->chars));
+            json_t *tj = piece_json_ex(srv, j->ids[i], NULL, offset, 0);
             json_array_append_new(toks, tj);
             if (null_first && i == 0) {
                 json_array_append_new(lps, json_null());
@@ -540,7 +589,8 @@ typedef struct stream {
     int fd;
     char id[48];
     long created;
-    size_t text_sent, offset;
+    size_t text_sent;
+    u8count offset;
     int toks_sent, stage; /* 0 nothing sent, 1 streaming, 2 final chunk sent, 3 [DONE] sent */
     char *pend;
     size_t pend_len, pend_off;
@@ -942,7 +992,7 @@ static json_t *choice_json(server *srv, const serve_req *r, serve_job *j, int ki
     } else {
         text = jstr(j->text, j->text_len);
     }
-    size_t off = 0;
+    u8count off = {0};
     tok_slice sl = {0};
     if (r->logprobs >= 0 && slice_copy(j, 0, serve_job_covered(j, j->text_len, 1), &sl)) { /* done: no lock needed */
         json_decref(text);
@@ -1245,7 +1295,7 @@ static enum MHD_Result tokenize(server *srv, struct MHD_Connection *c, conn *cn)
     json_t *toks = json_array();
     for (size_t i = 0; !rc && i < n; i++) {
         if (json_is_true(wp))
-            json_array_append_new(toks, json_pack("{s:i,s:o}", "id", ids[i], "piece", piece_json(srv, ids[i], NULL)));
+            json_array_append_new(toks, json_pack("{s:i,s:o}", "id", ids[i], "piece", piece_json_ex(srv, ids[i], NULL, NULL, 1)));
         else
             json_array_append_new(toks, json_integer(ids[i]));
     }
