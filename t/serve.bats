@@ -220,6 +220,14 @@ PY
   post /v1/completions '{"prompt": "def f(x):", "max_tokens": 12, "temperature": 0.9, "top_p": 0.9, "top_k": 40, "seed": 7}'
   [ "$(echo "$BODY" | jq -r '.choices[0].text')" = "$a" ]
   [ "$(echo "$BODY" | jq -r '.choices[0].finish_reason')" = length ] || [ "$(echo "$BODY" | jq -r '.usage.completion_tokens')" -lt 12 ]
+  # any 64-bit seed (OpenAI's range), repeated alike; n choices past the largest wrap around
+  for seed in 9223372036854775807 -9223372036854775808; do
+    post /v1/completions "{\"prompt\": \"def f(x):\", \"max_tokens\": 6, \"temperature\": 0.9, \"seed\": $seed, \"n\": 2}"
+    [ "$STATUS" = 200 ]
+    a=$(echo "$BODY" | jq -c '[.choices[].text]')
+    post /v1/completions "{\"prompt\": \"def f(x):\", \"max_tokens\": 6, \"temperature\": 0.9, \"seed\": $seed, \"n\": 2}"
+    [ "$(echo "$BODY" | jq -c '[.choices[].text]')" = "$a" ]
+  done
 }
 
 @test "serve: echo with logprobs scores the prompt (lm-evaluation-harness's loglikelihood): each token's logprob is the model's, max_tokens 0 and 1, id prompts, n choices, streamed" {
@@ -882,6 +890,10 @@ schema_fits() {
   done
   # refused: a forced call without tools, a name not among them, with JSON mode
   start_server -m "$W/tooly.q4nx"
+  # stop strings do not cut a forced call (every call has a '}' and a '"'): it was handed back as a text answer
+  post /v1/chat/completions "{\"messages\": $u, \"tools\": $tools, \"tool_choice\": \"required\", \"max_tokens\": 400, \"temperature\": 0, \"stop\": [\"}\", \"\\\"\"]}"
+  echo "$BODY" | jq -e '.choices[0] | .finish_reason == "tool_calls" and .message.content == null and
+    (.message.tool_calls | length) == 1 and (.message.tool_calls[0].function | '"$fits"')' >/dev/null
   post /v1/chat/completions "{\"messages\": $u, \"tool_choice\": \"required\"}"; is_error 400
   [ "$(echo "$BODY" | jq -r .error.param)" = tool_choice ]
   post /v1/chat/completions "{\"messages\": $u, \"tools\": $tools, \"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": \"sub\"}}}"

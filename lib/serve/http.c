@@ -960,7 +960,8 @@ static serve_job *job_for(server *srv, const serve_req *r, const int *ids, int n
     if (r->force_tool && !(j->prog = serve_tools_program(r, hermes)))
         goto oom;
     j->json |= j->prog != NULL;
-    if (r->n_stops) {
+    if (r->n_stops && !r->force_tool) { /* a forced call ends where its program does: a stop string would
+                                         * hand back part of a call as a finished text answer */
         if (!(j->stops = calloc((size_t)r->n_stops, sizeof *j->stops)))
             goto oom;
         for (int i = 0; i < r->n_stops; i++)

@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -431,7 +432,7 @@ int serve_req_parse(const char *body, size_t len, int kind, serve_req *r, serve_
         goto out;
     r->top_k = (int)x;
     if (field(j, "seed")) {
-        if (get_int(j, "seed", -(1LL << 62), 1LL << 62, &x, err))
+        if (get_int(j, "seed", LLONG_MIN, LLONG_MAX, &x, err))
             goto out;
         r->has_seed = 1, r->seed = (uint64_t)x;
     }
