@@ -228,6 +228,17 @@ PY
     post /v1/completions "{\"prompt\": \"def f(x):\", \"max_tokens\": 6, \"temperature\": 0.9, \"seed\": $seed, \"n\": 2}"
     [ "$(echo "$BODY" | jq -c '[.choices[].text]')" = "$a" ]
   done
+  # a stop string that is a special token's text ends the answer where the model writes that token (special
+  # tokens add no text: the filter never saw it); without the stop the token goes on
+  for chat in 0 1; do
+    body='"max_tokens": 5, "temperature": 0, "logit_bias": {"4095": 100}, "return_tokens": true'
+    ep=/v1/completions pre='"prompt": "def f(x):"'
+    [ "$chat" = 1 ] && ep=/v1/chat/completions pre='"messages": [{"role": "user", "content": "hi"}]'
+    post $ep "{$pre, $body, \"stop\": [\"<|im_end|>\"]}"
+    echo "$BODY" | jq -e '.choices[0].finish_reason == "stop" and .usage.completion_tokens == 1' >/dev/null
+    post $ep "{$pre, $body}"
+    echo "$BODY" | jq -e '.choices[0].finish_reason == "length" and .choices[0].tokens == [4095, 4095, 4095, 4095, 4095]' >/dev/null
+  done
 }
 
 @test "serve: echo with logprobs scores the prompt (lm-evaluation-harness's loglikelihood): each token's logprob is the model's, max_tokens 0 and 1, id prompts, n choices, streamed" {

@@ -18,6 +18,7 @@
 typedef struct {
     tok_stream *ts;
     model_stopper stop;
+    tok *t;
     int *ids;
     int n_ids, cap;
     char *text; /* --json: everything released */
@@ -50,7 +51,9 @@ static int on_token(int id, void *arg)
     if (r->n_ids == r->cap && !(r->ids = realloc(r->ids, (size_t)(r->cap = r->cap * 2 + 64) * sizeof *r->ids)))
         ogk_die(OGK_EXIT_INIT, "out of memory");
     r->ids[r->n_ids++] = id;
-    size_t n;
+    size_t n = 0;
+    if (r->stop.n && tok_is_special(r->t, id) && model_stopper_special(&r->stop, tok_id_to_token(r->t, id, &n), n))
+        return 1; /* a special token named as a stop string: it adds no text for the filter to see */
     const char *s = tok_stream_put(r->ts, id, &n, &e);
     if (!s)
         ogk_die(OGK_EXIT_INIT, "detokenize: %s", e.msg);
@@ -101,7 +104,7 @@ int cmd_run(int argc, char **argv)
     if (model_sampler_init(&sp, model_sample_vocab(m->c.vocab_size, tok_vocab_size(t), o.temp), o.temp, o.sample_top_k, o.top_p,
                            o.seed ? o.seed : (uint64_t)getpid()))
         ogk_die(OGK_EXIT_INIT, "out of memory");
-    run_ctx r = {.ts = tok_stream_new(t, TOK_STREAM_SKIP_SPECIAL | TOK_STREAM_SKIP_UNKNOWN), .json = o.json};
+    run_ctx r = {.ts = tok_stream_new(t, TOK_STREAM_SKIP_SPECIAL | TOK_STREAM_SKIP_UNKNOWN), .t = t, .json = o.json};
     if (!r.ts)
         ogk_die(OGK_EXIT_INIT, "out of memory");
     model_stopper_init(&r.stop, o.stops, o.n_stops);

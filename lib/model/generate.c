@@ -188,6 +188,14 @@ void model_stopper_free(model_stopper *st)
     memset(st, 0, sizeof *st);
 }
 
+int model_stopper_special(const model_stopper *st, const char *text, size_t len)
+{
+    for (int i = 0; text && i < st->n; i++)
+        if (strlen(st->stops[i]) == len && !memcmp(st->stops[i], text, len))
+            return 1;
+    return 0;
+}
+
 /* length of the longest suffix of buf that is a proper prefix of some stop string */
 static size_t held_back(const model_stopper *st)
 {

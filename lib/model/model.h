@@ -229,6 +229,9 @@ void model_stopper_free(model_stopper *st);
 int model_stopper_feed(model_stopper *st, const char *text, size_t len, void (*out)(const char *, size_t, void *),
                        void *ctx);
 void model_stopper_flush(model_stopper *st, void (*out)(const char *, size_t, void *), void *ctx);
+/* 1 when text, a special token's (which adds none to the text the filter reads), is one of the stop strings:
+ * "<|im_end|>" as a stop string ends an answer where the model writes that token */
+int model_stopper_special(const model_stopper *st, const char *text, size_t len);
 
 /* ---- generation (generate.c): prefill the prompt, then sample and decode one token per pass ---- */
 typedef struct model_gen {

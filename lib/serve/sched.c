@@ -495,6 +495,19 @@ static int job_grow(serve_job *j, int top)
     return 0;
 }
 
+/* a special token whose text is one of the job's stop strings ends the answer as an end token does */
+static int special_stop(serve_sched *S, const serve_slot *sl, int id)
+{
+    if (!sl->st.n)
+        return 0;
+    size_t n = 0;
+    pthread_mutex_lock(S->tok_mu);
+    const char *s = tok_is_special(S->t, id) ? tok_id_to_token(S->t, id, &n) : NULL;
+    int hit = model_stopper_special(&sl->st, s, n);
+    pthread_mutex_unlock(S->tok_mu);
+    return hit;
+}
+
 /* sample the slot's next token from logits and hand it to the job; decides whether it goes on (the
  * same rules, in the same order, as model_generate). 1: it goes on, 0: the job is over. */
 static int next_token(serve_sched *S, serve_slot *sl, const float *logits)
@@ -518,7 +531,7 @@ static int next_token(serve_sched *S, serve_slot *sl, const float *logits)
     if (!j->t_first)
         j->t_first = ogk_now();
     pthread_mutex_unlock(&j->mu);
-    if (!j->ignore_eos && model_is_eos(m, id)) {
+    if ((!j->ignore_eos && model_is_eos(m, id)) || special_stop(S, sl, id)) {
         finish(S, sl, "stop", NULL);
         return 0;
     }
