@@ -710,6 +710,20 @@ schema_fits() {
   post /v1/chat/completions '{"messages": []}'; is_error 400
   post /v1/chat/completions '{"messages": [{"role": "wizard", "content": "x"}]}'; is_error 400
   post /v1/chat/completions '{"messages": "hello"}'; is_error 400
+  # content: required but for an assistant's; parts of other kinds than text named; an assistant's refusal
+  # part is its text
+  for role in user system developer tool; do
+    post /v1/chat/completions "{\"messages\": [{\"role\": \"$role\"}]}"; is_error 400
+    [ "$(echo "$BODY" | jq -r .error.code)" = missing_required_parameter ]
+    post /v1/chat/completions "{\"messages\": [{\"role\": \"$role\", \"content\": null}]}"; is_error 400
+  done
+  post /v1/chat/completions '{"messages": [{"role": "user", "content": [{"type": "text", "text": "what is"},
+    {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]}]}'; is_error 400
+  echo "$BODY" | jq -e '.error.message | test("content\\[1\\]") and test("image_url")' >/dev/null
+  post /v1/chat/completions '{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content":
+    [{"type": "refusal", "refusal": "I cannot."}]}, {"role": "user", "content": "ok"}], "max_tokens": 1}'
+  [ "$STATUS" = 200 ]
+  post /v1/chat/completions '{"messages": [{"role": "user", "content": [{"type": "refusal", "refusal": "x"}]}]}'; is_error 400
   post /v1/completions '{"prompt": 42}'; is_error 400
   post /v1/completions '{"prompt": "x", "max_tokens": "4"}'; is_error 400
   post /v1/completions '{"prompt": "x", "max_tokens": -1}'; is_error 400
@@ -763,6 +777,9 @@ schema_fits() {
   BODY=$(cat "$BATS_TEST_TMPDIR/body"); is_error 413
   get /v1/nothing; is_error 404
   get /v1/completions; is_error 405
+  # a 405 says what the endpoint takes (RFC 9110's Allow)
+  curl -s -m 30 -D - -o /dev/null "http://127.0.0.1:$PORT/v1/completions" | tr -d '\r' | grep -qix 'allow: POST, OPTIONS'
+  curl -s -m 30 -D - -o /dev/null -X POST "http://127.0.0.1:$PORT/v1/models" | tr -d '\r' | grep -qix 'allow: GET, HEAD, OPTIONS'
   # still serving
   post /v1/completions '{"prompt": "x", "max_tokens": 2}'
   [ "$STATUS" = 200 ]

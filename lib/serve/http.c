@@ -150,9 +150,10 @@ static void add_cors(const server *srv, struct MHD_Response *r)
         MHD_add_response_header(r, "Vary", "Origin");
 }
 
-/* buf (malloc'd, taken) as the answer; close: the connection closes after it (what follows cannot be framed) */
+/* buf (malloc'd, taken) as the answer, with one more header hname: hval when hname is given (a 503's
+ * Retry-After, a 405's Allow); close: the connection closes after it (what follows cannot be framed) */
 static enum MHD_Result send_text_close(const server *srv, struct MHD_Connection *c, int status, const char *type,
-                                       char *buf, size_t len, const char *retry_after, int close)
+                                       char *buf, size_t len, const char *hname, const char *hval, int close)
 {
     struct MHD_Response *r = MHD_create_response_from_buffer(len, buf, MHD_RESPMEM_MUST_FREE);
     if (!r) {
@@ -161,8 +162,8 @@ static enum MHD_Result send_text_close(const server *srv, struct MHD_Connection 
     }
     add_cors(srv, r);
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
-    if (retry_after)
-        MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, retry_after);
+    if (hname)
+        MHD_add_response_header(r, hname, hval);
     if (close)
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
     enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, r);
@@ -171,9 +172,9 @@ static enum MHD_Result send_text_close(const server *srv, struct MHD_Connection 
 }
 
 static enum MHD_Result send_text(const server *srv, struct MHD_Connection *c, int status, const char *type, char *buf,
-                                 size_t len, const char *retry_after)
+                                 size_t len)
 {
-    return send_text_close(srv, c, status, type, buf, len, retry_after, 0);
+    return send_text_close(srv, c, status, type, buf, len, NULL, NULL, 0);
 }
 
 static enum MHD_Result send_json(const server *srv, struct MHD_Connection *c, int status, json_t *j)
@@ -182,7 +183,7 @@ static enum MHD_Result send_json(const server *srv, struct MHD_Connection *c, in
     json_decref(j);
     if (!s)
         return MHD_NO;
-    return send_text(srv, c, status, "application/json", s, strlen(s), NULL);
+    return send_text(srv, c, status, "application/json", s, strlen(s));
 }
 
 static json_t *err_json(const serve_err *err)
@@ -191,7 +192,9 @@ static json_t *err_json(const serve_err *err)
                      err->param, "code", err->code);
 }
 
-static enum MHD_Result send_err_close(server *srv, struct MHD_Connection *c, const serve_err *err, int close)
+/* allow: a 405's methods (its Allow header) */
+static enum MHD_Result send_err_allow(server *srv, struct MHD_Connection *c, const serve_err *err, int close,
+                                      const char *allow)
 {
     __atomic_add_fetch(&srv->http_errors, 1, __ATOMIC_RELAXED);
     json_t *j = err_json(err);
@@ -201,7 +204,14 @@ static enum MHD_Result send_err_close(server *srv, struct MHD_Connection *c, con
         s = strdup("{\"error\":{\"message\":\"server error\",\"type\":\"server_error\",\"param\":null,\"code\":null}}");
     if (!s)
         return MHD_NO;
-    return send_text_close(srv, c, err->status, "application/json", s, strlen(s), err->status == 503 ? "1" : NULL, close);
+    return send_text_close(srv, c, err->status, "application/json", s, strlen(s),
+                           err->status == 503 ? MHD_HTTP_HEADER_RETRY_AFTER : allow ? MHD_HTTP_HEADER_ALLOW : NULL,
+                           err->status == 503 ? "1" : allow, close);
+}
+
+static enum MHD_Result send_err_close(server *srv, struct MHD_Connection *c, const serve_err *err, int close)
+{
+    return send_err_allow(srv, c, err, close, NULL);
 }
 
 static enum MHD_Result send_err(server *srv, struct MHD_Connection *c, const serve_err *err)
@@ -222,6 +232,14 @@ static enum MHD_Result fail(server *srv, struct MHD_Connection *c, int status, c
     va_end(ap);
     serve_err_set(&err, status, param, code, "%s", msg);
     return send_err(srv, c, &err);
+}
+
+/* 405, with the Allow header RFC 9110 asks for: post, the endpoint takes POST, else GET (and HEAD) */
+static enum MHD_Result not_allowed(server *srv, struct MHD_Connection *c, const char *method, const char *url, int post)
+{
+    serve_err err;
+    serve_err_set(&err, 405, NULL, "method_not_allowed", "%.64s %.200s: use %s", method, url, post ? "POST" : "GET");
+    return send_err_allow(srv, c, &err, 0, post ? "POST, OPTIONS" : "GET, HEAD, OPTIONS");
 }
 
 /* Content-Length headers: the first value, and whether another differs */
@@ -1421,7 +1439,7 @@ static enum MHD_Result metrics(server *srv, struct MHD_Connection *c)
     M("kv_cells_total", "gauge", "KV cache positions, over all slots.", "%ld", (long)S->context * S->n_slots);
 #undef M
     fclose(f);
-    return send_text(srv, c, 200, "text/plain; version=0.0.4", buf, len, NULL);
+    return send_text(srv, c, 200, "text/plain; version=0.0.4", buf, len);
 }
 
 /* ---------------------------------------------------------------- routing */
@@ -1542,7 +1560,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     int ready = __atomic_load_n(&srv->ready, __ATOMIC_ACQUIRE);
     if (is(url, "/health", "/v1/health")) {
         if (!get)
-            return fail(srv, c, 405, NULL, "method_not_allowed", "%s %s: use GET", method, url);
+            return not_allowed(srv, c, method, url, 0);
         if (!ready)
             return fail(srv, c, 503, NULL, "model_loading", "Loading model");
         return send_json(srv, c, 200, json_pack("{s:s}", "status", "ok"));
@@ -1559,7 +1577,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     const char *mid = !strncmp(url, "/v1/models/", 11) ? url + 11 : !strncmp(url, "/models/", 8) ? url + 8 : NULL;
     if (route < 0 && mid && *mid) {
         if (!get)
-            return fail(srv, c, 405, NULL, "method_not_allowed", "%s %s: use GET", method, url);
+            return not_allowed(srv, c, method, url, 0);
         if (!ready)
             return fail(srv, c, 503, NULL, "model_loading", "Loading model");
         return model_get(srv, c, mid);
@@ -1567,8 +1585,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     if (route < 0)
         return fail(srv, c, 404, NULL, "not_found", "no endpoint %s %s", method, url);
     if (routes[route].post ? !post : !get)
-        return fail(srv, c, 405, NULL, "method_not_allowed", "%s %s: use %s", method, url,
-                    routes[route].post ? "POST" : "GET");
+        return not_allowed(srv, c, method, url, routes[route].post);
     if (!ready)
         return fail(srv, c, 503, NULL, "model_loading", "Loading model");
     switch (route) {

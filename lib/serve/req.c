@@ -130,8 +130,8 @@ static int add_stop(serve_req *r, const json_t *s, serve_err *err)
     return 0;
 }
 
-/* chat content: a string, or an array of parts of which the text ones are joined */
-static json_t *content_text(const json_t *c, size_t i, serve_err *err)
+/* chat content: a string, or an array of text parts joined (an assistant's refusal parts as their text) */
+static json_t *content_text(const json_t *c, size_t i, int assistant, serve_err *err)
 {
     if (!c)
         return json_string("");
@@ -148,11 +148,17 @@ static json_t *content_text(const json_t *c, size_t i, serve_err *err)
     json_array_foreach(c, k, p)
     {
         const char *type = json_string_value(json_object_get(p, "type"));
-        const json_t *t = json_object_get(p, "text");
-        if (!json_is_object(p) || !type || strcmp(type, "text") || !json_is_string(t)) {
+        int refusal = type && assistant && !strcmp(type, "refusal");
+        const json_t *t = json_object_get(p, refusal ? "refusal" : "text");
+        if (!json_is_object(p) || !type || (strcmp(type, "text") && !refusal) || !json_is_string(t)) {
             fclose(f), free(buf);
-            BAD("messages", "messages[%zu].content[%zu]: only {\"type\": \"text\", \"text\": ...} parts are supported", i,
-                k);
+            if (type && strcmp(type, "text") && !refusal)
+                BAD("messages", "messages[%zu].content[%zu]: a part of type '%.64s' is not supported (this server reads "
+                    "text: {\"type\": \"text\", \"text\": ...} parts%s)", i, k, type,
+                    assistant ? " and an assistant's refusal parts" : "");
+            else
+                BAD("messages", "messages[%zu].content[%zu]: a part must be {\"type\": \"%s\", \"%s\": a string}", i, k,
+                    refusal ? "refusal" : "text", refusal ? "refusal" : "text");
             return NULL;
         }
         fwrite(json_string_value(t), 1, json_string_length(t), f);
@@ -189,7 +195,10 @@ static int parse_messages(serve_req *r, const json_t *msgs, serve_err *err)
          * it (DeepSeek's "content is none"); where a template cannot take null, http.c renders "" instead */
         const json_t *calls0 = field(m, "tool_calls"), *c0 = field(m, "content");
         int keep_null = !strcmp(rs, "assistant") && !c0 && calls0;
-        json_t *c = keep_null ? json_null() : content_text(c0, i, err);
+        if (!c0 && strcmp(rs, "assistant")) /* OpenAI's rule: only an assistant's message may go without */
+            return serve_err_set(err, 400, "messages", "missing_required_parameter",
+                                 "messages[%zu]: a %s message needs 'content' (a string or text parts)", i, rs);
+        json_t *c = keep_null ? json_null() : content_text(c0, i, !strcmp(rs, "assistant"), err);
         if (!c)
             return -1;
         r->null_content |= keep_null;
@@ -323,10 +332,11 @@ static int parse_format(serve_req *r, const json_t *v, serve_err *err)
         r->schema_src = json_incref((json_t *)sch);
         if (!jg_schema_object(r->schema))
             return serve_err_set(err, 400, "response_format", "invalid_value",
-                                 "json_schema: the schema's values must be objects");
+                                 "json_schema: the schema must describe an object (JSON mode writes one object; an "
+                                 "array or a scalar at the top is not supported)");
         r->json = 1;
     } else if (strcmp(ty, "text"))
-        return BAD("response_format", "'response_format.type' is '%.64s', want 'text' or 'json_object'", ty);
+        return BAD("response_format", "'response_format.type' is '%.64s', want 'text', 'json_object' or 'json_schema'", ty);
     return 0;
 }
 
