@@ -223,7 +223,7 @@ static int sweep(kern_pool *pool, q4nx_file *f, int *all_ok)
         ss_tot += (ys[i] - my) * (ys[i] - my);
     }
     json_t *out = json_object();
-    json_object_set_new(out, "model", json_string(o.model));
+    json_object_set_new(out, "model", ogk_json_str(o.model));
     json_object_set_new(out, "launches", launches);
     json_t *fit = json_object();
     json_object_set_new(fit, "law", json_string("ms = floor_ms + MB / rate_MB_per_ms"));

@@ -84,7 +84,7 @@ int main(int argc, char **argv)
     uint64_t bytes = 0;
     json_t *report = json_object();
     json_t *summary = json_object();
-    json_object_set_new(report, "file", json_string(path));
+    json_object_set_new(report, "file", ogk_json_str(path));
     json_object_set_new(report, "container", verify_container(path, f, &bytes));
     double dt = ogk_now() - t0;
     json_object_set_new(summary, "checksummed_bytes", json_integer((json_int_t)bytes));

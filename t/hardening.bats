@@ -539,3 +539,20 @@ PY
   [[ "$output" == *"payload 1099511627776 bytes, parts say"* ]]
   [ ! -e "$W/x.q4nx" ]
 }
+
+# held-out audit: jansson refuses text that is not UTF-8, so a report naming such a path was built as nothing
+# (npu-forward info printed nothing with exit 0) or lost its key (q4nx-verify's "file" and "container")
+@test "hardening: a path that is not UTF-8 is named in the JSON reports ('?' for its bytes from 0x80), never an empty or partial report" {
+  p=$TOP/share/models/pytiny-target
+  m=$W/$'m\xfe.q4nx'
+  oga-extract "$p" | q4nx-pack -o "$m"
+  run -0 npu-forward info -m "$m"
+  echo "$output" | jq -e --arg w "$W/m?.q4nx" '.model == $w and .family == "qwen2"' >/dev/null
+  run -0 q4nx-verify "$m"
+  echo "$output" | jq -e --arg w "$W/m?.q4nx" '.file == $w and (.container | type) == "object"' >/dev/null
+  echo '[1, 2, 3]' >"$W/ids"
+  run -0 npu-forward logits -m "$m" --ids "$W/ids" --out-f32 "$W/"$'l\xff.f32'
+  echo "$output" | jq -e --arg w "$W/l?.f32" '.logits_f32 == $w' >/dev/null
+  run -0 npu-gemm --sweep -m "$m" --reps 1 --check-rows 0
+  echo "$output" | jq -e --arg w "$W/m?.q4nx" '.model == $w' >/dev/null
+}

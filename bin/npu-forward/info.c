@@ -24,7 +24,7 @@ int cmd_info(int argc, char **argv)
     json_t *eos = json_array();
     for (int i = 0; i < c->n_eos; i++)
         json_array_append_new(eos, json_integer(c->eos_ids[i]));
-    json_t *r = json_pack("{s:s,s:s,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:b,s:b,s:b,s:o,s:I,s:s}", "model", o.mo.model,
+    json_t *r = json_pack("{s:o,s:s,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:b,s:b,s:b,s:o,s:I,s:s}", "model", ogk_json_str(o.mo.model),
                           "family", c->family_name, "vocab_size", c->vocab_size, "hidden_size", c->dim,
                           "intermediate_size", c->hidden_dim, "num_layers", c->n_layers, "num_heads", c->n_heads,
                           "num_kv_heads", c->n_kv_heads, "head_dim", c->head_dim, "context_length",

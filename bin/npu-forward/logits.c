@@ -88,7 +88,7 @@ int cmd_logits(int argc, char **argv)
     json_t *res = json_pack("{s:s,s:s,s:s,s:i,s:o,s:i}", "mode", "teacher", "feed", o.feed, "accuracy",
                             kern_mode_name(app_mode(m, &o.mo)), "vocab_size", V, "ids", idj, "positions", n);
     if (o.out_f32)
-        json_object_set_new(res, "logits_f32", json_string(o.out_f32)), json_decref(rows);
+        json_object_set_new(res, "logits_f32", ogk_json_str(o.out_f32)), json_decref(rows);
     else
         json_object_set_new(res, o.top_logits ? "topk" : "logits", rows);
     if (ogk_json_print(stdout, res))

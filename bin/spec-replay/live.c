@@ -76,7 +76,7 @@ int live(void)
     double spec_tok = st.new_tokens ? st.decode_ms / st.new_tokens : 0;
     double measured = spec_tok > 0 ? t_tok / spec_tok : 0;
 
-    json_t *j = json_pack("{s:s,s:s,s:s,s:i,s:i,s:i,s:i}", "target", opt.target, "draft", opt.draft, "mode",
+    json_t *j = json_pack("{s:o,s:o,s:s,s:i,s:i,s:i,s:i}", "target", ogk_json_str(opt.target), "draft", ogk_json_str(opt.draft), "mode",
                           kern_mode_name(opt.mode), "threads", kern_pool_threads(ts->pool), "k", opt.k,
                           "prompt_tokens", np, "new_tokens", st.new_tokens);
     json_object_set_new(j, "rounds", json_integer(st.rounds));

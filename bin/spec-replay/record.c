@@ -309,7 +309,7 @@ int record_main(int argc, char **argv)
         char *name = strdup(opt.target);
         size_t fsz = (size_t)q4nx_file_size(rp.T->file);
         spec_hash(q4nx_file_bytes(rp.T->file), fsz, hash);
-        target = json_pack("{s:s,s:s,s:s,s:I}", "container", opt.target, "name", basename(name), "checksum", hash,
+        target = json_pack("{s:o,s:o,s:s,s:I}", "container", ogk_json_str(opt.target), "name", ogk_json_str(basename(name)), "checksum", hash,
                            "bytes", (json_int_t)fsz);
         free(name);
     } else {
@@ -321,7 +321,7 @@ int record_main(int argc, char **argv)
             tokenizer = json_pack("{s:s,s:I}", "hash", hash, "bytes", (json_int_t)tl);
         }
         char *id = spec_http_model_id(rp.h);
-        target = json_pack("{s:s,s:s?}", "url", opt.url, "model", id);
+        target = json_pack("{s:o,s:o?}", "url", ogk_json_str(opt.url), "model", id ? ogk_json_str(id) : NULL);
         free(id);
     }
     json_t *doc = record_once(&rp, ps, target, tokenizer, vocab);

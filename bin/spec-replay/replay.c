@@ -242,9 +242,9 @@ int replay(void)
     json_t *out = json_object();
     json_object_set_new(out, "recording", json_pack("{s:O,s:i,s:s?}", "target", r->target, "prompts", r->n,
                                                     "tokenizer_hash", r->tokenizer_hash));
-    json_object_set_new(out, "drafter", opt.draft ? json_pack("{s:s,s:i}", "container", opt.draft, "vocab_size",
+    json_object_set_new(out, "drafter", opt.draft ? json_pack("{s:o,s:i}", "container", ogk_json_str(opt.draft), "vocab_size",
                                                             D->c.vocab_size)
-                                                : json_pack("{s:s}", "url", opt.draft_url));
+                                                : json_pack("{s:o}", "url", ogk_json_str(opt.draft_url)));
     json_object_set_new(out, "results", res);
     int rc = 0;
     if (opt.json) {

@@ -89,11 +89,28 @@ int ogk_fail(ogk_error *e, const char *fmt, ...)
 
 int ogk_json_print(FILE *f, const json_t *j)
 {
+    if (!j) /* a report that could not be built: named, never an empty output with exit 0 */
+        ogk_die(OGK_EXIT_INIT, "internal error: the JSON report could not be built (out of memory, or text that is "
+                               "not UTF-8)");
     if (json_dumpf(j, f, JSON_INDENT(2) | JSON_PRESERVE_ORDER) != 0)
         return -1;
     if (fputc('\n', f) == EOF || fflush(f) != 0)
         return -1;
     return 0;
+}
+
+json_t *ogk_json_str(const char *s)
+{
+    json_t *j = json_string(s ? s : "");
+    if (j || !s)
+        return j;
+    char *c = strdup(s);
+    for (size_t i = 0; c && c[i]; i++)
+        if ((unsigned char)c[i] >= 0x80)
+            c[i] = '?';
+    j = c ? json_string(c) : NULL;
+    free(c);
+    return j;
 }
 
 double ogk_now(void)

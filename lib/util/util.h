@@ -127,6 +127,10 @@ uint16_t ogk_f32_to_bf16(float f); /* round to nearest even */
 /* ---- JSON: the one writer. Pretty (2-space indent), keys in insertion order, newline after.
  * Returns 0, or -1 when the write failed. Steals nothing: the caller still owns j. ---- */
 int ogk_json_print(FILE *f, const json_t *j);
+/* A JSON string of text that may not be UTF-8 (a path from the command line or a directory): as it is when
+ * it is, else with every byte from 0x80 up as '?' (a report names the file rather than dropping the key:
+ * jansson refuses such text, and json_pack then builds nothing). Never NULL but out of memory. */
+json_t *ogk_json_str(const char *s);
 
 /* ---- misc ---- */
 double ogk_now(void); /* monotonic seconds */

@@ -238,7 +238,7 @@ json_t *verify_container(const char *path, q4nx_file *f, uint64_t *bytes_checked
         fail("%s: the metadata's q4nx {tensors, assets, layout} do not match the container's tables (%zu, %zu, %s)", path,
              q4nx_tensor_count(f), q4nx_asset_count(f), ogk_layout_name(q4nx_layout(f)));
     char buf[64];
-    json_t *r = json_pack("{s:s,s:o,s:o,s:s,s:I,s:I,s:I,s:s,s:s}", "file", path, "format_version",
+    json_t *r = json_pack("{s:o,s:o,s:o,s:s,s:I,s:I,s:I,s:s,s:s}", "file", ogk_json_str(path), "format_version",
                           json_incref(json_object_get(q, "format_version")), "layout_version",
                           json_incref(json_object_get(q, "layout_version")), "layout", ogk_layout_name(q4nx_layout(f)),
                           "bytes", (json_int_t)q4nx_file_size(f), "tensors", (json_int_t)q4nx_tensor_count(f), "assets",
@@ -763,7 +763,7 @@ json_t *verify_against(q4nx_file *a, q4nx_file *b, const char *bpath, json_t *su
     json_object_set_new(summary, "against_groups", json_integer((json_int_t)tot.groups));
     json_object_set_new(summary, "against_exact_groups_pct",
                         jnum(tot.groups ? 100.0 * (double)tot.exact / (double)tot.groups : 100.0));
-    return json_pack("{s:s,s:s,s:o}", "file", bpath, "layout", ogk_layout_name(q4nx_layout(b)), "tensors", arr);
+    return json_pack("{s:o,s:s,s:o}", "file", ogk_json_str(bpath), "layout", ogk_layout_name(q4nx_layout(b)), "tensors", arr);
 }
 
 void verify_begin(void)
