@@ -87,6 +87,7 @@ int main(int argc, char **argv)
     (void)fcntl(STDIN_FILENO, F_SETPIPE_SZ, 1 << 20);
     ogk_error e;
     ogk_out out;
+    ogk_input_note(STDIN_FILENO, "standard input"); /* -o naming the stream's own file is refused */
     if (ogk_out_open(&out, out_path, &e))
         ogk_die(out_path ? OGK_EXIT_CHECK : OGK_EXIT_USAGE, "%s", e.msg);
     q4nx_writer *w = q4nx_writer_new(out.fd, layout, &e);

@@ -556,3 +556,30 @@ PY
   run -0 npu-gemm --sweep -m "$m" --reps 1 --check-rows 0
   echo "$output" | jq -e --arg w "$W/m?.q4nx" '.model == $w' >/dev/null
 }
+
+# held-out audit: -o naming the run's own input replaced it (the model by logits, the prompts or the model by
+# a recording, the stream by its container, the pack's weights by the stream)
+@test "hardening: -o naming a file the run reads is refused (exit 2) and the file is kept" {
+  cp -r "$TOP/share/models/pytiny-target" "$W/pk"
+  oga-extract "$W/pk" >"$W/s.ogax"
+  q4nx-pack -o "$W/m.q4nx" <"$W/s.ogax"
+  echo '[1, 2, 3]' >"$W/ids"
+  echo '[{"text": "def f"}]' >"$W/prompts.json"
+  md5sum "$W/pk/model.onnx.data" "$W/s.ogax" "$W/m.q4nx" "$W/ids" "$W/prompts.json" >"$W/sums"
+  run -2 npu-forward logits -m "$W/m.q4nx" --ids "$W/ids" --out-f32 "$W/m.q4nx"
+  [[ "$output" == *"is an input of this run"* ]]
+  run -2 npu-forward logits -m "$W/m.q4nx" --ids "$W/ids" --out-f32 "$W/ids"
+  run -2 bash -c "npu-forward logits -m '$W/m.q4nx' --ids - --out-f32 '$W/ids' <'$W/ids'"
+  run -2 spec-replay record -m "$W/m.q4nx" --prompts "$W/prompts.json" --tokens 2 -o "$W/prompts.json"
+  run -2 spec-replay record -m "$W/m.q4nx" --prompts "$W/prompts.json" --tokens 2 -o "$W/m.q4nx"
+  run -2 bash -c "q4nx-pack -o '$W/s.ogax' <'$W/s.ogax'"
+  [[ "$output" == *"standard input"* ]]
+  run -2 oga-extract -o "$W/pk/model.onnx.data" "$W/pk"
+  ln -s "$W/m.q4nx" "$W/link.q4nx"
+  run -2 npu-forward logits -m "$W/m.q4nx" --ids "$W/ids" --out-f32 "$W/link.q4nx"
+  md5sum -c --quiet "$W/sums"
+  [ -z "$(ls -a "$W/pk" "$W" | grep -E '\.tmp\.[0-9]+$')" ]
+  # another file is written as before
+  run -0 npu-forward logits -m "$W/m.q4nx" --ids "$W/ids" --out-f32 "$W/l.f32"
+  [ -s "$W/l.f32" ]
+}

@@ -82,6 +82,17 @@ EOS
   [ "$status" -eq 1 ] && [ -z "$output" ] && [[ "$stderr" == *"cannot create a file in"* ]]
   run --separate-stderr "$P" -o "$BATS_TEST_TMPDIR" "$TOP/share/models/pytiny-target"
   [ "$status" -eq 2 ] && [[ "$stderr" == *"is a directory"* ]]
+  # held-out audit: -o naming the pack's own file overwrote it; -o "" kept nothing; -t 2000 passed this
+  # check and failed the run gate after the import
+  cp -r "$TOP/share/models/pytiny-target" "$W/pk"
+  sum=$(md5sum <"$W/pk/model.onnx.data")
+  run --separate-stderr "$P" --no-serve -o "$W/pk/model.onnx.data" "$W/pk"
+  [ "$status" -eq 2 ] && [ -z "$output" ] && [[ "$stderr" == *"the pack's own model.onnx.data"* ]]
+  [ "$(md5sum <"$W/pk/model.onnx.data")" = "$sum" ]
+  run --separate-stderr "$P" -o "" "$W/pk"
+  [ "$status" -eq 2 ] && [ -z "$output" ]
+  run --separate-stderr "$P" -t 2000 "$W/pk"
+  [ "$status" -eq 2 ] && [ -z "$output" ]
   run "$P" --help
   [ "$status" -eq 0 ]
   [[ "$output" == *"verify"* && "$output" == *"oracle"* && "$output" == *"health"* ]]

@@ -31,10 +31,10 @@ layout=b8 out="" prompt="def main():" threads="" oracle=0 serve=1 pack="" port="
 while [ $# -gt 0 ]; do
   case "$1" in
     -l) [ $# -ge 2 ] || die_usage "-l needs b8 or rm"; layout=$2; shift 2 ;;
-    -o) [ $# -ge 2 ] || die_usage "-o needs a path"; out=$2; shift 2 ;;
+    -o) [ $# -ge 2 ] && [ -n "$2" ] || die_usage "-o needs a path"; out=$2; shift 2 ;;
     -p) [ $# -ge 2 ] || die_usage "-p needs a prompt"; prompt=$2; shift 2 ;;
     -t) [ $# -ge 2 ] || die_usage "-t needs a thread count"
-        [[ $2 =~ ^[1-9][0-9]{0,3}$ ]] || die_usage "-t $2: expected a thread count (1-9999)"
+        [[ $2 =~ ^[1-9][0-9]{0,3}$ ]] && [ "$2" -le 1024 ] || die_usage "-t $2: expected a thread count (1-1024, as npu-forward takes)"
         threads="-t $2"; shift 2 ;;
     --oracle) oracle=1; shift ;;
     --no-serve) serve=0; shift ;;
@@ -61,6 +61,9 @@ if [ -n "$out" ]; then
   [ ! -d "$out" ] || die_usage "-o $out: is a directory (name a file)"
   if [ -L "$out" ] && [ ! -e "$out" ]; then die_usage "-o $out: a symbolic link to nothing"; fi
   [ ! -L "$out" ] || [ ! -f "$out" ] || out=$(readlink -f -- "$out") # the file a link names is replaced
+  for f in "$pack"/* "$pack"/*/*; do # the pack's own files (a snapshot's links name the same blobs) are its input
+    [ ! -e "$out" ] || [ ! "$out" -ef "$f" ] || die_usage "-o $out: is the pack's own $(basename -- "$f") (name another file)"
+  done
   if [ ! -e "$out" ] || [ -f "$out" ]; then
     out_tmp=$(mktemp "$(dirname -- "$out")/.$(basename -- "$out").XXXXXX" 2>/dev/null) ||
       { echo "$me: -o $out: cannot create a file in $(dirname -- "$out")" >&2; exit 1; }

@@ -47,8 +47,10 @@ static char *read_stream(int fd, const char *name, size_t *len, ogk_error *e)
 
 char *app_read_text(const char *path, size_t *len, ogk_error *e)
 {
-    if (!strcmp(path, "-"))
+    if (!strcmp(path, "-")) {
+        ogk_input_note(0, "standard input");
         return read_stream(0, "stdin", len, e);
+    }
     /* a text input may be a stream the user hands us (a pipe, `<(...)`, /dev/stdin on a pipe): read
      * it to its end; a directory, socket or device is refused by ogk_read_file, by name */
     struct stat st;

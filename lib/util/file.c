@@ -25,6 +25,49 @@ const char *ogk_file_kind(mode_t mode)
                             : "not a regular file";
 }
 
+/* the regular files read so far (a bounded list: the first ones a run opens are its named inputs) */
+#define MAX_INPUTS 256
+static struct {
+    dev_t dev;
+    ino_t ino;
+} inputs[MAX_INPUTS];
+static char *input_what[MAX_INPUTS];
+static int n_inputs;
+static pthread_mutex_t inputs_mu = PTHREAD_MUTEX_INITIALIZER;
+
+void ogk_input_note(int fd, const char *what)
+{
+    struct stat st;
+    if (fstat(fd, &st) || !S_ISREG(st.st_mode))
+        return;
+    pthread_mutex_lock(&inputs_mu);
+    int seen = 0;
+    for (int i = 0; i < n_inputs && !seen; i++)
+        seen = inputs[i].dev == st.st_dev && inputs[i].ino == st.st_ino;
+    if (!seen && n_inputs < MAX_INPUTS) {
+        inputs[n_inputs].dev = st.st_dev, inputs[n_inputs].ino = st.st_ino;
+        input_what[n_inputs++] = strdup(what);
+    }
+    pthread_mutex_unlock(&inputs_mu);
+}
+
+/* -o PATH names a file this run reads: refused before it is replaced (usage: name another file) */
+static void refuse_input_target(const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) || !S_ISREG(st.st_mode))
+        return;
+    pthread_mutex_lock(&inputs_mu);
+    for (int i = 0; i < n_inputs; i++)
+        if (inputs[i].dev == st.st_dev && inputs[i].ino == st.st_ino) {
+            char what[512];
+            snprintf(what, sizeof what, "%s", input_what[i] ? input_what[i] : "?");
+            pthread_mutex_unlock(&inputs_mu);
+            ogk_die(OGK_EXIT_USAGE, "%s: is an input of this run (%s); name another output file", path, what);
+        }
+    pthread_mutex_unlock(&inputs_mu);
+}
+
 int ogk_open_regular(const char *path, struct stat *st, ogk_error *e)
 {
     /* O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever; the check
@@ -48,6 +91,7 @@ int ogk_open_regular(const char *path, struct stat *st, ogk_error *e)
         close(fd);
         return ogk_fail(e, "%s: %s", path, strerror(err));
     }
+    ogk_input_note(fd, path);
     return fd;
 }
 
@@ -367,6 +411,7 @@ int ogk_out_open(ogk_out *o, const char *path, ogk_error *e)
     if (!o->path)
         return ogk_fail(e, "%s: out of memory", path);
     path = o->path;
+    refuse_input_target(path);
     remove_stale_tmp(path);
     char *dc = strdup(path);
     if (!dc) {
@@ -415,6 +460,7 @@ int ogk_out_commit(ogk_out *o, ogk_error *e)
     }
     if (o->is_stdout)
         return 0;
+    refuse_input_target(o->path); /* an input opened after the output (the temp file goes at exit) */
     if (fsync(o->fd) != 0) {
         int err = errno;
         /* the message first: the abort frees the path */

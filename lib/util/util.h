@@ -78,6 +78,10 @@ void *ogk_big_calloc(size_t n, size_t size);
 struct stat;
 int ogk_open_regular(const char *path, struct stat *st, ogk_error *e);
 const char *ogk_file_kind(mode_t mode); /* "a FIFO", "a directory", ... */
+/* The files a run reads: ogk_open_regular notes each; a program notes its standard input (or another fd it
+ * reads) itself. ogk_out_open and ogk_out_commit refuse to replace one of them (exit 2, "PATH: is an input
+ * of this run"): -o naming the program's own input would lose it. */
+void ogk_input_note(int fd, const char *what);
 /* Whole small file (a regular file, see ogk_open_regular) into a NUL-terminated heap buffer. */
 char *ogk_read_file(const char *path, size_t *len, ogk_error *e);
 /* Write all bytes or fail (handles short writes and EINTR). 0 or -1 (errno set). */
