@@ -540,6 +540,11 @@ greedy() {
   echo "$output" | jq -e '[.results[0].verify[].head] == ["full", "full"]'
   run -2 npu-forward bench -m "$m" -l 16 -g 1 -r 1 --full-head
   [[ "$output" == *"--full-head: only with --verify-rows"* ]]
+  # -l past the context is a bad option value, as run's -c past it is (it exited 3, run 2)
+  ctx=$(npu-forward info -m "$m" | jq .context_length)
+  run -2 npu-forward bench -m "$m" -l "$ctx" -g 4 -r 1
+  [[ "$output" == *"more than the context of $ctx positions"* ]]
+  run -2 npu-forward bench -m "$m" -l 16 -g 4 -r 1 -c 18
 }
 
 @test "argmax head: its int8-vs-16-bit bound holds on every entry; each row's argmax and logit are the full classifier's (random and trained models, b8 and rm, every kernel row)" {

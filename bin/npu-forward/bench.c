@@ -46,7 +46,8 @@ int cmd_bench(int argc, char **argv)
     }
     model *m = nf_open_model(&o);
     /* the default lengths must fit the model: drop those that do not (saying so), and when none
-     * fits, use the longest prompt that does; lengths given with -l are the user's (too long: exit 3) */
+     * fits, use the longest prompt that does; lengths given with -l are the user's (too long: exit 2, as -c
+     * beyond the model's context is) */
     if (!strcmp(o.lens, BENCH_DEFAULT_LENS)) {
         int ctx = app_context(m, &o.mo), kept = 0;
         for (int i = 0; i < nl; i++) {
@@ -71,6 +72,12 @@ int cmd_bench(int argc, char **argv)
     if (!context)
         context = maxlen + o.gen + MODEL_VERIFY_MAX < m->c.context_length ? maxlen + o.gen + MODEL_VERIFY_MAX
                                                                           : m->c.context_length;
+    int runs = o.gen > 1 ? o.gen : 1;
+    for (int i = 0; i < nv; i++)
+        runs = vk[i] > runs ? vk[i] : runs;
+    if (maxlen + runs > context)
+        ogk_die(OGK_EXIT_USAGE, "-l %d + %d generated or verified tokens: more than the context of %d positions (%s)",
+                maxlen, runs, context, o.mo.context ? "-c" : "the model's");
     model_state *s = nf_new_state(m, &o, context, nv ? MODEL_VERIFY_MAX : 1);
     if (o.full_head && !nv)
         ogk_die(OGK_EXIT_USAGE, "--full-head: only with --verify-rows");

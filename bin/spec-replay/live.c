@@ -34,8 +34,8 @@ int live(void)
     if (ctx < need)
         ogk_die(OGK_EXIT_INPUT, "prompt %d + %d tokens + %d drafts need %d positions; -c gives %d", np, opt.n, opt.k,
                 need, ctx);
-    if (ctx > T->c.context_length || ctx > D->c.context_length)
-        ogk_die(OGK_EXIT_INPUT, "%d positions (%s) are more than the models hold (%d and %d)", ctx,
+    if (ctx > T->c.context_length || ctx > D->c.context_length) /* -c: a bad value, as npu-forward's is */
+        ogk_die(opt.context ? OGK_EXIT_USAGE : OGK_EXIT_INPUT, "%d positions (%s) are more than the models hold (%d and %d)", ctx,
                 opt.context ? "-c" : "prompt + tokens + drafts", T->c.context_length, D->c.context_length);
     model_state *ts = new_state(T, ctx, opt.k + 1), *ds = new_state(D, ctx, 1);
 
