@@ -245,7 +245,7 @@ static const struct {
 int main(int argc, char **argv)
 {
     ogk_prog_set(argv[0]);
-    ogk_stdout_checked(OGK_EXIT_INPUT); /* its write-failure status (EXIT STATUS in the man page) */
+    ogk_stdout_checked(OGK_EXIT_CHECK); /* its write-failure status (EXIT STATUS in the man page) */
     if (argc < 2)
         nf_usage(OGK_EXIT_USAGE);
     if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))

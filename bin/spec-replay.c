@@ -184,7 +184,7 @@ static void st_report(int ok, const char *name, void *ctx)
 int main(int argc, char **argv)
 {
     ogk_prog_set(argv[0]);
-    ogk_stdout_checked(OGK_EXIT_INPUT); /* its write-failure status (EXIT STATUS in the man page) */
+    ogk_stdout_checked(OGK_EXIT_CHECK); /* its write-failure status (EXIT STATUS in the man page) */
     if (argc > 1 && !strcmp(argv[1], "record"))
         return record_main(argc - 1, argv + 1);
     enum { O_IDS = 256, O_MODE, O_IGNORE_EOS, O_JSON, O_NO_MMAP, O_MMAP, O_DRAFT_URL, O_RECORDING, O_STEP, O_PASS, O_MEASURE,

@@ -508,11 +508,20 @@ open_in() {
   run npu-forward info -m "$W/t.q4nx"
   [ "$status" = 0 ]
   run bash -c "npu-forward info -m '$W/t.q4nx' >/dev/full"
-  [ "$status" = 3 ] && [[ "$output" == *"standard output: write failed"* ]]
+  [ "$status" = 1 ] && [[ "$output" == *"standard output: write failed"* ]]
   run bash -c "oga-extract --check '$W/t.ogax' >/dev/full"
   [ "$status" = 1 ] && [[ "$output" == *"write failed"* ]]
   run bash -c "spec-replay --selftest >/dev/full"
-  [ "$status" = 3 ] && [[ "$output" == *"write failed"* ]]
+  [ "$status" = 1 ] && [[ "$output" == *"write failed"* ]]
+  # every program the same status (npu-forward and spec-replay gave 3, the others 1), one message each (a
+  # failed write named by the program was named again by the exit check)
+  echo '[1, 2, 3]' >"$W/ids"
+  run bash -c "npu-forward logits -m '$W/t.q4nx' --ids '$W/ids' --top-logits 1 >/dev/full"
+  [ "$status" = 1 ] && [ "$(grep -c 'write failed' <<<"$output")" = 1 ]
+  run bash -c "npu-forward run -m '$W/t.q4nx' -p hi -n 2 >/dev/full"
+  [ "$status" = 1 ] && [ "$(grep -c 'write failed' <<<"$output")" = 1 ]
+  run bash -c "oga-info '$p' >/dev/full"
+  [ "$status" = 1 ] && [ "$(grep -c 'write failed' <<<"$output")" = 1 ]
   # -o a full device: the output is named (the device is written through, not replaced)
   run bash -c "q4nx-pack -o /dev/full <'$W/t.ogax'"
   [ "$status" = 1 ] && [[ "$output" == *"q4nx-pack: /dev/full: write failed"* ]]

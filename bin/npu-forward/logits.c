@@ -69,7 +69,7 @@ int cmd_logits(int argc, char **argv)
             const float *x = s->logits + (size_t)r * V;
             if (o.out_f32) {
                 if (ogk_write_all(out.fd, x, (size_t)V * sizeof *x))
-                    ogk_die(OGK_EXIT_INPUT, "%s: write failed", o.out_f32);
+                    ogk_die(OGK_EXIT_CHECK, "%s: write failed", o.out_f32);
             } else if (o.top_logits) {
                 json_array_append_new(rows, topk_json(x, V, o.top_logits < V ? o.top_logits : V));
             } else {
@@ -92,7 +92,7 @@ int cmd_logits(int argc, char **argv)
     else
         json_object_set_new(res, o.top_logits ? "topk" : "logits", rows);
     if (ogk_json_print(stdout, res))
-        ogk_die(OGK_EXIT_INPUT, "stdout: write failed");
+        ogk_die(OGK_EXIT_CHECK, "stdout: write failed");
     json_decref(res);
     free(ids);
     model_state_free(s);

@@ -41,7 +41,7 @@ static void emit(const char *s, size_t n, void *arg)
         return;
     }
     if (fwrite(s, 1, n, stdout) != n || fflush(stdout))
-        ogk_die(OGK_EXIT_INPUT, "stdout: write failed");
+        ogk_die(OGK_EXIT_CHECK, "stdout: write failed");
 }
 
 static int on_token(int id, void *arg)
@@ -133,7 +133,7 @@ int cmd_run(int argc, char **argv)
             st.decode_ms, "predicted_per_second",
             st.decode_ms > 0 && st.new_tokens > 1 ? (st.new_tokens - 1) / (st.decode_ms / 1e3) : 0.0);
         if (ogk_json_print(stdout, out))
-            ogk_die(OGK_EXIT_INPUT, "stdout: write failed");
+            ogk_die(OGK_EXIT_CHECK, "stdout: write failed");
         json_decref(out);
     }
     if (s->prof_print)

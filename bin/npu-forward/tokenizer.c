@@ -169,7 +169,7 @@ static void print_json_string(const char *s, size_t n)
 static void finish(const char *cmd)
 {
     if (fflush(stdout) || ferror(stdout))
-        ogk_die(OGK_EXIT_INPUT, "%s: writing stdout failed", cmd);
+        ogk_die(OGK_EXIT_CHECK, "%s: writing stdout failed", cmd);
 }
 
 /* calls fn on each line of s without its '\n' (a final unterminated line counts) */

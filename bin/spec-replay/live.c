@@ -106,7 +106,7 @@ int live(void)
     json_object_set_new(j, "ids", ids);
     int rc = 0;
     if (opt.json) {
-        rc = ogk_json_print(stdout, j) < 0 ? OGK_EXIT_INPUT : 0;
+        rc = ogk_json_print(stdout, j) < 0 ? OGK_EXIT_CHECK : 0;
     } else {
         printf("target %s, drafter %s, k %d, %s, %d threads; prompt %d tokens, %d generated\n", opt.target, opt.draft,
                opt.k, kern_mode_name(opt.mode), kern_pool_threads(ts->pool), np, st.new_tokens);

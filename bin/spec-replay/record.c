@@ -345,10 +345,10 @@ int record_main(int argc, char **argv)
             ogk_die(OGK_EXIT_INPUT, "%s", e.msg);
         if (!s || ogk_write_all(out.fd, s, strlen(s)) || ogk_write_all(out.fd, "\n", 1) || ogk_out_commit(&out, &e)) {
             ogk_out_abort(&out);
-            ogk_die(OGK_EXIT_INPUT, "%s: cannot write the recording", opt.out);
+            ogk_die(OGK_EXIT_CHECK, "%s: cannot write the recording", opt.out);
         }
     } else if (!s || fputs(s, stdout) == EOF || fputs("\n", stdout) == EOF || fflush(stdout)) {
-        ogk_die(OGK_EXIT_INPUT, "stdout: cannot write the recording");
+        ogk_die(OGK_EXIT_CHECK, "stdout: cannot write the recording");
     }
     free(s);
     json_decref(doc), json_decref(target), json_decref(tokenizer), json_decref(ps);

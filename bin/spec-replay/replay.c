@@ -248,7 +248,7 @@ int replay(void)
     json_object_set_new(out, "results", res);
     int rc = 0;
     if (opt.json) {
-        rc = ogk_json_print(stdout, out) < 0 ? OGK_EXIT_INPUT : 0;
+        rc = ogk_json_print(stdout, out) < 0 ? OGK_EXIT_CHECK : 0;
     } else {
         const json_t *tg = r->target;
         const char *tname = json_string_value(json_object_get(tg, json_object_get(tg, "name") ? "name" : "url"));

@@ -25,9 +25,12 @@ void ogk_prog_set(const char *argv0)
 const char *ogk_prog(void) { return prog_name; }
 
 static int stdout_code;
+static volatile int dying; /* ogk_die has named the error: the exit check adds no second message */
 
 static void stdout_check(void)
 {
+    if (dying)
+        return;
     errno = 0;
     if (!fflush(stdout) && !ferror(stdout))
         return;
@@ -61,6 +64,7 @@ void ogk_err(const char *fmt, ...)
 
 void ogk_die(int code, const char *fmt, ...)
 {
+    dying = 1;
     va_list ap;
     va_start(ap, fmt);
     ogk_verr(fmt, ap);
