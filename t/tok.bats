@@ -456,6 +456,13 @@ EOF
   done
   run npu-forward tokenize --bogus
   [ "$status" -eq 2 ]
+  # the model's run options are refused by name (--mode was read as an abbreviation of --model: a file "i8")
+  for c in tokenize detokenize chat; do
+    for o in "--mode i8" "-t 2" "-c 64" --mmap --no-mmap --verify; do
+      run -2 npu-forward $c --tokenizer "$(tokdir qwen3)" $o hi
+      [[ "$output" == *"this command runs no model"* ]]
+    done
+  done
   run npu-forward tokenize --help
   [ "$status" -eq 0 ]
   [[ "$output" == *"usage: npu-forward tokenize"* ]]

@@ -55,7 +55,7 @@ typedef struct {
 } tok_opts;
 
 enum { O_TOKENIZER = 300, O_NOSPECIAL, O_LINES, O_JSONL, O_SKIP, O_CLEAN, O_NOCLEAN, O_STREAM, O_TEMPLATE,
-       O_FAMILY, O_IDS, O_GEN, O_NOGEN, O_BENCH, O_SHOWTPL };
+       O_FAMILY, O_IDS, O_GEN, O_NOGEN, O_BENCH, O_SHOWTPL, O_RUNOPT };
 
 static void parse(int argc, char **argv, tok_opts *o, const char *usage)
 {
@@ -69,6 +69,10 @@ static void parse(int argc, char **argv, tok_opts *o, const char *usage)
         {"ids", no_argument, 0, O_IDS},                   {"add-generation-prompt", no_argument, 0, O_GEN},
         {"no-generation-prompt", no_argument, 0, O_NOGEN}, {"bench", required_argument, 0, O_BENCH},
         {"show-template", no_argument, 0, O_SHOWTPL},     {"help", no_argument, 0, 'h'},
+        /* the model's run options: named and refused (--mode was taken as an abbreviation of --model) */
+        {"mode", required_argument, 0, O_RUNOPT},         {"threads", required_argument, 0, O_RUNOPT},
+        {"context", required_argument, 0, O_RUNOPT},      {"mmap", no_argument, 0, O_RUNOPT},
+        {"no-mmap", no_argument, 0, O_RUNOPT},            {"verify", no_argument, 0, O_RUNOPT},
         {0, 0, 0, 0},
     };
     memset(o, 0, sizeof *o);
@@ -76,8 +80,15 @@ static void parse(int argc, char **argv, tok_opts *o, const char *usage)
     o->gen = -1;
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "+m:f:h", lo, NULL)) != -1) {
+    int li = -1;
+    while ((c = getopt_long(argc, argv, "+m:f:ht:c:", lo, &li)) != -1) {
         switch (c) {
+        case O_RUNOPT:
+        case 't':
+        case 'c':
+            ogk_die(OGK_EXIT_USAGE, "%s: %s%s: this command runs no model (it reads the tokenizer alone); the option "
+                    "belongs to run, logits, bench and serve", argv[0], c == O_RUNOPT ? "--" : c == 't' ? "-t" : "-c",
+                    c == O_RUNOPT ? lo[li].name : "");
         case O_TOKENIZER: o->dir = optarg; break;
         case 'm': o->model = optarg; break;
         case 'f': o->file = optarg; break;
