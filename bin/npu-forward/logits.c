@@ -37,6 +37,11 @@ int cmd_logits(int argc, char **argv)
     nf_parse(argc, argv, &o);
     if (!o.ids_file)
         ogk_die(OGK_EXIT_USAGE, "logits: --ids FILE is required");
+    if (o.out_f32 && o.top_logits) /* the rows go to the file whole: the top-K list was dropped */
+        ogk_die(OGK_EXIT_USAGE, "logits: --out-f32 writes every row whole; --top-logits lists the largest in the "
+                                "report instead (give one)");
+    if (o.out_f32 && !*o.out_f32)
+        ogk_die(OGK_EXIT_USAGE, "logits: --out-f32 needs a file name");
     if (o.out_f32 && !strcmp(o.out_f32, "-"))
         ogk_die(OGK_EXIT_USAGE, "logits: --out-f32 - would mix raw floats with the JSON report on standard output "
                                 "(name a file, or /dev/stdout with the report sent elsewhere)");

@@ -103,6 +103,8 @@ int cmd_serve(int argc, char **argv)
         ogk_die(OGK_EXIT_USAGE, "unexpected argument '%s'", argv[optind]);
     if (!o.model_path)
         ogk_die(OGK_EXIT_USAGE, "serve: -m MODEL is required");
+    if (o.draft_max && !o.draft_path) /* it was taken and ignored */
+        ogk_die(OGK_EXIT_USAGE, "serve: --draft-max without --draft D.q4nx (no drafter to propose tokens)");
     struct sigaction sa = {.sa_handler = on_signal};
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, NULL);

@@ -395,6 +395,13 @@ static void chat_one(chat_ctx *c, json_t *in, const char *where)
         vars = json_deep_copy(in);
     else
         ogk_die(OGK_EXIT_INPUT, "chat: %s: expected a JSON object or an array of messages", where);
+    /* messages are objects with a string role (a list of ids rendered as nothing, with exit 0) */
+    const json_t *msgs = json_object_get(vars, "messages"), *m;
+    size_t i;
+    if (msgs && !json_is_array(msgs))
+        ogk_die(OGK_EXIT_INPUT, "chat: %s: \"messages\" is not an array", where);
+    json_array_foreach(msgs, i, m) if (!json_is_object(m) || !json_is_string(json_object_get(m, "role")))
+        ogk_die(OGK_EXIT_INPUT, "chat: %s: messages[%zu] is not an object with a string \"role\"", where, i);
     if (c->o->gen >= 0)
         json_object_set_new(vars, "add_generation_prompt", json_boolean(c->o->gen));
     ogk_error e;
