@@ -250,7 +250,7 @@ int main(int argc, char **argv)
         nf_usage(OGK_EXIT_USAGE);
     if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))
         nf_usage(0);
-    if (!strcmp(argv[1], "--version")) {
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")) {
         printf("npu-forward %s\n", OGAKIT_VERSION);
         return 0;
     }

@@ -9,7 +9,7 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: oga-info [--tensors] PACK\n"
+    fprintf(f, "usage: oga-info [-q] [--tensors] PACK\n"
                "Print a JSON report on the ONNX Runtime GenAI pack directory PACK: flavour, family, dims,\n"
                "token ids, files, quantisation, tensors by role and every refusal.\n"
                "  -t, --tensors   add one entry per tensor\n"

@@ -48,7 +48,11 @@ int main(int argc, char **argv)
         case 'o': out_path = optarg; break;
         case OPT_WIDEN: o.policy = GGUF_WIDEN, policies |= 1; break;
         case OPT_LOSSY: o.policy = GGUF_LOSSY, policies |= 2; break;
-        case OPT_NAME: o.name = optarg; break;
+        case OPT_NAME:
+            if (!*optarg)
+                ogk_die(OGK_EXIT_USAGE, "--name: an empty name (general.name is the model's name)");
+            o.name = optarg;
+            break;
         case OPT_CHECK: check = 1; break;
         case 'v': verbose = 1; break;
         case 'h': usage(stdout); return 0;

@@ -56,7 +56,7 @@ static void usage(FILE *f)
           "  --verify            check every weight's checksum of the containers first\n"
           "  --json              JSON instead of the table\n"
           "  --selftest          run the replay rule's and the economics' self-test (TAP)\n"
-          "  -h, --help          this text\n"
+          "  -h, --help          this text (-V, --version: the version)\n"
           "Exit: 0 ok, 1 live output differs from plain greedy at a step that is not a near-tie, or a\n"
           "self-test arm failed, 2 usage, 3 input refused (a malformed recording, a drafter whose tokenizer\n"
           "or vocabulary does not fit it, a server unreachable), 4 init failed (a model).\n",
@@ -187,6 +187,10 @@ int main(int argc, char **argv)
     ogk_stdout_checked(OGK_EXIT_CHECK); /* its write-failure status (EXIT STATUS in the man page) */
     if (argc > 1 && !strcmp(argv[1], "record"))
         return record_main(argc - 1, argv + 1);
+    if (argc == 2 && (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V"))) { /* as every program */
+        printf("spec-replay %s\n", OGAKIT_VERSION);
+        return 0;
+    }
     enum { O_IDS = 256, O_MODE, O_IGNORE_EOS, O_JSON, O_NO_MMAP, O_MMAP, O_DRAFT_URL, O_RECORDING, O_STEP, O_PASS, O_MEASURE,
            O_SELFTEST, O_TIMEOUT, O_VERIFY };
     static const struct option lo[] = {

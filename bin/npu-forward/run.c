@@ -76,9 +76,12 @@ static int *prompt_ids(const model *m, tok *t, const opts *o, int *n)
     else
         p.text = text;
     int context = app_context(m, &o->mo);
+    char ctxs[96];
     int *ids = app_prompt_ids(m, t, &p, context, n, &e);
-    if (!ids)
-        ogk_die(OGK_EXIT_INPUT, "%s (%d positions: -c, up to %d)", e.msg, context, m->c.context_length);
+    if (!ids) /* the context named where it is the reason */
+        ogk_die(OGK_EXIT_INPUT, "%s%s", e.msg,
+                strstr(e.msg, "context") ? (snprintf(ctxs, sizeof ctxs, " (%d positions: -c, up to %d)", context,
+                                                     m->c.context_length), ctxs) : "");
     free(text);
     return ids;
 }

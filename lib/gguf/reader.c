@@ -203,8 +203,11 @@ gguf_file *gguf_open(const char *path, ogk_error *e)
     }
     ogk_error sub;
     cursor c = {f->map.data, f->map.data + f->map.size, &sub, 0};
-    if (f->map.size < 24 || memcmp(f->map.data, "GGUF", 4)) {
-        ogk_fail(e, "%s: not a GGUF file (no \"GGUF\" magic)", path);
+    if (f->map.size < 4 || memcmp(f->map.data, "GGUF", 4) || f->map.size < 24) {
+        if (f->map.size >= 4 && !memcmp(f->map.data, "GGUF", 4))
+            ogk_fail(e, "%s: truncated GGUF: %zu bytes, shorter than its 24-byte header", path, f->map.size);
+        else
+            ogk_fail(e, "%s: not a GGUF file (no \"GGUF\" magic)", path);
         gguf_close(f);
         return NULL;
     }

@@ -161,7 +161,8 @@ double ogk_parse_double(const char *opt, const char *val)
     char *end;
     errno = 0;
     double v = strtod(val, &end);
-    if (errno || *end || !isfinite(v))
+    /* decimal only: strtod also reads hex floats ("0x10"), which the integer options refuse */
+    if (errno || *end || !isfinite(v) || strpbrk(val, "xX"))
         ogk_die(OGK_EXIT_USAGE, "option %s: '%s' is not a number", opt, val);
     return v;
 }
