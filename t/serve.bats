@@ -932,6 +932,26 @@ schema_fits() {
   is_error 400
 }
 
+# held-out audit: with tools beside response_format, an answer the schema made call-shaped came back as a call
+@test "serve: a response_format answer is content even when tools are given and it reads as a call, in one piece and streamed" {
+  start_server
+  tools='[{"type": "function", "function": {"name": "pick", "parameters": {"type": "object", "properties": {"city": {"enum": ["Oslo", "Rome"]}}, "required": ["city"]}}}]'
+  schema='{"type": "object", "properties": {"name": {"const": "pick"}, "arguments": {"type": "object", "properties": {"city": {"enum": ["Oslo", "Rome"]}},
+    "required": ["city"], "additionalProperties": false}}, "required": ["name", "arguments"], "additionalProperties": false}'
+  req="{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"tools\": $tools, \"max_tokens\": 400, \"temperature\": 0,
+    \"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"name\": \"c\", \"schema\": $schema}}}"
+  post /v1/chat/completions "$req"
+  [ "$STATUS" = 200 ]
+  echo "$BODY" | jq -e '.choices[0] | .finish_reason == "stop" and (.message.tool_calls == null) and
+    (.message.content | fromjson | .name == "pick" and (.arguments.city | IN("Oslo", "Rome")))' >/dev/null
+  content=$(echo "$BODY" | jq -r '.choices[0].message.content')
+  curl -sN -m 60 -H 'Content-Type: application/json' "http://127.0.0.1:$PORT/v1/chat/completions" \
+    -d "$(echo "$req" | jq -c '.stream = true')" | sed -n 's/^data: \({.*\)/\1/p' >"$BATS_TEST_TMPDIR/chunks"
+  [ "$(jq -s -r '[.[].choices[0].delta.content // empty] | join("")' "$BATS_TEST_TMPDIR/chunks")" = "$content" ]
+  [ "$(jq -s -c '[.[].choices[0].delta.tool_calls // empty] | length' "$BATS_TEST_TMPDIR/chunks")" = 0 ]
+  [ "$(jq -s -r '.[-1].choices[0].finish_reason' "$BATS_TEST_TMPDIR/chunks")" = stop ]
+}
+
 @test "serve: reasoning: a prompt that leaves <think> open (DeepSeek-R1's form) puts the answer up to </think> in reasoning_content, in one piece and streamed; --reasoning-format none keeps it in content" {
   template_pack thinky '{% for m in messages %}<|{{ m.role }}|>{{ m.content }}{% endfor %}{% if add_generation_prompt %}<|assistant|><think>
 {% endif %}'

@@ -644,7 +644,7 @@ static void releasable(stream *st, const char *s, size_t tl, int done, size_t *r
         return;
     }
     size_t base = th.c0, rel = tl;
-    const json_t *tools = st->r.tools;
+    const json_t *tools = st->r.json ? NULL : st->r.tools; /* a JSON-mode answer is content, never a call */
     if (tools) {
         size_t clen = tl - base;
         if (!done)
@@ -719,7 +719,7 @@ static int next_event(stream *st)
     int lp = st->r.logprobs >= 0;
     /* with tools or reasoning, text that may open a tool call or a <think> block, or close one, is held back
      * (and the tokens with it) until it is known */
-    int held = st->r.tools || st->think;
+    int held = (st->r.tools && !st->r.json) || st->think;
     size_t seen = st->text_sent > st->rsent ? st->text_sent : st->rsent, r_from, r_end, c_from, c_end;
     for (;;) {
         /* new text (the tokens with logprobs go out with their text: serve_job_covered), or the end */
@@ -1043,7 +1043,8 @@ static json_t *choice_json(server *srv, const serve_req *r, serve_job *j, int ki
         json_decref(text);
         text = jstr(ct, ctn);
     }
-    if (r->tools && serve_tools_extract(ct, ctn, r->tools, &content_len, &calls)) {
+    /* tool calls are read from the content, except where response_format made it the asked JSON value */
+    if (r->tools && !r->json && serve_tools_extract(ct, ctn, r->tools, &content_len, &calls)) {
         json_decref(text);
         text = content_len ? jstr(ct, content_len) : json_null();
     }
