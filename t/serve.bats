@@ -932,6 +932,20 @@ schema_fits() {
   is_error 400
 }
 
+# held-out audit: a bias on a padded classifier row (no text) made greedy decoding answer with it, empty
+@test "serve: logit_bias on an id past the tokenizer's (the classifier's padded rows) is refused by name" {
+  # the Qwen2.5-0.5B-shaped fixture: 151936 rows, the tokenizer's 151669 ids (hardening.bats makes it too)
+  oga-extract "$(fixture qwen2 cpu tied qwen05b 4)" | q4nx-pack -o "$BATS_TEST_TMPDIR/q.q4nx"
+  V=$(npu-forward info -m "$BATS_TEST_TMPDIR/q.q4nx" | jq .vocab_size)
+  [ "$V" -gt 151669 ]
+  start_server -m "$BATS_TEST_TMPDIR/q.q4nx"
+  post /v1/completions "{\"prompt\": \"hi\", \"max_tokens\": 1, \"temperature\": 0, \"logit_bias\": {\"$((V - 1))\": 100}}"
+  is_error 400
+  echo "$BODY" | jq -e '.error.message | test("padding")' >/dev/null
+  post /v1/completions '{"prompt": "hi", "max_tokens": 1, "temperature": 0, "logit_bias": {"1000": 100}, "return_tokens": true}'
+  [ "$STATUS" = 200 ] && [ "$(echo "$BODY" | jq -c .choices[0].tokens)" = "[1000]" ]
+}
+
 # held-out audit: with tools beside response_format, an answer the schema made call-shaped came back as a call
 @test "serve: a response_format answer is content even when tools are given and it reads as a call, in one piece and streamed" {
   start_server

@@ -1071,10 +1071,14 @@ static enum MHD_Result completion(server *srv, struct MHD_Connection *c, conn *c
     if (too_many_values(srv, cn, &err) || serve_req_parse(cn->body ? cn->body : "", cn->len, kind, &r, &err))
         return send_err(srv, c, &err);
     int hermes = 0, think_open = 0;
+    /* the tokenizer's ids: the classifier's padded rows past them (Qwen2.5's 151936 against 151665) have no
+     * text, and a bias could make greedy decoding pick one */
+    int nv = tok_vocab_size(srv->t) < srv->m->c.vocab_size ? tok_vocab_size(srv->t) : srv->m->c.vocab_size;
     for (int i = 0; i < r.n_bias; i++)
-        if (r.bias_ids[i] >= srv->m->c.vocab_size) {
-            serve_err_set(&err, 400, "logit_bias", "invalid_value", "'logit_bias': token id %d is outside the vocabulary (%d)",
-                          r.bias_ids[i], srv->m->c.vocab_size);
+        if (r.bias_ids[i] >= nv) {
+            serve_err_set(&err, 400, "logit_bias", "invalid_value",
+                          "'logit_bias': token id %d is outside the vocabulary (%d ids%s)", r.bias_ids[i], nv,
+                          nv < srv->m->c.vocab_size ? "; the model's rows past them are padding, without text" : "");
             serve_req_free(&r);
             return send_err(srv, c, &err);
         }
