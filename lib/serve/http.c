@@ -15,6 +15,7 @@
 #include <strings.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1380,8 +1381,10 @@ static json_t *model_json(server *srv)
     json_t *meta = json_pack("{s:s,s:i,s:i,s:i,s:i,s:i,s:I}", "family", mc->family_name, "n_vocab", mc->vocab_size,
                              "n_ctx_train", mc->context_length, "n_ctx", srv->S.context, "n_embd", mc->dim,
                              "n_layer", mc->n_layers, "weight_bytes", (json_int_t)srv->m->weight_bytes);
+    struct stat st; /* created: when the container was written (the same on every call) */
+    time_t made = stat(srv->o->model_path, &st) ? time(NULL) : st.st_mtime;
     return json_pack("{s:s,s:s,s:I,s:s,s:i,s:o}", "id", srv->model_id, "object", "model", "created",
-                     (json_int_t)time(NULL), "owned_by", "ogakit", "context_length", srv->S.context, "meta", meta);
+                     (json_int_t)made, "owned_by", "ogakit", "context_length", srv->S.context, "meta", meta);
 }
 
 static enum MHD_Result models(server *srv, struct MHD_Connection *c)
