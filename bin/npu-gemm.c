@@ -154,7 +154,7 @@ static int list_devices(kern_pool *pool)
     free(skipped);
     if (n > 0)
         free(nd);
-    int rc = ogk_json_print(stdout, out) < 0 ? OGK_EXIT_INPUT : 0;
+    int rc = ogk_json_print(stdout, out) < 0 ? OGK_EXIT_CHECK : 0;
     json_decref(out);
     return rc;
 }
@@ -232,7 +232,7 @@ static int sweep(kern_pool *pool, q4nx_file *f, int *all_ok)
     json_object_set_new(fit, "r2", json_real(ss_tot > 0 ? 1 - ss_res / ss_tot : 1));
     json_object_set_new(fit, "launches", json_integer((json_int_t)nl));
     json_object_set_new(out, "fit", fit);
-    int rc = ogk_json_print(stdout, out) < 0 ? OGK_EXIT_INPUT : 0;
+    int rc = ogk_json_print(stdout, out) < 0 ? OGK_EXIT_CHECK : 0;
     json_decref(out);
     free(xs), free(ys), free(picks);
     return rc;
@@ -250,7 +250,7 @@ static int model_pass(kern_pool *pool, const ogk_qtensor *const *Ws, size_t nw, 
     json_t *j = kern_bench_pass(pool, &bo, Ws, nw, (int)o.rows, &rng, all_ok, &e, &code);
     if (!j)
         ogk_die(code, "%s", e.msg);
-    int rc = ogk_json_print(stdout, j) < 0 ? OGK_EXIT_INPUT : 0;
+    int rc = ogk_json_print(stdout, j) < 0 ? OGK_EXIT_CHECK : 0;
     json_decref(j);
     return rc;
 }
@@ -349,8 +349,8 @@ int main(int argc, char **argv)
     if (o.pass && !o.model && !o.shapes)
         ogk_die(OGK_EXIT_USAGE, "--model-pass needs -m MODEL.q4nx or --shapes SPEC");
     /* an option of another mode was taken and ignored: named instead */
-    if (o.tensor && (o.sweep || o.pass))
-        ogk_die(OGK_EXIT_USAGE, "--tensor goes with -m alone (one tensor), not with --sweep or --model-pass");
+    if (o.tensor && (!o.model || o.sweep || o.pass))
+        ogk_die(OGK_EXIT_USAGE, "--tensor goes with -m alone (one tensor of a container)");
     if (o.shapes && !o.pass)
         ogk_die(OGK_EXIT_USAGE, "--shapes goes with --model-pass");
     if (synth_opt && !shape && !o.shapes)
@@ -405,7 +405,7 @@ int main(int argc, char **argv)
             dump_source(&s, o.dump);
         json_t *j = run_one(pool, &s.t, (int)o.rows, &all_ok);
         json_object_set_new(j, "seed", json_integer(o.seed));
-        rc = ogk_json_print(stdout, j) < 0 ? OGK_EXIT_INPUT : 0;
+        rc = ogk_json_print(stdout, j) < 0 ? OGK_EXIT_CHECK : 0;
         json_decref(j);
         kern_synth_free(&s);
     } else if (o.pass && o.shapes) {
@@ -469,7 +469,7 @@ int main(int argc, char **argv)
                 ogk_die(OGK_EXIT_INPUT, "%s: tensor %s is %s, not 4-bit quantised", o.model, o.tensor,
                         ogk_dtype_name(t->dtype));
             json_t *j = run_one(pool, t, (int)o.rows, &all_ok);
-            rc = ogk_json_print(stdout, j) < 0 ? OGK_EXIT_INPUT : 0;
+            rc = ogk_json_print(stdout, j) < 0 ? OGK_EXIT_CHECK : 0;
             json_decref(j);
         }
         q4nx_close(f);

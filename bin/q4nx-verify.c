@@ -113,7 +113,7 @@ int main(int argc, char **argv)
     json_object_set_new(report, "failures", json_deep_copy(failures));
     json_object_set_new(report, "ok", json_boolean(ok));
     if (ogk_json_print(stdout, report))
-        ogk_die(OGK_EXIT_INIT, "cannot write the report to stdout");
+        ogk_die(OGK_EXIT_CHECK, "cannot write the report to stdout");
     json_decref(report);
     q4nx_close(f);
     q4nx_close(g);

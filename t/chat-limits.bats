@@ -165,11 +165,11 @@ open('$W/big.txt', 'w').write(' '.join(random.choice(w) + str(random.randint(0, 
   done
   [ ! -e "$W/x.bin" ]
   run npu-forward run -m "$m" -p hi --system "You are X"
-  [ "$status" -eq 2 ] && [[ "$output" == *"needs --chat"* ]]
+  [ "$status" -eq 2 ] && [[ "$output" == *"needs --chat"* ]] || false
   run npu-forward run -m "$m" -p hi --stop ""
   [ "$status" -eq 2 ]
   run npu-forward logits -m "$m" --ids "$W/ids.json" --out-f32 -
-  [ "$status" -eq 2 ] && [[ "$output" == *"would mix raw floats"* ]]
+  [ "$status" -eq 2 ] && [[ "$output" == *"would mix raw floats"* ]] || false
 }
 
 @test "chat: integer division or modulo by zero and integer overflow are refused by name (exit 3), never a NaN or infinite integer" {
@@ -199,11 +199,11 @@ open('$W/big.txt', 'w').write(' '.join(random.choice(w) + str(random.randint(0, 
     process.stdout.write(new Template(require("fs").readFileSync(process.argv[1], "utf8")).render({messages: []}))' "$W/ok.jinja")" ]
   # a NUL in the conversation: named in this program's words (jansson's message named its own flag)
   run npu-forward chat --template "$W/ok.jinja" <<<'[{"role": "user", "content": "a\u0000b"}]'
-  [ "$status" -eq 3 ] && [[ "$output" == *'stdin line 1: \u0000 (a NUL character) in a string is not supported'* ]]
+  [ "$status" -eq 3 ] && [[ "$output" == *'stdin line 1: \u0000 (a NUL character) in a string is not supported'* ]] || false
   # an error names the template's own line: the newlines trim_blocks takes after blocks still count
   printf 'a\n{%%- set q = 1 %%}\n{%%- set q = 2 %%}\n{{- none + 1 }}\n' >"$W/ln4.jinja"
   run npu-forward chat --template "$W/ln4.jinja" "$W/m.json"
-  [ "$status" -eq 3 ] && [[ "$output" == *"template line 4: "* ]]
+  [ "$status" -eq 3 ] && [[ "$output" == *"template line 4: "* ]] || false
   # indent with a string width: the prefix itself (it was refused, "width must be a number")
   printf '%s' "{{ 'a\nb\n\nc' | indent('--') }}|{{ 'a\nb' | indent('>', true) }}|{{ 'a\nb' | indent(2) }}" > "$W/ind.jinja"
   run npu-forward chat --template "$W/ind.jinja" "$W/m.json"

@@ -14,8 +14,8 @@ ids='[1,5,9,200,3000,17,4,8]'
 run_variant() {
   local pack out vocab
   pack=$(fixture "$1" "$2" "$3")
-  [ -f "$pack/model.onnx" ] && [ -f "$pack/model.onnx.data" ] && [ -f "$pack/genai_config.json" ]
-  [ -f "$pack/config.json" ] && [ -f "$pack/tokenizer.json" ] && [ -f "$pack/tokenizer_config.json" ]
+  [ -f "$pack/model.onnx" ] && [ -f "$pack/model.onnx.data" ] && [ -f "$pack/genai_config.json" ] || false
+  [ -f "$pack/config.json" ] && [ -f "$pack/tokenizer.json" ] && [ -f "$pack/tokenizer_config.json" ] || false
   vocab=$(jq '.model.vocab_size' "$pack/genai_config.json")
   out=$(node "$TOP/tools/ort-ref.js" "$pack" generate --ids '[1,2,3]' -n 3 --topk 2)
   echo "$out" | jq -e --argjson v "$vocab" '(.ids | length) == 3 and all(.ids[]; . >= 0 and . < $v)
@@ -294,7 +294,7 @@ EOF
   wait
   p=$(cat "$BATS_TEST_TMPDIR/p1")
   [ "$p" = "$OGAKIT_FIXTURES/phi3-cpu-untied-tiny-acc0" ]
-  [ "$(cat "$BATS_TEST_TMPDIR/p2")" = "$p" ] && [ "$(cat "$BATS_TEST_TMPDIR/p3")" = "$p" ]
+  [ "$(cat "$BATS_TEST_TMPDIR/p2")" = "$p" ] && [ "$(cat "$BATS_TEST_TMPDIR/p3")" = "$p" ] || false
   [ "$(ls -A "$OGAKIT_FIXTURES" | grep -c -e '^\.tmp-' -e '^\.old-')" -eq 0 ]
   cmp "$p/model.onnx.data" "$(OGAKIT_FIXTURES= fixture phi3 cpu untied)/model.onnx.data"
   size=$(stat -c %s "$p/model.onnx.data")
@@ -306,7 +306,7 @@ EOF
 @test "ort-ref.js: usage errors exit 2, unreadable packs 3, --help 0" {
   pack=$(fixture phi3 cpu tied)
   run node "$TOP/tools/ort-ref.js" --help
-  [ "$status" -eq 0 ] && [[ "$output" == *"teacher"* ]]
+  [ "$status" -eq 0 ] && [[ "$output" == *"teacher"* ]] || false
   run node "$TOP/tools/ort-ref.js" "$pack" generate
   [ "$status" -eq 2 ]
   run node "$TOP/tools/ort-ref.js" "$pack" generate --ids '[1,"x"]'
@@ -318,7 +318,7 @@ EOF
   run node "$TOP/tools/ort-ref.js" "$BATS_TEST_TMPDIR/nope" teacher --ids '[1]'
   [ "$status" -eq 3 ]
   run node "$TOP/tools/ort-ref.js" "$(fixture bad config-missing-key)" teacher --ids '[1]'
-  [ "$status" -eq 3 ] && [[ "$output" == *num_hidden_layers* ]]
+  [ "$status" -eq 3 ] && [[ "$output" == *num_hidden_layers* ]] || false
 }
 
 @test "ort-ref.js --bench reports medians as positive numbers" {

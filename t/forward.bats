@@ -148,11 +148,11 @@ PY
   run "$W/forward-compare" --vocab 3000 --chunk 2 --chunks 12 --kl-max 1e-9 "$W/c.o.f32" "$W/c.u.f32"
   [ "$status" -eq 1 ]
   run "$W/forward-compare" --vocab 3000 --chunk 2 --chunks 12 --kl-max 1e9 "$W/c.o.f32" "$W/c.o.f32"
-  [ "$status" -eq 0 ] && [ "$(echo "$output" | jq .mean_kl)" = 0 ]
+  [ "$status" -eq 0 ] && [ "$(echo "$output" | jq .mean_kl)" = 0 ] || false
   run "$W/forward-compare" --vocab 3000 --chunk 2 --chunks 12 --kl-max 1e9 "$W/c.o.f32" "$W/c.flip.f32"
-  [ "$status" -eq 1 ] && echo "$output" | jq -e '.top1_mismatched == 1 and .first_mismatch.position == 3'
+  [ "$status" -eq 1 ] && echo "$output" | jq -e '.top1_mismatched == 1 and .first_mismatch.position == 3' || false
   run "$W/forward-compare" --vocab 3000 "$W/c.o.f32" "$W/c.nan.f32" # no bound: a NaN fails all the same
-  [ "$status" -eq 1 ] && echo "$output" | jq -e '.nonfinite == 1'
+  [ "$status" -eq 1 ] && echo "$output" | jq -e '.nonfinite == 1' || false
   run "$W/forward-compare" --vocab 3000 --chunk 2 --chunks 13 --kl-max 1e9 "$W/c.o.f32" "$W/c.o.f32"
   [ "$status" -eq 1 ] # fewer chunks than asked for
 }
@@ -551,7 +551,7 @@ greedy() {
   m=$(container qwen2 cpu tied b8)
   echo '[1, 2, 3]' >"$BATS_TEST_TMPDIR/ids"
   run -2 npu-forward logits -m "$m" --ids "$BATS_TEST_TMPDIR/ids" --out-f32 "$BATS_TEST_TMPDIR/l.f32" --top-logits 3
-  [[ "$output" == *"give one"* ]] && [ ! -e "$BATS_TEST_TMPDIR/l.f32" ]
+  [[ "$output" == *"give one"* ]] && [ ! -e "$BATS_TEST_TMPDIR/l.f32" ] || false
   run -2 npu-forward logits -m "$m" --ids "$BATS_TEST_TMPDIR/ids" --out-f32 ""
   [[ "$output" == *"needs a file name"* ]]
 }
@@ -598,6 +598,10 @@ greedy() {
   [ "$(echo "$output" | jq -c '[.results[].prompt_tokens]')" = "[96]" ]
   # lengths given with -l are the user's: one that does not fit is refused (a bad option value, as -c past the
   # model's context)
+  # the verify passes count as the generated tokens do (the default 512 was kept, then refused)
+  run --separate-stderr npu-forward bench -m "$m" -c 514 -g 1 -r 1 --warmup 0 --mode i8 --verify-rows 4 --json
+  [ "$status" -eq 0 ]
+  [ "$(echo "$output" | jq -c '[.results[].prompt_tokens]')" = "[128]" ]
   run npu-forward bench -m "$m" -c 100 -g 4 -r 1 -l 128
   [ "$status" -eq 2 ]
 }
@@ -676,7 +680,7 @@ greedy() {
   local l
   for l in "8,,16" "8," ",8"; do
     run npu-forward bench -m x -l "$l"
-    [ "$status" -eq 2 ] && [[ "$output" == *"empty item"* ]]
+    [ "$status" -eq 2 ] && [[ "$output" == *"empty item"* ]] || false
   done
   run npu-forward --help
   [ "$status" -eq 0 ]

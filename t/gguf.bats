@@ -97,24 +97,24 @@ exact() {
 
 @test "q4nx-gguf: --help, usage errors exit 2" {
   run q4nx-gguf --help
-  [ "$status" -eq 0 ] && [[ "$output" == *"usage: q4nx-gguf"* ]]
+  [ "$status" -eq 0 ] && [[ "$output" == *"usage: q4nx-gguf"* ]] || false
   run q4nx-gguf
   [ "$status" -eq 2 ]
   run q4nx-gguf --widen --allow-lossy -o "$W/x.gguf" "$F/qwen2-cpu-tied.q4nx"
-  [ "$status" -eq 2 ] && [[ "$output" == *"exclude each other"* ]]
+  [ "$status" -eq 2 ] && [[ "$output" == *"exclude each other"* ]] || false
   run q4nx-gguf --check "$F/qwen2-cpu-tied.q4nx"
   [ "$status" -eq 2 ]
   [ ! -e "$W/x.gguf" ]
   # the container as its own output: refused, the container kept; --widen given twice is --widen
   cp "$F/qwen2-cpu-tied.q4nx" "$W/self.q4nx"
   run q4nx-gguf --widen -o "$W/self.q4nx" "$W/self.q4nx"
-  [ "$status" -eq 2 ] && [[ "$output" == *"is the container itself"* ]] && cmp -s "$W/self.q4nx" "$F/qwen2-cpu-tied.q4nx"
+  [ "$status" -eq 2 ] && [[ "$output" == *"is the container itself"* ]] && cmp -s "$W/self.q4nx" "$F/qwen2-cpu-tied.q4nx" || false
   q4nx-gguf --widen --widen -o "$W/x.gguf" "$F/qwen2-cpu-tied.q4nx" 2>/dev/null
 }
 
 @test "q4nx-gguf: refuses a terminal on stdout (exit 2)" {
   run script -qec "q4nx-gguf '$F/qwen2-cpu16.q4nx'" /dev/null
-  [ "$status" -eq 2 ] && [[ "$output" == *"terminal"* ]]
+  [ "$status" -eq 2 ] && [[ "$output" == *"terminal"* ]] || false
 }
 
 @test "q4nx-gguf: cpu packs with fp16 scales convert to Q4_0 exactly, every family (no widening)" {
@@ -214,7 +214,7 @@ EOF
   run q4nx-gguf -o "$W/x.gguf" "$F/qwen2-cpu-tied.q4nx"
   [ "$status" -eq 3 ]
   [[ "$output" == *"tensor lm_head (token_embd.weight): row "*" is not exact in Q4_0 or Q4_1"*"--widen"* ]]
-  [ ! -e "$W/x.gguf" ] && [ -z "$(ls "$W" | grep tmp)" ]
+  [ ! -e "$W/x.gguf" ] && [ -z "$(ls "$W" | grep tmp)" ] || false
   # a synthetic case: fp16 scale 1/3 with zero point 3 and codes 0..15: m = -3 s needs 12 bits
   /usr/bin/python3 "$TOP/t/q4nx-mutate.py" "$F/qwen3-z4.q4nx" "$W/third.q4nx" scale-third
   run q4nx-gguf -o "$W/x.gguf" "$W/third.q4nx"
@@ -248,10 +248,10 @@ EOF
   # a weight whose checksum fails: refused before a byte goes out, and --check will not prove against it
   /usr/bin/python3 "$TOP/t/q4nx-mutate.py" "$F/qwen2-cpu16.q4nx" "$W/corrupt.q4nx" corrupt-code
   run q4nx-gguf -o "$W/x.gguf" "$W/corrupt.q4nx"
-  [ "$status" -eq 3 ] && [[ "$output" == *"checksum mismatch"* ]] && [ ! -e "$W/x.gguf" ]
+  [ "$status" -eq 3 ] && [[ "$output" == *"checksum mismatch"* ]] && [ ! -e "$W/x.gguf" ] || false
   q4nx-gguf -o "$W/clean.gguf" "$F/qwen2-cpu16.q4nx"
   run q4nx-gguf --check "$W/corrupt.q4nx" "$W/clean.gguf"
-  [ "$status" -eq 3 ] && [[ "$output" == *"checksum mismatch"* ]]
+  [ "$status" -eq 3 ] && [[ "$output" == *"checksum mismatch"* ]] || false
 }
 
 @test "q4nx-gguf --check: a changed byte, a truncated GGUF, another model's GGUF" {
@@ -265,7 +265,7 @@ EOF
   [ "$status" -eq 1 ]
   head -c $((size / 2)) "$W/m.gguf" > "$W/half.gguf"
   run q4nx-gguf --check "$F/qwen2-cpu16.q4nx" "$W/half.gguf"
-  [ "$status" -eq 3 ] && [[ "$output" == *"malformed GGUF: "* ]]
+  [ "$status" -eq 3 ] && [[ "$output" == *"malformed GGUF: "* ]] || false
   run q4nx-gguf --check "$F/llama-cpu16.q4nx" "$W/m.gguf"
   [ "$status" -eq 3 ]
   printf 'GGUF\x02\x00\x00\x00' > "$W/v2.gguf"
@@ -354,13 +354,13 @@ EOF
   fi
   # the fixture's query_pre_attn_scalar = 2 x head_dim: a scale llama.cpp's gemma2 has no key for
   run q4nx-gguf -o "$W/g.gguf" "$F/gemma2-fixture.q4nx"
-  [ "$status" -eq 3 ] && [[ "$output" == *"attn_scale 0.176777: llama.cpp's gemma2 scales scores by 0.25"* ]]
+  [ "$status" -eq 3 ] && [[ "$output" == *"attn_scale 0.176777: llama.cpp's gemma2 scales scores by 0.25"* ]] || false
   [ ! -e "$W/g.gguf" ]
   # a qwen2 graph with a sliding window (runs in npu-forward): llama.cpp's qwen2 has none
   /usr/bin/python3 "$TOP/t/pack-mutate.py" "$(fixture qwen2 cpu tied tiny 0 fp16)" "$W/win" gqa-window
   oga-extract "$W/win" | q4nx-pack -o "$W/win.q4nx"
   run q4nx-gguf -o "$W/g.gguf" "$W/win.q4nx"
-  [ "$status" -eq 3 ] && [[ "$output" == *"sliding_window: llama.cpp's qwen2 has none"* ]]
+  [ "$status" -eq 3 ] && [[ "$output" == *"sliding_window: llama.cpp's qwen2 has none"* ]] || false
   [ ! -e "$W/g.gguf" ]
 }
 
@@ -544,7 +544,7 @@ sys.exit(not (t == 6 and abs(v - 10000) <= 1))' "$F/chatglm-cpu16.gguf"
   jq '.rope_theta = 5000' "$p/config.json" >"$W/pack/config.json"
   oga-extract "$W/pack" | q4nx-pack -o "$W/wrong.q4nx"
   run q4nx-gguf --widen -o "$W/wrong.gguf" "$W/wrong.q4nx"
-  [ "$status" -eq 3 ] && [[ "$output" == *"position 1, pair"*"theta 5000"* ]]
+  [ "$status" -eq 3 ] && [[ "$output" == *"position 1, pair"*"theta 5000"* ]] || false
   [ ! -e "$W/wrong.gguf" ]
   jq 'del(.rope_theta)' "$p/config.json" >"$W/pack/config.json"
   oga-extract "$W/pack" | q4nx-pack -o "$W/none.q4nx"
@@ -566,12 +566,12 @@ print(t, v)' "$W/none.gguf")
   # a container whose description (checksum recomputed) names bos 999999: refused by name, nothing written
   /usr/bin/python3 "$TOP/t/q4nx-mutate.py" "$F/qwen2-cpu-tied.q4nx" "$W/bos.q4nx" bos-999999
   run q4nx-gguf --widen -o "$W/bos.gguf" "$W/bos.q4nx"
-  [ "$status" -eq 3 ] && [[ "$output" == *"bos token id 999999 is outside the vocabulary"* ]]
+  [ "$status" -eq 3 ] && [[ "$output" == *"bos token id 999999 is outside the vocabulary"* ]] || false
   [ ! -e "$W/bos.gguf" ]
   # a negative one too (it used to go unwritten, silently)
   /usr/bin/python3 "$TOP/t/q4nx-mutate.py" "$F/qwen2-cpu-tied.q4nx" "$W/bosn.q4nx" bos--99999
   run q4nx-gguf --widen -o "$W/bos.gguf" "$W/bosn.q4nx"
-  [ "$status" -eq 3 ] && [[ "$output" == *"bos token id -99999 is outside the vocabulary"* ]]
+  [ "$status" -eq 3 ] && [[ "$output" == *"bos token id -99999 is outside the vocabulary"* ]] || false
   [ ! -e "$W/bos.gguf" ]
   # tokenizer_config's list of named templates: the default as tokenizer.chat_template, the others by name
   cp -r "$p" "$W/pack"

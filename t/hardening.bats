@@ -415,14 +415,14 @@ open_in() {
   echo old > "$W/real"
   ln -s real "$W/link"
   oga-extract "$pack" -o "$W/link"
-  [ -L "$W/link" ] && cmp "$W/real" "$W/ref.ogax"
+  [ -L "$W/link" ] && cmp "$W/real" "$W/ref.ogax" || false
   # a link to nothing, and a directory: refused by name, nothing made
   ln -s nowhere "$W/dangling"
   run -1 oga-extract "$pack" -o "$W/dangling"
-  [[ "$output" == *"symbolic link to nothing"* ]] && [ ! -e "$W/nowhere" ]
+  [[ "$output" == *"symbolic link to nothing"* ]] && [ ! -e "$W/nowhere" ] || false
   mkdir "$W/dir"
   run -1 oga-extract "$pack" -o "$W/dir"
-  [[ "$output" == *"is a directory"* ]] && [ -z "$(ls -A "$W/dir")" ]
+  [[ "$output" == *"is a directory"* ]] && [ -z "$(ls -A "$W/dir")" ] || false
 }
 
 @test "hardening: a writer removes stale temp files of its output left by dead processes, and only those" {
@@ -438,7 +438,7 @@ open_in() {
   echo other > "$W/out/x.q4nx.tmp.$dead"        # another output's name
   run -0 q4nx-pack -o "$W/out/m.q4nx" < "$W/s.ogax"
   [ ! -e "$W/out/m.q4nx.tmp.$dead" ]
-  [ -e "$W/out/m.q4nx.tmp.$$" ] && [ -e "$W/out/m.q4nx.tmp.notapid" ] && [ -e "$W/out/x.q4nx.tmp.$dead" ]
+  [ -e "$W/out/m.q4nx.tmp.$$" ] && [ -e "$W/out/m.q4nx.tmp.notapid" ] && [ -e "$W/out/x.q4nx.tmp.$dead" ] || false
   [ -s "$W/out/m.q4nx" ]
   # oga-extract -o does the same for its output
   echo stale > "$W/out/t.ogax.tmp.$dead"
@@ -501,32 +501,34 @@ open_in() {
   q4nx-pack -o "$W/t.q4nx" <"$W/t.ogax"
   # the reader closes early: q4nx-pack and q4nx-gguf die by SIGPIPE (status 141) without it
   run bash -c "q4nx-pack -o - <'$W/t.ogax' 2>'$W/err' | head -c 10 >/dev/null; echo \${PIPESTATUS[0]}"
-  [ "$output" = 1 ] && grep -q 'write failed' "$W/err"
+  [ "$output" = 1 ] && grep -q 'write failed' "$W/err" || false
   run bash -c "q4nx-gguf --widen '$W/t.q4nx' 2>'$W/err' | head -c 10 >/dev/null; echo \${PIPESTATUS[0]}"
-  [ "$output" = 1 ] && grep -qi 'writing the GGUF failed: broken pipe' "$W/err"
+  [ "$output" = 1 ] && grep -qi 'writing the GGUF failed: broken pipe' "$W/err" || false
   # a full disk: these exited 0
   run npu-forward info -m "$W/t.q4nx"
   [ "$status" = 0 ]
   run bash -c "npu-forward info -m '$W/t.q4nx' >/dev/full"
-  [ "$status" = 1 ] && [[ "$output" == *"standard output: write failed"* ]]
+  [ "$status" = 1 ] && [[ "$output" == *"standard output: write failed"* ]] || false
   run bash -c "oga-extract --check '$W/t.ogax' >/dev/full"
-  [ "$status" = 1 ] && [[ "$output" == *"write failed"* ]]
+  [ "$status" = 1 ] && [[ "$output" == *"write failed"* ]] || false
   run bash -c "spec-replay --selftest >/dev/full"
-  [ "$status" = 1 ] && [[ "$output" == *"write failed"* ]]
+  [ "$status" = 1 ] && [[ "$output" == *"write failed"* ]] || false
   # every program the same status (npu-forward and spec-replay gave 3, the others 1), one message each (a
   # failed write named by the program was named again by the exit check)
   echo '[1, 2, 3]' >"$W/ids"
   run bash -c "npu-forward logits -m '$W/t.q4nx' --ids '$W/ids' --top-logits 1 >/dev/full"
-  [ "$status" = 1 ] && [ "$(grep -c 'write failed' <<<"$output")" = 1 ]
+  [ "$status" = 1 ] && [ "$(grep -c 'write failed' <<<"$output")" = 1 ] || false
   run bash -c "npu-forward run -m '$W/t.q4nx' -p hi -n 2 >/dev/full"
-  [ "$status" = 1 ] && [ "$(grep -c 'write failed' <<<"$output")" = 1 ]
+  [ "$status" = 1 ] && [ "$(grep -c 'write failed' <<<"$output")" = 1 ] || false
+  run bash -c "q4nx-verify '$W/t.q4nx' >/dev/full"
+  [ "$status" = 1 ] && [ "$(grep -c 'cannot write the report' <<<"$output")" = 1 ] || false
   run bash -c "oga-info '$p' >/dev/full"
-  [ "$status" = 1 ] && [ "$(grep -c 'write failed' <<<"$output")" = 1 ]
+  [ "$status" = 1 ] && [ "$(grep -c 'write failed' <<<"$output")" = 1 ] || false
   # -o a full device: the output is named (the device is written through, not replaced)
   run bash -c "q4nx-pack -o /dev/full <'$W/t.ogax'"
-  [ "$status" = 1 ] && [[ "$output" == *"q4nx-pack: /dev/full: write failed"* ]]
+  [ "$status" = 1 ] && [[ "$output" == *"q4nx-pack: /dev/full: write failed"* ]] || false
   run oga-extract "$p" -o /dev/full
-  [ "$status" = 1 ] && [[ "$output" == *"oga-extract: /dev/full: write failed"* ]] && [ -c /dev/full ]
+  [ "$status" = 1 ] && [[ "$output" == *"oga-extract: /dev/full: write failed"* ]] && [ -c /dev/full ] || false
 }
 
 @test "hardening: a tensor frame claiming a terabyte payload is refused by q4nx-pack before anything is allocated (exit 3, named)" {

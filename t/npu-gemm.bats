@@ -13,7 +13,7 @@ teardown() { rm -rf "$tmp"; }
   [[ "$output" == *"--shape N,K"* ]]
   [ -f "$TOP/man/man1/npu-gemm.1" ]
   run npu-gemm --version
-  [ "$status" -eq 0 ] && [[ "$output" == "npu-gemm "* ]]
+  [ "$status" -eq 0 ] && [[ "$output" == "npu-gemm "* ]] || false
 }
 
 @test "usage errors exit 2 with a named error" {
@@ -21,7 +21,7 @@ teardown() { rm -rf "$tmp"; }
   [ "$status" -eq 2 ]
   # a --dump-source DIR that cannot be made is an output failure (1), named
   run npu-gemm --shape 64,64 --reps 1 --dump-source "$BATS_TEST_TMPDIR/none/w"
-  [ "$status" -eq 1 ] && [[ "$output" == *"--dump-source $BATS_TEST_TMPDIR/none/w: No such file or directory"* ]]
+  [ "$status" -eq 1 ] && [[ "$output" == *"--dump-source $BATS_TEST_TMPDIR/none/w: No such file or directory"* ]] || false
   run npu-gemm --shape 10
   [ "$status" -eq 2 ]
   [[ "$output" == *"npu-gemm: --shape 10: expected N,K"* ]]
@@ -32,7 +32,7 @@ teardown() { rm -rf "$tmp"; }
     "--shape 64,64 --no-mmap" "--shape 64,64 --shapes 64x64" "--list-devices --block 64" \
     "--model-pass --shapes 64x64 --mmap"; do
     run npu-gemm $bad
-    [ "$status" -eq 2 ] && [[ "$output" == *"goes with"* || "$output" == *"say how a container"* || "$output" == *"describe synthetic"* ]]
+    [ "$status" -eq 2 ] && [[ "$output" == *"goes with"* || "$output" == *"say how a container"* || "$output" == *"describe synthetic"* ]] || false
   done
   run npu-gemm --shape 64,64 --mode f16
   [ "$status" -eq 2 ]
@@ -42,7 +42,7 @@ teardown() { rm -rf "$tmp"; }
   # --model-pass --shapes: sizes beyond 2^24 (they wrapped to 32 bits) and an empty list
   for s in 9223372036854775807x2 2x9223372036854775807 4294967296x32 '' ,; do
     run npu-gemm --model-pass --shapes "$s"
-    [ "$status" -eq 2 ] && [[ "$output" == *"--shapes"* ]]
+    [ "$status" -eq 2 ] && [[ "$output" == *"--shapes"* ]] || false
   done
   OGAKIT_KERNEL=sse9 run npu-gemm --shape 64,64
   [ "$status" -eq 4 ] # the refusal every program gives (t/isa.bats)

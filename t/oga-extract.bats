@@ -55,7 +55,7 @@ variant() {
   local pack
   pack=$(fixture qwen2 cpu tied)
   run script -qec "oga-extract '$pack'" /dev/null
-  [ "$status" -eq 2 ] && [[ "$output" == *"oga-extract: refusing to write an OGAX stream to a terminal"* ]]
+  [ "$status" -eq 2 ] && [[ "$output" == *"oga-extract: refusing to write an OGAX stream to a terminal"* ]] || false
 }
 
 @test "oga-extract usage: exit 2; --help exit 0" {
@@ -64,10 +64,10 @@ variant() {
   run oga-extract --nope x
   [ "$status" -eq 2 ]
   run oga-extract --help
-  [ "$status" -eq 0 ] && [[ "$output" == *"usage: oga-extract"* ]]
+  [ "$status" -eq 0 ] && [[ "$output" == *"usage: oga-extract"* ]] || false
   # an output file that cannot be created is a write failure (1, as the man page says), not a usage error
   run oga-extract -o "$BATS_TEST_TMPDIR/no/such/dir/x.ogax" "$(fixture qwen2 cpu tied)"
-  [ "$status" -eq 1 ] && [[ "$output" == *"cannot create"* ]]
+  [ "$status" -eq 1 ] && [[ "$output" == *"cannot create"* ]] || false
 }
 
 @test "oga-extract --check rejects truncated, corrupted and padded streams" {
@@ -77,24 +77,24 @@ variant() {
   n=$(stat -c %s "$s")
   head -c $((n - 10)) "$s" >"$BATS_TEST_TMPDIR/trunc"
   run oga-extract --check "$BATS_TEST_TMPDIR/trunc"
-  [ "$status" -eq 3 ] && [[ "$output" == *"oga-extract: "*"truncated"* ]]
+  [ "$status" -eq 3 ] && [[ "$output" == *"oga-extract: "*"truncated"* ]] || false
   # flip one byte in the middle of the last tensor payloads: a part CRC must catch it
   cp "$s" "$BATS_TEST_TMPDIR/flip"
   printf '\x5a' | dd of="$BATS_TEST_TMPDIR/flip" bs=1 seek=$((n / 2)) conv=notrunc status=none
   cmp -s "$s" "$BATS_TEST_TMPDIR/flip" && skip "the byte was already 0x5a"
   run oga-extract --check "$BATS_TEST_TMPDIR/flip"
-  [ "$status" -eq 3 ] && [[ "$output" == *"CRC32C"* ]]
+  [ "$status" -eq 3 ] && [[ "$output" == *"CRC32C"* ]] || false
   { cat "$s"; printf 'x'; } >"$BATS_TEST_TMPDIR/pad"
   run oga-extract --check "$BATS_TEST_TMPDIR/pad"
-  [ "$status" -eq 3 ] && [[ "$output" == *"trailing bytes"* ]]
+  [ "$status" -eq 3 ] && [[ "$output" == *"trailing bytes"* ]] || false
   # --check takes no extraction options
   run oga-extract --check /dev/null -o "$BATS_TEST_TMPDIR/x"
-  [ "$status" -eq 2 ] && [ ! -e "$BATS_TEST_TMPDIR/x" ]
+  [ "$status" -eq 2 ] && [ ! -e "$BATS_TEST_TMPDIR/x" ] || false
 }
 
 @test "oga-extract: not a pack, exit 3 and nothing on stdout" {
   run --separate-stderr oga-extract "$BATS_TEST_TMPDIR/nothing-here"
-  [ "$status" -eq 3 ] && [ -z "$output" ] && [[ "$stderr" == "oga-extract: "* ]]
+  [ "$status" -eq 3 ] && [ -z "$output" ] && [[ "$stderr" == "oga-extract: "* ]] || false
 }
 
 @test "oga-extract -o leaves no file behind when the pack is refused" {
@@ -102,7 +102,7 @@ variant() {
   pack=$(fixture bad no-tokenizer) || skip "fixture bad no-tokenizer not available yet"
   run oga-extract -o "$BATS_TEST_TMPDIR/out.ogax" "$pack"
   [ "$status" -eq 3 ]
-  [ ! -e "$BATS_TEST_TMPDIR/out.ogax" ] && [ -z "$(ls "$BATS_TEST_TMPDIR" | grep out.ogax || true)" ]
+  [ ! -e "$BATS_TEST_TMPDIR/out.ogax" ] && [ -z "$(ls "$BATS_TEST_TMPDIR" | grep out.ogax || true)" ] || false
 }
 
 # malformed packs: exit 3, the named refusal on stderr, zero bytes on stdout; --allow-incomplete

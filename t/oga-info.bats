@@ -95,21 +95,21 @@ check_variant() {
 
 @test "oga-info: usage errors exit 2, --help exits 0" {
   run oga-info
-  [ "$status" -eq 2 ] && [[ "$output" == *"oga-info: missing PACK"* ]]
+  [ "$status" -eq 2 ] && [[ "$output" == *"oga-info: missing PACK"* ]] || false
   run oga-info --bogus x
   [ "$status" -eq 2 ]
   run oga-info a b
   [ "$status" -eq 2 ]
   run oga-info --help
-  [ "$status" -eq 0 ] && [[ "$output" == *"usage: oga-info"* ]]
+  [ "$status" -eq 0 ] && [[ "$output" == *"usage: oga-info"* ]] || false
 }
 
 @test "oga-info: not a pack is a named error, exit 3" {
   run oga-info "$BATS_TEST_TMPDIR/nonexistent"
-  [ "$status" -eq 3 ] && [[ "$output" == "oga-info: "*"No such file or directory"* ]]
+  [ "$status" -eq 3 ] && [[ "$output" == "oga-info: "*"No such file or directory"* ]] || false
   mkdir -p "$BATS_TEST_TMPDIR/empty"
   run oga-info "$BATS_TEST_TMPDIR/empty"
-  [ "$status" -eq 3 ] && [[ "$output" == *"not an OGA pack"* ]]
+  [ "$status" -eq 3 ] && [[ "$output" == *"not an OGA pack"* ]] || false
 }
 
 # malformed packs: NAME CODE [WHAT-substring]
@@ -146,7 +146,7 @@ bad_case() {
   local pack
   pack=$(fixture bad block16) || skip "fixture bad block16 not available yet (tools/mkbad.py)"
   run oga-info -q "$pack"
-  [ "$status" -eq 0 ] && [ "$(echo "$output" | jq -c .quantization.block_sizes)" = "[16]" ]
+  [ "$status" -eq 0 ] && [ "$(echo "$output" | jq -c .quantization.block_sizes)" = "[16]" ] || false
   [ "$(echo "$output" | jq .tie_embeddings)" = true ]
   oga-extract -o "$BATS_TEST_TMPDIR/s.ogax" "$pack"
   run /usr/bin/python3 "$TOP/t/oga-extract-check.py" "$pack" "$BATS_TEST_TMPDIR/s.ogax"
@@ -258,7 +258,7 @@ mutation_case() { # MUTATION CODE WHAT-substring
   d=$BATS_TEST_TMPDIR/olmo-nobias
   /usr/bin/python3 "$TOP/t/pack-mutate.py" "$(fixture olmo amd untied)" "$d" norm-nobias
   run oga-info -q "$d"
-  [ "$status" -eq 0 ] && echo "$output" | jq -e '.norm == "layer" and ([.by_role | keys[] | select(endswith("_bias"))] == [])'
+  [ "$status" -eq 0 ] && echo "$output" | jq -e '.norm == "layer" and ([.by_role | keys[] | select(endswith("_bias"))] == [])' || false
   d=$BATS_TEST_TMPDIR/olmo-mixed
   /usr/bin/python3 "$TOP/t/pack-mutate.py" "$(fixture olmo cpu tied)" "$d" norm-mixed
   run --separate-stderr oga-info -q "$d"
@@ -274,7 +274,7 @@ mutation_case() { # MUTATION CODE WHAT-substring
     [ "$status" -eq 0 ] || { echo "$s: $output"; return 1; }
     [ "$(echo "$output" | jq -c .sliding_window)" = '{"size":4,"layers":[0,1]}' ]
     run oga-info -q "$(mutated "$s" gqa-softcap)"
-    [ "$status" -eq 0 ] && [ "$(echo "$output" | jq .attn_softcap)" = 30 ]
+    [ "$status" -eq 0 ] && [ "$(echo "$output" | jq .attn_softcap)" = 30 ] || false
     [ "$(echo "$output" | jq -c '[.sliding_window, .final_softcap, .embed_scale, .sandwich_norms, .activation]')" = '[null,null,null,false,"silu"]' ]
     run oga-info -q "$(mutated "$s" gqa-scale)"
     [ "$status" -eq 0 ] || { echo "$s: $output"; return 1; }
@@ -438,7 +438,7 @@ mutation_case() { # MUTATION CODE WHAT-substring
   [ "$(oga-extract --check "$BATS_TEST_TMPDIR/s.ogax" | jq .ok)" = true ]
   oga-extract "$d" | q4nx-pack -o "$BATS_TEST_TMPDIR/m.q4nx"
   run q4nx-verify "$BATS_TEST_TMPDIR/m.q4nx" --pack "$d"
-  [ "$status" -eq 0 ] && [ "$(echo "$output" | jq -r '.pack.dir | endswith("/pack-?")')" = true ]
+  [ "$status" -eq 0 ] && [ "$(echo "$output" | jq -r '.pack.dir | endswith("/pack-?")')" = true ] || false
 }
 @test "a GatherBlockQuantized padded copy that does not fit in memory: refused (out_of_memory), no abort" {
   skip_under_san "ASan's own reservations run into the data limit"
@@ -548,7 +548,7 @@ importable_mutation() { # FAMILY TIE MUTATION
   as_nobody() { setpriv --reuid=nobody --regid=nogroup --clear-groups "$@"; }
   as_nobody oga-info -q "$TOP/share/models/pytiny-draft" >/dev/null || skip "nobody cannot run the programs here"
   run as_nobody oga-info "$d/pk"
-  [ "$status" -eq 3 ] && [[ "$output" == *"cannot read the directory: Permission denied"* ]]
+  [ "$status" -eq 3 ] && [[ "$output" == *"cannot read the directory: Permission denied"* ]] || false
   chmod 755 "$d/pk" && chmod 600 "$d/pk/genai_config.json"
   run --separate-stderr as_nobody oga-info -q "$d/pk"
   [ "$status" -eq 3 ]

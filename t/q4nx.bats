@@ -135,7 +135,7 @@ for f in sys.argv[2:]:
   oga-extract "$(fixture qwen2 cpu tied)" | q4nx-pack -o "$W/q.q4nx"
   /usr/bin/python3 "$TOP/t/q4nx-mutate.py" "$W/q.q4nx" "$W/m.q4nx" meta-tensors
   run q4nx-verify "$W/m.q4nx"
-  [ "$status" -eq 1 ] && [[ "$output" == *"do not match the container's tables"* ]]
+  [ "$status" -eq 1 ] && [[ "$output" == *"do not match the container's tables"* ]] || false
   run q4nx-verify "$W/q.q4nx"
   [ "$status" -eq 0 ]
 }

@@ -24,7 +24,7 @@ start_server() {
     kill -0 "$SPID" 2>/dev/null || break
     sleep 0.05
   done
-  PORT=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$SLOG" | head -1)
+  PORT=$(LC_ALL=C sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$SLOG" | head -1)
   grep -q 'ready:' "$SLOG" || { cat "$SLOG" >&2; return 1; }
 }
 stop_servers() {
@@ -78,7 +78,7 @@ metric() { curl -s -m 10 "http://127.0.0.1:$PORT/metrics" | awk -v k="ogakit_$1"
 @test "serve: /health, /v1/models (id = container name, context length) and /v1/models/ID, /metrics in Prometheus text" {
   start_server -c 512
   get /health
-  [ "$STATUS" = 200 ] && [ "$(echo "$BODY" | jq -c .)" = '{"status":"ok"}' ]
+  [ "$STATUS" = 200 ] && [ "$(echo "$BODY" | jq -c .)" = '{"status":"ok"}' ] || false
   get /v1/models
   [ "$STATUS" = 200 ]
   [ "$(echo "$BODY" | jq -r '.object, .data[0].id, .data[0].context_length' | tr '\n' ' ')" = "list target 512 " ]
@@ -88,9 +88,9 @@ metric() { curl -s -m 10 "http://127.0.0.1:$PORT/metrics" | awk -v k="ogakit_$1"
   # OpenAI's retrieve: the same object by id (or path); another id is a 404 by name
   sleep 1.1
   get /v1/models/target
-  [ "$STATUS" = 200 ] && [ "$(echo "$BODY" | jq -c .)" = "$list" ]
+  [ "$STATUS" = 200 ] && [ "$(echo "$BODY" | jq -c .)" = "$list" ] || false
   get "/v1/models/$(jq -rn --arg p "$W/target.q4nx" '$p | @uri')"
-  [ "$STATUS" = 200 ] && [ "$(echo "$BODY" | jq -r .id)" = target ]
+  [ "$STATUS" = 200 ] && [ "$(echo "$BODY" | jq -r .id)" = target ] || false
   get /v1/models/other
   is_error 404
   echo "$BODY" | jq -e '.error.code == "model_not_found" and (.error.message | test("other"))' >/dev/null
@@ -250,7 +250,7 @@ PY
   npu-forward tokenize -m "$W/target.q4nx" "def fibonacci(n): return n if n < 2 else fibonacci(n - 1) + fibonacci(n - 2)
 # the quick brown fox jumps over the lazy dog; print(fibonacci(10)) and the sum of squares of 1..20" > "$W/score.ids"
   n=$(jq length "$W/score.ids")
-  [ "$n" -gt 64 ] && [ $((n % 32)) -ne 0 ]
+  [ "$n" -gt 64 ] && [ $((n % 32)) -ne 0 ] || false
   post /v1/completions "$(jq -nc --slurpfile p "$W/score.ids" '{prompt: $p[0], max_tokens: 0, echo: true, logprobs: 3,
     temperature: 0, n: 2}')"
   [ "$STATUS" = 200 ]
@@ -410,10 +410,10 @@ PY
   [ "$(echo "$BODY" | jq '.choices | length')" = 2 ]
   # a list of prompts past the queue names the prompts, not n
   post /v1/completions '{"prompt": ["a", "b", "c"], "max_tokens": 2}'; is_error 400
-  [ "$(echo "$BODY" | jq -r .error.param)" = prompt ] && echo "$BODY" | jq -e '.error.message | test("3 prompts")'
+  [ "$(echo "$BODY" | jq -r .error.param)" = prompt ] && echo "$BODY" | jq -e '.error.message | test("3 prompts")' || false
   # JSON as Python reads it: a key given twice counts once (the last); a \u0000 is refused by name
   post /v1/completions '{"prompt": "x", "prompt": "def fibonacci(n):", "max_tokens": 1, "temperature": 0}'
-  [ "$STATUS" = 200 ] && [ "$(echo "$BODY" | jq '.usage.prompt_tokens')" -gt 1 ]
+  [ "$STATUS" = 200 ] && [ "$(echo "$BODY" | jq '.usage.prompt_tokens')" -gt 1 ] || false
   post /v1/completions '{"prompt": "a\u0000b", "max_tokens": 1}'; is_error 400
   echo "$BODY" | jq -e '.error.code == "invalid_value" and (.error.message | test("NUL"))'
 }
@@ -452,7 +452,7 @@ schema_fits() {
         objects=$((objects + 1))
       else # cut by max_tokens: the start of an object
         re=$'^( |\n[ \t]*)?\\{'
-        [ "$fin" = length ] && [[ "$c" =~ $re ]]
+        [ "$fin" = length ] && [[ "$c" =~ $re ]] || false
       fi
       s=$(curl -s -N -m 60 -H 'Content-Type: application/json' --data-binary "$(echo "$req" | jq -c '.stream = true')" \
         "http://127.0.0.1:$PORT/v1/chat/completions" | sed -n 's/^data: //p' | grep -v '^\[DONE\]' | jq -j '.choices[0].delta.content // empty')
@@ -464,7 +464,7 @@ schema_fits() {
     done
   done
   echo "objects $objects of 10, plain answers that were objects: $plain_json" >&3
-  [ "$objects" -ge 3 ] && [ "$plain_json" = 0 ]
+  [ "$objects" -ge 3 ] && [ "$plain_json" = 0 ] || false
   # completions too (a few seeds: this small model can loop inside a string until max_tokens)
   done_ok=0
   for seed in 1 2 3 4 5 6; do
@@ -628,7 +628,7 @@ schema_fits() {
   # (curl -T - streams stdin as a chunked upload; before the cut-off it ran into its 30 s limit, exit 28)
   run timeout 60 sh -c "yes | curl -s -o /dev/null -m 30 -X POST -T - -H 'Content-Type: application/json' \
     http://127.0.0.1:$PORT/v1/completions"
-  [ "$status" != 124 ] && [ "$status" != 28 ]
+  [ "$status" != 124 ] && [ "$status" != 28 ] || false
   get /health
   [ "$STATUS" = 200 ]
   # the absolute form of a request target (as a proxy sends it) is its path
@@ -639,7 +639,7 @@ schema_fits() {
 @test "serve: chat without max_tokens goes to the end of the context, as far as a larger max_tokens does" {
   start_server -c 64
   post /v1/chat/completions '{"messages": [{"role": "user", "content": "hi"}], "temperature": 0, "ignore_eos": true}'
-  [ "$STATUS" = 200 ] && [ "$(echo "$BODY" | jq -r '.choices[0].finish_reason')" = length ]
+  [ "$STATUS" = 200 ] && [ "$(echo "$BODY" | jq -r '.choices[0].finish_reason')" = length ] || false
   a=$(echo "$BODY" | jq -c .usage)
   post /v1/chat/completions '{"messages": [{"role": "user", "content": "hi"}], "temperature": 0, "ignore_eos": true, "max_tokens": 5000}'
   [ "$(echo "$BODY" | jq -c .usage)" = "$a" ]
@@ -852,12 +852,12 @@ schema_fits() {
   [ "$(jq -s -r '.[-1].choices[0].finish_reason' "$BATS_TEST_TMPDIR/chunks")" = "$finish" ]
   # tool_choice none: rendered without the tools
   post /v1/chat/completions "{\"messages\": $msgs, \"tools\": $tools, \"tool_choice\": \"none\", \"max_tokens\": 1}"
-  [ "$STATUS" = 200 ] && [ "$(echo "$BODY" | jq .usage.prompt_tokens)" = "$(echo "$without" | jq length)" ]
+  [ "$STATUS" = 200 ] && [ "$(echo "$BODY" | jq .usage.prompt_tokens)" = "$(echo "$without" | jq length)" ] || false
   # chat_template_kwargs reach the template: Qwen3's enable_thinking false writes an empty think block
   nothink=$(golden_ids "{\"messages\": $gmsgs, \"tools\": $tools, \"add_generation_prompt\": true, \"enable_thinking\": false}")
   [ "$nothink" != "$with" ]
   post /v1/chat/completions "{\"messages\": $msgs, \"tools\": $tools, \"chat_template_kwargs\": {\"enable_thinking\": false}, \"max_tokens\": 1}"
-  [ "$STATUS" = 200 ] && [ "$(echo "$BODY" | jq .usage.prompt_tokens)" = "$(echo "$nothink" | jq length)" ]
+  [ "$STATUS" = 200 ] && [ "$(echo "$BODY" | jq .usage.prompt_tokens)" = "$(echo "$nothink" | jq length)" ] || false
   post /v1/completions "{\"prompt\": $nothink, \"max_tokens\": 1}"
   [ "$(echo "$BODY" | jq .timings.cache_n)" -ge "$(echo "$nothink" | jq 'length - 1')" ]
   post /v1/chat/completions "{\"messages\": $msgs, \"chat_template_kwargs\": {\"messages\": []}}"; is_error 400
@@ -946,7 +946,20 @@ schema_fits() {
   is_error 400
   echo "$BODY" | jq -e '.error.message | test("padding")' >/dev/null
   post /v1/completions '{"prompt": "hi", "max_tokens": 1, "temperature": 0, "logit_bias": {"1000": 100}, "return_tokens": true}'
-  [ "$STATUS" = 200 ] && [ "$(echo "$BODY" | jq -c .choices[0].tokens)" = "[1000]" ]
+  [ "$STATUS" = 200 ] && [ "$(echo "$BODY" | jq -c .choices[0].tokens)" = "[1000]" ] || false
+}
+
+# review: a container whose file name is not UTF-8 made every JSON answer fail (the id went into each)
+@test "serve: a container whose name is not UTF-8 serves, its id with '?' for the bytes from 0x80" {
+  m=$BATS_TEST_TMPDIR/$'m\xfe.q4nx'
+  cp "$W/target.q4nx" "$m"
+  start_server -m "$m"
+  get /v1/models
+  [ "$STATUS" = 200 ]
+  [ "$(echo "$BODY" | jq -r '.data[0].id')" = 'm?' ]
+  post /v1/completions '{"prompt": "def", "max_tokens": 2}'
+  [ "$STATUS" = 200 ]
+  [ "$(echo "$BODY" | jq -r .model)" = 'm?' ]
 }
 
 # held-out audit: with tools beside response_format, an answer the schema made call-shaped came back as a call
@@ -1037,26 +1050,26 @@ schema_fits() {
     -d '{"prompt": "x", "max_tokens": 2, "stream": true}' "http://127.0.0.1:$PORT/v1/completions" | grep -qi '^Access-Control-Allow-Origin'
   for bad in '' 'http://' 'ftp://x' 'javascript:alert(1)' 'http://a/b' $'http://a\r\nX: y'; do
     run npu-forward serve -m "$W/target.q4nx" --cors "$bad"
-    [ "$status" = 2 ] && [[ "$output" == *"--cors"* ]]
+    [ "$status" = 2 ] && [[ "$output" == *"--cors"* ]] || false
   done
   run npu-forward serve -m "$W/target.q4nx" --api-key ''
-  [ "$status" = 2 ] && [[ "$output" == *"--api-key"* ]]
+  [ "$status" = 2 ] && [[ "$output" == *"--api-key"* ]] || false
 }
 
 @test "serve: a port in use and a bad model exit 4 with a named error; bad options exit 2" {
   start_server
   run npu-forward serve -m "$W/target.q4nx" --port "$PORT" -t 1
-  [ "$status" = 4 ] && [[ "$output" == *"127.0.0.1:$PORT"*"in use"* ]]
+  [ "$status" = 4 ] && [[ "$output" == *"127.0.0.1:$PORT"*"in use"* ]] || false
   echo "not a container" >"$BATS_TEST_TMPDIR/bad.q4nx"
   run timeout 30 npu-forward serve -m "$BATS_TEST_TMPDIR/bad.q4nx" --port 0 -t 1
-  [ "$status" = 4 ] && [[ "$output" == *"bad.q4nx"* ]]
+  [ "$status" = 4 ] && [[ "$output" == *"bad.q4nx"* ]] || false
   run npu-forward serve -m "$W/target.q4nx" --parallel 0
   [ "$status" = 2 ]
   run npu-forward serve --port 1
   [ "$status" = 2 ]
   # --draft-max without a drafter was taken and ignored
   run npu-forward serve -m "$W/target.q4nx" --draft-max 3
-  [ "$status" = 2 ] && [[ "$output" == *"--draft-max without --draft"* ]]
+  [ "$status" = 2 ] && [[ "$output" == *"--draft-max without --draft"* ]] || false
 }
 
 # a stream still running when the grace ends is cut with shutting_down (503's code), as a queued request
@@ -1242,7 +1255,7 @@ both_finish() {
   n1=$(echo "$BODY" | jq -r .usage.prompt_tokens)
   post /v1/completions '{"prompt": "def fibonacci(n):\n    if n < 2:\n        return n", "max_tokens": 16, "temperature": 0}'
   c=$(echo "$BODY" | jq -r .timings.cache_n)
-  [ "$c" -gt 0 ] && [ "$c" -le "$n1" ]
+  [ "$c" -gt 0 ] && [ "$c" -le "$n1" ] || false
   [ "$(echo "$BODY" | jq -r .timings.prompt_n)" = $(( $(echo "$BODY" | jq -r .usage.prompt_tokens) - c )) ]
   [ "$(echo "$BODY" | jq -r '.choices[0].text')" = "$(run_text --mode i8 -n 16 -p "$(printf 'def fibonacci(n):\n    if n < 2:\n        return n')")" ]
   [ "$(metric prompt_tokens_cached_total)" = "$c" ]
@@ -1254,7 +1267,7 @@ both_finish() {
   [ "$(echo "$BODY" | jq -r .usage.prompt_tokens)" -gt 256 ]
   post /v1/completions "$(jq -nc --arg p "$sys"$'\ndef f():' '{prompt: $p, max_tokens: 16, temperature: 0}')"
   c=$(echo "$BODY" | jq -r .timings.cache_n)
-  [ "$c" -ge 128 ] && [ $((c % 128)) = 0 ]
+  [ "$c" -ge 128 ] && [ $((c % 128)) = 0 ] || false
   [ "$(echo "$BODY" | jq -r '.choices[0].text')" = "$(run_text -n 16 -p "$sys"$'\ndef f():')" ]
   stop_servers
   start_server --parallel 1 --prefix-cache off
@@ -1281,7 +1294,7 @@ both_finish() {
   ASAN_OPTIONS=quarantine_size_mb=0 start_server --parallel 8
   rss() { awk '/^VmRSS/ {print $2}' "/proc/$SPID/status"; }
   run timeout 300 node "$TOP/t/serve-load.mjs" "$PORT" 64 200
-  [ "$status" = 0 ] && [ "$(echo "$output" | jq -r '.errors, .lost' | tr '\n' ' ')" = "0 0 " ]
+  [ "$status" = 0 ] && [ "$(echo "$output" | jq -r '.errors, .lost' | tr '\n' ' ')" = "0 0 " ] || false
   r0=$(rss)
   run timeout 600 node "$TOP/t/serve-load.mjs" "$PORT" 64 2000
   echo "$output"
@@ -1321,7 +1334,7 @@ both_finish() {
   done
   echo "not a container" >"$BATS_TEST_TMPDIR/bad.q4nx"
   run timeout 30 npu-forward serve -m "$W/target.q4nx" --draft "$BATS_TEST_TMPDIR/bad.q4nx" --port 0 -t 1
-  [ "$status" = 4 ] && [[ "$output" == *"bad.q4nx"* ]]
+  [ "$status" = 4 ] && [[ "$output" == *"bad.q4nx"* ]] || false
 }
 
 @test "serve-cluster: 2 replicas behind nginx; one killed mid-run, no request lost" {

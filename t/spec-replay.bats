@@ -87,7 +87,7 @@ teardown_file() { rm -rf "$W"; }
   run spec-replay -m "$W/t.q4nx" -d "$W/d.q4nx" -p x -k 17
   [ "$status" -eq 2 ]
   run spec-replay -m "$W/t.q4nx" -d "$W/d.q4nx" -p x -k 4,
-  [ "$status" -eq 2 ] && [[ "$output" == *"empty item"* ]]
+  [ "$status" -eq 2 ] && [[ "$output" == *"empty item"* ]] || false
   run spec-replay -m "$W/t.q4nx" -d "$W/missing.q4nx" -p x
   [ "$status" -eq 3 ]
   [[ "$output" == *"missing.q4nx"* ]]
@@ -106,9 +106,9 @@ teardown_file() { rm -rf "$W"; }
   # a context too small for the runs (it made them differ: a false exit 1): 3; -c larger than the models' (a bad
   # option value, as npu-forward run's -c): 2
   run spec-replay -m "$W/t.q4nx" -d "$W/d.q4nx" -p hi -n 4 -c 3
-  [ "$status" -eq 3 ] && [[ "$output" == *"need 10 positions; -c gives 3"* ]]
+  [ "$status" -eq 3 ] && [[ "$output" == *"need 10 positions; -c gives 3"* ]] || false
   run spec-replay -m "$W/t.q4nx" -d "$W/d.q4nx" -p hi -n 4 -c 100000
-  [ "$status" -eq 2 ] && [[ "$output" == *"100000 positions (-c) are more than the models hold"* ]]
+  [ "$status" -eq 2 ] && [[ "$output" == *"100000 positions (-c) are more than the models hold"* ]] || false
   local tiny
   tiny=$W/tiny.q4nx
   oga-extract "$(fixture qwen2 cpu tied tiny 0)" | q4nx-pack -l b8 -o "$tiny"
@@ -233,7 +233,7 @@ teardown_file() { rm -rf "$W"; }
   # a prompt name with control characters reaches the table and the warnings as '?'
   jq '.prompts[0].name = "a\u001b[2Jb"' "$W/rec32.json" >"$W/esc.json"
   run spec-replay -d "$W/d.q4nx" -k 2 --recording "$W/esc.json"
-  [ "$status" -eq 0 ] && [[ "$output" == *"a?[2Jb"* ]] && [[ "$output" != *$'\e'* ]]
+  [ "$status" -eq 0 ] && [[ "$output" == *"a?[2Jb"* ]] && [[ "$output" != *$'\e'* ]] || false
   jq '.version = 2' "$W/rec32.json" >"$W/v2.json"
   run spec-replay -d "$W/d.q4nx" --recording "$W/v2.json"
   [ "$status" -eq 3 ]
@@ -355,14 +355,14 @@ fake_continuation() { # IDS_JSON N
   # a server that answers no token at all: a drafter so is said; a target so is refused at record
   start_fake empty
   run --separate-stderr spec-replay --draft-url "$URL" -k 3 --json --recording "$W/u20.json"
-  [ "$status" -eq 0 ] && [[ "$stderr" == *"the drafter offered no token at all"* ]]
+  [ "$status" -eq 0 ] && [[ "$stderr" == *"the drafter offered no token at all"* ]] || false
   run spec-replay record --url "$URL" --prompts "$W/ids1.json" --tokens 4 -o "$W/empty.json"
-  [ "$status" -eq 3 ] && [[ "$output" == *"answered 0 tokens of 4"* ]] && [ ! -e "$W/empty.json" ]
+  [ "$status" -eq 3 ] && [[ "$output" == *"answered 0 tokens of 4"* ]] && [ ! -e "$W/empty.json" ] || false
   # a prompt given as both text and ids: which one the recording stands for is not guessed
   echo '{"prompts":[{"name":"both","ids":[5,9],"text":"x"}]}' >"$W/both.json"
   start_fake target
   run spec-replay record --url "$URL" --prompts "$W/both.json" --tokens 4 -o "$W/both-rec.json"
-  [ "$status" -eq 3 ] && [[ "$output" == *"both given"* ]] && [ ! -e "$W/both-rec.json" ]
+  [ "$status" -eq 3 ] && [[ "$output" == *"both given"* ]] && [ ! -e "$W/both-rec.json" ] || false
 }
 
 @test "HTTP peers: unreachable, or answering with errors, is refused with exit 3 naming the URL" {

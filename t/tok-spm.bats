@@ -117,7 +117,7 @@ EOF
   d=$W/m/userdef
   sep=$(spg info "$d" | jq '.user["<sep>"]')
   ctx=$(spg info "$d" | jq '.user["[CTX]"]')
-  [ "$sep" -gt 0 ] && [ "$ctx" -gt 0 ]
+  [ "$sep" -gt 0 ] && [ "$ctx" -gt 0 ] || false
   a=$(echo '"left side"' | spg encode "$d" | jq -c .)
   b=$(echo '"right"' | spg encode "$d" | jq -c .)
   run -0 npu-forward tokenize --no-special --tokenizer "$d" "left side<sep>right[CTX]"

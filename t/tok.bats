@@ -365,7 +365,7 @@ EOF
   cmp "$W/whole.txt" "$W/split.txt"
   printf 'bad \xff' > "$d/chat_template.jinja"
   run npu-forward chat --tokenizer "$d" "$W/one.json"
-  [ "$status" -eq 3 ] && [[ "$output" == *"chat_template.jinja: not UTF-8"* ]]
+  [ "$status" -eq 3 ] && [[ "$output" == *"chat_template.jinja: not UTF-8"* ]] || false
 }
 
 @test "chat: named templates (list form): \"default\", and \"tool_use\" when the conversation carries tools" {
@@ -376,23 +376,23 @@ EOF
                         {"name": "default", "template": "D:{{ messages[0].content }}"}]' \
     "$(tokdir qwen3)/tokenizer_config.json" > "$d/tokenizer_config.json"
   run npu-forward chat --tokenizer "$d" <<< '{"messages": [{"role": "user", "content": "hi"}]}'
-  [ "$status" -eq 0 ] && [ "$output" = "D:hi" ]
+  [ "$status" -eq 0 ] && [ "$output" = "D:hi" ] || false
   run npu-forward chat --tokenizer "$d" <<< '{"messages": [{"role": "user", "content": "hi"}], "tools": null}'
-  [ "$status" -eq 0 ] && [ "$output" = "D:hi" ]
+  [ "$status" -eq 0 ] && [ "$output" = "D:hi" ] || false
   run npu-forward chat --tokenizer "$d" <<< '{"messages": [{"role": "user", "content": "hi"}], "tools": [{"a": 1}, {"b": 2}]}'
-  [ "$status" -eq 0 ] && [ "$output" = "T2:hi" ]
+  [ "$status" -eq 0 ] && [ "$output" = "T2:hi" ] || false
   run npu-forward chat --tokenizer "$d" <<< '{"messages": [{"role": "user", "content": "hi"}], "tools": []}'
-  [ "$status" -eq 0 ] && [ "$output" = "T0:hi" ]
+  [ "$status" -eq 0 ] && [ "$output" = "T0:hi" ] || false
   # no "default": the first named template (as the pack import takes); no "tool_use": the default with tools too
   jq '.chat_template = [{"name": "other", "template": "O:{{ messages[0].content }}"}]' \
     "$(tokdir qwen3)/tokenizer_config.json" > "$d/tokenizer_config.json"
   run npu-forward chat --tokenizer "$d" <<< '{"messages": [{"role": "user", "content": "hi"}], "tools": [{"a": 1}]}'
-  [ "$status" -eq 0 ] && [ "$output" = "O:hi" ]
+  [ "$status" -eq 0 ] && [ "$output" = "O:hi" ] || false
   # entries that are not objects or whose template is not a string are passed over
   jq '.chat_template = [1, null, {"name": "default", "template": 5}, {"name": "tool_use"}, {"template": "F:{{ messages[0].content }}"}]' \
     "$(tokdir qwen3)/tokenizer_config.json" > "$d/tokenizer_config.json"
   run npu-forward chat --tokenizer "$d" <<< '{"messages": [{"role": "user", "content": "hi"}], "tools": [{"a": 1}]}'
-  [ "$status" -eq 0 ] && [ "$output" = "F:hi" ]
+  [ "$status" -eq 0 ] && [ "$output" = "F:hi" ] || false
 }
 
 @test "tokenize: invalid UTF-8 is refused by name (exit 3), never guessed at" {

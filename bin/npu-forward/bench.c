@@ -48,19 +48,23 @@ int cmd_bench(int argc, char **argv)
     /* the default lengths must fit the model: drop those that do not (saying so), and when none
      * fits, use the longest prompt that does; lengths given with -l are the user's (too long: exit 2, as -c
      * beyond the model's context is) */
+    /* the tokens each length runs past its prompt: the generated ones, or the largest verify pass */
+    int runs = o.gen > 1 ? o.gen : 1;
+    for (int i = 0; i < nv; i++)
+        runs = vk[i] > runs ? vk[i] : runs;
     if (!strcmp(o.lens, BENCH_DEFAULT_LENS)) {
         int ctx = app_context(m, &o.mo), kept = 0;
         for (int i = 0; i < nl; i++) {
-            if (lens[i] + o.gen <= ctx)
+            if (lens[i] + runs <= ctx)
                 lens[kept++] = lens[i];
             else
-                ogk_err("bench: skipping prompt length %d: %d + %d generated exceed the context (%d)", lens[i],
-                        lens[i], o.gen, ctx);
+                ogk_err("bench: skipping prompt length %d: %d + %d generated or verified exceed the context (%d)",
+                        lens[i], lens[i], runs, ctx);
         }
         if (!kept) {
-            if (ctx - o.gen < 1)
-                ogk_die(OGK_EXIT_USAGE, "-g %d: no prompt fits a context of %d", o.gen, ctx);
-            lens[kept++] = ctx - o.gen;
+            if (ctx - runs < 1)
+                ogk_die(OGK_EXIT_USAGE, "-g %d: no prompt fits a context of %d", runs, ctx);
+            lens[kept++] = ctx - runs;
             ogk_err("bench: using prompt length %d (the longest that fits)", lens[0]);
         }
         nl = kept;
@@ -72,9 +76,6 @@ int cmd_bench(int argc, char **argv)
     if (!context)
         context = maxlen + o.gen + MODEL_VERIFY_MAX < m->c.context_length ? maxlen + o.gen + MODEL_VERIFY_MAX
                                                                           : m->c.context_length;
-    int runs = o.gen > 1 ? o.gen : 1;
-    for (int i = 0; i < nv; i++)
-        runs = vk[i] > runs ? vk[i] : runs;
     if (maxlen + runs > context)
         ogk_die(OGK_EXIT_USAGE, "-l %d + %d generated or verified tokens: more than the context of %d positions (%s)",
                 maxlen, runs, context, o.mo.context ? "-c" : "the model's");

@@ -50,10 +50,12 @@ static int on_token(int id, void *arg)
     ogk_error e;
     if (r->n_ids == r->cap && !(r->ids = realloc(r->ids, (size_t)(r->cap = r->cap * 2 + 64) * sizeof *r->ids)))
         ogk_die(OGK_EXIT_INIT, "out of memory");
-    r->ids[r->n_ids++] = id;
     size_t n = 0;
+    /* a special token named as a stop string (it adds no text for the filter to see) ends the answer as an
+     * end token does: not one of its ids */
     if (r->stop.n && tok_is_special(r->t, id) && model_stopper_special(&r->stop, tok_id_to_token(r->t, id, &n), n))
-        return 1; /* a special token named as a stop string: it adds no text for the filter to see */
+        return 1;
+    r->ids[r->n_ids++] = id;
     const char *s = tok_stream_put(r->ts, id, &n, &e);
     if (!s)
         ogk_die(OGK_EXIT_INIT, "detokenize: %s", e.msg);
@@ -80,7 +82,7 @@ static int *prompt_ids(const model *m, tok *t, const opts *o, int *n)
     int *ids = app_prompt_ids(m, t, &p, context, n, &e);
     if (!ids) /* the context named where it is the reason */
         ogk_die(OGK_EXIT_INPUT, "%s%s", e.msg,
-                strstr(e.msg, "context") ? (snprintf(ctxs, sizeof ctxs, " (%d positions: -c, up to %d)", context,
+                strstr(e.msg, "does not fit the context") ? (snprintf(ctxs, sizeof ctxs, " (%d positions: -c, up to %d)", context,
                                                      m->c.context_length), ctxs) : "");
     free(text);
     return ids;

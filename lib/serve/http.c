@@ -49,6 +49,7 @@ typedef struct server {
     int sched_ok;
     int ready; /* atomic: the model is loaded */
     char model_id[256];
+    time_t created; /* /v1/models: the container's write time */
     size_t body_limit;
     uint64_t http_requests, http_errors; /* atomic */
     int inflight; /* atomic: completion requests not yet fully answered (shutdown waits for them) */
@@ -1381,10 +1382,8 @@ static json_t *model_json(server *srv)
     json_t *meta = json_pack("{s:s,s:i,s:i,s:i,s:i,s:i,s:I}", "family", mc->family_name, "n_vocab", mc->vocab_size,
                              "n_ctx_train", mc->context_length, "n_ctx", srv->S.context, "n_embd", mc->dim,
                              "n_layer", mc->n_layers, "weight_bytes", (json_int_t)srv->m->weight_bytes);
-    struct stat st; /* created: when the container was written (the same on every call) */
-    time_t made = stat(srv->o->model_path, &st) ? time(NULL) : st.st_mtime;
     return json_pack("{s:s,s:s,s:I,s:s,s:i,s:o}", "id", srv->model_id, "object", "model", "created",
-                     (json_int_t)made, "owned_by", "ogakit", "context_length", srv->S.context, "meta", meta);
+                     (json_int_t)srv->created, "owned_by", "ogakit", "context_length", srv->S.context, "meta", meta);
 }
 
 static enum MHD_Result models(server *srv, struct MHD_Connection *c)
@@ -1728,6 +1727,15 @@ static void model_name(const char *path, char *out, size_t n)
     if (l > 5 && !strcmp(b + l - 5, ".q4nx"))
         l -= 5;
     snprintf(out, n, "%.*s", (int)l, b);
+    /* the id goes into every answer's JSON, which must be UTF-8: a name that is not has its bytes from 0x80
+     * as '?' (as the programs' reports name such paths); one the length cut inside a character ends before it */
+    size_t m = strlen(out), ok = tok_utf8_check(out, m);
+    if (ok < m && tok_utf8_check(b, l) == l)
+        out[ok] = 0;
+    else
+        for (size_t i = 0; ok < m && out[i]; i++)
+            if ((unsigned char)out[i] >= 0x80)
+                out[i] = '?';
 }
 
 int serve_run(const serve_opts *o, ogk_error *e, int *code)
@@ -1742,6 +1750,8 @@ int serve_run(const serve_opts *o, ogk_error *e, int *code)
     pthread_mutex_init(&srv->conn_mu, NULL);
     srv->request_timeout = o->request_timeout > 0 ? o->request_timeout : REQUEST_TIMEOUT_S;
     model_name(o->model_path, srv->model_id, sizeof srv->model_id);
+    struct stat mst; /* /v1/models' created: when the container was written, read once */
+    srv->created = stat(o->model_path, &mst) ? time(NULL) : mst.st_mtime;
     const char *host = o->host ? o->host : "127.0.0.1";
     int port = 0, v6 = 0, rc = -1;
     struct MHD_Daemon *d = NULL;

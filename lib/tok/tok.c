@@ -932,9 +932,11 @@ const char *tok_id_to_token(const tok *t, int32_t id, size_t *len)
 }
 int tok_is_special(const tok *t, int32_t id)
 {
-    for (int i = 0; i < t->nadded; i++)
-        if (t->added[i].id == id)
-            return t->added[i].special;
+    if (id < 0 || id >= t->ntok || !t->is_tok[id])
+        return 0;
+    for (int k = 0; k < t->nspecial; k++) /* the decoder's rule (tok_decode.c is_special) */
+        if (t->special_n[k] == t->symn[id] && !memcmp(t->special_strs[k], t->sym[id], t->symn[id]))
+            return 1;
     return 0;
 }
 const char *tok_bos_token(const tok *t) { return t->bos; }

@@ -91,6 +91,8 @@ void tok_stream_free(tok_stream *s);
 int32_t tok_vocab_size(const tok *t);                       /* max id + 1 (added tokens included) */
 int32_t tok_token_to_id(const tok *t, const char *s, size_t len); /* -1 when absent */
 const char *tok_id_to_token(const tok *t, int32_t id, size_t *len); /* NULL when absent */
+/* 1 for a token skip_special drops (the special added tokens and tokenizer_config's
+ * additional_special_tokens): one that adds no text to a decode that skips them */
 int tok_is_special(const tok *t, int32_t id);
 /* Special tokens named in tokenizer_config.json (or NULL / -1). */
 const char *tok_bos_token(const tok *t);

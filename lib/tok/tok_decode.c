@@ -204,14 +204,6 @@ static const char *const cleanup_pairs[][2] = {{" .", "."},   {" ?", "?"},   {" 
                                                {" ' ", "'"},  {" n't", "n't"}, {" 'm", "'m"}, {" 's", "'s"},
                                                {" 've", "'ve"}, {" 're", "'re"}};
 
-/* a valid id whose text is one of the special tokens' (skip_special drops it) */
-static int is_special(const tok *t, int32_t id)
-{
-    for (int k = 0; k < t->nspecial; k++)
-        if (t->special_n[k] == t->symn[id] && !memcmp(t->special_strs[k], t->sym[id], t->symn[id]))
-            return 1;
-    return 0;
-}
 
 char *tok_decode(tok *t, const int32_t *ids, size_t n, int skip_special, int cleanup, size_t *len, ogk_error *e)
 {
@@ -223,7 +215,7 @@ char *tok_decode(tok *t, const int32_t *ids, size_t n, int skip_special, int cle
             ogk_fail(e, "token id %d is not in the vocabulary (size %d)", id, t->ntok);
             goto done;
         }
-        if (skip_special && is_special(t, id))
+        if (skip_special && tok_is_special(t, id))
             continue;
         if (sl_push(&in, t->sym[id], t->symn[id]))
             goto oom;
@@ -272,7 +264,7 @@ done:
 int tok_piece_bytes(tok *t, int32_t id, char **bytes, size_t *len)
 {
     *bytes = NULL, *len = 0;
-    if (id < 0 || id >= t->ntok || !t->is_tok[id] || is_special(t, id))
+    if (id < 0 || id >= t->ntok || !t->is_tok[id] || tok_is_special(t, id))
         return 0;
     strlist in = {0}, out = {0};
     tok_buf b = {0};
@@ -357,7 +349,7 @@ const char *tok_stream_put(tok_stream *s, int32_t id, size_t *len, ogk_error *e)
     /* a dropped special token adds nothing to the window (whose decoding each step costs its length: a
      * run of them, e.g. EOS with ignore_eos, would make the steps quadratic) */
     int known = id >= 0 && id < s->t->ntok && s->t->is_tok[id];
-    if ((s->skip_special && known && is_special(s->t, id)) || (s->skip_unknown && !known)) {
+    if ((s->skip_special && known && tok_is_special(s->t, id)) || (s->skip_unknown && !known)) {
         *len = 0;
         return "";
     }
