@@ -47,8 +47,8 @@ static const char usage_text[] =
     "  the kernel has transparent huge pages and the file is at most half of MemAvailable, else the mapping),\n"
     "  --verify (check every weight's checksum before running; the small parts are checked at every open)\n"
     "environment: OGAKIT_PROF=1 prints per-pass phase timings on stderr; OGAKIT_KERNEL=ref|avx2|avx512|amx.\n"
-    "exit status: 0 ok, 2 usage, 3 input refused (not a container, prompt too long, a chat template that\n"
-    "  nests too deeply or exceeds its render budget), 4 init failed.\n";
+    "exit status: 0 ok, 1 the output could not be written, 2 usage, 3 input refused (not a container,\n"
+    "  prompt too long, a chat template that nests too deeply or exceeds its render budget), 4 init failed.\n";
 
 _Noreturn void nf_usage(int code)
 {

@@ -58,7 +58,7 @@ static void usage(FILE *f)
           "  --selftest          run the replay rule's and the economics' self-test (TAP)\n"
           "  -h, --help          this text (-V, --version: the version)\n"
           "Exit: 0 ok, 1 live output differs from plain greedy at a step that is not a near-tie, or a\n"
-          "self-test arm failed, 2 usage, 3 input refused (a malformed recording, a drafter whose tokenizer\n"
+          "self-test arm failed, or the output could not be written, 2 usage, 3 input refused (a malformed recording, a drafter whose tokenizer\n"
           "or vocabulary does not fit it, a server unreachable), 4 init failed (a model).\n",
           f);
 }
