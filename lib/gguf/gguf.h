@@ -88,6 +88,10 @@ const json_t *gguf_meta(const gguf_file *f);
 /* Whole arrays when needed: a string array element, or an i32 array. 0, or -1 if absent/wrong type. */
 int gguf_meta_str_at(const gguf_file *f, const char *key, size_t i, const char **s, size_t *len);
 int gguf_meta_arr_len(const gguf_file *f, const char *key, size_t *n);
+/* An array's element type, count and its elements' bytes as stored (strings with their u64 lengths), for
+ * comparing two files' arrays whole. 0, or -1 if absent. */
+int gguf_meta_arr_raw(const gguf_file *f, const char *key, int *elem_type, uint64_t *count, const uint8_t **p,
+                      size_t *nbytes);
 
 /* Deliberate mistakes for the exactness check's controls (each must make a correct file mismatch). */
 enum {

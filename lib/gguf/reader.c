@@ -12,6 +12,7 @@ typedef struct {
     uint32_t elem_type; /* arrays */
     uint64_t count;
     const uint8_t *at; /* first element */
+    size_t nbytes;     /* the elements' bytes (strings with their lengths) */
 } karr;
 
 struct gguf_file {
@@ -152,7 +153,7 @@ static int read_kv(gguf_file *f, cursor *c, uint64_t idx)
                 return ogk_fail(c->e, "out of memory");
             }
             f->arrs = a;
-            f->arrs[f->narrs++] = (karr){strdup(key), et, n, first};
+            f->arrs[f->narrs++] = (karr){strdup(key), et, n, first, (size_t)(c->p - first)};
             if (n <= 16) {
                 val = json_array();
                 cursor d = {first, c->end, c->e, 0};
@@ -357,6 +358,16 @@ int gguf_meta_arr_len(const gguf_file *f, const char *key, size_t *n)
     if (!a)
         return -1;
     *n = a->count;
+    return 0;
+}
+
+int gguf_meta_arr_raw(const gguf_file *f, const char *key, int *elem_type, uint64_t *count, const uint8_t **p,
+                      size_t *nbytes)
+{
+    const karr *a = find_arr(f, key);
+    if (!a)
+        return -1;
+    *elem_type = (int)a->elem_type, *count = a->count, *p = a->at, *nbytes = a->nbytes;
     return 0;
 }
 

@@ -7,7 +7,7 @@
 
 #include "gguf_int.h"
 
-int gguf_tokenizer_meta(const q4nx_file *f, gguf_writer *w, uint32_t vocab, ogk_error *e);
+int gguf_tokenizer_meta(const q4nx_file *f, gguf_writer *w, uint32_t vocab, int quiet, ogk_error *e);
 
 /* llama.cpp token types */
 enum { TT_NORMAL = 1, TT_UNKNOWN = 2, TT_CONTROL = 3, TT_USER = 4, TT_UNUSED = 5, TT_BYTE = 6 };
@@ -65,6 +65,35 @@ static int mentions(const json_t *j, const char *type)
     return 0;
 }
 
+/* the first object of `type` in j, depth first (a Sequence's parts included), or NULL */
+static const json_t *find_type(const json_t *j, const char *type)
+{
+    if (json_is_object(j)) {
+        const char *ty = str(j, "type");
+        if (ty && !strcmp(ty, type))
+            return j;
+        const char *k;
+        const json_t *v, *f;
+        json_object_foreach((json_t *)j, k, v) if ((f = find_type(v, type))) return f;
+    } else if (json_is_array(j)) {
+        size_t i;
+        const json_t *v, *f;
+        json_array_foreach(j, i, v) if ((f = find_type(v, type))) return f;
+    }
+    return NULL;
+}
+
+/* whether the post-processor's template for one sequence (TemplateProcessing, alone or inside a Sequence, as
+ * Llama 3.x's [ByteLevel, TemplateProcessing]) begins (last 0) or ends (last 1) with the token named tok */
+static int template_has(const json_t *tj, int last, const char *tok)
+{
+    const json_t *single = json_object_get(find_type(json_object_get(tj, "post_processor"), "TemplateProcessing"),
+                                           "single");
+    size_t n = json_array_size(single);
+    const char *id = n ? str(json_object_get(json_array_get(single, last ? n - 1 : 0), "SpecialToken"), "id") : NULL;
+    return id && tok && !strcmp(id, tok);
+}
+
 static int is_byte_token(const char *s)
 {
     return strlen(s) == 6 && !strncmp(s, "<0x", 3) && s[5] == '>' && strchr("0123456789ABCDEF", s[3]) &&
@@ -90,7 +119,7 @@ static int config_token(const json_t *cfg, const char *key, const json_t *vocab,
     return json_is_integer(id) ? (int)json_integer_value(id) : -1;
 }
 
-int gguf_tokenizer_meta(const q4nx_file *f, gguf_writer *w, uint32_t vocab_size, ogk_error *e)
+int gguf_tokenizer_meta(const q4nx_file *f, gguf_writer *w, uint32_t vocab_size, int quiet, ogk_error *e)
 {
     const uint8_t *data;
     size_t len;
@@ -206,7 +235,7 @@ int gguf_tokenizer_meta(const q4nx_file *f, gguf_writer *w, uint32_t vocab_size,
         for (size_t p = 0; re && p < sizeof pres / sizeof *pres && !pre; p++)
             if (!strcmp(re, pres[p].regex)) {
                 pre = pres[p].pre;
-                if (!pres[p].exact)
+                if (!pres[p].exact && !quiet)
                     ogk_err("note: tokenizer.json's pre-tokenizer regex has no exact llama.cpp counterpart; using "
                             "\"%s\", which splits contractions followed by letters differently", pre);
             }
@@ -274,12 +303,8 @@ int gguf_tokenizer_meta(const q4nx_file *f, gguf_writer *w, uint32_t vocab_size,
     /* add_bos: tokenizer_config's flag; else whether the post-processor puts the bos token first */
     const json_t *ab = json_object_get(cfg, "add_bos_token");
     int add_bos = json_is_boolean(ab) ? json_is_true(ab) : 0;
-    if (!json_is_boolean(ab) && bos_id >= 0) {
-        const json_t *single = json_object_get(json_object_get(tj, "post_processor"), "single");
-        const json_t *first = json_object_get(json_array_get(single, 0), "SpecialToken");
-        const char *fid = str(first, "id");
-        add_bos = fid && (uint32_t)bos_id < vocab_size && !strcmp(fid, tok[bos_id]);
-    }
+    if (!json_is_boolean(ab) && bos_id >= 0)
+        add_bos = (uint32_t)bos_id < vocab_size && template_has(tj, 0, tok[bos_id]);
     const struct {
         const char *what;
         int id;
@@ -289,23 +314,31 @@ int gguf_tokenizer_meta(const q4nx_file *f, gguf_writer *w, uint32_t vocab_size,
             ogk_fail(e, "model: the %s token id %d is outside the vocabulary (%u ids)", sp[k].what, sp[k].id, vocab_size);
             goto out;
         }
-    const json_t *ae = json_object_get(cfg, "add_eos_token");
+    const json_t *ae = json_object_get(cfg, "add_eos_token"); /* else: whether the template ends with eos */
+    int add_eos = json_is_boolean(ae) ? json_is_true(ae)
+                                       : eos_id >= 0 && (uint32_t)eos_id < vocab_size && template_has(tj, 1, tok[eos_id]);
     if ((bos_id >= 0 && gguf_kv_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)bos_id, e)) ||
         (eos_id >= 0 && gguf_kv_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)eos_id, e)) ||
         (pad_id >= 0 && gguf_kv_u32(w, "tokenizer.ggml.padding_token_id", (uint32_t)pad_id, e)) ||
         (unk >= 0 && gguf_kv_u32(w, "tokenizer.ggml.unknown_token_id", (uint32_t)unk, e)) ||
         gguf_kv_bool(w, "tokenizer.ggml.add_bos_token", add_bos, e) ||
-        gguf_kv_bool(w, "tokenizer.ggml.add_eos_token", json_is_true(ae), e))
+        gguf_kv_bool(w, "tokenizer.ggml.add_eos_token", add_eos, e))
         goto out;
     if (spm) {
-        /* the Prepend "▁" normalizer is llama.cpp's add_space_prefix */
+        /* llama.cpp's add_space_prefix: the Prepend "▁" normalizer, or a Metaspace pre-tokenizer (alone or in a
+         * Sequence) that prepends (add_prefix_space, or prepend_scheme "first" / "always": the newer form of
+         * Mistral v0.3 and re-saved Llama 2 tokenizers, without a normalizer) */
+        const json_t *ms = find_type(json_object_get(tj, "pre_tokenizer"), "Metaspace");
+        const char *scheme = str(ms, "prepend_scheme");
         int prefix = mentions(json_object_get(tj, "normalizer"), "Prepend") ||
-                     json_is_true(json_object_get(json_object_get(tj, "pre_tokenizer"), "add_prefix_space"));
+                     json_is_true(json_object_get(json_object_get(tj, "pre_tokenizer"), "add_prefix_space")) ||
+                     json_is_true(json_object_get(ms, "add_prefix_space")) ||
+                     (scheme && (!strcmp(scheme, "first") || !strcmp(scheme, "always")));
         if (gguf_kv_bool(w, "tokenizer.ggml.add_space_prefix", prefix, e))
             goto out;
         /* a SentencePiece character map (nmt_nfkc: ChatGLM) has no llama.cpp counterpart; llama.cpp's own
          * converter drops it too, so this is said, not refused */
-        if (mentions(json_object_get(tj, "normalizer"), "Precompiled"))
+        if (mentions(json_object_get(tj, "normalizer"), "Precompiled") && !quiet)
             ogk_err("note: tokenizer.json normalizes with a SentencePiece character map (Precompiled), which "
                     "llama.cpp does not apply: text whose characters the map changes (NFKC forms, some "
                     "punctuation and spaces) tokenizes differently there");
