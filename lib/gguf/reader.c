@@ -37,6 +37,9 @@ static int need(cursor *c, uint64_t n, const char *what)
         return -1;
     if ((uint64_t)(c->end - c->p) < n) {
         c->bad = 1;
+        if (n == UINT64_MAX) /* an array whose count runs past the file (its size would overflow) */
+            return ogk_fail(c->e, "truncated: %s runs past the end of the file (%lld bytes left)", what,
+                            (long long)(c->end - c->p));
         return ogk_fail(c->e, "truncated: %s needs %llu bytes, %lld left", what, (unsigned long long)n,
                         (long long)(c->end - c->p));
     }
