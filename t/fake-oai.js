@@ -2,7 +2,7 @@
 // A tiny stand-in for an OpenAI-compatible server, for spec-replay's HTTP client tests: 127.0.0.1, a free
 // port written to PORTFILE, greedy "model" next(seq) = (7 * last + second-to-last + 3) mod 97.
 //   node t/fake-oai.js PORTFILE MODE    MODE: target | wrong (drafts next + 1) | llama (only /completion
-//   returns ids) | llamaeos (llama, stopping at id 96 after half the tokens unless ignore_eos) | error (HTTP 500 on completions) | flaky (the n-th request's first token is shifted by n) | empty (no token, finish_reason "length")
+//   returns ids) | llamaeos (llama, stopping at id 96 after half the tokens unless ignore_eos) | error (HTTP 500 on completions) | flaky (the n-th request's first token is shifted by n) | empty (no token, finish_reason "length") | more (max_tokens + 5 tokens, finish_reason "stop")
 // POST /v1/completions {"prompt": [ids], "max_tokens"} -> choices[0].tokens / .text / .logprobs.top_logprobs
 // (two alternatives per step; top-1 minus top-2 is 0.5 + (position mod 5)). Requests are appended to
 // PORTFILE.log as JSON lines.
@@ -40,9 +40,10 @@ const srv = http.createServer((req, res) => {
     if (!Array.isArray(q.prompt) || q.temperature !== 0) return send(400, { error: 'want token ids, temperature 0' });
     if (req.url === '/v1/completions') {
       requests++;
-      const n = mode === 'empty' ? 0 : q.max_tokens; // empty: answers no token, saying "length"
+      // empty: answers no token, saying "length"; more: five more than asked, saying "stop"
+      const n = mode === 'empty' ? 0 : mode === 'more' ? q.max_tokens + 5 : q.max_tokens;
       const { out, tops } = gen(q.prompt, n);
-      const c = { index: 0, text: out.map((t) => 't' + t).join(' '), finish_reason: 'length' };
+      const c = { index: 0, text: out.map((t) => 't' + t).join(' '), finish_reason: mode === 'more' ? 'stop' : 'length' };
       if (!mode.startsWith('llama')) {
         c.tokens = out;
         if (q.logprobs) c.logprobs = { tokens: out.map((t) => 't' + t), token_logprobs: out.map(() => -0.25), top_logprobs: tops };

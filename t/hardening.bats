@@ -493,6 +493,10 @@ open_in() {
   [[ "$output" == *"more than 256 MiB of text"* ]]
   run -3 timeout 60 spec-replay -d "$W/m.q4nx" < /dev/zero
   [[ "$output" == *"more than 256 MiB of text"* ]]
+  # a stream that ends past the limit but before the reader's buffer doubled again (it was read whole, 300 MB
+  # taken: the check ran only when the buffer filled)
+  run -3 timeout 60 bash -c "head -c $((257 << 20)) /dev/zero | npu-forward tokenize -m '$W/m.q4nx'"
+  [[ "$output" == *"stdin: more than 256 MiB of text"* ]]
 }
 
 @test "hardening: a closed pipe or a full disk on standard output is a named write failure with the program's status, never a silent death or exit 0" {
@@ -564,6 +568,11 @@ PY
   echo '[1, 2, 3]' >"$W/ids"
   run -0 npu-forward logits -m "$m" --ids "$W/ids" --out-f32 "$W/"$'l\xff.f32'
   echo "$output" | jq -e --arg w "$W/l?.f32" '.logits_f32 == $w' >/dev/null
+  # what an error message quotes cannot drive the terminal: control characters (here an escape sequence in
+  # a file name, as a peer's answer or a recording's names may hold) are written as '?'
+  run -3 npu-forward info -m "$W/"$'x\e[2Jy\a.q4nx'
+  [[ "$output" == *"x?[2Jy?.q4nx"* ]]
+  [[ "$output" != *$'\e'* ]]
   run -0 npu-gemm --sweep -m "$m" --reps 1 --check-rows 0
   echo "$output" | jq -e --arg w "$W/m?.q4nx" '.model == $w' >/dev/null
 }

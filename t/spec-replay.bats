@@ -324,6 +324,35 @@ fake_continuation() { # IDS_JSON N
   jq -e '.prompts[0] | .stop == "length" and (.continuation_ids | length) == 20' "$W/noeos.json"
 }
 
+# held-out audit: a server answering more tokens than max_tokens (finish "stop") gave a recording its own replay
+# refused; a base URL with OpenAI's /v1 (as clients' base_url) asked /v1/v1/completions; credentials in a URL
+# were written into the recording and every message
+@test "record --url: more tokens than asked refused (exit 3); a /v1 base URL; credentials never shown" {
+  start_fake more
+  echo '{"prompts":[{"name":"a","ids":[5,9,12]}]}' >"$W/ids.json"
+  run -3 spec-replay record --url "$URL" --prompts "$W/ids.json" --tokens 8
+  [[ "$output" == *"answered 13 tokens, more than the 8 asked for"* ]]
+  start_fake target
+  local hp=${URL#http://}
+  spec-replay record --url "http://alice:s3cret@$hp/v1/" --prompts "$W/ids.json" --tokens 8 >"$W/v1.json"
+  [ "$(jq -c '.prompts[0].continuation_ids' "$W/v1.json")" = "$(fake_continuation '[5,9,12]' 8)" ]
+  jq -e --arg u "http://***@$hp/v1/" '.target.url == $u' "$W/v1.json"
+  [ "$(grep -c s3cret "$W/v1.json")" = 0 ]
+  run -3 spec-replay --draft-url "http://alice:s3cret@127.0.0.1:1" --recording "$W/v1.json"
+  [[ "$output" == *"http://***@127.0.0.1:1"* ]]
+  [[ "$output" != *s3cret* ]]
+}
+
+# held-out audit: a container drafter needed prompt + continuation + k + 1 positions, though a round never
+# drafts past the continuation's end: a recording that fits was refused at k 8
+@test "replay -d: a recording whose prompt and continuation fill the drafter's context replays at any k" {
+  jq -nc '{prompts: [{name: "long", ids: [range(1000) | . % 4000 + 1]}]}' >"$W/long-ids.json"
+  spec-replay record -m "$W/t.q4nx" --prompts "$W/long-ids.json" --tokens 16 --ignore-eos -t 1 -o "$W/long.json"
+  run spec-replay -d "$W/d.q4nx" -k 1,8,16 -t 1 --json --recording "$W/long.json"
+  [ "$status" -eq 0 ]
+  echo "$output" | jq -e '[.results[].measured.per_prompt[0].accepted] | length == 3' >/dev/null
+}
+
 @test "record --twice: a target whose continuations change between runs fails with exit 1" {
   start_fake flaky
   run --separate-stderr spec-replay record --url "$URL" --prompts <(echo '[{"ids":[3,4]}]') --tokens 5 --twice

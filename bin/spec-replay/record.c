@@ -211,6 +211,9 @@ static json_t *record_once(rec_peer *rp, json_t *ps, json_t *target, json_t *tok
             if (spec_http_complete(rp->h, p.ids, p.n_ids, opt.tokens, opt.ignore_eos, 1, &c, &e))
                 ogk_die(OGK_EXIT_INPUT, "prompt '%s': %s", p.name, e.msg);
             p.cont = c.ids, p.n_cont = c.n, p.gaps = c.gaps, p.stop = c.stop, p.request_ms = c.ms;
+            if (p.n_cont > opt.tokens) /* a recording of more than settings.tokens is one replay refuses */
+                ogk_die(OGK_EXIT_INPUT, "prompt '%s': the server answered %d tokens, more than the %d asked for "
+                                        "(max_tokens)", p.name, p.n_cont, opt.tokens);
             if (!strcmp(p.stop, "length") && p.n_cont != opt.tokens) /* the server stopped short, saying "length" */
                 ogk_die(OGK_EXIT_INPUT, "prompt '%s': the server answered %d tokens of %d with finish_reason \"length\" "
                                         "(its max_tokens or context is smaller than --tokens?)", p.name, p.n_cont,
@@ -321,7 +324,9 @@ int record_main(int argc, char **argv)
             tokenizer = json_pack("{s:s,s:I}", "hash", hash, "bytes", (json_int_t)tl);
         }
         char *id = spec_http_model_id(rp.h);
-        target = json_pack("{s:o,s:o?}", "url", ogk_json_str(opt.url), "model", id ? ogk_json_str(id) : NULL);
+        char *shown = spec_url_shown(opt.url); /* a recording is shared: no credentials in it */
+        target = json_pack("{s:o,s:o?}", "url", ogk_json_str(shown ? shown : "?"), "model", id ? ogk_json_str(id) : NULL);
+        free(shown);
         free(id);
     }
     json_t *doc = record_once(&rp, ps, target, tokenizer, vocab);

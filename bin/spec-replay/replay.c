@@ -117,13 +117,14 @@ int replay(void)
         if (spec_check_vocab(r, D->c.vocab_size, &e))
             ogk_die(OGK_EXIT_INPUT, "%s: %s", opt.draft, e.msg);
         check_drafter_tokenizer(r, D);
+        /* drafts never run past the continuation (a round offers at most what is left of it) */
         int ctx = 0;
         for (int i = 0; i < r->n; i++)
-            if (r->p[i].n_ids + r->p[i].n_cont + kmax + 1 > ctx)
-                ctx = r->p[i].n_ids + r->p[i].n_cont + kmax + 1;
+            if (r->p[i].n_ids + r->p[i].n_cont + 1 > ctx)
+                ctx = r->p[i].n_ids + r->p[i].n_cont + 1;
         if (ctx > D->c.context_length)
-            ogk_die(OGK_EXIT_INPUT, "%s: the longest prompt + continuation + %d drafts needs %d positions; it holds %d",
-                    opt.draft, kmax, ctx, D->c.context_length);
+            ogk_die(OGK_EXIT_INPUT, "%s: the longest prompt + continuation needs %d positions; it holds %d", opt.draft,
+                    ctx, D->c.context_length);
         ds = new_state(D, ctx, 1);
         if (spec_model_drafter_init(&md, ds, &e))
             ogk_die(OGK_EXIT_INIT, "%s", e.msg);
@@ -132,8 +133,10 @@ int replay(void)
         if (!(h = spec_http_new(opt.draft_url, opt.timeout, &e)))
             ogk_die(OGK_EXIT_USAGE, "--draft-url: %s", e.msg);
         drafter = (spec_drafter){spec_http_draft, NULL, h};
+        char *su = spec_url_shown(opt.draft_url);
         ogk_err("note: a drafter behind %s: its vocabulary and tokenizer cannot be checked against the recording",
-                opt.draft_url);
+                su ? su : "?");
+        free(su);
     }
 
     /* the target's costs: given, or measured here */
@@ -154,6 +157,9 @@ int replay(void)
             ogk_err("warning: %s (%s) is not the recorded target's container; its costs are measured anyway", opt.target,
                     hash);
         const spec_prompt *p0 = &r->p[0];
+        if (p0->n_ids + kmax + 2 > T->c.context_length) /* the recording's, not a -c (replay takes none) */
+            ogk_die(OGK_EXIT_INPUT, "--measure: the first prompt's %d tokens + a pass of %d rows need %d positions; %s "
+                    "holds %d", p0->n_ids, kmax + 1, p0->n_ids + kmax + 2, opt.target, T->c.context_length);
         model_state *ts = new_state(T, p0->n_ids + kmax + 2, kmax + 1);
         for (int i = 0; i < opt.nk; i++) {
             double s;
@@ -239,12 +245,15 @@ int replay(void)
         json_array_append_new(res, row);
     }
 
+    char *draft_shown = opt.draft_url ? spec_url_shown(opt.draft_url) : NULL;
+    if (opt.draft_url && !draft_shown)
+        ogk_die(OGK_EXIT_INIT, "out of memory");
     json_t *out = json_object();
     json_object_set_new(out, "recording", json_pack("{s:O,s:i,s:s?}", "target", r->target, "prompts", r->n,
                                                     "tokenizer_hash", r->tokenizer_hash));
     json_object_set_new(out, "drafter", opt.draft ? json_pack("{s:o,s:i}", "container", ogk_json_str(opt.draft), "vocab_size",
                                                             D->c.vocab_size)
-                                                : json_pack("{s:o}", "url", ogk_json_str(opt.draft_url)));
+                                                : json_pack("{s:o}", "url", ogk_json_str(draft_shown)));
     json_object_set_new(out, "results", res);
     int rc = 0;
     if (opt.json) {
@@ -252,8 +261,8 @@ int replay(void)
     } else {
         const json_t *tg = r->target;
         const char *tname = json_string_value(json_object_get(tg, json_object_get(tg, "name") ? "name" : "url"));
-        printf("recording: target %s, %d prompts; drafter %s\n", tname ? tname : "?", r->n,
-               opt.draft ? opt.draft : opt.draft_url);
+        printf("recording: target %s, %d prompts; ", shown(tname ? tname : "?"), r->n);
+        printf("drafter %s\n", shown(opt.draft ? opt.draft : draft_shown));
         if (cost_source)
             printf("%-73s| projected (step %.3f ms, passes %s)\n", "measured (replay)", step_ms, cost_source);
         else
@@ -303,5 +312,6 @@ int replay(void)
         model_close(D);
     spec_http_free(h);
     spec_rec_free(r);
+    free(draft_shown);
     return rc;
 }

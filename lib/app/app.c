@@ -18,18 +18,23 @@ static char *read_stream(int fd, const char *name, size_t *len, ogk_error *e)
     size_t cap = 1 << 16, n = 0;
     char *txt = malloc(cap);
     ssize_t r = 0;
-    while (txt && (r = ogk_read_full(fd, txt + n, cap - n - 1)) > 0) {
+    /* never more than the limit and a byte: a stream that ends between the buffer's doublings (a 300 MB
+     * pipe) was read whole and taken */
+    while (txt && n <= APP_TEXT_MAX) {
+        size_t want = cap - n - 1 < APP_TEXT_MAX + 1 - n ? cap - n - 1 : APP_TEXT_MAX + 1 - n;
+        if ((r = ogk_read_full(fd, txt + n, want)) <= 0)
+            break;
         if ((n += (size_t)r) + 1 < cap)
             continue;
-        if (n > APP_TEXT_MAX) {
-            ogk_fail(e, "%s: more than %zu MiB of text (the limit of a text input)", name, APP_TEXT_MAX >> 20);
-            free(txt);
-            return NULL;
-        }
         char *t2 = realloc(txt, cap *= 2);
         if (!t2)
             free(txt);
         txt = t2;
+    }
+    if (txt && n > APP_TEXT_MAX) {
+        ogk_fail(e, "%s: more than %zu MiB of text (the limit of a text input)", name, APP_TEXT_MAX >> 20);
+        free(txt);
+        return NULL;
     }
     if (!txt) {
         ogk_fail(e, "out of memory reading %s", name);

@@ -15,6 +15,7 @@ struct spec_http {
     long timeout_ms;
     CURL *c;
     int llama; /* 1: the server answered /v1/completions without ids; use /completion */
+    char *shown; /* the base as messages show it (no credentials) */
     int cache_prompt; /* llama-server's prompt cache: on for drafts (a drafter's real cost), off for records */
 };
 
@@ -22,6 +23,17 @@ struct spec_http {
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
 static void curl_init_once(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }
+
+char *spec_url_shown(const char *url)
+{
+    const char *host = strstr(url, "://"), *at = host ? strchr(host + 3, '@') : NULL, *slash = host ? strchr(host + 3, '/') : NULL;
+    if (!at || (slash && slash < at))
+        return strdup(url);
+    char *s = malloc(strlen(url) + 4);
+    if (s)
+        sprintf(s, "%.*s***%s", (int)(host + 3 - url), url, at);
+    return s;
+}
 
 spec_http *spec_http_new(const char *url, double timeout_s, ogk_error *e)
 {
@@ -31,7 +43,7 @@ spec_http *spec_http_new(const char *url, double timeout_s, ogk_error *e)
     }
     pthread_once(&curl_once, curl_init_once);
     spec_http *h = calloc(1, sizeof *h);
-    if (!h || !(h->base = strdup(url)) || !(h->c = curl_easy_init())) {
+    if (!h || !(h->base = strdup(url)) || !(h->shown = spec_url_shown(url)) || !(h->c = curl_easy_init())) {
         spec_http_free(h);
         ogk_fail(e, "out of memory (curl)");
         return NULL;
@@ -39,6 +51,9 @@ spec_http *spec_http_new(const char *url, double timeout_s, ogk_error *e)
     size_t n = strlen(h->base);
     while (n > 0 && h->base[n - 1] == '/')
         h->base[--n] = 0;
+    /* a base given with OpenAI's /v1 (as clients' base_url is): the paths below add it */
+    if (n >= 3 && !strcmp(h->base + n - 3, "/v1") && strstr(h->base, "://") + 3 < h->base + n - 3)
+        h->base[n -= 3] = 0;
     /* 1 ms .. a day: libcurl reads 0 as no timeout at all, and a huge value would overflow a long */
     h->timeout_ms = !(timeout_s * 1e3 >= 1) ? 1 : timeout_s * 1e3 > 864e5 ? 86400000L : (long)(timeout_s * 1e3);
     return h;
@@ -51,6 +66,7 @@ void spec_http_free(spec_http *h)
     if (h->c)
         curl_easy_cleanup(h->c);
     free(h->base);
+    free(h->shown);
     free(h);
 }
 
@@ -84,8 +100,10 @@ static size_t on_data(char *d, size_t sz, size_t nm, void *ctx)
 /* one request; body NULL: GET. The parsed JSON reply, or NULL with e filled. */
 static json_t *request(spec_http *h, const char *path, const json_t *body, ogk_error *e)
 {
-    char url[1024];
-    snprintf(url, sizeof url, "%s%s", h->base, path);
+    char url[2048], shown[2048];
+    if ((size_t)snprintf(url, sizeof url, "%s%s", h->base, path) >= sizeof url)
+        return ogk_fail(e, "%s: the URL is longer than %zu bytes", h->shown, sizeof url), NULL;
+    snprintf(shown, sizeof shown, "%s%s", h->shown, path);
     buf b = {0};
     char *js = body ? json_dumps(body, JSON_COMPACT) : NULL;
     struct curl_slist *hd = curl_slist_append(NULL, "Content-Type: application/json");
@@ -108,16 +126,16 @@ static json_t *request(spec_http *h, const char *path, const json_t *body, ogk_e
     free(js);
     json_t *j = NULL;
     if (b.too_big) {
-        ogk_fail(e, "%s: the reply is over %u MiB", url, REPLY_MAX >> 20);
+        ogk_fail(e, "%s: the reply is over %u MiB", shown, REPLY_MAX >> 20);
     } else if (rc != CURLE_OK) {
-        ogk_fail(e, "%s: unreachable: %s", url, curl_easy_strerror(rc));
+        ogk_fail(e, "%s: unreachable: %s", shown, curl_easy_strerror(rc));
     } else if (status < 200 || status > 299) {
-        ogk_fail(e, "%s: HTTP %ld: %.200s", url, status, b.p ? b.p : "");
+        ogk_fail(e, "%s: HTTP %ld: %.200s", shown, status, b.p ? b.p : "");
     } else {
         json_error_t je;
         j = b.p ? json_loadb(b.p, b.n, 0, &je) : NULL;
         if (!j)
-            ogk_fail(e, "%s: the reply is not JSON%s%s", url, b.p ? ": " : "", b.p ? je.text : "");
+            ogk_fail(e, "%s: the reply is not JSON%s%s", shown, b.p ? ": " : "", b.p ? je.text : "");
     }
     free(b.p);
     return j;
@@ -276,7 +294,7 @@ int spec_http_complete(spec_http *h, const int *prompt, int n, int max_tokens, i
         json_decref(rep);
         return ogk_fail(e, "%s: neither /v1/completions (choices[0].tokens) nor /completion (tokens) returned token "
                            "ids",
-                        h->base);
+                        h->shown);
     }
     int rc = read_ids(tk, c, e);
     /* stopped by an end-of-generation token: "stop_type": "eos" (older servers: "stopped_eos": true);

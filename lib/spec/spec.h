@@ -131,6 +131,8 @@ int spec_model_time_passes(struct model_state *s, const int *prompt, int np, int
 /* ---- an OpenAI-compatible server as target or drafter (http.c) ---- */
 typedef struct spec_http spec_http;
 /* url: "http://HOST:PORT" (a trailing slash is ignored). timeout_s bounds each request. */
+/* url as it may be shown (messages, recordings, reports): user:password@ as ***@. malloc'd (NULL: out of memory) */
+char *spec_url_shown(const char *url);
 spec_http *spec_http_new(const char *url, double timeout_s, ogk_error *e);
 void spec_http_free(spec_http *h);
 typedef struct spec_completion {

@@ -51,6 +51,11 @@ void ogk_verr(const char *fmt, va_list ap)
 {
     char buf[2048];
     vsnprintf(buf, sizeof buf, fmt, ap);
+    /* what a message quotes (a peer's answer, a file's names) must not drive the terminal: control
+     * characters but tab and line feed as '?' */
+    for (char *p = buf; *p; p++)
+        if (((unsigned char)*p < 0x20 && *p != '\t' && *p != '\n') || *p == 0x7f)
+            *p = '?';
     fprintf(stderr, "%s: %s\n", prog_name, buf);
 }
 
