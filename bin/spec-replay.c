@@ -47,6 +47,7 @@ static void usage(FILE *f)
           "  --pass-ms Y[,Y...]  replay: one verify pass of k+1 rows, ms (one value, or one per k)\n"
           "  --measure           replay: time the step and the passes here, on -m TARGET\n"
           "  --timeout S         seconds per HTTP request (default 120)\n"
+          "  --api-key KEY       sent to --draft-url as \"Authorization: Bearer KEY\" (as serve --api-key wants)\n"
           "  -t THREADS          worker threads (default: online CPUs)\n"
           "  -c CONTEXT          live: positions per KV cache (default: prompt + n + k + 1)\n"
           "  --mode f32|i8       activations of the models (default: the pack's, as npu-forward; the target's\n"
@@ -192,7 +193,7 @@ int main(int argc, char **argv)
         return 0;
     }
     enum { O_IDS = 256, O_MODE, O_IGNORE_EOS, O_JSON, O_NO_MMAP, O_MMAP, O_DRAFT_URL, O_RECORDING, O_STEP, O_PASS, O_MEASURE,
-           O_SELFTEST, O_TIMEOUT, O_VERIFY };
+           O_SELFTEST, O_TIMEOUT, O_VERIFY, O_API_KEY };
     static const struct option lo[] = {
         {"model", 1, 0, 'm'},       {"draft", 1, 0, 'd'},         {"prompt", 1, 0, 'p'},
         {"file", 1, 0, 'f'},        {"ids", 1, 0, O_IDS},         {"mode", 1, 0, O_MODE},
@@ -200,7 +201,7 @@ int main(int argc, char **argv)
         {"draft-url", 1, 0, O_DRAFT_URL}, {"recording", 1, 0, O_RECORDING}, {"step-ms", 1, 0, O_STEP},
         {"pass-ms", 1, 0, O_PASS},  {"measure", 0, 0, O_MEASURE}, {"selftest", 0, 0, O_SELFTEST},
         {"timeout", 1, 0, O_TIMEOUT}, {"k", 1, 0, 'k'},          {"help", 0, 0, 'h'},
-        {"verify", 0, 0, O_VERIFY},
+        {"verify", 0, 0, O_VERIFY}, {"api-key", 1, 0, O_API_KEY},
         {0, 0, 0, 0}};
     int c, k_given = 0;
     double v[SPEC_K_MAX];
@@ -230,6 +231,7 @@ int main(int argc, char **argv)
         case O_MMAP: opt.weights_in = Q4NX_IN_MAP; break;
         case O_VERIFY: opt.verify = 1; break;
         case O_DRAFT_URL: opt.draft_url = optarg; break;
+        case O_API_KEY: opt.api_key = optarg; break;
         case O_RECORDING: opt.recording = optarg; break;
         case O_STEP:
             opt.step_ms = ogk_parse_double("--step-ms", optarg);

@@ -333,6 +333,9 @@ fake_continuation() { # IDS_JSON N
   run -3 spec-replay record --url "$URL" --prompts "$W/ids.json" --tokens 8
   [[ "$output" == *"answered 13 tokens, more than the 8 asked for"* ]]
   start_fake target
+  # -o naming an input is refused before any completion is asked for (it came after all the requests)
+  run -2 spec-replay record --url "$URL" --prompts "$W/ids.json" --tokens 8 -o "$W/ids.json"
+  [ -z "$(grep completions "$W/fake-target.port.log" || true)" ]
   local hp=${URL#http://}
   spec-replay record --url "http://alice:s3cret@$hp/v1/" --prompts "$W/ids.json" --tokens 8 >"$W/v1.json"
   [ "$(jq -c '.prompts[0].continuation_ids' "$W/v1.json")" = "$(fake_continuation '[5,9,12]' 8)" ]
@@ -424,10 +427,10 @@ fake_continuation() { # IDS_JSON N
 }
 
 # two real servers: `npu-forward serve` (the serve issue) for the target and the drafter
-start_serve() { # MODEL -> $URL (waits for GET /health 200, at most 60 s)
+start_serve() { # MODEL [SERVE OPTIONS] -> $URL (waits for GET /health 200, at most 60 s)
   local port i
   port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-  npu-forward serve -m "$1" --port "$port" -t 1 >"$W/serve-$port.log" 2>&1 3>&- &
+  npu-forward serve -m "$1" --port "$port" -t 1 "${@:2}" >"$W/serve-$port.log" 2>&1 3>&- &
   echo $! >>"$W/fake.pids"
   URL=http://127.0.0.1:$port
   for ((i = 0; i < 600; i++)); do
@@ -453,4 +456,17 @@ start_serve() { # MODEL -> $URL (waits for GET /health 200, at most 60 s)
   spec-replay --draft-url "$durl" -k 1,2,4,7 --json <"$W/viam.json" 2>/dev/null >"$W/rep-url.json"
   [ "$(jq -c '[.results[] | .k, [.measured.per_prompt[] | .rounds, .accepted, .offered, .accepts]]' "$W/rep-url.json")" = \
     "$(jq -c '[.results[] | .k, [.measured.per_prompt[] | .rounds, .accepted, .offered, .accepts]]' "$W/rep-m.json")" ]
+  # servers behind serve --api-key: --api-key sends the key (a recording through one could not be made)
+  start_serve "$W/t.q4nx" --api-key sekrit
+  local kurl=$URL
+  start_serve "$W/d.q4nx" --api-key sekrit2
+  run -3 spec-replay record --url "$kurl" --tokenizer "$W/t.q4nx" --tokens 32 --ignore-eos
+  [[ "$output" == *"HTTP 401"* ]]
+  spec-replay record --url "$kurl" --api-key sekrit --tokenizer "$W/t.q4nx" --tokens 32 --ignore-eos -o "$W/viakey.json"
+  [ "$(jq -c '[.prompts[] | .prompt_ids, .continuation_ids]' "$W/viakey.json")" = \
+    "$(jq -c '[.prompts[] | .prompt_ids, .continuation_ids]' "$W/viam.json")" ]
+  spec-replay --draft-url "$URL" --api-key sekrit2 -k 1,2,4,7 --json <"$W/viam.json" 2>/dev/null >"$W/rep-key.json"
+  [ "$(jq -c '[.results[] | .k, [.measured.per_prompt[] | .rounds, .accepted, .offered, .accepts]]' "$W/rep-key.json")" = \
+    "$(jq -c '[.results[] | .k, [.measured.per_prompt[] | .rounds, .accepted, .offered, .accepts]]' "$W/rep-m.json")" ]
+  run -2 spec-replay record -m "$W/t.q4nx" --api-key x
 }

@@ -29,6 +29,7 @@ static void record_usage(FILE *f)
           "  --twice             record twice; exit 1 unless the continuations are identical\n"
           "  -o OUT              write OUT atomically instead of stdout\n"
           "  --timeout S         seconds per HTTP request (default 120)\n"
+          "  --api-key KEY       sent to --url as \"Authorization: Bearer KEY\" (as serve --api-key wants)\n"
           "Exit: 0 ok, 1 --twice found different continuations, 2 usage, 3 a prompt file or server refused\n"
           "or unreachable, 4 init failed.\n",
           f);
@@ -231,13 +232,15 @@ static json_t *record_once(rec_peer *rp, json_t *ps, json_t *target, json_t *tok
 
 int record_main(int argc, char **argv)
 {
-    enum { R_URL = 256, R_TOKENIZER, R_PROMPTS, R_TOKENS, R_IGNORE_EOS, R_TWICE, R_MODE, R_NO_MMAP, R_MMAP, R_TIMEOUT };
+    enum { R_URL = 256, R_TOKENIZER, R_PROMPTS, R_TOKENS, R_IGNORE_EOS, R_TWICE, R_MODE, R_NO_MMAP, R_MMAP, R_TIMEOUT,
+           R_API_KEY };
     static const struct option lo[] = {{"model", 1, 0, 'm'},         {"url", 1, 0, R_URL},
                                        {"tokenizer", 1, 0, R_TOKENIZER}, {"prompts", 1, 0, R_PROMPTS},
                                        {"tokens", 1, 0, R_TOKENS},   {"ignore-eos", 0, 0, R_IGNORE_EOS},
                                        {"twice", 0, 0, R_TWICE},     {"mode", 1, 0, R_MODE},
                                        {"no-mmap", 0, 0, R_NO_MMAP}, {"mmap", 0, 0, R_MMAP}, {"timeout", 1, 0, R_TIMEOUT},
                                        {"output", 1, 0, 'o'},        {"help", 0, 0, 'h'},
+                                       {"api-key", 1, 0, R_API_KEY},
                                        {0, 0, 0, 0}};
     int c;
     optind = 1;
@@ -258,6 +261,7 @@ int record_main(int argc, char **argv)
         case R_NO_MMAP: opt.weights_in = Q4NX_IN_LOAD; break;
         case R_MMAP: opt.weights_in = Q4NX_IN_MAP; break;
         case R_TIMEOUT: opt.timeout = ogk_parse_double("--timeout", optarg); break;
+        case R_API_KEY: opt.api_key = optarg; break;
         case 'o': opt.out = optarg; break;
         case 't': opt.threads = (int)ogk_parse_long("-t", optarg, 1, 1024); break;
         case 'h': record_usage(stdout); return 0;
@@ -270,6 +274,8 @@ int record_main(int argc, char **argv)
         ogk_die(OGK_EXIT_USAGE, "record: give exactly one target, -m TARGET.q4nx or --url URL (see record --help)");
     if (opt.tokenizer && !opt.url)
         ogk_die(OGK_EXIT_USAGE, "record: --tokenizer goes with --url (a container brings its own)");
+    if (opt.api_key && !opt.url)
+        ogk_die(OGK_EXIT_USAGE, "record: --api-key goes with --url");
     if (!(opt.timeout > 0))
         ogk_die(OGK_EXIT_USAGE, "--timeout: want seconds above 0");
     char *dflt = opt.prompts ? NULL : default_prompts();
@@ -316,7 +322,7 @@ int record_main(int argc, char **argv)
                            "bytes", (json_int_t)fsz);
         free(name);
     } else {
-        if (!(rp.h = spec_http_new(opt.url, opt.timeout, &e)))
+        if (!(rp.h = spec_http_new(opt.url, opt.timeout, &e)) || spec_http_key(rp.h, opt.api_key, &e))
             ogk_die(OGK_EXIT_USAGE, "--url: %s", e.msg);
         if (opt.tokenizer) {
             size_t tl;
@@ -329,6 +335,11 @@ int record_main(int argc, char **argv)
         free(shown);
         free(id);
     }
+    /* -o opened before the work (an unwritable place, or one of the inputs, is refused now, not after every
+     * request); written at the end */
+    ogk_out out;
+    if (opt.out && ogk_out_open(&out, opt.out, &e))
+        ogk_die(OGK_EXIT_CHECK, "%s", e.msg);
     json_t *doc = record_once(&rp, ps, target, tokenizer, vocab);
     int rc = 0;
     if (opt.twice) {
@@ -344,10 +355,7 @@ int record_main(int argc, char **argv)
         json_decref(again);
     }
     char *s = json_dumps(doc, JSON_COMPACT);
-    ogk_out out;
     if (opt.out) {
-        if (ogk_out_open(&out, opt.out, &e))
-            ogk_die(OGK_EXIT_INPUT, "%s", e.msg);
         if (!s || ogk_write_all(out.fd, s, strlen(s)) || ogk_write_all(out.fd, "\n", 1) || ogk_out_commit(&out, &e)) {
             ogk_out_abort(&out);
             ogk_die(OGK_EXIT_CHECK, "%s: cannot write the recording", opt.out);

@@ -130,7 +130,7 @@ int replay(void)
             ogk_die(OGK_EXIT_INIT, "%s", e.msg);
         drafter = (spec_drafter){spec_model_draft, spec_model_prefill, &md};
     } else {
-        if (!(h = spec_http_new(opt.draft_url, opt.timeout, &e)))
+        if (!(h = spec_http_new(opt.draft_url, opt.timeout, &e)) || spec_http_key(h, opt.api_key, &e))
             ogk_die(OGK_EXIT_USAGE, "--draft-url: %s", e.msg);
         drafter = (spec_drafter){spec_http_draft, NULL, h};
         char *su = spec_url_shown(opt.draft_url);

@@ -19,6 +19,7 @@ struct sr_opts {
     double step_ms, pass_ms[SPEC_K_MAX];
     int n_pass, measure, selftest;
     double timeout;
+    const char *api_key; /* --api-key: sent as "Authorization: Bearer KEY" to --url / --draft-url */
     /* record */
     const char *url, *tokenizer, *prompts, *out;
     int tokens, twice;

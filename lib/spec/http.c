@@ -2,6 +2,7 @@
  * libcurl. POST /v1/completions {"prompt": [ids], "max_tokens", "temperature": 0, "return_tokens": true,
  * "logprobs": 2} is read for choices[0].tokens / .text / .finish_reason / .logprobs; a server whose
  * reply has no token ids there is asked llama-server's way (POST /completion, "tokens"). */
+#define _GNU_SOURCE /* asprintf */
 #include <curl/curl.h>
 #include <math.h>
 #include <pthread.h>
@@ -16,6 +17,7 @@ struct spec_http {
     CURL *c;
     int llama; /* 1: the server answered /v1/completions without ids; use /completion */
     char *shown; /* the base as messages show it (no credentials) */
+    char *auth;  /* "Authorization: Bearer KEY", or NULL */
     int cache_prompt; /* llama-server's prompt cache: on for drafts (a drafter's real cost), off for records */
 };
 
@@ -33,6 +35,20 @@ char *spec_url_shown(const char *url)
     if (s)
         sprintf(s, "%.*s***%s", (int)(host + 3 - url), url, at);
     return s;
+}
+
+int spec_http_key(spec_http *h, const char *key, ogk_error *e)
+{
+    if (!key)
+        return 0;
+    if (!*key || strpbrk(key, "\r\n"))
+        return ogk_fail(e, "--api-key: an empty key or one with a line break");
+    free(h->auth);
+    if (asprintf(&h->auth, "Authorization: Bearer %s", key) < 0) {
+        h->auth = NULL;
+        return ogk_fail(e, "out of memory");
+    }
+    return 0;
 }
 
 spec_http *spec_http_new(const char *url, double timeout_s, ogk_error *e)
@@ -67,6 +83,7 @@ void spec_http_free(spec_http *h)
         curl_easy_cleanup(h->c);
     free(h->base);
     free(h->shown);
+    free(h->auth);
     free(h);
 }
 
@@ -107,6 +124,8 @@ static json_t *request(spec_http *h, const char *path, const json_t *body, ogk_e
     buf b = {0};
     char *js = body ? json_dumps(body, JSON_COMPACT) : NULL;
     struct curl_slist *hd = curl_slist_append(NULL, "Content-Type: application/json");
+    if (h->auth)
+        hd = curl_slist_append(hd, h->auth);
     CURL *c = h->c;
     curl_easy_reset(c);
     curl_easy_setopt(c, CURLOPT_URL, url);
@@ -115,10 +134,9 @@ static json_t *request(spec_http *h, const char *path, const json_t *body, ogk_e
     curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, h->timeout_ms);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
-    if (js) {
-        curl_easy_setopt(c, CURLOPT_HTTPHEADER, hd);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hd); /* the key goes with GETs too (/v1/models) */
+    if (js)
         curl_easy_setopt(c, CURLOPT_POSTFIELDS, js);
-    }
     CURLcode rc = curl_easy_perform(c);
     long status = 0;
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);

@@ -133,6 +133,9 @@ typedef struct spec_http spec_http;
 /* url: "http://HOST:PORT" (a trailing slash is ignored). timeout_s bounds each request. */
 /* url as it may be shown (messages, recordings, reports): user:password@ as ***@. malloc'd (NULL: out of memory) */
 char *spec_url_shown(const char *url);
+/* key (NULL: none) sent with every request as "Authorization: Bearer KEY" (npu-forward serve --api-key,
+ * OpenAI-compatible servers); 0, or -1 with e filled (a key with a line break, or out of memory) */
+int spec_http_key(spec_http *h, const char *key, ogk_error *e);
 spec_http *spec_http_new(const char *url, double timeout_s, ogk_error *e);
 void spec_http_free(spec_http *h);
 typedef struct spec_completion {
