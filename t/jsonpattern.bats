@@ -86,7 +86,7 @@ EOF
   # the comparison means something: every pattern has strings on both sides
   for ((pi = 0; pi < n; pi++)); do
     [ "$(jq -r ".[$pi]" "$W/patterns.json")" = "" ] && continue
-    grep -q '^1$' "$W/want$pi" && grep -q '^0$' "$W/want$pi"
+    grep -q '^1$' "$W/want$pi" && grep -q '^0$' "$W/want$pi" || false
   done
 }
 

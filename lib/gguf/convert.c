@@ -953,14 +953,8 @@ static int arch_meta(gguf_writer *w, const q4nx_file *f, const char *arch, const
     return 0;
 }
 
-gguf_file *gguf_expected_meta(const q4nx_file *f, ogk_error *e)
+gguf_file *gguf_expected_meta(const q4nx_file *f, const char *arch, ogk_error *e)
 {
-    const char *arch;
-    size_t n;
-    int code;
-    gguf_plan *plan = gguf_make_plan(f, &n, &arch, e, &code);
-    if (!plan)
-        return NULL;
     gguf_file *g = NULL;
     gguf_writer *w = gguf_writer_new();
     int fd = memfd_create("ogakit-gguf-meta", MFD_CLOEXEC);
@@ -976,7 +970,6 @@ gguf_file *gguf_expected_meta(const q4nx_file *f, ogk_error *e)
     if (fd >= 0)
         close(fd); /* the mapping keeps the file */
     gguf_writer_free(w);
-    free(plan);
     return g;
 }
 

@@ -48,8 +48,9 @@ void gguf_plain_row(const ogk_qtensor *t, uint32_t row, uint32_t k, float *out);
  * frequency). */
 int gguf_rope_freqs(const ogk_qtensor *cs, const ogk_qtensor *sn, uint32_t half, double *f, double *mag,
                     ogk_error *e);
-/* The metadata a conversion of f writes (every key/value, no tensors), read back as a GGUF of its own (an
- * in-memory file): what --check holds a GGUF's keys against. NULL with e filled. */
-gguf_file *gguf_expected_meta(const q4nx_file *f, ogk_error *e);
+/* The metadata a conversion of f (llama.cpp architecture arch, gguf_make_plan's) writes (every key/value, no
+ * tensors), read back as a GGUF of its own (an in-memory file): what --check holds a GGUF's keys against.
+ * NULL with e filled. */
+gguf_file *gguf_expected_meta(const q4nx_file *f, const char *arch, ogk_error *e);
 
 #endif

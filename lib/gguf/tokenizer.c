@@ -48,23 +48,6 @@ static const char *split_regex(const json_t *pre)
     return NULL;
 }
 
-static int mentions(const json_t *j, const char *type)
-{
-    if (json_is_object(j)) {
-        const char *ty = str(j, "type");
-        if (ty && !strcmp(ty, type))
-            return 1;
-        const char *k;
-        const json_t *v;
-        json_object_foreach((json_t *)j, k, v) if (mentions(v, type)) return 1;
-    } else if (json_is_array(j)) {
-        size_t i;
-        const json_t *v;
-        json_array_foreach(j, i, v) if (mentions(v, type)) return 1;
-    }
-    return 0;
-}
-
 /* the first object of `type` in j, depth first (a Sequence's parts included), or NULL */
 static const json_t *find_type(const json_t *j, const char *type)
 {
@@ -149,7 +132,7 @@ int gguf_tokenizer_meta(const q4nx_file *f, gguf_writer *w, uint32_t vocab_size,
                  "are converted", mtype ? mtype : "(none)");
         goto out;
     }
-    int bytelevel = mentions(json_object_get(tj, "pre_tokenizer"), "ByteLevel");
+    int bytelevel = find_type(json_object_get(tj, "pre_tokenizer"), "ByteLevel") != NULL;
     int spm = !bytelevel && json_is_true(json_object_get(model, "byte_fallback"));
     if (!bytelevel && !spm) {
         ogk_fail(e, "asset tokenizer.json: BPE that is neither byte-level nor byte-fallback: no llama.cpp tokenizer "
@@ -330,7 +313,7 @@ int gguf_tokenizer_meta(const q4nx_file *f, gguf_writer *w, uint32_t vocab_size,
          * Mistral v0.3 and re-saved Llama 2 tokenizers, without a normalizer) */
         const json_t *ms = find_type(json_object_get(tj, "pre_tokenizer"), "Metaspace");
         const char *scheme = str(ms, "prepend_scheme");
-        int prefix = mentions(json_object_get(tj, "normalizer"), "Prepend") ||
+        int prefix = find_type(json_object_get(tj, "normalizer"), "Prepend") ||
                      json_is_true(json_object_get(json_object_get(tj, "pre_tokenizer"), "add_prefix_space")) ||
                      json_is_true(json_object_get(ms, "add_prefix_space")) ||
                      (scheme && (!strcmp(scheme, "first") || !strcmp(scheme, "always")));
@@ -338,7 +321,7 @@ int gguf_tokenizer_meta(const q4nx_file *f, gguf_writer *w, uint32_t vocab_size,
             goto out;
         /* a SentencePiece character map (nmt_nfkc: ChatGLM) has no llama.cpp counterpart; llama.cpp's own
          * converter drops it too, so this is said, not refused */
-        if (mentions(json_object_get(tj, "normalizer"), "Precompiled") && !quiet)
+        if (find_type(json_object_get(tj, "normalizer"), "Precompiled") && !quiet)
             ogk_err("note: tokenizer.json normalizes with a SentencePiece character map (Precompiled), which "
                     "llama.cpp does not apply: text whose characters the map changes (NFKC forms, some "
                     "punctuation and spaces) tokenizes differently there");
