@@ -8,10 +8,10 @@
       when llama.cpp's token is npu-forward's second choice and either side's top-1/top-2 gap
       (log-probabilities, = logit gap) is below TIE (default 0.05; see TIE_Q): named on stdout,
       not failed. Exit 0 same (or near-tie), 1 a real divergence.
-  gguf-oracle.py tokenize BINDIR MODEL.gguf MODEL.q4nx FILE...
+  gguf-oracle.py tokenize BINDIR MODEL.gguf MODEL.q4nx [--plain] FILE...
       llama.cpp's llama_tokenize (add_special false, specials parsed, as llama-server's /tokenize)
       against `npu-forward tokenize --no-special` for each file, and for the first line of each with
-      specials. Exit 0 identical, 1 a difference.
+      specials (not with --plain). Exit 0 identical, 1 a difference.
 
 BINDIR holds llama-oracle (t/llama-oracle.c on llama.cpp's library; tools/llama-cpp.sh oracle builds it).
 Each call is bounded in time. Prints one line per check.
@@ -90,15 +90,15 @@ def greedy(bindir, gguf, q4nx, prompt_path, n, tie):
     return 0
 
 
-def tokenize(bindir, gguf, q4nx, files):
-    """each file whole without specials, and its first line with them: one llama-oracle and one npu-forward
-    tokenize --jsonl call for each of the two"""
+def tokenize(bindir, gguf, q4nx, files, plain=False):
+    """each file whole without specials, and its first line with them (not plain): one llama-oracle and one
+    npu-forward tokenize --jsonl call for each of the two"""
     bad = 0
     tmpdir = os.path.join(os.environ.get("BATS_TEST_TMPDIR", "/tmp"), "oracle-text.%d" % os.getpid())
     os.makedirs(tmpdir, exist_ok=True)
     try:
         texts = [open(p, encoding="utf-8").read() for p in files]
-        for add_special in (False, True):
+        for add_special in (False,) if plain else (False, True):
             ts = [(t.split("\n", 1)[0] or "hello") if add_special else t for t in texts]
             paths = []
             for i, t in enumerate(ts):
@@ -139,7 +139,8 @@ def main():
         return greedy(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], int(sys.argv[6]),
                       float(sys.argv[7]) if len(sys.argv) > 7 else TIE)
     if len(sys.argv) >= 6 and sys.argv[1] == "tokenize":
-        return tokenize(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5:])
+        plain = sys.argv[5] == "--plain"
+        return tokenize(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5 + plain:], plain)
     sys.stderr.write(__doc__)
     return 2
 

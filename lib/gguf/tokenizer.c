@@ -12,40 +12,102 @@ int gguf_tokenizer_meta(const q4nx_file *f, gguf_writer *w, uint32_t vocab, int 
 /* llama.cpp token types */
 enum { TT_NORMAL = 1, TT_UNKNOWN = 2, TT_CONTROL = 3, TT_USER = 4, TT_UNUSED = 5, TT_BYTE = 6 };
 
-/* Split regexes of byte-level BPE tokenizers and the llama.cpp pre-tokenizer that applies the same one */
+/* HF ByteLevel's own split (use_regex, the default): GPT-2's regex */
+#define GPT2_RE "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"
+#define PRE_MAX 4
+
+/* The regexes a byte-level tokenizer splits with, in order, as tokenizer.json writes them, and the llama.cpp
+ * pre-tokenizer whose regex list splits that way (llama-vocab.cpp rewrites them for its engine), with whether
+ * that pre-tokenizer makes llama.cpp take a word found whole in the vocabulary without merges (BPE's
+ * ignore_merges); `differs`: where llama.cpp's version splits otherwise (NULL: nowhere), noted on stderr */
+#define MARKS "leaves combining marks (Thai vowel signs and tone marks, Devanagari matras) out of words, so text with them"
 static const struct {
-    const char *regex, *pre;
-    int exact;
+    const char *re[PRE_MAX], *pre, *differs;
+    int ignore_merges;
 } pres[] = {
-    {"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"
-     "\\s+(?!\\S)|\\s+", "qwen2", 1},
-    {"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"
-     "\\s+(?!\\S)|\\s+", "llama-bpe", 1},
+    {{"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"
+      "\\s+(?!\\S)|\\s+"}, "qwen2", NULL, 0},
+    {{"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+      "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}, "llama-bpe", NULL, 1},
     /* the llama 3 regex without the contraction alternatives: llama-bpe's regex is the nearest llama.cpp has;
      * they split differently only where a contraction is followed by more letters ("'llama") */
-    {"[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
-     "llama-bpe", 0},
+    {{"[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"},
+     "llama-bpe", "splits contractions followed by letters differently", 1},
+    /* GPT-4o's o200k (Phi-4-mini) */
+    {{"[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+      "|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+      "|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}, "gpt-4o", MARKS " splits differently", 0},
+    /* Mistral NeMo's Tekken */
+    {{"[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+|[^\\r\\n\\p{L}\\p{N}]?"
+      "[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|"
+      "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}, "tekken", MARKS " splits differently", 1},
+    /* DeepSeek V3: digits, then CJK runs, then the rest */
+    {{"\\p{N}{1,3}", "[一-龥぀-ゟ゠-ヿ]+",
+      "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+"
+      "[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+"}, "deepseek-v3", NULL, 0},
+    /* GPT-2's, ByteLevel's own (GPT-NeoX, OLMo): llama.cpp's lacks the last "|\s+", which only ever takes a
+     * single whitespace character before a non-space, and llama.cpp keeps unmatched text as a piece */
+    {{GPT2_RE}, "gpt-2", NULL, 0},
 };
 
 static const char *str(const json_t *o, const char *k) { return json_string_value(json_object_get(o, k)); }
 
-/* the Split regex of a byte-level pre_tokenizer (Sequence [Split, ByteLevel]) */
-static const char *split_regex(const json_t *pre)
+/* The split regexes of a byte-level pre_tokenizer in the order it applies them: Splits of a regex that keep
+ * every piece (behavior Isolated, or Removed with invert, the form of GPT-4o's: the same pieces where the
+ * regex matches every character, as the last of the known lists does; so only the last may be Removed), and
+ * ByteLevel's own GPT-2 regex where use_regex. 0, or -1 with the part that has no llama.cpp counterpart in
+ * why[0..wn) */
+static int split_list(const json_t *pre, const char **re, int *n, int *removed, char *why, size_t wn)
 {
     const char *ty = str(pre, "type");
-    if (ty && !strcmp(ty, "Split"))
-        return str(json_object_get(pre, "pattern"), "Regex");
-    if (ty && !strcmp(ty, "Sequence")) {
+    if (!ty) {
+        snprintf(why, wn, "a pre-tokenizer without a type");
+        return -1;
+    }
+    if (!strcmp(ty, "Sequence")) {
         size_t i;
         const json_t *v;
-        json_array_foreach(json_object_get(pre, "pretokenizers"), i, v)
-        {
-            const char *r = split_regex(v);
-            if (r)
-                return r;
-        }
+        json_array_foreach(json_object_get(pre, "pretokenizers"), i, v) if (split_list(v, re, n, removed, why, wn))
+            return -1;
+        return 0;
     }
-    return NULL;
+    if (!strcmp(ty, "ByteLevel")) {
+        if (json_is_true(json_object_get(pre, "add_prefix_space"))) {
+            snprintf(why, wn, "ByteLevel with add_prefix_space (llama.cpp adds no space)");
+            return -1;
+        }
+        if (json_is_false(json_object_get(pre, "use_regex")))
+            return 0;
+        if (*n == PRE_MAX) {
+            snprintf(why, wn, "more than %d splits", PRE_MAX);
+            return -1;
+        }
+        re[(*n)++] = GPT2_RE;
+        return 0;
+    }
+    if (strcmp(ty, "Split")) {
+        snprintf(why, wn, "a %s pre-tokenizer in a byte-level tokenizer", ty);
+        return -1;
+    }
+    const char *r = str(json_object_get(pre, "pattern"), "Regex"), *b = str(pre, "behavior");
+    int inv = json_is_true(json_object_get(pre, "invert"));
+    if (!r) {
+        snprintf(why, wn, "a Split on a string, not a regex");
+        return -1;
+    }
+    if (!b || !((!strcmp(b, "Isolated") && !inv) || (!strcmp(b, "Removed") && inv))) {
+        snprintf(why, wn, "a Split with behavior %s%s (llama.cpp keeps every piece apart: Isolated)", b ? b : "(none)",
+                 inv ? " and invert" : "");
+        return -1;
+    }
+    if (*n == PRE_MAX) {
+        snprintf(why, wn, "more than %d splits", PRE_MAX);
+        return -1;
+    }
+    if (!strcmp(b, "Removed"))
+        *removed = *n;
+    re[(*n)++] = r;
+    return 0;
 }
 
 /* the first object of `type` in j, depth first (a Sequence's parts included), or NULL */
@@ -214,17 +276,42 @@ int gguf_tokenizer_meta(const q4nx_file *f, gguf_writer *w, uint32_t vocab_size,
     }
     const char *pre = NULL;
     if (bytelevel) {
-        const char *re = split_regex(json_object_get(tj, "pre_tokenizer"));
-        for (size_t p = 0; re && p < sizeof pres / sizeof *pres && !pre; p++)
-            if (!strcmp(re, pres[p].regex)) {
-                pre = pres[p].pre;
-                if (!pres[p].exact && !quiet)
-                    ogk_err("note: tokenizer.json's pre-tokenizer regex has no exact llama.cpp counterpart; using "
-                            "\"%s\", which splits contractions followed by letters differently", pre);
-            }
+        const char *re[PRE_MAX];
+        char why[160] = "";
+        int n = 0, removed = -1;
+        const json_t *pj = json_object_get(tj, "pre_tokenizer");
+        if (!split_list(pj, re, &n, &removed, why, sizeof why) && removed >= 0 && removed != n - 1)
+            snprintf(why, sizeof why, "a Split with behavior Removed before another split (it drops what its regex "
+                     "does not match)");
+        for (size_t p = 0; !why[0] && p < sizeof pres / sizeof *pres && !pre; p++) {
+            int m = 0;
+            while (m < n && pres[p].re[m] && !strcmp(re[m], pres[p].re[m]))
+                m++;
+            if (m < n || (m < PRE_MAX && pres[p].re[m]))
+                continue;
+            pre = pres[p].pre;
+            if (pres[p].differs && !quiet)
+                ogk_err("note: tokenizer.json's pre-tokenizer regex has no exact llama.cpp counterpart; using "
+                        "\"%s\", which %s", pre, pres[p].differs);
+            if (pres[p].ignore_merges != json_is_true(json_object_get(model, "ignore_merges")) && !quiet)
+                ogk_err("note: llama.cpp's \"%s\" %s a word found whole in the vocabulary; this tokenizer.json %s "
+                        "(ignore_merges %s): a word the merges do not rebuild whole can split differently", pre,
+                        pres[p].ignore_merges ? "takes" : "merges", pres[p].ignore_merges ? "merges it" : "takes it",
+                        pres[p].ignore_merges ? "false" : "true");
+        }
         if (!pre) {
-            ogk_fail(e, "asset tokenizer.json: pre-tokenizer regex %s: no llama.cpp pre-tokenizer is known to apply "
-                     "it", re ? re : "(none)");
+            if (why[0])
+                ogk_fail(e, "asset tokenizer.json: pre-tokenizer: %s: no llama.cpp pre-tokenizer applies it", why);
+            else if (!n)
+                ogk_fail(e, "asset tokenizer.json: pre-tokenizer: no split regex: no llama.cpp pre-tokenizer is "
+                         "known to apply it");
+            else {
+                char list[1024] = "";
+                for (int i = 0; i < n; i++)
+                    snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? " then " : "", re[i]);
+                ogk_fail(e, "asset tokenizer.json: pre-tokenizer regex %s: no llama.cpp pre-tokenizer is known to "
+                         "apply it", list);
+            }
             goto out;
         }
     }
