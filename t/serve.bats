@@ -1064,13 +1064,20 @@ schema_fits() {
   [ "$status" = 2 ] && [[ "$output" == *"--api-key"* ]] || false
 }
 
-@test "serve: a port in use and a bad model exit 4 with a named error; bad options exit 2" {
+@test "serve: a port in use exits 4, a bad or missing model or drafter 3 (as run), each named; bad options exit 2" {
   start_server
   run npu-forward serve -m "$W/target.q4nx" --port "$PORT" -t 1
   [ "$status" = 4 ] && [[ "$output" == *"127.0.0.1:$PORT"*"in use"* ]] || false
   echo "not a container" >"$BATS_TEST_TMPDIR/bad.q4nx"
   run timeout 30 npu-forward serve -m "$BATS_TEST_TMPDIR/bad.q4nx" --port 0 -t 1
-  [ "$status" = 4 ] && [[ "$output" == *"bad.q4nx"* ]] || false
+  [ "$status" = 3 ] && [[ "$output" == *"bad.q4nx"* ]] || false
+  run timeout 30 npu-forward serve -m "$BATS_TEST_TMPDIR/missing.q4nx" --port 0 -t 1
+  [ "$status" = 3 ] && [[ "$output" == *"missing.q4nx: No such file"* ]] || false
+  run timeout 30 npu-forward serve -m "$W/target.q4nx" --draft "$BATS_TEST_TMPDIR/bad.q4nx" --port 0 -t 1
+  [ "$status" = 3 ] && [[ "$output" == *"bad.q4nx"* ]] || false
+  # run says the same of both
+  run npu-forward run -m "$BATS_TEST_TMPDIR/missing.q4nx" -p hi
+  [ "$status" = 3 ]
   run npu-forward serve -m "$W/target.q4nx" --parallel 0
   [ "$status" = 2 ]
   run npu-forward serve --port 1

@@ -1776,9 +1776,10 @@ int serve_run(const serve_opts *o, ogk_error *e, int *code)
 
     /* the model: /health says 503 until it is ready */
     ogk_error me;
-    int mcode;
+    int mcode = OGK_EXIT_INIT; /* model_open's: 3 for a missing or malformed container, as run gives */
     if (kern_isa_init(&me) || !(srv->m = model_open_flags(o->model_path, q4nx_in_flags(o->weights_in), &me, &mcode))) {
         ogk_fail(e, "%s", me.msg);
+        *code = mcode;
         goto out;
     }
     if (o->context > srv->m->c.context_length) {
@@ -1791,8 +1792,12 @@ int serve_run(const serve_opts *o, ogk_error *e, int *code)
         goto out;
     }
     int mode = o->mode >= 0 ? o->mode : model_default_mode(srv->m); /* -1: the pack's */
+    if (o->draft_path && !(srv->dm = model_open_flags(o->draft_path, q4nx_in_flags(o->weights_in), &me, &mcode))) {
+        ogk_fail(e, "%s", me.msg);
+        *code = mcode;
+        goto out;
+    }
     if (serve_sched_init(&srv->S, srv->m, srv->t, &srv->tok_mu, n_slots, n_queue, o->context, mode, o->threads, o->prefix_cache, &me) ||
-        (o->draft_path && !(srv->dm = model_open_flags(o->draft_path, q4nx_in_flags(o->weights_in), &me, &mcode))) ||
         (srv->dm && serve_sched_drafter(&srv->S, srv->dm, o->draft_max > 0 ? o->draft_max : 4, &me)) ||
         serve_sched_start(&srv->S, &me)) {
         ogk_fail(e, "%s", me.msg);
