@@ -3,6 +3,9 @@
 // port written to PORTFILE, greedy "model" next(seq) = (7 * last + second-to-last + 3) mod 97.
 //   node t/fake-oai.js PORTFILE MODE    MODE: target | wrong (drafts next + 1) | llama (only /completion
 //   returns ids) | llamaeos (llama, stopping at id 96 after half the tokens unless ignore_eos) | error (HTTP 500 on completions) | flaky (the n-th request's first token is shifted by n) | empty (no token, finish_reason "length") | more (max_tokens + 5 tokens, finish_reason "stop")
+//   | vllm (ids only as vLLM gives them: logprobs.tokens "token_id:N" with return_tokens_as_token_ids; no /completion)
+//   | busy (target, but the 1st completion request is answered 503 with Retry-After: 1, the 2nd 429 without it)
+//   | down (every completion request 503)
 // POST /v1/completions {"prompt": [ids], "max_tokens"} -> choices[0].tokens / .text / .logprobs.top_logprobs
 // (two alternatives per step; top-1 minus top-2 is 0.5 + (position mod 5)). Requests are appended to
 // PORTFILE.log as JSON lines.
@@ -11,7 +14,7 @@ const http = require('http');
 const fs = require('fs');
 const [portFile, mode] = process.argv.slice(2);
 const V = 97, EOS = 96;
-let requests = 0;
+let requests = 0, busy = 0;
 const next = (s) => (7 * s[s.length - 1] + (s.length > 1 ? s[s.length - 2] : 0) + 3) % V;
 function gen(prompt, n) {
   const s = prompt.slice(), out = [], tops = [];
@@ -35,6 +38,14 @@ const srv = http.createServer((req, res) => {
     if (req.url === '/health') return send(200, { status: 'ok' });
     if (req.url === '/v1/models') return send(200, { object: 'list', data: [{ id: 'fake-' + mode, object: 'model' }] });
     if (mode === 'error') return send(500, { error: { message: 'the fake is broken on purpose' } });
+    if ((mode === 'busy' || mode === 'down') && req.url === '/v1/completions') {
+      busy++;
+      if (mode === 'down' || busy === 1) {
+        res.writeHead(503, { 'Content-Type': 'application/json', 'Retry-After': '1' });
+        return res.end(JSON.stringify({ error: { message: 'loading' } }));
+      }
+      if (busy === 2) return send(429, { error: { message: 'too many requests' } });
+    }
     let q;
     try { q = JSON.parse(body); } catch (e) { return send(400, { error: 'bad json' }); }
     if (!Array.isArray(q.prompt) || q.temperature !== 0) return send(400, { error: 'want token ids, temperature 0' });
@@ -44,7 +55,18 @@ const srv = http.createServer((req, res) => {
       const n = mode === 'empty' ? 0 : mode === 'more' ? q.max_tokens + 5 : q.max_tokens;
       const { out, tops } = gen(q.prompt, n);
       const c = { index: 0, text: out.map((t) => 't' + t).join(' '), finish_reason: mode === 'more' ? 'stop' : 'length' };
-      if (!mode.startsWith('llama')) {
+      if (mode === 'vllm') {
+        // vLLM: no ids unless asked for as token strings; logprobs: N gives N alternatives per step
+        if (q.logprobs != null) {
+          const name = (t) => (q.return_tokens_as_token_ids ? 'token_id:' + t : 't' + t);
+          const alts = tops.map((o, i) => {
+            const r = { [name(out[i])]: -0.25 };
+            if (q.logprobs >= 2) r.alt = Object.values(o)[1];
+            return r;
+          });
+          c.logprobs = { tokens: out.map(name), token_logprobs: out.map(() => -0.25), top_logprobs: alts };
+        }
+      } else if (!mode.startsWith('llama')) {
         c.tokens = out;
         if (q.logprobs) c.logprobs = { tokens: out.map((t) => 't' + t), token_logprobs: out.map(() => -0.25), top_logprobs: tops };
       }

@@ -314,6 +314,45 @@ fake_continuation() { # IDS_JSON N
   grep -q '"/completion"' "$W/fake-llama.port.log"
 }
 
+# vLLM gives no ids in choices[0]: only its logprobs.tokens as "token_id:N" when asked
+# (return_tokens_as_token_ids); its /completion is a 404 (held-out audit: the fallback asked it and failed)
+@test "record --url and --draft-url on vLLM (ids as logprobs.tokens \"token_id:N\"): the same ids and gaps, drafts too" {
+  start_fake vllm
+  echo '{"prompts":[{"name":"a","ids":[5,9,12]},{"name":"b","kind":"code","ids":[1]}]}' >"$W/ids.json"
+  spec-replay record --url "$URL" --prompts "$W/ids.json" --tokens 20 >"$W/vllm.json"
+  [ "$(jq -c '.prompts[0].continuation_ids' "$W/vllm.json")" = "$(fake_continuation '[5,9,12]' 20)" ]
+  [ "$(jq -c '.prompts[1].continuation_ids' "$W/vllm.json")" = "$(fake_continuation '[1]' 20)" ]
+  jq -e '.prompts[0] | [range(20) as $i | .gaps[$i] == 0.5 + ((3 + $i) % 5)] | all' "$W/vllm.json"
+  # asked vLLM's way once it answered without ids, and never llama-server's
+  grep '/v1/completions' "$W/fake-vllm.port.log" | tail -1 | jq -e '.body | fromjson | .return_tokens_as_token_ids and .logprobs == 2'
+  ! grep -q '"/completion"' "$W/fake-vllm.port.log" || false
+  # as a drafter: a perfect one (no gaps asked: logprobs 1 carries the ids)
+  run --separate-stderr spec-replay --draft-url "$URL" -k 4 --json --recording "$W/vllm.json"
+  [ "$status" -eq 0 ] && [[ "$stderr" == *"every draft accepted"* ]] || false
+  echo "$output" | jq -e '.results[0].measured.per_prompt[0].accepts == [4,4,4,4]'
+  grep '/v1/completions' "$W/fake-vllm.port.log" | tail -1 | jq -e '.body | fromjson | .return_tokens_as_token_ids and .logprobs == 1'
+}
+
+# a server that is loading or busy answers 503 / 429: asked again after its Retry-After (or a doubling pause),
+# said on stderr; one that stays so is refused after the last try (exit 3)
+@test "record --url: 503 with Retry-After and 429 are asked again (said on stderr); a server that stays 503 is refused" {
+  start_fake busy
+  echo '{"prompts":[{"name":"a","ids":[5,9,12]}]}' >"$W/ids1.json"
+  run --separate-stderr spec-replay record --url "$URL" --prompts "$W/ids1.json" --tokens 8
+  [ "$status" -eq 0 ]
+  [[ "$stderr" == *"/v1/completions: HTTP 503; asking again in 1.0 s (1 of 5)"* ]] || false
+  [[ "$stderr" == *"/v1/completions: HTTP 429; asking again in 1.0 s (2 of 5)"* ]] || false
+  [ "$(echo "$output" | jq -c '.prompts[0].continuation_ids')" = "$(fake_continuation '[5,9,12]' 8)" ]
+  # the request time is the answered attempt's, not the pauses'
+  echo "$output" | jq -e '.prompts[0].timings.request_ms < 900'
+  [ "$(grep -c '/v1/completions' "$W/fake-busy.port.log")" -eq 3 ]
+  start_fake down
+  run --separate-stderr spec-replay record --url "$URL" --prompts "$W/ids1.json" --tokens 8 -o "$W/down.json"
+  [ "$status" -eq 3 ] && [[ "$stderr" == *"HTTP 503: "*"loading"* ]] || false
+  [ ! -e "$W/down.json" ]
+  [ "$(grep -c '/v1/completions' "$W/fake-down.port.log")" -eq 6 ]
+}
+
 @test "record --url on llama-server stopping at an end-of-generation token: stop eos, the token not in the continuation" {
   start_fake llamaeos
   echo '{"prompts":[{"name":"a","ids":[5,9,12]}]}' >"$W/ids.json"

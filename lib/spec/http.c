@@ -1,13 +1,17 @@
 /* An OpenAI-compatible server as target or drafter: greedy completions of token-id prompts over
  * libcurl. POST /v1/completions {"prompt": [ids], "max_tokens", "temperature": 0, "return_tokens": true,
  * "logprobs": 2} is read for choices[0].tokens / .text / .finish_reason / .logprobs; a server whose
- * reply has no token ids there is asked llama-server's way (POST /completion, "tokens"). */
+ * reply has no token ids there is asked vLLM's way ("return_tokens_as_token_ids": logprobs.tokens as
+ * "token_id:N"), then llama-server's (POST /completion, "tokens"). A 429 or 503 (busy, still loading) is
+ * asked again after its Retry-After (at most RETRY_S) or a doubling pause, RETRIES times. */
 #define _GNU_SOURCE /* asprintf */
 #include <curl/curl.h>
+#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "spec.h"
 
@@ -15,13 +19,18 @@ struct spec_http {
     char *base;
     long timeout_ms;
     CURL *c;
-    int llama; /* 1: the server answered /v1/completions without ids; use /completion */
+    int api;   /* API_*: how this server gives token ids, found at the first completion */
+    double last_ms; /* the last request's final attempt, in ms (a retried request's pauses left out) */
     char *shown; /* the base as messages show it (no credentials) */
     char *auth;  /* "Authorization: Bearer KEY", or NULL */
     int cache_prompt; /* llama-server's prompt cache: on for drafts (a drafter's real cost), off for records */
 };
 
 #define REPLY_MAX (64u << 20) /* bytes of a reply: a peer that sends more is refused */
+#define RETRIES 5               /* further attempts after a 429 / 503 */
+#define RETRY_S 10              /* the longest pause before one, whatever Retry-After asks */
+
+enum { API_OPENAI, API_VLLM, API_LLAMA };
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
 static void curl_init_once(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }
@@ -127,19 +136,40 @@ static json_t *request(spec_http *h, const char *path, const json_t *body, ogk_e
     if (h->auth)
         hd = curl_slist_append(hd, h->auth);
     CURL *c = h->c;
-    curl_easy_reset(c);
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, h->timeout_ms);
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hd); /* the key goes with GETs too (/v1/models) */
-    if (js)
-        curl_easy_setopt(c, CURLOPT_POSTFIELDS, js);
-    CURLcode rc = curl_easy_perform(c);
+    CURLcode rc;
     long status = 0;
-    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    for (int attempt = 0;; attempt++) {
+        curl_easy_reset(c);
+        curl_easy_setopt(c, CURLOPT_URL, url);
+        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+        curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+        curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, h->timeout_ms);
+        curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
+        curl_easy_setopt(c, CURLOPT_HTTPHEADER, hd); /* the key goes with GETs too (/v1/models) */
+        if (js)
+            curl_easy_setopt(c, CURLOPT_POSTFIELDS, js);
+        double t0 = ogk_now();
+        rc = curl_easy_perform(c);
+        h->last_ms = (ogk_now() - t0) * 1e3;
+        status = 0;
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+        if (rc != CURLE_OK || (status != 429 && status != 503) || attempt == RETRIES)
+            break;
+        /* busy or still loading: its Retry-After (seconds), else 0.5 s doubling; at most RETRY_S */
+        curl_off_t after = -1;
+        double pause = curl_easy_getinfo(c, CURLINFO_RETRY_AFTER, &after) == CURLE_OK && after > 0
+                           ? (double)after
+                           : 0.5 * (double)(1 << attempt);
+        if (pause > RETRY_S)
+            pause = RETRY_S;
+        ogk_err("%s: HTTP %ld; asking again in %.1f s (%d of %d)", shown, status, pause, attempt + 1, RETRIES);
+        struct timespec ts = {(time_t)pause, (long)((pause - (double)(time_t)pause) * 1e9)};
+        while (nanosleep(&ts, &ts) && errno == EINTR)
+            ;
+        free(b.p);
+        b = (buf){0};
+    }
     curl_slist_free_all(hd);
     free(js);
     json_t *j = NULL;
@@ -258,6 +288,28 @@ static int llama_alts(const json_t *step, const json_t **alts)
     return *alts ? 0 : -1;
 }
 
+/* vLLM's ids with "return_tokens_as_token_ids": logprobs.tokens ["token_id:N", ...] as a new array of N, or
+ * NULL when any entry is not of that form */
+static json_t *vllm_ids(const json_t *tokens)
+{
+    if (!json_is_array(tokens))
+        return NULL;
+    json_t *a = json_array();
+    size_t i;
+    const json_t *v;
+    json_array_foreach(tokens, i, v)
+    {
+        const char *s = json_string_value(v), *d = s && !strncmp(s, "token_id:", 9) ? s + 9 : NULL;
+        char *end;
+        long long id = d && *d >= '0' && *d <= '9' ? strtoll(d, &end, 10) : -1;
+        if (id < 0 || *end || id > 0x7fffffff || json_array_append_new(a, json_integer(id))) {
+            json_decref(a);
+            return NULL;
+        }
+    }
+    return a;
+}
+
 int spec_http_complete(spec_http *h, const int *prompt, int n, int max_tokens, int ignore_eos, int want_gaps,
                        spec_completion *c, ogk_error *e)
 {
@@ -265,13 +317,15 @@ int spec_http_complete(spec_http *h, const int *prompt, int n, int max_tokens, i
     json_t *ids = json_array();
     for (int i = 0; i < n; i++)
         json_array_append_new(ids, json_integer(prompt[i]));
-    double t0 = ogk_now();
     json_t *rep = NULL, *body;
-    if (!h->llama) {
+    while (h->api != API_LLAMA) {
+        int vllm = h->api == API_VLLM;
         body = json_pack("{s:O,s:i,s:i,s:b,s:b,s:b}", "prompt", ids, "max_tokens", max_tokens, "temperature", 0,
                          "return_tokens", 1, "ignore_eos", ignore_eos, "stream", 0);
-        if (want_gaps)
-            json_object_set_new(body, "logprobs", json_integer(2));
+        if (vllm) /* the ids come with the logprobs: at least the chosen token's */
+            json_object_set_new(body, "return_tokens_as_token_ids", json_true());
+        if (want_gaps || vllm)
+            json_object_set_new(body, "logprobs", json_integer(want_gaps ? 2 : 1));
         rep = request(h, "/v1/completions", body, e);
         json_decref(body);
         if (!rep) {
@@ -279,24 +333,26 @@ int spec_http_complete(spec_http *h, const int *prompt, int n, int max_tokens, i
             return -1;
         }
         const json_t *ch = json_array_get(json_object_get(rep, "choices"), 0);
-        const json_t *tk = json_object_get(ch, "tokens");
+        const json_t *lp = json_object_get(ch, "logprobs");
+        json_t *tk = vllm ? vllm_ids(json_object_get(lp, "tokens")) : json_incref(json_object_get(ch, "tokens"));
         if (json_is_array(tk)) {
             const json_t *tx = json_object_get(ch, "text"), *fr = json_object_get(ch, "finish_reason");
             int rc = read_ids(tk, c, e);
+            json_decref(tk);
             c->text = json_is_string(tx) ? strdup(json_string_value(tx)) : NULL;
             snprintf(c->stop, sizeof c->stop, "%s",
                      json_is_string(fr) && !strcmp(json_string_value(fr), "stop") ? "eos" : "length");
-            const json_t *lp = json_object_get(ch, "logprobs");
             if (!rc && want_gaps)
                 take_gaps(c, json_object_get(lp, "top_logprobs"), openai_alts);
-            c->ms = (ogk_now() - t0) * 1e3;
+            c->ms = h->last_ms;
             json_decref(rep), json_decref(ids);
             if (rc)
                 spec_completion_free(c);
             return rc;
         }
+        json_decref(tk);
         json_decref(rep);
-        h->llama = 1; /* no ids in an OpenAI reply: llama-server's native endpoint */
+        h->api++; /* no ids in the reply: vLLM's way next, then llama-server's native endpoint */
     }
     body = json_pack("{s:O,s:i,s:i,s:b,s:b,s:b}", "prompt", ids, "n_predict", max_tokens, "temperature", 0,
                      "return_tokens", 1, "cache_prompt", h->cache_prompt, "ignore_eos", ignore_eos);
@@ -310,8 +366,8 @@ int spec_http_complete(spec_http *h, const int *prompt, int n, int max_tokens, i
     const json_t *tk = json_object_get(rep, "tokens");
     if (!json_is_array(tk)) {
         json_decref(rep);
-        return ogk_fail(e, "%s: neither /v1/completions (choices[0].tokens) nor /completion (tokens) returned token "
-                           "ids",
+        return ogk_fail(e, "%s: neither /v1/completions (choices[0].tokens, or vLLM's logprobs.tokens) nor /completion "
+                           "(tokens) returned token ids",
                         h->shown);
     }
     int rc = read_ids(tk, c, e);
@@ -327,7 +383,7 @@ int spec_http_complete(spec_http *h, const int *prompt, int n, int max_tokens, i
     snprintf(c->stop, sizeof c->stop, "%s", eos ? "eos" : "length");
     if (!rc && want_gaps)
         take_gaps(c, json_object_get(rep, "completion_probabilities"), llama_alts);
-    c->ms = (ogk_now() - t0) * 1e3;
+    c->ms = h->last_ms;
     json_decref(rep);
     if (rc)
         spec_completion_free(c);
