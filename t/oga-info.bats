@@ -218,7 +218,23 @@ mutation_case() { # MUTATION CODE WHAT-substring
 @test "refused: an external location outside the pack"      { mutation_case escape-location external_data scales; }
 @test "refused: MatMulNBits float zero points"               { mutation_case float-zeros tensor_dtype float_zero_points; }
 @test "refused: MatMulNBits K contradicting its weight"      { mutation_case k-mismatch tensor_shape "layers.0."; }
-@test "refused: an unquantised lm_head"                      { mutation_case plain-lm-head unsupported_op lm_head.weight; }
+# an unquantised lm_head (MatMul over a float [K, N]): an untied pack's is taken as a float tensor; in a tied pack
+# the embedding still gathers codes that no MatMulNBits reads, which is refused
+@test "an unquantised lm_head: importable untied (a float [hidden, vocab] tensor), refused tied" {
+  local s d
+  for s in cpu amd; do
+    d=$BATS_TEST_TMPDIR/mut-$s-untied
+    /usr/bin/python3 "$TOP/t/pack-mutate.py" "$(fixture qwen2 $s untied)" "$d" plain-lm-head
+    run --separate-stderr oga-info -q "$d"
+    [ "$status" -eq 0 ]
+    echo "$output" | jq -e '.importable and .by_role.lm_head.count == 1' >/dev/null
+    oga-extract "$d" | q4nx-pack -o "$d.q4nx"
+    npu-forward info -m "$d.q4nx" | jq -e '.tied == false' >/dev/null
+    d=$(mutated "$s" plain-lm-head)
+    run --separate-stderr oga-info -q "$d"
+    [ "$status" -eq 3 ] && echo "$output" | jq -e '.refusals | length > 0' >/dev/null || false
+  done
+}
 @test "refused: a weight the graph walk cannot place"        { mutation_case unassigned unassigned stray.weight; }
 @test "refused: a node without an op_type (no crash)"         { mutation_case no-op-type graph "layer 0"; }
 # attributes the runtime does not implement: refused by name, never ignored (wrong output)

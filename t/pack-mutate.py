@@ -7,7 +7,8 @@ Mutations:
   escape-location   an initializer's external location "../model.onnx.data"    -> external_data
   float-zeros       a MatMulNBits with float zero points [N*k_blocks]            -> tensor_dtype
   k-mismatch        a MatMulNBits K attribute that contradicts its weight        -> tensor_shape
-  plain-lm-head     lm_head as an unquantised MatMul over a float initializer    -> unsupported_op
+  plain-lm-head     lm_head as an unquantised MatMul over a float [K, N] initializer (zeros) -> untied:
+                    importable (a float lm_head); tied: refused (the embedding gathers orphaned codes)
   unassigned        an extra float weight read by a node the walk does not know  -> unassigned
   inline-norms      norm weights inline: raw_data, float_data, fp16 in int32_data -> still importable
   add-residual      every SkipSimplifiedLayerNormalization as Add + SimplifiedLayerNormalization

@@ -742,6 +742,10 @@ def build(cfg, W, style, acc, io, block=None):
             ins = [final, "lm_head.MatMul.weight_Q4", "lm_head.MatMul.weight_scales"]
             name = "/lm_head/MatMul_Q4"
         lm = g.node("MatMulNBits", name, ins, lm_out, domain="com.microsoft", **attrs)
+    elif cfg.get("float_lm_head"):
+        # unquantised (the builder's nodes_to_exclude=/lm_head/MatMul): MatMul with B = W^T [hidden, vocab]
+        lm = g.node("MatMul", "/lm_head/MatMul", [final, g.init("lm_head.MatMul.weight", f(W["lm_head.weight"].T))],
+                    lm_out)
     else:
         lm = matmul(final, "lm_head.weight", "/lm_head")
         if lm_out:
@@ -1050,6 +1054,8 @@ def main(argv=None):
     ap.add_argument("--family", choices=sorted(FAMILY_HF))
     ap.add_argument("--style", choices=["cpu", "amd"], default="cpu")
     ap.add_argument("--tie", choices=["tied", "untied"])
+    ap.add_argument("--float-lm-head", action="store_true",
+                    help="untied: lm_head as an unquantised MatMul (the builder's nodes_to_exclude=/lm_head/MatMul)")
     ap.add_argument("--geom", choices=sorted(GEOMS), default="tiny")
     ap.add_argument("--accuracy-level", type=int, choices=[0, 1, 2, 3, 4], default=0)
     ap.add_argument("--io-dtype", choices=["fp32", "fp16"])
@@ -1088,6 +1094,10 @@ def main(argv=None):
         os.replace(a.dump_weights + ".tmp", a.dump_weights)
     if a.block_size is not None and (a.block_size < 16 or a.block_size & (a.block_size - 1)):
         die("--block-size: a power of two >= 16")
+    if a.float_lm_head:
+        if cfg["tied"]:
+            die("--float-lm-head: only untied models (a tied lm_head is the embedding's quantised table)")
+        cfg["float_lm_head"] = True
     write_pack(cfg, W, a.style, a.accuracy_level, io, a.out, tokdir, a.block_size)
     return 0
 

@@ -29,6 +29,8 @@ static int compare(const gguf_plan *p, const gguf_tensor *g, int control, int st
         const ogk_qtensor *src = gguf_plan_row(p, r, &sr);
         if (p->kind == GPLAN_Q)
             ogk_q4_dequant_row(src, sr, a);
+        else if (p->transposed)
+            gguf_plain_col(src, sr, p->k, p->nrows, a);
         else
             gguf_plain_row(src, sr, p->k, a);
         if (gguf_dequant_row(g, r, b, control)) {

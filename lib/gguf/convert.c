@@ -611,7 +611,22 @@ static int build_plan(planner *pl, const dims *d)
     }
     if (olmo ? unit_norm(pl, "final_norm", "final_norm_bias", d->dim) : vec(pl, "output_norm.weight", "final_norm", d->dim, 1))
         return -1;
-    if (!d->tied && one(pl, "output.weight", "lm_head", d->vocab, d->dim, 0))
+    const ogk_qtensor *lmt = q4nx_find(f, "lm_head");
+    if (!d->tied && lmt && lmt->dtype != OGK_Q4) {
+        /* unquantised: the MatMul's B [dim, vocab], transposed into llama.cpp's [vocab rows of dim] */
+        take(pl, "lm_head");
+        if (!is_float(lmt->dtype) || lmt->ndim != 2 || lmt->shape[0] != d->dim || lmt->shape[1] != d->vocab)
+            return ogk_fail(e, "tensor lm_head: %s, want float [%u, %u] (an unquantised MatMul's K x N)",
+                            ogk_dtype_name(lmt->dtype), d->dim, d->vocab);
+        gguf_plan *p = add(pl, "output.weight", GPLAN_PLAIN);
+        if (!p)
+            return -1;
+        p->type = lmt->dtype == OGK_F16 ? GGML_F16 : GGML_F32; /* f16 stays f16 (exact); bf16 widens */
+        p->ndim = 2, p->nrows = d->vocab, p->k = d->dim, p->transposed = 1;
+        p->seg[0] = (gguf_seg){lmt, 0, d->vocab, 0};
+        p->nseg = 1;
+        snprintf(p->from, sizeof p->from, "lm_head");
+    } else if (!d->tied && one(pl, "output.weight", "lm_head", d->vocab, d->dim, 0))
         return -1;
     /* RoPE caches: llama.cpp computes rotations from rope.freq_base; nothing else may be left over */
     const ogk_qtensor *cs = take(pl, "rope.cos"), *sn = take(pl, "rope.sin");
@@ -705,6 +720,22 @@ void gguf_plain_row(const ogk_qtensor *t, uint32_t row, uint32_t k, float *out)
         } else {
             uint16_t h;
             memcpy(&h, b + 2 * (size_t)i, 2);
+            out[i] = t->dtype == OGK_F16 ? ogk_f16_to_f32(h) : ogk_bf16_to_f32(h);
+        }
+    }
+}
+
+void gguf_plain_col(const ogk_qtensor *t, uint32_t col, uint32_t k, uint32_t ncols, float *out)
+{
+    const uint8_t *b = t->data;
+    size_t es = ogk_dtype_size(t->dtype);
+    for (uint32_t i = 0; i < k; i++) {
+        const uint8_t *x = b + ((uint64_t)i * ncols + col) * es;
+        if (t->dtype == OGK_F32) {
+            memcpy(&out[i], x, 4);
+        } else {
+            uint16_t h;
+            memcpy(&h, x, 2);
             out[i] = t->dtype == OGK_F16 ? ogk_f16_to_f32(h) : ogk_bf16_to_f32(h);
         }
     }
@@ -872,6 +903,27 @@ static int fill_plain(void *ctx, uint8_t *dst, uint64_t n, ogk_error *e)
     if (rb * p->nrows != n)
         return ogk_fail(e, "tensor %s: size mismatch", p->name);
     const ogk_qtensor *t = p->seg[0].t;
+    if (p->transposed) { /* [k, nrows] -> nrows rows of k, 64 source columns (output rows) at a time */
+        size_t es = ogk_dtype_size(t->dtype), ds = p->type == GGML_F16 ? 2 : 4;
+        const uint8_t *src = t->data;
+        for (uint32_t r0 = 0; r0 < p->nrows; r0 += 64) {
+            uint32_t nr = p->nrows - r0 < 64 ? p->nrows - r0 : 64;
+            for (uint32_t i = 0; i < p->k; i++)
+                for (uint32_t c = 0; c < nr; c++) {
+                    const uint8_t *x = src + ((uint64_t)i * p->nrows + r0 + c) * es;
+                    uint8_t *y = dst + (uint64_t)(r0 + c) * rb + (uint64_t)i * ds;
+                    if (ds == es) { /* f32 -> f32, f16 -> f16: the bytes */
+                        memcpy(y, x, es);
+                    } else { /* bf16 -> f32 */
+                        uint16_t h;
+                        memcpy(&h, x, 2);
+                        float v = ogk_bf16_to_f32(h);
+                        memcpy(y, &v, 4);
+                    }
+                }
+        }
+        return 0;
+    }
     if (p->type == GGML_F16 && t->dtype == OGK_F16) { /* bytes as they are */
         memcpy(dst, t->data, n);
         return 0;

@@ -29,6 +29,7 @@ typedef struct {
     int nseg;
     float rope_theta; /* GPLAN_ROPE: the base the divisors are relative to */
     int rope_scaled;  /* GPLAN_ROPE: the caches' rotations have one magnitude (LongRoPE's attention factor), not 1 */
+    int transposed;   /* GPLAN_PLAIN: the source is [k, nrows] (an unquantised MatMul's B): row r is its column r */
     /* filled while writing under GGUF_LOSSY */
     double max_err;
     uint32_t err_row, err_col;
@@ -42,6 +43,8 @@ gguf_plan *gguf_make_plan(const q4nx_file *f, size_t *n, const char **arch, ogk_
 const ogk_qtensor *gguf_plan_row(const gguf_plan *p, uint32_t r, uint32_t *src_row);
 /* The container's values of one source row of a plain tensor, as floats (k of them). */
 void gguf_plain_row(const ogk_qtensor *t, uint32_t row, uint32_t k, float *out);
+/* column col of a float tensor of k rows of ncols (an unquantised MatMul's B), as k floats */
+void gguf_plain_col(const ogk_qtensor *t, uint32_t col, uint32_t k, uint32_t ncols, float *out);
 /* The frequency f[i] of each of the half pairs of the RoPE caches cs / sn ([rows][half]): row p turns pair i
  * by p * f[i]. mag NULL: every rotation's magnitude must be 1; else one magnitude throughout, returned in
  * *mag. 0, or -1 with e filled when the caches are not that (another magnitude, a row off its pair's

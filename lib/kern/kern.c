@@ -277,6 +277,51 @@ static void next_regions(const ogk_qtensor *W, const ogk_qtensor *W2, int thread
 
 void kern_matmul_next(kern_pool *p, const ogk_qtensor *W1, const ogk_qtensor *W2) { kern_pool_set_next(p, W1, W2); }
 
+/* An unquantised weight (an fp32 MatMul B of K rows of N, W->data: the model's unquantised lm_head):
+ * Y[m] = X[m] · W, a range of PLAIN_NB-column blocks per thread, each row's block of sums over k in order
+ * (so a row's bits do not depend on the rows beside it) */
+#define PLAIN_NB 64
+typedef struct {
+    const ogk_qtensor *W;
+    const float *X;
+    float *Y;
+    int M;
+} plain_arg;
+
+static void run_plain(void *arg, size_t b, size_t e, int worker)
+{
+    (void)worker;
+    const plain_arg *pa = arg;
+    const float *w = pa->W->data;
+    const uint32_t N = pa->W->n, K = pa->W->k;
+    for (size_t blk = b; blk < e; blk++) {
+        const uint32_t n0 = (uint32_t)blk * PLAIN_NB, nn = N - n0 < PLAIN_NB ? N - n0 : PLAIN_NB;
+        for (int m = 0; m < pa->M; m++) {
+            float acc[PLAIN_NB] = {0};
+            const float *x = pa->X + (size_t)m * K;
+            for (uint32_t k = 0; k < K; k++) {
+                const float *wr = w + (size_t)k * N + n0, xv = x[k];
+                if (nn == PLAIN_NB)
+                    for (int j = 0; j < PLAIN_NB; j++)
+                        acc[j] += xv * wr[j];
+                else
+                    for (uint32_t j = 0; j < nn; j++)
+                        acc[j] += xv * wr[j];
+            }
+            memcpy(pa->Y + (size_t)m * N + n0, acc, nn * sizeof *acc);
+        }
+    }
+}
+
+static int matmul_plain(kern_pool *p, const ogk_qtensor *W, const float *X, int M, float *Y, ogk_error *e)
+{
+    if (W->dtype != OGK_F32 || !W->data || !W->n || !W->k || W->nbytes < (uint64_t)W->n * W->k * 4)
+        return ogk_fail(e, "tensor %s: an unquantised weight must be fp32 [K, N] with data", W->name ? W->name : "?");
+    plain_arg pa = {.W = W, .X = X, .Y = Y, .M = M};
+    kern_pool_for(p, (W->n + PLAIN_NB - 1) / PLAIN_NB, 0, run_plain, &pa);
+    return 0;
+}
+
 /* sel (nsel blocks: 16 columns on the b8 and ref paths, 32 on rm's bands) or NULL: every block. W2 (with
  * Y2, no sel): a second tensor multiplied by the same X, in the same launch where pair_fuses */
 static int matmul(const kern_isa *isa, kern_pool *p, const ogk_qtensor *W, const float *X, int M, float *Y, int mode,
@@ -284,6 +329,8 @@ static int matmul(const kern_isa *isa, kern_pool *p, const ogk_qtensor *W, const
 {
     const void *na, *nb2; /* every launch takes the next-launch hint, whether it uses it or not */
     kern_pool_take_next(p, &na, &nb2);
+    if (W && W->dtype == OGK_F32 && !sel && !W2)
+        return matmul_plain(p, W, X, M, Y, e);
     if (check_tensor(W, M, mode, e) < 0 || (W2 && check_tensor(W2, M, mode, e) < 0))
         return -1;
     if (W2 && !pair_fuses(isa, W, W2))

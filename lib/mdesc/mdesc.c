@@ -525,7 +525,19 @@ int mdesc_check_tensors(model_config *c, const mdesc_tensor *t, size_t n, ogk_er
             goto out;
         }
     uint64_t V = (uint64_t)c->vocab_size, D = (uint64_t)c->dim;
-    if (want_q4(&s, "lm_head", V, D))
+    /* lm_head: quantised [V, D], or an unquantised MatMul's float weight as the graph holds it, [D, V] */
+    const mdesc_tensor *lmt = find(&s, "lm_head");
+    if (lmt && lmt->dtype != MDESC_Q4 && is_float(lmt->dtype)) {
+        if (c->tied) {
+            fail_t(&s, "lm_head", "a float (unquantised) lm_head with tied embeddings: not supported");
+            goto out;
+        }
+        if (lmt->ndim != 2 || lmt->shape[0] != D || lmt->shape[1] != V) {
+            fail_t(&s, "lm_head", "float, shape [%" PRIu64 ", %" PRIu64 "], want [%" PRIu64 ", %" PRIu64 "] (the MatMul's inputs x outputs)",
+                   lmt->shape[0], lmt->ndim > 1 ? lmt->shape[1] : 0, D, V);
+            goto out;
+        }
+    } else if (want_q4(&s, "lm_head", V, D))
         goto out;
     const mdesc_tensor *emb = find(&s, "embed");
     if (c->tied && emb) {

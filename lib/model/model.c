@@ -170,7 +170,25 @@ static int bind_weights(model *m, ogk_error *e)
     m->w.layers = calloc((size_t)c->n_layers, sizeof *m->w.layers);
     if (!m->w.layers)
         return ogk_fail(e, "out of memory");
-    if (!(m->w.lm_head = quantised(m, "lm_head", (uint32_t)c->vocab_size, (uint32_t)c->dim, 0, e)))
+    const ogk_qtensor *lt = q4nx_find(m->file, "lm_head");
+    if (lt && lt->dtype != OGK_Q4) {
+        /* unquantised (the builder's nodes_to_exclude=/lm_head/MatMul): the MatMul's B, [dim, vocab], as fp32 */
+        if (c->tied)
+            return ogk_fail(e, "tensor lm_head: unquantised (%s) in a tied model", ogk_dtype_name(lt->dtype));
+        if (lt->ndim != 2 || lt->shape[0] != (uint64_t)c->dim || lt->shape[1] != (uint64_t)c->vocab_size)
+            return ogk_fail(e, "tensor lm_head: unquantised, shape [%llu, %llu], want [%d, %d] (the MatMul's K x N)",
+                            (unsigned long long)lt->shape[0], (unsigned long long)(lt->ndim > 1 ? lt->shape[1] : 0),
+                            c->dim, c->vocab_size);
+        const float *d = plain_floats(m, "lm_head", lt, (uint64_t)c->dim * (uint64_t)c->vocab_size, 0, e);
+        if (!d)
+            return -1;
+        m->lm_plain = *lt;
+        m->lm_plain.dtype = OGK_F32, m->lm_plain.data = d;
+        m->lm_plain.n = (uint32_t)c->vocab_size, m->lm_plain.k = (uint32_t)c->dim;
+        m->lm_plain.nbytes = (uint64_t)c->dim * (uint64_t)c->vocab_size * 4;
+        m->w.lm_head = &m->lm_plain;
+        m->weight_bytes += m->lm_plain.nbytes;
+    } else if (!(m->w.lm_head = quantised(m, "lm_head", (uint32_t)c->vocab_size, (uint32_t)c->dim, 0, e)))
         return -1;
     if (c->tied) {
         m->w.embed = m->w.lm_head;
@@ -410,7 +428,7 @@ static void norm_row(const model_config *c, float *o, const float *x, const floa
 /* y[rows x N] = x[rows x K] · Wᵀ, through the kernels */
 int model_matmul_mode(const model_state *s, const ogk_qtensor *w)
 {
-    return s->mode != KERN_I8 ? KERN_F32
+    return s->mode != KERN_I8 || w->dtype != OGK_Q4 ? KERN_F32 /* an unquantised lm_head: fp32, as onnxruntime's MatMul */
            : w != s->m->w.lm_head ? KERN_I8
            : kern_isa_current()->gemm_i16 ? KERN_I16 : KERN_F32;
 }

@@ -46,7 +46,8 @@ typedef struct model_weights {
     model_layer *layers;
     const float *final_norm;    /* [dim] */
     const float *final_norm_b;  /* [dim] LayerNorm bias (c.layer_norm) or NULL (0) */
-    const ogk_qtensor *lm_head; /* [vocab, dim] quantised */
+    const ogk_qtensor *lm_head; /* [vocab, dim] quantised, or (untied) an unquantised MatMul's fp32 [dim, vocab]:
+                                   dtype OGK_F32, data, n = vocab, k = dim (model.lm_plain) */
     const float *rope_cos, *rope_sin; /* [context][rope_dim/2] the pack's caches */
     const float *rope_cos_long, *rope_sin_long; /* LongRoPE (c.rope_long_after): the caches of longer sequences */
 } model_weights;
@@ -61,6 +62,7 @@ typedef struct model {
     int n_owned;
     uint64_t weight_bytes; /* quantised bytes one decode token streams (codes + scales + zeros) */
     model_head *head;
+    ogk_qtensor lm_plain; /* w.lm_head when the pack's lm_head is unquantised */
 } model;
 
 /* Per-pass phase timings (OGAKIT_PROF=1 prints them). */

@@ -386,6 +386,11 @@ static const pack_tensor *emit_linear(G *g, int n, const char *role)
 {
     if (is_op(g, n, "MatMulNBits"))
         return pg_emit_mnb(g, n, role);
+    /* an unquantised lm_head (the builder's nodes_to_exclude=/lm_head/MatMul): its float [K, N] weight as it is */
+    if (!strcmp(role, "lm_head") && is_op(g, n, "MatMul")) {
+        pg_emit_plain(g, n, in(g, n, 1), role);
+        return NULL;
+    }
     int vi = pg_init_of(g, in(g, n, 1), NULL);
     if (pg_claim(g, vi, role) > 0)
         pack_refuse(g->p, pack_printf(g->p, "tensor %s", g->v[vi].name), "unsupported_op",
