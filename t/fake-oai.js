@@ -4,6 +4,7 @@
 //   node t/fake-oai.js PORTFILE MODE    MODE: target | wrong (drafts next + 1) | llama (only /completion
 //   returns ids) | llamaeos (llama, stopping at id 96 after half the tokens unless ignore_eos) | error (HTTP 500 on completions) | flaky (the n-th request's first token is shifted by n) | empty (no token, finish_reason "length") | more (max_tokens + 5 tokens, finish_reason "stop")
 //   | vllm (ids only as vLLM gives them: logprobs.tokens "token_id:N" with return_tokens_as_token_ids; no /completion)
+//   | bare (as vllm, but never any ids: an OpenAI-only server)
 //   | busy (target, but the 1st completion request is answered 503 with Retry-After: 1, the 2nd 429 without it)
 //   | down (every completion request 503)
 // POST /v1/completions {"prompt": [ids], "max_tokens"} -> choices[0].tokens / .text / .logprobs.top_logprobs
@@ -55,10 +56,10 @@ const srv = http.createServer((req, res) => {
       const n = mode === 'empty' ? 0 : mode === 'more' ? q.max_tokens + 5 : q.max_tokens;
       const { out, tops } = gen(q.prompt, n);
       const c = { index: 0, text: out.map((t) => 't' + t).join(' '), finish_reason: mode === 'more' ? 'stop' : 'length' };
-      if (mode === 'vllm') {
+      if (mode === 'vllm' || mode === 'bare') {
         // vLLM: no ids unless asked for as token strings; logprobs: N gives N alternatives per step
         if (q.logprobs != null) {
-          const name = (t) => (q.return_tokens_as_token_ids ? 'token_id:' + t : 't' + t);
+          const name = (t) => (q.return_tokens_as_token_ids && mode === 'vllm' ? 'token_id:' + t : 't' + t);
           const alts = tops.map((o, i) => {
             const r = { [name(out[i])]: -0.25 };
             if (q.logprobs >= 2) r.alt = Object.values(o)[1];

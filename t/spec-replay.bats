@@ -331,6 +331,11 @@ fake_continuation() { # IDS_JSON N
   [ "$status" -eq 0 ] && [[ "$stderr" == *"every draft accepted"* ]] || false
   echo "$output" | jq -e '.results[0].measured.per_prompt[0].accepts == [4,4,4,4]'
   grep '/v1/completions' "$W/fake-vllm.port.log" | tail -1 | jq -e '.body | fromjson | .return_tokens_as_token_ids and .logprobs == 1'
+  # a server with no ids any of the three ways: refused saying so (exit 3), not only with /completion's 404
+  start_fake bare
+  run spec-replay record --url "$URL" --prompts "$W/ids.json" --tokens 4 -o "$W/bare.json"
+  [ "$status" -eq 3 ] && [[ "$output" == *"no token ids: /v1/completions answered none (asked also vLLM's way) and then"*"/completion: HTTP 404"* ]] || false
+  [ ! -e "$W/bare.json" ]
 }
 
 # a server that is loading or busy answers 503 / 429: asked again after its Retry-After (or a doubling pause),

@@ -924,8 +924,8 @@ def tokenizer_special_ids(d, fallback):
 
 
 def cfg_from_family(family, geom, tied, tokdir=None):
-    """tokdir: another tokenizer than the family's (--tokenizer-dir): the vocabulary grows to hold its ids as well
-    as the family's special ids, which the description keeps"""
+    """tokdir: another tokenizer than the family's (--tokenizer-dir): the vocabulary grows to hold its ids (and
+    the family's), and the description's special ids are that tokenizer's own (tokenizer_special_ids)"""
     gm = dict(GEOMS[geom])
     own = tokenizer_dir(family)
     vocab = gm.pop("vocab", None) or tokenizer_vocab_size(own)

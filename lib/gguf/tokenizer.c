@@ -19,42 +19,44 @@ enum { TT_NORMAL = 1, TT_UNKNOWN = 2, TT_CONTROL = 3, TT_USER = 4, TT_UNUSED = 5
 /* The regexes a byte-level tokenizer splits with, in order, as tokenizer.json writes them, and the llama.cpp
  * pre-tokenizer whose regex list splits that way (llama-vocab.cpp rewrites them for its engine), with whether
  * that pre-tokenizer makes llama.cpp take a word found whole in the vocabulary without merges (BPE's
- * ignore_merges); `differs`: where llama.cpp's version splits otherwise (NULL: nowhere), noted on stderr */
+ * ignore_merges); `differs`: where llama.cpp's version splits otherwise (NULL: nowhere), noted on stderr;
+ * `covers`: the last regex matches every character (so a Split that removes what it does not match, as
+ * GPT-4o's Removed + invert, removes nothing and keeps the same pieces) */
 #define MARKS "leaves combining marks (Thai vowel signs and tone marks, Devanagari matras) out of words, so text with them"
 static const struct {
     const char *re[PRE_MAX], *pre, *differs;
-    int ignore_merges;
+    int ignore_merges, covers;
 } pres[] = {
     {{"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"
-      "\\s+(?!\\S)|\\s+"}, "qwen2", NULL, 0},
+      "\\s+(?!\\S)|\\s+"}, "qwen2", NULL, 0, 1},
     {{"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
-      "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}, "llama-bpe", NULL, 1},
+      "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}, "llama-bpe", NULL, 1, 1},
     /* the llama 3 regex without the contraction alternatives: llama-bpe's regex is the nearest llama.cpp has;
      * they split differently only where a contraction is followed by more letters ("'llama") */
     {{"[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"},
-     "llama-bpe", "splits contractions followed by letters differently", 1},
+     "llama-bpe", "splits contractions followed by letters differently", 1, 1},
     /* GPT-4o's o200k (Phi-4-mini) */
     {{"[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
       "|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
-      "|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}, "gpt-4o", MARKS " splits differently", 0},
+      "|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}, "gpt-4o", MARKS " splits differently", 0, 1},
     /* Mistral NeMo's Tekken */
     {{"[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+|[^\\r\\n\\p{L}\\p{N}]?"
       "[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|"
-      "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}, "tekken", MARKS " splits differently", 1},
+      "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}, "tekken", MARKS " splits differently", 1, 1},
     /* DeepSeek V3: digits, then CJK runs, then the rest */
     {{"\\p{N}{1,3}", "[一-龥぀-ゟ゠-ヿ]+",
       "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+"
-      "[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+"}, "deepseek-v3", NULL, 0},
+      "[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+"}, "deepseek-v3", NULL, 0, 0}, /* its last leaves digits to the first */
     /* GPT-2's, ByteLevel's own (GPT-NeoX, OLMo): llama.cpp's lacks the last "|\s+", which only ever takes a
      * single whitespace character before a non-space, and llama.cpp keeps unmatched text as a piece */
-    {{GPT2_RE}, "gpt-2", NULL, 0},
+    {{GPT2_RE}, "gpt-2", NULL, 0, 1},
 };
 
 static const char *str(const json_t *o, const char *k) { return json_string_value(json_object_get(o, k)); }
 
 /* The split regexes of a byte-level pre_tokenizer in the order it applies them: Splits of a regex that keep
  * every piece (behavior Isolated, or Removed with invert, the form of GPT-4o's: the same pieces where the
- * regex matches every character, as the last of the known lists does; so only the last may be Removed), and
+ * regex matches every character; so only the last may be Removed, and only where its list `covers`), and
  * ByteLevel's own GPT-2 regex where use_regex. 0, or -1 with the part that has no llama.cpp counterpart in
  * why[0..wn) */
 static int split_list(const json_t *pre, const char **re, int *n, int *removed, char *why, size_t wn)
@@ -289,6 +291,11 @@ int gguf_tokenizer_meta(const q4nx_file *f, gguf_writer *w, uint32_t vocab_size,
                 m++;
             if (m < n || (m < PRE_MAX && pres[p].re[m]))
                 continue;
+            if (removed >= 0 && !pres[p].covers) {
+                snprintf(why, sizeof why, "a Split with behavior Removed (and invert) over a regex that leaves "
+                         "characters unmatched (the Split drops them; llama.cpp keeps them)");
+                break;
+            }
             pre = pres[p].pre;
             if (pres[p].differs && !quiet)
                 ogk_err("note: tokenizer.json's pre-tokenizer regex has no exact llama.cpp counterpart; using "

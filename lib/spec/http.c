@@ -361,8 +361,12 @@ int spec_http_complete(spec_http *h, const int *prompt, int n, int max_tokens, i
     json_decref(ids);
     rep = request(h, "/completion", body, e);
     json_decref(body);
-    if (!rep)
-        return -1;
+    if (!rep) { /* a server that speaks only OpenAI's API without ids: say what was asked, not just the 404 */
+        char why[sizeof e->msg];
+        snprintf(why, sizeof why, "%s", e->msg);
+        return ogk_fail(e, "%s: no token ids: /v1/completions answered none (asked also vLLM's way) and then %s",
+                        h->shown, why);
+    }
     const json_t *tk = json_object_get(rep, "tokens");
     if (!json_is_array(tk)) {
         json_decref(rep);

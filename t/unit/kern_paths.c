@@ -618,13 +618,44 @@ int main(void)
         TAP_OK(worst < 1e-5, "expsum: every row within 1e-5 of the ref row's sum (largest relative difference %.3g)", worst);
     }
 
+    /* an unquantised weight (a MatMul's fp32 B [K, N], the model's unquantised lm_head): Y = X·W against a
+     * double-precision sum, N not a multiple of the column block, and a row's bits the same alone or batched */
+    {
+        enum { K = 70, N = 200, M = 3 };
+        float *w = malloc(sizeof(float) * K * N), x[M * K], y[M * N], y1[N];
+        for (int i = 0; i < K * N; i++)
+            w[i] = frand();
+        for (int i = 0; i < M * K; i++)
+            x[i] = frand();
+        ogk_qtensor P = {.name = "plain", .role = "lm_head", .dtype = OGK_F32, .ndim = 2, .shape = {K, N}, .n = N,
+                         .k = K, .data = w, .nbytes = sizeof(float) * K * N};
+        ogk_error e;
+        int rc = kern_matmul(pool, &P, x, M, y, KERN_F32, &e), rc1 = kern_matmul(pool, &P, x + K, 1, y1, KERN_F32, &e);
+        double worst = 0;
+        for (int m = 0; m < M; m++)
+            for (int n = 0; n < N; n++) {
+                double want = 0, mag = 0;
+                for (int k = 0; k < K; k++)
+                    want += (double)x[m * K + k] * w[(size_t)k * N + n], mag += fabs((double)x[m * K + k] * w[(size_t)k * N + n]);
+                double d = fabs(y[m * N + n] - want) / mag;
+                worst = d > worst || d != d ? (d != d ? INFINITY : d) : worst;
+            }
+        TAP_OK(!rc && !rc1 && worst < 1e-6, "plain fp32 weight [%d, %d], %d rows: within 1e-6 of the double sum (worst %.3g)", K,
+               N, M, worst);
+        TAP_OK(!rc1 && !memcmp(y1, y + N, sizeof y1), "plain fp32 weight: a row alone has the bits it has among others");
+        free(w);
+    }
+
     /* refusals */
     {
         ogk_error e;
         float x[4] = {0}, y[4];
         ogk_qtensor bad = {.name = "w", .dtype = OGK_F32};
+        TAP_OK(kern_matmul(pool, &bad, x, 1, y, KERN_F32, &e) < 0 && strstr(e.msg, "must be fp32 [K, N] with data"),
+               "a plain tensor without its data or shape is refused: %s", e.msg);
+        bad.dtype = OGK_F16;
         TAP_OK(kern_matmul(pool, &bad, x, 1, y, KERN_F32, &e) < 0 && strstr(e.msg, "not a 4-bit"),
-               "a plain tensor is refused: %s", e.msg);
+               "a plain fp16 tensor is refused (the model widens one to fp32 first): %s", e.msg);
         tensor T;
         make(&T, OGK_B8, 16, 32, 32, OGK_F32, 0);
         T.t.k_blocks = 3;
