@@ -532,9 +532,14 @@ int mdesc_check_tensors(model_config *c, const mdesc_tensor *t, size_t n, ogk_er
             fail_t(&s, "lm_head", "a float (unquantised) lm_head with tied embeddings: not supported");
             goto out;
         }
-        if (lmt->ndim != 2 || lmt->shape[0] != D || lmt->shape[1] != V) {
+        if (lmt->ndim != 2) {
+            fail_t(&s, "lm_head", "float with %d dimensions, want [%" PRIu64 ", %" PRIu64 "] (the MatMul's inputs x outputs)",
+                   lmt->ndim, D, V);
+            goto out;
+        }
+        if (lmt->shape[0] != D || lmt->shape[1] != V) {
             fail_t(&s, "lm_head", "float, shape [%" PRIu64 ", %" PRIu64 "], want [%" PRIu64 ", %" PRIu64 "] (the MatMul's inputs x outputs)",
-                   lmt->shape[0], lmt->ndim > 1 ? lmt->shape[1] : 0, D, V);
+                   lmt->shape[0], lmt->shape[1], D, V);
             goto out;
         }
     } else if (want_q4(&s, "lm_head", V, D))

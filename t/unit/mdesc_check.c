@@ -289,6 +289,23 @@ int main(void)
     T[0].shape[0] = 99;
     TAP_OK(mdesc_check_tensors(&c2, T, nt, &e, &w) == -1 && !strcmp(w.key, "tensor lm_head"),
            "lm_head rows contradicting vocab_size are refused");
+    /* an unquantised lm_head: a MatMul's float [hidden, vocab]; untied only, in that orientation */
+    c2 = c;
+    tensors();
+    T[0] = (mdesc_tensor){names[0], MDESC_F32, 2, {32, 100, 0, 0}};
+    TAP_OK(mdesc_check_tensors(&c2, T, nt, &e, &w) == -1 && !strcmp(w.key, "tensor lm_head") && strstr(e.msg, "tied"),
+           "a float lm_head in a tied model is refused (%s)", e.msg);
+    c2 = c;
+    c2.tied = 0;
+    add("embed", MDESC_F16, 100, 32);
+    TAP_OK(mdesc_check_tensors(&c2, T, nt, &e, &w) == 0, "an untied float lm_head [hidden, vocab] is taken (%s)",
+           mdesc_check_tensors(&c2, T, nt, &e, &w) ? e.msg : "ok");
+    T[0].shape[0] = 100, T[0].shape[1] = 32;
+    TAP_OK(mdesc_check_tensors(&c2, T, nt, &e, &w) == -1 && strstr(e.msg, "want [32, 100]"),
+           "a float lm_head as [vocab, hidden] is refused (%s)", e.msg);
+    T[0] = (mdesc_tensor){names[0], MDESC_F32, 3, {32, 100, 1, 0}};
+    TAP_OK(mdesc_check_tensors(&c2, T, nt, &e, &w) == -1 && strstr(e.msg, "float with 3 dimensions"),
+           "a 3-D float lm_head is refused (%s)", e.msg);
     c2 = c;
     tensors();
     T[2].shape[0] = T[3].shape[0] = 48;
