@@ -11,7 +11,7 @@ apt_pkgs=(
   libjansson-dev libdrm-dev libmicrohttpd-dev libcurl4-openssl-dev libpcre2-dev libutf8proc-dev
   bats jq
   cmake ninja-build g++
-  python3-onnx python3-numpy python3-sentencepiece
+  python3-onnx python3-numpy python3-sentencepiece python3-jinja2
   unicode-data
   nginx-light
 )

@@ -50,7 +50,7 @@ static jv builtin_attr(jctx *c, jv obj, const char *k, size_t kn)
         if (K("length"))
             return v_int((double)jj_utf16_len(obj.u.str.s, obj.u.str.n));
         static const char *const m[] = {"upper", "lower", "strip", "title", "capitalize", "rstrip", "lstrip",
-                                        "startswith", "endswith", "split", "replace"};
+                                        "startswith", "endswith", "split", "replace", "format"};
         for (size_t i = 0; i < sizeof m / sizeof *m; i++)
             if (K(m[i]))
                 return method(c, m[i], obj);
@@ -81,6 +81,45 @@ jv jj_call_method(interp *I, jfn *f, jv *args, size_t nargs)
             /* the reference ignores a chars argument and trims JS whitespace (strip('\n') trims spaces
              * too); we do the same so prompts stay byte-identical to it */
             return jj_js_trim(s, !M("rstrip"), !M("lstrip"));
+        }
+        if (M("format")) { /* Python's str.format (not in the reference): {} and {N} fields, {{ and }} */
+            tok_buf *b = jj_tbuf_open(c);
+            size_t auto_i = 0;
+            const char *p = s.u.str.s, *e = p + s.u.str.n;
+            while (p < e) {
+                if ((*p == '{' || *p == '}') && p + 1 < e && p[1] == *p) {
+                    jj_put(c, b, p, 1);
+                    p += 2;
+                    continue;
+                }
+                if (*p == '}')
+                    jj_jfail(c, "format(): single '}' encountered in format string");
+                if (*p != '{') {
+                    jj_put(c, b, p, 1);
+                    p++;
+                    continue;
+                }
+                const char *q = memchr(p, '}', (size_t)(e - p));
+                if (!q)
+                    jj_jfail(c, "format(): single '{' encountered in format string");
+                size_t idx = auto_i++;
+                if (q > p + 1) {
+                    idx = 0;
+                    for (const char *d = p + 1; d < q; d++) {
+                        if (*d < '0' || *d > '9' || idx > 1000)
+                            jj_jfail(c, "format(): only {} and {number} fields are supported, not '%.*s'", (int)(q - p + 1), p);
+                        idx = idx * 10 + (size_t)(*d - '0');
+                    }
+                }
+                if (idx >= np)
+                    jj_jfail(c, "format(): replacement index %zu out of range for %zu positional arguments", idx, np);
+                jv t = jj_py_str(c, args[idx]);
+                jj_put(c, b, t.u.str.s, t.u.str.n);
+                p = q + 1;
+            }
+            jv r = v_str(jj_jstrdup(c, b->p ? b->p : "", b->n), b->n);
+            jj_tbuf_close(c, b);
+            return r;
         }
         if (M("startswith") || M("endswith")) {
             if (!np)
@@ -429,6 +468,14 @@ static jv eval_bin(interp *I, node *x, env *E)
     if (l.t == V_UNDEF || r.t == V_UNDEF) {
         if (r.t == V_UNDEF && (OP("in") || OP("not in")))
             return v_bool(OP("not in"));
+        /* Python's Jinja where the reference fails: undefined is in a list holding an undefined item (Undefined
+         * equals Undefined) and in no other, and is no key */
+        if ((r.t == V_ARR || r.t == V_OBJ) && (OP("in") || OP("not in"))) {
+            int found = 0;
+            for (size_t i = 0; r.t == V_ARR && i < r.u.arr->n && !found; i++)
+                found = r.u.arr->v[i].t == V_UNDEF;
+            return v_bool(found != OP("not in"));
+        }
         jj_jfail(c, "template line %d: Cannot perform operation %.*s on undefined values", x->line, (int)on, op);
     }
     if (l.t == V_NULL || r.t == V_NULL)
@@ -866,6 +913,8 @@ static void exec_block(interp *I, node **body, size_t n, env *E, tok_buf *out)
                 it = it->a;
             }
             jv seq = jj_eval(I, it, S);
+            if (seq.t == V_UNDEF) /* Python's Jinja where the reference fails: undefined iterates as empty */
+                seq = jj_v_arr(c, 0);
             if (seq.t == V_OBJ) {
                 jfn m = {.kind = F_METHOD, .name = "keys", .self = seq};
                 seq = jj_call_method(I, &m, NULL, 0);

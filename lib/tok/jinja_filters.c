@@ -172,9 +172,36 @@ static int f_string(fargs *a, jv v, jv *out)
     case V_INT:
     case V_FLOAT: *out = jj_to_string(a->c, v); return 1;
     case V_BOOL: *out = v_cstr(v.u.b ? "true" : "false"); return 1;
+    /* where the reference fails: Python's str() (a dict as {'k': 'v'}, None) */
+    case V_OBJ:
+    case V_NULL: *out = jj_py_str(a->c, v); return 1;
     default: return 0;
     }
 }
+
+/* min / max (Python's Jinja; not in the reference): of a list of numbers or of strings; an empty list's is
+ * undefined */
+static int min_max(fargs *a, jv v, jv *out, int max)
+{
+    if (v.t != V_ARR)
+        return 0;
+    jarr *r = v.u.arr;
+    *out = v_undef();
+    for (size_t i = 0; i < r->n; i++) {
+        jv x = r->v[i];
+        int num = x.t == V_INT || x.t == V_FLOAT;
+        if (!num && x.t != V_STR)
+            jj_jfail(a->c, "template line %d: %s of a list holding %s", a->x->line, max ? "max" : "min", jj_type_name(x));
+        if (i && (num != (out->t == V_INT || out->t == V_FLOAT)))
+            jj_jfail(a->c, "template line %d: %s of a list mixing numbers and strings", a->x->line, max ? "max" : "min");
+        int cmp = !i ? 0 : jj_compare_values(a->c, x, *out, 0);
+        if (!i || (max ? cmp > 0 : cmp < 0))
+            *out = x;
+    }
+    return 1;
+}
+static int f_min(fargs *a, jv v, jv *out) { return min_max(a, v, out, 0); }
+static int f_max(fargs *a, jv v, jv *out) { return min_max(a, v, out, 1); }
 
 /* sort(reverse=false, case_sensitive=false, attribute=none): stable, as Array.prototype.sort */
 static int f_sort(fargs *a, jv v, jv *out)
@@ -483,7 +510,8 @@ static const struct {
     {"d", f_d},             {"default", f_default}, {"first", f_first},           {"float", f_float},
     {"indent", f_indent},   {"int", f_int},         {"items", f_items},           {"join", f_join},
     {"keys", f_keys},       {"last", f_last},       {"length", f_length},         {"list", f_list},
-    {"lower", f_lower},     {"map", f_map},         {"rejectattr", f_rejectattr}, {"replace", f_replace},
+    {"lower", f_lower},     {"map", f_map},         {"max", f_max},               {"min", f_min},
+    {"rejectattr", f_rejectattr}, {"replace", f_replace},
     {"reverse", f_reverse}, {"safe", f_safe},       {"selectattr", f_selectattr}, {"sort", f_sort},
     {"string", f_string},   {"title", f_title},     {"tojson", f_tojson},         {"trim", f_trim},
     {"unique", f_unique},   {"upper", f_upper},     {"values", f_values},
@@ -496,6 +524,21 @@ jv jj_apply_filter(interp *I, node *x, jv v, env *E)
         jj_eval_args(I, x->kids, x->nkids, E, &a.args, &a.nargs);
         a.np = jj_npos(a.args, a.nargs);
     }
+#define F(w) (x->n == strlen(w) && !memcmp(x->s, w, x->n))
+    /* where the reference fails, as Python's Jinja (transformers): an undefined value is '' to the string
+     * filters, 0 long, and an empty sequence to the filters that iterate; none an empty one to selectattr,
+     * rejectattr and map (their `if seq`) */
+    if (v.t == V_UNDEF) {
+        if (F("trim") || F("lower") || F("upper") || F("title") || F("capitalize") || F("string") || F("join"))
+            return v_str("", 0);
+        if (F("length") || F("count"))
+            return v_int(0);
+        if (F("list") || F("selectattr") || F("rejectattr") || F("map") || F("unique") || F("reverse") || F("sort"))
+            v = jj_v_arr(I->c, 0);
+    } else if (v.t == V_NULL && (F("selectattr") || F("rejectattr") || F("map"))) {
+        v = jj_v_arr(I->c, 0);
+    }
+#undef F
     for (size_t i = 0; i < sizeof filters / sizeof *filters; i++) {
         if (strlen(filters[i].name) != x->n || memcmp(filters[i].name, x->s, x->n))
             continue;

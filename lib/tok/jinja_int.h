@@ -197,6 +197,7 @@ void jj_puts_(jctx *c, tok_buf *b, const char *s);
 extern const json_opts jj_JSON_DEFAULT, jj_JSON_PRINT;
 jv jj_json_value(jctx *c, jv v, const json_opts *o); /* tojson */
 jv jj_to_string(jctx *c, jv v);                      /* the text a value renders as */
+jv jj_py_str(jctx *c, jv v); /* Python's str(): dicts, lists, None, True as Python's Jinja renders them */
 jv jj_raw_string(jctx *c, jv v);                     /* String(value), which ~ and string + use */
 jv jj_concat(jctx *c, jv a, jv b);
 size_t jj_utf16_len(const char *s, size_t n);

@@ -427,6 +427,123 @@ jv jj_to_string(jctx *c, jv v)
     }
 }
 
+/* ---- Python's str() of a value (Python's Jinja renders dicts, None and booleans so), for what the
+ * reference cannot render (|string of a dict, str.format's arguments) ---- */
+static void py_str_repr(jctx *c, tok_buf *b, const char *s, size_t n)
+{
+    char q = memchr(s, '\'', n) && !memchr(s, '"', n) ? '"' : '\'';
+    jj_put(c, b, &q, 1);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        char esc[8];
+        if (ch == '\\' || ch == (unsigned char)q)
+            esc[0] = '\\', esc[1] = (char)ch, esc[2] = 0;
+        else if (ch == '\n')
+            strcpy(esc, "\\n");
+        else if (ch == '\r')
+            strcpy(esc, "\\r");
+        else if (ch == '\t')
+            strcpy(esc, "\\t");
+        else if (ch < 0x20 || ch == 0x7f)
+            snprintf(esc, sizeof esc, "\\x%02x", ch);
+        else {
+            jj_put(c, b, (const char *)&s[i], 1);
+            continue;
+        }
+        jj_put(c, b, esc, strlen(esc));
+    }
+    jj_put(c, b, &q, 1);
+}
+
+/* Python's repr of a float: the shortest round trip, in exponent form below 1e-4 and from 1e16 */
+static void py_float(double d, char *out, size_t cap)
+{
+    if (d == floor(d) && isfinite(d) && fabs(d) < 1e16) {
+        snprintf(out, cap, "%.1f", d);
+        return;
+    }
+    if (!isfinite(d)) {
+        snprintf(out, cap, "%s", isnan(d) ? "nan" : d > 0 ? "inf" : "-inf");
+        return;
+    }
+    int p = 1;
+    char buf[64];
+    for (; p <= 17; p++) { /* shortest %.{p}g that reads back */
+        snprintf(buf, sizeof buf, "%.*g", p, d);
+        if (strtod(buf, NULL) == d)
+            break;
+    }
+    double a = fabs(d);
+    if (a >= 1e-4 && a < 1e16) {
+        snprintf(out, cap, "%.*f", p, d); /* then drop trailing zeros */
+        char *e = out + strlen(out) - 1;
+        while (e > out && *e == '0' && e[-1] != '.')
+            *e-- = 0;
+        /* %.{p}f of a number below 1 keeps p digits after the point, fewer than it may need */
+        if (strtod(out, NULL) != d)
+            snprintf(out, cap, "%.17g", d);
+        return;
+    }
+    snprintf(buf, sizeof buf, "%.*e", p - 1, d); /* m.mmme[+-]XX: Python writes e-05, e+16 */
+    char *e = strchr(buf, 'e'), mant[40];
+    snprintf(mant, sizeof mant, "%.*s", (int)(e - buf), buf);
+    int ex = atoi(e + 1);
+    snprintf(out, cap, "%se%c%02d", mant, ex < 0 ? '-' : '+', ex < 0 ? -ex : ex);
+}
+
+static void py_repr(jctx *c, tok_buf *b, jv v, int depth)
+{
+    jj_charge(c, 4);
+    if (depth > 64)
+        jj_jfail(c, "a value nested more than 64 deep cannot be rendered");
+    char num[64];
+    switch (v.t) {
+    case V_STR: py_str_repr(c, b, v.u.str.s, v.u.str.n); return;
+    case V_NULL: jj_puts_(c, b, "None"); return;
+    case V_UNDEF: return;
+    case V_BOOL: jj_puts_(c, b, v.u.b ? "True" : "False"); return;
+    case V_INT: {
+        jv t = jj_to_string(c, v);
+        jj_put(c, b, t.u.str.s, t.u.str.n);
+        return;
+    }
+    case V_FLOAT: py_float(v.u.num, num, sizeof num); jj_puts_(c, b, num); return;
+    case V_ARR:
+        jj_put(c, b, "[", 1);
+        for (size_t i = 0; i < v.u.arr->n; i++) {
+            if (i)
+                jj_put(c, b, ", ", 2);
+            py_repr(c, b, v.u.arr->v[i], depth + 1);
+        }
+        jj_put(c, b, "]", 1);
+        return;
+    case V_OBJ:
+    case V_NS:
+        jj_put(c, b, "{", 1);
+        for (size_t i = 0; i < v.u.obj->n; i++) {
+            if (i)
+                jj_put(c, b, ", ", 2);
+            py_str_repr(c, b, v.u.obj->k[i], v.u.obj->kn[i]);
+            jj_put(c, b, ": ", 2);
+            py_repr(c, b, v.u.obj->v[i], depth + 1);
+        }
+        jj_put(c, b, "}", 1);
+        return;
+    default: jj_puts_(c, b, "[function]"); return;
+    }
+}
+
+jv jj_py_str(jctx *c, jv v)
+{
+    if (v.t == V_STR)
+        return v;
+    tok_buf *b = jj_tbuf_open(c);
+    py_repr(c, b, v, 0);
+    jv r = v_str(jj_jstrdup(c, b->p ? b->p : "", b->n), b->n);
+    jj_tbuf_close(c, b);
+    return r;
+}
+
 size_t jj_utf16_len(const char *s, size_t n)
 {
     size_t k = 0;
