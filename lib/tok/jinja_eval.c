@@ -85,6 +85,7 @@ jv jj_call_method(interp *I, jfn *f, jv *args, size_t nargs)
         if (M("format")) { /* Python's str.format (not in the reference): {} and {N} fields, {{ and }} */
             tok_buf *b = jj_tbuf_open(c);
             size_t auto_i = 0;
+            int numbering = 0; /* 1 automatic ({}), 2 manual ({N}): Python refuses to switch */
             const char *p = s.u.str.s, *e = p + s.u.str.n;
             while (p < e) {
                 if ((*p == '{' || *p == '}') && p + 1 < e && p[1] == *p) {
@@ -103,6 +104,9 @@ jv jj_call_method(interp *I, jfn *f, jv *args, size_t nargs)
                 if (!q)
                     jj_jfail(c, "format(): single '{' encountered in format string");
                 size_t idx = auto_i++;
+                if (numbering && numbering != (q > p + 1 ? 2 : 1))
+                    jj_jfail(c, "format(): cannot switch between automatic field numbering and manual field specification");
+                numbering = q > p + 1 ? 2 : 1;
                 if (q > p + 1) {
                     idx = 0;
                     for (const char *d = p + 1; d < q; d++) {

@@ -189,9 +189,29 @@ static void budget(void)
             "render budget", "output of millions of numbers");
 }
 
+/* Where @huggingface/jinja fails, Python's Jinja (transformers): the expected text is what Debian's
+ * python3-jinja2 renders for the same template and variables (tools/jinja-py.py, 2026-12-06) */
+static void python_semantics(void)
+{
+    same("A{% for a in nope %}x{% else %}E{% endfor %}|{{ nope|length }}|{{ nope|trim }}|{{ nope|list|length }}|"
+         "{{ none_v|selectattr('a')|list|length }}|{{ d|string }}|{{ [3, 1, 2]|min }}{{ ['b', 'a']|max }}|"
+         "{{ '{}+{{}}-{}'.format('x', 7) }}{{ '{1}{0}'.format('x', 7) }}|{{ 'y' if nope not in ['a'] else 'n' }}|"
+         "{{ {'s': \"it's\", 'q': 'say \"hi\"'}|string }}",
+         "{\"none_v\": null, \"d\": {\"a\": \"b\", \"c\": [1, null, true, 1.5, 0.00001], \"t\": \"x\\ny\"}}",
+         "AE|0||0|0|{'a': 'b', 'c': [1, None, True, 1.5, 1e-05], 't': 'x\\ny'}|1b|x+{}-77x|y|"
+         "{'s': \"it's\", 'q': 'say \"hi\"'}",
+         "Python's Jinja where the reference fails: undefined iterates empty, '' and 0 long; |string of a dict; "
+         "|min |max; str.format; not in");
+    same("{% set l = [u1] %}{{ 'in' if u2 in l else 'out' }}", NULL, "in",
+         "an undefined value is in a list holding an undefined one (Undefined == Undefined)");
+    refused("{{ '{}{0}'.format(1) }}", "cannot switch between automatic field numbering", "str.format mixing {} and {0}");
+    refused("{{ '{name}'.format(1) }}", "only {} and {number} fields", "str.format with a named field");
+}
+
 int main(void)
 {
     semantics();
+    python_semantics();
     nesting();
     budget();
     return TAP_DONE();
