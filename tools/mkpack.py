@@ -7,9 +7,12 @@ Run with Debian's /usr/bin/python3 (python3-onnx 1.12, python3-numpy).
 
   mkpack.py --family qwen2|llama|qwen3|phi3|gemma|gemma2|olmo|chatglm --style cpu|amd --tie tied|untied
             [--geom tiny|hd64|hd96|hd128|qwen05b|qwen15b] [--accuracy-level 0|4] [--io-dtype fp32|fp16]
-            [--seed N] [--block-size B] [--dump-weights W.npz] --out DIR
+            [--seed N] [--block-size B] [--dump-weights W.npz] [--tokenizer-dir DIR] [--float-lm-head] --out DIR
   mkpack.py --config config.json --weights W.npz [--tokenizer-dir DIR] --out PACK
-            [--style cpu|amd] [--accuracy-level 0|4] [--io-dtype fp32|fp16]
+            [--style cpu|amd] [--accuracy-level 0|4] [--io-dtype fp32|fp16] [--float-lm-head]
+
+--tokenizer-dir: another tokenizer (its vocabulary and special ids); --float-lm-head (untied only): lm_head as
+an unquantised MatMul over a float [hidden, vocab] weight, as the builder's nodes_to_exclude=/lm_head/MatMul.
   mkpack.py --bad NAME --out DIR        (malformed packs; see tools/mkbad.py)
 
 --config is a Hugging Face config.json (model_type llama|qwen2|qwen3|phi3|gemma|gemma2|olmo, hidden_size,
