@@ -370,7 +370,10 @@ class Campaign:
         if not os.path.exists(fifo):
             os.mkfifo(fifo)
         nums = ["-1", "0", "1", "99999999999999999999", "1e9", "abc", "", "0x10", "2147483648", "-2147483649", "nan", "inf", " 3"]
-        paths = ["/nonexistent", "/dev/null", "/", fifo, "/dev/zero", self.work, self.cont, self.stream, self.pack,
+        # a missing path inside the work directory: "/nonexistent" as an -o value was written by root (a 17 MB
+        # container in /, which then broke t/unit/npu_uapi's missing /nonexistent/accel)
+        paths = [os.path.join(self.work, "absent", "file"), "/dev/null", "/", fifo, "/dev/zero", self.work, self.cont,
+                 self.stream, self.pack,
                  os.path.join(self.pack, "tokenizer.json"), "", "-", "/proc/self/mem"]
         progs = {
             "oga-info": (["--json", "--help", "-V"], [], ["PATH"]),

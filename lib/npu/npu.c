@@ -83,8 +83,8 @@ int npu_scan(npu_device **out, char **skipped, ogk_error *e)
         *skipped = NULL;
     DIR *d = opendir(dir);
     if (!d) {
-        if (errno == ENOENT)
-            return 0; /* no accel subsystem: no devices */
+        if (errno == ENOENT || errno == ENOTDIR)
+            return 0; /* no accel subsystem (or a path through a file): no devices */
         return ogk_fail(e, "%s: %s", dir, strerror(errno));
     }
     npu_device *v = NULL;
