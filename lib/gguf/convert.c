@@ -709,36 +709,30 @@ const ogk_qtensor *gguf_plan_row(const gguf_plan *p, uint32_t r, uint32_t *src)
     return NULL;
 }
 
+/* element i of a float tensor (f32, f16 or bf16) as fp32 */
+static float plain_elem(const ogk_qtensor *t, uint64_t i)
+{
+    const uint8_t *x = (const uint8_t *)t->data + i * ogk_dtype_size(t->dtype);
+    if (t->dtype == OGK_F32) {
+        float f;
+        memcpy(&f, x, 4);
+        return f;
+    }
+    uint16_t h;
+    memcpy(&h, x, 2);
+    return t->dtype == OGK_F16 ? ogk_f16_to_f32(h) : ogk_bf16_to_f32(h);
+}
+
 void gguf_plain_row(const ogk_qtensor *t, uint32_t row, uint32_t k, float *out)
 {
-    const uint8_t *b = t->data;
-    size_t es = ogk_dtype_size(t->dtype);
-    b += (uint64_t)row * k * es;
-    for (uint32_t i = 0; i < k; i++) {
-        if (t->dtype == OGK_F32) {
-            memcpy(&out[i], b + 4 * (size_t)i, 4);
-        } else {
-            uint16_t h;
-            memcpy(&h, b + 2 * (size_t)i, 2);
-            out[i] = t->dtype == OGK_F16 ? ogk_f16_to_f32(h) : ogk_bf16_to_f32(h);
-        }
-    }
+    for (uint32_t i = 0; i < k; i++)
+        out[i] = plain_elem(t, (uint64_t)row * k + i);
 }
 
 void gguf_plain_col(const ogk_qtensor *t, uint32_t col, uint32_t k, uint32_t ncols, float *out)
 {
-    const uint8_t *b = t->data;
-    size_t es = ogk_dtype_size(t->dtype);
-    for (uint32_t i = 0; i < k; i++) {
-        const uint8_t *x = b + ((uint64_t)i * ncols + col) * es;
-        if (t->dtype == OGK_F32) {
-            memcpy(&out[i], x, 4);
-        } else {
-            uint16_t h;
-            memcpy(&h, x, 2);
-            out[i] = t->dtype == OGK_F16 ? ogk_f16_to_f32(h) : ogk_bf16_to_f32(h);
-        }
-    }
+    for (uint32_t i = 0; i < k; i++)
+        out[i] = plain_elem(t, (uint64_t)i * ncols + col);
 }
 
 /* ---------------------------------------------------------------- exact re-blocking */
@@ -910,14 +904,12 @@ static int fill_plain(void *ctx, uint8_t *dst, uint64_t n, ogk_error *e)
             uint32_t nr = p->nrows - r0 < 64 ? p->nrows - r0 : 64;
             for (uint32_t i = 0; i < p->k; i++)
                 for (uint32_t c = 0; c < nr; c++) {
-                    const uint8_t *x = src + ((uint64_t)i * p->nrows + r0 + c) * es;
+                    uint64_t at = (uint64_t)i * p->nrows + r0 + c;
                     uint8_t *y = dst + (uint64_t)(r0 + c) * rb + (uint64_t)i * ds;
                     if (ds == es) { /* f32 -> f32, f16 -> f16: the bytes */
-                        memcpy(y, x, es);
+                        memcpy(y, src + at * es, es);
                     } else { /* bf16 -> f32 */
-                        uint16_t h;
-                        memcpy(&h, x, 2);
-                        float v = ogk_bf16_to_f32(h);
+                        float v = plain_elem(t, at);
                         memcpy(y, &v, 4);
                     }
                 }

@@ -54,6 +54,17 @@ static const struct {
 
 static const char *str(const json_t *o, const char *k) { return json_string_value(json_object_get(o, k)); }
 
+/* re[(*n)++] = r, or -1 with why when the list is full */
+static int push_re(const char **re, int *n, const char *r, char *why, size_t wn)
+{
+    if (*n == PRE_MAX) {
+        snprintf(why, wn, "more than %d splits", PRE_MAX);
+        return -1;
+    }
+    re[(*n)++] = r;
+    return 0;
+}
+
 /* The split regexes of a byte-level pre_tokenizer in the order it applies them: Splits of a regex that keep
  * every piece (behavior Isolated, or Removed with invert, the form of GPT-4o's: the same pieces where the
  * regex matches every character; so only the last may be Removed, and only where its list `covers`), and
@@ -78,14 +89,7 @@ static int split_list(const json_t *pre, const char **re, int *n, int *removed, 
             snprintf(why, wn, "ByteLevel with add_prefix_space (llama.cpp adds no space)");
             return -1;
         }
-        if (json_is_false(json_object_get(pre, "use_regex")))
-            return 0;
-        if (*n == PRE_MAX) {
-            snprintf(why, wn, "more than %d splits", PRE_MAX);
-            return -1;
-        }
-        re[(*n)++] = GPT2_RE;
-        return 0;
+        return json_is_false(json_object_get(pre, "use_regex")) ? 0 : push_re(re, n, GPT2_RE, why, wn);
     }
     if (strcmp(ty, "Split")) {
         snprintf(why, wn, "a %s pre-tokenizer in a byte-level tokenizer", ty);
@@ -102,14 +106,9 @@ static int split_list(const json_t *pre, const char **re, int *n, int *removed, 
                  inv ? " and invert" : "");
         return -1;
     }
-    if (*n == PRE_MAX) {
-        snprintf(why, wn, "more than %d splits", PRE_MAX);
-        return -1;
-    }
     if (!strcmp(b, "Removed"))
         *removed = *n;
-    re[(*n)++] = r;
-    return 0;
+    return push_re(re, n, r, why, wn);
 }
 
 /* the first object of `type` in j, depth first (a Sequence's parts included), or NULL */

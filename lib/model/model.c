@@ -172,13 +172,8 @@ static int bind_weights(model *m, ogk_error *e)
         return ogk_fail(e, "out of memory");
     const ogk_qtensor *lt = q4nx_find(m->file, "lm_head");
     if (lt && lt->dtype != OGK_Q4) {
-        /* unquantised (the builder's nodes_to_exclude=/lm_head/MatMul): the MatMul's B, [dim, vocab], as fp32 */
-        if (c->tied)
-            return ogk_fail(e, "tensor lm_head: unquantised (%s) in a tied model", ogk_dtype_name(lt->dtype));
-        if (lt->ndim != 2 || lt->shape[0] != (uint64_t)c->dim || lt->shape[1] != (uint64_t)c->vocab_size)
-            return ogk_fail(e, "tensor lm_head: unquantised, shape [%llu, %llu], want [%d, %d] (the MatMul's K x N)",
-                            (unsigned long long)lt->shape[0], (unsigned long long)(lt->ndim > 1 ? lt->shape[1] : 0),
-                            c->dim, c->vocab_size);
+        /* unquantised (the builder's nodes_to_exclude=/lm_head/MatMul): the MatMul's B, [dim, vocab], as fp32;
+         * check_tensors (lib/mdesc) has taken it as untied and of that shape */
         const float *d = plain_floats(m, "lm_head", lt, (uint64_t)c->dim * (uint64_t)c->vocab_size, 0, e);
         if (!d)
             return -1;
