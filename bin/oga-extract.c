@@ -50,11 +50,12 @@ static int write_tensor(ogax_writer *w, const pack_tensor *t, ogk_error *e)
     json_t *parts = json_array();
     struct iovec iov[3];
     int n = 0;
-    if (t->dtype == OGK_Q4) {
+    if (ogk_dtype_quantised(t->dtype)) {
         json_object_set_new(h, "quant",
-                            json_pack("{s:i,s:i,s:i,s:s,s:s,s:s}", "bits", 4, "block_size", (int)t->block, "k_blocks",
-                                      (int)t->k_blocks, "scale_dtype", ogk_dtype_name(t->scale_dtype), "zero_points",
-                                      t->has_zp ? "u4" : "none", "source_op", t->source_op));
+                            json_pack("{s:i,s:i,s:i,s:s,s:s,s:s}", "bits", ogk_dtype_bits(t->dtype), "block_size",
+                                      (int)t->block, "k_blocks", (int)t->k_blocks, "scale_dtype",
+                                      ogk_dtype_name(t->scale_dtype), "zero_points",
+                                      t->has_zp ? (t->dtype == OGK_Q8 ? "u8" : "u4") : "none", "source_op", t->source_op));
         uint64_t off = 0;
         json_array_append_new(parts, crc_part("codes", off, t->codes, t->codes_size));
         iov[n++] = (struct iovec){(void *)t->codes, t->codes_size};

@@ -155,11 +155,13 @@ int main(int argc, char **argv)
                 ogk_fail(&e, "tensor %s: role %s is not a role of a %" JSON_INTEGER_FORMAT "-layer model", t.name, t.role,
                          json_integer_value(nl));
                 rc = OGK_EXIT_INPUT;
-            } else if (t.dtype == OGK_Q4) {
+            } else if (ogk_dtype_quantised(t.dtype)) {
                 if (part_crc_ok("codes", t.name, p, &t.codes, &e) || part_crc_ok("scales", t.name, p, &t.scales, &e) ||
                     (t.has_zp && part_crc_ok("zeros", t.name, p, &t.zeros, &e)) ||
-                    q4nx_writer_q4(w, t.name, t.role, t.n, t.k, t.block, t.scale_dtype, p + t.codes.offset,
-                                   p + t.scales.offset, t.has_zp ? p + t.zeros.offset : NULL, &e))
+                    (t.dtype == OGK_Q8 ? q4nx_writer_q8 : q4nx_writer_q4)(w, t.name, t.role, t.n, t.k, t.block,
+                                                                       t.scale_dtype, p + t.codes.offset,
+                                                                       p + t.scales.offset,
+                                                                       t.has_zp ? p + t.zeros.offset : NULL, &e))
                     rc = OGK_EXIT_INPUT;
             } else {
                 if (part_crc_ok("data", t.name, p, &t.data, &e) ||

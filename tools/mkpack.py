@@ -7,12 +7,16 @@ Run with Debian's /usr/bin/python3 (python3-onnx 1.12, python3-numpy).
 
   mkpack.py --family qwen2|llama|qwen3|phi3|gemma|gemma2|olmo|chatglm --style cpu|amd --tie tied|untied
             [--geom tiny|hd64|hd96|hd128|qwen05b|qwen15b] [--accuracy-level 0|4] [--io-dtype fp32|fp16]
-            [--seed N] [--block-size B] [--dump-weights W.npz] [--tokenizer-dir DIR] [--float-lm-head] --out DIR
+            [--seed N] [--block-size B] [--dump-weights W.npz] [--tokenizer-dir DIR] [--float-lm-head] [--q8 lm_head|mixed|all] --out DIR
   mkpack.py --config config.json --weights W.npz [--tokenizer-dir DIR] --out PACK
             [--style cpu|amd] [--accuracy-level 0|4] [--io-dtype fp32|fp16] [--float-lm-head]
 
 --tokenizer-dir: another tokenizer (its vocabulary and special ids); --float-lm-head (untied only): lm_head as
 an unquantised MatMul over a float [hidden, vocab] weight, as the builder's nodes_to_exclude=/lm_head/MatMul.
+--q8: 8-bit MatMulNBits (bits 8, one code a byte, B [N, k_blocks, block], zero points one byte a block, implicit
+128; MLAS-style symmetric scale = max / -128 on cpu) for lm_head (the builder's k_quant_last; tied: the
+GatherBlockQuantized embedding too, bits 8), "mixed" (k_quant_mixed: lm_head and layer 0's and the last layer's
+qkv (v) and down projections) or "all" (-p int8); cpu-style names "<W>_Q8", node ".../MatMul_Q8".
   mkpack.py --bad NAME --out DIR        (malformed packs; see tools/mkbad.py)
 
 --config is a Hugging Face config.json (model_type llama|qwen2|qwen3|phi3|gemma|gemma2|olmo, hidden_size,
@@ -108,6 +112,7 @@ gemma2 (Gemma2ForCausalLM; the builder's Gemma2Model <- GemmaModel <- MistralMod
 """
 import argparse
 import json
+import re
 import os
 import shutil
 import sys
@@ -232,37 +237,44 @@ def tokenizer_vocab_size(d):
 
 # ---------------------------------------------------------------- quantisation
 
-def quantize(w, block, symmetric, scale_dtype):
-    """w: float32 [N, K] (torch Linear [out, in]). Returns (blob uint8 [N,kb,block/2],
-    scales scale_dtype [N,kb], zero points uint8 [N,kb] or None). Last block zero-padded."""
+def quantize(w, block, symmetric, scale_dtype, bits=4):
+    """w: float32 [N, K] (torch Linear [out, in]). Returns (blob uint8 [N,kb,block*bits/8],
+    scales scale_dtype [N,kb], zero points uint8 [N,kb] or None). Last block zero-padded.
+    bits 4: two codes a byte, first in the low nibble; bits 8: one code a byte."""
     n, k = w.shape
     kb = (k + block - 1) // block
     wp = np.zeros((n, kb * block), np.float32)
     wp[:, :k] = w
     wp = wp.reshape(n, kb, block)
+    top = (1 << bits) - 1
+    mid = 1 << (bits - 1)
     if symmetric:
-        # MLAS: the value of largest magnitude maps to code 0; scale = max / -8 (may be negative)
+        # MLAS: the value of largest magnitude maps to code 0; scale = max / -2^(bits-1) (may be negative)
         idx = np.abs(wp).argmax(axis=2)
         mx = np.take_along_axis(wp, idx[..., None], axis=2)[..., 0]
-        scale = (mx / -8.0).astype(scale_dtype)
+        scale = (mx / -float(mid)).astype(scale_dtype)
         s = scale.astype(np.float32)
         inv = np.where(s != 0, 1.0 / np.where(s != 0, s, 1), 0).astype(np.float32)
-        q = np.clip(np.rint(wp * inv[..., None]) + 8, 0, 15).astype(np.uint8)
+        q = np.clip(np.rint(wp * inv[..., None]) + mid, 0, top).astype(np.uint8)
         zp = None
     else:
         mn = np.minimum(wp.min(axis=2), 0)
         mx = np.maximum(wp.max(axis=2), 0)
-        scale = ((mx - mn) / 15.0).astype(scale_dtype)
+        scale = ((mx - mn) / float(top)).astype(scale_dtype)
         s = scale.astype(np.float32)
         safe = np.where(s != 0, s, 1)
-        zp = np.where(s != 0, np.clip(np.rint(-mn / safe), 0, 15), 8).astype(np.uint8)
-        q = np.clip(np.rint(wp / safe[..., None]) + zp[..., None], 0, 15).astype(np.uint8)
+        zp = np.where(s != 0, np.clip(np.rint(-mn / safe), 0, top), mid).astype(np.uint8)
+        q = np.clip(np.rint(wp / safe[..., None]) + zp[..., None], 0, top).astype(np.uint8)
         q = np.where((s != 0)[..., None], q, zp[..., None]).astype(np.uint8)
+    if bits == 8:
+        return q, scale, zp
     blob = (q[..., 0::2] | (q[..., 1::2] << 4)).astype(np.uint8)
     return blob, scale, zp
 
 
-def pack_zero_points(zp):
+def pack_zero_points(zp, bits=4):
+    if bits == 8:
+        return zp.astype(np.uint8)
     n, kb = zp.shape
     if kb % 2:
         zp = np.concatenate([zp, np.zeros((n, 1), np.uint8)], axis=1)
@@ -270,7 +282,7 @@ def pack_zero_points(zp):
 
 
 def dequantize(blob, scale, zp, k):
-    """Reference dequantisation (used for self-checks): returns float32 [N, K]."""
+    """Reference dequantisation of 4-bit codes (used for self-checks): returns float32 [N, K]."""
     n, kb, half = blob.shape
     q = np.empty((n, kb, half * 2), np.float32)
     q[..., 0::2] = blob & 0xF
@@ -496,21 +508,35 @@ def build(cfg, W, style, acc, io, block=None):
             g.outputs.append(helper.make_tensor_value_info("present.%d.%s" % (i, kv), iot,
                                                            ["batch_size", nkv, "total_sequence_length", hd]))
 
+    def q8_bits(node_base):
+        """8 or 4: --q8's choice for this MatMulNBits (the builder's int4_algo_config k_quant_last puts
+        lm_head in 8 bits; k_quant_mixed also some layers' v (qkv) and down projections; -p int8 all)"""
+        mode = cfg.get("q8")
+        if not mode:
+            return 4
+        if mode == "all" or node_base == "/lm_head":
+            return 8
+        if mode == "mixed":
+            m = re.match(r"/model/layers\.(\d+)/(attn/(qkv|v)_proj|mlp/down_proj)$", node_base)
+            return 8 if m and int(m.group(1)) in (0, nl - 1) else 4
+        return 4
+
     def matmul(x, wname_hf, node_base, w=None):
         """node_base like /model/layers.0/attn/qkv_proj. Returns output name; records quant."""
         w = W[wname_hf] if w is None else w
         n, k = w.shape
-        blob, scale, zp = quantize(w, block, sym, io)
-        attrs = dict(K=k, N=n, bits=4, block_size=block, accuracy_level=acc)
+        bits = q8_bits(node_base)
+        blob, scale, zp = quantize(w, block, sym, io, bits)
+        attrs = dict(K=k, N=n, bits=bits, block_size=block, accuracy_level=acc)
         if amd:
             name = node_base + "/MatMulNBits"
             p = name[1:].replace("/", ".")
             ins = [x, g.init(p + ".qweight", blob), g.init(p + ".scales", scale.reshape(-1)),
-                   g.init(p + ".qzeros", pack_zero_points(zp).reshape(-1))]
+                   g.init(p + ".qzeros", pack_zero_points(zp, bits).reshape(-1))]
         else:
-            name = node_base + "/MatMul_Q4"
+            name = node_base + "/MatMul_Q%d" % bits
             p = node_base[1:].replace("/", ".") + ".MatMul.weight"
-            ins = [x, g.init(p + "_Q4", blob), g.init(p + "_scales", scale.reshape(-1))]
+            ins = [x, g.init(p + "_Q%d" % bits, blob), g.init(p + "_scales", scale.reshape(-1))]
         return g.node("MatMulNBits", name, ins, domain="com.microsoft", **attrs)
 
     def add_bias(x, b, node_name):
@@ -580,8 +606,9 @@ def build(cfg, W, style, acc, io, block=None):
 
     # ---- embedding (and lm_head quantisation, shared when tied)
     lm_w = W["model.embed_tokens.weight"] if cfg["tied"] else W["lm_head.weight"]
+    lm_bits = q8_bits("/lm_head")
     if cfg["tied"]:
-        lm_blob, lm_scale, lm_zp = quantize(lm_w, block, sym, io)
+        lm_blob, lm_scale, lm_zp = quantize(lm_w, block, sym, io, lm_bits)
         kb = lm_blob.shape[1]
         # one copy of the codes: MatMulNBits wants B [N, k_blocks, blob]; GatherBlockQuantized
         # wants data [V, K/2] with scales (and zero points) of the same rank, hence the Reshape.
@@ -589,10 +616,10 @@ def build(cfg, W, style, acc, io, block=None):
             p = "lm_head.MatMulNBits"
             blobname = g.init(p + ".qweight", lm_blob)
             scales = g.init(p + ".scales", lm_scale)
-            zps = g.init(p + ".qzeros", pack_zero_points(lm_zp))
+            zps = g.init(p + ".qzeros", pack_zero_points(lm_zp, lm_bits))
         else:
             p = "lm_head.MatMul.weight"
-            blobname = g.init(p + "_Q4", lm_blob)
+            blobname = g.init(p + "_Q%d" % lm_bits, lm_blob)
             scales = g.init(p + "_scales", lm_scale)
             zps = None
         shape2 = g.const_i64("/model/constants/INT64/[%d, %d]" % (V, lm_blob.shape[1] * lm_blob.shape[2]),
@@ -602,13 +629,13 @@ def build(cfg, W, style, acc, io, block=None):
             # zero-padded last block: gather only the K real codes of each row
             data = g.node("Slice", "/model/embed_tokens/Slice",
                           [data, g.const_i64("/model/constants/INT64/[0]", [0]),
-                           g.const_i64("/model/constants/INT64/[%d]" % (h // 2), [h // 2]),
+                           g.const_i64("/model/constants/INT64/[%d]" % (h * lm_bits // 8), [h * lm_bits // 8]),
                            g.const_i64("/model/constants/INT64/[1]", [1])])
         gbq_in = [data, "input_ids", scales]
         if zps:
             gbq_in.append(zps)
         emb = g.node("GatherBlockQuantized", "/model/embed_tokens/GatherBlockQuantized", gbq_in,
-                     domain="com.microsoft", bits=4, block_size=block, gather_axis=0, quantize_axis=1)
+                     domain="com.microsoft", bits=lm_bits, block_size=block, gather_axis=0, quantize_axis=1)
     else:
         emb = g.node("Gather", "/model/embed_tokens/Gather",
                      [g.init("model.embed_tokens.weight", f(W["model.embed_tokens.weight"])), "input_ids"])
@@ -737,13 +764,13 @@ def build(cfg, W, style, acc, io, block=None):
     lm_out = ["logits"] if not fcap else None
     # lm_head
     if cfg["tied"]:
-        attrs = dict(K=h, N=V, bits=4, block_size=block, accuracy_level=acc)
+        attrs = dict(K=h, N=V, bits=lm_bits, block_size=block, accuracy_level=acc)
         if amd:
             ins = [final, "lm_head.MatMulNBits.qweight", "lm_head.MatMulNBits.scales", "lm_head.MatMulNBits.qzeros"]
             name = "/lm_head/MatMulNBits"
         else:
-            ins = [final, "lm_head.MatMul.weight_Q4", "lm_head.MatMul.weight_scales"]
-            name = "/lm_head/MatMul_Q4"
+            ins = [final, "lm_head.MatMul.weight_Q%d" % lm_bits, "lm_head.MatMul.weight_scales"]
+            name = "/lm_head/MatMul_Q%d" % lm_bits
         lm = g.node("MatMulNBits", name, ins, lm_out, domain="com.microsoft", **attrs)
     elif cfg.get("float_lm_head"):
         # unquantised (the builder's nodes_to_exclude=/lm_head/MatMul): MatMul with B = W^T [hidden, vocab]
@@ -1059,6 +1086,9 @@ def main(argv=None):
     ap.add_argument("--tie", choices=["tied", "untied"])
     ap.add_argument("--float-lm-head", action="store_true",
                     help="untied: lm_head as an unquantised MatMul (the builder's nodes_to_exclude=/lm_head/MatMul)")
+    ap.add_argument("--q8", choices=["lm_head", "mixed", "all"],
+                    help="8-bit MatMulNBits: lm_head (k_quant_last), mixed (k_quant_mixed: also layer 0's and the "
+                         "last layer's qkv/v and down projections) or every one (-p int8)")
     ap.add_argument("--geom", choices=sorted(GEOMS), default="tiny")
     ap.add_argument("--accuracy-level", type=int, choices=[0, 1, 2, 3, 4], default=0)
     ap.add_argument("--io-dtype", choices=["fp32", "fp16"])
@@ -1101,6 +1131,10 @@ def main(argv=None):
         if cfg["tied"]:
             die("--float-lm-head: only untied models (a tied lm_head is the embedding's quantised table)")
         cfg["float_lm_head"] = True
+    if a.q8:
+        if a.float_lm_head and a.q8 == "lm_head":
+            die("--q8 lm_head and --float-lm-head: lm_head is one or the other")
+        cfg["q8"] = a.q8
     write_pack(cfg, W, a.style, a.accuracy_level, io, a.out, tokdir, a.block_size)
     return 0
 

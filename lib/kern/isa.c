@@ -65,6 +65,7 @@ static const kern_isa rows[KERN_ISA_COUNT] = {
         .vmax = kern_vmax_avx2,
         .mark_ge = kern_mark_ge_avx2,
         .expsum = kern_expsum_avx2,
+        .q8 = kern_q8_avx2,
     },
     [KERN_ISA_AVX512] = {
         .name = "avx512",
@@ -89,6 +90,7 @@ static const kern_isa rows[KERN_ISA_COUNT] = {
         .vmax = kern_vmax_avx512,
         .mark_ge = kern_mark_ge_avx512,
         .expsum = kern_expsum_avx512,
+        .q8 = kern_q8_avx512,
     },
     [KERN_ISA_AMX] = { /* the avx512 row with AMX int8 tiles for wide int8 launches (prompt chunks) */
         .name = "amx",
@@ -111,6 +113,7 @@ static const kern_isa rows[KERN_ISA_COUNT] = {
         .vmax = kern_vmax_avx512,
         .mark_ge = kern_mark_ge_avx512,
         .expsum = kern_expsum_avx512,
+        .q8 = kern_q8_avx512,
     },
 };
 

@@ -200,9 +200,14 @@ static void run_ref(void *a, size_t b, size_t e, int worker)
 
 static int check_tensor(const ogk_qtensor *W, int M, int mode, ogk_error *e)
 {
-    if (!W || W->dtype != OGK_Q4)
-        return ogk_fail(e, "tensor %s: not a 4-bit quantised tensor", W && W->name ? W->name : "?");
-    const char *why = ogk_q4_layout_refusal(W->layout, W->n, W->k, W->block);
+    if (!W || !ogk_dtype_quantised(W->dtype))
+        return ogk_fail(e, "tensor %s: not a quantised tensor", W && W->name ? W->name : "?");
+    const char *why = W->dtype == OGK_Q8 ? (W->layout != OGK_PLAIN ? "q8 is multiplied in source order only"
+                                            : W->block < 16 || (W->block & (W->block - 1))
+                                                ? "block size must be a power of two >= 16"
+                                            : mode == KERN_I16 ? "q8 has the f32 and i8 modes, not 16-bit activations"
+                                                               : NULL)
+                                         : ogk_q4_layout_refusal(W->layout, W->n, W->k, W->block);
     if (why)
         return ogk_fail(e, "tensor %s: %s", W->name ? W->name : "?", why);
     if (W->block > 4096) /* keeps the i8 group sums below 2^24, where fp32 holds them exactly */
@@ -222,10 +227,10 @@ static int check_tensor(const ogk_qtensor *W, int M, int mode, ogk_error *e)
     return 0;
 }
 
-/* two tensors one launch can take: b8 on a SIMD row, the same K, groups, scale dtype and zero points */
+/* two tensors one launch can take: b8 q4 on a SIMD row, the same K, groups, scale dtype and zero points */
 static int pair_fuses(const kern_isa *isa, const ogk_qtensor *W, const ogk_qtensor *W2)
 {
-    return isa->gemm && W->layout == OGK_B8 && W2->layout == OGK_B8 && W->k == W2->k && W->block == W2->block &&
+    return isa->gemm && W->dtype == OGK_Q4 && W2->dtype == OGK_Q4 && W->layout == OGK_B8 && W2->layout == OGK_B8 && W->k == W2->k && W->block == W2->block &&
            W->k_blocks == W2->k_blocks && W->scale_dtype == W2->scale_dtype && W->has_zp == W2->has_zp;
 }
 
@@ -348,6 +353,22 @@ static int matmul_plain(kern_pool *p, const ogk_qtensor *W, const float *X, int 
     return 0;
 }
 
+/* q8 on a SIMD row: ranges of columns, or of a selection's 16-column blocks */
+static void run_q8(void *a, size_t b, size_t e, int worker)
+{
+    (void)worker;
+    run_arg *ra = a;
+    uint32_t N = ra->j->W->n;
+    if (!ra->sel) {
+        ra->isa->q8(ra->j, (uint32_t)b, (uint32_t)e);
+        return;
+    }
+    for (size_t i = b; i < e; i++) {
+        uint32_t n0 = ra->sel[i] * 16, n1 = n0 + 16 < N ? n0 + 16 : N;
+        ra->isa->q8(ra->j, n0, n1);
+    }
+}
+
 /* sel (nsel blocks: 16 columns on the b8 and ref paths, 32 on rm's bands) or NULL: every block. W2 (with
  * Y2, no sel): a second tensor multiplied by the same X, in the same launch where pair_fuses */
 static int matmul(const kern_isa *isa, kern_pool *p, const ogk_qtensor *W, const float *X, int M, float *Y, int mode,
@@ -406,7 +427,10 @@ static int matmul(const kern_isa *isa, kern_pool *p, const ogk_qtensor *W, const
         uint32_t unit = mc == 1 ? 4 : 2, nb1 = (W->n + 15) / 16;
         run_arg ra = {.j = &j, .isa = isa, .sel = sel, .j2 = W2 ? &j2 : NULL, .nb1 = nb1,
                       .off = pair_off(nb1, unit)};
-        if (sel) { /* a few blocks (kern_matmul_cols): on the calling thread unless there is much to do */
+        if (W->dtype == OGK_Q8) {
+            size_t n = sel ? nsel : W->n, bytes = (size_t)mc * n * (sel ? 16 : 1) * kp;
+            kern_pool_for(bytes < KERN_INLINE_BYTES ? NULL : p, n, 0, run_q8, &ra);
+        } else if (sel) { /* a few blocks (kern_matmul_cols): on the calling thread unless there is much to do */
             size_t bytes = (size_t)mc * nsel * kern_tensor_bytes(W) / ((W->n + 15) / 16);
             kern_pool_for(bytes < KERN_INLINE_BYTES ? NULL : p, nsel, 1, W->layout == OGK_B8 ? run_b8 : run_rm_bands,
                           &ra);

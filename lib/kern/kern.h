@@ -168,6 +168,9 @@ typedef struct kern_isa {
      * double with libm's exp, the others in fp32 lanes (relative error below 1e-5); -inf and values more
      * than 80 below mx count 0 */
     double (*expsum)(const float *x, size_t n, float mx);
+    /* an 8-bit tensor (OGK_Q8, source order): Y[m][n] for columns [n0, n1) and every row of the job, KERN_F32
+     * or KERN_I8 (X prepared as for q4); NULL on the ref row (kern_ref_rows) */
+    void (*q8)(const kern_job *j, uint32_t n0, uint32_t n1);
 } kern_isa;
 
 /* One query row's attention for g query heads sharing a KV head over positions [t0, n) of an fp32 (f16 0) or
@@ -203,7 +206,8 @@ const char *kern_cpu_feature(int i, int *has);
 void kern_dequant_rows(const ogk_qtensor *W, uint32_t row0, uint32_t nrows, float *out);
 
 /* ---- the operation ---- */
-/* Y[M x N] = X[M x K] · Wᵀ on the chosen row. W must be OGK_Q4 in layout b8 or rm. p may be NULL
+/* Y[M x N] = X[M x K] · Wᵀ on the chosen row. W must be OGK_Q4 in layout b8 or rm, OGK_Q8 (source order;
+ * modes KERN_F32 and KERN_I8) or an fp32 [K, N] weight (see matmul_plain in kern.c). p may be NULL
  * (single-threaded). Returns 0, or -1 with e filled when W is not something it can multiply. */
 int kern_matmul(kern_pool *p, const ogk_qtensor *W, const float *X, int M, float *Y, int mode, ogk_error *e);
 /* Y1 = X·W1ᵀ and Y2 = X·W2ᵀ (the MLP's gate and up): the bits of two kern_matmul calls, in one launch where

@@ -76,6 +76,8 @@ void kern_b8_i16_avx2(const kern_job *j, uint32_t rb0, uint32_t rb1);
 void kern_quant_rows_i16_avx2(const float *x, int M, uint32_t k, uint32_t block, int8_t *q1, int8_t *q2, float *d,
                               int32_t *qs);
 void kern_dequant_rows_avx2(const ogk_qtensor *t, uint32_t row0, uint32_t nrows, float *out);
+void kern_q8_avx2(const kern_job *j, uint32_t n0, uint32_t n1);   /* q8_avx2.c */
+void kern_q8_avx512(const kern_job *j, uint32_t n0, uint32_t n1); /* q8_avx512.c (the avx512 and amx rows) */
 uint64_t kern_read_avx2(const uint8_t *p, size_t n);
 
 /* ---- avx512 (kern_avx512.c, attention_avx512.c, act_avx512.c) ---- */

@@ -85,6 +85,20 @@ static int64_t group_dot(const int16_t *code, const int16_t *a, uint32_t n)
     return (int64_t)s0 + s1 + s2 + s3;
 }
 
+/* element access for either width (q8: source order) */
+static inline int qcode(const ogk_qtensor *W, uint32_t n, uint32_t c)
+{
+    return W->dtype == OGK_Q8 ? W->codes[(size_t)n * W->k_blocks * W->block + c] : ogk_q4_code(W, n, c);
+}
+static inline float qscale(const ogk_qtensor *W, uint32_t n, uint32_t g)
+{
+    return W->dtype == OGK_Q8 ? ogk_q8_scale(W, n, g) : ogk_q4_scale(W, n, g);
+}
+static inline int qzero(const ogk_qtensor *W, uint32_t n, uint32_t g)
+{
+    return W->dtype == OGK_Q8 ? ogk_q8_zero(W, n, g) : ogk_q4_zero(W, n, g);
+}
+
 void kern_ref_rows(const ogk_qtensor *W, const float *X, int M, float *Y, int mode, uint32_t n0, uint32_t n1)
 {
     uint32_t K = W->k, B = W->block, kb = W->k_blocks, N = W->n;
@@ -112,11 +126,11 @@ void kern_ref_rows(const ogk_qtensor *W, const float *X, int M, float *Y, int mo
     }
     for (uint32_t n = n0; n < n1 && n < N; n++) {
         for (uint32_t g = 0; g < kb; g++) {
-            sc[g] = ogk_q4_scale(W, n, g);
-            zp[g] = ogk_q4_zero(W, n, g);
+            sc[g] = qscale(W, n, g);
+            zp[g] = qzero(W, n, g);
         }
         for (uint32_t c = 0; c < K; c++) {
-            code[c] = ogk_q4_code(W, n, c);
+            code[c] = qcode(W, n, c);
             /* W[n,k] = (float)(code - zp) * (float)scale, as MatMulNBits defines it */
             if (!integer)
                 w[c] = (double)((float)(code[c] - zp[c / B]) * (float)sc[c / B]);
@@ -166,10 +180,10 @@ double kern_ref_bound(const ogk_qtensor *W, const float *x, uint32_t n, int mode
             double s = 0, sq = 0;
             for (uint32_t c = g * B; c < (g + 1) * B && c < K; c++) {
                 int Q = 254 * q1[c] + q2[c];
-                s += (double)ogk_q4_code(W, n, c) * abs(Q);
+                s += (double)qcode(W, n, c) * abs(Q);
                 sq += abs(Q);
             }
-            S += fabs(ogk_q4_scale(W, n, g) * (double)d[g]) * (s + ogk_q4_zero(W, n, g) * sq);
+            S += fabs(qscale(W, n, g) * (double)d[g]) * (s + qzero(W, n, g) * sq);
         }
         free(q1), free(q2), free(d), free(qs);
         return (kb + 8) * ldexp(1.0, -23) * S + 1e-30;
@@ -177,7 +191,7 @@ double kern_ref_bound(const ogk_qtensor *W, const float *x, uint32_t n, int mode
     if (mode != KERN_I8) {
         for (uint32_t c = 0; c < K; c++) {
             uint32_t g = c / B;
-            S += fabs(ogk_q4_scale(W, n, g)) * (ogk_q4_code(W, n, c) + ogk_q4_zero(W, n, g)) * fabs(x[c]);
+            S += fabs(qscale(W, n, g)) * (qcode(W, n, c) + qzero(W, n, g)) * fabs(x[c]);
         }
         return (B + kb + 4) * ldexp(1.0, -23) * S;
     }
@@ -187,12 +201,24 @@ double kern_ref_bound(const ogk_qtensor *W, const float *x, uint32_t n, int mode
     if (!q || !d || !qs)
         abort();
     kern_quant_row_i8(x, K, B, q, d, qs);
+    if (W->dtype == OGK_Q8) { /* its paths scale each lane's products before the zero point's term: magnitudes */
+        for (uint32_t g = 0; g < kb; g++) {
+            double s = 0, sq = 0;
+            for (uint32_t c = g * B; c < (g + 1) * B && c < K; c++) {
+                s += (double)qcode(W, n, c) * abs(q[c]);
+                sq += abs(q[c]);
+            }
+            S += fabs(qscale(W, n, g) * (double)d[g]) * (s + qzero(W, n, g) * sq);
+        }
+        free(q), free(d), free(qs);
+        return (kb + (double)kb * B / 32 + 24) * ldexp(1.0, -23) * S + 1e-30;
+    }
     for (uint32_t g = 0; g < kb; g++) {
         int64_t s = 0;
         for (uint32_t c = g * B; c < (g + 1) * B && c < K; c++)
-            s += (int64_t)ogk_q4_code(W, n, c) * q[c];
-        s -= (int64_t)ogk_q4_zero(W, n, g) * qs[g];
-        S += fabs(ogk_q4_scale(W, n, g) * (double)d[g] * (double)s);
+            s += (int64_t)qcode(W, n, c) * q[c];
+        s -= (int64_t)qzero(W, n, g) * qs[g];
+        S += fabs(qscale(W, n, g) * (double)d[g] * (double)s);
     }
     free(q), free(d), free(qs);
     return (kb + 4) * ldexp(1.0, -23) * S + 1e-30;

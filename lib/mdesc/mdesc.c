@@ -351,8 +351,8 @@ static const mdesc_tensor *find(const tset *s, const char *role)
 
 static const char *dtname(int d)
 {
-    static const char *n[] = {"?", "f32", "f16", "bf16", "q4", "i32", "i64"};
-    return d >= 1 && d <= 6 ? n[d] : "?";
+    static const char *n[] = {"?", "f32", "f16", "bf16", "q4", "q8"};
+    return d >= 1 && d <= 5 ? n[d] : "?";
 }
 
 static int fail_t(const tset *s, const char *role, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -367,14 +367,16 @@ static int fail_t(const tset *s, const char *role, const char *fmt, ...)
     return ogk_fail(s->e, "tensor %s: %s", role, buf);
 }
 
-/* A quantised weight [n, k]. */
+static int is_quant(int d) { return d == MDESC_Q4 || d == MDESC_Q8; }
+
+/* A quantised weight [n, k], 4 or 8 bits. */
 static int want_q4(const tset *s, const char *role, uint64_t n, uint64_t k)
 {
     const mdesc_tensor *t = find(s, role);
     if (!t)
         return fail_t(s, role, "missing");
-    if (t->dtype != MDESC_Q4)
-        return fail_t(s, role, "dtype %s, want q4", dtname(t->dtype));
+    if (!is_quant(t->dtype))
+        return fail_t(s, role, "dtype %s, want q4 or q8", dtname(t->dtype));
     if (t->ndim != 2 || t->shape[0] != n || t->shape[1] != k)
         return fail_t(s, role, "shape [%" PRIu64 ", %" PRIu64 "], want [%" PRIu64 ", %" PRIu64 "]", t->shape[0],
                       t->ndim > 1 ? t->shape[1] : 0, n, k);
@@ -527,7 +529,7 @@ int mdesc_check_tensors(model_config *c, const mdesc_tensor *t, size_t n, ogk_er
     uint64_t V = (uint64_t)c->vocab_size, D = (uint64_t)c->dim;
     /* lm_head: quantised [V, D], or an unquantised MatMul's float weight as the graph holds it, [D, V] */
     const mdesc_tensor *lmt = find(&s, "lm_head");
-    if (lmt && lmt->dtype != MDESC_Q4 && is_float(lmt->dtype)) {
+    if (lmt && is_float(lmt->dtype)) {
         if (c->tied) {
             fail_t(&s, "lm_head", "a float (unquantised) lm_head with tied embeddings: not supported");
             goto out;
@@ -554,10 +556,10 @@ int mdesc_check_tensors(model_config *c, const mdesc_tensor *t, size_t n, ogk_er
             fail_t(&s, "embed", "missing (the model is not tied)");
             goto out;
         }
-        if (emb->dtype == MDESC_Q4 ? want_q4(&s, "embed", V, D) : 0)
+        if (is_quant(emb->dtype) ? want_q4(&s, "embed", V, D) : 0)
             goto out;
-        if (emb->dtype != MDESC_Q4 && (!is_float(emb->dtype) || elements(emb) != V * D)) {
-            fail_t(&s, "embed", "%s, %" PRIu64 " elements, want q4 or float [%" PRIu64 ", %" PRIu64 "]", dtname(emb->dtype),
+        if (!is_quant(emb->dtype) && (!is_float(emb->dtype) || elements(emb) != V * D)) {
+            fail_t(&s, "embed", "%s, %" PRIu64 " elements, want q4, q8 or float [%" PRIu64 ", %" PRIu64 "]", dtname(emb->dtype),
                    elements(emb), V, D);
             goto out;
         }

@@ -110,6 +110,7 @@ typedef struct {
 #define MDESC_F16 2
 #define MDESC_BF16 3
 #define MDESC_Q4 4
+#define MDESC_Q8 5 /* 8-bit quantised (source order) */
 
 /* Check that the tensors (every tensor of the model, any order) are exactly what a model of config c
  * runs: every role known, none twice, none the runtime would ignore, every needed one present with

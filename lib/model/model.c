@@ -32,7 +32,7 @@ static int check_tensors(model *m, ogk_error *e)
         const ogk_qtensor *q = q4nx_tensor_at(m->file, i);
         t[i].role = q->role;
         t[i].dtype = q->dtype == OGK_F32 ? MDESC_F32 : q->dtype == OGK_F16 ? MDESC_F16 : q->dtype == OGK_BF16 ? MDESC_BF16
-                   : q->dtype == OGK_Q4 ? MDESC_Q4 : 0; /* mdesc has its own numbers */
+                   : q->dtype == OGK_Q4 ? MDESC_Q4 : q->dtype == OGK_Q8 ? MDESC_Q8 : 0; /* mdesc has its own numbers */
         t[i].ndim = q->ndim;
         memcpy(t[i].shape, q->shape, sizeof t[i].shape);
     }
@@ -93,16 +93,20 @@ static const ogk_qtensor *quantised(model *m, const char *role, uint32_t n, uint
             ogk_fail(e, "tensor %s: missing", role);
         return NULL;
     }
-    if (t->dtype != OGK_Q4) {
-        ogk_fail(e, "tensor %s: dtype %s, want q4", role, ogk_dtype_name(t->dtype));
+    if (!ogk_dtype_quantised(t->dtype)) {
+        ogk_fail(e, "tensor %s: dtype %s, want q4 or q8", role, ogk_dtype_name(t->dtype));
         return NULL;
     }
     if (t->n != n || t->k != k) {
         ogk_fail(e, "tensor %s: shape [%u, %u], want [%u, %u]", role, t->n, t->k, n, k);
         return NULL;
     }
-    m->weight_bytes += ogk_q4_codes_bytes(t->layout, t->n, t->k, t->block) +
-                       ogk_q4_groups(t->layout, t->n, t->k, t->block) * (ogk_dtype_size(t->scale_dtype) + !!t->has_zp);
+    if (t->dtype == OGK_Q8)
+        m->weight_bytes += ogk_q8_codes_bytes(t->n, t->k, t->block) +
+                           ogk_q8_groups(t->n, t->k, t->block) * (ogk_dtype_size(t->scale_dtype) + !!t->has_zp);
+    else
+        m->weight_bytes += ogk_q4_codes_bytes(t->layout, t->n, t->k, t->block) +
+                           ogk_q4_groups(t->layout, t->n, t->k, t->block) * (ogk_dtype_size(t->scale_dtype) + !!t->has_zp);
     return t;
 }
 
@@ -171,7 +175,7 @@ static int bind_weights(model *m, ogk_error *e)
     if (!m->w.layers)
         return ogk_fail(e, "out of memory");
     const ogk_qtensor *lt = q4nx_find(m->file, "lm_head");
-    if (lt && lt->dtype != OGK_Q4) {
+    if (lt && !ogk_dtype_quantised(lt->dtype)) {
         /* unquantised (the builder's nodes_to_exclude=/lm_head/MatMul): the MatMul's B, [dim, vocab], as fp32;
          * check_tensors (lib/mdesc) has taken it as untied and of that shape */
         const float *d = plain_floats(m, "lm_head", lt, (uint64_t)c->dim * (uint64_t)c->vocab_size, 0, e);
@@ -191,7 +195,7 @@ static int bind_weights(model *m, ogk_error *e)
         const ogk_qtensor *t = q4nx_find(m->file, "embed");
         if (!t)
             return ogk_fail(e, "tensor embed: missing (the model is not tied)");
-        if (t->dtype == OGK_Q4) {
+        if (ogk_dtype_quantised(t->dtype)) {
             if (t->n != (uint32_t)c->vocab_size || t->k != (uint32_t)c->dim)
                 return ogk_fail(e, "tensor embed: shape [%u, %u], want [%d, %d]", t->n, t->k, c->vocab_size, c->dim);
         } else if ((t->dtype != OGK_F32 && t->dtype != OGK_F16 && t->dtype != OGK_BF16) ||
@@ -423,8 +427,9 @@ static void norm_row(const model_config *c, float *o, const float *x, const floa
 /* y[rows x N] = x[rows x K] · Wᵀ, through the kernels */
 int model_matmul_mode(const model_state *s, const ogk_qtensor *w)
 {
-    return s->mode != KERN_I8 || w->dtype != OGK_Q4 ? KERN_F32 /* an unquantised lm_head: fp32, as onnxruntime's MatMul */
+    return s->mode != KERN_I8 || !ogk_dtype_quantised(w->dtype) ? KERN_F32 /* an unquantised lm_head: fp32, as onnxruntime's MatMul */
            : w != s->m->w.lm_head ? KERN_I8
+           : w->dtype == OGK_Q8 ? KERN_F32 /* q8 has no 16-bit mode: its classifier in fp32 */
            : kern_isa_current()->gemm_i16 ? KERN_I16 : KERN_F32;
 }
 
@@ -468,8 +473,8 @@ static void embed(model_state *s, const int *tokens, int rows)
     int dim = s->m->c.dim;
     for (int r = 0; r < rows; r++) {
         float *x = s->x + (size_t)r * dim;
-        if (t->dtype == OGK_Q4) {
-            ogk_q4_dequant_row(t, (uint32_t)tokens[r], x);
+        if (ogk_dtype_quantised(t->dtype)) {
+            ogk_quant_dequant_row(t, (uint32_t)tokens[r], x);
             continue;
         }
         const uint8_t *row = (const uint8_t *)t->data + (size_t)tokens[r] * dim * ogk_dtype_size(t->dtype);

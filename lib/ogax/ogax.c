@@ -287,16 +287,17 @@ int ogax_tensor_parse(const ogax_frame *f, ogax_tensor *t, ogk_error *e)
     if (!json_is_array(parts))
         return ogk_fail(e, "tensor %s: no parts", nm);
     uint64_t expect_total = 0;
-    if (t->dtype == OGK_Q4) {
+    if (ogk_dtype_quantised(t->dtype)) {
         json_t *q = json_object_get(h, "quant");
-        int ok = 1;
+        int ok = 1, q8 = t->dtype == OGK_Q8;
+        const char *dn = ogk_dtype_name(t->dtype);
         uint64_t bits = jint(q, "bits", &ok), block = jint(q, "block_size", &ok), kb = jint(q, "k_blocks", &ok);
         if (!json_is_object(q) || !ok)
-            return ogk_fail(e, "tensor %s: q4 tensor without a complete quant object", nm);
-        if (bits != 4)
-            return ogk_fail(e, "tensor %s: bits %" PRIu64 " (only 4 is supported)", nm, bits);
+            return ogk_fail(e, "tensor %s: %s tensor without a complete quant object", nm, dn);
+        if (bits != (uint64_t)ogk_dtype_bits(t->dtype))
+            return ogk_fail(e, "tensor %s: bits %" PRIu64 " in a %s tensor (want %d)", nm, bits, dn, ogk_dtype_bits(t->dtype));
         if (t->ndim != 2 || t->shape[0] > UINT32_MAX || t->shape[1] > UINT32_MAX)
-            return ogk_fail(e, "tensor %s: q4 shape must be [N, K] with N, K < 2^32", nm);
+            return ogk_fail(e, "tensor %s: %s shape must be [N, K] with N, K < 2^32", nm, dn);
         if (block < 16 || block > 4096 || (block & (block - 1)))
             return ogk_fail(e, "tensor %s: block_size %" PRIu64 " is not a power of two in 16..4096", nm, block);
         t->n = (uint32_t)t->shape[0];
@@ -308,17 +309,17 @@ int ogax_tensor_parse(const ogax_frame *f, ogax_tensor *t, ogk_error *e)
         t->scale_dtype = ogk_dtype_parse(json_string_value(json_object_get(q, "scale_dtype")));
         if (t->scale_dtype != OGK_F32 && t->scale_dtype != OGK_F16 && t->scale_dtype != OGK_BF16)
             return ogk_fail(e, "tensor %s: scale_dtype must be f32, f16 or bf16", nm);
-        const char *zp = json_string_value(json_object_get(q, "zero_points"));
-        if (!zp || (strcmp(zp, "u4") && strcmp(zp, "none")))
-            return ogk_fail(e, "tensor %s: zero_points must be \"u4\" or \"none\"", nm);
-        t->has_zp = !strcmp(zp, "u4");
+        const char *zp = json_string_value(json_object_get(q, "zero_points")), *zname = q8 ? "u8" : "u4";
+        if (!zp || (strcmp(zp, zname) && strcmp(zp, "none")))
+            return ogk_fail(e, "tensor %s: zero_points must be \"%s\" or \"none\"", nm, zname);
+        t->has_zp = !strcmp(zp, zname);
         t->source_op = json_string_value(json_object_get(q, "source_op"));
         if (part_get(parts, "codes", &t->codes) != 1 || part_get(parts, "scales", &t->scales) != 1)
-            return ogk_fail(e, "tensor %s: q4 tensor needs codes and scales parts", nm);
-        uint64_t want_codes = (uint64_t)t->n * t->k_blocks * block / 2;
+            return ogk_fail(e, "tensor %s: %s tensor needs codes and scales parts", nm, dn);
+        uint64_t want_codes = (uint64_t)t->n * t->k_blocks * block / (q8 ? 1 : 2);
         uint64_t want_scales = (uint64_t)t->n * t->k_blocks * ogk_dtype_size(t->scale_dtype);
         if (t->codes.size != want_codes)
-            return ogk_fail(e, "tensor %s: codes size %" PRIu64 " != N*k_blocks*block/2 %" PRIu64, nm, t->codes.size,
+            return ogk_fail(e, "tensor %s: codes size %" PRIu64 " != N*k_blocks*block*bits/8 %" PRIu64, nm, t->codes.size,
                             want_codes);
         if (t->scales.size != want_scales)
             return ogk_fail(e, "tensor %s: scales size %" PRIu64 " != N*k_blocks*%zu %" PRIu64, nm, t->scales.size,
@@ -326,9 +327,9 @@ int ogax_tensor_parse(const ogax_frame *f, ogax_tensor *t, ogk_error *e)
         expect_total = want_codes + want_scales;
         int zr = part_get(parts, "zeros", &t->zeros);
         if (t->has_zp) {
-            uint64_t want = (uint64_t)t->n * ((t->k_blocks + 1) / 2);
+            uint64_t want = (uint64_t)t->n * (q8 ? t->k_blocks : (t->k_blocks + 1) / 2);
             if (zr != 1 || t->zeros.size != want)
-                return ogk_fail(e, "tensor %s: zeros part must be %" PRIu64 " bytes (N*ceil(k_blocks/2))", nm, want);
+                return ogk_fail(e, "tensor %s: zeros part must be %" PRIu64 " bytes (N*ceil(k_blocks*bits/8))", nm, want);
             expect_total += want;
         } else if (zr) {
             return ogk_fail(e, "tensor %s: zeros part present but zero_points is \"none\"", nm);
@@ -341,7 +342,7 @@ int ogax_tensor_parse(const ogax_frame *f, ogax_tensor *t, ogk_error *e)
             return ogk_fail(e, "tensor %s: data size %" PRIu64 " != prod(shape)*%zu = %" PRIu64, nm, t->data.size,
                             ogk_dtype_size(t->dtype), expect_total);
     }
-    if (json_array_size(parts) != (t->dtype == OGK_Q4 ? 2u + (t->has_zp ? 1u : 0u) : 1u))
+    if (json_array_size(parts) != (ogk_dtype_quantised(t->dtype) ? 2u + (t->has_zp ? 1u : 0u) : 1u))
         return ogk_fail(e, "tensor %s: unexpected parts", nm);
     /* parts lie back to back inside the payload, in array order */
     uint64_t off = 0;

@@ -10,13 +10,14 @@
  *      interleaved, ...}, tie_embeddings, bos_token_id, eos_token_ids [..], pad_token_id, qkv_bias,
  *      qk_norm, io_dtype, chat_template (string or null). source = {pack, flavour, tool, version}.
  *   2. {"type":"asset","name":"tokenizer.json","size":N,"crc32c":C}    payload = the file's bytes
- *   3. {"type":"tensor","name":..,"role":..,"dtype":"f32|f16|bf16|i32|i64|q4","shape":[..],
- *       "quant":{"bits":4,"block_size":B,"k_blocks":kb,"scale_dtype":"f32|f16|bf16",
- *                "zero_points":"u4"|"none","source_op":"MatMulNBits"|"GatherBlockQuantized"},  (q4 only)
+ *   3. {"type":"tensor","name":..,"role":..,"dtype":"f32|f16|bf16|i32|i64|q4|q8","shape":[..],
+ *       "quant":{"bits":4|8,"block_size":B,"k_blocks":kb,"scale_dtype":"f32|f16|bf16",
+ *                "zero_points":"u4"|"u8"|"none","source_op":"MatMulNBits"|"GatherBlockQuantized"},  (q4, q8)
  *       "parts":[{"name":"codes|scales|zeros|data","offset":o,"size":s,"crc32c":c}, ...]}
  *      payload = the parts back to back, in order, offsets from the payload start. q4 parts are in
- *      MatMulNBits source order: codes [N][kb][B/2], scales [N][kb], zeros u4-packed [N][ceil(kb/2)].
- *      q4 shape is [N, K]. Plain tensors have one part "data" of prod(shape)*sizeof(dtype) bytes.
+ *      MatMulNBits source order: codes [N][kb][B/2], scales [N][kb], zeros u4-packed [N][ceil(kb/2)];
+ *      q8 (bits 8, zero_points "u8"): codes [N][kb][B], scales [N][kb], zeros [N][kb].
+ *      q4 and q8 shape is [N, K]. Plain tensors have one part "data" of prod(shape)*sizeof(dtype) bytes.
  *   4. {"type":"end","frames":F,"tensors":T,"assets":A,"payload_bytes":P,"headers_crc32c":H}
  *      (F counts frames before end; H is the CRC32C of every earlier frame's 16-byte prefix and header
  *      bytes, in stream order, so roles and names are covered as the parts' crc32c cover payloads)

@@ -298,7 +298,7 @@ void pack_check_dims(pack *p)
         const pack_tensor *t = &p->t[i];
         const char *r = t->role, *s = strncmp(r, "layers.", 7) ? r : strchr(r + 7, '.') ? strchr(r + 7, '.') + 1 : r;
         uint64_t rows = t->shape[0], cols = t->ndim > 1 ? t->shape[1] : 0;
-        if (!strcmp(s, "lm_head") && t->dtype != OGK_Q4) { /* an unquantised MatMul's B: [hidden, vocab] */
+        if (!strcmp(s, "lm_head") && !ogk_dtype_quantised(t->dtype)) { /* an unquantised MatMul's B: [hidden, vocab] */
             dim_check(p, &kH, H, rows, t, "rows (K)");
             dim_check(p, &kV, V, cols, t, "columns (N)");
         } else if (!strcmp(s, "embed") || !strcmp(s, "lm_head")) {

@@ -630,7 +630,7 @@ static void build_model(pack *p)
     /* intermediate size: config.json, else the MLP tensors */
     if (h_inter <= 0) {
         const pack_tensor *gate = pack_find(p, "layers.0.mlp.gate");
-        if (gate && gate->dtype == OGK_Q4) {
+        if (gate && ogk_dtype_quantised(gate->dtype)) {
             inter = gate->n;
             h_inter = 1;
         }
@@ -750,7 +750,7 @@ static void check_runnable(pack *p)
     for (size_t i = 0; i < p->n_t; i++) {
         t[i].role = p->t[i].role;
         t[i].dtype = p->t[i].dtype == OGK_F32 ? MDESC_F32 : p->t[i].dtype == OGK_F16 ? MDESC_F16 : p->t[i].dtype == OGK_BF16 ? MDESC_BF16
-                   : p->t[i].dtype == OGK_Q4 ? MDESC_Q4 : 0; /* mdesc has its own numbers */
+                   : p->t[i].dtype == OGK_Q4 ? MDESC_Q4 : p->t[i].dtype == OGK_Q8 ? MDESC_Q8 : 0; /* mdesc has its own numbers */
         t[i].ndim = p->t[i].ndim;
         memcpy(t[i].shape, p->t[i].shape, sizeof t[i].shape);
     }
@@ -910,7 +910,7 @@ static json_t *shape_json(const pack_tensor *t)
 
 static uint64_t tensor_bytes(const pack_tensor *t)
 {
-    return t->dtype == OGK_Q4 ? t->codes_size + t->scales_size + t->zeros_size : t->nbytes;
+    return ogk_dtype_quantised(t->dtype) ? t->codes_size + t->scales_size + t->zeros_size : t->nbytes;
 }
 
 /* "layers.3.attn.q" -> "attn.q" (roles summed over layers) */
@@ -964,10 +964,10 @@ json_t *pack_info_json(const pack *p, int with_tensors)
         json_object_set_new(rc, "count", json_integer(json_integer_value(json_object_get(rc, "count")) + 1));
         json_object_set_new(rc, "bytes",
                             json_integer(json_integer_value(json_object_get(rc, "bytes")) + (json_int_t)tensor_bytes(t)));
-        if (t->dtype == OGK_Q4) {
+        if (ogk_dtype_quantised(t->dtype)) {
             nq++;
             qbytes += tensor_bytes(t);
-            add_unique(bits, json_integer(4));
+            add_unique(bits, json_integer(ogk_dtype_bits(t->dtype)));
             add_unique(blocks, json_integer(t->block));
             add_unique(sdt, json_string(ogk_dtype_name(t->scale_dtype)));
             add_unique(ops, json_string(t->source_op));
@@ -1015,11 +1015,12 @@ json_t *pack_info_json(const pack *p, int with_tensors)
             const pack_tensor *t = &p->t[i];
             json_t *o = json_pack("{s:s,s:s,s:s,s:o,s:I}", "name", t->name, "role", t->role, "dtype",
                                   ogk_dtype_name(t->dtype), "shape", shape_json(t), "bytes", (json_int_t)tensor_bytes(t));
-            if (t->dtype == OGK_Q4) {
+            if (ogk_dtype_quantised(t->dtype)) {
                 json_object_set_new(o, "quant",
-                                    json_pack("{s:i,s:i,s:i,s:s,s:s,s:s,s:s,s:o}", "bits", 4, "block_size", (int)t->block,
-                                              "k_blocks", (int)t->k_blocks, "scale_dtype", ogk_dtype_name(t->scale_dtype),
-                                              "zero_points", t->has_zp ? "u4" : "none", "source_op", t->source_op,
+                                    json_pack("{s:i,s:i,s:i,s:s,s:s,s:s,s:s,s:o}", "bits", ogk_dtype_bits(t->dtype),
+                                              "block_size", (int)t->block, "k_blocks", (int)t->k_blocks, "scale_dtype",
+                                              ogk_dtype_name(t->scale_dtype), "zero_points",
+                                              t->has_zp ? (t->dtype == OGK_Q8 ? "u8" : "u4") : "none", "source_op", t->source_op,
                                               "scales", t->scales_name, "zeros",
                                               t->zeros_name ? json_string(t->zeros_name) : json_null()));
                 if (t->accuracy_level >= 0)

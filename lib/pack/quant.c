@@ -68,18 +68,18 @@ void pg_emit_plain(G *g, int n, const char *val, const char *role)
 
 static int pow2(uint64_t x) { return x && !(x & (x - 1)); }
 
-/* The q4 entry MatMulNBits and GatherBlockQuantized share: [N, K] in blocks of block (kb per row) from the
- * value dvi of node n, scales from value svi (dtype sdt), zero points from value zvi (none when zvi < 0).
- * The caller sets codes, codes_size and what is particular to its op. */
-static pack_tensor *add_q4(G *g, int n, int dvi, int svi, int zvi, uint64_t N, uint64_t K, uint64_t block, uint64_t kb,
-                           int sdt, const char *op)
+/* The quantised entry MatMulNBits and GatherBlockQuantized share: [N, K] in blocks of block (kb per row), 4 or
+ * 8 bits, from the value dvi of node n, scales from value svi (dtype sdt), zero points from value zvi (none when
+ * zvi < 0). The caller sets codes, codes_size and what is particular to its op. */
+static pack_tensor *add_q(G *g, int n, int dvi, int svi, int zvi, int bits, uint64_t N, uint64_t K, uint64_t block,
+                          uint64_t kb, int sdt, const char *op)
 {
     const rtensor *S = &g->v[svi].rt, *Z = zvi >= 0 ? &g->v[zvi].rt : NULL;
     pack_tensor *t = pack_add_tensor(g->p);
     t->name = g->v[dvi].name;
     t->role = g->v[dvi].role;
     t->node = nname(g, n);
-    t->dtype = OGK_Q4;
+    t->dtype = bits == 8 ? OGK_Q8 : OGK_Q4;
     t->ndim = 2;
     t->shape[0] = t->n = (uint32_t)N;
     t->shape[1] = t->k = (uint32_t)K;
@@ -123,8 +123,8 @@ const pack_tensor *pg_emit_mnb(G *g, int n, const char *role)
         pack_refuse(p, what, "graph", "MatMulNBits %s: attributes K, N, bits, block_size missing or out of range", nname(g, n));
         return NULL;
     }
-    if (bits != 4) {
-        pack_refuse(p, what, "unsupported_bits", "MatMulNBits %s has bits=%" PRId64 "; only 4-bit weights are supported",
+    if (bits != 4 && bits != 8) {
+        pack_refuse(p, what, "unsupported_bits", "MatMulNBits %s has bits=%" PRId64 "; only 4- and 8-bit weights are supported",
                     nname(g, n), bits);
         return NULL;
     }
@@ -145,7 +145,7 @@ const pack_tensor *pg_emit_mnb(G *g, int n, const char *role)
     }
     if (pg_resolve(g, bvi) < 0 || pg_resolve(g, svi) < 0 || (zvi >= 0 && pg_resolve(g, zvi) < 0))
         return NULL;
-    uint64_t kb = ((uint64_t)K + (uint64_t)block - 1) / (uint64_t)block, blob = (uint64_t)block / 2;
+    uint64_t kb = ((uint64_t)K + (uint64_t)block - 1) / (uint64_t)block, blob = (uint64_t)block * (uint64_t)bits / 8;
     const rtensor *B = &g->v[bvi].rt, *S = &g->v[svi].rt;
     if (B->dtype != T_UINT8) {
         pack_refuse(p, what, "tensor_dtype", "MatMulNBits weight is %s, want uint8", pg_onnx_dtype_name(B->dtype));
@@ -174,7 +174,7 @@ const pack_tensor *pg_emit_mnb(G *g, int n, const char *role)
         return NULL;
     }
     const rtensor *Z = zvi >= 0 ? &g->v[zvi].rt : NULL;
-    uint64_t zrow = (kb + 1) / 2;
+    uint64_t zrow = (kb * (uint64_t)bits + 7) / 8;
     if (Z) {
         if (Z->dtype != T_UINT8) {
             pack_refuse(p, pack_printf(p, "tensor %s", g->v[zvi].name), "tensor_dtype",
@@ -184,12 +184,12 @@ const pack_tensor *pg_emit_mnb(G *g, int n, const char *role)
         }
         if (Z->numel != (uint64_t)N * zrow || Z->ndim > 2 || (Z->ndim == 2 && Z->dims[1] != zrow)) {
             pack_refuse(p, pack_printf(p, "tensor %s", g->v[zvi].name), "tensor_shape",
-                        "MatMulNBits %s: %" PRIu64 " zero-point bytes, want N*ceil(k_blocks/2) = %" PRIu64, nname(g, n),
+                        "MatMulNBits %s: %" PRIu64 " zero-point bytes, want N*ceil(k_blocks*bits/8) = %" PRIu64, nname(g, n),
                         Z->numel, (uint64_t)N * zrow);
             return NULL;
         }
     }
-    pack_tensor *t = add_q4(g, n, bvi, svi, zvi, (uint64_t)N, (uint64_t)K, (uint64_t)block, kb, sdt, "MatMulNBits");
+    pack_tensor *t = add_q(g, n, bvi, svi, zvi, (int)bits, (uint64_t)N, (uint64_t)K, (uint64_t)block, kb, sdt, "MatMulNBits");
     t->accuracy_level = (int)acc;
     t->codes = B->data;
     t->codes_size = B->size;
@@ -233,8 +233,8 @@ void pg_emit_gbq(G *g, int n, int dvi, int sliced)
         pack_refuse(p, what, "unsupported_op", "GatherBlockQuantized %s: weight_prepacked is not supported", nname(g, n));
         return;
     }
-    if (bits != 4) {
-        pack_refuse(p, what, "unsupported_bits", "GatherBlockQuantized %s has bits=%" PRId64 "; only 4 is supported",
+    if (bits != 4 && bits != 8) {
+        pack_refuse(p, what, "unsupported_bits", "GatherBlockQuantized %s has bits=%" PRId64 "; only 4 and 8 are supported",
                     nname(g, n), bits);
         return;
     }
@@ -248,20 +248,22 @@ void pg_emit_gbq(G *g, int n, int dvi, int sliced)
     const rtensor *D = &g->v[dvi].rt, *S = &g->v[svi].rt, *Z = zvi >= 0 ? &g->v[zvi].rt : NULL;
     if (sliced || D->dtype != T_UINT8 || D->ndim != 2 || gax != 0 || (qax != 1 && qax != -1)) {
         pack_refuse(p, what, "unsupported_op",
-                    "GatherBlockQuantized %s: only uint8 [V, K/2] data gathered on axis 0 and quantised on axis 1 is supported",
+                    "GatherBlockQuantized %s: only uint8 [V, K*bits/8] data gathered on axis 0 and quantised on axis 1 is supported",
                     nname(g, n));
         return;
     }
-    uint64_t V = D->dims[0], K = D->dims[1] * 2, kb = (K + (uint64_t)block - 1) / (uint64_t)block, zrow = (kb + 1) / 2;
+    const uint64_t per = 8 / (uint64_t)bits; /* codes a byte */
+    uint64_t V = D->dims[0], K = D->dims[1] * per, kb = (K + (uint64_t)block - 1) / (uint64_t)block,
+             zrow = (kb * (uint64_t)bits + 7) / 8;
     int sdt = float_dtype(S->dtype);
     if (!sdt || S->numel != V * kb || (Z && (Z->dtype != T_UINT8 || Z->numel != V * zrow)) || !V || !K) {
         pack_refuse(p, what, "tensor_shape", "GatherBlockQuantized %s: scales/zero points do not match data [%" PRIu64 ", %" PRIu64 "]",
-                    nname(g, n), V, K / 2);
+                    nname(g, n), V, K / per);
         return;
     }
     const uint8_t *codes = D->data;
     if (K % (uint64_t)block) { /* MatMulNBits rows are padded to whole blocks */
-        uint64_t row = kb * (uint64_t)block / 2;
+        uint64_t row = kb * (uint64_t)block / per;
         uint8_t *c = calloc(V, row);
         if (!c) { /* the padded copy is the pack's only allocation that grows with a declared size */
             pack_refuse(p, what, "out_of_memory", "GatherBlockQuantized %s: no memory for the %" PRIu64 "-byte padded copy",
@@ -270,10 +272,10 @@ void pg_emit_gbq(G *g, int n, int dvi, int sliced)
         }
         pack_own(p, c);
         for (uint64_t r = 0; r < V; r++)
-            memcpy(c + r * row, D->data + r * (K / 2), K / 2);
+            memcpy(c + r * row, D->data + r * (K / per), K / per);
         codes = c;
     }
-    pack_tensor *t = add_q4(g, n, dvi, svi, zvi, V, K, (uint64_t)block, kb, sdt, "GatherBlockQuantized");
+    pack_tensor *t = add_q(g, n, dvi, svi, zvi, (int)bits, V, K, (uint64_t)block, kb, sdt, "GatherBlockQuantized");
     t->codes = codes;
-    t->codes_size = V * kb * (uint64_t)block / 2;
+    t->codes_size = V * kb * (uint64_t)block / per;
 }

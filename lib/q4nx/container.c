@@ -101,12 +101,14 @@ static int parse_tensor(q4nx_file *f, size_t i, const uint8_t *ent, const uint8_
     for (int d = t->ndim; d < 4; d++)
         if (shape[d])
             return ogk_fail(e, "tensor %s: unused shape[%d] is not zero", nm, d);
-    if (t->dtype == OGK_Q4) {
-        int sd = ent[TE_SCALE_DTYPE], zp = ent[TE_ZP];
+    if (ogk_dtype_quantised(t->dtype)) {
+        int sd = ent[TE_SCALE_DTYPE], zp = ent[TE_ZP], q8 = t->dtype == OGK_Q8;
         uint32_t block = q4nx_rd32(ent + TE_BLOCK), kb = q4nx_rd32(ent + TE_KBLOCKS);
-        if (t->layout != f->layout)
+        if (!q8 && t->layout != f->layout)
             return ogk_fail(e, "tensor %s: layout %d differs from the container's %s", nm, t->layout,
                             ogk_layout_name(f->layout));
+        if (q8 && t->layout != OGK_PLAIN)
+            return ogk_fail(e, "tensor %s: q8 in layout %d (q8 is stored in source order, layout 0)", nm, t->layout);
         if (t->ndim != 2 || shape[0] == 0 || shape[1] == 0 || shape[0] > (1u << 31) || shape[1] > (1u << 30) ||
             shape[0] * shape[1] > ((uint64_t)1 << 42))
             return ogk_fail(e, "tensor %s: quantised shape must be [N, K] with N <= 2^31, K <= 2^30, N*K <= 2^42", nm);
@@ -116,7 +118,8 @@ static int parse_tensor(q4nx_file *f, size_t i, const uint8_t *ent, const uint8_
             return ogk_fail(e, "tensor %s: zero-point flag %d (0 or 1)", nm, zp);
         if (block > 4096)
             return ogk_fail(e, "tensor %s: block size %u out of range", nm, block);
-        const char *why = ogk_q4_layout_refusal(t->layout, (uint32_t)shape[0], (uint32_t)shape[1], block);
+        const char *why = q8 ? (block < 16 || (block & (block - 1)) ? "block size must be a power of two >= 16" : NULL)
+                             : ogk_q4_layout_refusal(t->layout, (uint32_t)shape[0], (uint32_t)shape[1], block);
         if (why)
             return ogk_fail(e, "tensor %s: %s", nm, why);
         t->n = (uint32_t)shape[0];
@@ -127,7 +130,8 @@ static int parse_tensor(q4nx_file *f, size_t i, const uint8_t *ent, const uint8_
             return ogk_fail(e, "tensor %s: k_blocks %u != ceil(K/block) %u", nm, kb, t->k_blocks);
         t->scale_dtype = sd;
         t->has_zp = zp;
-        uint64_t cb = ogk_q4_codes_bytes(t->layout, t->n, t->k, block), g = ogk_q4_groups(t->layout, t->n, t->k, block);
+        uint64_t cb = q8 ? ogk_q8_codes_bytes(t->n, t->k, block) : ogk_q4_codes_bytes(t->layout, t->n, t->k, block);
+        uint64_t g = q8 ? ogk_q8_groups(t->n, t->k, block) : ogk_q4_groups(t->layout, t->n, t->k, block);
         uint64_t so, zo, size;
         ogk_q4_parts(cb, g, ogk_dtype_size(sd), zp, &so, &zo, &size);
         if (x->scales_off != so || x->zeros_off != zo || x->size != size)
@@ -356,7 +360,7 @@ q4nx_file *q4nx_open_flags(const char *path, int flags, ogk_error *e, int *code)
                 return open_fail(f, code, OGK_EXIT_INPUT);
             }
         for (size_t i = 0; i < nt; i++)
-            if (f->t[i].dtype != OGK_Q4 && f->x[i].size < Q4NX_SMALL_TENSOR && tensor_crc_fails(f, i, path, e))
+            if (!ogk_dtype_quantised(f->t[i].dtype) && f->x[i].size < Q4NX_SMALL_TENSOR && tensor_crc_fails(f, i, path, e))
                 return open_fail(f, code, OGK_EXIT_INPUT);
     }
     if (code)

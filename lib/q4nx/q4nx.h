@@ -88,6 +88,10 @@ int q4nx_writer_asset(q4nx_writer *w, const char *name, const void *data, size_t
  * u4-packed [N][ceil(kb/2)] or NULL); stored in the writer's layout. */
 int q4nx_writer_q4(q4nx_writer *w, const char *name, const char *role, uint32_t n, uint32_t k, uint32_t block,
                    int scale_dtype, const uint8_t *codes, const void *scales, const uint8_t *zp, ogk_error *e);
+/* An 8-bit quantised tensor (q8) in source order (codes [N][kb][B], scales [N][kb], zero points [N][kb] or
+ * NULL): stored so, whatever the writer's layout (the layouts are of 4-bit codes). */
+int q4nx_writer_q8(q4nx_writer *w, const char *name, const char *role, uint32_t n, uint32_t k, uint32_t block,
+                   int scale_dtype, const uint8_t *codes, const void *scales, const uint8_t *zp, ogk_error *e);
 /* A plain tensor (dtype f32/f16/bf16/i32/i64), bytes as they are. */
 int q4nx_writer_plain(q4nx_writer *w, const char *name, const char *role, int dtype, int ndim, const uint64_t *shape,
                       const void *data, uint64_t nbytes, ogk_error *e);

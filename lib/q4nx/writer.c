@@ -255,6 +255,47 @@ int q4nx_writer_q4(q4nx_writer *w, const char *name, const char *role, uint32_t 
     return commit_entry(w, role, e);
 }
 
+int q4nx_writer_q8(q4nx_writer *w, const char *name, const char *role, uint32_t n, uint32_t k, uint32_t block,
+                   int scale_dtype, const uint8_t *codes, const void *scales, const uint8_t *zp, ogk_error *e)
+{
+    if (n == 0 || k == 0 || block < 16 || block > 4096 || (block & (block - 1)))
+        return ogk_fail(e, "tensor %s: q8 %u x %u in blocks of %u: empty, or block not a power of two in 16..4096", name,
+                        n, k, block);
+    if (scale_dtype != OGK_F32 && scale_dtype != OGK_F16 && scale_dtype != OGK_BF16)
+        return ogk_fail(e, "tensor %s: scales must be f32, f16 or bf16", name);
+    if (k > (1u << 30) || n > (1u << 31) || (uint64_t)n * k > ((uint64_t)1 << 42))
+        return ogk_fail(e, "tensor %s: %u x %u is too large", name, n, k);
+    uint8_t *ent = new_entry(w, name, role, e);
+    if (!ent)
+        return -1;
+    uint64_t cb = ogk_q8_codes_bytes(n, k, block), g = ogk_q8_groups(n, k, block);
+    uint64_t ss = ogk_dtype_size(scale_dtype), so, zo, size;
+    ogk_q4_parts(cb, g, ss, zp != NULL, &so, &zo, &size);
+    uint8_t *b = scratch(w, size, e);
+    if (!b)
+        return -1;
+    memset(b, 0, size); /* padding between parts */
+    memcpy(b, codes, cb); /* source order is the q8 layout: the parts as they are */
+    memcpy(b + so, scales, g * ss);
+    if (zp)
+        memcpy(b + zo, zp, g);
+    ent[TE_DTYPE] = OGK_Q8;
+    ent[TE_LAYOUT] = OGK_PLAIN;
+    ent[TE_SCALE_DTYPE] = (uint8_t)scale_dtype;
+    ent[TE_ZP] = zp ? 1 : 0;
+    ent[TE_NDIM] = 2;
+    q4nx_wr32(ent + TE_BLOCK, block);
+    q4nx_wr32(ent + TE_KBLOCKS, (k + block - 1) / block);
+    q4nx_wr64(ent + TE_SHAPE, n);
+    q4nx_wr64(ent + TE_SHAPE + 8, k);
+    q4nx_wr64(ent + TE_SCALES_OFF, so);
+    q4nx_wr64(ent + TE_ZEROS_OFF, zo);
+    q4nx_wr32(ent + TE_CRC, ogk_crc32c(0, b, size));
+    if (place(w, ent, size, e) || wr(w, b, size, e))
+        return -1;
+    return commit_entry(w, role, e);
+}
+
 int q4nx_writer_plain(q4nx_writer *w, const char *name, const char *role, int dtype, int ndim, const uint64_t *shape,
                       const void *data, uint64_t nbytes, ogk_error *e)
 {

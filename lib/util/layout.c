@@ -17,11 +17,13 @@ size_t ogk_dtype_size(int dtype)
     }
 }
 
-int ogk_dtype_bits(int dtype) { return dtype == OGK_Q4 ? 4 : (int)ogk_dtype_size(dtype) * 8; }
+int ogk_dtype_bits(int dtype) { return dtype == OGK_Q4 ? 4 : dtype == OGK_Q8 ? 8 : (int)ogk_dtype_size(dtype) * 8; }
+
+int ogk_dtype_quantised(int dtype) { return dtype == OGK_Q4 || dtype == OGK_Q8; }
 
 int ogk_dtype_parse(const char *s)
 {
-    for (int d = OGK_F32; s && d <= OGK_I64; d++)
+    for (int d = OGK_F32; s && d <= OGK_Q8; d++)
         if (!strcmp(s, ogk_dtype_name(d)))
             return d;
     return -1;
@@ -36,6 +38,7 @@ const char *ogk_dtype_name(int dtype)
     case OGK_Q4: return "q4";
     case OGK_I32: return "i32";
     case OGK_I64: return "i64";
+    case OGK_Q8: return "q8";
     default: return "?";
     }
 }
@@ -239,4 +242,38 @@ void ogk_q4_dequant_row(const ogk_qtensor *t, uint32_t row, float *out)
         for (uint32_t c = c0; c < c1; c++)
             out[c] = (float)((int)ogk_q4_code(t, row, c) - zp) * s;
     }
+}
+
+size_t ogk_q8_codes_bytes(uint32_t n, uint32_t k, uint32_t block) { return (size_t)n * cdiv(k, block) * block; }
+
+size_t ogk_q8_groups(uint32_t n, uint32_t k, uint32_t block) { return (size_t)n * cdiv(k, block); }
+
+float ogk_q8_scale(const ogk_qtensor *t, uint32_t row, uint32_t group)
+{
+    return scale_value(t->scale_dtype, t->scales, (size_t)row * t->k_blocks + group);
+}
+
+uint8_t ogk_q8_zero(const ogk_qtensor *t, uint32_t row, uint32_t group)
+{
+    return t->has_zp ? t->zeros[(size_t)row * t->k_blocks + group] : 128;
+}
+
+void ogk_q8_dequant_row(const ogk_qtensor *t, uint32_t row, float *out)
+{
+    const uint8_t *c = t->codes + (size_t)row * t->k_blocks * t->block;
+    for (uint32_t g = 0; g < t->k_blocks; g++) {
+        float s = ogk_q8_scale(t, row, g);
+        int zp = ogk_q8_zero(t, row, g);
+        uint32_t c0 = g * t->block, c1 = c0 + t->block < t->k ? c0 + t->block : t->k;
+        for (uint32_t k = c0; k < c1; k++)
+            out[k] = (float)((int)c[k] - zp) * s;
+    }
+}
+
+void ogk_quant_dequant_row(const ogk_qtensor *t, uint32_t row, float *out)
+{
+    if (t->dtype == OGK_Q8)
+        ogk_q8_dequant_row(t, row, out);
+    else
+        ogk_q4_dequant_row(t, row, out);
 }

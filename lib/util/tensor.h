@@ -11,6 +11,11 @@
  *     W[n, k] = (float)(code - zp) * (float)scale[n, k / B]
  * The layouts rm and b8 keep every code, scale and zero point losslessly; they only move them.
  *
+ * 8-bit (OGK_Q8: MatMulNBits and GatherBlockQuantized with bits = 8, e.g. the builder's int8 lm_head) has
+ * one layout, source order (OGK_PLAIN): codes [N][kb][B] one byte each (columns K..kb*B as the source has
+ * them), scales [N][kb] in their source dtype, zero points [N][kb] one byte each or absent (implicit 128):
+ *     W[n, k] = (float)(code - zp) * (float)scale[n, k / B]
+ *
  * Layout b8 (OGK_B8) — "packed B" for the kernels. Rows in blocks of 16 (nb = ceil(N/16)).
  *   codes: for rb in [0,nb), for g in [0,kb), for c in [0,B/8): one 64-byte chunk; within it
  *          byte[r*4 + i] (r in [0,16), i in [0,4)) =
@@ -35,10 +40,11 @@
 #include <stdint.h>
 
 /* Element types. The numbers are what the Q4NX container stores: never renumber. */
-enum ogk_dtype { OGK_F32 = 1, OGK_F16 = 2, OGK_BF16 = 3, OGK_Q4 = 4, OGK_I32 = 5, OGK_I64 = 6 };
-size_t ogk_dtype_size(int dtype);       /* bytes per element; 0 for q4 and unknown */
-int ogk_dtype_bits(int dtype);          /* bits per element: 4 for q4 (its codes), 0 for unknown */
-const char *ogk_dtype_name(int dtype);  /* "f32" "f16" "bf16" "q4" "i32" "i64", "?" otherwise */
+enum ogk_dtype { OGK_F32 = 1, OGK_F16 = 2, OGK_BF16 = 3, OGK_Q4 = 4, OGK_I32 = 5, OGK_I64 = 6, OGK_Q8 = 7 };
+size_t ogk_dtype_size(int dtype);       /* bytes per element; 0 for q4, q8 and unknown */
+int ogk_dtype_bits(int dtype);          /* bits per element: 4 for q4, 8 for q8 (their codes), 0 for unknown */
+const char *ogk_dtype_name(int dtype);  /* "f32" "f16" "bf16" "q4" "i32" "i64" "q8", "?" otherwise */
+int ogk_dtype_quantised(int dtype);     /* 1 for q4 and q8 */
 int ogk_dtype_parse(const char *s);     /* the inverse; -1 if unknown (or NULL) */
 
 /* Where a quantised tensor's codes, scales and zero points sit. OGK_PLAIN: plain tensors, and quantised ones in MatMulNBits order (pack,
@@ -100,5 +106,13 @@ uint8_t ogk_q4_zero(const ogk_qtensor *t, uint32_t row, uint32_t group); /* 8 wh
 /* Dequantise one row (K floats): (code - zp) * scale, in fp32, through the element accessors (the
  * definition; lib/kern's kern_dequant_rows walks whole row windows in storage order, with SIMD). */
 void ogk_q4_dequant_row(const ogk_qtensor *t, uint32_t row, float *out);
+/* q8 (source order): part sizes, element access and one row dequantised, as the q4 functions above */
+size_t ogk_q8_codes_bytes(uint32_t n, uint32_t k, uint32_t block);
+size_t ogk_q8_groups(uint32_t n, uint32_t k, uint32_t block);
+float ogk_q8_scale(const ogk_qtensor *t, uint32_t row, uint32_t group);
+uint8_t ogk_q8_zero(const ogk_qtensor *t, uint32_t row, uint32_t group); /* 128 when !has_zp */
+void ogk_q8_dequant_row(const ogk_qtensor *t, uint32_t row, float *out);
+/* either width: the q4 or q8 function by t->dtype */
+void ogk_quant_dequant_row(const ogk_qtensor *t, uint32_t row, float *out);
 
 #endif

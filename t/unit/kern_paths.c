@@ -179,6 +179,118 @@ static void slow_fn(void *arg, size_t b, size_t e, int worker)
     }
 }
 
+
+/* ---- q8 (8-bit, source order): a reference of its own, in double from the codes as MatMulNBits defines them ---- */
+typedef struct {
+    ogk_qtensor t;
+    uint8_t *codes, *zeros;
+    void *scales;
+} tensor8;
+
+static void make8(tensor8 *T, uint32_t n, uint32_t k, uint32_t block, int sdt, int zp)
+{
+    uint32_t kb = (k + block - 1) / block;
+    size_t ss = ogk_dtype_size(sdt);
+    T->codes = malloc((size_t)n * kb * block);
+    T->scales = malloc((size_t)n * kb * ss);
+    T->zeros = malloc((size_t)n * kb);
+    for (size_t i = 0; i < (size_t)n * kb * block; i++)
+        T->codes[i] = (uint8_t)rnd();
+    for (size_t i = 0; i < (size_t)n * kb; i++) {
+        float s = (0.0005f + 0.01f * fabsf(frand())) * (rnd() & 1 ? -1.0f : 1.0f);
+        if (sdt == OGK_F32)
+            memcpy((uint8_t *)T->scales + i * 4, &s, 4);
+        else {
+            uint16_t h = sdt == OGK_F16 ? ogk_f32_to_f16(s) : ogk_f32_to_bf16(s);
+            memcpy((uint8_t *)T->scales + i * 2, &h, 2);
+        }
+        T->zeros[i] = (uint8_t)rnd();
+    }
+    T->t = (ogk_qtensor){.name = "test8", .dtype = OGK_Q8, .layout = OGK_PLAIN, .n = n, .k = k, .block = block,
+                         .k_blocks = kb, .scale_dtype = sdt, .has_zp = zp, .codes = T->codes, .scales = T->scales,
+                         .zeros = zp ? T->zeros : NULL};
+}
+
+static double scale8(const tensor8 *T, size_t i)
+{
+    if (T->t.scale_dtype == OGK_F32) {
+        float f;
+        memcpy(&f, (const uint8_t *)T->scales + i * 4, 4);
+        return f;
+    }
+    uint16_t h;
+    memcpy(&h, (const uint8_t *)T->scales + i * 2, 2);
+    return T->t.scale_dtype == OGK_F16 ? ogk_f16_to_f32(h) : ogk_bf16_to_f32(h);
+}
+
+/* want (double) and the tolerance for output (row x, column n): f32 the product with W = (code - zp) * scale;
+ * i8 the same with x's int8 quantisation (kern_quant_row_i8, tested above against its definition); the
+ * tolerance is Higham's bound over the magnitudes |scale*d|*(code + zp)*|q| (the paths scale before the zero
+ * point's term), with as many terms as the widest sum a path may run (kb + kp / 32 + 24), doubled */
+static void ref8(const tensor8 *T, const float *x, uint32_t n, int mode, double *want, double *tol)
+{
+    uint32_t K = T->t.k, B = T->t.block, kb = T->t.k_blocks;
+    const uint8_t *c = T->codes + (size_t)n * kb * B;
+    int8_t *q = malloc((size_t)kb * B);
+    float *d = malloc(kb * sizeof *d);
+    int32_t *qs = malloc(kb * sizeof *qs);
+    kern_quant_row_i8(x, K, B, q, d, qs);
+    double y = 0, S = 0;
+    for (uint32_t g = 0; g < kb; g++) {
+        double sc = scale8(T, (size_t)n * kb + g);
+        int zp = T->t.has_zp ? T->zeros[(size_t)n * kb + g] : 128;
+        for (uint32_t k = g * B; k < (g + 1) * B && k < K; k++) {
+            if (mode == KERN_F32) {
+                y += (double)(float)((float)(c[k] - zp) * (float)sc) * x[k];
+                S += fabs(sc) * (c[k] + zp) * fabs(x[k]);
+            } else {
+                y += sc * d[g] * (double)((c[k] - zp) * q[k]);
+                S += fabs(sc * d[g]) * (c[k] + zp) * abs(q[k]);
+            }
+        }
+    }
+    *want = y;
+    *tol = 2.0 * (kb + (double)kb * B / 32 + 24 + (mode == KERN_F32 ? B : 0)) * ldexp(1.0, -24) * S + 1e-30;
+    free(q), free(d), free(qs);
+}
+
+static int check_q8(int isa, kern_pool *pool, int mode, int sdt, int zp, char *why, size_t whylen)
+{
+    static const shape sh8[] = {{37, 32, 32}, {50, 200, 32}, {17, 128, 128}, {33, 300, 128}, {100, 72, 16},
+                                {1, 64, 64},  {9, 1000, 256}, {20, 520, 64}, {5, 48, 16}};
+    static const int M8[] = {1, 3, 17};
+    int ok = 1;
+    for (size_t si = 0; si < sizeof sh8 / sizeof *sh8 && ok; si++) {
+        tensor8 T;
+        make8(&T, sh8[si].n, sh8[si].k, sh8[si].block, sdt, zp);
+        for (size_t mi = 0; mi < sizeof M8 / sizeof *M8 && ok; mi++) {
+            int M = M8[mi];
+            uint32_t N = sh8[si].n, K = sh8[si].k;
+            float *x = make_x(M, K), *y = malloc((size_t)M * N * sizeof *y);
+            for (size_t i = 0; i < (size_t)M * N; i++)
+                y[i] = NAN;
+            ogk_error e;
+            if (kern_matmul_isa(isa, pool, &T.t, x, M, y, mode, &e) < 0) {
+                snprintf(why, whylen, "%.500s", e.msg);
+                ok = 0;
+            }
+            for (int m = 0; m < M && ok; m++)
+                for (uint32_t n = 0; n < N && ok; n++) {
+                    double want, tol, got = y[(size_t)m * N + n];
+                    ref8(&T, x + (size_t)m * K, n, mode, &want, &tol);
+                    if (!(fabs(got - want) <= tol)) {
+                        snprintf(why, whylen, "N=%u K=%u B=%u M=%d m=%d n=%u: got %.9g want %.9g (|d| %.3g > %.3g)", N, K,
+                                 sh8[si].block, M, m, n, got, want, fabs(got - want), tol);
+                        ok = 0;
+                    }
+                }
+            free(x), free(y);
+        }
+        free(T.codes), free(T.scales), free(T.zeros);
+    }
+    return ok;
+}
+
 int main(void)
 {
     ogk_prog_set("kern_paths");
@@ -414,6 +526,39 @@ int main(void)
                                ogk_layout_name(layout), mode_name[mode], ogk_dtype_name(sdts[si]),
                                zp ? "asym" : "sym", ok ? "" : ": ", why);
                     }
+    }
+
+
+    /* q8: every row within the bound of an independent double reference; 16-bit activations refused by name;
+     * a row alone has the bits it has in a launch of several (the server's batching relies on it) */
+    for (int isa = 0; isa < KERN_ISA_COUNT; isa++) {
+        if (!kern_isa_supported(isa)) {
+            skip_row(isa);
+            continue;
+        }
+        for (int mode = KERN_F32; mode <= KERN_I8; mode++)
+            for (int si = 0; si < 3; si++)
+                for (int zp = 0; zp < 2; zp++) {
+                    char why[768] = "";
+                    int ok = check_q8(isa, (rnd() & 1) ? pool : NULL, mode, sdts[si], zp, why, sizeof why);
+                    TAP_OK(ok, "%s q8 %s scales %s %s: within bound of the reference%s%s", kern_isa_row(isa)->name,
+                           mode_name[mode], ogk_dtype_name(sdts[si]), zp ? "asym" : "sym", ok ? "" : ": ", why);
+                }
+        tensor8 T;
+        make8(&T, 40, 200, 32, OGK_F16, 1);
+        float *x = make_x(5, 200), y[5 * 40], y1[40];
+        ogk_error e = {0};
+        int alone = 1;
+        for (int mode = KERN_F32; mode <= KERN_I8; mode++) {
+            alone &= kern_matmul_isa(isa, pool, &T.t, x, 5, y, mode, &e) == 0;
+            for (int m = 0; m < 5; m++)
+                alone &= kern_matmul_isa(isa, NULL, &T.t, x + (size_t)m * 200, 1, y1, mode, &e) == 0 &&
+                         !memcmp(y1, y + (size_t)m * 40, sizeof y1);
+        }
+        int refused = kern_matmul_isa(isa, pool, &T.t, x, 5, y, KERN_I16, &e) < 0 && strstr(e.msg, "q8");
+        TAP_OK(alone && refused, "%s q8: each row's bits alone as in a launch of 5; 16-bit activations refused (%s)",
+               kern_isa_row(isa)->name, e.msg);
+        free(x), free(T.codes), free(T.scales), free(T.zeros);
     }
 
     /* i8: a row alone (M = 1, the GEMV) has the bits it has inside launches of several rows (tiles, and
@@ -654,7 +799,7 @@ int main(void)
         TAP_OK(kern_matmul(pool, &bad, x, 1, y, KERN_F32, &e) < 0 && strstr(e.msg, "must be fp32 [K, N] with data"),
                "a plain tensor without its data or shape is refused: %s", e.msg);
         bad.dtype = OGK_F16;
-        TAP_OK(kern_matmul(pool, &bad, x, 1, y, KERN_F32, &e) < 0 && strstr(e.msg, "not a 4-bit"),
+        TAP_OK(kern_matmul(pool, &bad, x, 1, y, KERN_F32, &e) < 0 && strstr(e.msg, "not a quantised tensor"),
                "a plain fp16 tensor is refused (the model widens one to fp32 first): %s", e.msg);
         tensor T;
         make(&T, OGK_B8, 16, 32, 32, OGK_F32, 0);
