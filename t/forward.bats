@@ -374,6 +374,40 @@ ort_feeds() {
   awk -v k="$ours" -v b="$peer" 'BEGIN { exit !(k > 0 && k <= b) }'
 }
 
+# 8-bit MatMulNBits (q8; the builder's k_quant_last / k_quant_mixed int8 lm_head and layers, -p int8 every
+# projection, a tied GatherBlockQuantized of bits 8): f32 as onnxruntime's level 0 (prompt, steps, verify rows);
+# --mode i8 (int8 activations for the q8 layers, the q8 classifier in fp32) no further from level 0 than
+# onnxruntime's own level 4 of the same pack
+@test "q8 weights (int8 lm_head, k_quant_mixed layers, every projection; tied 8-bit embedding): prompt, steps and verify rows as onnxruntime runs them; i8 within onnxruntime acc4's distance" {
+  local v tag
+  for v in "cpu tied all" "amd untied mixed" "cpu tied lm_head"; do
+    set -- $v
+    tag=q8-$1-$2-$3
+    /usr/bin/python3 "$TOP/tools/mkpack.py" --family qwen2 --style $1 --tie $2 --q8 $3 --out "$W/$tag" >/dev/null
+    oga-info "$W/$tag" | jq -e '.importable and (.quantization.bits | index(8))' >/dev/null
+    if plain_run || [ "$3" = all ]; then ort_feeds $1 "$W/$tag" $tag prefill step verify; else ort_feeds $1 "$W/$tag" $tag prefill; fi
+  done
+  # i8 against onnxruntime's accuracy_level 4 run of the same weights (every projection q8, tied)
+  /usr/bin/python3 "$TOP/tools/mkpack.py" --family qwen2 --style cpu --tie tied --q8 all --accuracy-level 4 \
+    --out "$W/q8-cpu4" >/dev/null
+  node "$TOP/tools/ort-ref.js" "$W/q8-cpu4" teacher --ids-file "$W/q8-cpu-tied-all.all" --logits-f32 "$W/q8-cpu4.o.f32" >/dev/null
+  M=$W/q8-cpu-tied-all.q4nx
+  V=$(npu-forward info -m "$M" | jq .vocab_size)
+  peer=$("$W/forward-compare" --vocab "$V" "$W/q8-cpu-tied-all.o.f32" "$W/q8-cpu4.o.f32" | jq .mean_kl)
+  npu-forward logits -m "$M" --mode i8 -t 1 --ids "$W/q8-cpu-tied-all.ids" --out-f32 "$W/q8-i8.f32" >/dev/null
+  ours=$("$W/forward-compare" --vocab "$V" "$W/q8-cpu-tied-all.o.f32" "$W/q8-i8.f32" | jq .mean_kl)
+  echo "# q8 i8: mean KL $ours, onnxruntime acc4's $peer" >&3
+  awk -v k="$ours" -v b="$peer" 'BEGIN { exit !(k > 0 && k <= b) }'
+  # every kernel row this CPU has gives the same greedy text (q8 on each row's kernels, and the ref row's)
+  local want isa
+  want=$(npu-forward run -m "$M" --mode f32 --ids "$W/q8-cpu-tied-all.ids" -n 8 --ignore-eos --json | jq -c .ids)
+  [ "$(echo "$want" | jq length)" = 8 ]
+  for isa in ref avx2 avx512 amx; do
+    OGAKIT_KERNEL=$isa npu-forward info -m "$M" >/dev/null 2>&1 || { echo "# $isa: not on this CPU (skipped)" >&3; continue; }
+    [ "$(OGAKIT_KERNEL=$isa npu-forward run -m "$M" --mode f32 --ids "$W/q8-cpu-tied-all.ids" -n 8 --ignore-eos --json | jq -c .ids)" = "$want" ]
+  done
+}
+
 @test "LongRoPE: an If that picks the rotary caches on anything but the sequence length is refused by name" {
   local pack bad=$W/lr-bad
   pack=$(longrope_pack cpu "$W")

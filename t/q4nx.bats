@@ -93,6 +93,43 @@ for f in sys.argv[2:]:
   grep -a -c '"packer":"q4nx-pack ' "$W/b8.q4nx"
 }
 
+# 8-bit MatMulNBits (q8): the builder's k_quant_last / k_quant_mixed int8 lm_head and layers, -p int8, a tied
+# GatherBlockQuantized of bits 8; stored in source order whatever the layout; the reference is q4nx-verify's own
+# 8-bit decode of the pack's bytes, its controls (codes read signed, zero points dropped) must fail
+@test "q8 (8-bit MatMulNBits, tied GatherBlockQuantized bits 8): verify --all exact in both layouts, controls fail, tied ok; a changed q8 code fails naming the tensor" {
+  local v
+  for v in "qwen2 cpu tied all" "llama amd untied mixed" "qwen3 cpu untied lm_head"; do
+    set -- $v
+    pack=$W/q8-$1-$2-$3-$4
+    /usr/bin/python3 "$TOP/tools/mkpack.py" --family $1 --style $2 --tie $3 --q8 $4 --out "$pack" >/dev/null
+    oga-extract "$pack" > "$W/s.ogax"
+    q4nx-pack -l rm -o "$W/rm.q4nx" < "$W/s.ogax"
+    q4nx-pack -l b8 -o "$W/b8.q4nx" < "$W/s.ogax"
+    for l in rm b8; do
+      run --separate-stderr q4nx-verify "$W/$l.q4nx" --pack "$pack" --all
+      [ "$status" -eq 0 ] || { echo "$v $l: exit $status: $stderr"; return 1; }
+      echo "$output" > "$W/$l.json"
+      jq -e '.summary.exact_groups == .summary.groups and .summary.groups > 0' "$W/$l.json" >/dev/null
+      [ "$(jq -r .summary.controls "$W/$l.json")" = "all failed, as they must" ]
+      # every q8 tensor ran both of its controls, and both failed
+      jq -e '[.pack.tensors[] | select(.dtype=="q8")] | length > 0 and all(.controls.codes_read_signed.result == "failed, as it must" and .controls.zero_points_dropped.result == "failed, as it must")' "$W/$l.json" >/dev/null
+      [ "$(jq '[.pack.tensors[] | select(.dtype=="q4" or .dtype=="q8")] | length' "$W/$l.json")" = "$(n_matmulnbits "$pack")" ]
+      [ "$3" != tied ] || [ "$(jq -r .summary.tied "$W/$l.json")" = ok ]
+      # the k_quant_mixed pack: layer 0's v and down projections are q8, its q projection q4
+      [ "$4" != mixed ] || jq -e '[.pack.tensors[] | {(.role): .dtype}] | add | .["layers.0.attn.v"] == "q8" and
+        .["layers.0.mlp.down"] == "q8" and .["layers.0.attn.q"] == "q4" and .["lm_head"] == "q8"' "$W/$l.json" >/dev/null
+    done
+    run q4nx-verify "$W/rm.q4nx" --against "$W/b8.q4nx"
+    [ "$status" -eq 0 ]
+  done
+  "$OGAKIT_BUILD/t/q4nx_pack" --retouch "$W/b8.q4nx" lm_head
+  run q4nx-verify "$W/b8.q4nx"
+  [ "$status" -eq 0 ]
+  run q4nx-verify "$W/b8.q4nx" --pack "$pack" --all
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"q4nx-verify: tensor "*"(role lm_head): 1 of "*" groups differ from the pack"* ]]
+}
+
 @test "a changed code with consistent checksums passes container checks but fails --pack, naming the tensor" {
   pack_both llama amd untied
   "$OGAKIT_BUILD/t/q4nx_pack" --retouch "$W/b8.q4nx" layers.1.mlp.up

@@ -1,5 +1,5 @@
 /* The exactness check of a GGUF against its container: every converted tensor's every value, the
- * container side dequantised by lib/q4nx (ogk_q4_dequant_row, the MatMulNBits formula), the GGUF side
+ * container side dequantised by lib/util (ogk_quant_dequant_row, the MatMulNBits formula), the GGUF side
  * by reader.c's block decoders; the plan only says which rows pair up. Then the controls: the same
  * comparison with a deliberate decoding mistake must find mismatches, or the check proved nothing. */
 #define _GNU_SOURCE
@@ -28,7 +28,7 @@ static int compare(const gguf_plan *p, const gguf_tensor *g, int control, int st
         uint32_t sr;
         const ogk_qtensor *src = gguf_plan_row(p, r, &sr);
         if (p->kind == GPLAN_Q)
-            ogk_q4_dequant_row(src, sr, a);
+            ogk_quant_dequant_row(src, sr, a);
         else if (p->transposed)
             gguf_plain_col(src, sr, p->k, p->nrows, a);
         else

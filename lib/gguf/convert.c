@@ -89,7 +89,7 @@ static int quant(planner *pl, const char *name, int nseg, const char *const *rol
         const ogk_qtensor *t = q4nx_find(pl->f, roles[i]);
         if (!t)
             return ogk_fail(pl->e, "tensor %s: missing (needed for %s)", roles[i], name);
-        if (t->dtype != OGK_Q4 || t->k != k || t->n < rows[i])
+        if (!ogk_dtype_quantised(t->dtype) || t->k != k || t->n < rows[i])
             return ogk_fail(pl->e, "tensor %s: %s [%u, %u], want quantised rows of %u", roles[i],
                             ogk_dtype_name(t->dtype), t->n, t->k, k);
         int again = 0;
@@ -531,7 +531,7 @@ static int build_plan(planner *pl, const dims *d)
         const ogk_qtensor *t = q4nx_find(f, "embed");
         if (!t)
             return ogk_fail(e, "tensor embed: missing (the model is not tied)");
-        if (t->dtype == OGK_Q4) {
+        if (ogk_dtype_quantised(t->dtype)) {
             if (one(pl, "token_embd.weight", "embed", d->vocab, d->dim, 0))
                 return -1;
         } else {
@@ -612,7 +612,7 @@ static int build_plan(planner *pl, const dims *d)
     if (olmo ? unit_norm(pl, "final_norm", "final_norm_bias", d->dim) : vec(pl, "output_norm.weight", "final_norm", d->dim, 1))
         return -1;
     const ogk_qtensor *lmt = q4nx_find(f, "lm_head");
-    if (!d->tied && lmt && lmt->dtype != OGK_Q4) {
+    if (!d->tied && lmt && !ogk_dtype_quantised(lmt->dtype)) {
         /* unquantised: the MatMul's B [dim, vocab], transposed into llama.cpp's [vocab rows of dim] */
         take(pl, "lm_head");
         if (!is_float(lmt->dtype) || lmt->ndim != 2 || lmt->shape[0] != d->dim || lmt->shape[1] != d->vocab)
@@ -753,17 +753,22 @@ typedef struct {
 static void get_block(const ogk_qtensor *t, uint32_t row, uint32_t k0, block32 *b)
 {
     uint32_t g = k0 / t->block;
-    b->s = ogk_q4_scale(t, row, g);
-    b->z = ogk_q4_zero(t, row, g);
-    b->lo = 15, b->hi = 0;
+    int q8 = t->dtype == OGK_Q8;
+    const uint8_t *c8 = q8 ? t->codes + (size_t)row * t->k_blocks * t->block + k0 : NULL;
+    b->s = q8 ? ogk_q8_scale(t, row, g) : ogk_q4_scale(t, row, g);
+    b->z = q8 ? ogk_q8_zero(t, row, g) : ogk_q4_zero(t, row, g);
+    b->lo = 255, b->hi = 0;
     for (int i = 0; i < 32; i++) {
-        b->q[i] = ogk_q4_code(t, row, k0 + (uint32_t)i);
+        b->q[i] = q8 ? c8[i] : ogk_q4_code(t, row, k0 + (uint32_t)i);
         if (b->q[i] < b->lo)
             b->lo = b->q[i];
         if (b->q[i] > b->hi)
             b->hi = b->q[i];
     }
 }
+
+/* Q8_0 holds (q - z) * s exactly when d = s is an fp16 and every q - z is an int8 (always, for 4-bit codes) */
+static int q80_ok(const block32 *b) { return f16_exact(b->s) && b->lo - b->z >= -128 && b->hi - b->z <= 127; }
 
 /* Q4_0 holds (q - z) * s exactly when d = s is an fp16 and every q - z + 8 is a 4-bit code */
 static int q40_ok(const block32 *b)
@@ -784,6 +789,7 @@ static int q41_shift(const block32 *b)
 
 typedef struct {
     int q40, q41, q80;         /* every block fits */
+    int bad8;                  /* the first block that does not fit Q8_0 (when q80 is 0) is bad_row, bad_col */
     uint32_t bad_row, bad_col; /* the first block that fits neither Q4 type */
     float bad_s;
     int bad_z;
@@ -802,7 +808,10 @@ static void scan(const gguf_plan *p, fit *ft)
             int a = q40_ok(&b), c = q41_shift(&b) != -100;
             ft->q40 &= a;
             ft->q41 &= c;
-            ft->q80 &= f16_exact(b.s);
+            int e8 = q80_ok(&b);
+            if (!e8 && ft->q80 && !ft->bad8) /* an 8-bit source's refusal names its first block Q8_0 cannot hold */
+                ft->bad8 = 1, ft->bad_row = r, ft->bad_col = k0, ft->bad_s = b.s, ft->bad_z = b.z;
+            ft->q80 &= e8;
             if (!a && !c && ft->bad_row == UINT32_MAX)
                 ft->bad_row = r, ft->bad_col = k0, ft->bad_s = b.s, ft->bad_z = b.z;
         }
@@ -830,7 +839,7 @@ static int fill_quant(void *ctx, uint8_t *dst, uint64_t n, ogk_error *e)
         const ogk_qtensor *t = gguf_plan_row(p, r, &sr);
         uint8_t *o = dst + (uint64_t)r * rb;
         if (ref)
-            ogk_q4_dequant_row(t, sr, ref);
+            ogk_quant_dequant_row(t, sr, ref);
         if (p->type == GGML_F32) { /* widened: the container's own values */
             memcpy(o, ref, (size_t)p->k * 4);
             continue;
@@ -865,10 +874,22 @@ static int fill_quant(void *ctx, uint8_t *dst, uint64_t n, ogk_error *e)
                 o += 20;
                 break;
             }
-            case GGML_Q8_0:
+            case GGML_Q8_0: /* x = v d with v = q - z; lossy and outside int8: requantised, d = max|x| / 127 */
+                if (p->lossy && (b.lo - b.z < -128 || b.hi - b.z > 127)) {
+                    float amax = 0;
+                    for (int i = 0; i < 32; i++)
+                        amax = fmaxf(amax, fabsf((float)(b.q[i] - b.z) * b.s));
+                    d = ogk_f16_to_f32(ogk_f32_to_f16(amax / 127.0f));
+                    for (int i = 0; i < 32; i++) {
+                        float x = d > 0 ? rintf((float)(b.q[i] - b.z) * b.s / d) : 0;
+                        v[i] = (uint8_t)(int8_t)(x < -127 ? -127 : x > 127 ? 127 : x);
+                    }
+                } else {
+                    for (int i = 0; i < 32; i++)
+                        v[i] = (uint8_t)(int8_t)(b.q[i] - b.z);
+                }
                 put_half(o, d);
-                for (int i = 0; i < 32; i++)
-                    o[2 + i] = (uint8_t)(int8_t)(b.q[i] - b.z);
+                memcpy(o + 2, v, 32);
                 o += 34;
                 break;
             default:
@@ -878,7 +899,9 @@ static int fill_quant(void *ctx, uint8_t *dst, uint64_t n, ogk_error *e)
             if (p->lossy) { /* what llama.cpp will read back, against the container's value */
                 float dh = ogk_f16_to_f32(ogk_f32_to_f16(d)), mh = ogk_f16_to_f32(ogk_f32_to_f16(m));
                 for (int i = 0; i < 32; i++) {
-                    float x = p->type == GGML_Q4_0 ? (float)(v[i] - 8) * dh : (float)v[i] * dh + mh;
+                    float x = p->type == GGML_Q4_0   ? (float)(v[i] - 8) * dh
+                              : p->type == GGML_Q8_0 ? (float)(int8_t)v[i] * dh
+                                                     : (float)v[i] * dh + mh;
                     double err = fabs((double)x - (double)ref[k0 + (uint32_t)i]);
                     if (err > p->max_err || (isnan(err) && !isnan(p->max_err)))
                         p->max_err = err, p->err_row = r, p->err_col = k0 + (uint32_t)i;
@@ -1058,9 +1081,11 @@ int gguf_from_q4nx(const q4nx_file *f, const gguf_convert_opts *o, int fd, json_
     for (size_t i = 0; i < n; i++) {
         gguf_plan *p = &plan[i];
         if (p->kind == GPLAN_Q) {
-            int geom = p->k % 32 == 0;
-            for (int s = 0; s < p->nseg; s++)
+            int geom = p->k % 32 == 0, q8 = 0;
+            for (int s = 0; s < p->nseg; s++) {
                 geom &= p->seg[s].t->block % 32 == 0;
+                q8 |= p->seg[s].t->dtype == OGK_Q8;
+            }
             fit ft = {0};
             if (geom)
                 scan(p, &ft);
@@ -1068,14 +1093,23 @@ int gguf_from_q4nx(const q4nx_file *f, const gguf_convert_opts *o, int fd, json_
                 p->type = GGML_Q4_0;
             } else if (geom && ft.q41) {
                 p->type = GGML_Q4_1;
+            } else if (q8 && geom && ft.q80) { /* 8-bit codes: Q8_0 is their own width, not a widening */
+                p->type = GGML_Q8_0;
             } else if (o->policy == GGUF_WIDEN) {
                 p->type = geom && ft.q80 ? GGML_Q8_0 : GGML_F32;
             } else if (o->policy == GGUF_LOSSY && geom) {
                 int sym = 1;
                 for (int s = 0; s < p->nseg; s++)
                     sym &= !p->seg[s].t->has_zp;
-                p->type = sym ? GGML_Q4_0 : GGML_Q4_1;
+                p->type = q8 ? GGML_Q8_0 : sym ? GGML_Q4_0 : GGML_Q4_1; /* 8-bit codes keep 8 bits */
                 p->lossy = 1;
+            } else if (q8 && geom) {
+                uint32_t sr;
+                const ogk_qtensor *t = gguf_plan_row(p, ft.bad_row, &sr);
+                ogk_fail(e, "tensor %s (%s): 8-bit row %u group %u: scale %.9g with zero point %d is not exact in Q8_0 "
+                         "(an fp16 d, no offset); --widen writes it exactly as F32, --allow-lossy rounds it to Q8_0",
+                         t->role, p->name, sr, ft.bad_col / t->block, (double)ft.bad_s, ft.bad_z);
+                goto out;
             } else if (!geom) {
                 ogk_fail(e, "tensor %s (%s): group size %u / row length %u is not a multiple of 32, the block of "
                          "Q4_0/Q4_1%s", p->from, p->name, p->seg[0].t->block, p->k,
@@ -1106,7 +1140,12 @@ int gguf_from_q4nx(const q4nx_file *f, const gguf_convert_opts *o, int fd, json_
     for (size_t i = 0; i < n; i++) {
         gguf_plan *p = &plan[i];
         json_t *j = json_pack("{s:s,s:s,s:s}", "name", p->name, "type", gguf_type_name(p->type), "from", p->from);
-        if (p->kind == GPLAN_Q && p->type != GGML_Q4_0 && p->type != GGML_Q4_1)
+        int src8 = 0;
+        for (int s = 0; p->kind == GPLAN_Q && s < p->nseg; s++)
+            src8 |= p->seg[s].t->dtype == OGK_Q8;
+        if (src8)
+            json_object_set_new(j, "source_bits", json_integer(8));
+        if (p->kind == GPLAN_Q && p->type != GGML_Q4_0 && p->type != GGML_Q4_1 && !(src8 && p->type == GGML_Q8_0))
             json_object_set_new(j, "widened", json_true());
         if (p->lossy) {
             uint32_t sr;

@@ -62,11 +62,13 @@ static json_t *stat_json(const cmpstat *st)
 
 /* ---------- the pack side: MatMulNBits, written out from the operator's definition ---------- */
 typedef struct {
-    const uint8_t *b;     /* B: uint8 [N][k_blocks][block/2], first value in the low nibble */
+    const uint8_t *b;     /* B: uint8 [N][k_blocks][block*bits/8]; 4 bits: first value in the low nibble */
     const uint8_t *s;     /* scales [N * k_blocks], sdt */
-    const uint8_t *zp;    /* packed uint8 [N][ceil(k_blocks/2)], block j in nibble j%2; NULL: 8 */
+    const uint8_t *zp;    /* 4 bits: packed uint8 [N][ceil(k_blocks/2)], block j in nibble j%2; 8 bits: uint8
+                           * [N][k_blocks]; NULL: 2^(bits-1) */
     int sdt;
     uint32_t n, k, block, kb;
+    int bits; /* 4 or 8 */
 } matmulnbits;
 
 enum { CTRL_NONE = 0, CTRL_SWAP = 1, CTRL_NOZP = 2 };
@@ -99,8 +101,26 @@ static void decode_block(const uint8_t *q, uint32_t n, int zp, float scale, int 
 }
 
 /* W[k, row] for k in [0, K): (q - zp) * scale, block by block. */
+/* One block of n 8-bit values, one a byte: o[j] = (q_j - zp) * scale. With as_signed the bytes are read as
+ * int8 (the control: a repack that took the codes for signed ones). */
+static void decode_block8(const uint8_t *q, uint32_t n, int zp, float scale, int as_signed, float *o)
+{
+    for (uint32_t j = 0; j < n; j++)
+        o[j] = (float)((as_signed ? (int)(int8_t)q[j] : (int)q[j]) - zp) * scale;
+}
+
 static void mnb_row(const matmulnbits *m, uint32_t row, int control, float *out)
 {
+    if (m->bits == 8) {
+        for (uint32_t blk = 0; blk < m->kb; blk++) {
+            size_t gi = (size_t)row * m->kb + blk;
+            int zp = control == CTRL_NOZP ? 0 : m->zp ? m->zp[gi] : 128;
+            uint32_t n = m->k - blk * m->block < m->block ? m->k - blk * m->block : m->block;
+            decode_block8(m->b + gi * m->block, n, zp, read_scale(m, gi), control == CTRL_SWAP,
+                          out + (size_t)blk * m->block);
+        }
+        return;
+    }
     size_t blob = m->block / 2, zrow = (m->kb + 1) / 2;
     for (uint32_t blk = 0; blk < m->kb; blk++) {
         float scale = read_scale(m, (size_t)row * m->kb + blk);
@@ -180,10 +200,13 @@ json_t *verify_container(const char *path, q4nx_file *f, uint64_t *bytes_checked
             fail("%s: tensor %s (role %s): checksum mismatch (stored %s, computed %s)", path, t->name, t->role,
                  hex32(x.crc32c, h1), hex32(got, h2));
         }
-        if (t->dtype == OGK_Q4) {
+        if (ogk_dtype_quantised(t->dtype)) {
             /* the gaps between codes, scales and zero points are zero */
-            uint64_t cb = ogk_q4_codes_bytes(t->layout, t->n, t->k, t->block);
-            uint64_t se = x.scales_off + ogk_q4_groups(t->layout, t->n, t->k, t->block) * ogk_dtype_size(t->scale_dtype);
+            int q8 = t->dtype == OGK_Q8;
+            uint64_t cb = q8 ? ogk_q8_codes_bytes(t->n, t->k, t->block) : ogk_q4_codes_bytes(t->layout, t->n, t->k, t->block);
+            uint64_t se = x.scales_off + (q8 ? ogk_q8_groups(t->n, t->k, t->block)
+                                             : ogk_q4_groups(t->layout, t->n, t->k, t->block)) *
+                                             ogk_dtype_size(t->scale_dtype);
             int ok = 1;
             for (uint64_t j = cb; j < x.scales_off; j++)
                 ok &= x.bytes[j] == 0;
@@ -301,6 +324,14 @@ static int work_bufs(size_t floats)
 static void gbq_row(const uint8_t *data, size_t stride, const matmulnbits *sc, uint32_t v, float *out)
 {
     const uint8_t *row = data + (size_t)v * stride;
+    if (sc->bits == 8) { /* uint8 data [V, K], one value a byte, zero points [V, k_blocks] or 128 */
+        for (uint32_t blk = 0; blk < sc->kb; blk++) {
+            size_t gi = (size_t)v * sc->kb + blk;
+            uint32_t k0 = blk * sc->block, k1 = k0 + sc->block < sc->k ? k0 + sc->block : sc->k;
+            decode_block8(row + k0, k1 - k0, sc->zp ? sc->zp[gi] : 128, read_scale(sc, gi), 0, out + k0);
+        }
+        return;
+    }
     for (uint32_t blk = 0; blk < sc->kb; blk++) {
         int zp = sc->zp ? (sc->zp[(size_t)v * ((sc->kb + 1) / 2) + blk / 2] >> ((blk & 1) * 4)) & 15 : 8;
         float s = read_scale(sc, (size_t)v * sc->kb + blk);
@@ -326,6 +357,18 @@ typedef struct {
     uint64_t groups, exact, tensors, qtensors, bytes;
 } totals;
 
+/* The container side: rows [r0, r0 + w) of t through lib/kern's dequantiser (q4's layouts) or lib/util's
+ * source-order accessor (q8) */
+static void container_rows(const ogk_qtensor *t, uint32_t r0, uint32_t w, float *out)
+{
+    if (t->dtype == OGK_Q8) {
+        for (uint32_t r = 0; r < w; r++)
+            ogk_q8_dequant_row(t, r0 + r, out + (size_t)r * t->k);
+        return;
+    }
+    kern_dequant_rows(t, r0, w, out);
+}
+
 /* One control over the tensor's control rows (ncr of them, spread): the container's values against the
  * pack's read wrongly (nibbles swapped, zero points dropped), into cs. 1 when the control changes some
  * value on a row compared; where it changes none of the spread rows, the first row (in order) where it
@@ -335,7 +378,7 @@ static int run_control(const matmulnbits *m, const ogk_qtensor *t, int ctrl, uin
     int applicable = 0;
     for (uint32_t i = 0; i < ncr; i++) {
         uint32_t row = pick_row(t->n, CONTROL_ROWS, i);
-        kern_dequant_rows(t, row, 1, wa);
+        container_rows(t, row, 1, wa);
         mnb_row(m, row, ctrl, wb);
         mnb_row(m, row, CTRL_NONE, wc);
         applicable |= memcmp(wb, wc, t->k * sizeof(float)) != 0;
@@ -346,7 +389,7 @@ static int run_control(const matmulnbits *m, const ogk_qtensor *t, int ctrl, uin
         mnb_row(m, row, CTRL_NONE, wc);
         if (memcmp(wb, wc, t->k * sizeof(float))) {
             applicable = 1;
-            kern_dequant_rows(t, row, 1, wa);
+            container_rows(t, row, 1, wa);
             cmp_row(cs, wa, wb, t->k, t->block, 1);
         }
     }
@@ -355,7 +398,8 @@ static int run_control(const matmulnbits *m, const ogk_qtensor *t, int ctrl, uin
 
 static json_t *compare_q4(const char *role, const ogk_qtensor *t, const pack_tensor *p, long sample, totals *tot)
 {
-    matmulnbits m = {p->codes, p->scales, p->zeros, p->scale_dtype, p->n, p->k, p->block, p->k_blocks};
+    const int bits = ogk_dtype_bits(p->dtype);
+    matmulnbits m = {p->codes, p->scales, p->zeros, p->scale_dtype, p->n, p->k, p->block, p->k_blocks, bits};
     size_t ss = ogk_dtype_size(p->scale_dtype);
     if (t->n != p->n || t->k != p->k || t->block != p->block || t->scale_dtype != p->scale_dtype ||
         t->has_zp != (p->zeros != NULL)) {
@@ -365,8 +409,9 @@ static json_t *compare_q4(const char *role, const ogk_qtensor *t, const pack_ten
         return NULL;
     }
     uint32_t kb = (p->k + p->block - 1) / p->block;
-    if (p->k_blocks != kb || p->codes_size != (uint64_t)p->n * kb * (p->block / 2) ||
-        p->scales_size != (uint64_t)p->n * kb * ss || (p->zeros && p->zeros_size != (uint64_t)p->n * ((kb + 1) / 2))) {
+    if (p->k_blocks != kb || p->codes_size != (uint64_t)p->n * kb * (p->block * (uint32_t)bits / 8) ||
+        p->scales_size != (uint64_t)p->n * kb * ss ||
+        (p->zeros && p->zeros_size != (uint64_t)p->n * (bits == 8 ? kb : (kb + 1) / 2))) {
         fail("tensor %s (role %s): the pack's initializer sizes contradict [%u x %u] block %u", p->name, role, p->n,
              p->k, p->block);
         return NULL;
@@ -385,7 +430,7 @@ static json_t *compare_q4(const char *role, const ogk_qtensor *t, const pack_ten
         if (nr == t->n) {
             for (uint32_t r0 = 0; r0 < t->n; r0 += WINDOW) {
                 uint32_t w = t->n - r0 < WINDOW ? t->n - r0 : WINDOW;
-                kern_dequant_rows(t, r0, w, wa);
+                container_rows(t, r0, w, wa);
                 for (uint32_t r = 0; r < w; r++) {
                     mnb_row(&m, r0 + r, CTRL_NONE, wb);
                     cmp_row(&st, wa + (size_t)r * t->k, wb, t->k, t->block, full);
@@ -398,7 +443,7 @@ static json_t *compare_q4(const char *role, const ogk_qtensor *t, const pack_ten
         } else {
             for (uint32_t i = 0; i < nr; i++) {
                 uint32_t row = pick_row(t->n, sample, i);
-                kern_dequant_rows(t, row, 1, wa);
+                container_rows(t, row, 1, wa);
                 mnb_row(&m, row, CTRL_NONE, wb);
                 cmp_row(&st, wa, wb, t->k, t->block, full);
                 if (with_tied) {
@@ -411,9 +456,10 @@ static json_t *compare_q4(const char *role, const ogk_qtensor *t, const pack_ten
     /* controls on a few rows spread over the tensor */
     uint32_t ncr = row_count(t->n, CONTROL_ROWS);
     int swap_app = run_control(&m, t, CTRL_SWAP, ncr, &c_swap), nozp_app = run_control(&m, t, CTRL_NOZP, ncr, &c_nozp);
-    json_t *o = json_pack("{s:s,s:s,s:s,s:[I,I],s:i,s:s,s:s,s:I}", "role", role, "name", t->name, "dtype", "q4",
-                          "shape", (json_int_t)t->n, (json_int_t)t->k, "block", (int)t->block, "scale_dtype",
-                          ogk_dtype_name(t->scale_dtype), "zero_points", t->has_zp ? "u4" : "none (8)", "rows_checked",
+    json_t *o = json_pack("{s:s,s:s,s:s,s:[I,I],s:i,s:s,s:s,s:I}", "role", role, "name", t->name, "dtype",
+                          ogk_dtype_name(p->dtype), "shape", (json_int_t)t->n, (json_int_t)t->k, "block", (int)t->block,
+                          "scale_dtype", ogk_dtype_name(t->scale_dtype), "zero_points",
+                          t->has_zp ? (bits == 8 ? "u8" : "u4") : bits == 8 ? "none (128)" : "none (8)", "rows_checked",
                           (json_int_t)nr);
     json_t *sj = stat_json(&st);
     json_object_update(o, sj);
@@ -425,7 +471,8 @@ static json_t *compare_q4(const char *role, const ogk_qtensor *t, const pack_ten
     static const char *const NA = "not applicable: it changes no value of this tensor (e.g. every scale 0)";
     json_object_set_new(cs, "result", json_string(!swap_app ? NA : swap_caught ? "failed, as it must" : "PASSED: check is vacuous"));
     json_object_set_new(cz, "result", json_string(!nozp_app ? NA : nozp_caught ? "failed, as it must" : "PASSED: check is vacuous"));
-    json_object_set_new(o, "controls", json_pack("{s:o,s:o}", "nibbles_swapped", cs, "zero_points_dropped", cz));
+    json_object_set_new(o, "controls", json_pack("{s:o,s:o}", bits == 8 ? "codes_read_signed" : "nibbles_swapped", cs,
+                                                 "zero_points_dropped", cz));
     int ok = st.exact == st.groups;
     json_object_set_new(o, "ok", json_boolean(ok && swap_caught && nozp_caught));
     if (!ok)
@@ -434,7 +481,7 @@ static json_t *compare_q4(const char *role, const ogk_qtensor *t, const pack_ten
     if (!swap_caught || !nozp_caught) {
         tot->vacuous = 1;
         fail("tensor %s (role %s): control \"%s\" still matches: the comparison is vacuous", t->name, role,
-             !swap_caught ? "nibbles swapped" : "zero points dropped");
+             !swap_caught ? (bits == 8 ? "codes read signed" : "nibbles swapped") : "zero points dropped");
     }
     tot->groups += st.groups;
     tot->exact += st.exact;
@@ -492,7 +539,7 @@ static json_t *tied_check(const char *dir, pack *pk, q4nx_file *f)
     if (!json_is_true(json_object_get(q4nx_model(f), "tie_embeddings")))
         return json_pack("{s:s}", "result", "skipped \u2014 no independent reference");
     const ogk_qtensor *lm = q4nx_find(f, "lm_head");
-    if (!lm || lm->dtype != OGK_Q4) {
+    if (!lm || !ogk_dtype_quantised(lm->dtype)) {
         fail("tied check: the model is tied but the container has no quantised lm_head");
         return json_pack("{s:s}", "result", "FAILED: no quantised lm_head");
     }
@@ -554,7 +601,7 @@ static json_t *tied_check(const char *dir, pack *pk, q4nx_file *f)
     const char *ssrc = emb->n_input >= 3 ? emb->input[2] : "";
     if (!p || strcmp(src, lm->name) || strcmp(src, p->name) || strcmp(ssrc, p->scales_name ? p->scales_name : "") ||
         (zsrc ? !p->zeros_name || strcmp(zsrc, p->zeros_name) : p->zeros_name != NULL) ||
-        attr_i(emb, "bits", 4) != 4 || attr_i(emb, "block_size", 128) != (int64_t)lm->block ||
+        attr_i(emb, "bits", 4) != ogk_dtype_bits(lm->dtype) || attr_i(emb, "block_size", 128) != (int64_t)lm->block ||
         attr_i(emb, "gather_axis", 0) != 0 || attr_i(emb, "quantize_axis", 1) != 1) {
         fail("tied check: embedding node %s reads %s / %s%s%s, the lm_head is %s / %s%s%s (or its attributes differ)",
              nm(emb->name), src, ssrc, zsrc ? " / " : "", zsrc ? zsrc : "", lm->name,
@@ -567,8 +614,9 @@ static json_t *tied_check(const char *dir, pack *pk, q4nx_file *f)
      * compare_q4 walks the lm_head (tied_result) */
     tied.active = 1;
     tied.data = p->codes;
-    tied.stride = (size_t)p->k_blocks * p->block / 2;
-    tied.sc = (matmulnbits){p->codes, p->scales, p->zeros, p->scale_dtype, p->n, p->k, p->block, p->k_blocks};
+    tied.stride = (size_t)p->k_blocks * p->block * (size_t)ogk_dtype_bits(p->dtype) / 8;
+    tied.sc = (matmulnbits){p->codes, p->scales, p->zeros, p->scale_dtype, p->n, p->k, p->block, p->k_blocks,
+                            ogk_dtype_bits(p->dtype)};
     tied.node = strdup(nm(emb->name));
     tied.src = strdup(src);
 out:
@@ -606,7 +654,7 @@ static json_t *tied_result(q4nx_file *f, long sample)
         }
         for (uint32_t i = 0; i < nr; i++) {
             uint32_t v = pick_row(lm->n, sample, i);
-            kern_dequant_rows(lm, v, 1, wa);
+            container_rows(lm, v, 1, wa);
             gbq_row(tied.data, tied.stride, &tied.sc, v, wb);
             cmp_row(&tied.st, wa, wb, lm->k, lm->block, full);
         }
@@ -654,10 +702,14 @@ json_t *verify_pack(const char *dir, q4nx_file *f, long sample, json_t *summary,
         if (strcmp(p->name, t->name))
             fail("tensor %s (role %s): the pack's tensor for this role is %s", t->name, t->role, p->name);
         json_t *o;
-        if (t->dtype == OGK_Q4 && p->dtype == OGK_Q4) {
+        if (ogk_dtype_quantised(t->dtype) && t->dtype == p->dtype) {
             o = compare_q4(t->role, t, p, sample, &tot);
             tot.tensors++;
-        } else if (t->dtype != OGK_Q4 && p->dtype != OGK_Q4) {
+        } else if (ogk_dtype_quantised(t->dtype) && ogk_dtype_quantised(p->dtype)) {
+            fail("tensor %s (role %s): %s in the container, %s in the pack", t->name, t->role, ogk_dtype_name(t->dtype),
+                 ogk_dtype_name(p->dtype));
+            o = NULL;
+        } else if (!ogk_dtype_quantised(t->dtype) && !ogk_dtype_quantised(p->dtype)) {
             o = compare_plain(t->role, t, p->data, p->nbytes, p->dtype, p->ndim, p->shape, "the pack", &tot);
         } else {
             fail("tensor %s (role %s): quantised on one side only", t->name, t->role);
@@ -718,13 +770,13 @@ json_t *verify_against(q4nx_file *a, q4nx_file *b, const char *bpath, json_t *su
             fail("tensor %s (role %s): missing from %s", t->name, t->role, bpath);
             continue;
         }
-        if (t->dtype != OGK_Q4 || u->dtype != OGK_Q4) {
-            json_array_append_new(arr, compare_plain(t->role, t, u->dtype == OGK_Q4 ? NULL : u->data, u->nbytes,
+        if (!ogk_dtype_quantised(t->dtype) || !ogk_dtype_quantised(u->dtype)) {
+            json_array_append_new(arr, compare_plain(t->role, t, ogk_dtype_quantised(u->dtype) ? NULL : u->data, u->nbytes,
                                                      u->dtype, u->ndim, u->shape, bpath, &tot));
             continue;
         }
-        if (t->n != u->n || t->k != u->k || t->block != u->block || t->scale_dtype != u->scale_dtype ||
-            t->has_zp != u->has_zp) {
+        if (t->dtype != u->dtype || t->n != u->n || t->k != u->k || t->block != u->block ||
+            t->scale_dtype != u->scale_dtype || t->has_zp != u->has_zp) {
             fail("tensor %s (role %s): geometry differs in %s", t->name, t->role, bpath);
             continue;
         }
@@ -739,13 +791,13 @@ json_t *verify_against(q4nx_file *a, q4nx_file *b, const char *bpath, json_t *su
             }
             for (uint32_t r0 = 0; r0 < t->n; r0 += WINDOW) {
                 uint32_t w = t->n - r0 < WINDOW ? t->n - r0 : WINDOW;
-                kern_dequant_rows(t, r0, w, wa);
-                kern_dequant_rows(u, r0, w, wb);
+                container_rows(t, r0, w, wa);
+                container_rows(u, r0, w, wb);
                 for (uint32_t r = 0; r < w; r++)
                     cmp_row(&st, wa + (size_t)r * t->k, wb + (size_t)r * t->k, t->k, t->block, full);
             }
         }
-        json_t *o = json_pack("{s:s,s:s,s:s,s:[I,I]}", "role", t->role, "name", t->name, "dtype", "q4", "shape",
+        json_t *o = json_pack("{s:s,s:s,s:s,s:[I,I]}", "role", t->role, "name", t->name, "dtype", ogk_dtype_name(t->dtype), "shape",
                               (json_int_t)t->n, (json_int_t)t->k);
         json_t *sj = stat_json(&st);
         json_object_update(o, sj);
