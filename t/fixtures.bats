@@ -167,7 +167,7 @@ EOF
   run "$TOP/tools/fixture.sh" --list-bad
   [ "$status" -eq 0 ]
   for want in truncated-data offset-past-end not-protobuf config-missing-key config-wrong-type \
-              dims-contradict bits8 gidx block16 no-tokenizer amd-npu; do
+              dims-contradict bits2 gidx block16 no-tokenizer amd-npu; do
     grep -qx -- "$want" <<<"$output"
   done
   for b in $output; do
@@ -207,8 +207,8 @@ assert gc("config-wrong-type")["num_attention_heads"] == "8"
 assert gc("dims-contradict")["hidden_size"] == 96
 m = model("dims-contradict")
 assert [list(t.dims) for t in m.graph.initializer if t.name == "model.layers.0.input_layernorm.weight"] == [[64]]
-n = [x for x in model("bits8").graph.node if x.name == "/model/layers.0/mlp/down_proj/MatMul_Q4"][0]
-assert attrs(n)["bits"] == 8
+n = [x for x in model("bits2").graph.node if x.name == "/model/layers.0/mlp/down_proj/MatMul_Q4"][0]
+assert attrs(n)["bits"] == 2
 n = [x for x in model("gidx").graph.node if x.name == "/model/layers.0/attn/q_proj/MatMulNBits"][0]
 assert len(n.input) == 5 and n.input[4].endswith(".g_idx"), list(n.input)
 bs = {attrs(x)["block_size"] for x in model("block16").graph.node if x.op_type in ("MatMulNBits", "GatherBlockQuantized")}
@@ -235,7 +235,7 @@ EOF
     echo "$b: $output"
     [ "$status" -eq 4 ]
   done
-  for b in bits8 gidx block16 no-tokenizer; do
+  for b in bits2 gidx block16 no-tokenizer; do
     run node "$TOP/tools/ort-ref.js" "$(fixture bad $b)" generate --ids '[1,2]' -n 1 --no-logits
     echo "$b: $output"
     [ "$status" -eq 0 ]

@@ -134,7 +134,7 @@ bad_case() {
 @test "extract bad config-missing-key"  { bad_case config-missing-key config_missing; }
 @test "extract bad config-wrong-type"   { bad_case config-wrong-type config_type; }
 @test "extract bad dims-contradict"     { bad_case dims-contradict config_dims; }
-@test "extract bad bits8"               { bad_case bits8 unsupported_bits; }
+@test "extract bad bits2"               { bad_case bits2 unsupported_bits; }
 @test "extract bad gidx"                { bad_case gidx g_idx; }
 @test "extract bad no-tokenizer"        { bad_case no-tokenizer tokenizer_missing; }
 @test "extract bad amd-npu"             { bad_case amd-npu npu_packed; }

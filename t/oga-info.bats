@@ -140,7 +140,7 @@ bad_case() {
 @test "bad pack config-missing-key: config_missing, exit 3" { bad_case config-missing-key config_missing genai_config.json; }
 @test "bad pack config-wrong-type: config_type, exit 3"     { bad_case config-wrong-type config_type genai_config.json; }
 @test "bad pack dims-contradict: config_dims, exit 3"       { bad_case dims-contradict config_dims; }
-@test "bad pack bits8: unsupported_bits, exit 3"            { bad_case bits8 unsupported_bits tensor; }
+@test "bad pack bits2: unsupported_bits, exit 3"            { bad_case bits2 unsupported_bits tensor; }
 @test "bad pack gidx: g_idx, exit 3"                        { bad_case gidx g_idx tensor; }
 @test "pack block16 (valid per spec): imported and extracted byte for byte" {
   local pack

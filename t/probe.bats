@@ -28,7 +28,7 @@ P=$TOP/tools/oga_pack_probe.sh
 }
 
 @test "a refused pack stops at import with exit 3, and nothing after it runs" {
-  for b in amd-npu bits8 truncated-data no-tokenizer; do
+  for b in amd-npu bits2 truncated-data no-tokenizer; do
     run --separate-stderr "$P" "$(fixture bad "$b")"
     [ "$status" -eq 3 ]
     [ "$(echo "$output" | jq -s -c '[.[].gate]')" = '["import"]' ]

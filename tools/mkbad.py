@@ -37,8 +37,8 @@ BAD = {
     "dims-contradict": ("genai_config.json: model.decoder.hidden_size 96, but the tensors are built for 64 "
                         "(e.g. model.layers.0.input_layernorm.weight [64])", False,
                         "refuse (exit 3) naming the key and a tensor"),
-    "bits8": ("/model/layers.0/mlp/down_proj/MatMul_Q4 is MatMulNBits bits=8 (B [N,k_blocks,32], implicit "
-              "zero point 128); valid for onnxruntime", True, "refuse that tensor by name (8-bit not representable)"),
+    "bits2": ("/model/layers.0/mlp/down_proj/MatMul_Q4 is MatMulNBits bits=2 (B [N,k_blocks,8], four codes a "
+              "byte, implicit zero point 2)", True, "refuse that tensor by name (2-bit weights not supported)"),
     "gidx": ("/model/layers.0/attn/q_proj/MatMulNBits has a g_idx input (input 4, "
              "model.layers.0.attn.q_proj.MatMulNBits.g_idx int32 [K], act-order style permuted groups); "
              "onnxruntime accepts it", True,
@@ -110,7 +110,7 @@ def make(name, out):
         return 2
     cfg, W, style, io, tokdir, block = base()
 
-    if name == "bits8":
+    if name == "bits2":
         def m(g):
             w = W["model.layers.0.mlp.down_proj.weight"]           # [N, K]
             n, k = w.shape
@@ -120,11 +120,12 @@ def make(name, out):
             wp = wp.reshape(n, kb, 32)
             idx = np.abs(wp).argmax(axis=2)
             mx = np.take_along_axis(wp, idx[..., None], axis=2)[..., 0]
-            scale = (mx / -128.0).astype(np.float32)
+            scale = (mx / -2.0).astype(np.float32)
             safe = np.where(scale != 0, scale, 1)
-            q = np.clip(np.rint(wp / safe[..., None]) + 128, 0, 255).astype(np.uint8)
+            c = np.clip(np.rint(wp / safe[..., None]) + 2, 0, 3).astype(np.uint8)
+            q = (c[..., 0::4] | c[..., 1::4] << 2 | c[..., 2::4] << 4 | c[..., 3::4] << 6).astype(np.uint8)
             node = find_node(g, "/model/layers.0/mlp/down_proj/MatMul_Q4")
-            set_attr(node, "bits", 8)
+            set_attr(node, "bits", 2)
             replace_init(g, "model.layers.0.mlp.down_proj.MatMul.weight_Q4", q)
             replace_init(g, "model.layers.0.mlp.down_proj.MatMul.weight_scales", scale.reshape(-1))
         write(out, cfg, W, style, io, tokdir, mutate=m)
