@@ -215,6 +215,29 @@ static int place(q4nx_writer *w, uint8_t *ent, uint64_t size, ogk_error *e)
     return 0;
 }
 
+/* A quantised tensor's entry (its parts assembled in b, size bytes: codes, scales at so, zero points at zo) and
+ * its bytes in the data region. */
+static int put_quant(q4nx_writer *w, uint8_t *ent, const char *role, int dtype, int layout, uint32_t n, uint32_t k,
+                     uint32_t block, int scale_dtype, int has_zp, const uint8_t *b, uint64_t so, uint64_t zo,
+                     uint64_t size, ogk_error *e)
+{
+    ent[TE_DTYPE] = (uint8_t)dtype;
+    ent[TE_LAYOUT] = (uint8_t)layout;
+    ent[TE_SCALE_DTYPE] = (uint8_t)scale_dtype;
+    ent[TE_ZP] = has_zp ? 1 : 0;
+    ent[TE_NDIM] = 2;
+    q4nx_wr32(ent + TE_BLOCK, block);
+    q4nx_wr32(ent + TE_KBLOCKS, (k + block - 1) / block);
+    q4nx_wr64(ent + TE_SHAPE, n);
+    q4nx_wr64(ent + TE_SHAPE + 8, k);
+    q4nx_wr64(ent + TE_SCALES_OFF, so);
+    q4nx_wr64(ent + TE_ZEROS_OFF, zo);
+    q4nx_wr32(ent + TE_CRC, ogk_crc32c(0, b, size));
+    if (place(w, ent, size, e) || wr(w, b, size, e))
+        return -1;
+    return commit_entry(w, role, e);
+}
+
 int q4nx_writer_q4(q4nx_writer *w, const char *name, const char *role, uint32_t n, uint32_t k, uint32_t block,
                    int scale_dtype, const uint8_t *codes, const void *scales, const uint8_t *zp, ogk_error *e)
 {
@@ -238,21 +261,7 @@ int q4nx_writer_q4(q4nx_writer *w, const char *name, const char *role, uint32_t 
     if (zp)
         memset(b + so + g * ss, 0, zo - (so + g * ss));
     ogk_q4_relayout(w->layout, n, k, block, scale_dtype, codes, scales, zp, b, b + so, zp ? b + zo : NULL);
-    ent[TE_DTYPE] = OGK_Q4;
-    ent[TE_LAYOUT] = (uint8_t)w->layout;
-    ent[TE_SCALE_DTYPE] = (uint8_t)scale_dtype;
-    ent[TE_ZP] = zp ? 1 : 0;
-    ent[TE_NDIM] = 2;
-    q4nx_wr32(ent + TE_BLOCK, block);
-    q4nx_wr32(ent + TE_KBLOCKS, (k + block - 1) / block);
-    q4nx_wr64(ent + TE_SHAPE, n);
-    q4nx_wr64(ent + TE_SHAPE + 8, k);
-    q4nx_wr64(ent + TE_SCALES_OFF, so);
-    q4nx_wr64(ent + TE_ZEROS_OFF, zo);
-    q4nx_wr32(ent + TE_CRC, ogk_crc32c(0, b, size));
-    if (place(w, ent, size, e) || wr(w, b, size, e))
-        return -1;
-    return commit_entry(w, role, e);
+    return put_quant(w, ent, role, OGK_Q4, w->layout, n, k, block, scale_dtype, zp != NULL, b, so, zo, size, e);
 }
 
 int q4nx_writer_q8(q4nx_writer *w, const char *name, const char *role, uint32_t n, uint32_t k, uint32_t block,
@@ -279,21 +288,7 @@ int q4nx_writer_q8(q4nx_writer *w, const char *name, const char *role, uint32_t 
     memcpy(b + so, scales, g * ss);
     if (zp)
         memcpy(b + zo, zp, g);
-    ent[TE_DTYPE] = OGK_Q8;
-    ent[TE_LAYOUT] = OGK_PLAIN;
-    ent[TE_SCALE_DTYPE] = (uint8_t)scale_dtype;
-    ent[TE_ZP] = zp ? 1 : 0;
-    ent[TE_NDIM] = 2;
-    q4nx_wr32(ent + TE_BLOCK, block);
-    q4nx_wr32(ent + TE_KBLOCKS, (k + block - 1) / block);
-    q4nx_wr64(ent + TE_SHAPE, n);
-    q4nx_wr64(ent + TE_SHAPE + 8, k);
-    q4nx_wr64(ent + TE_SCALES_OFF, so);
-    q4nx_wr64(ent + TE_ZEROS_OFF, zo);
-    q4nx_wr32(ent + TE_CRC, ogk_crc32c(0, b, size));
-    if (place(w, ent, size, e) || wr(w, b, size, e))
-        return -1;
-    return commit_entry(w, role, e);
+    return put_quant(w, ent, role, OGK_Q8, OGK_PLAIN, n, k, block, scale_dtype, zp != NULL, b, so, zo, size, e);
 }
 
 int q4nx_writer_plain(q4nx_writer *w, const char *name, const char *role, int dtype, int ndim, const uint64_t *shape,
