@@ -136,9 +136,11 @@ int main(int argc, char **argv)
                     (int)json_integer_value(json_object_get(json_object_get(t, "at"), "row")),
                     (int)json_integer_value(json_object_get(json_object_get(t, "at"), "col")));
         else if (json_is_true(json_object_get(t, "widened")))
-            ogk_err("widened: %s as %s (exact; %s cannot hold its scales%s)", name, ty,
+            ogk_err("widened: %s as %s (exact; %s cannot hold its %s)", name, ty,
                     json_object_get(t, "source_bits") ? "Q8_0" : "Q4_0/Q4_1",
-                    json_object_get(t, "source_bits") ? " or zero points" : "");
+                    json_object_get(t, "odd_groups")    ? "groups, not a multiple of 32"
+                    : json_object_get(t, "source_bits") ? "scales or zero points"
+                                                        : "scales");
     }
     if (verbose)
         ogk_json_print(stderr, rep);

@@ -12,14 +12,15 @@ static void check_tensor(const ogax_frame *f, const ogax_tensor *t)
         FUZZ_CHECK(t->shape[i] > 0);
         count *= t->shape[i];
     }
-    if (t->dtype == OGK_Q4) {
+    if (ogk_dtype_quantised(t->dtype)) {
+        int q8 = t->dtype == OGK_Q8;
         FUZZ_CHECK(t->ndim == 2 && t->shape[0] == t->n && t->shape[1] == t->k);
         FUZZ_CHECK(t->n > 0 && t->k > 0 && t->block >= 16);
         unsigned __int128 kb = ((unsigned __int128)t->k + t->block - 1) / t->block;
         FUZZ_CHECK(kb == t->k_blocks);
-        unsigned __int128 codes = (unsigned __int128)t->n * kb * t->block / 2;
+        unsigned __int128 codes = (unsigned __int128)t->n * kb * t->block / (q8 ? 1 : 2);
         unsigned __int128 scales = (unsigned __int128)t->n * kb * ogk_dtype_size(t->scale_dtype);
-        unsigned __int128 zeros = t->has_zp ? (unsigned __int128)t->n * ((kb + 1) / 2) : 0;
+        unsigned __int128 zeros = t->has_zp ? (unsigned __int128)t->n * (q8 ? kb : (kb + 1) / 2) : 0;
         FUZZ_CHECK(codes == t->codes.size && scales == t->scales.size && zeros == t->zeros.size);
         FUZZ_CHECK(codes + scales + zeros == f->payload_len);
     } else {

@@ -22,11 +22,12 @@ static void check_tensor(const pack_tensor *t)
 {
     FUZZ_CHECK(t->name && t->role);
     FUZZ_CHECK(t->ndim >= 1 && t->ndim <= 4);
-    if (t->dtype == OGK_Q4) {
+    if (ogk_dtype_quantised(t->dtype)) {
+        int q8 = t->dtype == OGK_Q8;
         FUZZ_CHECK(t->n && t->k && t->block && t->k_blocks == (t->k + t->block - 1) / t->block);
-        FUZZ_CHECK(t->codes_size == (uint64_t)t->n * t->k_blocks * t->block / 2);
+        FUZZ_CHECK(t->codes_size == (uint64_t)t->n * t->k_blocks * t->block / (q8 ? 1 : 2));
         FUZZ_CHECK(t->scales_size == (uint64_t)t->n * t->k_blocks * ogk_dtype_size(t->scale_dtype));
-        FUZZ_CHECK(!t->has_zp || t->zeros_size == (uint64_t)t->n * ((t->k_blocks + 1) / 2));
+        FUZZ_CHECK(!t->has_zp || t->zeros_size == (uint64_t)t->n * (q8 ? t->k_blocks : (t->k_blocks + 1) / 2));
         fuzz_touch(t->codes, t->codes_size);
         fuzz_touch(t->scales, t->scales_size);
         if (t->has_zp)

@@ -6,6 +6,26 @@
 #include "kern/kern.h"
 #include "q4nx/q4nx.h"
 
+/* an accepted q8 tensor: source order, its parts inside the file; its first and last rows dequantise */
+static void check_q8(const ogk_qtensor *t)
+{
+    FUZZ_CHECK(t->layout == OGK_PLAIN && t->n > 0 && t->k > 0 && t->block >= 16 && t->k_blocks > 0);
+    FUZZ_CHECK(t->codes && t->scales && (!t->has_zp || t->zeros));
+    size_t g = ogk_q8_groups(t->n, t->k, t->block);
+    fuzz_touch(t->codes, ogk_q8_codes_bytes(t->n, t->k, t->block));
+    fuzz_touch(t->scales, g * ogk_dtype_size(t->scale_dtype));
+    if (t->has_zp)
+        fuzz_touch(t->zeros, g);
+    if (t->k > (1u << 22))
+        return;
+    float *a = malloc(sizeof(float) * t->k);
+    FUZZ_CHECK(a);
+    ogk_q8_dequant_row(t, 0, a);
+    ogk_q8_dequant_row(t, t->n - 1, a);
+    fuzz_touch(a, sizeof(float) * t->k);
+    free(a);
+}
+
 static void check_q4(const ogk_qtensor *t)
 {
     FUZZ_CHECK(t->n > 0 && t->k > 0 && t->block > 0 && t->k_blocks > 0);
@@ -83,6 +103,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (t->dtype == OGK_Q4) {
             FUZZ_CHECK(t->layout == q4nx_layout(f));
             check_q4(t);
+        } else if (t->dtype == OGK_Q8) {
+            check_q8(t);
         } else {
             FUZZ_CHECK(ogk_dtype_size(t->dtype) > 0 && t->ndim >= 1 && t->ndim <= 4);
             unsigned __int128 count = ogk_dtype_size(t->dtype);

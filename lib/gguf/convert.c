@@ -1087,6 +1087,7 @@ int gguf_from_q4nx(const q4nx_file *f, const gguf_convert_opts *o, int fd, json_
                 q8 |= p->seg[s].t->dtype == OGK_Q8;
             }
             fit ft = {0};
+            p->odd_groups = !geom;
             if (geom)
                 scan(p, &ft);
             if (geom && ft.q40) {
@@ -1112,7 +1113,7 @@ int gguf_from_q4nx(const q4nx_file *f, const gguf_convert_opts *o, int fd, json_
                 goto out;
             } else if (!geom) {
                 ogk_fail(e, "tensor %s (%s): group size %u / row length %u is not a multiple of 32, the block of "
-                         "Q4_0/Q4_1%s", p->from, p->name, p->seg[0].t->block, p->k,
+                         "%s%s", p->from, p->name, p->seg[0].t->block, p->k, q8 ? "Q8_0" : "Q4_0/Q4_1",
                          o->policy == GGUF_LOSSY ? "" : "; --widen writes it exactly as F32");
                 goto out;
             } else {
@@ -1145,6 +1146,8 @@ int gguf_from_q4nx(const q4nx_file *f, const gguf_convert_opts *o, int fd, json_
             src8 |= p->seg[s].t->dtype == OGK_Q8;
         if (src8)
             json_object_set_new(j, "source_bits", json_integer(8));
+        if (p->kind == GPLAN_Q && p->odd_groups)
+            json_object_set_new(j, "odd_groups", json_true());
         if (p->kind == GPLAN_Q && p->type != GGML_Q4_0 && p->type != GGML_Q4_1 && !(src8 && p->type == GGML_Q8_0))
             json_object_set_new(j, "widened", json_true());
         if (p->lossy) {

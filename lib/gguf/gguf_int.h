@@ -30,6 +30,7 @@ typedef struct {
     float rope_theta; /* GPLAN_ROPE: the base the divisors are relative to */
     int rope_scaled;  /* GPLAN_ROPE: the caches' rotations have one magnitude (LongRoPE's attention factor), not 1 */
     int transposed;   /* GPLAN_PLAIN: the source is [k, nrows] (an unquantised MatMul's B): row r is its column r */
+    int odd_groups;   /* GPLAN_Q: groups or rows not a multiple of 32 (no ggml block type fits) */
     /* filled while writing under GGUF_LOSSY */
     double max_err;
     uint32_t err_row, err_col;

@@ -32,6 +32,11 @@ const char *kern_mode_name(int mode)
 
 void kern_dequant_rows(const ogk_qtensor *W, uint32_t row0, uint32_t nrows, float *out)
 {
+    if (W->dtype == OGK_Q8) { /* source order: the rows as they are (the rows' dequant ops read q4 layouts) */
+        for (uint32_t r = 0; r < nrows; r++)
+            ogk_q8_dequant_row(W, row0 + r, out + (size_t)r * W->k);
+        return;
+    }
     kern_isa_current()->dequant(W, row0, nrows, out);
 }
 
@@ -492,7 +497,7 @@ int kern_matmul_cols(kern_pool *p, const ogk_qtensor *W, const float *X, int M, 
     if (kern_isa_init(e) < 0 || check_tensor(W, M, mode, e) < 0)
         return -1;
     const kern_isa *isa = kern_isa_current();
-    uint32_t unit = isa->gemm && W->layout != OGK_B8 ? 32 : 16;
+    uint32_t unit = isa->gemm && W->dtype == OGK_Q4 && W->layout != OGK_B8 ? 32 : 16; /* rm's bands: 32 */
     uint32_t *sel = malloc((ncols ? ncols : 1) * sizeof *sel);
     if (!sel)
         return ogk_fail(e, "out of memory for %zu columns", ncols);

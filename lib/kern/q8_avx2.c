@@ -1,8 +1,9 @@
 /* The q8 operation of the avx2 row: kern_q8_avx512's method in 256-bit lanes (see q8_avx512.c). AVX2 has no
  * unsigned x signed byte product without saturation, so KERN_I8 multiplies the signed codes (code − 128) by
  * the activations through VPMADDUBSW on |code − 128| and the activations carrying the codes' signs (each pair
- * sum at most 2·128·127 < 2^15: never saturates), then VPMADDWD to int32 lanes; the zero point's term then
- * uses zp − 128. */
+ * sum at most 2·128·127 < 2^15: never saturates), then VPMADDWD to int32 lanes, and adds 128·Σq per lane back
+ * in integers: each lane holds Σ code·q exactly, as VPDPBUSD's, before it is converted and scaled (so the
+ * rounding is of the same magnitudes as the avx512 row's, and kern_ref_bound holds for both). */
 #include <immintrin.h>
 
 #include "kern_int.h"
@@ -24,7 +25,7 @@ static float row_i8(const kern_job *j, const uint8_t *cr, uint32_t n, int m)
     const int8_t *xq = j->xq + (size_t)m * j->kp;
     const float *xd = j->xd + (size_t)m * kb;
     const int32_t *qs = j->xqs + (size_t)m * kb;
-    const __m256i bias = _mm256_set1_epi8((char)0x80), ones = _mm256_set1_epi16(1);
+    const __m256i bias = _mm256_set1_epi8((char)0x80), ones = _mm256_set1_epi16(1), one8 = _mm256_set1_epi8(1);
     const __m256i idx = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1); /* B = 16: two groups a 32-byte chunk */
     __m256 acc = _mm256_setzero_ps();
     float corr = 0.0f;
@@ -34,7 +35,7 @@ static float row_i8(const kern_job *j, const uint8_t *cr, uint32_t n, int m)
         for (uint32_t g = 0; g < ns; g++) {
             size_t gi = (size_t)n * kb + s0 + g;
             f[g] = kern_scale_at(W, gi) * xd[s0 + g];
-            corr += f[g] * (float)(((W->has_zp ? W->zeros[gi] : 128) - 128) * qs[s0 + g]);
+            corr += f[g] * (float)((W->has_zp ? W->zeros[gi] : 128) * qs[s0 + g]);
         }
         for (uint32_t g = ns; g < ns + 8; g++)
             f[g] = 0.0f;
@@ -51,7 +52,8 @@ static float row_i8(const kern_job *j, const uint8_t *cr, uint32_t n, int m)
             }
             __m256i sc = _mm256_xor_si256(c, bias); /* code − 128 as int8 */
             __m256i p = _mm256_maddubs_epi16(_mm256_abs_epi8(sc), _mm256_sign_epi8(x, sc));
-            __m256i d = _mm256_madd_epi16(p, ones);
+            __m256i sq = _mm256_madd_epi16(_mm256_maddubs_epi16(one8, x), ones); /* Σq of the lane's 4 bytes */
+            __m256i d = _mm256_add_epi32(_mm256_madd_epi16(p, ones), _mm256_slli_epi32(sq, 7)); /* Σ code·q */
             uint32_t g0 = (uint32_t)((b - b0) / B);
             __m256 fv = B >= 32 ? _mm256_set1_ps(f[g0]) : _mm256_permutevar8x32_ps(_mm256_loadu_ps(f + g0), idx);
             acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), fv, acc);
