@@ -2,6 +2,7 @@
  * future versions, every byte of the tables flipped) refused by name without a crash. Expected values come
  * from the MatMulNBits source bytes decoded here with the ContribOperators formula, not from lib/q4nx. */
 #include "tap.h"
+#include "q4nx/format.h" /* the q8 entry's fields, to damage them consistently */
 #include "q4nx/q4nx.h"
 #include "util/util.h"
 
@@ -106,6 +107,11 @@ static int try_open(const uint8_t *b, size_t n, char *msg, size_t msz)
             const ogk_qtensor *t = q4nx_tensor_at(f, i);
             if (t->dtype == OGK_Q4)
                 (void)ogk_q4_scale(t, t->n - 1, t->k_blocks - 1), (void)ogk_q4_code(t, t->n - 1, t->k - 1);
+            if (t->dtype == OGK_Q8) {
+                float row[600];
+                if (t->k <= 600)
+                    ogk_q8_dequant_row(t, t->n - 1, row);
+            }
         }
         q4nx_close(f);
         unlink(p);
@@ -246,6 +252,72 @@ int main(void)
         }
         TAP_OK(!crashed, "%s: 400 random damages: %d still open (bytes no structure depends on), the rest refused with exit 3, none crashed", ln, opened);
         free(m);
+    }
+
+    /* q8: an 8-bit tensor in source order in either layout's container, values exact by the definition
+     * (code - zp) * scale; its entry's fields damaged consistently (checksums recomputed) refused by name */
+    for (int li = 0; li < 2; li++) {
+        int L = li ? OGK_RM : OGK_B8;
+        const uint32_t N8 = 9, K8 = 300, B8 = 64, KB8 = (K8 + B8 - 1) / B8;
+        uint8_t codes[9 * 5 * 64], zp8[9 * 5];
+        uint16_t sc8[9 * 5];
+        for (size_t i = 0; i < sizeof codes; i++)
+            codes[i] = (uint8_t)rnd();
+        for (size_t i = 0; i < N8 * KB8; i++)
+            zp8[i] = (uint8_t)rnd(), sc8[i] = (uint16_t)(0x2000 + rnd() % 0x1000);
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        ogk_error e = {{0}};
+        q4nx_writer *w = q4nx_writer_new(fd, L, &e);
+        json_t *model = json_pack("{s:s}", "family", "qwen2"), *source = json_pack("{s:s}", "pack", "unit");
+        int rc = !w || q4nx_writer_q8(w, "q8.qweight", "lm_head", N8, K8, B8, OGK_F16, codes, sc8, zp8, &e) ||
+                 q4nx_writer_finish(w, model, source, &e);
+        json_decref(model), json_decref(source);
+        q4nx_writer_free(w);
+        close(fd);
+        TAP_OK(!rc, "q8 in a %s container: written (%s)", ogk_layout_name(L), e.msg);
+        q4nx_file *f = q4nx_open(path, &e, NULL);
+        const ogk_qtensor *t = f ? q4nx_find(f, "lm_head") : NULL;
+        int exact = t && t->dtype == OGK_Q8 && t->layout == OGK_PLAIN && t->n == N8 && t->k == K8 && t->has_zp;
+        for (uint32_t r = 0; exact && r < N8; r++) {
+            float row[300];
+            ogk_q8_dequant_row(t, r, row);
+            for (uint32_t c = 0; c < K8; c++) {
+                uint32_t g = c / B8;
+                exact &= row[c] == (float)((int)codes[(r * KB8 + g) * B8 + c % B8] - zp8[r * KB8 + g]) *
+                                       ogk_f16_to_f32(sc8[r * KB8 + g]);
+            }
+        }
+        TAP_OK(exact, "q8 in a %s container: source order, every value (code - zp) * scale", ogk_layout_name(L));
+        q4nx_close(f);
+        size_t len;
+        uint8_t *b = (uint8_t *)ogk_read_file(path, &len, &e);
+        uint64_t table = q4nx_rd64(b + len - Q4NX_FOOTER_SIZE + FTR_TABLE_OFF),
+                 mo = q4nx_rd64(b + len - Q4NX_FOOTER_SIZE + FTR_META_OFF);
+        struct {
+            int at, val;
+            const char *want;
+        } dmg[] = {{TE_LAYOUT, 2, "q8 in layout 2"}, {TE_BLOCK, 48, "power of two"}, {TE_SCALES_OFF, 128, "contradict"},
+                   {TE_ZP, 0, "contradict"}};
+        for (size_t d = 0; d < sizeof dmg / sizeof *dmg; d++) {
+            uint8_t *m = malloc(len);
+            memcpy(m, b, len);
+            uint8_t *ent = m + table;
+            if (dmg[d].at == TE_BLOCK || dmg[d].at == TE_SCALES_OFF)
+                dmg[d].at == TE_BLOCK ? q4nx_wr32(ent + TE_BLOCK, (uint32_t)dmg[d].val)
+                                      : q4nx_wr64(ent + TE_SCALES_OFF, (uint64_t)dmg[d].val);
+            else
+                ent[dmg[d].at] = (uint8_t)dmg[d].val;
+            if (dmg[d].at == TE_BLOCK)
+                q4nx_wr32(ent + TE_KBLOCKS, (K8 + 47) / 48);
+            q4nx_wr32(m + len - Q4NX_FOOTER_SIZE + FTR_META_CRC, ogk_crc32c(0, m + mo, len - Q4NX_FOOTER_SIZE - mo));
+            char msg[600] = "";
+            int c = try_open(m, len, msg, sizeof msg);
+            TAP_OK(c == OGK_EXIT_INPUT && strstr(msg, dmg[d].want) && strstr(msg, "q8.qweight"),
+                   "q8 in a %s container: a damaged entry (field at %d) refused by name: %s", ogk_layout_name(L),
+                   dmg[d].at, msg);
+            free(m);
+        }
+        free(b);
     }
     TAP_OK(ogk_crc32c(0, "123456789", 9) == 0xE3069283u, "checksums are CRC32C as q4nx.5 defines it (check value)");
     unlink(path);
