@@ -238,17 +238,28 @@ static int put_quant(q4nx_writer *w, uint8_t *ent, const char *role, int dtype, 
     return commit_entry(w, role, e);
 }
 
+/* A new entry for a quantised tensor whose scale dtype and size are legal (NULL with e filled otherwise). */
+static uint8_t *quant_entry(q4nx_writer *w, const char *name, const char *role, uint32_t n, uint32_t k, int scale_dtype,
+                            ogk_error *e)
+{
+    if (scale_dtype != OGK_F32 && scale_dtype != OGK_F16 && scale_dtype != OGK_BF16) {
+        ogk_fail(e, "tensor %s: scales must be f32, f16 or bf16", name);
+        return NULL;
+    }
+    if (k > (1u << 30) || n > (1u << 31) || (uint64_t)n * k > ((uint64_t)1 << 42)) {
+        ogk_fail(e, "tensor %s: %u x %u is too large", name, n, k);
+        return NULL;
+    }
+    return new_entry(w, name, role, e);
+}
+
 int q4nx_writer_q4(q4nx_writer *w, const char *name, const char *role, uint32_t n, uint32_t k, uint32_t block,
                    int scale_dtype, const uint8_t *codes, const void *scales, const uint8_t *zp, ogk_error *e)
 {
     const char *why = ogk_q4_layout_refusal(w->layout, n, k, block);
     if (why)
         return ogk_fail(e, "tensor %s: layout %s: %s", name, ogk_layout_name(w->layout), why);
-    if (scale_dtype != OGK_F32 && scale_dtype != OGK_F16 && scale_dtype != OGK_BF16)
-        return ogk_fail(e, "tensor %s: scales must be f32, f16 or bf16", name);
-    if (k > (1u << 30) || n > (1u << 31) || (uint64_t)n * k > ((uint64_t)1 << 42))
-        return ogk_fail(e, "tensor %s: %u x %u is too large", name, n, k);
-    uint8_t *ent = new_entry(w, name, role, e);
+    uint8_t *ent = quant_entry(w, name, role, n, k, scale_dtype, e);
     if (!ent)
         return -1;
     uint64_t cb = ogk_q4_codes_bytes(w->layout, n, k, block), g = ogk_q4_groups(w->layout, n, k, block);
@@ -270,11 +281,7 @@ int q4nx_writer_q8(q4nx_writer *w, const char *name, const char *role, uint32_t 
     if (n == 0 || k == 0 || block < 16 || block > 4096 || (block & (block - 1)))
         return ogk_fail(e, "tensor %s: q8 %u x %u in blocks of %u: empty, or block not a power of two in 16..4096", name,
                         n, k, block);
-    if (scale_dtype != OGK_F32 && scale_dtype != OGK_F16 && scale_dtype != OGK_BF16)
-        return ogk_fail(e, "tensor %s: scales must be f32, f16 or bf16", name);
-    if (k > (1u << 30) || n > (1u << 31) || (uint64_t)n * k > ((uint64_t)1 << 42))
-        return ogk_fail(e, "tensor %s: %u x %u is too large", name, n, k);
-    uint8_t *ent = new_entry(w, name, role, e);
+    uint8_t *ent = quant_entry(w, name, role, n, k, scale_dtype, e);
     if (!ent)
         return -1;
     uint64_t cb = ogk_q8_codes_bytes(n, k, block), g = ogk_q8_groups(n, k, block);
