@@ -15,14 +15,14 @@ tokdir() {
 }
 # golden ARGS...: tools/tok-golden.js. Its encode / decode / chat answers are kept in .cache/golden under
 # what they depend on (the script, the reference packages' versions, the arguments, the tokenizer files
-# and templates they name, stdin), so the sanitizer run reads the plain run's instead of running node
-# again; compare always runs.
+# and templates they name, stdin, and today's date: templates call strftime_now), so the sanitizer run reads
+# the plain run's instead of running node again; compare always runs.
 golden() {
   case $1 in encode | decode | chat) ;; *) node "$TOP/tools/tok-golden.js" "$@"; return ;; esac
   local in key a dir=$TOP/.cache/golden rc
   in=$(mktemp "$BATS_TEST_TMPDIR/golden-in.XXXXXX")
   cat >"$in"
-  key=$({ cat "$TOP/tools/tok-golden.js" "$NM/@huggingface/tokenizers/package.json" "$NM/@huggingface/jinja/package.json" "$in"
+  key=$({ date +%F; cat "$TOP/tools/tok-golden.js" "$NM/@huggingface/tokenizers/package.json" "$NM/@huggingface/jinja/package.json" "$in"
     for a in "$@"; do
       printf '%s\n' "$a"
       if [ -d "$a" ]; then cat "$a"/tokenizer.json "$a"/tokenizer_config.json "$a"/chat_template.jinja 2>/dev/null || true
