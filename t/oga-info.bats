@@ -398,13 +398,13 @@ mutation_case() { # MUTATION CODE WHAT-substring
 # onnxruntime-genai joins decoder.filename to the pack's directory: "./model.onnx" and a model in a
 # subdirectory (its external data beside it, as ONNX locations are relative to the model) were refused
 @test "decoder.filename \"./model.onnx\" and \"onnx/model.onnx\" (data beside it) import as the plain pack; \"..\" refused" {
-  local src d f ids
+  local src d f ids n=0
   src=$(fixture qwen2 cpu tied)
   oga-extract "$src" | q4nx-pack -o "$BATS_TEST_TMPDIR/ref.q4nx"
   echo '[1, 2, 3, 4]' >"$BATS_TEST_TMPDIR/ids.json"
   ref=$(npu-forward logits -m "$BATS_TEST_TMPDIR/ref.q4nx" -t 1 --ids "$BATS_TEST_TMPDIR/ids.json" --top-logits 3)
   for fn in ./model.onnx onnx/model.onnx .//onnx/./model.onnx ../x/model.onnx; do
-    d=$BATS_TEST_TMPDIR/fn-$RANDOM
+    d=$BATS_TEST_TMPDIR/fn-$((n += 1)) # one directory each ($RANDOM once drew the same number twice)
     mkdir -p "$d/onnx"
     for f in "$src"/*; do ln -s "$f" "$d/"; done
     rm "$d/genai_config.json"
