@@ -16,7 +16,7 @@ static void usage(FILE *to)
 {
     fputs("usage: q4nx-pack [-l rm|b8] [-o FILE] < STREAM.ogax\n"
           "Reads an OGAX stream (from oga-extract) on stdin and writes a Q4NX container.\n"
-          "  -l, --layout rm|b8  weight layout of quantised tensors (default b8)\n"
+          "  -l, --layout rm|b8  weight layout of 4-bit tensors (default b8; 8-bit ones keep source order)\n"
           "  -o, --output FILE   write FILE atomically (default: stdout, refused on a terminal)\n"
           "  -v, --verbose       a summary line on stderr (bytes in/out, tensors, seconds, GB/s)\n"
           "  -h, --help          this help;  -V, --version  print the version\n"

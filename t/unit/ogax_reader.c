@@ -61,6 +61,22 @@ int main(void)
          "\"parts\":[{\"name\":\"codes\",\"offset\":0,\"size\":0,\"crc32c\":0},"
          "{\"name\":\"scales\",\"offset\":0,\"size\":0,\"crc32c\":0}]}",
          "N, K < 2^32"},
+        /* q8 headers that contradict themselves (8-bit weights: one code a byte, zero points "u8") */
+        {"{\"type\":\"tensor\",\"name\":\"q\",\"role\":\"lm_head\",\"dtype\":\"q8\",\"shape\":[2,32],"
+         "\"quant\":{\"bits\":4,\"block_size\":32,\"k_blocks\":1,\"scale_dtype\":\"f32\",\"zero_points\":\"none\"},"
+         "\"parts\":[{\"name\":\"codes\",\"offset\":0,\"size\":64,\"crc32c\":0},"
+         "{\"name\":\"scales\",\"offset\":64,\"size\":8,\"crc32c\":0}]}",
+         "bits 4 in a q8 tensor"},
+        {"{\"type\":\"tensor\",\"name\":\"q\",\"role\":\"lm_head\",\"dtype\":\"q8\",\"shape\":[2,32],"
+         "\"quant\":{\"bits\":8,\"block_size\":32,\"k_blocks\":1,\"scale_dtype\":\"f32\",\"zero_points\":\"u4\"},"
+         "\"parts\":[{\"name\":\"codes\",\"offset\":0,\"size\":64,\"crc32c\":0},"
+         "{\"name\":\"scales\",\"offset\":64,\"size\":8,\"crc32c\":0}]}",
+         "zero_points must be \"u8\""},
+        {"{\"type\":\"tensor\",\"name\":\"q\",\"role\":\"lm_head\",\"dtype\":\"q8\",\"shape\":[2,32],"
+         "\"quant\":{\"bits\":8,\"block_size\":32,\"k_blocks\":1,\"scale_dtype\":\"f32\",\"zero_points\":\"none\"},"
+         "\"parts\":[{\"name\":\"codes\",\"offset\":0,\"size\":32,\"crc32c\":0},"
+         "{\"name\":\"scales\",\"offset\":32,\"size\":8,\"crc32c\":0}]}",
+         "codes size 32 != N*k_blocks*block*bits/8 64"},
     };
     for (size_t i = 0; i < sizeof wrap / sizeof wrap[0]; i++) {
         n = put_frame(buf, 0, "{\"type\":\"model\",\"ogax\":2,\"model\":{},\"source\":{}}", 0);
@@ -73,7 +89,7 @@ int main(void)
         ogax_tensor t;
         memset(&e, 0, sizeof e);
         int prc = rc == 1 ? ogax_tensor_parse(&f, &t, &e) : 0;
-        TAP_OK(rc == 1 && prc == -1 && strstr(e.msg, wrap[i].why), "a tensor whose sizes wrap 64 bits is refused (%s)",
+        TAP_OK(rc == 1 && prc == -1 && strstr(e.msg, wrap[i].why), "a tensor header whose sizes wrap 64 bits or contradict its quantisation is refused (%s)",
                e.msg);
         if (rc == 1)
             json_decref(f.hdr);
