@@ -202,7 +202,8 @@ const char *kern_cpu_name(void);
 const char *kern_cpu_feature(int i, int *has);
 
 /* Dequantise rows [row0, row0 + nrows) of W into out[nrows][K] with the chosen row (fast verification
- * of whole models); every row gives the bits of ogk_q4_dequant_row. */
+ * of whole models); every row gives the bits of ogk_q4_dequant_row (q8: ogk_q8_dequant_row's, in source
+ * order, on every row). */
 void kern_dequant_rows(const ogk_qtensor *W, uint32_t row0, uint32_t nrows, float *out);
 
 /* ---- the operation ---- */

@@ -101,12 +101,7 @@ static const ogk_qtensor *quantised(model *m, const char *role, uint32_t n, uint
         ogk_fail(e, "tensor %s: shape [%u, %u], want [%u, %u]", role, t->n, t->k, n, k);
         return NULL;
     }
-    if (t->dtype == OGK_Q8)
-        m->weight_bytes += ogk_q8_codes_bytes(t->n, t->k, t->block) +
-                           ogk_q8_groups(t->n, t->k, t->block) * (ogk_dtype_size(t->scale_dtype) + !!t->has_zp);
-    else
-        m->weight_bytes += ogk_q4_codes_bytes(t->layout, t->n, t->k, t->block) +
-                           ogk_q4_groups(t->layout, t->n, t->k, t->block) * (ogk_dtype_size(t->scale_dtype) + !!t->has_zp);
+    m->weight_bytes += ogk_quant_codes_bytes(&t->desc) + ogk_quant_groups(&t->desc) * (ogk_dtype_size(t->scale_dtype) + !!t->has_zp);
     return t;
 }
 

@@ -130,8 +130,7 @@ static int parse_tensor(q4nx_file *f, size_t i, const uint8_t *ent, const uint8_
             return ogk_fail(e, "tensor %s: k_blocks %u != ceil(K/block) %u", nm, kb, t->k_blocks);
         t->scale_dtype = sd;
         t->has_zp = zp;
-        uint64_t cb = q8 ? ogk_q8_codes_bytes(t->n, t->k, block) : ogk_q4_codes_bytes(t->layout, t->n, t->k, block);
-        uint64_t g = q8 ? ogk_q8_groups(t->n, t->k, block) : ogk_q4_groups(t->layout, t->n, t->k, block);
+        uint64_t cb = ogk_quant_codes_bytes(&t->desc), g = ogk_quant_groups(&t->desc);
         uint64_t so, zo, size;
         ogk_q4_parts(cb, g, ogk_dtype_size(sd), zp, &so, &zo, &size);
         if (x->scales_off != so || x->zeros_off != zo || x->size != size)

@@ -270,6 +270,16 @@ void ogk_q8_dequant_row(const ogk_qtensor *t, uint32_t row, float *out)
     }
 }
 
+size_t ogk_quant_codes_bytes(const ogk_tensor_desc *t)
+{
+    return t->dtype == OGK_Q8 ? ogk_q8_codes_bytes(t->n, t->k, t->block) : ogk_q4_codes_bytes(t->layout, t->n, t->k, t->block);
+}
+
+size_t ogk_quant_groups(const ogk_tensor_desc *t)
+{
+    return t->dtype == OGK_Q8 ? ogk_q8_groups(t->n, t->k, t->block) : ogk_q4_groups(t->layout, t->n, t->k, t->block);
+}
+
 void ogk_quant_dequant_row(const ogk_qtensor *t, uint32_t row, float *out)
 {
     if (t->dtype == OGK_Q8)

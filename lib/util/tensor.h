@@ -112,7 +112,9 @@ size_t ogk_q8_groups(uint32_t n, uint32_t k, uint32_t block);
 float ogk_q8_scale(const ogk_qtensor *t, uint32_t row, uint32_t group);
 uint8_t ogk_q8_zero(const ogk_qtensor *t, uint32_t row, uint32_t group); /* 128 when !has_zp */
 void ogk_q8_dequant_row(const ogk_qtensor *t, uint32_t row, float *out);
-/* either width: the q4 or q8 function by t->dtype */
+/* either width: the q4 or q8 function by t->dtype (q4 in t->layout) */
 void ogk_quant_dequant_row(const ogk_qtensor *t, uint32_t row, float *out);
+size_t ogk_quant_codes_bytes(const ogk_tensor_desc *t);
+size_t ogk_quant_groups(const ogk_tensor_desc *t);
 
 #endif

@@ -202,11 +202,8 @@ json_t *verify_container(const char *path, q4nx_file *f, uint64_t *bytes_checked
         }
         if (ogk_dtype_quantised(t->dtype)) {
             /* the gaps between codes, scales and zero points are zero */
-            int q8 = t->dtype == OGK_Q8;
-            uint64_t cb = q8 ? ogk_q8_codes_bytes(t->n, t->k, t->block) : ogk_q4_codes_bytes(t->layout, t->n, t->k, t->block);
-            uint64_t se = x.scales_off + (q8 ? ogk_q8_groups(t->n, t->k, t->block)
-                                             : ogk_q4_groups(t->layout, t->n, t->k, t->block)) *
-                                             ogk_dtype_size(t->scale_dtype);
+            uint64_t cb = ogk_quant_codes_bytes(&t->desc);
+            uint64_t se = x.scales_off + ogk_quant_groups(&t->desc) * ogk_dtype_size(t->scale_dtype);
             int ok = 1;
             for (uint64_t j = cb; j < x.scales_off; j++)
                 ok &= x.bytes[j] == 0;
@@ -357,18 +354,6 @@ typedef struct {
     uint64_t groups, exact, tensors, qtensors, bytes;
 } totals;
 
-/* The container side: rows [r0, r0 + w) of t through lib/kern's dequantiser (q4's layouts) or lib/util's
- * source-order accessor (q8) */
-static void container_rows(const ogk_qtensor *t, uint32_t r0, uint32_t w, float *out)
-{
-    if (t->dtype == OGK_Q8) {
-        for (uint32_t r = 0; r < w; r++)
-            ogk_q8_dequant_row(t, r0 + r, out + (size_t)r * t->k);
-        return;
-    }
-    kern_dequant_rows(t, r0, w, out);
-}
-
 /* One control over the tensor's control rows (ncr of them, spread): the container's values against the
  * pack's read wrongly (nibbles swapped, zero points dropped), into cs. 1 when the control changes some
  * value on a row compared; where it changes none of the spread rows, the first row (in order) where it
@@ -378,7 +363,7 @@ static int run_control(const matmulnbits *m, const ogk_qtensor *t, int ctrl, uin
     int applicable = 0;
     for (uint32_t i = 0; i < ncr; i++) {
         uint32_t row = pick_row(t->n, CONTROL_ROWS, i);
-        container_rows(t, row, 1, wa);
+        kern_dequant_rows(t, row, 1, wa);
         mnb_row(m, row, ctrl, wb);
         mnb_row(m, row, CTRL_NONE, wc);
         applicable |= memcmp(wb, wc, t->k * sizeof(float)) != 0;
@@ -389,7 +374,7 @@ static int run_control(const matmulnbits *m, const ogk_qtensor *t, int ctrl, uin
         mnb_row(m, row, CTRL_NONE, wc);
         if (memcmp(wb, wc, t->k * sizeof(float))) {
             applicable = 1;
-            container_rows(t, row, 1, wa);
+            kern_dequant_rows(t, row, 1, wa);
             cmp_row(cs, wa, wb, t->k, t->block, 1);
         }
     }
@@ -430,7 +415,7 @@ static json_t *compare_q4(const char *role, const ogk_qtensor *t, const pack_ten
         if (nr == t->n) {
             for (uint32_t r0 = 0; r0 < t->n; r0 += WINDOW) {
                 uint32_t w = t->n - r0 < WINDOW ? t->n - r0 : WINDOW;
-                container_rows(t, r0, w, wa);
+                kern_dequant_rows(t, r0, w, wa);
                 for (uint32_t r = 0; r < w; r++) {
                     mnb_row(&m, r0 + r, CTRL_NONE, wb);
                     cmp_row(&st, wa + (size_t)r * t->k, wb, t->k, t->block, full);
@@ -443,7 +428,7 @@ static json_t *compare_q4(const char *role, const ogk_qtensor *t, const pack_ten
         } else {
             for (uint32_t i = 0; i < nr; i++) {
                 uint32_t row = pick_row(t->n, sample, i);
-                container_rows(t, row, 1, wa);
+                kern_dequant_rows(t, row, 1, wa);
                 mnb_row(&m, row, CTRL_NONE, wb);
                 cmp_row(&st, wa, wb, t->k, t->block, full);
                 if (with_tied) {
@@ -654,7 +639,7 @@ static json_t *tied_result(q4nx_file *f, long sample)
         }
         for (uint32_t i = 0; i < nr; i++) {
             uint32_t v = pick_row(lm->n, sample, i);
-            container_rows(lm, v, 1, wa);
+            kern_dequant_rows(lm, v, 1, wa);
             gbq_row(tied.data, tied.stride, &tied.sc, v, wb);
             cmp_row(&tied.st, wa, wb, lm->k, lm->block, full);
         }
@@ -791,8 +776,8 @@ json_t *verify_against(q4nx_file *a, q4nx_file *b, const char *bpath, json_t *su
             }
             for (uint32_t r0 = 0; r0 < t->n; r0 += WINDOW) {
                 uint32_t w = t->n - r0 < WINDOW ? t->n - r0 : WINDOW;
-                container_rows(t, r0, w, wa);
-                container_rows(u, r0, w, wb);
+                kern_dequant_rows(t, r0, w, wa);
+                kern_dequant_rows(u, r0, w, wb);
                 for (uint32_t r = 0; r < w; r++)
                     cmp_row(&st, wa + (size_t)r * t->k, wb + (size_t)r * t->k, t->k, t->block, full);
             }
