@@ -358,14 +358,14 @@ static int matmul_plain(kern_pool *p, const ogk_qtensor *W, const float *X, int 
     return 0;
 }
 
-/* q8 on a SIMD row: ranges of columns, or of a selection's 16-column blocks */
+/* q8 on a SIMD row: ranges of 16-column blocks (the avx512 row's tiles), or of a selection's */
 static void run_q8(void *a, size_t b, size_t e, int worker)
 {
     (void)worker;
     run_arg *ra = a;
     uint32_t N = ra->j->W->n;
     if (!ra->sel) {
-        ra->isa->q8(ra->j, (uint32_t)b, (uint32_t)e);
+        ra->isa->q8(ra->j, (uint32_t)b * 16, e * 16 < N ? (uint32_t)e * 16 : N);
         return;
     }
     for (size_t i = b; i < e; i++) {
@@ -433,7 +433,7 @@ static int matmul(const kern_isa *isa, kern_pool *p, const ogk_qtensor *W, const
         run_arg ra = {.j = &j, .isa = isa, .sel = sel, .j2 = W2 ? &j2 : NULL, .nb1 = nb1,
                       .off = pair_off(nb1, unit)};
         if (W->dtype == OGK_Q8) {
-            size_t n = sel ? nsel : W->n, bytes = (size_t)mc * n * (sel ? 16 : 1) * kp;
+            size_t n = sel ? nsel : nb1, bytes = (size_t)mc * n * 16 * kp;
             kern_pool_for(bytes < KERN_INLINE_BYTES ? NULL : p, n, 0, run_q8, &ra);
         } else if (sel) { /* a few blocks (kern_matmul_cols): on the calling thread unless there is much to do */
             size_t bytes = (size_t)mc * nsel * kern_tensor_bytes(W) / ((W->n + 15) / 16);
