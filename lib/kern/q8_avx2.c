@@ -250,7 +250,10 @@ INLINE void pass_f32(const kern_job *j, const uint32_t *T, const float *S, const
     static void f32_##MT(const kern_job *j, const uint32_t *T, const float *S, const float *Z, uint32_t n0,          \
                          uint32_t R, int m0)                                                                          \
     {                                                                                                                 \
-        pass_f32(j, T, S, Z, n0, R, m0, MT, j->W->block == 32 ? 32 : j->W->block);                                    \
+        if (j->W->block == 32)                                                                                        \
+            pass_f32(j, T, S, Z, n0, R, m0, MT, 32);                                                                  \
+        else                                                                                                          \
+            pass_f32(j, T, S, Z, n0, R, m0, MT, j->W->block);                                                         \
     }
 PASS_I8(1)
 PASS_I8(2)

@@ -353,9 +353,6 @@ void kern_q8_avx512(const kern_job *j, uint32_t n0, uint32_t n1)
     uint32_t *T = (uint32_t *)buf;
     float *S = (float *)(buf + tb), *Z = (float *)(buf + tb + sb);
     const int i8m = j->mode == KERN_I8, mt = i8m ? MT_I8 : MT_F32;
-    /* the range's first tile: what the tiles prefetch for their next */
-    for (size_t o = 0; o < (size_t)16 * kp; o += 64)
-        _mm_prefetch((const char *)W->codes + (size_t)n0 * kp + o, _MM_HINT_T1);
     for (uint32_t n = n0; n < n1; n += 16) {
         uint32_t R = n1 - n < 16 ? n1 - n : 16;
         tile_scales(W, n, R, S, Z);
