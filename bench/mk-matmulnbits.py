@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Writes a one-node ONNX model, Y = MatMulNBits(A, B, scales[, zero_points]), from the weights that
-`npu-gemm --shape N,K --dump-source DIR` wrote (MatMulNBits source order, so both sides multiply the
+`npu-gemm --shape N,K [--bits 8] --dump-source DIR` wrote (MatMulNBits source order, so both sides multiply the
 same codes, scales and zero points). f16/bf16 scales are widened to float32 exactly, because the CPU
 MatMulNBits kernel runs with float32 activations (T1 = float).
 
@@ -22,7 +22,8 @@ def main():
     acc = int(sys.argv[3]) if len(sys.argv) == 4 else 4
     meta = json.load(open(d + "/meta.json"))
     n, k, block, kb = meta["N"], meta["K"], meta["block"], meta["k_blocks"]
-    codes = np.fromfile(d + "/B.u8", dtype=np.uint8).reshape(n, kb, block // 2)
+    bits = meta.get("bits", 4)  # 4: two codes (and zero points) a byte; 8: one
+    codes = np.fromfile(d + "/B.u8", dtype=np.uint8).reshape(n, kb, block * bits // 8)
     sdt = meta["scale_dtype"]
     if sdt == "f32":
         scales = np.fromfile(d + "/scales.bin", dtype=np.float32)
@@ -34,11 +35,11 @@ def main():
     inits = [numpy_helper.from_array(codes, "B"), numpy_helper.from_array(scales.reshape(n * kb), "scales")]
     inputs = ["A", "B", "scales"]
     if meta["zero_points"]:
-        zp = np.fromfile(d + "/zero_points.u8", dtype=np.uint8).reshape(n, (kb + 1) // 2)
+        zp = np.fromfile(d + "/zero_points.u8", dtype=np.uint8).reshape(n, (kb * bits + 7) // 8)
         inits.append(numpy_helper.from_array(zp, "zero_points"))
         inputs.append("zero_points")
     node = helper.make_node("MatMulNBits", inputs, ["Y"], domain="com.microsoft", name="mm",
-                            K=k, N=n, bits=4, block_size=block, accuracy_level=acc)
+                            K=k, N=n, bits=bits, block_size=block, accuracy_level=acc)
     graph = helper.make_graph([node], "matmulnbits",
                               [helper.make_tensor_value_info("A", TensorProto.FLOAT, ["M", k])],
                               [helper.make_tensor_value_info("Y", TensorProto.FLOAT, ["M", n])], inits)

@@ -17,14 +17,17 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: npu-gemm --shape N,K [--block B] [--asym] [--scale-dtype f32|f16|bf16] [--layout b8|rm] [OPTIONS]\n"
+            "usage: npu-gemm --shape N,K [--bits 4|8] [--block B] [--asym] [--scale-dtype f32|f16|bf16] [--layout b8|rm]\n"
+            "                [OPTIONS]\n"
             "       npu-gemm -m MODEL.q4nx --tensor NAME [OPTIONS]\n"
             "       npu-gemm --sweep -m MODEL.q4nx [OPTIONS]\n"
             "       npu-gemm --model-pass (-m MODEL.q4nx | --shapes NxK*COUNT,...) [OPTIONS]\n"
             "       npu-gemm --list-devices [--bw-mb MB]\n"
             "       npu-gemm --help | --version\n"
-            "Multiplies M activation rows by a 4-bit Q4NX weight tensor, checks the result against the\n"
-            "scalar reference and prints timings as JSON on stdout.\n"
+            "Multiplies M activation rows by a 4-bit or 8-bit Q4NX weight tensor, checks the result against\n"
+            "the scalar reference and prints timings as JSON on stdout.\n"
+            "  --bits 4|8          synthetic weights' code width (default 4; 8-bit ones are multiplied in\n"
+            "                      MatMulNBits source order, so --layout does not apply, and have no i16 mode)\n"
             "  --rows M            activation rows (default 1: decode)\n"
             "  --mode f32|i8|i16   fp32 activations (exact), int8-quantised activations, or 16-bit ones (two\n"
             "                      int8 planes: npu-forward's classifier in i8 mode) (default f32)\n"
@@ -35,7 +38,8 @@ static void usage(FILE *f)
             "  --time S            time budget per measurement for automatic --reps (default 0.3)\n"
             "  --check-rows R      output columns checked against the reference (default 64; 0: none)\n"
             "  --seed S            seed for synthetic weights and activations (default 1)\n"
-            "  --dump-source DIR   (--shape) also write the synthetic weights in MatMulNBits order:\n"
+            "  --dump-source DIR   (--shape) also write the synthetic weights in MatMulNBits order (meta.json\n"
+            "                      gives N, K, bits, block, scale_dtype, zero_points):\n"
             "                      DIR/B.u8, DIR/scales.bin, DIR/zero_points.u8, DIR/meta.json, and the\n"
             "                      activations and result as raw float32: DIR/X.f32 (M x K), DIR/Y.f32 (M x N)\n"
             "  --bw-mb MB          bandwidth probe buffer for --list-devices (default 512)\n"
@@ -51,10 +55,10 @@ static void usage(FILE *f)
 /* ---- options ---- */
 static struct {
     const char *model, *tensor, *shapes, *dump;
-    long n, k, block, rows, threads, reps, check_rows, seed, bw_mb, probe_mb;
+    long n, k, block, bits, rows, threads, reps, check_rows, seed, bw_mb, probe_mb;
     int asym, sdt, layout, mode, device_npu, sweep, pass, list, kernel, weights_in;
     double time_budget;
-} o = {.block = 32, .rows = 1, .check_rows = 64, .seed = 1, .bw_mb = 512, .sdt = OGK_F32, .layout = OGK_B8,
+} o = {.block = 32, .bits = 4, .rows = 1, .check_rows = 64, .seed = 1, .bw_mb = 512, .sdt = OGK_F32, .layout = OGK_B8,
        .mode = KERN_F32, .kernel = -1, .time_budget = 0.3};
 
 static uint64_t rng; /* synthetic data, seeded by --seed */
@@ -62,7 +66,7 @@ static uint64_t rng; /* synthetic data, seeded by --seed */
 static void synth_make(kern_synth *s, uint32_t n, uint32_t k, int keep_src)
 {
     ogk_error e;
-    if (kern_synth_make(s, &rng, n, k, (uint32_t)o.block, o.sdt, o.asym, o.layout, keep_src, &e) < 0)
+    if (kern_synth_make(s, &rng, n, k, (uint32_t)o.block, (int)o.bits, o.sdt, o.asym, o.layout, keep_src, &e) < 0)
         ogk_die(OGK_EXIT_INIT, "%s", e.msg);
 }
 
@@ -89,11 +93,13 @@ static void dump_source(const kern_synth *s, const char *dir)
     const ogk_qtensor *t = &s->t;
     if (mkdir(dir, 0777) < 0 && errno != EEXIST)
         ogk_die(OGK_EXIT_CHECK, "--dump-source %s: %s", dir, strerror(errno));
-    write_file(dir, "B.u8", s->src_codes, (size_t)t->n * t->k_blocks * t->block / 2);
+    const int q8 = t->dtype == OGK_Q8; /* one code and one zero point a byte; 4 bits: two of each */
+    write_file(dir, "B.u8", s->src_codes, (size_t)t->n * t->k_blocks * t->block / (q8 ? 1 : 2));
     write_file(dir, "scales.bin", s->src_scales, (size_t)t->n * t->k_blocks * ogk_dtype_size(t->scale_dtype));
     if (t->has_zp)
-        write_file(dir, "zero_points.u8", s->src_zp, (size_t)t->n * ((t->k_blocks + 1) / 2));
-    json_t *m = json_pack("{s:i, s:i, s:i, s:i, s:s, s:b, s:I}", "N", (int)t->n, "K", (int)t->k, "block",
+        write_file(dir, "zero_points.u8", s->src_zp, (size_t)t->n * (q8 ? t->k_blocks : (t->k_blocks + 1) / 2));
+    json_t *m = json_pack("{s:i, s:i, s:i, s:i, s:i, s:s, s:b, s:I}", "N", (int)t->n, "K", (int)t->k, "bits",
+                          ogk_dtype_bits(t->dtype), "block",
                           (int)t->block, "k_blocks", (int)t->k_blocks, "scale_dtype", ogk_dtype_name(t->scale_dtype),
                           "zero_points", t->has_zp, "seed", (json_int_t)o.seed);
     char *txt = json_dumps(m, JSON_INDENT(2));
@@ -171,6 +177,14 @@ static const char *role_class(const char *role)
     return role;
 }
 
+/* a container's tensors --sweep and --model-pass multiply: the quantised ones the model multiplies (not the
+ * embedding, which it only reads), the 8-bit ones in the modes they have (f32 and i8) */
+static int gemm_tensor(const ogk_qtensor *t)
+{
+    return ogk_dtype_quantised(t->dtype) && strcmp(role_class(t->role), "embed") &&
+           !(t->dtype == OGK_Q8 && o.mode == KERN_I16);
+}
+
 static int sweep(kern_pool *pool, q4nx_file *f, int *all_ok)
 {
     typedef struct {
@@ -180,12 +194,12 @@ static int sweep(kern_pool *pool, q4nx_file *f, int *all_ok)
     pick *picks = calloc(nt + 1, sizeof *picks);
     for (size_t i = 0; i < nt; i++) {
         const ogk_qtensor *t = q4nx_tensor_at(f, i);
-        if (t->dtype != OGK_Q4 || !strcmp(role_class(t->role), "embed"))
+        if (!gemm_tensor(t))
             continue;
         int dup = 0;
         for (size_t j = 0; j < np && !dup; j++)
             dup = !strcmp(role_class(picks[j].t->role), role_class(t->role)) && picks[j].t->n == t->n &&
-                  picks[j].t->k == t->k;
+                  picks[j].t->k == t->k && picks[j].t->dtype == t->dtype;
         if (!dup)
             picks[np++].t = t;
     }
@@ -270,10 +284,10 @@ int main(int argc, char **argv)
 {
     ogk_prog_set(argv[0]);
     ogk_stdout_checked(OGK_EXIT_CHECK); /* its write-failure status (EXIT STATUS in the man page) */
-    enum { O_SHAPE = 256, O_BLOCK, O_ASYM, O_SDT, O_LAYOUT, O_TENSOR, O_ROWS, O_MODE, O_DEVICE, O_KERNEL, O_REPS,
+    enum { O_SHAPE = 256, O_BITS, O_BLOCK, O_ASYM, O_SDT, O_LAYOUT, O_TENSOR, O_ROWS, O_MODE, O_DEVICE, O_KERNEL, O_REPS,
            O_TIME, O_CHECK, O_SEED, O_SWEEP, O_PASS, O_SHAPES, O_LIST, O_BW, O_DUMP, O_PROBE, O_NO_MMAP, O_MMAP };
     static const struct option lo[] = {
-        {"shape", 1, 0, O_SHAPE},   {"block", 1, 0, O_BLOCK},   {"asym", 0, 0, O_ASYM},
+        {"shape", 1, 0, O_SHAPE},   {"bits", 1, 0, O_BITS},     {"block", 1, 0, O_BLOCK},   {"asym", 0, 0, O_ASYM},
         {"scale-dtype", 1, 0, O_SDT}, {"layout", 1, 0, O_LAYOUT}, {"model", 1, 0, 'm'},
         {"tensor", 1, 0, O_TENSOR}, {"rows", 1, 0, O_ROWS},     {"mode", 1, 0, O_MODE},
         {"device", 1, 0, O_DEVICE}, {"threads", 1, 0, 't'},     {"kernel", 1, 0, O_KERNEL},
@@ -282,13 +296,18 @@ int main(int argc, char **argv)
         {"shapes", 1, 0, O_SHAPES}, {"list-devices", 0, 0, O_LIST}, {"bw-mb", 1, 0, O_BW},
         {"dump-source", 1, 0, O_DUMP}, {"probe-mb", 1, 0, O_PROBE}, {"no-mmap", 0, 0, O_NO_MMAP}, {"mmap", 0, 0, O_MMAP}, {"help", 0, 0, 'h'}, {"version", 0, 0, 'V'}, {0, 0, 0, 0}};
     const char *shape = NULL;
-    int c, synth_opt = 0, map_opt = 0, bw_opt = 0, probe_opt = 0; /* given: checked against the mode below */
+    int c, synth_opt = 0, map_opt = 0, bw_opt = 0, probe_opt = 0, layout_opt = 0; /* given: checked below */
     while ((c = getopt_long(argc, argv, "m:t:hV", lo, NULL)) != -1) {
-        synth_opt |= c == O_BLOCK || c == O_ASYM || c == O_SDT || c == O_LAYOUT;
+        synth_opt |= c == O_BITS || c == O_BLOCK || c == O_ASYM || c == O_SDT || c == O_LAYOUT;
+        layout_opt |= c == O_LAYOUT;
         map_opt |= c == O_NO_MMAP || c == O_MMAP;
         bw_opt |= c == O_BW, probe_opt |= c == O_PROBE;
         switch (c) {
         case O_SHAPE: shape = optarg; break;
+        case O_BITS:
+            if ((o.bits = ogk_parse_long("--bits", optarg, 4, 8)) != 4 && o.bits != 8)
+                ogk_die(OGK_EXIT_USAGE, "--bits %s: expected 4 or 8", optarg);
+            break;
         case O_BLOCK: o.block = ogk_parse_long("--block", optarg, 16, 1 << 16); break;
         case O_ASYM: o.asym = 1; break;
         case O_SDT: o.sdt = parse_scale_dtype(optarg); break;
@@ -354,7 +373,7 @@ int main(int argc, char **argv)
     if (o.shapes && !o.pass)
         ogk_die(OGK_EXIT_USAGE, "--shapes goes with --model-pass");
     if (synth_opt && !shape && !o.shapes)
-        ogk_die(OGK_EXIT_USAGE, "--block, --asym, --scale-dtype and --layout describe synthetic weights (--shape, "
+        ogk_die(OGK_EXIT_USAGE, "--bits, --block, --asym, --scale-dtype and --layout describe synthetic weights (--shape, "
                                 "--model-pass --shapes); a container's tensors are as they were packed");
     if (map_opt && !o.model)
         ogk_die(OGK_EXIT_USAGE, "--mmap and --no-mmap say how a container (-m) is read");
@@ -364,6 +383,10 @@ int main(int argc, char **argv)
         ogk_die(OGK_EXIT_USAGE, "--probe-mb goes with --model-pass");
     if (o.dump && !shape)
         ogk_die(OGK_EXIT_USAGE, "--dump-source works with --shape");
+    if (o.bits == 8 && layout_opt)
+        ogk_die(OGK_EXIT_USAGE, "--layout goes with 4-bit weights: 8-bit ones are multiplied in source order");
+    if (o.bits == 8 && o.mode == KERN_I16)
+        ogk_die(OGK_EXIT_USAGE, "--mode i16 goes with 4-bit weights: 8-bit ones have the f32 and i8 modes");
     if (o.time_budget <= 0)
         ogk_die(OGK_EXIT_USAGE, "--time: must be > 0");
     rng = kern_synth_rng(o.seed);
@@ -395,7 +418,7 @@ int main(int argc, char **argv)
             ogk_die(OGK_EXIT_USAGE, "--shape %s: expected N,K (positive integers)", shape);
         if ((o.block & (o.block - 1)) || o.block > 4096)
             ogk_die(OGK_EXIT_USAGE, "--block %ld: must be a power of two from 16 to 4096", o.block);
-        const char *why = ogk_q4_layout_refusal(o.layout, (uint32_t)n, (uint32_t)k, (uint32_t)o.block);
+        const char *why = o.bits == 8 ? NULL : ogk_q4_layout_refusal(o.layout, (uint32_t)n, (uint32_t)k, (uint32_t)o.block);
         if (why)
             ogk_die(OGK_EXIT_USAGE, "--shape %s --block %ld --layout %s: %s", shape, o.block,
                     ogk_layout_name(o.layout), why);
@@ -449,7 +472,7 @@ int main(int argc, char **argv)
             const ogk_qtensor **Ws = malloc((nt + 1) * sizeof *Ws);
             for (size_t i = 0; i < nt; i++) {
                 const ogk_qtensor *t = q4nx_tensor_at(f, i);
-                if (t->dtype == OGK_Q4 && strcmp(role_class(t->role), "embed"))
+                if (gemm_tensor(t))
                     Ws[nw++] = t;
             }
             if (!nw)
@@ -465,8 +488,8 @@ int main(int argc, char **argv)
             }
             if (!t)
                 ogk_die(OGK_EXIT_INPUT, "%s: no tensor with role or name '%s'", o.model, o.tensor);
-            if (t->dtype != OGK_Q4)
-                ogk_die(OGK_EXIT_INPUT, "%s: tensor %s is %s, not 4-bit quantised", o.model, o.tensor,
+            if (!ogk_dtype_quantised(t->dtype))
+                ogk_die(OGK_EXIT_INPUT, "%s: tensor %s is %s, not quantised (4 or 8 bits)", o.model, o.tensor,
                         ogk_dtype_name(t->dtype));
             json_t *j = run_one(pool, t, (int)o.rows, &all_ok);
             rc = ogk_json_print(stdout, j) < 0 ? OGK_EXIT_CHECK : 0;

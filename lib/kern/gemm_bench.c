@@ -24,12 +24,14 @@ static uint32_t rnd(uint64_t *s)
 }
 static float frand(uint64_t *s) { return (float)((rnd(s) & 0xFFFFFF) / 16777216.0 * 2.0 - 1.0); }
 
-int kern_synth_make(kern_synth *s, uint64_t *rng, uint32_t n, uint32_t k, uint32_t block, int sdt, int asym,
-                    int layout, int keep_src, ogk_error *e)
+int kern_synth_make(kern_synth *s, uint64_t *rng, uint32_t n, uint32_t k, uint32_t block, int bits, int sdt,
+                    int asym, int layout, int keep_src, ogk_error *e)
 {
     memset(s, 0, sizeof *s);
     uint32_t kb = (k + block - 1) / block;
-    size_t ss = ogk_dtype_size(sdt), nc = (size_t)n * kb * block / 2, nz = (size_t)n * ((kb + 1) / 2);
+    const int q8 = bits == 8;
+    /* MatMulNBits source order: 4 bits two codes a byte, zero points two a byte; 8 bits one of each a byte */
+    size_t ss = ogk_dtype_size(sdt), nc = (size_t)n * kb * block / (q8 ? 1 : 2), nz = (size_t)n * (q8 ? kb : (kb + 1) / 2);
     s->src_codes = malloc(nc);
     s->src_scales = malloc((size_t)n * kb * ss);
     s->src_zp = asym ? malloc(nz) : NULL;
@@ -50,7 +52,8 @@ int kern_synth_make(kern_synth *s, uint64_t *rng, uint32_t n, uint32_t k, uint32
     }
     for (size_t i = 0; asym && i < nz; i++)
         s->src_zp[i] = (uint8_t)rnd(rng);
-    size_t cb = ogk_q4_codes_bytes(layout, n, k, block), ng = ogk_q4_groups(layout, n, k, block);
+    snprintf(s->name, sizeof s->name, "synthetic.%ux%u", n, k);
+    size_t cb = q8 ? nc : ogk_q4_codes_bytes(layout, n, k, block), ng = q8 ? (size_t)n * kb : ogk_q4_groups(layout, n, k, block);
     /* in 2 MiB pages (from 2 MiB up), like the probe buffer and a --no-mmap container */
     s->codes = ogk_big_alloc((cb + 4095) & ~(size_t)4095);
     s->scales = ogk_big_alloc((ng * ss + 63) & ~(size_t)63);
@@ -59,11 +62,16 @@ int kern_synth_make(kern_synth *s, uint64_t *rng, uint32_t n, uint32_t k, uint32
         kern_synth_free(s);
         return ogk_fail(e, "out of memory for a %ux%u tensor", n, k);
     }
-    ogk_q4_relayout(layout, n, k, block, sdt, s->src_codes, s->src_scales, s->src_zp, s->codes, s->scales, s->zeros);
-    snprintf(s->name, sizeof s->name, "synthetic.%ux%u", n, k);
-    s->t = (ogk_qtensor){.name = s->name, .role = "synthetic", .dtype = OGK_Q4, .ndim = 2, .shape = {n, k},
-                         .layout = layout, .n = n, .k = k, .block = block, .k_blocks = kb, .scale_dtype = sdt,
-                         .has_zp = asym, .codes = s->codes, .scales = s->scales, .zeros = s->zeros};
+    if (q8) { /* its one layout is source order: the same bytes */
+        memcpy(s->codes, s->src_codes, nc), memcpy(s->scales, s->src_scales, ng * ss);
+        if (asym)
+            memcpy(s->zeros, s->src_zp, nz);
+    } else {
+        ogk_q4_relayout(layout, n, k, block, sdt, s->src_codes, s->src_scales, s->src_zp, s->codes, s->scales, s->zeros);
+    }
+    s->t = (ogk_qtensor){.name = s->name, .role = "synthetic", .dtype = q8 ? OGK_Q8 : OGK_Q4, .ndim = 2, .shape = {n, k},
+                         .layout = q8 ? OGK_PLAIN : layout, .n = n, .k = k, .block = block, .k_blocks = kb,
+                         .scale_dtype = sdt, .has_zp = asym, .codes = s->codes, .scales = s->scales, .zeros = s->zeros};
     if (!keep_src) {
         free(s->src_codes), free(s->src_scales), free(s->src_zp);
         s->src_codes = NULL, s->src_scales = NULL, s->src_zp = NULL;
@@ -90,9 +98,8 @@ float *kern_synth_x(uint64_t *rng, int M, uint32_t K)
 
 size_t kern_tensor_bytes(const ogk_qtensor *t)
 {
-    size_t g = ogk_q4_groups(t->layout, t->n, t->k, t->block);
-    return ogk_q4_codes_bytes(t->layout, t->n, t->k, t->block) + g * ogk_dtype_size(t->scale_dtype) +
-           (t->has_zp ? g : 0);
+    size_t g = ogk_quant_groups(&t->desc);
+    return ogk_quant_codes_bytes(&t->desc) + g * ogk_dtype_size(t->scale_dtype) + (t->has_zp ? g : 0);
 }
 
 /* ---- measurement ---- */
@@ -229,6 +236,7 @@ json_t *kern_bench_one(kern_pool *pool, const kern_bench_opts *o, const ogk_qten
     json_object_set_new(j, "tensor", json_string(W->name ? W->name : ""));
     if (W->role)
         json_object_set_new(j, "role", json_string(W->role));
+    json_object_set_new(j, "bits", json_integer(ogk_dtype_bits(W->dtype)));
     json_object_set_new(j, "layout", json_string(ogk_layout_name(W->layout)));
     json_object_set_new(j, "M", json_integer(M));
     json_object_set_new(j, "N", json_integer(W->n));

@@ -254,7 +254,8 @@ void kern_bw_probe_free(kern_bw_probe *b);
 
 /* ---- the GEMM harness (gemm_bench.c): what npu-gemm measures ---- */
 /* A synthetic quantised tensor: seeded random codes, scales (|s| in [0.002, 0.022], random sign) and
- * zero points in MatMulNBits order (src_*, kept only when asked), moved into a layout (t). */
+ * zero points in MatMulNBits order (src_*, kept only when asked), moved into a layout (t): bits 4 (OGK_Q4
+ * in layout b8 or rm) or 8 (OGK_Q8, whose one layout is source order; layout is not read). */
 typedef struct kern_synth {
     ogk_qtensor t;
     uint8_t *codes, *zeros, *src_codes, *src_zp;
@@ -263,8 +264,8 @@ typedef struct kern_synth {
 } kern_synth;
 uint64_t kern_synth_rng(long seed); /* the generator's state for a seed (npu-gemm --seed) */
 /* 0, or -1 with e filled (out of memory). Draws from *rng; free with kern_synth_free. */
-int kern_synth_make(kern_synth *s, uint64_t *rng, uint32_t n, uint32_t k, uint32_t block, int sdt, int asym,
-                    int layout, int keep_src, ogk_error *e);
+int kern_synth_make(kern_synth *s, uint64_t *rng, uint32_t n, uint32_t k, uint32_t block, int bits, int sdt,
+                    int asym, int layout, int keep_src, ogk_error *e);
 void kern_synth_free(kern_synth *s);
 float *kern_synth_x(uint64_t *rng, int M, uint32_t K); /* M x K roughly gaussian activations; NULL: no memory */
 size_t kern_tensor_bytes(const ogk_qtensor *t);         /* codes + scales + zero points in its layout */
