@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # bench/gemm.sh — lib/kern against onnxruntime's MatMulNBits (accuracy_level 4, same weights, same
-# thread count) on the Qwen2.5-0.5B role shapes (the qwen05b fixture's geometry), plus the M = 1
+# thread count) on the Qwen2.5-0.5B role shapes (the qwen05b fixture's geometry; 4-bit in two styles
+# and 8-bit), plus the M = 1
 # pass over a whole model's weights against the DRAM read bandwidth measured in the same run.
 # A benchmark, not a test: run it on a quiet machine. Every number is the median of RUNS (>= 5) runs;
 # each npu-gemm run is itself the median of its launches, each onnxruntime run the interquartile
@@ -40,7 +41,8 @@ run_ours() {
 
 shapes_role=(qkv o gate/up down lm_head)
 shapes_nk=(1152,896 896,896 4864,896 896,4864 151936,896)
-styles=("cpu:--block 32" "amd:--block 128 --asym --scale-dtype f16")
+# q8: 8-bit weights (the builder's int8 lm_head, k_quant layers, -p int8), block 32 without zero points
+styles=("cpu:--block 32" "amd:--block 128 --asym --scale-dtype f16" "q8:--bits 8 --block 32")
 [ "$quick" = 1 ] && shapes_role=(qkv down) && shapes_nk=(1152,896 896,4864)
 
 echo "# bench/gemm.sh — $(date -u +%Y-%m-%dT%H:%MZ), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), threads $threads, runs $runs"
@@ -54,7 +56,7 @@ echo
 # both 2 MiB-page allocations; with -m the probe reads the container's own memory (its 4 KiB-page
 # mapping, or its 2 MiB-page --no-mmap copy), so probe and kernels always see the same kind of pages.
 spec="1152x896*24,896x896*24,4864x896*48,896x4864*24,151936x896"
-passes=("cpu f32" "cpu i8" "amd f32" "amd i8")
+passes=("cpu f32" "cpu i8" "amd f32" "amd i8" "q8 i8")
 [ -n "$model" ] && passes+=("model f32" "model i8" "model-huge i8")
 echo "## M = 1 over a whole model's weights vs the DRAM read bandwidth measured alongside"
 echo
@@ -68,6 +70,7 @@ for p in "${passes[@]}"; do
   case $1 in
     cpu) src=(--shapes "$spec" --block 32); what="qwen05b shapes, cpu style (block 32, f32 scales)" ;;
     amd) src=(--shapes "$spec" --block 128 --asym --scale-dtype f16); what="qwen05b shapes, amd style (block 128, f16 scales, zero points)" ;;
+    q8) src=(--shapes "$spec" --bits 8 --block 32); what="qwen05b shapes, 8-bit (block 32, f32 scales)" ;;
     model) src=(-m "$model"); what="$(basename "$model") (mapped; probe reads the mapping)" ;;
     model-huge) src=(-m "$model" --no-mmap); what="$(basename "$model") (--no-mmap: 2 MiB pages; probe reads them)" ;;
   esac
