@@ -53,7 +53,8 @@ int kern_synth_make(kern_synth *s, uint64_t *rng, uint32_t n, uint32_t k, uint32
     for (size_t i = 0; asym && i < nz; i++)
         s->src_zp[i] = (uint8_t)rnd(rng);
     snprintf(s->name, sizeof s->name, "synthetic.%ux%u", n, k);
-    size_t cb = q8 ? nc : ogk_q4_codes_bytes(layout, n, k, block), ng = q8 ? (size_t)n * kb : ogk_q4_groups(layout, n, k, block);
+    size_t cb = q8 ? ogk_q8_codes_bytes(n, k, block) : ogk_q4_codes_bytes(layout, n, k, block),
+           ng = q8 ? ogk_q8_groups(n, k, block) : ogk_q4_groups(layout, n, k, block);
     /* in 2 MiB pages (from 2 MiB up), like the probe buffer and a --no-mmap container */
     s->codes = ogk_big_alloc((cb + 4095) & ~(size_t)4095);
     s->scales = ogk_big_alloc((ng * ss + 63) & ~(size_t)63);
