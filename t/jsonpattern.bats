@@ -145,9 +145,9 @@ EOF
 }
 
 # the schema keywords of dicts, tuples and composition (lib/serve/jsongate.c map_node, array_node,
-# allof_merge): every document a random walk through the schema completes is valid by ajv (the JSON
+# allof_merge, unions whose alternatives begin alike: jg_gate): every document a random walk through the schema completes is valid by ajv (the JSON
 # Schema validator, draft 2020-12, or draft-07 for the items list), and the walks reach their variety
-@test "schema: dicts, tuples, allOf, nullable: every document a walk completes is valid by ajv" {
+@test "schema: dicts, tuples, allOf, nullable, unions: every document a walk completes is valid by ajv" {
   local schemas="$W/schemas.jsonl" k=0 line
   cat > "$schemas" <<'SCHEMAS'
 {"d":"2020","s":{"type":"object","additionalProperties":{"type":"integer","minimum":-5,"maximum":99},"maxProperties":3,"minProperties":1}}
@@ -161,6 +161,8 @@ EOF
 {"d":"2020","s":{"type":"object","properties":{"pet":{"allOf":[{"$ref":"#/$defs/Pet"}],"description":"the pet"},"n":{"allOf":[{"type":"string","maxLength":3},{"minLength":2}]}},"required":["pet","n"],"$defs":{"Base":{"type":"object","properties":{"id":{"type":"integer","minimum":0,"maximum":9}},"required":["id"]},"Pet":{"allOf":[{"$ref":"#/$defs/Base"},{"type":"object","properties":{"name":{"type":"string","maxLength":4},"kind":{"enum":["cat","dog"]}},"required":["name"]}]}}}}
 {"d":"2020","s":{"allOf":[{"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"string","maxLength":2}},"additionalProperties":false},{"type":"object","properties":{"a":{"minimum":0,"maximum":5},"c":{"type":"boolean"}},"required":["a"]}]}}
 {"d":"2020","s":{"type":"object","properties":{"m":{"type":"integer","nullable":true},"o":{"type":"object","properties":{"x":{"type":"string","maxLength":2}},"additionalProperties":true,"nullable":true},"u":{"type":"array","items":{"type":"integer"},"uniqueItems":true,"maxItems":1}},"required":["m","o","u"]}}
+{"d":"2020","s":{"type":"object","properties":{"pets":{"type":"array","items":{"anyOf":[{"type":"object","properties":{"kind":{"const":"cat"},"lives":{"type":"integer","minimum":0,"maximum":9}},"required":["kind","lives"],"additionalProperties":false},{"type":"object","properties":{"kind":{"const":"dog"},"good":{"type":"boolean"}},"required":["kind","good"],"additionalProperties":false},{"type":"object","properties":{"kind":{"type":"string","maxLength":3}},"required":["kind"],"additionalProperties":false}]},"maxItems":3},"n":{"anyOf":[{"type":"integer","minimum":0,"maximum":9},{"type":"number","minimum":100,"maximum":200}]},"m":{"anyOf":[{"enum":["auto","none"]},{"type":"string","maxLength":2}]}},"required":["pets","n","m"],"additionalProperties":false}}
+{"d":"2020","s":{"type":"array","items":{"oneOf":[{"$ref":"#/$defs/A"},{"$ref":"#/$defs/B"}]},"minItems":1,"maxItems":3,"$defs":{"A":{"type":"object","properties":{"t":{"const":"a"},"x":{"type":"integer","minimum":0,"maximum":99}},"required":["t","x"],"additionalProperties":false},"B":{"type":"object","properties":{"t":{"const":"b"},"y":{"anyOf":[{"type":"string","maxLength":3},{"type":"null"}]}},"required":["t"],"additionalProperties":false}}}}
 SCHEMAS
   while IFS= read -r line; do
     run -0 "$JG" --schema-walks "$(jq -c .s <<<"$line")" 300 160

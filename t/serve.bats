@@ -534,6 +534,25 @@ schema_fits() {
   fitted=$FITTED
   echo "pydantic-shaped answers that ended: $fitted of 3" >&3
   [ "$fitted" -ge 2 ]
+  # unions whose alternatives begin alike (objects with a key in common, integer beside number): the gate
+  # follows each alternative the answer still fits (jsongate.c jg_gate); ajv judges each answer
+  sch='{"type": "object", "properties": {"pet": {"anyOf": [
+      {"type": "object", "properties": {"kind": {"const": "cat"}, "lives": {"type": "integer", "minimum": 0, "maximum": 9}},
+        "required": ["kind", "lives"], "additionalProperties": false},
+      {"type": "object", "properties": {"kind": {"const": "dog"}, "good": {"type": "boolean"}}, "required": ["kind", "good"],
+        "additionalProperties": false},
+      {"type": "object", "properties": {"kind": {"type": "string", "maxLength": 5}}, "required": ["kind"], "additionalProperties": false}]},
+    "n": {"anyOf": [{"type": "integer", "minimum": 0, "maximum": 9}, {"type": "number", "minimum": 100, "maximum": 999}]}},
+    "required": ["pet", "n"], "additionalProperties": false}'
+  schema_fits "$sch" "A pet" '
+    const Ajv2020 = require(process.argv[1] + "/.cache/node/node_modules/ajv/dist/2020").default;
+    const check = new Ajv2020({strict: false}).compile(JSON.parse(process.argv[2]));
+    const o = JSON.parse(require("fs").readFileSync(0, "utf8"));
+    if (!check(o)) { console.log("invalid:", JSON.stringify(o), JSON.stringify(check.errors)); process.exit(1); }
+    console.log("# " + JSON.stringify(o));' "$TOP" "$sch" >&3
+  fitted=$FITTED
+  echo "union answers that ended: $fitted of 3" >&3
+  [ "$fitted" -ge 2 ]
   post /v1/chat/completions '{"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema",
     "json_schema": {"name": "p", "schema": {"type": "object", "properties": {"n": {"type": "string", "pattern": "(a)\\1"}}}}}}'
   is_error 400

@@ -375,9 +375,9 @@ static int feed_schema(jg_state *s, const jg_schema *sc, unsigned char c);
 static void enter(jg_state *s, int i)
 {
     const jg_prog *p = s->prog;
-    uint8_t pick = s->pick;
+    uint8_t pick = s->pick, br_n = s->br_n; /* a value that ended on its first byte: its alternatives stay counted */
     jg_init(s);
-    s->prog = p, s->seg = (uint8_t)i, s->pick = pick;
+    s->prog = p, s->seg = (uint8_t)i, s->pick = pick, s->br_n = br_n;
     if (i < p->nseg && p->seg[i].kind == JG_NAME)
         s->nlo = 0, s->nhi = (uint8_t)p->n_names;
     if (i < p->nseg && p->seg[i].kind == JG_SCHEMA && seg_schema(s, i))
@@ -596,17 +596,58 @@ const char *jg_piece(const jg_vocab *v, int id, size_t *len)
     return v->bytes + v->off[id];
 }
 
+/* the part of a state in use: the fields and the schema frames of the walk */
+static size_t state_bytes(const jg_state *s) { return offsetof(jg_state, f) + s->fdepth * sizeof s->f[0]; }
+
+/* s, then c, taking the k-th of the alternatives c may begin (0 where c begins no choice); *nb: how many
+ * there were (1 or 0 without a choice) */
+static int feed_alt(jg_state *t, const jg_state *s, unsigned char c, int k, int *nb)
+{
+    memcpy(t, s, state_bytes(s));
+    t->br_want = (uint8_t)k, t->br_n = 0;
+    int ok = feed(t, c);
+    *nb = t->br_n;
+    t->br_want = 0, t->br_n = 0;
+    return ok;
+}
+
+/* s takes all of p[0, n) along some path of alternatives */
+static int accepts(const jg_state *s, const char *p, size_t n)
+{
+    jg_state t, u, w;
+    memcpy(&t, s, state_bytes(s));
+    for (size_t d = 0; d < n; d++) {
+        int nb, nw, ok = feed_alt(&u, &t, (unsigned char)p[d], 0, &nb);
+        for (int k = 1; k < nb; k++)
+            if (feed_alt(&w, &t, (unsigned char)p[d], k, &nw) && accepts(&w, p + d + 1, n - d - 1))
+                return 1;
+        if (!ok)
+            return 0;
+        memcpy(&t, &u, state_bytes(&u));
+    }
+    return 1;
+}
+
 int jg_allowed(const jg_vocab *v, const jg_state *s, uint8_t *allowed)
 {
     memset(allowed, 0, (size_t)v->V);
     if (jg_done(s))
         return 0;
-    /* st[d]: the state after the first d bytes of the current piece; states valid up to `have`; a piece
-     * refused at byte d - 1 refuses every later piece sharing its first d bytes (`dead`) */
-    jg_state stk[64], *st = v->max_len < 64 ? stk : malloc((v->max_len + 1) * sizeof *st);
-    if (!st)
-        return -1;
-    st[0] = *s;
+    /* st[d]: the state after the first d bytes of the current piece along the first alternatives; states
+     * valid up to `have`; nb[d + 1]: the alternatives byte d could begin there, brs[d]: choices among the
+     * first d bytes. A piece refused at byte d - 1 without a choice before refuses every later piece
+     * sharing its first d bytes (`dead`); with one, the other alternatives are walked (accepts). */
+    jg_state stk[64], *st = stk;
+    uint8_t nbk[65], *nb = nbk;
+    uint32_t brk[65], *brs = brk;
+    if (v->max_len >= 64) {
+        st = malloc((v->max_len + 1) * (sizeof *st + sizeof *nb + sizeof *brs));
+        if (!st)
+            return -1;
+        brs = (uint32_t *)(st + v->max_len + 1), nb = (uint8_t *)(brs + v->max_len + 1);
+    }
+    memcpy(&st[0], s, state_bytes(s));
+    st[0].br_want = 0, st[0].br_n = 0, brs[0] = 0;
     /* inside a string, plain pieces are taken without a walk; the others resume from the bytes they share
      * with the last piece walked (the least of the common prefixes in between) */
     const uint32_t room = string_plain(s); /* plain pieces of up to this many characters go without a walk */
@@ -625,17 +666,28 @@ int jg_allowed(const jg_vocab *v, const jg_state *s, uint8_t *allowed)
             continue;
         dead = (size_t)-1;
         size_t d = l < have ? l : have;
+        int fb = 0; /* the alternatives of the byte refused */
         for (; d < n; d++) {
-            /* the schema frames in use only: the state is mostly frames */
-            memcpy(&st[d + 1], &st[d], offsetof(jg_state, f) + st[d].fdepth * sizeof st[d].f[0]);
-            if (!feed(&st[d + 1], (unsigned char)p[d]))
+            int b;
+            if (!feed_alt(&st[d + 1], &st[d], (unsigned char)p[d], 0, &b)) {
+                fb = b;
                 break;
+            }
+            nb[d + 1] = (uint8_t)b, brs[d + 1] = brs[d] + (b > 1);
         }
         have = d;
-        if (d == n)
-            allowed[v->id[k]] = 1, count++;
-        else
+        int ok = d == n;
+        if (!ok && !brs[d] && fb <= 1)
             dead = d + 1;
+        for (size_t b = 0; !ok && b <= d && (brs[d] || fb > 1); b++) {
+            int alts = b < d ? nb[b + 1] : fb, x;
+            for (int i = 1; i < alts && !ok; i++) {
+                jg_state u;
+                ok = feed_alt(&u, &st[b], (unsigned char)p[b], i, &x) && accepts(&u, p + b + 1, n - b - 1);
+            }
+        }
+        if (ok)
+            allowed[v->id[k]] = 1, count++;
     }
     if (st != stk)
         free(st);
@@ -753,8 +805,9 @@ static int lits_node(cctx *c, const json_t *vals, const char *where)
 
 static int compile(cctx *c, const json_t *s, const char *where, int depth);
 
-/* anyOf / oneOf / a list of types: alternatives that start with different bytes, so the first byte picks one */
-static int anyof_node(cctx *c, int *alts, int na, const char *where)
+/* anyOf / oneOf / a list of types: a value's first byte takes the alternatives that may begin with it
+ * (start_value; several of them fork the walk: jg_gate) */
+static int anyof_node(cctx *c, int *alts, int na)
 {
     int id = new_node(c, K_ANYOF);
     if (id < 0)
@@ -764,12 +817,8 @@ static int anyof_node(cctx *c, int *alts, int na, const char *where)
         return CFAIL("out of memory");
     for (int i = 0; i < na; i++) {
         const jnode *a = &c->sc->node[alts[i]];
-        for (int b = 0; b < 32; b++) {
-            if (n->first[b] & a->first[b])
-                return CFAIL("json_schema: %s: alternatives %d and an earlier one can start with the same character "
-                             "(not supported: the first character must tell them apart)", where, i);
+        for (int b = 0; b < 32; b++)
             n->first[b] |= a->first[b];
-        }
         n->sub[n->n++] = alts[i];
     }
     return id;
@@ -1368,7 +1417,7 @@ static int compile(cctx *c, const json_t *s, const char *where, int depth)
             if ((alts[na++] = compile(c, v, w, depth + 1)) < 0)
                 return -1;
         }
-        return na == 1 ? alts[0] : anyof_node(c, alts, na, where);
+        return na == 1 ? alts[0] : anyof_node(c, alts, na);
     }
     if (json_is_array(type)) {
         size_t i;
@@ -1379,7 +1428,7 @@ static int compile(cctx *c, const json_t *s, const char *where, int depth)
             if ((alts[na++] = type_node(c, s, json_string_value(v), where, depth)) < 0)
                 return -1;
         }
-        return na == 1 ? alts[0] : anyof_node(c, alts, na, where);
+        return na == 1 ? alts[0] : anyof_node(c, alts, na);
     }
     if (json_is_string(type))
         return type_node(c, s, json_string_value(type), where, depth);
@@ -1519,20 +1568,43 @@ static uint32_t string_room(const jg_state *s, const jg_schema *sc)
     return n->cmax > s->f[s->fdepth - 1].count ? n->cmax - s->f[s->fdepth - 1].count : 0;
 }
 
+/* The alternatives of anyOf node id that a value beginning with c may be: its leaves (nodes of other kinds)
+ * under the alternatives whose first bytes hold c, depth first, each once, at most MAX_LEAVES. Every
+ * anyOf node visited costs one of *budget, so references that lead back to themselves end. */
+#define MAX_LEAVES 64
+#define MAX_LEAF_VISITS 256
+static int anyof_leaves(const jg_schema *sc, int id, unsigned char c, int *leaf, int nl, int *budget)
+{
+    const jnode *n = &sc->node[id];
+    if (!in_first(n, c))
+        return nl;
+    if (n->kind != K_ANYOF) {
+        for (int i = 0; i < nl; i++)
+            if (leaf[i] == id)
+                return nl;
+        if (nl < MAX_LEAVES)
+            leaf[nl++] = id;
+        return nl;
+    }
+    if ((*budget)-- <= 0)
+        return nl;
+    for (int k = 0; k < n->n; k++)
+        nl = anyof_leaves(sc, n->sub[k], c, leaf, nl, budget);
+    return nl;
+}
+
 /* the first byte of the top frame's value */
 static int start_value(jg_state *s, const jg_schema *sc, unsigned char c)
 {
     int d = s->fdepth - 1, id = s->f[d].node;
     if (!in_first(&sc->node[id], c))
         return 0;
-    for (int hops = 0; sc->node[id].kind == K_ANYOF; hops++) { /* references that only lead to references end */
-        const jnode *n = &sc->node[id];
-        int k = 0;
-        while (k < n->n && !in_first(&sc->node[n->sub[k]], c))
-            k++;
-        if (k == n->n || hops == sc->n)
+    if (sc->node[id].kind == K_ANYOF) { /* the br_want-th of the alternatives c may begin */
+        int leaf[MAX_LEAVES], budget = MAX_LEAF_VISITS, nl = anyof_leaves(sc, id, c, leaf, 0, &budget);
+        s->br_n = (uint8_t)nl;
+        if (s->br_want >= nl)
             return 0;
-        id = n->sub[k];
+        id = leaf[s->br_want];
     }
     const jnode *n = &sc->node[id];
     s->f[d].node = (uint16_t)id;
@@ -1830,4 +1902,107 @@ static int feed_schema(jg_state *s, const jg_schema *sc, unsigned char c)
         }
         return 0;
     }
+}
+
+/* ---------------------------------------------------------------- the gate */
+
+void jg_gate_init(jg_gate *g, const jg_prog *p)
+{
+    g->n = 1;
+    if (p)
+        jg_init_prog(&g->s[0], p);
+    else
+        jg_init(&g->s[0]);
+}
+
+/* a and b go on alike: the same program place and schema frames, and between values (where the last
+ * value's scratch fields no longer count) the same white space; elsewhere the same fields throughout */
+static int same_path(const jg_state *a, const jg_state *b)
+{
+    if (a->prog != b->prog || a->seg != b->seg || a->pick != b->pick || a->fdepth != b->fdepth ||
+        memcmp(a->f, b->f, a->fdepth * sizeof a->f[0]))
+        return 0;
+    if (a->prog && a->seg < a->prog->nseg && a->prog->seg[a->seg].kind == JG_SCHEMA && a->fdepth) {
+        switch (a->f[a->fdepth - 1].phase) {
+        case PH_START: case PH_OBJ_FIRST: case PH_OBJ_AFTER: case PH_OBJ_NEXT: case PH_COLON: case PH_ARR_FIRST:
+        case PH_ARR_AFTER: case PH_ARR_ITEM: case PH_MAP_FIRST: case PH_MAP_AFTER: case PH_MAP_NEXT: case PH_MAP_COLON:
+            return a->ws == b->ws;
+        }
+    }
+    return !memcmp(a, b, offsetof(jg_state, f));
+}
+
+static void gate_add(jg_gate *g, const jg_state *s)
+{
+    for (int i = 0; i < g->n; i++)
+        if (same_path(&g->s[i], s))
+            return;
+    if (g->n < JG_FORKS)
+        memcpy(&g->s[g->n++], s, state_bytes(s));
+}
+
+int jg_gate_feed(jg_gate *g, unsigned char c)
+{
+    jg_gate out;
+    out.n = 0;
+    for (int i = 0; i < g->n; i++) {
+        jg_state t;
+        int nb, x;
+        if (feed_alt(&t, &g->s[i], c, 0, &nb))
+            gate_add(&out, &t);
+        for (int k = 1; k < nb; k++)
+            if (feed_alt(&t, &g->s[i], c, k, &x))
+                gate_add(&out, &t);
+    }
+    if (!out.n)
+        return 0;
+    g->n = out.n;
+    for (int i = 0; i < out.n; i++)
+        memcpy(&g->s[i], &out.s[i], state_bytes(&out.s[i]));
+    return 1;
+}
+
+int jg_gate_feed_bytes(jg_gate *g, const char *p, size_t n)
+{
+    jg_gate t;
+    t.n = g->n;
+    for (int i = 0; i < g->n; i++)
+        memcpy(&t.s[i], &g->s[i], state_bytes(&g->s[i]));
+    for (size_t i = 0; i < n; i++)
+        if (!jg_gate_feed(&t, (unsigned char)p[i]))
+            return 0;
+    g->n = t.n;
+    for (int i = 0; i < t.n; i++)
+        memcpy(&g->s[i], &t.s[i], state_bytes(&t.s[i]));
+    return 1;
+}
+
+int jg_gate_done(const jg_gate *g)
+{
+    for (int i = 0; i < g->n; i++)
+        if (jg_done(&g->s[i]))
+            return 1;
+    return 0;
+}
+
+int jg_gate_allowed(const jg_vocab *v, const jg_gate *g, uint8_t *allowed)
+{
+    if (g->n == 1)
+        return jg_allowed(v, &g->s[0], allowed);
+    uint8_t *one = malloc((size_t)v->V);
+    if (!one)
+        return -1;
+    memset(allowed, 0, (size_t)v->V);
+    int count = 0;
+    for (int i = 0; i < g->n; i++) {
+        if (jg_allowed(v, &g->s[i], one) < 0) {
+            free(one);
+            return -1;
+        }
+        for (int id = 0; id < v->V; id++)
+            if (one[id] && !allowed[id])
+                allowed[id] = 1, count++;
+    }
+    free(one);
+    return count;
 }

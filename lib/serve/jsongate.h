@@ -35,8 +35,10 @@
 
 /* A JSON Schema compiled for the automaton (response_format json_schema, a tool's parameters): objects
  * with "properties" (written in the order given; "required" ones must be, the others may be skipped; no
- * other keys), "items", "enum" / "const", "anyOf" / "oneOf" / a list of types whose alternatives start
- * with different characters, "$ref" to "#/$defs/..." or "#/definitions/..." (recursion allowed), the
+ * other keys), "items", "enum" / "const", "anyOf" / "oneOf" (taken as anyOf) / a list of types, whose
+ * alternatives may begin alike (objects with keys in common, integer and number, an enum beside a string:
+ * jg_gate follows each one the text so far still fits), "$ref" to "#/$defs/..." or "#/definitions/..."
+ * (recursion allowed), the
  * types string, number, integer, boolean, null, and {} / true for any value; the bounds minLength /
  * maxLength (characters, i.e. code points) beside type string, minItems / maxItems beside type array,
  * minimum / maximum / exclusiveMinimum / exclusiveMaximum (draft 6 numbers or draft 4 booleans) beside
@@ -94,6 +96,7 @@ typedef struct jg_state {
     uint8_t depth, mode, sub, key, ws, need, lo, hi, pos, hi_sur, any;
     uint8_t seg, nlo, nhi; /* program: the segment, the names (or enum values) still possible [nlo, nhi) */
     uint8_t pick;          /* program: the name taken */
+    uint8_t br_want, br_n; /* schema: the alternative a value's first byte takes, of the br_n it could (anyOf) */
     uint8_t fdepth;        /* schema: frames in use */
     uint8_t nint, nfrac, neg; /* schema, a number with bounds: its digits before and after the point, its sign */
     int64_t num;           /* ... and all its digits as one integer */
@@ -110,7 +113,8 @@ typedef struct jg_state {
 void jg_init(jg_state *s);
 /* the state at the start of program p (which must outlive it) */
 void jg_init_prog(jg_state *s, const jg_prog *p);
-/* 1: c continues the text (s advanced); 0: refused (s unchanged) */
+/* 1: c continues the text (s advanced); 0: refused (s unchanged). One path: where a value's first byte
+ * could begin several alternatives of an anyOf, it takes the first (jg_gate follows them all). */
 int jg_feed(jg_state *s, unsigned char c);
 int jg_feed_bytes(jg_state *s, const char *p, size_t n); /* all or nothing */
 /* the object (or the program) is complete: nothing may follow */
@@ -124,9 +128,27 @@ jg_vocab *jg_vocab_new(tok *t, int V, ogk_error *e);
 typedef int (*jg_piece_fn)(void *arg, int id, char **bytes, size_t *len);
 jg_vocab *jg_vocab_build(int V, jg_piece_fn piece, void *arg, ogk_error *e);
 void jg_vocab_free(jg_vocab *v);
-/* allowed[id] = 1 for the tokens whose whole piece s accepts, 0 for the rest (special tokens, EOS among
- * them, never: the caller ends the answer once s is done); returns how many are allowed */
+/* allowed[id] = 1 for the tokens whose whole piece s accepts along any of the alternatives it may begin,
+ * 0 for the rest (special tokens, EOS among them, never: the caller ends the answer once s is done);
+ * returns how many are allowed, -1 out of memory */
 int jg_allowed(const jg_vocab *v, const jg_state *s, uint8_t *allowed);
+
+/* The gate: the states of every path the text so far still fits (anyOf alternatives that begin alike
+ * fork the walk at their first byte; a path the text leaves is dropped, paths that meet are merged).
+ * At most JG_FORKS paths are followed: past that the later ones are dropped, which narrows what may
+ * come next but never lets anything invalid through. */
+#define JG_FORKS 16
+typedef struct jg_gate {
+    int n;
+    jg_state s[JG_FORKS];
+} jg_gate;
+/* the gate at the start of program p (NULL: one JSON object) */
+void jg_gate_init(jg_gate *g, const jg_prog *p);
+int jg_gate_feed(jg_gate *g, unsigned char c);                     /* 1 taken; 0 refused, g unchanged */
+int jg_gate_feed_bytes(jg_gate *g, const char *p, size_t n);       /* all or nothing */
+int jg_gate_done(const jg_gate *g);                                /* some path is complete */
+/* the union of jg_allowed over the paths; -1 out of memory */
+int jg_gate_allowed(const jg_vocab *v, const jg_gate *g, uint8_t *allowed);
 /* a token's piece (NULL, 0 when it has none) */
 const char *jg_piece(const jg_vocab *v, int id, size_t *len);
 

@@ -44,7 +44,7 @@ struct serve_slot {
      * allowed tokens and automaton, the answer's tokens seen (penalties) */
     float *shaped;
     uint8_t *allowed, *seen;
-    jg_state jg;
+    jg_gate jg;
 };
 
 /* ---------------------------------------------------------------- jobs */
@@ -345,7 +345,7 @@ static const float *shape(serve_sched *S, serve_slot *sl, const float *logits)
             sl->seen[j->ids[i]] = 0;
     }
     if (j->json) {
-        if (jg_allowed(S->jg, &sl->jg, sl->allowed) <= 0)
+        if (jg_gate_allowed(S->jg, &sl->jg, sl->allowed) <= 0)
             return NULL;
         for (int i = 0; i < S->m->c.n_eos; i++) /* an end token with text of its own would end it too early */
             if (S->m->c.eos_ids[i] >= 0 && S->m->c.eos_ids[i] < V)
@@ -382,10 +382,7 @@ static void start_job(serve_sched *S, serve_slot *sl, serve_job *j)
     int V = model_sample_vocab(S->m->c.vocab_size, tok_vocab_size(S->t), j->temperature);
     int ok = sl->ts && !model_sampler_init(&sl->sp, V, j->temperature, j->top_k, j->top_p, j->seed);
     ok = ok && (!shaped_job(j) || !shape_init(S, sl));
-    if (j->prog)
-        jg_init_prog(&sl->jg, j->prog);
-    else
-        jg_init(&sl->jg);
+    jg_gate_init(&sl->jg, j->prog);
     /* greedy without logprobs reads each logits row's argmax only: the classifier's argmax head (lib/model);
      * reshaped logits need the whole row */
     sl->s->head_argmax = j->temperature <= 0 && j->top_n < 0 && !shaped_job(j);
@@ -576,8 +573,8 @@ static int next_token(serve_sched *S, serve_slot *sl, const float *logits)
     if (j->json) { /* the token's piece was allowed, so the automaton takes it; a complete object ends the answer */
         size_t pn;
         const char *p = jg_piece(S->jg, id, &pn);
-        jg_feed_bytes(&sl->jg, p, pn);
-        if (jg_done(&sl->jg)) {
+        jg_gate_feed_bytes(&sl->jg, p, pn);
+        if (jg_gate_done(&sl->jg)) {
             finish(S, sl, "stop", NULL);
             return 0;
         }

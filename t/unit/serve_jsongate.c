@@ -440,14 +440,15 @@ static const char *SCHEMA =
     "\"$defs\":{\"Pet\":{\"type\":\"object\",\"properties\":{\"kind\":{\"const\":\"cat\"},\"lives\":{\"type\":\"number\"},"
     "\"ok\":{\"type\":\"boolean\"}},\"required\":[\"kind\"],\"additionalProperties\":false}},\"additionalProperties\":false}";
 
+/* s through the gate of p: taken up to want_stop (-1: all), complete or not */
 static void schema_case(const jg_prog *p, const char *s, int want_stop, int want_done)
 {
-    jg_state st;
-    jg_init_prog(&st, p);
+    jg_gate g;
+    jg_gate_init(&g, p);
     size_t n = strlen(s), i = 0, want = want_stop < 0 ? n : (size_t)want_stop;
-    while (i < n && jg_feed(&st, (unsigned char)s[i]))
+    while (i < n && jg_gate_feed(&g, (unsigned char)s[i]))
         i++;
-    TAP_OK(i == want && jg_done(&st) == want_done, "schema: %-62s taken %zu/%zu done %d", s, i, n, jg_done(&st));
+    TAP_OK(i == want && jg_gate_done(&g) == want_done, "schema: %-62s taken %zu/%zu done %d", s, i, n, jg_gate_done(&g));
 }
 
 static jg_prog *schema_prog(const char *src, char *err, size_t errn)
@@ -592,8 +593,6 @@ static void schema_runs(void)
                    "a keyword the walk cannot keep to is refused by name");
     refused_schema("{\"type\":\"object\",\"properties\":{\"s\":{\"type\":\"array\",\"uniqueItems\":true}}}", "uniqueItems true",
                    "uniqueItems");
-    refused_schema("{\"anyOf\":[{\"type\":\"integer\"},{\"type\":\"number\"}]}", "start with the same character",
-                   "alternatives the first byte cannot tell apart");
     refused_schema("{\"$ref\":\"https://example.com/s.json\"}", "only \"#/$defs/", "an outside reference");
     refused_schema("{\"$ref\":\"#/$defs/missing\"}", "is not defined", "a missing definition");
     refused_schema("{\"type\":\"object\",\"properties\":{\"a\":{}},\"additionalProperties\":{\"type\":\"string\"}}",
@@ -677,14 +676,142 @@ static void schema_runs(void)
     }
     refused_schema("{\"enum\":[1,1]}", "given twice", "an enum value given twice");
     refused_schema("{\"type\":\"complex\"}", "unknown type", "an unknown type");
-    /* references that lead only to themselves (a = a | null): compiled, and the walk gives up on such a value
-     * after as many hops as the schema has nodes instead of going round for ever */
+    /* references that lead back to themselves (a = a | null): compiled, and the alternatives' walk
+     * (anyof_leaves) visits each anyOf a bounded number of times instead of going round for ever */
     p = schema_prog("{\"type\":\"object\",\"properties\":{\"a\":{\"$ref\":\"#/$defs/a\"}},\"$defs\":{\"a\":{\"anyOf\":"
                     "[{\"$ref\":\"#/$defs/a\"},{\"type\":\"null\"}]}}}", err, sizeof err);
     TAP_OK(p != NULL, "a self-referring anyOf compiles %s", err);
     if (p) {
-        schema_case(p, "{\"a\":null}", 5, 0);
+        schema_case(p, "{\"a\":null}", -1, 1);
         schema_case(p, "{\"a\":1", 5, 0);
+        jg_prog_free(p);
+    }
+    p = schema_prog("{\"$ref\":\"#/$defs/a\",\"$defs\":{\"a\":{\"anyOf\":[{\"$ref\":\"#/$defs/b\"}]},"
+                    "\"b\":{\"anyOf\":[{\"$ref\":\"#/$defs/a\"}]}}}", err, sizeof err);
+    if (p) { /* references that lead only to references: no value at all */
+        schema_case(p, "{", 0, 0);
+        jg_prog_free(p);
+    }
+}
+
+/* ---------------------------------------------------------------- unions (anyOf whose alternatives begin alike) */
+
+static const char *UNION =
+    "{\"type\":\"object\",\"properties\":{\"pets\":{\"type\":\"array\",\"items\":{\"anyOf\":["
+    "{\"type\":\"object\",\"properties\":{\"kind\":{\"const\":\"cat\"},\"lives\":{\"type\":\"integer\"}},\"required\":[\"kind\",\"lives\"]},"
+    "{\"type\":\"object\",\"properties\":{\"kind\":{\"const\":\"dog\"},\"good\":{\"type\":\"boolean\"}},\"required\":[\"kind\",\"good\"]},"
+    "{\"type\":\"object\",\"properties\":{\"kind\":{\"type\":\"string\",\"maxLength\":4}},\"required\":[\"kind\"]}]},\"maxItems\":4},"
+    "\"n\":{\"anyOf\":[{\"type\":\"integer\",\"minimum\":0,\"maximum\":9},{\"type\":\"number\",\"minimum\":100}]},"
+    "\"mode\":{\"anyOf\":[{\"enum\":[\"auto\",\"none\"]},{\"type\":\"string\",\"maxLength\":2}]}},\"required\":[\"pets\"]}";
+
+static void schema_unions(void)
+{
+    char err[256] = "";
+    jg_prog *p = schema_prog(UNION, err, sizeof err);
+    TAP_OK(p != NULL, "unions: objects alike, integer beside number, an enum beside a string compile %s", err);
+    if (!p)
+        return;
+    static const struct {
+        const char *s;
+        int stop, done;
+    } cases[] = {
+        {"{\"pets\":[{\"kind\":\"cat\",\"lives\":9}]}", -1, 1},
+        {"{\"pets\":[{\"kind\":\"dog\",\"good\":true},{\"kind\":\"cat\",\"lives\":1}]}", -1, 1},
+        {"{\"pets\":[{\"kind\":\"cow\"}]}", -1, 1},          /* the third: any kind of up to 4 characters */
+        {"{\"pets\":[{\"kind\":\"cat\"}]}", -1, 1},          /* the third again ("cat" fits it) */
+        {"{\"pets\":[{\"kind\":\"horse\"}]}", 22, 0},        /* none: too long for the third */
+        {"{\"pets\":[{\"kind\":\"cat\",\"good\"", 24, 0},    /* the cat has lives, the third no other keys */
+        {"{\"pets\":[{\"kind\":\"dog\",\"lives\"", 24, 0},
+        {"{\"pets\":[{\"kind\":\"dog\"}", 23, 0},            /* good is required of the dog ("dog" is no kind of the third? it is) */
+        {"{\"pets\":[],\"n\":7}", -1, 1},
+        {"{\"pets\":[],\"n\":123.5}", -1, 1},
+        {"{\"pets\":[],\"n\":12}", 17, 0},                    /* 12: no integer <= 9, no number >= 100 */
+        {"{\"pets\":[],\"mode\":\"auto\"}", -1, 1},
+        {"{\"pets\":[],\"mode\":\"ab\"}", -1, 1},
+        {"{\"pets\":[],\"mode\":\"abc", 21, 0},
+        {"{\"pets\":[],\"mode\":\"autos", 23, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+        schema_case(p, cases[i].s, cases[i].stop, cases[i].done);
+    /* paths that meet again are merged: a long array of items that two alternatives both fit */
+    jg_gate g;
+    jg_gate_init(&g, p);
+    const char *many = "{\"pets\":[{\"kind\":\"cat\",\"lives\":1},{\"kind\":\"cat\",\"lives\":2},{\"kind\":\"cat\",\"lives\":3},"
+                       "{\"kind\":\"cat\",\"lives\":4}],\"n\":5,\"mode\":\"no\"}";
+    int most = 0, ok = 1;
+    for (const char *c = many; *c && ok; c++) {
+        ok = jg_gate_feed(&g, (unsigned char)*c);
+        most = g.n > most ? g.n : most;
+    }
+    TAP_OK(ok && jg_gate_done(&g) && most <= 3 && g.n == 1, "unions: the paths merge after each item (at most %d, %d at the end)",
+           most, g.n);
+    /* the mask against each piece fed alone through a copy of the gate, in every state of some documents;
+     * the pieces: every substring of up to 12 bytes of the documents, so many span the bytes that choose */
+    const char *docs[] = {"{\"pets\":[{\"kind\":\"dog\",\"good\":false},{\"kind\":\"ca\"}],\"n\":104,\"mode\":\"none\"}",
+                          "{\"pets\":[{\"kind\":\"cat\",\"lives\":-3}],\"n\":0,\"mode\":\"x\"}"};
+    enum { MAXP = 4096 };
+    char **pc = calloc(MAXP, sizeof *pc);
+    size_t *pn = calloc(MAXP, sizeof *pn);
+    int V = 0;
+    for (int d = 0; d < 2; d++)
+        for (size_t a = 0; docs[d][a]; a++)
+            for (size_t l = 1; l <= 12 && docs[d][a + l - 1]; l++) {
+                int dup = 0;
+                for (int k = 0; k < V && !dup; k++)
+                    dup = pn[k] == l && !memcmp(pc[k], docs[d] + a, l);
+                if (!dup && V < MAXP)
+                    pc[V] = strndup(docs[d] + a, l), pn[V++] = l;
+            }
+    pieces ps = {pc, pn};
+    ogk_error e;
+    jg_vocab *v = jg_vocab_build(V, piece_of, &ps, &e);
+    uint8_t *al = malloc((size_t)V);
+    int states = 0, same = 0, nonempty = 0, forked = 0;
+    for (int d = 0; d < 2 && v; d++) {
+        jg_gate_init(&g, p);
+        for (const char *c = docs[d]; *c; c++) {
+            int cnt = jg_gate_allowed(v, &g, al), want = 0, agree = 1;
+            for (int id = 0; id < V; id++) {
+                jg_gate t = g;
+                int x = jg_gate_feed_bytes(&t, pc[id], pn[id]);
+                want += x, agree &= (al[id] != 0) == x;
+            }
+            states++, same += agree && cnt == want, nonempty += cnt > 0, forked += g.n > 1;
+            if (!jg_gate_feed(&g, (unsigned char)*c))
+                break;
+        }
+    }
+    TAP_OK(v && states == (int)(strlen(docs[0]) + strlen(docs[1])) && same == states && nonempty == states,
+           "unions: mask = each piece fed alone, in %d of %d states (%d of them with more than one path, %d with some token)",
+           same, states, forked, nonempty);
+    /* one state's mask walks the alternatives a piece chooses inside itself: "{\"kind\":\"dog\"" is the
+     * second alternative's, past the first byte that chose the first */
+    jg_gate_init(&g, p);
+    jg_gate_feed_bytes(&g, "{\"pets\":[", 9);
+    int id = -1;
+    for (int k = 0; k < V && v; k++)
+        if (pn[k] == 12 && !memcmp(pc[k], "{\"kind\":\"dog", 12))
+            id = k;
+    TAP_OK(id >= 0 && g.n == 1 && jg_allowed(v, &g.s[0], al) > 0 && al[id], "unions: a piece that chooses inside itself is allowed");
+    jg_vocab_free(v);
+    for (int i = 0; i < V; i++)
+        free(pc[i]);
+    free(pc), free(pn), free(al);
+    jg_prog_free(p);
+    /* more alike alternatives than the gate follows: the first JG_FORKS stay, the rest cannot be written */
+    char big[8192] = "{\"anyOf\":[";
+    for (int i = 0; i < JG_FORKS + 4; i++)
+        snprintf(big + strlen(big), sizeof big - strlen(big), "%s{\"type\":\"object\",\"properties\":{\"t\":{\"const\":\"k%02d\"}},"
+                 "\"required\":[\"t\"]}", i ? "," : "", i);
+    strcat(big, "]}");
+    p = schema_prog(big, err, sizeof err);
+    TAP_OK(p != NULL, "%d alike alternatives compile %s", JG_FORKS + 4, err);
+    if (p) {
+        char doc[64];
+        snprintf(doc, sizeof doc, "{\"t\":\"k%02d\"}", JG_FORKS - 1);
+        schema_case(p, doc, -1, 1);
+        snprintf(doc, sizeof doc, "{\"t\":\"k%02d\"}", JG_FORKS);
+        schema_case(p, doc, 8, 0);
         jg_prog_free(p);
     }
 }
@@ -828,16 +955,16 @@ static int pattern_walks(const jg_prog *p, int walks, int max_bytes, FILE *out, 
 {
     int ended = 0;
     for (int w = 0; w < walks; w++) {
-        jg_state st;
-        jg_init_prog(&st, p);
+        jg_gate st;
+        jg_gate_init(&st, p);
         char doc[4096];
         size_t n = 0;
-        for (int k = 0; k < max_bytes && !jg_done(&st) && n < sizeof doc - 1; k++) {
+        for (int k = 0; k < max_bytes && !jg_gate_done(&st) && n < sizeof doc - 1; k++) {
             unsigned char ok[256];
             int m = 0;
             for (int c = 0; c < 256; c++) {
-                jg_state u = st;
-                if (c != ' ' && c != '\n' && c != '\t' && jg_feed(&u, (unsigned char)c))
+                jg_gate u = st;
+                if (c != ' ' && c != '\n' && c != '\t' && jg_gate_feed(&u, (unsigned char)c))
                     ok[m++] = (unsigned char)c;
             }
             if (!m) {
@@ -852,11 +979,11 @@ static int pattern_walks(const jg_prog *p, int walks, int max_bytes, FILE *out, 
             else /* whole documents: the bytes that end things (strings, containers, numbers) favoured */
                 for (int r = 0; r < 3 && !strchr("\"}],", c); r++)
                     c = ok[rnd((unsigned)m)];
-            jg_feed(&st, c);
+            jg_gate_feed(&st, c);
             doc[n++] = (char)c;
         }
         doc[n] = 0;
-        if (jg_done(&st)) {
+        if (jg_gate_done(&st)) {
             ended++;
             if (out) {
                 /* as jansson writes it (the whole document as written where jansson refuses a number beyond
@@ -1183,6 +1310,7 @@ int main(int argc, char **argv)
     mask_runs();
     prog_runs();
     schema_runs();
+    schema_unions();
     bounds_runs();
     pattern_runs();
     return TAP_DONE();
