@@ -1259,6 +1259,40 @@ both_finish() {
   both_finish
 }
 
+@test "serve: --parallel 4 --queue 1: bursts of 4 and 5 requests fit the free slots and the queue; a sixth is refused" {
+  # every slot free: a burst as wide as the slots is taken whole, though the scheduler moves queued jobs
+  # into slots only between its steps (held-out audit: 503s with idle slots)
+  start_server --parallel 4 --queue 1
+  local r i codes
+  for r in 1 2 3 4 5; do
+    for i in 1 2 3 4 5; do
+      curl -s -m 60 -o /dev/null -w '%{http_code}\n' -H 'Content-Type: application/json' "http://127.0.0.1:$PORT/v1/completions" \
+        -d '{"prompt": "def f(x):", "max_tokens": 24, "temperature": 0, "ignore_eos": true}' >"$BATS_TEST_TMPDIR/code$i" &
+      cpids+=($!)
+    done
+    wait "${cpids[@]}"
+    cpids=()
+    codes=$(cat "$BATS_TEST_TMPDIR"/code? | sort | uniq -c | tr -s ' ' | tr '\n' ';')
+    echo "# round $r: $codes" >&3
+    [ "$codes" = " 5 200;" ]
+  done
+  # 4 running and 1 waiting: the sixth has no place
+  stop_servers
+  OGAKIT_KERNEL=ref start_server --parallel 4 --queue 1
+  for i in 1 2 3 4 5; do
+    curl -s -m 300 -o /dev/null -H 'Content-Type: application/json' "http://127.0.0.1:$PORT/v1/completions" \
+      -d '{"prompt": "def f(x):", "max_tokens": 300, "temperature": 0, "ignore_eos": true}' &
+    cpids+=($!)
+  done
+  for _ in $(seq 200); do [ "$(metric requests_queued)" = 1 ] && [ "$(metric slots_busy)" = 4 ] && break; sleep 0.02; done
+  [ "$(metric slots_busy)" = 4 ]
+  post /v1/completions '{"prompt": "def f(x):", "max_tokens": 2}'
+  is_error 503
+  kill "${cpids[@]}" 2>/dev/null || true
+  wait "${cpids[@]}" || true
+  cpids=()
+}
+
 @test "serve: a queued request whose client left frees its place in the queue, even behind a live one" {
   OGAKIT_KERNEL=ref start_server --parallel 1 --queue 2
   one_runs_one_waits

@@ -101,7 +101,8 @@ int serve_sched_init(serve_sched *S, const model *m, tok *t, pthread_mutex_t *to
     if (n_slots < 1 || n_slots > SERVE_PASS_ROWS)
         return ogk_fail(e, "--parallel %d: want 1..%d slots", n_slots, SERVE_PASS_ROWS);
     S->q_cap = queue > 0 ? queue : 1;
-    if (!(S->queue = calloc((size_t)S->q_cap, sizeof *S->queue)) ||
+    S->q_size = S->q_cap + n_slots;
+    if (!(S->queue = calloc((size_t)S->q_size, sizeof *S->queue)) ||
         !(S->slots = calloc((size_t)n_slots, sizeof *S->slots)))
         return ogk_fail(e, "out of memory");
     if (!(S->pool = kern_pool_new(threads)))
@@ -161,7 +162,7 @@ void serve_sched_free(serve_sched *S)
     model_state_free(S->work);
     kern_pool_free(S->pool);
     for (int i = 0; i < S->q_len; i++)
-        serve_job_unref(S->queue[(S->q_head + i) % S->q_cap]);
+        serve_job_unref(S->queue[(S->q_head + i) % S->q_size]);
     free(S->queue);
     pthread_mutex_destroy(&S->mu);
     pthread_cond_destroy(&S->cv);
@@ -185,11 +186,11 @@ static void purge_cancelled(serve_sched *S)
 {
     int kept = 0;
     for (int i = 0; i < S->q_len; i++) {
-        serve_job *j = S->queue[(S->q_head + i) % S->q_cap];
+        serve_job *j = S->queue[(S->q_head + i) % S->q_size];
         if (__atomic_load_n(&j->cancel, __ATOMIC_RELAXED))
             drop_queued(j, "cancelled", 0);
         else
-            S->queue[(S->q_head + kept++) % S->q_cap] = j;
+            S->queue[(S->q_head + kept++) % S->q_size] = j;
     }
     S->q_len = kept;
 }
@@ -197,9 +198,12 @@ static void purge_cancelled(serve_sched *S)
 int serve_sched_submit(serve_sched *S, serve_job *j)
 {
     pthread_mutex_lock(&S->mu);
-    if (S->q_len == S->q_cap)
+    /* room: the queue's, and a place for each slot that is free but has not taken its next job yet (the
+     * scheduler thread admits them between steps) */
+    int room = S->q_cap + S->n_slots - S->taken;
+    if (S->q_len >= room)
         purge_cancelled(S);
-    if (S->stopping || S->q_len == S->q_cap) {
+    if (S->stopping || S->q_len >= room) {
         int rc = S->stopping ? -2 : -1;
         pthread_mutex_unlock(&S->mu);
         return rc;
@@ -208,7 +212,7 @@ int serve_sched_submit(serve_sched *S, serve_job *j)
     j->refs++;
     j->t_queued = ogk_now();
     pthread_mutex_unlock(&j->mu);
-    S->queue[(S->q_head + S->q_len++) % S->q_cap] = j;
+    S->queue[(S->q_head + S->q_len++) % S->q_size] = j;
     pthread_cond_signal(&S->cv);
     pthread_mutex_unlock(&S->mu);
     return 0;
@@ -230,6 +234,9 @@ static const char SHUTTING_DOWN[] = "the server is shutting down";
 static void finish(serve_sched *S, serve_slot *sl, const char *reason, const char *failure)
 {
     serve_job *j = sl->j;
+    pthread_mutex_lock(&S->mu); /* its place counts as free before its client hears (and may ask again) */
+    S->taken--;
+    pthread_mutex_unlock(&S->mu);
     if (!failure && !sl->st.hit) { /* what the decoder and the stop-string filter still hold */
         ogk_error e;
         size_t n = 0;
@@ -403,7 +410,7 @@ static void admit(serve_sched *S)
     while (S->q_len) {
         serve_job *j = S->queue[S->q_head];
         if (__atomic_load_n(&j->cancel, __ATOMIC_RELAXED)) { /* left while an earlier one was started */
-            S->q_head = (S->q_head + 1) % S->q_cap, S->q_len--;
+            S->q_head = (S->q_head + 1) % S->q_size, S->q_len--;
             drop_queued(j, "cancelled", 0);
             continue;
         }
@@ -419,8 +426,9 @@ static void admit(serve_sched *S)
         }
         if (!best)
             return;
-        S->q_head = (S->q_head + 1) % S->q_cap, S->q_len--;
+        S->q_head = (S->q_head + 1) % S->q_size, S->q_len--;
         best->used = ++S->admitted;
+        S->taken++;
         pthread_mutex_unlock(&S->mu);
         start_job(S, best, j);
         pthread_mutex_lock(&S->mu);
@@ -517,8 +525,10 @@ static int next_token(serve_sched *S, serve_slot *sl, const float *logits)
     }
     const float *x = shaped_job(j) ? shape(S, sl, logits) : logits;
     if (!x) {
-        finish(S, sl, "stop", j->prog ? "forced tool call: no token of the vocabulary continues the call"
-                                      : "JSON mode: no token of the vocabulary continues the answer as JSON");
+        finish(S, sl, "stop", !j->prog ? "JSON mode: no token of the vocabulary continues the answer as JSON"
+                              : j->prog->nseg && j->prog->seg[0].kind == JG_SCHEMA
+                                  ? "json_schema: no token of the vocabulary continues the answer within its schema"
+                                  : "forced tool call: no token of the vocabulary continues the call");
         return 0;
     }
     int id = model_sample(&sl->sp, x);
@@ -806,7 +816,7 @@ void serve_sched_stop(serve_sched *S, double grace_s)
     S->stopping = 1 + (int)ceil(grace_s);
     while (S->q_len) { /* never started: refused */
         serve_job *j = S->queue[S->q_head];
-        S->q_head = (S->q_head + 1) % S->q_cap, S->q_len--;
+        S->q_head = (S->q_head + 1) % S->q_size, S->q_len--;
         drop_queued(j, SHUTTING_DOWN, 503);
     }
     pthread_cond_signal(&S->cv);

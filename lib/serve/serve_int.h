@@ -181,7 +181,8 @@ typedef struct serve_sched {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     serve_job **queue;
-    int q_head, q_len, q_cap;
+    int q_head, q_len, q_cap, q_size; /* q_size: the ring, q_cap + one place a slot (jobs a free slot takes next) */
+    int taken;                        /* slots holding a job (admit to finish) */
     int stopping, running;
     pthread_t th;
     jg_vocab *jg; /* JSON mode's pieces, built at the first such job (scheduler thread) */
