@@ -561,6 +561,15 @@ schema_fits() {
     "json_schema": {"name": "p", "schema": {"type": "object", "properties": {"n": {"type": "integer", "multipleOf": 2}}}}}}'
   is_error 400
   echo "$BODY" | jq -e '.error.message | test("multipleOf")'
+  # schemas that no value keeps to are refused when compiled (400), not found out by a walk that cannot go on
+  for sch in '{"type": "object", "properties": {"c": {"$ref": "#"}}, "required": ["c"]}' \
+    '{"type": "object", "properties": {"a": {"type": "integer", "minimum": 1e15}}, "required": ["a"]}' \
+    '{"type": "object", "properties": {"a": {"type": []}}}'; do
+    post /v1/chat/completions "$(jq -nc --argjson s "$sch" '{messages: [{role: "user", content: "x"}], max_tokens: 8,
+      response_format: {type: "json_schema", json_schema: {name: "p", schema: $s}}}')"
+    is_error 400
+    echo "$BODY" | jq -e '.error.message | test("no value can keep to it|no integer of at most 15 digits|empty list")'
+  done
   # a greedy plain request beside a sampled JSON one: the text of a run alone
   want=$(run_text -n 40 --ignore-eos -p "class Stack:")
   curl -s -m 60 -H 'Content-Type: application/json' "http://127.0.0.1:$PORT/v1/completions" -d '{"prompt": "import os",

@@ -719,7 +719,9 @@ typedef struct jnode {
     int bounded;         /* number / integer: lo, hi hold (integer: inclusive integers) */
     uint8_t lo_ex, hi_ex;
     double lo, hi;
+    int frames; /* the fewest schema frames a value of the node takes (JG_SCHEMA_DEPTH at most; FRAMES_NONE: no value) */
 } jnode;
+#define FRAMES_NONE (1 << 20)
 
 struct jg_schema {
     int n, root;
@@ -845,6 +847,25 @@ static int counted_node(cctx *c, const json_t *s, int kind, const char *kmin, co
     return id;
 }
 
+#define NUM_MAX 999999999999999.0 /* the largest integer of JG_NUM_DIGITS digits */
+
+/* x is written exactly in at most JG_NUM_DIGITS digits without an exponent (as a bounded number must be) */
+static int writable(double x)
+{
+    char buf[64];
+    for (int k = 0; k < JG_NUM_DIGITS; k++) {
+        snprintf(buf, sizeof buf, "%.*f", k, x);
+        int digits = 0;
+        for (const char *p = buf; *p; p++)
+            digits += *p >= '0' && *p <= '9';
+        if (digits > JG_NUM_DIGITS)
+            return 0;
+        if (strtod(buf, NULL) == x)
+            return 1;
+    }
+    return 0;
+}
+
 /* a number or an integer, with its bounds: minimum / maximum, exclusiveMinimum / exclusiveMaximum as numbers
  * (draft 6 on) or as booleans beside the other two (draft 4) */
 static int number_node(cctx *c, const json_t *s, int integer, const char *where)
@@ -888,12 +909,14 @@ static int number_node(cctx *c, const json_t *s, int integer, const char *where)
         lo = l, hi = h, lo_ex = hi_ex = 0;
         if (lo > hi)
             return CFAIL("json_schema: %s: no integer lies within its bounds", where);
+        if (lo > NUM_MAX || hi < -NUM_MAX)
+            return CFAIL("json_schema: %s: no integer of at most %d digits lies within its bounds", where, JG_NUM_DIGITS);
     } else {
         /* at JG_NUM_DIGITS digits, numbers of size x lie some 1e-14 x apart: a range narrower than that
          * (other than one value those digits write) might hold none of them */
-        char buf[40];
-        snprintf(buf, sizeof buf, "%.*g", JG_NUM_DIGITS, lo);
-        int exact = lo == hi && !lo_ex && !hi_ex && strtod(buf, NULL) == lo;
+        if (lo >= 1e15 || hi <= -1e15)
+            return CFAIL("json_schema: %s: no number of at most %d digits lies within its bounds", where, JG_NUM_DIGITS);
+        int exact = lo == hi && !lo_ex && !hi_ex && writable(lo);
         double size = fmax(1.0, fmax(fabs(lo), fabs(hi)));
         if (!exact && !(hi - lo >= 1e-13 * size))
             return CFAIL("json_schema: %s: its bounds leave too narrow a range for numbers of %d digits", where, JG_NUM_DIGITS);
@@ -1069,6 +1092,35 @@ static int type_node(cctx *c, const json_t *s, const char *type, const char *whe
     if (pp && (!json_is_object(pp) || json_object_size(pp) > 1 || props))
         return CFAIL("json_schema: %s: patternProperties is supported as one pattern, without properties", where);
     int free_add = !add || json_is_true(add) || (json_is_object(add) && !json_object_size(add));
+    if (!props && json_array_size(req)) {
+        /* required keys without properties: an object of those keys (no others), each value of
+         * additionalProperties' schema (or any value) */
+        if (pp || json_object_get(s, "propertyNames"))
+            return CFAIL("json_schema: %s: required beside patternProperties or propertyNames (without properties) "
+                         "is not supported", where);
+        if (json_is_false(add))
+            return CFAIL("json_schema: %s: required keys, but no properties and additionalProperties false: no "
+                         "object keeps to it", where);
+        json_t *o = json_pack("{s:s, s:{}, s:O}", "type", "object", "properties", "required", req);
+        if (!o)
+            return CFAIL("out of memory");
+        json_t *ps = json_object_get(o, "properties");
+        size_t i;
+        const json_t *r;
+        json_array_foreach(req, i, r)
+        {
+            if (!json_is_string(r) || json_object_set(ps, json_string_value(r), json_is_object(add) ? (json_t *)add : json_true())) {
+                json_decref(o);
+                return CFAIL("json_schema: %s.required[%zu] must be a string", where, i);
+            }
+        }
+        for (const char *const *b = (const char *const[]){"minProperties", "maxProperties", NULL}; *b; b++)
+            if (json_object_get(s, *b))
+                json_object_set(o, *b, json_object_get(s, *b));
+        int id = type_node(c, o, "object", where, depth);
+        json_decref(o);
+        return id;
+    }
     if (!props && (pp || (!free_add && !json_is_false(add)) || json_object_get(s, "propertyNames") ||
                    json_object_get(s, "minProperties") || json_object_get(s, "maxProperties")))
         return map_node(c, s, where, depth); /* keys of their own (a dict, say) */
@@ -1179,6 +1231,11 @@ static int notes_only(const json_t *s)
  * one of those forms */
 static const json_t *ref_target(const cctx *c, const char *r, int *local)
 {
+    if (r && !strcmp(r, "#")) { /* the whole schema (a tree of its own values) */
+        if (local)
+            *local = 1;
+        return c->root;
+    }
     const char *name = r && !strncmp(r, "#/$defs/", 8) ? r + 8 : r && !strncmp(r, "#/definitions/", 14) ? r + 14 : NULL;
     if (local)
         *local = name != NULL;
@@ -1370,7 +1427,7 @@ static int compile(cctx *c, const json_t *s, const char *where, int depth)
         int local;
         const json_t *t = ref_target(c, r, &local);
         if (!local)
-            return CFAIL("json_schema: %s: only \"#/$defs/...\" and \"#/definitions/...\" references are supported", where);
+            return CFAIL("json_schema: %s: only \"#\", \"#/$defs/...\" and \"#/definitions/...\" references are supported", where);
         for (int i = 0; i < c->n_refs; i++)
             if (!strcmp(c->ref[i], r))
                 return c->ref_node[i];
@@ -1420,6 +1477,8 @@ static int compile(cctx *c, const json_t *s, const char *where, int depth)
         return na == 1 ? alts[0] : anyof_node(c, alts, na);
     }
     if (json_is_array(type)) {
+        if (!json_array_size(type))
+            return CFAIL("json_schema: %s.type is an empty list (no value is of none of the types)", where);
         size_t i;
         json_array_foreach(type, i, v)
         {
@@ -1439,6 +1498,66 @@ static int compile(cctx *c, const json_t *s, const char *where, int depth)
     return new_node(c, K_ANY); /* annotations only */
 }
 
+/* Each node's fewest frames (jnode.frames): a value nests in its container's frame, so an object takes one
+ * more than its most demanding required property, an array one more than its first minItems items, a
+ * dict one more than a key and a value when it must have one, an anyOf its least alternative's, the rest
+ * one. The least fixed point from "none" (references may lead back: a = {"a": a} required has none);
+ * the walk (fits) offers only what can still end within JG_SCHEMA_DEPTH frames. Returns the root's. */
+static int min_frames(jg_schema *sc)
+{
+    /* first, each anyOf's first bytes: a reference met again while its target was compiled gave none */
+    for (int changed = 1; changed;) {
+        changed = 0;
+        for (int i = 0; i < sc->n; i++) {
+            jnode *n = &sc->node[i];
+            if (n->kind == K_ANYOF)
+                for (int k = 0; k < n->n; k++)
+                    for (int b = 0; b < 32; b++)
+                        if (sc->node[n->sub[k]].first[b] & ~n->first[b])
+                            n->first[b] |= sc->node[n->sub[k]].first[b], changed = 1;
+        }
+    }
+    for (int i = 0; i < sc->n; i++)
+        sc->node[i].frames = FRAMES_NONE;
+    for (int changed = 1; changed;) {
+        changed = 0;
+        for (int i = 0; i < sc->n; i++) {
+            jnode *n = &sc->node[i];
+            int f = 1, m = 0;
+            switch (n->kind) {
+            case K_OBJECT:
+                for (int k = 0; k < n->n; k++)
+                    if (n->req >> k & 1)
+                        m = sc->node[n->sub[k]].frames > m ? sc->node[n->sub[k]].frames : m;
+                f = 1 + m;
+                break;
+            case K_ARRAY:
+                for (uint32_t k = 0; k < n->cmin && k <= (uint32_t)n->npfx; k++) { /* past the prefix: items */
+                    int it = k < (uint32_t)n->npfx ? n->pfx[k] : n->items;
+                    int fi = it < 0 ? FRAMES_NONE : sc->node[it].frames;
+                    m = fi > m ? fi : m;
+                }
+                f = 1 + m;
+                break;
+            case K_MAP:
+                if (n->cmin)
+                    f = 1 + (sc->node[n->items].frames > sc->node[n->keys].frames ? sc->node[n->items].frames
+                                                                                   : sc->node[n->keys].frames);
+                break;
+            case K_ANYOF:
+                f = FRAMES_NONE;
+                for (int k = 0; k < n->n; k++)
+                    f = sc->node[n->sub[k]].frames < f ? sc->node[n->sub[k]].frames : f;
+                break;
+            }
+            f = f > FRAMES_NONE ? FRAMES_NONE : f;
+            if (f < n->frames)
+                n->frames = f, changed = 1;
+        }
+    }
+    return sc->node[sc->root].frames;
+}
+
 jg_schema *jg_schema_compile(const json_t *schema, char *err, size_t errn)
 {
     cctx c = {.root = schema, .err = err, .errn = errn};
@@ -1448,6 +1567,17 @@ jg_schema *jg_schema_compile(const json_t *schema, char *err, size_t errn)
         return NULL;
     }
     if ((c.sc->root = compile(&c, schema, "schema", 0)) < 0) {
+        jg_schema_free(c.sc);
+        return NULL;
+    }
+    int f = min_frames(c.sc);
+    if (f > JG_SCHEMA_DEPTH) {
+        if (f == FRAMES_NONE)
+            snprintf(err, errn, "json_schema: no value can keep to it: a required property or item leads back to its "
+                                "own schema without end");
+        else
+            snprintf(err, errn, "json_schema: its least value nests %d values (objects, arrays and what they hold) "
+                                "deep, more than the %d supported", f, JG_SCHEMA_DEPTH);
         jg_schema_free(c.sc);
         return NULL;
     }
@@ -1481,15 +1611,27 @@ static int push_value(jg_state *s, int node)
     return 1;
 }
 
-/* the keys that may come next: the properties from prop up to the first required one */
-static void begin_key(jg_state *s, const jnode *n, int prop)
+/* a value of node id, its frame at index at, can end within JG_SCHEMA_DEPTH frames */
+static int fits(const jg_schema *sc, int id, int at) { return id >= 0 && sc->node[id].frames <= JG_SCHEMA_DEPTH - at; }
+
+/* the keys that may come next in object n (its frame below index at): the properties from prop up to the
+ * first required one, those whose values fit */
+static uint64_t keys_from(const jg_schema *sc, const jnode *n, int prop, int at)
 {
-    s->cand = 0, s->off = 0;
+    uint64_t cand = 0;
     for (int k = prop; k < n->n; k++) {
-        s->cand |= 1ull << k;
+        if (fits(sc, n->sub[k], at))
+            cand |= 1ull << k;
         if (n->req >> k & 1)
             break;
     }
+    return cand;
+}
+
+/* array n's item k (its frame at index at) may come: there is one, and it fits */
+static int item_fits(const jg_schema *sc, const jnode *n, uint32_t k, int at)
+{
+    return k < n->cmax && fits(sc, k < (uint32_t)n->npfx ? n->pfx[k] : n->items, at);
 }
 
 static int in_first(const jnode *n, unsigned char c) { return n->first[c >> 3] >> (c & 7) & 1; }
@@ -1600,7 +1742,11 @@ static int start_value(jg_state *s, const jg_schema *sc, unsigned char c)
     if (!in_first(&sc->node[id], c))
         return 0;
     if (sc->node[id].kind == K_ANYOF) { /* the br_want-th of the alternatives c may begin */
-        int leaf[MAX_LEAVES], budget = MAX_LEAF_VISITS, nl = anyof_leaves(sc, id, c, leaf, 0, &budget);
+        int leaf[MAX_LEAVES], budget = MAX_LEAF_VISITS, nl = anyof_leaves(sc, id, c, leaf, 0, &budget), m = 0;
+        for (int i = 0; i < nl; i++) /* those that can end within the frames left */
+            if (fits(sc, leaf[i], d))
+                leaf[m++] = leaf[i];
+        nl = m;
         s->br_n = (uint8_t)nl;
         if (s->br_want >= nl)
             return 0;
@@ -1825,16 +1971,16 @@ static int feed_schema(jg_state *s, const jg_schema *sc, unsigned char c)
                 return 1;
             }
             if (ph == PH_OBJ_AFTER) {
-                if (c != ',' || s->f[d].prop >= n->n)
+                if (c != ',' || !keys_from(sc, n, s->f[d].prop, s->fdepth))
                     return 0;
                 s->f[d].phase = PH_OBJ_NEXT;
                 return 1;
             }
             __attribute__((fallthrough)); /* the first key */
         case PH_OBJ_NEXT:
-            if (c != '"' || s->f[d].prop >= n->n)
+            if (c != '"' || !(s->cand = keys_from(sc, n, s->f[d].prop, s->fdepth)))
                 return 0;
-            begin_key(s, n, s->f[d].prop);
+            s->off = 0;
             s->f[d].phase = PH_KEY;
             return 1;
         case PH_COLON:
@@ -1850,7 +1996,7 @@ static int feed_schema(jg_state *s, const jg_schema *sc, unsigned char c)
                 pop_value(s);
                 return 1;
             }
-            if (!n->cmax)
+            if (!item_fits(sc, n, 0, s->fdepth))
                 return 0;
             __attribute__((fallthrough)); /* the first item */
         case PH_ARR_ITEM: {
@@ -1869,14 +2015,14 @@ static int feed_schema(jg_state *s, const jg_schema *sc, unsigned char c)
                 return 1;
             }
             if (ph == PH_MAP_AFTER) {
-                if (c != ',' || s->f[d].count >= n->cmax)
+                if (c != ',' || s->f[d].count >= n->cmax || !fits(sc, n->keys, s->fdepth) || !fits(sc, n->items, s->fdepth))
                     return 0;
                 s->f[d].phase = PH_MAP_NEXT;
                 return 1;
             }
             __attribute__((fallthrough)); /* the first key */
         case PH_MAP_NEXT:
-            if (c != '"' || s->f[d].count >= n->cmax)
+            if (c != '"' || s->f[d].count >= n->cmax || !fits(sc, n->keys, s->fdepth) || !fits(sc, n->items, s->fdepth))
                 return 0;
             s->f[d].phase = PH_MAP_COLON;
             s->f[d].count++;
@@ -1895,7 +2041,7 @@ static int feed_schema(jg_state *s, const jg_schema *sc, unsigned char c)
                 pop_value(s);
                 return 1;
             }
-            if (c != ',' || s->f[d].count >= n->cmax)
+            if (c != ',' || !item_fits(sc, n, s->f[d].count, s->fdepth))
                 return 0;
             s->f[d].phase = PH_ARR_ITEM;
             return 1;

@@ -38,7 +38,8 @@
  * other keys), "items", "enum" / "const", "anyOf" / "oneOf" (taken as anyOf) / a list of types, whose
  * alternatives may begin alike (objects with keys in common, integer and number, an enum beside a string:
  * jg_gate follows each one the text so far still fits), "$ref" to "#/$defs/..." or "#/definitions/..."
- * (recursion allowed), the
+ * and "#" (recursion allowed; what must nest deeper than JG_SCHEMA_DEPTH values is refused, what may is
+ * offered only where it still fits), the
  * types string, number, integer, boolean, null, and {} / true for any value; the bounds minLength /
  * maxLength (characters, i.e. code points) beside type string, minItems / maxItems beside type array,
  * minimum / maximum / exclusiveMinimum / exclusiveMaximum (draft 6 numbers or draft 4 booleans) beside

@@ -476,6 +476,8 @@ static void refused_schema(const char *src, const char *want, const char *what)
     jg_prog_free(p);
 }
 
+static int pattern_walks(const jg_prog *p, int walks, int max_bytes, FILE *out, const char *field);
+
 static void schema_runs(void)
 {
     char err[256] = "";
@@ -593,7 +595,7 @@ static void schema_runs(void)
                    "a keyword the walk cannot keep to is refused by name");
     refused_schema("{\"type\":\"object\",\"properties\":{\"s\":{\"type\":\"array\",\"uniqueItems\":true}}}", "uniqueItems true",
                    "uniqueItems");
-    refused_schema("{\"$ref\":\"https://example.com/s.json\"}", "only \"#/$defs/", "an outside reference");
+    refused_schema("{\"$ref\":\"https://example.com/s.json\"}", "references are supported", "an outside reference");
     refused_schema("{\"$ref\":\"#/$defs/missing\"}", "is not defined", "a missing definition");
     refused_schema("{\"type\":\"object\",\"properties\":{\"a\":{}},\"additionalProperties\":{\"type\":\"string\"}}",
                    "additionalProperties with a schema beside properties", "additionalProperties with a schema beside properties");
@@ -686,10 +688,93 @@ static void schema_runs(void)
         schema_case(p, "{\"a\":1", 5, 0);
         jg_prog_free(p);
     }
-    p = schema_prog("{\"$ref\":\"#/$defs/a\",\"$defs\":{\"a\":{\"anyOf\":[{\"$ref\":\"#/$defs/b\"}]},"
-                    "\"b\":{\"anyOf\":[{\"$ref\":\"#/$defs/a\"}]}}}", err, sizeof err);
-    if (p) { /* references that lead only to references: no value at all */
-        schema_case(p, "{", 0, 0);
+    refused_schema("{\"$ref\":\"#/$defs/a\",\"$defs\":{\"a\":{\"anyOf\":[{\"$ref\":\"#/$defs/b\"}]},"
+                   "\"b\":{\"anyOf\":[{\"$ref\":\"#/$defs/a\"}]}}}", "no value can keep to it",
+                   "references that lead only to references");
+    /* required keys without properties: those keys, each value of additionalProperties' schema or any */
+    p = schema_prog("{\"type\":\"object\",\"required\":[\"zz\"]}", err, sizeof err);
+    TAP_OK(p != NULL, "required without properties compiles %s", err);
+    if (p) {
+        schema_case(p, "{\"zz\":[1,{\"q\":null}]}", -1, 1);
+        schema_case(p, "{}", 1, 0);
+        jg_prog_free(p);
+    }
+    p = schema_prog("{\"type\":\"object\",\"additionalProperties\":{\"type\":\"integer\"},\"required\":[\"a\",\"b\"]}", err, sizeof err);
+    TAP_OK(p != NULL, "required beside a dict's values compiles %s", err);
+    if (p) {
+        schema_case(p, "{\"a\":1,\"b\":-2}", -1, 1);
+        schema_case(p, "{\"a\":\"x\"", 5, 0);
+        schema_case(p, "{\"a\":1}", 6, 0);
+        jg_prog_free(p);
+    }
+    refused_schema("{\"type\":\"object\",\"patternProperties\":{\"^a\":{}},\"required\":[\"ab\"]}", "required beside patternProperties",
+                   "required beside patternProperties");
+    refused_schema("{\"type\":\"object\",\"additionalProperties\":false,\"required\":[\"a\"]}", "no object keeps to it",
+                   "required keys where no key may be");
+    /* schemas no value keeps to are refused when compiled, not found out by a walk that cannot go on */
+    refused_schema("{\"$ref\":\"#/$defs/n\",\"$defs\":{\"n\":{\"type\":\"object\",\"properties\":{\"c\":{\"$ref\":\"#/$defs/n\"}},"
+                   "\"required\":[\"c\"]}}}", "no value can keep to it", "a required property that leads back to its object");
+    refused_schema("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":[]}}}", "empty list", "an empty list of types");
+    refused_schema("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\",\"minimum\":1e15}}}",
+                   "no integer of at most 15 digits", "integers of 16 digits and more");
+    refused_schema("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\",\"maximum\":-1e15}}}",
+                   "no integer of at most 15 digits", "integers of 16 digits and more, negative");
+    refused_schema("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"number\",\"minimum\":1e15}}}",
+                   "no number of at most 15 digits", "numbers from 1e15");
+    refused_schema("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"number\",\"minimum\":1e-20,\"maximum\":1e-20}}}",
+                   "too narrow", "one number that 15 digits without an exponent do not write");
+    p = schema_prog("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"number\",\"minimum\":1e-5,\"maximum\":1e-5}}}", err, sizeof err);
+    TAP_OK(p != NULL, "one number that they do write (1e-5 as 0.00001) compiles %s", err);
+    if (p) {
+        schema_case(p, "{\"a\":0.00001}", -1, 1);
+        jg_prog_free(p);
+    }
+    /* nesting: a value whose least form nests more than JG_SCHEMA_DEPTH values is refused; as deep as that
+     * is taken; optional nesting (a tree) is offered only while it can still end */
+    for (int deep = JG_SCHEMA_DEPTH - 1; deep <= JG_SCHEMA_DEPTH; deep++) {
+        char sch[2048] = "", doc[256] = "";
+        for (int i = 0; i < deep; i++)
+            strcat(sch, "{\"type\":\"array\",\"minItems\":1,\"items\":"), strcat(doc, "[");
+        strcat(sch, "{\"type\":\"integer\"}"), strcat(doc, "7");
+        for (int i = 0; i < deep; i++)
+            strcat(sch, "}"), strcat(doc, "]");
+        if (deep == JG_SCHEMA_DEPTH) {
+            refused_schema(sch, "more than the 16 supported", "arrays that must hold an item, 16 deep, and an integer in them");
+        } else {
+            p = schema_prog(sch, err, sizeof err);
+            TAP_OK(p != NULL, "arrays that must hold an item, 15 deep, and an integer in them compile %s", err);
+            if (p) {
+                schema_case(p, doc, -1, 1);
+                jg_prog_free(p);
+            }
+        }
+    }
+    /* a tree: children of its own schema ("#"), and optional parts that must hold something ("pair" an
+     * integer, "w" its x): offered only where that still fits (without the check the walk would take
+     * "pair":[ in the deepest object and then have nothing to go on with) */
+    p = schema_prog("{\"type\":\"object\",\"properties\":{\"v\":{\"type\":\"integer\"},\"kids\":{\"type\":\"array\","
+                    "\"items\":{\"$ref\":\"#\"}},\"pair\":{\"type\":\"array\",\"minItems\":1,\"items\":{\"type\":\"integer\"}},"
+                    "\"w\":{\"type\":\"object\",\"properties\":{\"x\":{\"type\":\"integer\"}},\"required\":[\"x\"]},"
+                    "\"m\":{\"type\":\"object\",\"additionalProperties\":{\"$ref\":\"#\"}}}}", err, sizeof err);
+    TAP_OK(p != NULL, "a tree (optional children of its own schema) compiles %s", err);
+    if (p) {
+        int ended = pattern_walks(p, 200, 4000, NULL, NULL);
+        TAP_OK(ended > 0, "a tree: 200 random walks, no dead end (%d ended)", ended);
+        char doc[512] = "";
+        for (int i = 0; i < JG_SCHEMA_DEPTH / 2 - 1; i++)
+            strcat(doc, "{\"kids\":["); /* objects in frames 0, 2, .. 12, arrays in 1, 3, .. 13 */
+        size_t at = strlen(doc);
+        strcat(doc, "{\"v\":1,\"kids\":[],\"pair\":[1]}"); /* an object in frame 14: "pair" would need 16 frames */
+        schema_case(p, doc, (int)at + 18, 0);
+        doc[at] = 0;
+        strcat(doc, "{\"w\":{\"x\":1}}");
+        schema_case(p, doc, (int)at + 2, 0);
+        doc[at] = 0;
+        strcat(doc, "{\"v\":1,\"kids\":[{\"v\":2}]}"); /* kids in frame 15 cannot hold an object */
+        schema_case(p, doc, (int)at + 15, 0);
+        doc[at - strlen("{\"kids\":[")] = 0;
+        strcat(doc, "{\"pair\":[1],\"w\":{\"x\":1}}"); /* both, in frame 12 */
+        schema_case(p, doc, -1, 0);
         jg_prog_free(p);
     }
 }
