@@ -333,6 +333,13 @@ PY
     temperature: 0}')"
   echo "$BODY" | jq -e --argjson a "${want[0]}" --argjson b "${want[1]}" '
     [.choices[].text] == [($a[0] | ltrimstr("def f(x):")), ($b[0] | ltrimstr("The cat sat"))]' >/dev/null
+  # echo of a token-id prompt: the ids' text first, as the text prompt gives it (one-piece and streamed)
+  post /v1/completions "$(jq -nc --slurpfile a "$W/l1.ids" '{prompt: $a[0], max_tokens: 6, temperature: 0, logprobs: 1, echo: true}')"
+  echo "$BODY" | jq -e --argjson a "${want[0]}" '.choices[0] | [.text, .logprobs.tokens, .logprobs.token_logprobs] == $a and
+    (.logprobs.tokens | join("")) == .text' >/dev/null
+  curl -s -N -m 30 -H 'Content-Type: application/json' --data-binary "$(jq -nc --slurpfile a "$W/l1.ids" '{prompt: $a[0],
+    max_tokens: 6, temperature: 0, echo: true, stream: true}')" "http://127.0.0.1:$PORT/v1/completions" |
+    sed -n 's/^data: //p' | grep -v '^\[DONE\]' | jq -s -e --argjson a "${want[0]}" '[.[].choices[0].text] | join("") == $a[0]' >/dev/null
   # streamed: each choice's text in its own events, usage once at the end
   curl -s -N -m 30 -H 'Content-Type: application/json' --data-binary '{"prompt": ["def f(x):", "The cat sat"], "max_tokens": 6,
     "temperature": 0, "echo": true, "stream": true, "stream_options": {"include_usage": true}}' "http://127.0.0.1:$PORT/v1/completions" |

@@ -704,8 +704,12 @@ static int next_event(stream *st)
         if (j->score) { /* the prompt's logprobs, once it is read (a first token, or the end) */
             if (job_wait(j, st->fd, 0, 0))
                 return -1;
+            pthread_mutex_lock(&j->mu);
+            int failed = j->failed; /* refused or cut before its prompt was scored: no logprobs to give */
+            pthread_mutex_unlock(&j->mu);
             tok_slice ps = {j->n_prompt, j->top_n > 0 ? j->top_n : 0, j->prompt, j->p_top_ids, j->p_lps, j->p_top_lps};
-            plp = logprobs_json(st->srv, &ps, st->r.kind, &st->offset, 1);
+            if (!failed)
+                plp = logprobs_json(st->srv, &ps, st->r.kind, &st->offset, 1);
         }
         if (st->r.kind == REQ_CHAT)
             choice = json_pack("{s:i,s:{s:s,s:s},s:n,s:n}", "index", st->index, "delta", "role", "assistant", "content", "",
@@ -1135,6 +1139,23 @@ static enum MHD_Result completion(server *srv, struct MHD_Connection *c, conn *c
         for (int k = 0; k < r.n_choices && !oom; k++)
             oom = !(jobs[p * r.n_choices + k] = job_for(srv, &views[p], ids, n, kind, hermes, k));
         free(ids);
+        if (r.echo && !views[p].prompt && views[p].prompt_ids && !oom) {
+            /* echo of a prompt of token ids: their text (special tokens' too), kept in r (freed with it) */
+            ogk_error e;
+            size_t len = 0;
+            pthread_mutex_lock(&srv->tok_mu);
+            char *txt = tok_decode(srv->t, (const int32_t *)views[p].prompt_ids, (size_t)views[p].n_prompt_ids, 0, 0,
+                                   &len, &e);
+            pthread_mutex_unlock(&srv->tok_mu);
+            oom = !txt;
+            if (txt) {
+                if (r.n_plist)
+                    r.plist[p].text = txt, r.plist[p].len = len;
+                else
+                    r.prompt = txt, r.prompt_len = len;
+                views[p].prompt = txt, views[p].prompt_len = len;
+            }
+        }
     }
     int sub = 0, nsub = 0;
     for (int k = 0; k < nj && !oom && !sub; k++)
