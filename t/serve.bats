@@ -1120,6 +1120,9 @@ schema_fits() {
   # --draft-max without a drafter was taken and ignored
   run npu-forward serve -m "$W/target.q4nx" --draft-max 3
   [ "$status" = 2 ] && [[ "$output" == *"--draft-max without --draft"* ]] || false
+  # more slots than one pass holds the verify rows of: a usage error (2), before any model is read
+  run npu-forward serve -m "$W/target.q4nx" --parallel 100 --draft "$W/draft.q4nx"
+  [ "$status" = 2 ] && [[ "$output" == *"at most --parallel 25"* ]] || false
 }
 
 # a stream still running when the grace ends is cut with shutting_down (503's code), as a queued request
