@@ -149,6 +149,15 @@ int tok_encode_max(tok *t, const char *text, size_t len, int add_special, size_t
     bpe_work *bwp = t->bw;
     if (!bwp && !(bwp = t->bw = calloc(1, sizeof(bpe_work))))
         return ogk_fail(e, "out of memory");
+    /* with a bound, a piece too long for the tokens left is refused before its BPE (every token covers at
+     * most max_tok_bytes of it; fused unknowns may cover more, so not with fuse_unk) */
+    int lb = max_ids < SIZE_MAX && !(t->fuse_unk && t->unk_id >= 0);
+    if (lb && !t->max_tok_bytes) {
+        uint32_t m = 4;
+        for (int32_t i = 0; i < t->ntok; i++)
+            m = t->symn[i] > m ? t->symn[i] : m;
+        t->max_tok_bytes = m;
+    }
     int rc = -1;
     if (tok_buf_put(&w, text, len) || split_added(t, w.p, 0, (uint32_t)len, 0, &raw))
         goto oom;
@@ -211,9 +220,12 @@ int tok_encode_max(tok *t, const char *text, size_t len, int add_special, size_t
                             goto oom;
                         pieces = &out;
                     }
-                    for (size_t k = 0; k < pieces->n; k++)
+                    for (size_t k = 0; k < pieces->n; k++) {
+                        if (lb && ids.n + (pieces->v[k].len + t->max_tok_bytes - 1) / t->max_tok_bytes > max_ids)
+                            goto too_many;
                         if (tk_bpe_word(t, bwp, w.p + pieces->v[k].off, pieces->v[k].len, &ids))
                             goto oom;
+                    }
                     if (ids.n > max_ids && !(t->fuse_unk && t->unk_id >= 0)) /* fuse_unk may still shrink them */
                         goto too_many;
                 }
@@ -227,6 +239,8 @@ int tok_encode_max(tok *t, const char *text, size_t len, int add_special, size_t
                     pieces = &out;
                 }
                 for (size_t k = 0; k < pieces->n; k++) {
+                    if (lb && ids.n + (pieces->v[k].len + t->max_tok_bytes - 1) / t->max_tok_bytes > max_ids)
+                        goto too_many;
                     if (tk_bpe_word(t, bwp, w.p + pieces->v[k].off, pieces->v[k].len, &ids))
                         goto oom;
                     if (ids.n > max_ids && !(t->fuse_unk && t->unk_id >= 0))
@@ -268,6 +282,10 @@ oom:
         ogk_fail(e, "out of memory");
     }
 done:
+    if (bwp->cap > (1u << 16)) { /* a long piece's work (tens of bytes a byte of it) is not kept for the next call */
+        tk_bpe_work_free(bwp);
+        t->bw = NULL;
+    }
     free(w.p);
     free(nb.p);
     free(raw.v);

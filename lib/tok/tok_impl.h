@@ -146,6 +146,7 @@ struct tok {
     int nspecial;
     /* work: reused across calls (a tok is used by one thread at a time) */
     void *bw;
+    uint32_t max_tok_bytes; /* the longest token's bytes (at least 4): a piece of n bytes is >= n / it tokens (0: not yet) */
     int regex_rc; /* a PCRE2 error (not "no match") from the last call, for the error message */
     pcre2_match_data *md;
     cache_ent *cache;

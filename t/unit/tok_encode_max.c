@@ -75,6 +75,25 @@ int main(void)
             memcpy(big + r * alln, all, alln);
         check(t, toks[k], "the corpus x4", big, alln * 4);
         free(big), free(all);
+        /* one pre-tokenizer piece of 2 MB (a run of one character): refused by the bound (before its BPE:
+         * no token covers more than the longest token's bytes of it), and a bound it meets gives tok_encode's ids */
+        static const char runs[] = {'a', ' ', '.'};
+        for (size_t r = 0; r < sizeof runs; r++) {
+            size_t n = 2u << 20;
+            char *run = malloc(n);
+            memset(run, runs[r], n);
+            int32_t *ids = NULL;
+            size_t nid = 0;
+            int rc = tok_encode_max(t, run, n, 0, 1000, &ids, &nid, &e);
+            TAP_OK(rc == -1 && strstr(e.msg, "more than 1000"), "%s: a run of 2 MB of '%c' with a bound of 1000 ids: %s",
+                   toks[k], runs[r], rc ? e.msg : "taken");
+            if (!rc)
+                free(ids);
+            free(run);
+        }
+        char run[3000];
+        memset(run, 'a', sizeof run);
+        check(t, toks[k], "a run of 3000 'a'", run, sizeof run);
         tok_free(t);
     }
     return TAP_DONE();
