@@ -604,13 +604,16 @@ greedy() {
   run -2 npu-forward bench -m "$m" -l 16 -g 4 -r 1 -c 18
 }
 
-@test "logits: --out-f32 with --top-logits (the top list was dropped) and an empty --out-f32 are usage errors" {
+@test "logits: --out-f32 with --top-logits (the top list was dropped) and an empty --out-f32 are usage errors; an --out-f32 that cannot be written exits 1" {
   m=$(container qwen2 cpu tied b8)
   echo '[1, 2, 3]' >"$BATS_TEST_TMPDIR/ids"
   run -2 npu-forward logits -m "$m" --ids "$BATS_TEST_TMPDIR/ids" --out-f32 "$BATS_TEST_TMPDIR/l.f32" --top-logits 3
   [[ "$output" == *"give one"* ]] && [ ! -e "$BATS_TEST_TMPDIR/l.f32" ] || false
   run -2 npu-forward logits -m "$m" --ids "$BATS_TEST_TMPDIR/ids" --out-f32 ""
   [[ "$output" == *"needs a file name"* ]]
+  # a file that cannot be written: 1 (npu-forward(1): "--out-f32 cannot be written"), named
+  run -1 npu-forward logits -m "$m" --ids "$BATS_TEST_TMPDIR/ids" --out-f32 "$BATS_TEST_TMPDIR/no/such/dir/l.f32"
+  [[ "$output" == *"no/such/dir"* ]]
 }
 
 @test "argmax head: its int8-vs-16-bit bound holds on every entry; each row's argmax and logit are the full classifier's (random and trained models, b8 and rm, every kernel row)" {

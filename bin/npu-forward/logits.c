@@ -60,8 +60,8 @@ int cmd_logits(int argc, char **argv)
         ogk_die(OGK_EXIT_INPUT, "ids: %d tokens do not fit the context of %d positions", n, s->context);
     ogk_out out = {0};
     ogk_error e;
-    if (o.out_f32 && ogk_out_open(&out, o.out_f32, &e))
-        ogk_die(OGK_EXIT_INPUT, "%s", e.msg);
+    if (o.out_f32 && ogk_out_open(&out, o.out_f32, &e)) /* the output cannot be written: 1, as write failures */
+        ogk_die(OGK_EXIT_CHECK, "%s", e.msg);
     json_t *rows = json_array();
     if (prefill) /* one sequence read in passes, as onnxruntime reads it in one run (LongRoPE, model.h) */
         model_set_seq_end(s, n);
@@ -86,7 +86,7 @@ int cmd_logits(int argc, char **argv)
         }
     }
     if (o.out_f32 && ogk_out_commit(&out, &e))
-        ogk_die(OGK_EXIT_INPUT, "%s", e.msg);
+        ogk_die(OGK_EXIT_CHECK, "%s", e.msg);
     json_t *idj = json_array();
     for (int i = 0; i < n; i++)
         json_array_append_new(idj, json_integer(ids[i]));
