@@ -182,7 +182,11 @@ int main(int argc, char **argv)
     int allow = 0, c;
     while ((c = getopt_long(argc, argv, "o:ac:hV", opts, NULL)) != -1) {
         switch (c) {
-        case 'o': outpath = optarg; break;
+        case 'o':
+            if (!*optarg)
+                ogk_die(OGK_EXIT_USAGE, "-o: an empty output path (use - for standard output)");
+            outpath = optarg;
+            break;
         case 'a': allow = 1; break;
         case 'c': check = optarg; break;
         case 'h': usage(stdout); return OGK_EXIT_OK;

@@ -46,7 +46,11 @@ int main(int argc, char **argv)
     int c, policies = 0;
     while ((c = getopt_long(argc, argv, "o:vhV", opts, NULL)) != -1) {
         switch (c) {
-        case 'o': out_path = optarg; break;
+        case 'o':
+            if (!*optarg)
+                ogk_die(OGK_EXIT_USAGE, "-o: an empty output path (use - for standard output)");
+            out_path = optarg;
+            break;
         case OPT_WIDEN: o.policy = GGUF_WIDEN, policies |= 1; break;
         case OPT_LOSSY: o.policy = GGUF_LOSSY, policies |= 2; break;
         case OPT_NAME:

@@ -67,7 +67,11 @@ int main(int argc, char **argv)
             if (layout < 0)
                 ogk_die(OGK_EXIT_USAGE, "-l: unknown layout \"%s\" (rm or b8)", optarg);
             break;
-        case 'o': out_path = optarg; break;
+        case 'o':
+            if (!*optarg)
+                ogk_die(OGK_EXIT_USAGE, "-o: an empty output path (use - for standard output)");
+            out_path = optarg;
+            break;
         case 'v': verbose = 1; break;
         case 'h': usage(stdout); return 0;
         case 'V': printf("q4nx-pack %s (container format %d, layout version %d)\n", OGAKIT_VERSION,

@@ -595,6 +595,11 @@ PY
   run -2 bash -c "q4nx-pack -o '$W/s.ogax' <'$W/s.ogax'"
   [[ "$output" == *"standard input"* ]]
   run -2 oga-extract -o "$W/pk/model.onnx.data" "$W/pk"
+  # an empty -o is a usage error too (it was 1, as if a file could not be written)
+  run -2 oga-extract -o "" "$W/pk"
+  [[ "$output" == *"empty output path"* ]]
+  run -2 bash -c "q4nx-pack -o '' <'$W/s.ogax'"
+  run -2 q4nx-gguf -o "" "$W/m.q4nx"
   ln -s "$W/m.q4nx" "$W/link.q4nx"
   run -2 npu-forward logits -m "$W/m.q4nx" --ids "$W/ids" --out-f32 "$W/link.q4nx"
   md5sum -c --quiet "$W/sums"
