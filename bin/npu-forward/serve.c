@@ -105,7 +105,7 @@ int cmd_serve(int argc, char **argv)
         ogk_die(OGK_EXIT_USAGE, "serve: -m MODEL is required");
     if (o.draft_max && !o.draft_path) /* it was taken and ignored */
         ogk_die(OGK_EXIT_USAGE, "serve: --draft-max without --draft D.q4nx (no drafter to propose tokens)");
-    int dk = o.draft_max > 0 ? o.draft_max : 4; /* the verify rows of all slots fit one pass (serve_sched_drafter) */
+    int dk = o.draft_max > 0 ? o.draft_max : SERVE_DRAFT_MAX; /* the verify rows of all slots fit one pass (serve_sched_drafter) */
     if (o.draft_path && o.parallel * (dk + 1) > SERVE_PASS_ROWS)
         ogk_die(OGK_EXIT_USAGE, "serve: --parallel %d with --draft: each slot's pass checks --draft-max + 1 = %d rows, "
                 "and all of them must fit one pass of %d rows (at most --parallel %d here)", o.parallel, dk + 1,

@@ -1428,7 +1428,7 @@ static enum MHD_Result metrics(server *srv, struct MHD_Connection *c)
     uint64_t req = S->requests, pt = S->prompt_tokens, gt = S->gen_tokens, ct = S->cache_tokens;
     double ps = S->prompt_s, gs = S->gen_s;
     uint64_t steps = S->steps, rows = S->step_rows;
-    int busy = S->busy, q = S->q_len;
+    int busy = S->taken, q = S->q_len;
     long kv = S->kv_used;
     pthread_mutex_unlock(&S->mu);
     char *buf = NULL;
@@ -1819,7 +1819,7 @@ int serve_run(const serve_opts *o, ogk_error *e, int *code)
         goto out;
     }
     if (serve_sched_init(&srv->S, srv->m, srv->t, &srv->tok_mu, n_slots, n_queue, o->context, mode, o->threads, o->prefix_cache, &me) ||
-        (srv->dm && serve_sched_drafter(&srv->S, srv->dm, o->draft_max > 0 ? o->draft_max : 4, &me)) ||
+        (srv->dm && serve_sched_drafter(&srv->S, srv->dm, o->draft_max > 0 ? o->draft_max : SERVE_DRAFT_MAX, &me)) ||
         serve_sched_start(&srv->S, &me)) {
         ogk_fail(e, "%s", me.msg);
         goto out;

@@ -668,12 +668,12 @@ int jg_allowed(const jg_vocab *v, const jg_state *s, uint8_t *allowed)
         size_t d = l < have ? l : have;
         int fb = 0; /* the alternatives of the byte refused */
         for (; d < n; d++) {
-            int b;
-            if (!feed_alt(&st[d + 1], &st[d], (unsigned char)p[d], 0, &b)) {
-                fb = b;
+            int alts;
+            if (!feed_alt(&st[d + 1], &st[d], (unsigned char)p[d], 0, &alts)) {
+                fb = alts;
                 break;
             }
-            nb[d + 1] = (uint8_t)b, brs[d + 1] = brs[d] + (b > 1);
+            nb[d + 1] = (uint8_t)alts, brs[d + 1] = brs[d] + (alts > 1);
         }
         have = d;
         int ok = d == n;
@@ -1498,14 +1498,10 @@ static int compile(cctx *c, const json_t *s, const char *where, int depth)
     return new_node(c, K_ANY); /* annotations only */
 }
 
-/* Each node's fewest frames (jnode.frames): a value nests in its container's frame, so an object takes one
- * more than its most demanding required property, an array one more than its first minItems items, a
- * dict one more than a key and a value when it must have one, an anyOf its least alternative's, the rest
- * one. The least fixed point from "none" (references may lead back: a = {"a": a} required has none);
- * the walk (fits) offers only what can still end within JG_SCHEMA_DEPTH frames. Returns the root's. */
-static int min_frames(jg_schema *sc)
+/* Each anyOf's first bytes, those of its alternatives: a reference met again while its target was being
+ * compiled had none yet (a least fixed point, after compiling) */
+static void settle_first(jg_schema *sc)
 {
-    /* first, each anyOf's first bytes: a reference met again while its target was compiled gave none */
     for (int changed = 1; changed;) {
         changed = 0;
         for (int i = 0; i < sc->n; i++) {
@@ -1517,6 +1513,15 @@ static int min_frames(jg_schema *sc)
                             n->first[b] |= sc->node[n->sub[k]].first[b], changed = 1;
         }
     }
+}
+
+/* Each node's fewest frames (jnode.frames): a value nests in its container's frame, so an object takes one
+ * more than its most demanding required property, an array one more than its first minItems items, a
+ * dict one more than a key and a value when it must have one, an anyOf its least alternative's, the rest
+ * one. The least fixed point from "none" (references may lead back: a = {"a": a} required has none);
+ * the walk (fits) offers only what can still end within JG_SCHEMA_DEPTH frames. Returns the root's. */
+static int min_frames(jg_schema *sc)
+{
     for (int i = 0; i < sc->n; i++)
         sc->node[i].frames = FRAMES_NONE;
     for (int changed = 1; changed;) {
@@ -1570,6 +1575,7 @@ jg_schema *jg_schema_compile(const json_t *schema, char *err, size_t errn)
         jg_schema_free(c.sc);
         return NULL;
     }
+    settle_first(c.sc);
     int f = min_frames(c.sc);
     if (f > JG_SCHEMA_DEPTH) {
         if (f == FRAMES_NONE)

@@ -766,7 +766,7 @@ static void *sched_main(void *arg)
             active += S->slots[i].j != NULL;
             kv += S->slots[i].s->pos;
         }
-        S->busy = active, S->kv_used = kv;
+        S->kv_used = kv;
         if (S->stopping && !deadline)
             deadline = ogk_now() + (S->stopping > 1 ? S->stopping - 1 : 0);
         if (!active) {

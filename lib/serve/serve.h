@@ -20,6 +20,7 @@
 /* rows of one batched pass at most (decode rows, drafts, prompt rows): a running stream waits at most
  * one such pass for its next token while a burst of prompts is read; also the most slots */
 #define SERVE_PASS_ROWS 128
+#define SERVE_DRAFT_MAX 4 /* tokens a drafter proposes per step unless told (--draft-max) */
 
 typedef struct serve_opts {
     const char *model_path;
@@ -35,7 +36,7 @@ typedef struct serve_opts {
     const char *api_key; /* NULL: none */
     const char *cors;    /* Access-Control-Allow-Origin for browser pages ("*" or an origin); NULL: none */
     const char *draft_path; /* a drafter container (same vocabulary): greedy requests decode speculatively */
-    int draft_max;          /* tokens it proposes per step (0: 4) */
+    int draft_max;          /* tokens it proposes per step (0: SERVE_DRAFT_MAX) */
     int reasoning;        /* chat answers: a <think> block goes to reasoning_content (1, "auto"), or stays in content (0) */
     size_t body_limit;   /* bytes; 0: 8 MiB */
     double shutdown_grace; /* seconds in-flight requests get to finish after *stop (< 0: 5) */

@@ -190,7 +190,6 @@ typedef struct serve_sched {
     uint64_t requests, prompt_tokens, gen_tokens, cache_tokens, admitted;
     uint64_t steps, step_rows; /* decode passes and the rows they ran (rows / steps = mean batch) */
     double prompt_s, gen_s;
-    int busy;
     long kv_used;
 } serve_sched;
 /* Slots of `context` positions on a shared pool. 0, or -1 with e filled. */
