@@ -253,9 +253,15 @@ mutation_case() { # MUTATION CODE WHAT-substring
   d=$(mutated cpu mha-padding)
   run oga-info -q "$d"
   echo "$output" | jq -e '[.refusals[] | select(.reason | contains("attention_mask as fed (padding only)"))] | length > 0'
-  d=$(mutated cpu mha-padding-causal)
+  # amd graphs rotate q and k by RotaryEmbedding nodes: nothing else to say about the attention
+  d=$(mutated amd mha-padding-causal)
   run oga-info -q "$d"
   echo "$output" | jq -e '[.refusals[] | select(.what | contains("attention"))] | length == 0' || { echo "$output" | jq -c .refusals; return 1; }
+  # cpu graphs rotate inside GroupQueryAttention (do_rotary): a MultiHeadAttention there rotates nothing
+  d=$(mutated cpu mha-padding-causal)
+  run oga-info -q "$d"
+  echo "$output" | jq -e '[.refusals[] | select(.what == "layer 0 attention" and (.reason | contains("neither is rotated")))] | length == 1' ||
+    { echo "$output" | jq -c .refusals; return 1; }
 }
 # norms: what the runtime computes (the model's one epsilon, the last axis, nothing added before the norm, one kind)
 @test "refused: a norm with another epsilon, over another axis, with a bias added before it" {
@@ -575,3 +581,75 @@ importable_mutation() { # FAMILY TIE MUTATION
 }
 
 teardown() { [ ! -f "$BATS_TEST_TMPDIR/perm-dir" ] || rm -rf "$(cat "$BATS_TEST_TMPDIR/perm-dir")"; }
+
+# Every node inside a block is one the runtime computes, or the pack is refused with the block named.
+# Each of these edits was imported before and ran as if the node were not there (review of session 36).
+@test "refused: a node inside a block the runtime does not compute (Relu, Div for the product, Mul by 2, a bypassed down_proj)" {
+  mutation_case relu-down unsupported_op "layer 0 mlp"
+  mutation_case div-gate-up unsupported_op "layer 0 mlp"
+  mutation_case mul2-up unsupported_op "layer 0 mlp"
+  mutation_case down-bypass unsupported_op "layer 0 mlp"
+  mutation_case relu-attn unsupported_op "layer 0 attention"
+  mutation_case relu-o unsupported_op "layer 0 attention"
+  mutation_case relu-qkv unsupported_op "layer 0 attention"
+  # the refusal names the node
+  run oga-info -q "$(mutated cpu relu-down)"
+  echo "$output" | jq -e '[.refusals[] | select(.reason | contains("Relu /mutate/Relu"))] | length == 1'
+}
+@test "refused: q and k not rotated once in a layer (RotaryEmbedding removed, one removed, one added); a Split of q|k|v out of order" {
+  local f m d
+  for f in "qwen2 amd tied" "llama amd untied"; do
+    for m in rotary-none rotary-q-only rotary-twice; do
+      d=$BATS_TEST_TMPDIR/${f// /-}-$m
+      /usr/bin/python3 "$TOP/t/pack-mutate.py" "$(fixture $f)" "$d" "$m"
+      run --separate-stderr oga-info -q "$d"
+      [ "$status" -eq 3 ] || { echo "$f $m: $status"; return 1; }
+      echo "$output" | jq -e '[.refusals[] | select(.what == "layer 0 attention" and .code == "unsupported_op")] | length == 1' ||
+        { echo "$f $m: $output"; return 1; }
+    done
+  done
+  d=$BATS_TEST_TMPDIR/qwen3-split-swap
+  /usr/bin/python3 "$TOP/t/pack-mutate.py" "$(fixture qwen3 cpu tied)" "$d" split-swap
+  run --separate-stderr oga-info -q "$d"
+  [ "$status" -eq 3 ]
+  echo "$output" | jq -e '[.refusals[] | select(.what == "layer 0 attention" and (.reason | contains("q, k, v out of order")))] | length == 1'
+}
+# the logits are the graph output genai_config.json names, and every graph input read is one the runtime feeds
+@test "refused: logits taken from another output than decoder.outputs.logits; a graph input decoder.inputs does not name" {
+  local s src d
+  mutation_case logits-raw-output unsupported_op graph
+  for s in cpu amd; do
+    src=$(fixture qwen2 $s tied)
+    d=$BATS_TEST_TMPDIR/names-$s
+    mkdir -p "$d"
+    ln -sf "$src"/* "$d/"
+    rm "$d/genai_config.json"
+    jq '.model.decoder.outputs.logits = "nonexistent"' "$src/genai_config.json" >"$d/genai_config.json"
+    run --separate-stderr oga-info -q "$d"
+    [ "$status" -eq 3 ]
+    echo "$output" | jq -e '[.refusals[] | select(.what == "graph" and (.reason | contains("\"nonexistent\"")))] | length == 1'
+    jq '.model.decoder.inputs.position_ids = "nope"' "$src/genai_config.json" >"$d/genai_config.json"
+    run --separate-stderr oga-info -q "$d"
+    if [ $s = amd ]; then # its graph reads position_ids, which the runtime would no longer feed
+      [ "$status" -eq 3 ]
+      echo "$output" | jq -e '[.refusals[] | select(.what == "graph input position_ids" and .code == "graph")] | length == 1'
+    else                  # its graph has no position_ids input: nothing changes
+      [ "$status" -eq 0 ]
+    fi
+  done
+}
+# the runtime gathers the embedding's rows: another gather or quantisation axis was imported as rows
+@test "refused: an embedding gathered along axis 1 (float Gather, GatherBlockQuantized tied or not) or quantised along axis 0" {
+  local f m d
+  for f in "qwen2 cpu tied" "qwen2 cpu untied" "qwen2 amd untied" "qwen2 amd tied"; do
+    for m in embed-axis embed-qaxis; do
+      [ $m = embed-qaxis ] && [[ "$f" != *" tied" ]] && continue
+      d=$BATS_TEST_TMPDIR/${f// /-}-$m
+      /usr/bin/python3 "$TOP/t/pack-mutate.py" "$(fixture $f)" "$d" "$m"
+      run --separate-stderr oga-info -q "$d"
+      [ "$status" -eq 3 ] || { echo "$f $m: $status"; return 1; }
+      echo "$output" | jq -e '[.refusals[] | select(.what == "tensor embed" and .code == "unsupported_op")] | length == 1' ||
+        { echo "$f $m: $output"; return 1; }
+    done
+  done
+}

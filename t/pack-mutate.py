@@ -63,6 +63,22 @@ Mutations:
   norm-mixed        (olmo) layer 1's input norm a SkipSimplifiedLayerNormalization among LayerNorms
                                                                                  -> unsupported_op
   norm-nobias       (olmo) every LayerNorm without its bias input (optional)    -> importable, no *_norm_bias
+Inside a block, every node is one the runtime computes, or the pack is refused (unsupported_op, the
+block named): these were imported and run as if the node were not there.
+  relu-down         a Relu after layer 0's down_proj output
+  div-gate-up       layer 0's gate * up product a Div
+  relu-attn         a Relu after layer 0's attention output (before o_proj)
+  relu-o            a Relu after layer 0's o_proj output
+  relu-qkv          (qwen2) a Relu after layer 0's first q/k/v bias Add (the packed one on cpu packs)
+  mul2-up           a Mul by 2 after layer 0's up_proj output
+  down-bypass       the residual add after layer 0's MLP reads up_proj's output, not down_proj's
+  rotary-none       (amd) layer 0's q and k RotaryEmbedding nodes removed (not rotated)
+  rotary-q-only     (amd) layer 0's k RotaryEmbedding removed (only q rotated)
+  rotary-twice      (amd) a second RotaryEmbedding after layer 0's q one
+  split-swap        (qwen3 cpu) the Split of layer 0's packed q|k|v: k and v outputs swapped
+  logits-raw-output a Relu on the logits while lm_head's raw output is a graph output of its own
+  embed-axis        the embedding gathers along axis 1 (Gather axis, GatherBlockQuantized gather_axis)
+  embed-qaxis       (tied) the embedding's GatherBlockQuantized quantize_axis 0
 """
 import os
 import sys
@@ -270,6 +286,65 @@ def main():
         lm = [n for n in g.node if "logits" in n.output][0]
         lm.output[0] = "pre_relu_logits"
         g.node.append(helper.make_node("Relu", ["pre_relu_logits"], ["logits"], name="/lm_head/Relu"))
+    elif what in ("relu-down", "relu-attn", "relu-o", "relu-qkv", "mul2-up"):
+        pick = {"relu-down": lambda n: n.name.startswith("/model/layers.0/mlp/down_proj/"),
+                "relu-attn": lambda n: n.name == "/model/layers.0/attn/GroupQueryAttention",
+                "relu-o": lambda n: n.name.startswith("/model/layers.0/attn/o_proj/"),
+                "relu-qkv": lambda n: n.op_type == "Add" and n.name.startswith("/model/layers.0/attn/") and "proj/Add" in n.name,
+                "mul2-up": lambda n: n.name.startswith("/model/layers.0/mlp/up_proj/")}[what]
+        n = [n for n in g.node if pick(n)][0]
+        v, nv = n.output[0], n.output[0] + "/mutated"
+        for c in g.node:
+            for i, x in enumerate(c.input):
+                if x == v:
+                    c.input[i] = nv
+        if what == "mul2-up":
+            g.initializer.append(numpy_helper.from_array(np.array(2, np.float32 if "cpu" in src else np.float16), "mutate.two"))
+            g.node.append(helper.make_node("Mul", [v, "mutate.two"], [nv], name="/mutate/Mul"))
+        else:
+            g.node.append(helper.make_node("Relu", [v], [nv], name="/mutate/Relu"))
+    elif what == "div-gate-up":
+        [n for n in g.node if n.name == "/model/layers.0/mlp/Mul"][0].op_type = "Div"
+    elif what == "down-bypass":
+        down = [n for n in g.node if n.name.startswith("/model/layers.0/mlp/down_proj/")][0]
+        up = [n for n in g.node if n.name.startswith("/model/layers.0/mlp/up_proj/")][0]
+        for c in g.node:
+            for i, x in enumerate(c.input):
+                if x == down.output[0]:
+                    c.input[i] = up.output[0]
+    elif what in ("rotary-none", "rotary-q-only", "rotary-twice"):
+        rot = [n for n in g.node if n.op_type == "RotaryEmbedding" and n.name.startswith("/model/layers.0/")]
+        if what == "rotary-twice":
+            q = [n for n in rot if "q_rotary" in n.name][0]
+            v, nv = q.output[0], q.output[0] + "/again"
+            for c in g.node:
+                for i, x in enumerate(c.input):
+                    if x == v:
+                        c.input[i] = nv
+            g.node.append(helper.make_node("RotaryEmbedding", [v] + list(q.input[1:]), [nv], name="/mutate/RotaryEmbedding",
+                                           domain="com.microsoft"))
+        for n in rot if what == "rotary-none" else [n for n in rot if "k_rotary" in n.name] if what == "rotary-q-only" else []:
+            for c in g.node:
+                for i, x in enumerate(c.input):
+                    if x == n.output[0]:
+                        c.input[i] = n.input[0]
+            g.node.remove(n)
+    elif what == "split-swap":
+        sp = [n for n in g.node if n.op_type == "Split" and n.name.startswith("/model/layers.0/")][0]
+        a, b = sp.output[1], sp.output[2]
+        sp.output[1], sp.output[2] = b, a
+    elif what == "logits-raw-output":
+        lm = [n for n in g.node if "logits" in n.output][0]
+        lm.output[0] = "raw_logits"
+        g.node.append(helper.make_node("Relu", ["raw_logits"], ["logits"], name="/lm_head/Relu"))
+        g.output.append(helper.make_tensor_value_info("raw_logits", g.output[0].type.tensor_type.elem_type, None))
+    elif what in ("embed-axis", "embed-qaxis"):
+        e = [n for n in g.node if n.op_type in ("Gather", "GatherBlockQuantized") and "input_ids" in n.input][0]
+        key = "axis" if e.op_type == "Gather" else "gather_axis" if what == "embed-axis" else "quantize_axis"
+        for a in list(e.attribute):
+            if a.name == key:
+                e.attribute.remove(a)
+        e.attribute.extend([helper.make_attribute(key, 1 if what == "embed-axis" else 0)])
     elif what == "softcap-unequal":
         mul = [n for n in g.node if n.name == "/lm_head/softcap/Mul"][0]
         g.node.append(helper.make_node("Constant", [], ["cap30"], name="cap30",

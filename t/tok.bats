@@ -566,3 +566,26 @@ EOF
   [ "$status" -eq 0 ]
   [[ "$output" == "<|im_start|>user"* ]]
 }
+
+# a normalizer or decoder that grows the text stage by stage (a Sequence of Replace "a" -> 16 a's) took memory
+# without bound (5 stages on 200 a's: > 8 GB); refused by name past 32 times the input
+@test "tokenize / detokenize: a Sequence of growing Replace stages is refused by name, not run out of memory" {
+  local d=$W/grow r='{"type":"Replace","pattern":{"String":"a"},"content":"aaaaaaaaaaaaaaaa"}'
+  mkdir -p "$d"
+  jq ".normalizer={\"type\":\"Sequence\",\"normalizers\":[$r,$r,$r,$r,$r]} | .decoder={\"type\":\"Sequence\",\"decoders\":[$r,$r,$r,$r,$r]}" \
+    "$(tokdir qwen3)/tokenizer.json" > "$d/tokenizer.json"
+  cp "$(tokdir qwen3)/tokenizer_config.json" "$d/"
+  run --separate-stderr timeout 20 npu-forward tokenize --tokenizer "$d" "$(printf 'a%.0s' {1..200})"
+  echo "$status: $stderr"
+  [ "$status" -eq 3 ]
+  [[ "$stderr" == *"normalizer makes this text more than 32 times longer"* ]]
+  # one stage (16x) is within the bound: it runs
+  jq ".normalizer=$r | .decoder=$r" "$(tokdir qwen3)/tokenizer.json" > "$d/tokenizer.json"
+  run --separate-stderr npu-forward tokenize --tokenizer "$d" "aa"
+  [ "$status" -eq 0 ]
+  jq ".decoder={\"type\":\"Sequence\",\"decoders\":[$r,$r,$r,$r,$r]}" "$(tokdir qwen3)/tokenizer.json" > "$d/tokenizer.json"
+  run --separate-stderr timeout 20 npu-forward detokenize --tokenizer "$d" '[64, 64, 64]'
+  echo "$status: $stderr"
+  [ "$status" -eq 3 ]
+  [[ "$stderr" == *"decoder makes these 3 tokens more than 32 times longer"* ]]
+}

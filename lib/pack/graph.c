@@ -140,6 +140,49 @@ static const char *non_utf8_name(pack *p, const Onnx__GraphProto *g)
     return NULL;
 }
 
+/* name fits pattern, a name with one "%d" (genai_config.json's past_key_names): digits in its place */
+static int fits_pattern(const char *pat, const char *name)
+{
+    const char *d = strstr(pat, "%d");
+    if (!d || strstr(d + 2, "%"))
+        return !strcmp(pat, name);
+    size_t pre = (size_t)(d - pat), suf = strlen(d + 2), n = strlen(name);
+    if (n <= pre + suf || strncmp(name, pat, pre) || strcmp(name + n - suf, d + 2))
+        return 0;
+    for (size_t i = pre; i < n - suf; i++)
+        if (name[i] < '0' || name[i] > '9')
+            return 0;
+    return 1;
+}
+
+/* Every graph input a node reads must be one the runtime feeds: a name genai_config.json's decoder.inputs
+ * gives (input_ids, attention_mask, position_ids and the past key / value patterns by default). */
+static void fed_inputs(G *g)
+{
+    pack *p = g->p;
+    static const char *const dflt[] = {"input_ids", "attention_mask", "position_ids", "past_key_values.%d.key",
+                                       "past_key_values.%d.value"};
+    json_t *ins = p->genai ? json_object_get(json_object_get(json_object_get(p->genai, "model"), "decoder"), "inputs") : NULL;
+    for (size_t i = 0; i < g->g->n_input; i++) {
+        const char *nm = g->g->input[i]->name;
+        int vi = nm ? pg_val_find(g, nm) : -1;
+        if (vi < 0 || !g->v[vi].ncons || g->v[vi].init)
+            continue;
+        int ok = !strcmp(nm, p->g.name_ids) || !strcmp(nm, p->g.name_mask) || !strcmp(nm, p->g.name_pos);
+        const char *k;
+        json_t *x;
+        if (json_is_object(ins))
+            json_object_foreach(ins, k, x) ok |= json_is_string(x) && fits_pattern(json_string_value(x), nm);
+        else
+            for (size_t j = 0; j < sizeof dflt / sizeof dflt[0]; j++)
+                ok |= fits_pattern(dflt[j], nm);
+        if (!ok)
+            pack_refuse(p, pack_printf(p, "graph input %s", nm), "graph",
+                        "read by node %s, but genai_config.json's model.decoder.inputs names no input the runtime feeds "
+                        "there", nname(g, g->v[vi].cons[0]));
+    }
+}
+
 void pack_read_graph(pack *p)
 {
     if (!p->onnx_name) {
@@ -172,6 +215,9 @@ void pack_read_graph(pack *p)
     G g = {.p = p, .g = p->onnx->graph, .lm_head_b = -1};
     pg_index_graph(&g);
     g.chain = calloc(g.g->n_node + 1, 1);
+    g.seen = calloc(g.g->n_node + 1, 1);
+    if (!g.chain || !g.seen)
+        abort();
     /* facts used by the flavour and the model description */
     for (size_t n = 0; n < g.g->n_node; n++) {
         const char *dom = g.g->node[n]->domain;
@@ -190,6 +236,7 @@ void pack_read_graph(pack *p)
         p->g.io_dtype = pg_elem_dtype(g.g->output[0]);
 
     pg_walk(&g);
+    fed_inputs(&g);
     if (p->n_t > 1)
         qsort(p->t, p->n_t, sizeof *p->t, pg_cmp_tensor);
 
@@ -249,6 +296,7 @@ void pack_read_graph(pack *p)
     free(g.v);
     free(g.ht);
     free(g.chain);
+    free(g.seen);
 }
 
 /* ---- dims: the config against the tensors ---- */
@@ -294,6 +342,9 @@ void pack_check_dims(pack *p)
         pack_refuse(p, "genai_config.json: model.decoder.num_key_value_heads", "config_dims",
                     "%lld contradicts the attention node's %d key/value heads", nkv, p->g.gqa_kv_heads);
     long long q = nh >= 0 && hd >= 0 ? nh * hd : -1, kv = nkv >= 0 && hd >= 0 ? nkv * hd : -1;
+    if (p->g.split_q && q >= 0 && kv >= 0 && (p->g.split_q != q || p->g.split_kv != kv))
+        pack_refuse(p, "graph", "config_dims", "the Split of q|k|v gives %lld, %lld, %lld; the heads want %lld, %lld, %lld",
+                    (long long)p->g.split_q, (long long)p->g.split_kv, (long long)p->g.split_kv, q, kv, kv);
     for (size_t i = 0; i < p->n_t; i++) {
         const pack_tensor *t = &p->t[i];
         const char *r = t->role, *s = strncmp(r, "layers.", 7) ? r : strchr(r + 7, '.') ? strchr(r + 7, '.') + 1 : r;

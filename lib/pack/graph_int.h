@@ -45,6 +45,9 @@ typedef struct {
     size_t nv, capv;
     size_t *ht, htcap; /* open addressing: index+1 */
     char *chain;       /* per node: part of the residual chain (norms, residual adds) */
+    char *seen;        /* per node: explained by the walk of its block */
+    int join;          /* the residual add or skip norm closing the block being walked, -1 */
+    const char *join_res; /* the residual stream value it reads */
     const pack_tensor *lm_head;
     int lm_head_b;     /* gval of lm_head's B */
     int rope_if;       /* 1 + the If node picking the rotary caches, once walked (every layer reads it) */

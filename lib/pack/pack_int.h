@@ -27,6 +27,7 @@ typedef struct {
     uint64_t rope_rows;
     int64_t rope_long_after; /* LongRoPE: the long caches apply once the sequence is longer (0: one pair) */
     int gqa_heads, gqa_kv_heads; /* attention node attributes, 0 absent */
+    int64_t split_q, split_kv;   /* a Split of packed q|k|v into q, k, v: its sizes (q, kv, kv), 0 none */
     int io_dtype;         /* enum ogk_dtype of the logits, 0 unknown */
     int has_rotary_nodes, has_gqa_rotary, separate_qkv, packed_qkv, has_position_ids, ryzenai_nodes;
     /* the graph's names of the runtime's inputs and of the logits (genai_config decoder.inputs / outputs;

@@ -37,14 +37,15 @@ static int is_attention(const G *g, int n)
            is_op(g, n, "PagedAttention");
 }
 /* SiLU, the only gate activation the runtime applies: x * Sigmoid(x) as two nodes, or one Silu / Swish
- * (alpha 1) node; x is the gate projection's output */
-static int is_silu(const G *g, int act, const char *x)
+ * (alpha 1) node; x is the gate projection's output. The node writing SiLU(x) (act, or the Mul), -1 when
+ * act is not one. */
+static int silu_out(const G *g, int act, const char *x)
 {
     if (is_op(g, act, "Silu"))
-        return 1;
+        return act;
     if (is_op(g, act, "Swish")) {
         Onnx__AttributeProto *a = attr(g, act, "alpha");
-        return !a || !a->has_f || a->f == 1.0f;
+        return !a || !a->has_f || a->f == 1.0f ? act : -1;
     }
     const char *sv = out(g, act, 0);
     gval *v = is_op(g, act, "Sigmoid") && sv ? val(g, sv) : NULL;
@@ -52,9 +53,9 @@ static int is_silu(const G *g, int act, const char *x)
         int m = v->cons[c];
         const char *a = in(g, m, 0), *b = in(g, m, 1);
         if (is_op(g, m, "Mul") && a && b && ((!strcmp(a, x) && !strcmp(b, sv)) || (!strcmp(a, sv) && !strcmp(b, x))))
-            return 1;
+            return m;
     }
-    return 0;
+    return -1;
 }
 static int is_activation(const G *g, int n)
 {
@@ -333,9 +334,12 @@ static const char *through_casts(const G *g, const char *v)
     return v;
 }
 
-static int is_graph_output(const G *g, const char *v)
+/* v is the graph output the runtime reads the logits from (genai_config.json's decoder.outputs.logits) */
+static int is_logits(const G *g, const char *v)
 {
-    for (size_t i = 0; v && i < g->g->n_output; i++)
+    if (!v || strcmp(v, g->p->g.name_logits))
+        return 0;
+    for (size_t i = 0; i < g->g->n_output; i++)
         if (g->g->output[i]->name && !strcmp(g->g->output[i]->name, v))
             return 1;
     return 0;
@@ -365,7 +369,7 @@ static void check_norm(G *g, int n, const char *role, int want_layer)
 }
 
 /* A sandwich norm (Gemma 2): a plain RMSNorm reading a block's output before the residual add. Emitted
- * as role; 1 when found. */
+ * as role; the norm node, -1 when there is none. */
 static int emit_out_norm(G *g, const char *v, const char *role)
 {
     v = through_casts(g, v);
@@ -376,10 +380,11 @@ static int emit_out_norm(G *g, const char *v, const char *role)
             norm_weight(g, n) && pg_init_of(g, norm_weight(g, n), NULL) >= 0) {
             check_norm(g, n, role, 0);
             pg_emit_plain(g, n, norm_weight(g, n), role);
-            return 1;
+            g->seen[n] = 1;
+            return n;
         }
     }
-    return 0;
+    return -1;
 }
 
 static const pack_tensor *emit_linear(G *g, int n, const char *role)
@@ -436,13 +441,34 @@ static void block_nodes(const G *g, const char *start, char *mark, ivec *list)
     free(stack.v);
 }
 
-static int consumes(const G *g, int n, const char *value)
+static int float_cast(const G *g, int n)
 {
-    Onnx__NodeProto *nd = node(g, n);
-    for (size_t i = 0; i < nd->n_input; i++)
-        if (!strcmp(nd->input[i], value))
-            return 1;
-    return 0;
+    int64_t to = attr_i(g, n, "to", 0, NULL);
+    return is_op(g, n, "Cast") && (to == T_FLOAT || to == T_FLOAT16 || to == T_BFLOAT16);
+}
+
+/* The end of a block: the value it adds to the residual stream (through float Casts) must be the other
+ * operand of the residual add or skip norm that closes it (g->join, which reads g->join_res); every node
+ * of the block the walk did not explain is refused, float Casts and Identities aside. */
+static void block_end(G *g, const char *what, const char *v, const int *nodes, size_t nn)
+{
+    pack *p = g->p;
+    v = through_casts(g, v);
+    const char *a = g->join >= 0 ? in(g, g->join, 0) : NULL, *b = g->join >= 0 ? in(g, g->join, 1) : NULL;
+    if (!v || !a || !b || !g->join_res ||
+        !((!strcmp(a, v) && !strcmp(b, g->join_res)) || (!strcmp(b, v) && !strcmp(a, g->join_res))))
+        pack_refuse(p, what, "unsupported_op", "its output %s is not what %s adds to the residual stream", v ? v : "(none)",
+                    g->join >= 0 ? nname(g, g->join) : "the next norm");
+    size_t left = 0;
+    int first = -1;
+    for (size_t i = 0; i < nn; i++)
+        if (!g->seen[nodes[i]] && !float_cast(g, nodes[i]) && !is_op(g, nodes[i], "Identity") && !left++)
+            first = nodes[i];
+    if (left)
+        pack_refuse(p, what, "unsupported_op",
+                    "%s %s%s inside the block: not part of what the runtime computes there",
+                    node(g, first)->op_type ? node(g, first)->op_type : "node", nname(g, first),
+                    left > 1 ? pack_printf(p, " (and %zu more nodes)", left - 1) : "");
 }
 
 /* What a pre-attention projection's paths to the attention node carry. */
@@ -452,8 +478,127 @@ typedef struct {
     int bias_node;   /* Add with an initializer operand, -1 */
     const char *bias_val;
     int norm_node[3]; /* per slot: q/k norm node, -1 */
+    int rot_node[3];  /* per slot: RotaryEmbedding node, -1 */
+    int bad;          /* the first node on a path that is not what the runtime applies there, -1 */
+    const char *why;
     long budget;      /* path steps left: a hostile graph of diamonds must not take forever */
 } proj_info;
+
+/* The input slot of node `to` reading an output of node `from` (the output's index in *oidx), -1 when none. */
+static int link_slot(const G *g, int from, int to, int *oidx)
+{
+    Onnx__NodeProto *a = node(g, from), *b = node(g, to);
+    for (size_t i = 0; i < b->n_input; i++)
+        for (size_t o = 0; b->input[i][0] && o < a->n_output; o++)
+            if (!strcmp(b->input[i], a->output[o])) {
+                *oidx = (int)o;
+                return (int)i;
+            }
+    return -1;
+}
+
+static void path_bad(proj_info *pi, int n, const char *why)
+{
+    if (pi->bad < 0) {
+        pi->bad = n;
+        pi->why = why;
+    }
+}
+
+/* The three sizes of a Split: its input 1 (an int64 initializer or Constant) or its split attribute. 0 ok. */
+static int split_sizes(G *g, int n, int64_t sz[3])
+{
+    Onnx__AttributeProto *a = attr(g, n, "split");
+    if (a && a->n_ints == 3) {
+        memcpy(sz, a->ints, 3 * sizeof *sz);
+        return 0;
+    }
+    const char *nm = in(g, n, 1);
+    int vi = nm ? pg_init_of(g, nm, NULL) : -1;
+    if (vi >= 0) {
+        if (pg_resolve(g, vi) <= 0 || g->v[vi].rt.dtype != T_INT64 || g->v[vi].rt.numel != 3 || !g->v[vi].rt.data)
+            return -1;
+        g->v[vi].used = 1;
+        memcpy(sz, g->v[vi].rt.data, 3 * sizeof *sz);
+        return 0;
+    }
+    Onnx__AttributeProto *ca = const_attr(g, nm, "value");
+    Onnx__TensorProto *t = ca ? ca->t : NULL;
+    if (!t || t->data_type != T_INT64)
+        return -1;
+    if (t->has_raw_data && t->raw_data.len == 3 * sizeof *sz)
+        memcpy(sz, t->raw_data.data, 3 * sizeof *sz);
+    else if (t->n_int64_data == 3)
+        memcpy(sz, t->int64_data, 3 * sizeof *sz);
+    else
+        return -1;
+    return 0;
+}
+
+/* A whole path from the projection to attention input s: what the runtime applies between them, in its
+ * order (bias, split of a packed q|k|v, q/k norm, rotation), layout Reshapes and float Casts anywhere;
+ * any other node, or these out of order, twice, on the wrong input or slot, is marked bad. */
+static void path_done(G *g, proj_info *pi, const int *path, int plen, int attn, int s)
+{
+    int prev = pi->lin, rank = 0;
+    for (int k = 0; k <= plen; k++) {
+        int q = k < plen ? path[k] : attn, oi = -1, slot = link_slot(g, prev, q, &oi);
+        if (k == plen && slot != s)
+            slot = s, oi = 0; /* attn reads it at s (trace checked); a Split's output index from the name: */
+        if (k == plen && is_op(g, prev, "Split"))
+            for (size_t o = 0; o < node(g, prev)->n_output; o++)
+                if (out(g, prev, o) && !strcmp(out(g, prev, o), in(g, attn, (size_t)s)))
+                    oi = (int)o;
+        if (is_op(g, prev, "Split") && oi != s)
+            path_bad(pi, prev, pack_printf(g->p, "its output %d goes to attention input %d: q, k, v out of order", oi, s));
+        if (k == plen)
+            break;
+        if (float_cast(g, q) || is_op(g, q, "Identity") || is_op(g, q, "Reshape")) {
+            if (slot != 0)
+                path_bad(pi, q, "reads the projection's path at an input other than its data");
+        } else if (is_op(g, q, "Add")) {
+            const char *b = slot == 0 || slot == 1 ? in(g, q, (size_t)(1 - slot)) : NULL;
+            if (!b || pg_init_of(g, b, NULL) < 0 || node(g, q)->n_input != 2)
+                path_bad(pi, q, "adds something other than a constant bias");
+            else if (rank >= 1 || (pi->bias_node >= 0 && pi->bias_node != q))
+                path_bad(pi, q, "a second bias, or a bias after the norm or rotation");
+            else {
+                rank = 1;
+                pi->bias_node = q;
+                pi->bias_val = b;
+            }
+        } else if (is_op(g, q, "Split")) {
+            int64_t sz[3];
+            int64_t axis = attr_i(g, q, "axis", 0, NULL);
+            if (slot != 0 || rank >= 2)
+                path_bad(pi, q, "a split after the norm or rotation, or not of the projection's output");
+            else if (node(g, q)->n_output != 3 || (axis != -1 && axis != 2) || split_sizes(g, q, sz))
+                path_bad(pi, q, "not a split of the last axis in three by explicit sizes");
+            else if (g->p->g.split_q && (g->p->g.split_q != sz[0] || g->p->g.split_kv != sz[1]))
+                path_bad(pi, q, "its sizes differ from another layer's split");
+            else if (sz[1] != sz[2] || sz[0] < 1 || sz[1] < 1)
+                path_bad(pi, q, pack_printf(g->p, "sizes %lld, %lld, %lld: key and value parts differ", (long long)sz[0],
+                                            (long long)sz[1], (long long)sz[2]));
+            else
+                g->p->g.split_q = sz[0], g->p->g.split_kv = sz[1];
+            rank = 2;
+        } else if (is_norm(g, q) && !is_skip_norm(g, q) && norm_weight(g, q) && pg_init_of(g, norm_weight(g, q), NULL) >= 0) {
+            if (slot != 0 || rank >= 3 || (pi->norm_node[s] >= 0 && pi->norm_node[s] != q))
+                path_bad(pi, q, "a second norm, or a norm after the rotation");
+            rank = 3;
+            pi->norm_node[s] = q;
+        } else if (is_op(g, q, "RotaryEmbedding")) {
+            if (slot != 0 || rank >= 4 || (pi->rot_node[s] >= 0 && pi->rot_node[s] != q))
+                path_bad(pi, q, "a second rotation, or one not of the path's data");
+            rank = 4;
+            pi->rot_node[s] = q;
+        } else
+            path_bad(pi, q, "not an op the runtime applies between a projection and the attention");
+        prev = q;
+    }
+    for (int k = 0; k < plen; k++) /* a bad path is refused by its first bad node, not node by node */
+        g->seen[path[k]] = 1;
+}
 
 static void trace(G *g, int n, int attn, int depth, int *path, int plen, proj_info *pi, const char *inblock)
 {
@@ -466,33 +611,11 @@ static void trace(G *g, int n, int attn, int depth, int *path, int plen, proj_in
             int m = v->cons[c];
             if (m == attn) {
                 Onnx__NodeProto *an = node(g, attn);
-                for (size_t s = 0; s < an->n_input && s < 3; s++) {
-                    if (strcmp(an->input[s], nd->output[o]))
-                        continue;
-                    pi->slots |= 1u << s;
-                    for (int k = 0; k < plen; k++) {
-                        int q = path[k];
-                        if (is_op(g, q, "Add")) {
-                            for (int j = 0; j < 2; j++) {
-                                const char *iv = in(g, q, (size_t)j);
-                                if (iv && pg_init_of(g, iv, NULL) >= 0) {
-                                    pi->bias_node = q;
-                                    pi->bias_val = iv;
-                                }
-                            }
-                        } else if (is_norm(g, q) && norm_weight(g, q) && pg_init_of(g, norm_weight(g, q), NULL) >= 0)
-                            pi->norm_node[s] = q;
-                        else if (is_op(g, q, "RotaryEmbedding")) {
-                            g->p->g.has_rotary_nodes = 1;
-                            emit_rope(g, q, in(g, q, 2), in(g, q, 3));
-                            g->p->g.rope_interleaved = (int)attr_i(g, q, "interleaved", 0, NULL);
-                            int have;
-                            int64_t rd = attr_i(g, q, "rotary_embedding_dim", 0, &have);
-                            if (have && rd > 0)
-                                g->p->g.rope_dim_attr = (int)rd;
-                        }
+                for (size_t s = 0; s < an->n_input && s < 3; s++)
+                    if (!strcmp(an->input[s], nd->output[o])) {
+                        pi->slots |= 1u << s;
+                        path_done(g, pi, path, plen, attn, (int)s);
                     }
-                }
                 continue;
             }
             if (!inblock[m] || is_linear(g, m))
@@ -591,30 +714,32 @@ static void walk_attention(G *g, int layer, const char *start, int *nodes, size_
                         "scores, where the runtime's attention is causal", op, nname(g, attn),
                         m1 || m2 ? "its mask is the graph input attention_mask as fed (padding only)" : "no mask input");
     }
-    if (gqa) {
-        if (attr_i(g, attn, "do_rotary", 0, NULL)) {
-            p->g.has_gqa_rotary = 1;
-            p->g.rope_interleaved = (int)attr_i(g, attn, "rotary_interleaved", 0, NULL);
-            emit_rope(g, attn, in(g, attn, 7), in(g, attn, 8));
-        }
+    int gqa_rot = gqa && attr_i(g, attn, "do_rotary", 0, NULL);
+    if (gqa_rot) {
+        p->g.has_gqa_rotary = 1;
+        p->g.rope_interleaved = (int)attr_i(g, attn, "rotary_interleaved", 0, NULL);
+        emit_rope(g, attn, in(g, attn, 7), in(g, attn, 8));
     }
+    g->seen[attn] = 1;
     proj_info pi[8];
     int npi = 0, o_node = -1, no = 0;
     for (size_t i = 0; i < nn; i++) {
         int n = nodes[i];
         if (!is_linear(g, n))
             continue;
-        if (consumes(g, n, start)) {
+        if (in(g, n, 0) && !strcmp(in(g, n, 0), start)) {
             if (npi == 8)
                 break;
             proj_info *x = &pi[npi++];
             memset(x, 0, sizeof *x);
             x->lin = n;
-            x->bias_node = -1;
-            x->norm_node[0] = x->norm_node[1] = x->norm_node[2] = -1;
+            x->bias_node = x->bad = -1;
+            for (int s = 0; s < 3; s++)
+                x->norm_node[s] = x->rot_node[s] = -1;
             x->budget = 100000;
             int path[32];
             trace(g, n, attn, 0, path, 0, x, inblock);
+            g->seen[n] = 1;
         } else {
             o_node = n;
             no++;
@@ -628,8 +753,14 @@ static void walk_attention(G *g, int layer, const char *start, int *nodes, size_
         p->g.packed_qkv = 1;
     else
         p->g.separate_qkv = 1;
+    int rot[3] = {0, 0, 0};
     for (int i = 0; i < npi; i++) {
         const char *sn = slot_name(pi[i].slots, packed_attn && npi == 1);
+        if (pi[i].bad >= 0) {
+            pack_refuse(p, what, "unsupported_op", "%s %s between projection %s and the attention: %s", node(g, pi[i].bad)->op_type ? node(g, pi[i].bad)->op_type : "node",
+                        nname(g, pi[i].bad), nname(g, pi[i].lin), pi[i].why);
+            continue;
+        }
         if (!sn || (npi == 3 && packed_attn) || (npi == 1) != !strcmp(sn, "qkv")) {
             pack_refuse(p, what, "graph", "projection %s reaches attention inputs 0x%x; cannot tell q, k, v apart",
                         nname(g, pi[i].lin), pi[i].slots);
@@ -649,26 +780,54 @@ static void walk_attention(G *g, int layer, const char *start, int *nodes, size_
             }
         if (pi[i].norm_node[2] >= 0)
             pack_refuse(p, what, "graph", "a norm on the value path (%s) is not supported", nname(g, pi[i].norm_node[2]));
+        for (int s = 0; s < 3; s++) {
+            int q = pi[i].rot_node[s];
+            if (q < 0)
+                continue;
+            rot[s]++;
+            p->g.has_rotary_nodes = 1;
+            emit_rope(g, q, in(g, q, 2), in(g, q, 3));
+            p->g.rope_interleaved = (int)attr_i(g, q, "interleaved", 0, NULL);
+            int have;
+            int64_t rd = attr_i(g, q, "rotary_embedding_dim", 0, &have);
+            if (have && rd > 0)
+                p->g.rope_dim_attr = (int)rd;
+        }
     }
+    /* the runtime rotates q and k of every layer once: by the attention node, or by a RotaryEmbedding on each
+     * (a path refused above is not counted: no second word on it) */
+    int refused = 0;
+    for (int i = 0; i < npi; i++)
+        refused |= pi[i].bad >= 0;
+    if (!refused && (rot[2] || rot[0] > 1 || rot[1] > 1 || rot[0] != rot[1] || (gqa_rot && rot[0]) || (!gqa_rot && !rot[0])))
+        pack_refuse(p, what, "unsupported_op", "%s: the runtime rotates q and k once in every layer, here %s", nname(g, attn),
+                    rot[2]                 ? "v is rotated"
+                    : rot[0] != rot[1]     ? "only one of q and k is rotated"
+                    : gqa_rot && rot[0]    ? "RotaryEmbedding nodes and the attention node both rotate"
+                    : rot[0] > 1           ? "a path is rotated twice"
+                                           : "neither is rotated");
     if (no != 1) {
         pack_refuse(p, what, "graph", "%d projections after the attention node (want one o_proj)", no);
         return;
     }
+    g->seen[o_node] = 1;
+    if (!in(g, o_node, 0) || !out(g, attn, 0) || strcmp(in(g, o_node, 0), through_casts(g, out(g, attn, 0))))
+        pack_refuse(p, what, "unsupported_op", "o_proj %s reads %s, not the attention's output %s", nname(g, o_node),
+                    in(g, o_node, 0) ? in(g, o_node, 0) : "nothing", out(g, attn, 0) ? out(g, attn, 0) : "(none)");
     emit_linear(g, o_node, pack_printf(p, "layers.%d.attn.o", layer));
     /* a bias after o_proj: an Add with an initializer on its output */
-    const char *o_out = out(g, o_node, 0);
-    gval *ov = val(g, o_out);
-    for (int c = 0; ov && c < ov->ncons; c++) {
-        int m = ov->cons[c];
-        if (is_op(g, m, "Add"))
-            for (int j = 0; j < 2; j++)
-                if (in(g, m, (size_t)j) && pg_init_of(g, in(g, m, (size_t)j), NULL) >= 0) {
-                    pg_emit_plain(g, m, in(g, m, (size_t)j), pack_printf(p, "layers.%d.attn.o_bias", layer));
-                    o_out = out(g, m, 0);
-                }
+    const char *o_out = through_casts(g, out(g, o_node, 0));
+    int ob = only_consumer(g, o_out);
+    const char *bv = ob >= 0 && is_op(g, ob, "Add") ? other_input(g, ob, o_out) : NULL;
+    if (bv && pg_init_of(g, bv, NULL) >= 0) {
+        g->seen[ob] = 1;
+        pg_emit_plain(g, ob, bv, pack_printf(p, "layers.%d.attn.o_bias", layer));
+        o_out = out(g, ob, 0);
     }
     /* Gemma 2's post-attention norm on the attention output, before the residual add */
-    p->g.attn_out_norms += emit_out_norm(g, o_out, pack_printf(p, "layers.%d.attn.out_norm", layer));
+    int on = emit_out_norm(g, o_out, pack_printf(p, "layers.%d.attn.out_norm", layer));
+    p->g.attn_out_norms += on >= 0;
+    block_end(g, what, on >= 0 ? out(g, on, 0) : o_out, nodes, nn);
 }
 
 static void walk_mlp(G *g, int layer, const char *start, int *nodes, size_t nn)
@@ -680,7 +839,7 @@ static void walk_mlp(G *g, int layer, const char *start, int *nodes, size_t nn)
         int n = nodes[i];
         if (!is_linear(g, n))
             continue;
-        if (consumes(g, n, start)) {
+        if (in(g, n, 0) && !strcmp(in(g, n, 0), start)) {
             nfirst++;
             int act = -1;
             gval *v = out(g, n, 0) ? val(g, out(g, n, 0)) : NULL;
@@ -705,10 +864,10 @@ static void walk_mlp(G *g, int layer, const char *start, int *nodes, size_t nn)
         pack_refuse(p, what, "graph", "cannot find gate, up and down projections (%d + %d projections)", nfirst, nother);
         return;
     }
-    int act = -1;
-    if (is_silu(g, gate_act, out(g, gate, 0)))
+    int act = -1, a_node = gate_act;
+    if ((a_node = silu_out(g, gate_act, out(g, gate, 0))) >= 0)
         act = PACK_ACT_SILU;
-    else if (is_op(g, gate_act, "FastGelu") && !in(g, gate_act, 1)) /* com.microsoft: the tanh approximation */
+    else if ((a_node = gate_act), is_op(g, gate_act, "FastGelu") && !in(g, gate_act, 1)) /* com.microsoft: the tanh approximation */
         act = PACK_ACT_GELU_TANH;
     else if (is_op(g, gate_act, "Gelu")) { /* ONNX (approximate "none" | "tanh") or com.microsoft (erf) */
         Onnx__AttributeProto *a = attr(g, gate_act, "approximate");
@@ -716,14 +875,6 @@ static void walk_mlp(G *g, int layer, const char *start, int *nodes, size_t nn)
             act = PACK_ACT_GELU;
         else if (a->s.len == 4 && !memcmp(a->s.data, "tanh", 4))
             act = PACK_ACT_GELU_TANH;
-    }
-    /* a GELU gates by itself: its output must go straight into the product with up (SiLU's x * Sigmoid(x) is
-     * checked by is_silu) */
-    if (act == PACK_ACT_GELU || act == PACK_ACT_GELU_TANH) {
-        int mul = only_consumer(g, out(g, gate_act, 0));
-        const char *o = mul >= 0 && is_op(g, mul, "Mul") ? other_input(g, mul, out(g, gate_act, 0)) : NULL;
-        if (!o || !out(g, up, 0) || strcmp(o, out(g, up, 0)))
-            act = -1;
     }
     if (act < 0)
         pack_refuse(p, what, "unsupported_op",
@@ -734,11 +885,29 @@ static void walk_mlp(G *g, int layer, const char *start, int *nodes, size_t nn)
                     node(g, gate_act)->op_type, nname(g, gate_act));
     else
         p->g.activation = act;
+    g->seen[gate] = g->seen[up] = g->seen[down] = g->seen[gate_act] = 1;
+    /* what the runtime computes: down(act(gate) * up), nothing else in between */
+    if (act >= 0) {
+        g->seen[a_node] = 1;
+        const char *a_out = through_casts(g, out(g, a_node, 0)), *u_out = through_casts(g, out(g, up, 0));
+        int prod = only_consumer(g, a_out);
+        const char *o = prod >= 0 && is_op(g, prod, "Mul") && u_out ? other_input(g, prod, a_out) : NULL;
+        if (o && !strcmp(o, u_out) && in(g, down, 0) && in(g, gate, 0) && !strcmp(in(g, gate, 0), start) &&
+            in(g, up, 0) && !strcmp(in(g, up, 0), start) && !strcmp(in(g, down, 0), through_casts(g, out(g, prod, 0))))
+            g->seen[prod] = 1;
+        else
+            pack_refuse(p, what, "unsupported_op", "%s: the MLP does not compute down(activation(gate) * up) (%s)",
+                        nname(g, down), prod < 0 ? "the activation's output is read by no node or by several"
+                                        : !o || strcmp(o, u_out) ? "the activation is not multiplied by up's output"
+                                                                 : "down_proj does not read that product");
+    }
     emit_linear(g, gate, pack_printf(p, "layers.%d.mlp.gate", layer));
     emit_linear(g, up, pack_printf(p, "layers.%d.mlp.up", layer));
     emit_linear(g, down, pack_printf(p, "layers.%d.mlp.down", layer));
     /* Gemma 2's post-feedforward norm on the MLP output, before the residual add */
-    p->g.mlp_out_norms += emit_out_norm(g, out(g, down, 0), pack_printf(p, "layers.%d.mlp.out_norm", layer));
+    int on = emit_out_norm(g, out(g, down, 0), pack_printf(p, "layers.%d.mlp.out_norm", layer));
+    p->g.mlp_out_norms += on >= 0;
+    block_end(g, what, on >= 0 ? out(g, on, 0) : out(g, down, 0), nodes, nn);
 }
 
 /* Role order for emission: per layer input_norm, attention, post_attn_norm, mlp. */
@@ -793,8 +962,12 @@ int pg_elem_dtype(const Onnx__ValueInfoProto *vi)
 static void emit_embed(G *g, int emb, int lm)
 {
     pack *p = g->p;
-    if (is_op(g, emb, "Gather"))
+    if (is_op(g, emb, "Gather")) {
+        if (attr_i(g, emb, "axis", 0, NULL) != 0)
+            pack_refuse(p, "tensor embed", "unsupported_op", "Gather %s: axis %" PRId64 " (the runtime gathers rows, axis 0)",
+                        nname(g, emb), attr_i(g, emb, "axis", 0, NULL));
         pg_emit_plain(g, emb, in(g, emb, 0), "embed");
+    }
     else {
         int sliced = 0, dvi = pg_init_of(g, in(g, emb, 0), &sliced);
         if (dvi < 0)
@@ -810,6 +983,12 @@ static void emit_embed(G *g, int emb, int lm)
                      attr_i(g, emb, "bits", 4, NULL) != attr_i(g, lm, "bits", 0, NULL))
                 pack_refuse(p, "tensor embed", "graph", "GatherBlockQuantized %s: bits/block_size differ from lm_head's",
                             nname(g, emb));
+            else if (attr_i(g, emb, "gather_axis", 0, NULL) != 0 ||
+                     (attr_i(g, emb, "quantize_axis", 1, NULL) != 1 && attr_i(g, emb, "quantize_axis", 1, NULL) != -1))
+                pack_refuse(p, "tensor embed", "unsupported_op",
+                            "GatherBlockQuantized %s: gather_axis %" PRId64 ", quantize_axis %" PRId64
+                            " (the runtime gathers rows quantised along them: 0 and 1)",
+                            nname(g, emb), attr_i(g, emb, "gather_axis", 0, NULL), attr_i(g, emb, "quantize_axis", 1, NULL));
             else if (attr_i(g, emb, "weight_prepacked", 0, NULL))
                 pack_refuse(p, "tensor embed", "unsupported_op", "GatherBlockQuantized %s: weight_prepacked is not supported",
                             nname(g, emb));
@@ -828,7 +1007,7 @@ static void walk_logits(G *g, int lm)
     const char *v = out(g, lm, 0);
     int capped = 0;
     for (int guard = 0; v && guard < 8; guard++) {
-        if (is_graph_output(g, v) || is_graph_output(g, v = through_casts(g, v)))
+        if (is_logits(g, v) || is_logits(g, v = through_casts(g, v)))
             return;
         int n = only_consumer(g, v);
         double c1, c2;
@@ -842,9 +1021,13 @@ static void walk_logits(G *g, int lm)
             v = out(g, m, 0);
             continue;
         }
-        pack_refuse(p, "graph", "unsupported_op",
-                    "lm_head %s reaches the logits through %s (%s): only final logit soft-capping (Div, Tanh, Mul by one "
-                    "constant) is supported there", nname(g, lm), n >= 0 ? nname(g, n) : v, n >= 0 && node(g, n)->op_type ? node(g, n)->op_type : "several consumers");
+        if (n < 0 && (!val(g, v) || !val(g, v)->ncons)) /* the end of the road, and not the logits output */
+            pack_refuse(p, "graph", "graph", "lm_head %s's output %s is not the graph output \"%s\" the runtime reads the logits from (%s)",
+                        nname(g, lm), v, p->g.name_logits, "genai_config.json's model.decoder.outputs.logits");
+        else
+            pack_refuse(p, "graph", "unsupported_op",
+                        "lm_head %s reaches the logits through %s (%s): only final logit soft-capping (Div, Tanh, Mul by one "
+                        "constant) is supported there", nname(g, lm), n >= 0 ? nname(g, n) : v, n >= 0 && node(g, n)->op_type ? node(g, n)->op_type : "several consumers");
         return;
     }
 }
@@ -888,6 +1071,10 @@ void pg_walk(G *g)
             pack_refuse(p, "graph", "unsupported_op", "Mul %s scales the embedding by %s, not by a positive constant",
                         nname(g, esc), k ? k : "(no second input)");
     }
+    /* per norm: the residual add or skip norm before it (-1 for the first), and the residual value that
+     * one reads (gval index) */
+    ivec joins = {0}, jres = {0};
+    int pend = -1, pend_res = -1;
     for (int guard = 0; r && guard < 100000; guard++) {
         gval *v = val(g, r);
         if (!v)
@@ -901,6 +1088,8 @@ void pg_walk(G *g)
                 pg_init_of(g, norm_weight(g, n), NULL) >= 0) {
                 g->chain[n] = 1;
                 ipush(&norms, n);
+                ipush(&joins, pend);
+                ipush(&jres, pend_res);
             }
         }
         for (int c = 0; c < v->ncons; c++) {
@@ -916,6 +1105,8 @@ void pg_walk(G *g)
         if (skip >= 0) {
             g->chain[skip] = 1;
             ipush(&norms, skip);
+            ipush(&joins, skip);
+            ipush(&jres, pg_val_find(g, r));
             r = out(g, skip, 3);
         } else if (add >= 0 && norms.n) {
             /* a residual Add is part of the chain only when a norm reads its output */
@@ -926,6 +1117,8 @@ void pg_walk(G *g)
             if (!feeds_norm)
                 break;
             g->chain[add] = 1;
+            pend = add;
+            pend_res = pg_val_find(g, r);
             r = out(g, add, 0);
         } else
             break;
@@ -937,6 +1130,8 @@ void pg_walk(G *g)
                         "cannot follow the residual stream: %zu norms after the embedding (want 2 per layer + 1)", norms.n);
         emit_embed(g, emb, -1);
         free(norms.v);
+        free(joins.v);
+        free(jres.v);
         return;
     }
     int L = (int)(norms.n - 1) / 2;
@@ -968,6 +1163,8 @@ void pg_walk(G *g)
             continue;
         }
         block_nodes(g, start, mark, &nodes);
+        g->join = joins.v[j + 1];
+        g->join_res = jres.v[j + 1] >= 0 ? g->v[jres.v[j + 1]].name : NULL;
         if (j % 2 == 0)
             walk_attention(g, j / 2, start, nodes.v, nodes.n, mark);
         else
@@ -1000,4 +1197,6 @@ void pg_walk(G *g)
     emit_embed(g, emb, lm);
     free(mark);
     free(norms.v);
+    free(joins.v);
+    free(jres.v);
 }

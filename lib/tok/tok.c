@@ -710,9 +710,11 @@ static int load_added(tok *t, const tj *list, ogk_error *e)
         amap_put(t, at->s, at->n, i);
         if (at->normalized && t->norm) {
             tok_buf nb = {0};
-            if (tk_normalize_text(t, t->norm, at->s, at->n, &nb)) {
+            int rc = tk_normalize_text(t, t->norm, at->s, at->n, &nb, tk_grow_max(at->n));
+            if (rc) {
                 free(nb.p);
-                return ogk_fail(e, "added token '%s': normalization failed", at->s);
+                return ogk_fail(e, "added token '%s': normalization failed%s", at->s,
+                                rc == TK_GREW ? ": the normalizer makes it more than 32 times longer" : "");
             }
             char *ns = tok_arena_strdup(&t->arena, nb.p ? nb.p : "", nb.n);
             free(nb.p);

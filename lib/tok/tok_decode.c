@@ -87,7 +87,7 @@ static int bytelevel_flush(const tok *t, tok_buf *cur, strlist *out, int raw)
 
 /* raw: a token's bytes in the middle of a text (tok_piece_bytes): no start-of-text rule (Metaspace's first
  * space, Strip) and bytes that are not UTF-8 kept as they are */
-static int decode_chain(tok *t, const tdec *d, strlist *in, strlist *out, int raw)
+static int decode_chain(tok *t, const tdec *d, strlist *in, strlist *out, int raw, size_t max)
 {
     int rc = 0;
     switch (d->type) {
@@ -95,7 +95,7 @@ static int decode_chain(tok *t, const tdec *d, strlist *in, strlist *out, int ra
         strlist cur = *in, nxt = {0};
         memset(in, 0, sizeof *in);
         for (int k = 0; k < d->nkids && !rc; k++) {
-            rc = decode_chain(t, &d->kids[k], &cur, &nxt, raw);
+            rc = decode_chain(t, &d->kids[k], &cur, &nxt, raw, max);
             sl_free(&cur);
             cur = nxt;
             memset(&nxt, 0, sizeof nxt);
@@ -122,9 +122,10 @@ static int decode_chain(tok *t, const tdec *d, strlist *in, strlist *out, int ra
     }
     case D_METASPACE: {
         tpat p = {.lit = d->str, .litn = d->strn};
-        for (size_t i = 0; i < in->cnt && !rc; i++) {
+        for (size_t i = 0, sum = 0; i < in->cnt && !rc; i++) {
             tok_buf b = {0};
-            rc = tk_pat_replace(t, &p, in->s[i], in->n[i], " ", 1, &b);
+            rc = tk_pat_replace(t, &p, in->s[i], in->n[i], " ", 1, &b, max - sum);
+            sum += b.n;
             size_t skip = (!raw && i == 0 && b.n && b.p[0] == ' ') ? 1 : 0;
             if (!rc)
                 rc = sl_push(out, b.p ? b.p + skip : "", b.n - skip);
@@ -133,9 +134,10 @@ static int decode_chain(tok *t, const tdec *d, strlist *in, strlist *out, int ra
         return rc;
     }
     case D_REPLACE:
-        for (size_t i = 0; i < in->cnt && !rc; i++) {
+        for (size_t i = 0, sum = 0; i < in->cnt && !rc; i++) {
             tok_buf b = {0};
-            rc = tk_pat_replace(t, &d->pat, in->s[i], in->n[i], d->str, d->strn, &b);
+            rc = tk_pat_replace(t, &d->pat, in->s[i], in->n[i], d->str, d->strn, &b, max - sum);
+            sum += b.n;
             if (!rc)
                 rc = sl_push(out, b.p ? b.p : "", b.n);
             free(b.p);
@@ -209,6 +211,7 @@ char *tok_decode(tok *t, const int32_t *ids, size_t n, int skip_special, int cle
 {
     strlist in = {0}, out = {0};
     char *res = NULL;
+    size_t inb = 0;
     for (size_t i = 0; i < n; i++) {
         int32_t id = ids[i];
         if (id < 0 || id >= t->ntok || !t->is_tok[id]) {
@@ -219,10 +222,16 @@ char *tok_decode(tok *t, const int32_t *ids, size_t n, int skip_special, int cle
             continue;
         if (sl_push(&in, t->sym[id], t->symn[id]))
             goto oom;
+        inb += t->symn[id];
     }
     tok_buf b = {0};
     if (t->dec) {
-        if (decode_chain(t, t->dec, &in, &out, 0))
+        int rc = decode_chain(t, t->dec, &in, &out, 0, tk_grow_max(inb));
+        if (rc == TK_GREW) {
+            ogk_fail(e, "the tokenizer's decoder makes these %zu tokens more than %d times longer: refused", n, TK_GROW);
+            goto done;
+        }
+        if (rc)
             goto oom;
         for (size_t i = 0; i < out.cnt; i++)
             if (tok_buf_put(&b, out.s[i], out.n[i]))
@@ -240,7 +249,7 @@ char *tok_decode(tok *t, const int32_t *ids, size_t n, int skip_special, int cle
         for (size_t k = 0; k < sizeof cleanup_pairs / sizeof cleanup_pairs[0]; k++) {
             tpat p = {.lit = (char *)cleanup_pairs[k][0], .litn = strlen(cleanup_pairs[k][0])};
             tok_buf nb = {0};
-            if (tk_pat_replace(t, &p, b.p, b.n, cleanup_pairs[k][1], strlen(cleanup_pairs[k][1]), &nb) ||
+            if (tk_pat_replace(t, &p, b.p, b.n, cleanup_pairs[k][1], strlen(cleanup_pairs[k][1]), &nb, SIZE_MAX) ||
                 tok_buf_put(&nb, "", 0)) {
                 free(nb.p);
                 free(b.p);
@@ -270,7 +279,7 @@ int tok_piece_bytes(tok *t, int32_t id, char **bytes, size_t *len)
     tok_buf b = {0};
     int rc = sl_push(&in, t->sym[id], t->symn[id]);
     if (!rc && t->dec) {
-        rc = decode_chain(t, t->dec, &in, &out, 1);
+        rc = decode_chain(t, t->dec, &in, &out, 1, tk_grow_max(t->symn[id]));
         for (size_t i = 0; !rc && i < out.cnt; i++)
             rc = tok_buf_put(&b, out.s[i], out.n[i]);
     } else if (!rc) { /* no decoder: tokens joined by spaces */

@@ -179,7 +179,13 @@ int tok_encode_max(tok *t, const char *text, size_t len, int add_special, size_t
         }
         uint32_t off = sec.off, slen = sec.len;
         if (t->norm && !(t->norm->type <= N_NFKD && tok_nf_unchanged((tok_nf)t->norm->type, w.p + sec.off, sec.len))) {
-            if (tk_normalize_text(t, t->norm, w.p + sec.off, sec.len, &nb))
+            int nr = tk_normalize_text(t, t->norm, w.p + sec.off, sec.len, &nb, tk_grow_max(sec.len));
+            if (nr == TK_GREW) {
+                ogk_fail(e, "the tokenizer's normalizer makes this text more than %d times longer (%u bytes at byte %u): "
+                            "refused", TK_GROW, sec.len, sec.off);
+                goto done;
+            }
+            if (nr)
                 goto oom;
             if (!nb.n)
                 continue;

@@ -194,10 +194,18 @@ int tk_amap_get(const tok *t, const char *s, size_t n);
 pcre2_code *tk_regex_compile(const char *pat, size_t n, int translate, ogk_error *e);
 int tk_pat_load(tpat *p, const tj *cfg, tok_arena *a, ogk_error *e);
 int tk_next_match(tok *t, pcre2_code *re, const char *s, size_t n, size_t *start, size_t *a, size_t *b);
-int tk_pat_replace(tok *t, const tpat *p, const char *s, size_t n, const char *rep, size_t repn, tok_buf *out);
+/* Text a normalizer or decoder makes longer than this many times its input (plus TK_GROW_SLACK bytes) is
+ * refused (TK_GREW): a Sequence of growing Replace stages would otherwise take memory without bound. Real
+ * ones grow at most ~13x (NFKC of U+FDFA, its spaces as "\u2581"). */
+#define TK_GROW 32
+#define TK_GROW_SLACK 4096
+#define TK_GREW (-2)
+static inline size_t tk_grow_max(size_t n) { return n > (SIZE_MAX - TK_GROW_SLACK) / TK_GROW ? SIZE_MAX : n * TK_GROW + TK_GROW_SLACK; }
+/* out grows past max: TK_GREW */
+int tk_pat_replace(tok *t, const tpat *p, const char *s, size_t n, const char *rep, size_t repn, tok_buf *out, size_t max);
 
 /* ---- tok_split.c: normalizers and pre-tokenizers ---- */
-int tk_normalize_text(tok *t, const tnorm *nz, const char *s, size_t len, tok_buf *out);
+int tk_normalize_text(tok *t, const tnorm *nz, const char *s, size_t len, tok_buf *out, size_t max); /* TK_GREW past max */
 /* A Precompiled normalizer (SentencePiece's precompiled_charsmap, base64 text of b64n bytes) into n: 0, or
  * -1 with e filled (not base64, sizes that do not hold together). tok_charsmap.c */
 int tk_charsmap_load(tok *t, tnorm *n, const char *b64, size_t b64n, ogk_error *e);

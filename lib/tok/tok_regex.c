@@ -201,7 +201,7 @@ int tk_next_match(tok *t, pcre2_code *re, const char *s, size_t n, size_t *start
 }
 
 /* Replace every (non-overlapping, JS replaceAll) match of pattern p in s with rep, appending to out. */
-int tk_pat_replace(tok *t, const tpat *p, const char *s, size_t n, const char *rep, size_t repn, tok_buf *out)
+int tk_pat_replace(tok *t, const tpat *p, const char *s, size_t n, const char *rep, size_t repn, tok_buf *out, size_t max)
 {
     if (!p->is_regex) {
         if (!p->litn)
@@ -213,19 +213,23 @@ int tk_pat_replace(tok *t, const tpat *p, const char *s, size_t n, const char *r
                 break;
             if (tok_buf_put(out, s + i, (size_t)(hit - (s + i))) || tok_buf_put(out, rep, repn))
                 return -1;
+            if (out->n > max)
+                return TK_GREW;
             i = (size_t)(hit - s) + p->litn;
         }
-        return tok_buf_put(out, s + i, n - i);
+        return tok_buf_put(out, s + i, n - i) ? -1 : out->n > max ? TK_GREW : 0;
     }
     size_t i = 0, start = 0, a, b;
     int rc;
     while ((rc = tk_next_match(t, p->re, s, n, &start, &a, &b)) > 0) {
         if (tok_buf_put(out, s + i, a - i) || tok_buf_put(out, rep, repn))
             return -1;
+        if (out->n > max)
+            return TK_GREW;
         i = b;
     }
     if (rc < 0)
         return -1;
-    return tok_buf_put(out, s + i, n - i);
+    return tok_buf_put(out, s + i, n - i) ? -1 : out->n > max ? TK_GREW : 0;
 }
 

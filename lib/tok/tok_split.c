@@ -9,9 +9,10 @@
 
 #include "tok/tok_impl.h"
 
-int tk_normalize_text(tok *t, const tnorm *nz, const char *s, size_t len, tok_buf *out)
+int tk_normalize_text(tok *t, const tnorm *nz, const char *s, size_t len, tok_buf *out, size_t max)
 {
     out->n = 0;
+    int rc = -1;
     switch (nz->type) {
     case N_NFC:
     case N_NFD:
@@ -22,17 +23,18 @@ int tk_normalize_text(tok *t, const tnorm *nz, const char *s, size_t len, tok_bu
         char *o = tok_normalize(forms[nz->type], s, len, &on);
         if (!o)
             return -1;
-        int rc = tok_buf_put(out, o, on);
+        rc = tok_buf_put(out, o, on);
         free(o);
-        return rc;
+        break;
     }
-    case N_REPLACE: return tk_pat_replace(t, &nz->pat, s, len, nz->str, nz->strn, out);
-    case N_PRECOMPILED: return tk_charsmap_apply(nz, s, len, out);
+    case N_REPLACE: return tk_pat_replace(t, &nz->pat, s, len, nz->str, nz->strn, out, max);
+    case N_PRECOMPILED: rc = tk_charsmap_apply(nz, s, len, out); break;
     case N_PREPEND:
         /* nothing to an empty text, as the Rust tokenizers do (the JS port prepends anyway; a section is
          * only empty here when an earlier normalizer emptied it, as SentencePiece's extra-space removal
          * does to a run of spaces: tok_spm_json) */
-        return len && (tok_buf_put(out, nz->str, nz->strn) || tok_buf_put(out, s, len)) ? -1 : 0;
+        rc = len && (tok_buf_put(out, nz->str, nz->strn) || tok_buf_put(out, s, len)) ? -1 : 0;
+        break;
     case N_STRIP: {
         size_t a = 0, b = len;
         uint32_t cp;
@@ -58,22 +60,22 @@ int tk_normalize_text(tok *t, const tnorm *nz, const char *s, size_t len, tok_bu
         if (tok_buf_put(&cur, s, len))
             return -1;
         for (int i = 0; i < nz->nkids; i++) {
-            if (tk_normalize_text(t, &nz->kids[i], cur.p, cur.n, &nxt)) {
+            if ((rc = tk_normalize_text(t, &nz->kids[i], cur.p, cur.n, &nxt, max))) {
                 free(cur.p);
                 free(nxt.p);
-                return -1;
+                return rc;
             }
             tok_buf sw = cur;
             cur = nxt;
             nxt = sw;
         }
-        int rc = tok_buf_put(out, cur.p, cur.n);
+        rc = tok_buf_put(out, cur.p, cur.n);
         free(cur.p);
         free(nxt.p);
         return rc;
     }
     }
-    return -1;
+    return rc ? rc : out->n > max ? TK_GREW : 0;
 }
 
 
