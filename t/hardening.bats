@@ -579,7 +579,7 @@ PY
 
 # held-out audit: -o naming the run's own input replaced it (the model by logits, the prompts or the model by
 # a recording, the stream by its container, the pack's weights by the stream)
-@test "hardening: -o naming a file the run reads is refused (exit 2) and the file is kept" {
+@test "hardening: -o (or standard output) naming a file the run reads is refused (exit 2) and the file is kept" {
   cp -r "$TOP/share/models/pytiny-target" "$W/pk"
   oga-extract "$W/pk" >"$W/s.ogax"
   q4nx-pack -o "$W/m.q4nx" <"$W/s.ogax"
@@ -602,9 +602,28 @@ PY
   run -2 q4nx-gguf -o "" "$W/m.q4nx"
   ln -s "$W/m.q4nx" "$W/link.q4nx"
   run -2 npu-forward logits -m "$W/m.q4nx" --ids "$W/ids" --out-f32 "$W/link.q4nx"
+  # standard output appended to an input (">>": the shell does not truncate it) was written into the file read
+  run -2 bash -c "q4nx-gguf --widen '$W/m.q4nx' >>'$W/m.q4nx'"
+  [[ "$output" == *"standard output"* ]]
+  run -2 bash -c "oga-extract '$W/pk' >>'$W/pk/model.onnx.data'"
+  run -2 bash -c "q4nx-pack <'$W/s.ogax' >>'$W/s.ogax'"
+  run -2 bash -c "npu-forward info -m '$W/m.q4nx' >>'$W/m.q4nx'"
   md5sum -c --quiet "$W/sums"
   [ -z "$(ls -a "$W/pk" "$W" | grep -E '\.tmp\.[0-9]+$')" ]
   # another file is written as before
   run -0 npu-forward logits -m "$W/m.q4nx" --ids "$W/ids" --out-f32 "$W/l.f32"
   [ -s "$W/l.f32" ]
+}
+
+# npu-forward(1) says "-" is standard input for a container; "-m -" was "-: No such file or directory"
+@test "hardening: a container from standard input (-m -): a redirected file or a pipe; a terminal or device refused (3)" {
+  oga-extract "$TOP/share/models/pytiny-target" | q4nx-pack -o "$W/m.q4nx"
+  want=$(npu-forward info -m "$W/m.q4nx" | jq -c '[.family, .layers, .vocab_size]')
+  [ "$(npu-forward info -m - <"$W/m.q4nx" | jq -c '[.family, .layers, .vocab_size]')" = "$want" ]
+  [ "$(cat "$W/m.q4nx" | npu-forward info -m - | jq -c '[.family, .layers, .vocab_size]')" = "$want" ]
+  cat "$W/m.q4nx" | q4nx-verify - >/dev/null
+  run -3 npu-forward info -m - </dev/null
+  [[ "$output" == *"standard input: not a regular file or a pipe"* ]]
+  # a damaged container from a pipe is refused as from a file
+  head -c 5000 "$W/m.q4nx" | { run -3 npu-forward info -m -; }
 }

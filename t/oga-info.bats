@@ -653,3 +653,25 @@ teardown() { [ ! -f "$BATS_TEST_TMPDIR/perm-dir" ] || rm -rf "$(cat "$BATS_TEST_
     done
   done
 }
+# a 20 MiB chat template went into the OGAX model frame's header, past the 16 MiB every reader takes:
+# oga-extract exited 0 with a stream q4nx-pack refused
+@test "refused: a chat template over 1 MiB (chat_template.jinja or tokenizer_config.json's), by oga-info and oga-extract" {
+  local src d
+  src=$(fixture qwen2 cpu tied)
+  d=$BATS_TEST_TMPDIR/bigtpl
+  mkdir -p "$d"
+  ln -s "$src"/* "$d/"
+  rm -f "$d/chat_template.jinja"
+  head -c $((20 << 20)) /dev/zero | tr '\0' 'x' >"$d/chat_template.jinja"
+  run --separate-stderr oga-info -q "$d"
+  [ "$status" -eq 3 ]
+  echo "$output" | jq -e '[.refusals[] | select(.code == "too_large" and .what == "file chat_template.jinja")] | length == 1'
+  run --separate-stderr oga-extract -o "$BATS_TEST_TMPDIR/x.ogax" "$d"
+  [ "$status" -eq 3 ]
+  [ ! -e "$BATS_TEST_TMPDIR/x.ogax" ]
+  rm "$d/chat_template.jinja" "$d/tokenizer_config.json"
+  jq --rawfile t <(head -c $((2 << 20)) /dev/zero | tr '\0' 'y') '.chat_template = $t' "$src/tokenizer_config.json" >"$d/tokenizer_config.json"
+  run --separate-stderr oga-info -q "$d"
+  [ "$status" -eq 3 ]
+  echo "$output" | jq -e '[.refusals[] | select(.code == "too_large" and .what == "file tokenizer_config.json: chat_template")] | length == 1'
+}

@@ -36,6 +36,10 @@ int ogax_write_frame(ogax_writer *w, json_t *hdr, const struct iovec *parts, int
     if (!js)
         return ogk_fail(e, "cannot serialise a frame header");
     size_t hl = strlen(js);
+    if (hl > OGAX_MAX_HEADER) { /* what no reader takes is not written */
+        free(js);
+        return ogk_fail(e, "a frame header of %zu bytes, larger than the %u MiB limit", hl, OGAX_MAX_HEADER >> 20);
+    }
     uint64_t pl = 0;
     for (int i = 0; i < nparts; i++)
         pl += parts[i].iov_len;

@@ -527,9 +527,15 @@ static const char *family_of(const char *type)
 
 /* the pack's chat template: chat_template.jinja where there is one (transformers lets the file clobber
  * tokenizer_config.json's), else tokenizer_config.json's (a string, or the named list's "default") */
+#define TEMPLATE_MAX (1u << 20) /* real templates are tens of KiB; the model frame holding it is at most 16 MiB */
 static json_t *chat_template(pack *p)
 {
     const pack_asset *jf = asset_named(p, "chat_template.jinja");
+    if (jf && jf->size > TEMPLATE_MAX) {
+        pack_refuse(p, "file chat_template.jinja", "too_large", "%zu bytes, larger than the %u MiB chat template limit",
+                    (size_t)jf->size, TEMPLATE_MAX >> 20);
+        return json_null();
+    }
     if (jf) {
         size_t bad = tok_utf8_check((const char *)jf->data, jf->size);
         if (bad < jf->size) {
@@ -540,6 +546,11 @@ static json_t *chat_template(pack *p)
     }
     if (p->tokcfg) {
         json_t *ct = json_object_get(p->tokcfg, "chat_template");
+        if (json_is_string(ct) && json_string_length(ct) > TEMPLATE_MAX) {
+            pack_refuse(p, "file tokenizer_config.json: chat_template", "too_large",
+                        "%zu bytes, larger than the %u MiB chat template limit", json_string_length(ct), TEMPLATE_MAX >> 20);
+            return json_null();
+        }
         if (json_is_string(ct))
             return json_incref(ct);
         if (json_is_array(ct)) { /* [{"name": "default", "template": "..."}, ...] */
@@ -548,7 +559,7 @@ static json_t *chat_template(pack *p)
             json_array_foreach(ct, i, v)
             {
                 json_t *t = json_object_get(v, "template");
-                if (!json_is_string(t))
+                if (!json_is_string(t) || json_string_length(t) > TEMPLATE_MAX)
                     continue;
                 if (!first)
                     first = t;

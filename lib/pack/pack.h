@@ -24,7 +24,8 @@
  *   config_dims, tokenizer_missing, external_data, truncated, unsupported_bits, unsupported_block,
  *   g_idx, tensor_shape, tensor_dtype, unsupported_op, graph, unassigned, npu_packed,
  *   not_utf8 (chat_template.jinja, or names in model.onnx, that are not UTF-8 text), out_of_memory
- *   (the padded copy of a GatherBlockQuantized embedding, sized by the pack, does not fit),
+ *   (the padded copy of a GatherBlockQuantized embedding, sized by the pack, does not fit), too_large (a chat
+ *   template over 1 MiB),
  *   and, from the runtime's own check (lib/mdesc, run only when nothing else was refused, so that an
  *   importable pack is one npu-forward runs): model_config (a description value the runtime refuses:
  *   out of range, token id outside the vocabulary), model_unsupported (a family it does not run; model.type is also

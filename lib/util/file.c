@@ -35,11 +35,20 @@ static char *input_what[MAX_INPUTS];
 static int n_inputs;
 static pthread_mutex_t inputs_mu = PTHREAD_MUTEX_INITIALIZER;
 
+/* standard output is the regular file st (a shell's ">> INPUT"): writing it would change what is read */
+static int is_stdout(const struct stat *st)
+{
+    struct stat o;
+    return fstat(STDOUT_FILENO, &o) == 0 && S_ISREG(o.st_mode) && o.st_dev == st->st_dev && o.st_ino == st->st_ino;
+}
+
 void ogk_input_note(int fd, const char *what)
 {
     struct stat st;
     if (fstat(fd, &st) || !S_ISREG(st.st_mode))
         return;
+    if (is_stdout(&st))
+        ogk_die(OGK_EXIT_USAGE, "%s: is also this run's standard output; redirect standard output to another file", what);
     pthread_mutex_lock(&inputs_mu);
     int seen = 0;
     for (int i = 0; i < n_inputs && !seen; i++)
@@ -95,14 +104,68 @@ int ogk_open_regular(const char *path, struct stat *st, ogk_error *e)
     return fd;
 }
 
+/* "-": standard input, a pipe read to its end into memory (page aligned, as a mapping) */
+static int map_stdin_pipe(ogk_map *m, ogk_error *e)
+{
+    size_t n = 0, cap = 0;
+    uint8_t *b = NULL;
+    for (;;) {
+        if (n == cap) {
+            size_t nc = cap ? cap * 2 : (size_t)1 << 20;
+            uint8_t *nb = nc > cap ? realloc(b, nc) : NULL;
+            if (!nb) {
+                free(b);
+                return ogk_fail(e, "standard input: out of memory after %zu bytes", n);
+            }
+            b = nb, cap = nc;
+        }
+        ssize_t r = read(STDIN_FILENO, b + n, cap - n);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            int err = errno;
+            free(b);
+            return ogk_fail(e, "standard input: read: %s", strerror(err));
+        }
+        if (!r)
+            break;
+        n += (size_t)r;
+    }
+    uint8_t *p = n ? ogk_big_alloc(n) : NULL;
+    if (n && !p) {
+        free(b);
+        return ogk_fail(e, "standard input: out of memory for a %zu-byte copy", n);
+    }
+    if (n)
+        memcpy(p, b, n);
+    free(b);
+    m->data = p;
+    m->size = n;
+    m->copied = n > 0;
+    return 0;
+}
+
 static int map_file(ogk_map *m, const char *path, int load, ogk_error *e)
 {
     m->data = NULL;
     m->size = 0;
     m->copied = 0;
     struct stat st;
-    int fd = ogk_open_regular(path, &st, e);
-    if (fd < 0)
+    int fd;
+    if (!strcmp(path, "-")) { /* standard input: a regular file is mapped as any other, a pipe read whole */
+        if (isatty(STDIN_FILENO))
+            return ogk_fail(e, "standard input is a terminal (redirect a file or a pipe into it)");
+        if (fstat(STDIN_FILENO, &st) != 0)
+            return ogk_fail(e, "standard input: %s", strerror(errno));
+        if (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode))
+            return map_stdin_pipe(m, e);
+        if (!S_ISREG(st.st_mode))
+            return ogk_fail(e, "standard input: not a regular file or a pipe (%s)", ogk_file_kind(st.st_mode));
+        ogk_input_note(STDIN_FILENO, "standard input");
+        fd = dup(STDIN_FILENO);
+        if (fd < 0)
+            return ogk_fail(e, "standard input: %s", strerror(errno));
+    } else if ((fd = ogk_open_regular(path, &st, e)) < 0)
         return -1;
     if (st.st_size > 0 && load) {
         size_t n = (size_t)st.st_size, got = 0;
@@ -384,6 +447,18 @@ int ogk_out_open(ogk_out *o, const char *path, ogk_error *e)
     if (!path || strcmp(path, "-") == 0) {
         if (isatty(STDOUT_FILENO))
             return ogk_fail(e, "refusing to write binary output to a terminal (redirect stdout or use -o FILE)");
+        struct stat st;
+        if (fstat(STDOUT_FILENO, &st) == 0 && S_ISREG(st.st_mode)) {
+            pthread_mutex_lock(&inputs_mu);
+            for (int i = 0; i < n_inputs; i++)
+                if (inputs[i].dev == st.st_dev && inputs[i].ino == st.st_ino) {
+                    char what[512];
+                    snprintf(what, sizeof what, "%s", input_what[i] ? input_what[i] : "?");
+                    pthread_mutex_unlock(&inputs_mu);
+                    ogk_die(OGK_EXIT_USAGE, "standard output: is an input of this run (%s); redirect it to another file", what);
+                }
+            pthread_mutex_unlock(&inputs_mu);
+        }
         o->fd = STDOUT_FILENO;
         o->is_stdout = 1;
         return 0;

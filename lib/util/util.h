@@ -49,7 +49,8 @@ typedef struct {
     size_t size;
     int copied; /* 1: data is an ogk_big_alloc copy (ogk_map_load), else an mmap */
 } ogk_map;
-/* Read-only mmap of a whole file. Returns 0, or -1 with e filled ("PATH: reason"). */
+/* Read-only mmap of a whole file. Returns 0, or -1 with e filled ("PATH: reason"). PATH "-" is standard
+ * input: a regular file is mapped as any other, a pipe read to its end into an ogk_big_alloc copy. */
 int ogk_map_open(ogk_map *m, const char *path, ogk_error *e);
 /* The same contract, but the file is read into an ogk_big_alloc buffer (2 MiB transparent huge
  * pages where the kernel grants them) instead of being mapped: a streaming reader of the data then
@@ -80,7 +81,8 @@ int ogk_open_regular(const char *path, struct stat *st, ogk_error *e);
 const char *ogk_file_kind(mode_t mode); /* "a FIFO", "a directory", ... */
 /* The files a run reads: ogk_open_regular notes each; a program notes its standard input (or another fd it
  * reads) itself. ogk_out_open and ogk_out_commit refuse to replace one of them (exit 2, "PATH: is an input
- * of this run"): -o naming the program's own input would lose it. */
+ * of this run"): -o naming the program's own input would lose it. An input that is also standard output (a
+ * shell's ">> INPUT") is refused the same way when it is noted, before anything is written. */
 void ogk_input_note(int fd, const char *what);
 /* Whole small file (a regular file, see ogk_open_regular) into a NUL-terminated heap buffer. */
 char *ogk_read_file(const char *path, size_t *len, ogk_error *e);
