@@ -63,7 +63,12 @@ int main(int argc, char **argv)
     if (!quiet)
         for (size_t i = 0; i < nr; i++) {
             const pack_refusal *r = pack_refusal_at(p, i);
-            ogk_err("refused: %s: %s [%s]", r->what, r->reason, r->code);
+            char line[2048]; /* one line per refusal, whatever a name in it holds (a line feed: '?') */
+            snprintf(line, sizeof line, "refused: %s: %s [%s]", r->what, r->reason, r->code);
+            for (char *c = line; *c; c++)
+                if (*c == '\n' || *c == '\r')
+                    *c = '?';
+            ogk_err("%s", line);
         }
     pack_close(p);
     if (wrc)

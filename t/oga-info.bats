@@ -675,3 +675,46 @@ teardown() { [ ! -f "$BATS_TEST_TMPDIR/perm-dir" ] || rm -rf "$(cat "$BATS_TEST_
   [ "$status" -eq 3 ]
   echo "$output" | jq -e '[.refusals[] | select(.code == "too_large" and .what == "file tokenizer_config.json: chat_template")] | length == 1'
 }
+# what onnxruntime refuses as a graph, refused by name (each was imported: ops matched by op_type alone,
+# a value defined twice, an integer attribute of another type taken for absent)
+@test "refused: a known op in another domain, a node writing an initializer's name, num_heads as a float" {
+  mutation_case domain-mnb unsupported_op "node /model/layers.0/attn/q"
+  mutation_case domain-evil unsupported_op "node /model/layers.0/attn/GroupQueryAttention"
+  mutation_case init-redefined graph "node /mutate/Identity"
+  mutation_case heads-float unsupported_op "node /model/layers.1/attn/GroupQueryAttention"
+  run oga-info -q "$(mutated cpu domain-evil)"
+  echo "$output" | jq -e '[.refusals[] | select(.reason | contains("in domain \"com.evil\""))] | length == 2'
+}
+# stderr has one line per refusal: a line feed in a name split it in two
+@test "oga-info: a name with a line feed keeps one stderr line per refusal ('?' for it); the JSON keeps the name" {
+  local d
+  d=$(mutated cpu newline-name)
+  run --separate-stderr oga-info -q "$d"
+  [ "$status" -eq 3 ]
+  echo "$output" | jq -e '[.refusals[] | select(.what == "tensor stray\nweight")] | length == 1'
+  run --separate-stderr oga-info "$d"
+  n=$(echo "$output" | jq '.refusals | length')
+  [ "$(printf '%s\n' "$stderr" | grep -c '^oga-info: refused: ')" -eq "$n" ]
+  [ "$(printf '%s\n' "$stderr" | grep -c .)" -eq "$n" ]
+  [[ "$stderr" == *"refused: tensor stray?weight: "* ]]
+}
+# a value the runtime would compute NaN from, or replace by a default, is refused, not replaced
+@test "refused: a negative norm epsilon in the graph; rope_theta, rms_norm_eps, partial_rotary_factor out of range in config.json" {
+  local src d k v
+  mutation_case norm-eps-negative unsupported_op layers.0.input_norm
+  src=$(fixture qwen2 cpu tied)
+  d=$BATS_TEST_TMPDIR/cfg-range
+  mkdir -p "$d"
+  ln -sf "$src"/* "$d/"
+  for kv in rope_theta=-5 rope_theta=0 rms_norm_eps=-1e-6 partial_rotary_factor=1.5 partial_rotary_factor=0; do
+    k=${kv%%=*} v=${kv#*=}
+    rm -f "$d/config.json"
+    jq --arg k "$k" --argjson v "$v" '.[$k] = $v' "$src/config.json" >"$d/config.json"
+    run --separate-stderr oga-info -q "$d"
+    [ "$status" -eq 3 ] || { echo "$kv: $status"; return 1; }
+    echo "$output" | jq -e --arg w "config.json: $k" '[.refusals[] | select(.what == $w and .code == "config_type")] | length == 1'
+  done
+  rm -f "$d/config.json"
+  jq '.partial_rotary_factor = 1' "$src/config.json" >"$d/config.json"
+  run -0 oga-info -q "$d"
+}

@@ -58,6 +58,7 @@ Mutations:
   embed-input-scale (gemma2) the embedding Mul by a new graph input "embed_scale", not a constant
                                                                                  -> unsupported_op
   norm-eps          the second Skip norm's epsilon times 10                      -> unsupported_op
+  norm-eps-negative every norm's epsilon negated (config.json's was taken instead) -> unsupported_op
   norm-axis         the first norm over axis 1                                   -> unsupported_op
   norm-prebias      a bias added before the first Skip norm (its optional last input) -> unsupported_op
   norm-mixed        (olmo) layer 1's input norm a SkipSimplifiedLayerNormalization among LayerNorms
@@ -79,6 +80,11 @@ block named): these were imported and run as if the node were not there.
   logits-raw-output a Relu on the logits while lm_head's raw output is a graph output of its own
   embed-axis        the embedding gathers along axis 1 (Gather axis, GatherBlockQuantized gather_axis)
   embed-qaxis       (tied) the embedding's GatherBlockQuantized quantize_axis 0
+  domain-mnb        the first MatMulNBits in the ONNX domain (onnxruntime has it in com.microsoft only)
+  domain-evil       every GroupQueryAttention in the domain "com.evil"
+  init-redefined    a node writing the name of layer 0's input norm weight (an initializer)
+  heads-float       every GroupQueryAttention's num_heads a FLOAT attribute
+  newline-name      an extra float weight "stray\nweight" (a line feed in its name) no walked node reads
 """
 import os
 import sys
@@ -345,6 +351,24 @@ def main():
             if a.name == key:
                 e.attribute.remove(a)
         e.attribute.extend([helper.make_attribute(key, 1 if what == "embed-axis" else 0)])
+    elif what == "domain-mnb":
+        mnb[0].domain = ""
+    elif what == "domain-evil":
+        for n in g.node:
+            if n.op_type == "GroupQueryAttention":
+                n.domain = "com.evil"
+    elif what == "init-redefined":
+        w = [n for n in g.node if n.name == "/model/layers.0/input_layernorm/LayerNorm"][0].input[1]
+        g.node.insert(0, helper.make_node("Identity", ["input_ids"], [w], name="/mutate/Identity"))
+    elif what == "heads-float":
+        for n in g.node:
+            if n.op_type == "GroupQueryAttention":
+                h = attr(n, "num_heads")
+                n.attribute.remove(h)
+                n.attribute.extend([helper.make_attribute("num_heads", float(h.i))])
+    elif what == "newline-name":
+        g.initializer.append(numpy_helper.from_array(np.ones(64, np.float32), "stray\nweight"))
+        g.node.append(helper.make_node("Identity", ["stray\nweight"], ["stray_out"], name="/stray/Identity"))
     elif what == "softcap-unequal":
         mul = [n for n in g.node if n.name == "/lm_head/softcap/Mul"][0]
         g.node.append(helper.make_node("Constant", [], ["cap30"], name="cap30",
@@ -386,11 +410,15 @@ def main():
         while len(n.input) < 5:
             n.input.append("")
         n.input.append("gate.fused_bias")
-    elif what in ("norm-eps", "norm-axis", "norm-prebias", "norm-mixed", "norm-nobias"):
+    elif what in ("norm-eps", "norm-eps-negative", "norm-axis", "norm-prebias", "norm-mixed", "norm-nobias"):
         norms = [n for n in g.node if n.op_type.endswith("LayerNormalization") and "layernorm" in n.name]
         skip = [n for n in norms if n.op_type.startswith("Skip")]
         if what == "norm-eps":      # one norm with another epsilon
             attr(skip[1], "epsilon").f *= 10
+        elif what == "norm-eps-negative":  # every norm's epsilon negated (the final norm's too)
+            for n in g.node:
+                if n.op_type.endswith("LayerNormalization"):
+                    attr(n, "epsilon").f = -attr(n, "epsilon").f
         elif what == "norm-axis":   # the first norm over axis 1 (the sequence), not the hidden size
             attr(norms[0], "axis").i = 1
         elif what == "norm-prebias":  # a bias the Skip norm adds to input + skip before normalising

@@ -140,6 +140,31 @@ static const char *non_utf8_name(pack *p, const Onnx__GraphProto *g)
     return NULL;
 }
 
+/* The attributes the walk reads, of the type it reads them as: an integer or a float of another type was
+ * taken for absent (its default), where onnxruntime refuses the node. */
+static void attr_types(G *g, int n)
+{
+    static const char *const ints[] = {"num_heads", "kv_num_heads", "q_num_heads", "do_rotary", "rotary_interleaved",
+                                       "local_window_size", "smooth_softmax", "interleaved", "rotary_embedding_dim", "bits",
+                                       "block_size", "K", "N", "accuracy_level", "gather_axis", "quantize_axis",
+                                       "weight_prepacked", "axis", "to", "unidirectional", "is_causal", "start"};
+    static const char *const floats[] = {"epsilon", "softcap", "scale", "alpha"};
+    Onnx__NodeProto *nd = node(g, n);
+    for (size_t i = 0; i < nd->n_attribute; i++) {
+        const Onnx__AttributeProto *a = nd->attribute[i];
+        int want = 0; /* 1 int, 2 float */
+        for (size_t k = 0; a->name && !want && k < sizeof ints / sizeof ints[0]; k++)
+            want = strcmp(a->name, ints[k]) ? 0 : 1;
+        for (size_t k = 0; a->name && !want && k < sizeof floats / sizeof floats[0]; k++)
+            want = strcmp(a->name, floats[k]) ? 0 : 2;
+        if ((want == 1 && !a->has_i) || (want == 2 && !a->has_f) ||
+            (want && a->has_type && a->type != (want == 1 ? ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT
+                                                          : ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT)))
+            pack_refuse(g->p, pack_printf(g->p, "node %s", nname(g, n)), "unsupported_op", "%s attribute %s is not %s",
+                        nd->op_type, a->name, want == 1 ? "an integer" : "a float");
+    }
+}
+
 /* name fits pattern, a name with one "%d" (genai_config.json's past_key_names): digits in its place */
 static int fits_pattern(const char *pat, const char *name)
 {
@@ -220,7 +245,18 @@ void pack_read_graph(pack *p)
         abort();
     /* facts used by the flavour and the model description */
     for (size_t n = 0; n < g.g->n_node; n++) {
-        const char *dom = g.g->node[n]->domain;
+        const char *dom = g.g->node[n]->domain, *op = g.g->node[n]->op_type;
+        /* an op the walk knows, from a domain that does not have it, is no op onnxruntime runs: named here
+         * (the walk does not take it for that op) */
+        if (op && !(dom && !strcmp(dom, "com.ryzenai")) && !pg_op_domain_ok(op, dom) && pg_op_walked(op))
+            pack_refuse(p, pack_printf(p, "node %s", nname(&g, (int)n)), "unsupported_op",
+                        "%s in domain \"%s\": onnxruntime has it in %s", op, dom ? dom : "",
+                        pg_op_domain_ok(op, "com.microsoft") ? "com.microsoft" : "the ONNX domain");
+        else if (op && dom && *dom && strcmp(dom, "ai.onnx") && strcmp(dom, "com.microsoft") && strcmp(dom, "com.ryzenai"))
+            pack_refuse(p, pack_printf(p, "node %s", nname(&g, (int)n)), "unsupported_op",
+                        "%s in domain \"%s\", one the runtime does not know", op, dom);
+        if (op && pg_op_walked(op))
+            attr_types(&g, (int)n);
         if (dom && !strcmp(dom, "com.ryzenai")) {
             p->g.ryzenai_nodes++;
             pack_refuse(p, pack_printf(p, "node %s", nname(&g, (int)n)), "npu_packed",

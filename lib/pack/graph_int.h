@@ -64,10 +64,15 @@ static inline const char *out(const G *g, int n, size_t slot)
     Onnx__NodeProto *nd = node(g, n);
     return slot < nd->n_output && nd->output[slot][0] ? nd->output[slot] : NULL;
 }
+/* The domain an op the walk knows must come from: onnxruntime's contrib ops are com.microsoft's alone (an
+ * ONNX RotaryEmbedding, opset 23, orders its inputs otherwise), Attention and Gelu are in both, the norms
+ * without Skip are taken from either; every other op is ONNX's ("" or "ai.onnx"). */
+int pg_op_domain_ok(const char *op, const char *domain);
+int pg_op_walked(const char *op); /* an op the walk matches by name (its domain checked up front) */
 /* op_type is optional in the proto: a node without one (NULL here) is no op we know */
 static inline int is_op(const G *g, int n, const char *op)
 {
-    return n >= 0 && node(g, n)->op_type && !strcmp(node(g, n)->op_type, op);
+    return n >= 0 && node(g, n)->op_type && !strcmp(node(g, n)->op_type, op) && pg_op_domain_ok(op, node(g, n)->domain);
 }
 static inline const char *nname(const G *g, int n)
 {

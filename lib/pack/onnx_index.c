@@ -134,7 +134,47 @@ void pg_index_graph(G *g)
         for (size_t o = 0; o < nd->n_output; o++)
             if (nd->output[o][0]) {
                 int vi = pg_val_get(g, nd->output[o]);
-                g->v[vi].producer = (int)n;
+                /* every value has one definition (onnxruntime refuses a graph that gives it two): an
+                 * initializer or graph input written by a node, or two nodes writing one name */
+                if (g->v[vi].init || g->v[vi].is_input || g->v[vi].producer >= 0)
+                    pack_refuse(g->p, pack_printf(g->p, "node %s", nd->name ? nd->name : nd->op_type ? nd->op_type : "?"),
+                                "graph", "writes %s, which %s", nd->output[o],
+                                g->v[vi].init ? "is an initializer" : g->v[vi].is_input ? "is a graph input" : "another node writes");
+                else
+                    g->v[vi].producer = (int)n;
             }
     }
+}
+
+int pg_op_domain_ok(const char *op, const char *domain)
+{
+    static const char *const ms_only[] = {"MatMulNBits", "GatherBlockQuantized", "GroupQueryAttention", "MultiHeadAttention",
+                                          "PagedAttention", "RotaryEmbedding", "SkipSimplifiedLayerNormalization",
+                                          "SkipLayerNormalization", "SkipRMSNormalization", "FastGelu", "QuickGelu",
+                                          "BiasGelu"};
+    static const char *const both[] = {"Attention", "Gelu", "SimplifiedLayerNormalization", "LayerNormalization",
+                                       "RMSNormalization"};
+    int onnx = !domain || !*domain || !strcmp(domain, "ai.onnx"), ms = domain && !strcmp(domain, "com.microsoft");
+    for (size_t i = 0; i < sizeof ms_only / sizeof ms_only[0]; i++)
+        if (!strcmp(op, ms_only[i]))
+            return ms;
+    for (size_t i = 0; i < sizeof both / sizeof both[0]; i++)
+        if (!strcmp(op, both[i]))
+            return onnx || ms;
+    return onnx;
+}
+
+int pg_op_walked(const char *op)
+{
+    static const char *const ops[] = {"MatMulNBits", "GatherBlockQuantized", "GroupQueryAttention", "MultiHeadAttention",
+                                      "PagedAttention", "RotaryEmbedding", "SkipSimplifiedLayerNormalization",
+                                      "SkipLayerNormalization", "SkipRMSNormalization", "FastGelu", "QuickGelu", "BiasGelu",
+                                      "Attention", "Gelu", "SimplifiedLayerNormalization", "LayerNormalization",
+                                      "RMSNormalization", "Add", "Mul", "Div", "Sigmoid", "Silu", "Swish", "Tanh", "Relu",
+                                      "Elu", "Cast", "Reshape", "Split", "Gather", "Identity", "MatMul", "Gemm", "Greater",
+                                      "Shape", "Constant", "If", "Slice", "Squeeze", "Unsqueeze", "Flatten"};
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+        if (!strcmp(op, ops[i]))
+            return 1;
+    return 0;
 }

@@ -624,6 +624,13 @@ static void build_model(pack *p)
         if (h_theta == 0)
             h_theta = cfg_num(p, C, c, "rope_parameters.rope_theta", &theta);
         h_prf = cfg_num(p, C, c, "partial_rotary_factor", &prf);
+        /* what the runtime would replace by a default or compute NaN from: refused, not replaced */
+        if (h_eps > 0 && !(eps_cfg > 0 && isfinite(eps_cfg)))
+            pack_refuse(p, "config.json: rms_norm_eps", "config_type", "%g (want a positive number)", eps_cfg), h_eps = 0;
+        if (h_theta > 0 && !(theta > 0 && isfinite(theta)))
+            pack_refuse(p, "config.json: rope_theta", "config_type", "%g (want a positive number)", theta), h_theta = 0;
+        if (h_prf > 0 && !(prf > 0 && prf <= 1))
+            pack_refuse(p, "config.json: partial_rotary_factor", "config_type", "%g (want a number in (0, 1])", prf), h_prf = 0;
         json_t *s = json_object_get(c, "rope_scaling");
         if (json_is_object(s))
             scaling = s;

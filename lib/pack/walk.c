@@ -1141,6 +1141,9 @@ void pg_walk(G *g)
     Onnx__AttributeProto *ea = attr(g, n0, "epsilon");
     p->g.rms_eps_f = ea && ea->has_f ? ea->f : 1e-5f; /* the contrib ops' default */
     p->g.rms_eps = p->g.rms_eps_f;
+    if (!(p->g.rms_eps_f > 0) || !isfinite(p->g.rms_eps_f)) /* rms_eps < 0 would read as "unknown": config.json's taken */
+        pack_refuse(p, "layers.0.input_norm", "unsupported_op", "norm %s: epsilon %g (want a positive number)", nname(g, n0),
+                    (double)p->g.rms_eps_f);
     p->g.layer_norm = is_layer_norm(g, n0); /* the first norm's kind is every norm's */
     for (int j = 0; j < (int)norms.n; j++) {
         int n = norms.v[j];
