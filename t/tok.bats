@@ -589,3 +589,11 @@ EOF
   [ "$status" -eq 3 ]
   [[ "$stderr" == *"decoder makes these 3 tokens more than 32 times longer"* ]]
 }
+
+# -m naming a pack directory was "not a regular file (a directory)"; --tokenizer DIR worked
+@test "tokenize / detokenize -m DIR: a pack directory's tokenizer, as --tokenizer DIR" {
+  local d
+  d=$(fixture qwen2 cpu tied)
+  [ "$(npu-forward tokenize -m "$d" "hello world")" = "$(npu-forward tokenize --tokenizer "$d" "hello world")" ]
+  [ "$(npu-forward detokenize -m "$d" '[14990, 1879]')" = "$(npu-forward detokenize --tokenizer "$d" '[14990, 1879]')" ]
+}

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "app/app.h"
 #include "cmd.h"
@@ -131,7 +132,10 @@ static void open_tokenizer(const tok_opts *o, const char *cmd, int required, app
     }
     ogk_error e;
     int code;
-    if (app_tokenizer_open(at, o->dir, o->model, &e, &code))
+    struct stat st;
+    /* -m naming a directory (a pack, or a container's tokenizer directory): its tokenizer files */
+    int dir_model = o->model && stat(o->model, &st) == 0 && S_ISDIR(st.st_mode);
+    if (app_tokenizer_open(at, dir_model ? o->model : o->dir, dir_model ? NULL : o->model, &e, &code))
         ogk_die(code, "%s: %s", cmd, e.msg);
 }
 

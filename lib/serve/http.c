@@ -264,7 +264,8 @@ static enum MHD_Result cl_visit(void *cls, enum MHD_ValueKind kind, const char *
 }
 
 /* A request whose body length cannot be told (RFC 9112 6.1, 6.3: a transfer coding other than a final
- * chunked; Content-Length given twice with different values, the request-smuggling form): 400, and the
+ * chunked; Content-Length given twice with different values, or beside Transfer-Encoding: the
+ * request-smuggling forms): 400, and the
  * connection closes (what follows on it cannot be framed). NULL: the framing is fine. */
 static const char *bad_framing(struct MHD_Connection *c)
 {
@@ -273,6 +274,8 @@ static const char *bad_framing(struct MHD_Connection *c)
         return "Transfer-Encoding other than chunked alone (the body's length cannot be told)";
     cl_seen cl = {NULL, 0};
     MHD_get_connection_values(c, MHD_HEADER_KIND, cl_visit, &cl);
+    if (te && cl.first) /* RFC 9112 6.3: a server may reject it; which length a proxy in front used is unknown */
+        return "both Transfer-Encoding and Content-Length (the request-smuggling form)";
     return cl.differ ? "Content-Length given twice with different values" : NULL;
 }
 
