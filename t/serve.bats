@@ -964,6 +964,15 @@ schema_fits() {
   done
   # refused: a forced call without tools, a name not among them, with JSON mode
   start_server -m "$W/tooly.q4nx"
+  # streamed, the call's tokens carry their logprobs and ids as in one piece (the tool_calls delta had none)
+  req="{\"messages\": $u, \"tools\": $tools, \"tool_choice\": \"required\", \"max_tokens\": 400, \"temperature\": 0, \"logprobs\": true, \"return_tokens\": true}"
+  post /v1/chat/completions "$req"
+  want=$(echo "$BODY" | jq -c '[.choices[0].logprobs.content[].token]')
+  [ "$(echo "$want" | jq length)" -eq "$(echo "$BODY" | jq .usage.completion_tokens)" ]
+  curl -sN -m 60 -H 'Content-Type: application/json' "http://127.0.0.1:$PORT/v1/chat/completions" \
+    -d "$(echo "$req" | jq -c '.stream = true')" | sed -n 's/^data: \({.*\)/\1/p' >"$BATS_TEST_TMPDIR/chunks"
+  [ "$(jq -s -c '[.[].choices[0].logprobs.content // empty | .[].token]' "$BATS_TEST_TMPDIR/chunks")" = "$want" ]
+  [ "$(jq -s -c '[.[].choices[0].tokens // empty | .[]]' "$BATS_TEST_TMPDIR/chunks")" = "$(echo "$BODY" | jq -c .choices[0].tokens)" ]
   # stop strings do not cut a forced call (every call has a '}' and a '"'): it was handed back as a text answer
   post /v1/chat/completions "{\"messages\": $u, \"tools\": $tools, \"tool_choice\": \"required\", \"max_tokens\": 400, \"temperature\": 0, \"stop\": [\"}\", \"\\\"\"]}"
   echo "$BODY" | jq -e '.choices[0] | .finish_reason == "tool_calls" and .message.content == null and

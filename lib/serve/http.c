@@ -794,8 +794,11 @@ static int next_event(stream *st)
         return 1;
     }
     json_decref(text);
-    slice_free(&sl); /* the job is done: its arrays no longer change */
-    if (st->calls && !st->calls_sent) { /* all the calls in one delta, each with its index */
+    if (st->calls && !st->calls_sent) { /* all the calls in one delta, each with its index, and their tokens */
+        json_t *lpj = lp ? logprobs_json(st->srv, &sl, st->r.kind, &st->offset, 0) : json_null();
+        json_t *toks = st->r.return_tokens ? ids_json(sl.ids, sl.n) : NULL;
+        slice_free(&sl);
+        st->toks_sent = n_ids;
         json_t *d = json_array();
         size_t k;
         json_t *c;
@@ -806,10 +809,14 @@ static int next_event(stream *st)
             json_array_append_new(d, e);
         }
         st->calls_sent = 1;
-        set_pending(st, chunk_base(st, json_pack("{s:i,s:{s:o},s:n,s:n}", "index", st->index, "delta", "tool_calls", d,
-                                                 "logprobs", "finish_reason")));
+        json_t *choice = json_pack("{s:i,s:{s:o},s:o,s:n}", "index", st->index, "delta", "tool_calls", d, "logprobs", lpj,
+                                   "finish_reason");
+        if (toks)
+            json_object_set_new(choice, "tokens", toks);
+        set_pending(st, chunk_base(st, choice));
         return 1;
     }
+    slice_free(&sl); /* the job is done: its arrays no longer change */
     /* done, everything sent: the final chunk with the finish reason, usage and timings */
     json_t *choice = st->r.kind == REQ_CHAT ? json_pack("{s:i,s:{},s:n,s:s}", "index", st->index, "delta", "logprobs",
                                                         "finish_reason", st->calls ? "tool_calls" : j->finish)
