@@ -60,21 +60,28 @@ void ogk_input_note(int fd, const char *what)
     pthread_mutex_unlock(&inputs_mu);
 }
 
-/* -o PATH names a file this run reads: refused before it is replaced (usage: name another file) */
-static void refuse_input_target(const char *path)
+/* The output st (a file -o names, or standard output) is a file this run reads: refused before anything
+ * is written (usage: name another file) */
+static void refuse_input_stat(const struct stat *st, const char *name, const char *advice)
 {
-    struct stat st;
-    if (stat(path, &st) || !S_ISREG(st.st_mode))
+    if (!S_ISREG(st->st_mode))
         return;
     pthread_mutex_lock(&inputs_mu);
     for (int i = 0; i < n_inputs; i++)
-        if (inputs[i].dev == st.st_dev && inputs[i].ino == st.st_ino) {
+        if (inputs[i].dev == st->st_dev && inputs[i].ino == st->st_ino) {
             char what[512];
             snprintf(what, sizeof what, "%s", input_what[i] ? input_what[i] : "?");
             pthread_mutex_unlock(&inputs_mu);
-            ogk_die(OGK_EXIT_USAGE, "%s: is an input of this run (%s); name another output file", path, what);
+            ogk_die(OGK_EXIT_USAGE, "%s: is an input of this run (%s); %s", name, what, advice);
         }
     pthread_mutex_unlock(&inputs_mu);
+}
+
+static void refuse_input_target(const char *path)
+{
+    struct stat st;
+    if (!stat(path, &st))
+        refuse_input_stat(&st, path, "name another output file");
 }
 
 int ogk_open_regular(const char *path, struct stat *st, ogk_error *e)
@@ -448,17 +455,8 @@ int ogk_out_open(ogk_out *o, const char *path, ogk_error *e)
         if (isatty(STDOUT_FILENO))
             return ogk_fail(e, "refusing to write binary output to a terminal (redirect stdout or use -o FILE)");
         struct stat st;
-        if (fstat(STDOUT_FILENO, &st) == 0 && S_ISREG(st.st_mode)) {
-            pthread_mutex_lock(&inputs_mu);
-            for (int i = 0; i < n_inputs; i++)
-                if (inputs[i].dev == st.st_dev && inputs[i].ino == st.st_ino) {
-                    char what[512];
-                    snprintf(what, sizeof what, "%s", input_what[i] ? input_what[i] : "?");
-                    pthread_mutex_unlock(&inputs_mu);
-                    ogk_die(OGK_EXIT_USAGE, "standard output: is an input of this run (%s); redirect it to another file", what);
-                }
-            pthread_mutex_unlock(&inputs_mu);
-        }
+        if (fstat(STDOUT_FILENO, &st) == 0)
+            refuse_input_stat(&st, "standard output", "redirect it to another file");
         o->fd = STDOUT_FILENO;
         o->is_stdout = 1;
         return 0;
