@@ -718,3 +718,30 @@ teardown() { [ ! -f "$BATS_TEST_TMPDIR/perm-dir" ] || rm -rf "$(cat "$BATS_TEST_
   jq '.partial_rotary_factor = 1' "$src/config.json" >"$d/config.json"
   run -0 oga-info -q "$d"
 }
+# the builder fuses Qwen3's per-head q/k norms into GroupQueryAttention for CUDA / WebGPU (inputs 14, 15):
+# those weights were refused as unassigned; the same model otherwise
+@test "fused q/k norms on GroupQueryAttention's inputs 14 and 15 import as q_norm / k_norm: the same logits as the norm nodes" {
+  local src d
+  src=$(fixture qwen3 cpu tied)
+  d=$BATS_TEST_TMPDIR/fused
+  /usr/bin/python3 "$TOP/t/pack-mutate.py" "$src" "$d" fused-qknorm
+  run --separate-stderr oga-info -q "$d"
+  [ "$status" -eq 0 ] || { echo "$output" | jq -c .refusals; return 1; }
+  echo "$output" | jq -e '.qk_norm == true and .by_role["attn.q_norm"].count == 2 and .by_role["attn.k_norm"].count == 2'
+  oga-extract "$src" | q4nx-pack -o "$BATS_TEST_TMPDIR/a.q4nx"
+  oga-extract "$d" | q4nx-pack -o "$BATS_TEST_TMPDIR/b.q4nx"
+  echo '[1, 2, 3, 4]' >"$BATS_TEST_TMPDIR/ids.json"
+  [ "$(npu-forward logits -m "$BATS_TEST_TMPDIR/a.q4nx" -t 1 --ids "$BATS_TEST_TMPDIR/ids.json" --top-logits 3)" = \
+    "$(npu-forward logits -m "$BATS_TEST_TMPDIR/b.q4nx" -t 1 --ids "$BATS_TEST_TMPDIR/ids.json" --top-logits 3)" ]
+}
+# positions computed in the graph (the builder's DML LongRoPE reformatting) are not the runtime's: refused
+@test "refused: RotaryEmbedding positions computed in the graph, not the position_ids input" {
+  local f d
+  for f in "qwen2 amd tied" "phi3 amd tied hd96 0 fp32"; do
+    d=$BATS_TEST_TMPDIR/pos-${f// /-}
+    /usr/bin/python3 "$TOP/t/pack-mutate.py" "$(fixture $f)" "$d" posids-reformat
+    run --separate-stderr oga-info -q "$d"
+    [ "$status" -eq 3 ]
+    echo "$output" | jq -e '[.refusals[] | select(.what == "layer 0 attention" and (.reason | contains("not the graph input position_ids")))] | length >= 1'
+  done
+}

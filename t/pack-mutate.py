@@ -84,6 +84,11 @@ block named): these were imported and run as if the node were not there.
   domain-evil       every GroupQueryAttention in the domain "com.evil"
   init-redefined    a node writing the name of layer 0's input norm weight (an initializer)
   heads-float       every GroupQueryAttention's num_heads a FLOAT attribute
+  fused-qknorm      (qwen3 cpu) the per-head q/k norms fused into GroupQueryAttention as the builder writes
+                    them for CUDA / WebGPU (weights on its inputs 14 and 15, qk_norm_epsilon) -> importable,
+                    the same roles
+  posids-reformat   (amd) RotaryEmbedding positions shifted in the graph (the builder's LongRoPE
+                    position-ids reformatting for DML)                          -> unsupported_op
   newline-name      an extra float weight "stray\nweight" (a line feed in its name) no walked node reads
 """
 import os
@@ -366,6 +371,35 @@ def main():
                 h = attr(n, "num_heads")
                 n.attribute.remove(h)
                 n.attribute.extend([helper.make_attribute("num_heads", float(h.i))])
+    elif what == "fused-qknorm":
+        prod = lambda v: [n for n in g.node if v in n.output][0]
+        for gqa in [n for n in g.node if n.op_type == "GroupQueryAttention"]:
+            qn, kn = prod(gqa.input[0]), prod(gqa.input[1])     # Reshape_2
+            qs, ks = prod(qn.input[0]), prod(kn.input[0])       # the norms
+            qr, kr = prod(qs.input[0]), prod(ks.input[0])       # Reshape_1
+            eps = attr(qs, "epsilon").f
+            gqa.input[0], gqa.input[1] = qr.input[0], kr.input[0]
+            ins = list(gqa.input) + [""] * (14 - len(gqa.input)) + [qs.input[1], ks.input[1]]
+            del gqa.input[:]
+            gqa.input.extend(ins)
+            gqa.attribute.append(helper.make_attribute("qk_norm_epsilon", eps))
+            for n in (qn, kn, qs, ks, qr, kr):
+                g.node.remove(n)
+    elif what == "posids-reformat":
+        b = "/model/pos_ids_reformat"
+        four = numpy_helper.from_array(np.array(4, np.int64), b + "/four")
+        g.initializer.append(four)
+        new = [helper.make_node("ReduceMax", ["position_ids"], [b + "/max"], name=b + "/ReduceMax", keepdims=0),
+               helper.make_node("GreaterOrEqual", [b + "/max", b + "/four"], [b + "/ge"], name=b + "/GE"),
+               helper.make_node("Cast", [b + "/ge"], [b + "/cast"], name=b + "/Cast", to=TensorProto.INT64),
+               helper.make_node("Mul", [b + "/cast", b + "/four"], [b + "/mul"], name=b + "/Mul"),
+               helper.make_node("Add", [b + "/mul", "position_ids"], [b + "/pos"], name=b + "/Add")]
+        for n in g.node:
+            if n.op_type == "RotaryEmbedding":
+                n.input[1] = b + "/pos"
+        nodes = list(g.node)
+        del g.node[:]
+        g.node.extend(new + nodes)
     elif what == "newline-name":
         g.initializer.append(numpy_helper.from_array(np.ones(64, np.float32), "stray\nweight"))
         g.node.append(helper.make_node("Identity", ["stray\nweight"], ["stray_out"], name="/stray/Identity"))

@@ -148,7 +148,7 @@ static void attr_types(G *g, int n)
                                        "local_window_size", "smooth_softmax", "interleaved", "rotary_embedding_dim", "bits",
                                        "block_size", "K", "N", "accuracy_level", "gather_axis", "quantize_axis",
                                        "weight_prepacked", "axis", "to", "unidirectional", "is_causal", "start"};
-    static const char *const floats[] = {"epsilon", "softcap", "scale", "alpha"};
+    static const char *const floats[] = {"epsilon", "softcap", "scale", "alpha", "qk_norm_epsilon"};
     Onnx__NodeProto *nd = node(g, n);
     for (size_t i = 0; i < nd->n_attribute; i++) {
         const Onnx__AttributeProto *a = nd->attribute[i];

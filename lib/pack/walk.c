@@ -220,6 +220,23 @@ static int padding_mask_only(const G *g, const char *v)
     return 0;
 }
 
+/* v is the graph input the runtime feeds positions to (decoder.inputs.position_ids), through Casts and
+ * Identities alone: a RotaryEmbedding's positions computed in the graph (shifted, scaled) are not the runtime's */
+static int is_positions(const G *g, const char *v)
+{
+    for (int hops = 0; v && hops < 8; hops++) {
+        gval *x = val(g, v);
+        if (!x)
+            return 0;
+        if (x->producer < 0)
+            return x->is_input && !x->init && !strcmp(x->name, g->p->g.name_pos);
+        if (!is_op(g, x->producer, "Cast") && !is_op(g, x->producer, "Identity"))
+            return 0;
+        v = in(g, x->producer, 0);
+    }
+    return 0;
+}
+
 /* The output of an If branch named out: the value of the Constant node (or the branch initializer) writing
  * it, registered under a name of its own ("<If>/then:<out>") as an initializer. -1 when it is neither. */
 static int branch_const(G *g, int ifn, const Onnx__GraphProto *b, const char *which, const char *out)
@@ -590,6 +607,9 @@ static void path_done(G *g, proj_info *pi, const int *path, int plen, int attn, 
         } else if (is_op(g, q, "RotaryEmbedding")) {
             if (slot != 0 || rank >= 4 || (pi->rot_node[s] >= 0 && pi->rot_node[s] != q))
                 path_bad(pi, q, "a second rotation, or one not of the path's data");
+            else if (!is_positions(g, in(g, q, 1)))
+                path_bad(pi, q, pack_printf(g->p, "its positions (%s) are not the graph input %s the runtime feeds",
+                                            in(g, q, 1) ? in(g, q, 1) : "none", g->p->g.name_pos));
             rank = 4;
             pi->rot_node[s] = q;
         } else
@@ -714,11 +734,35 @@ static void walk_attention(G *g, int layer, const char *start, int *nodes, size_
                         "scores, where the runtime's attention is causal", op, nname(g, attn),
                         m1 || m2 ? "its mask is the graph input attention_mask as fed (padding only)" : "no mask input");
     }
-    int gqa_rot = gqa && attr_i(g, attn, "do_rotary", 0, NULL);
+    int gqa_rot = gqa && attr_i(g, attn, "do_rotary", 0, NULL), fused_norm = 0;
     if (gqa_rot) {
         p->g.has_gqa_rotary = 1;
         p->g.rope_interleaved = (int)attr_i(g, attn, "rotary_interleaved", 0, NULL);
         emit_rope(g, attn, in(g, attn, 7), in(g, attn, 8));
+    }
+    if (gqa) {
+        /* com.microsoft GroupQueryAttention past its caches: 9 position_ids (the runtime's own, or refused),
+         * 14 / 15 per-head q / k RMSNorm weights (the builder's fused q/k norm, applied before the rotation, as
+         * the runtime does); anything else (an attention bias, head sinks) the runtime does not apply */
+        for (size_t k = 9; k < node(g, attn)->n_input; k++) {
+            const char *v = in(g, attn, k);
+            if (!v || (k == 9 && is_positions(g, v)))
+                continue;
+            if ((k == 14 || k == 15) && pg_init_of(g, v, NULL) >= 0 && in(g, attn, 14) && in(g, attn, 15)) {
+                const char *role = pack_printf(p, "layers.%d.attn.%s_norm", layer, k == 14 ? "q" : "k");
+                Onnx__AttributeProto *ea = attr(g, attn, "qk_norm_epsilon");
+                float eps = ea && ea->has_f ? ea->f : 1e-6f;
+                if (eps != p->g.rms_eps_f)
+                    pack_refuse(p, what, "unsupported_op", "%s %s: qk_norm_epsilon %g differs from the norms' %g", op,
+                                nname(g, attn), (double)eps, (double)p->g.rms_eps_f);
+                p->g.qk_norm = 1;
+                fused_norm = 1;
+                pg_emit_plain(g, attn, v, role);
+                continue;
+            }
+            pack_refuse(p, what, "unsupported_op", "%s %s: input %zu (%s) is not one the runtime applies", op, nname(g, attn), k,
+                        v);
+        }
     }
     g->seen[attn] = 1;
     proj_info pi[8];
@@ -778,6 +822,8 @@ static void walk_attention(G *g, int layer, const char *start, int *nodes, size_
                 check_norm(g, pi[i].norm_node[s], role, 0);
                 pg_emit_plain(g, pi[i].norm_node[s], norm_weight(g, pi[i].norm_node[s]), role);
             }
+        if (fused_norm && (pi[i].norm_node[0] >= 0 || pi[i].norm_node[1] >= 0))
+            pack_refuse(p, what, "unsupported_op", "q/k norms both on the paths and inside %s", nname(g, attn));
         if (pi[i].norm_node[2] >= 0)
             pack_refuse(p, what, "graph", "a norm on the value path (%s) is not supported", nname(g, pi[i].norm_node[2]));
         for (int s = 0; s < 3; s++) {
