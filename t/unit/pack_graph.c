@@ -69,7 +69,8 @@ static void add_node(gb *g, const char *op, const char *name, const char **ins, 
     while (at && at[n->n_attribute])
         n->n_attribute++;
     n->attribute = at;
-    if (op[0] == 'M' && !strcmp(op, "MatMulNBits"))
+    /* onnxruntime's contrib ops are com.microsoft's (the walk matches an op with its domain) */
+    if (!strcmp(op, "MatMulNBits") || !strcmp(op, "GroupQueryAttention") || !strcmp(op, "SkipSimplifiedLayerNormalization"))
         n->domain = "com.microsoft";
     g->node[g->n_node++] = n;
 }
