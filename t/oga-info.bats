@@ -596,16 +596,21 @@ teardown() { [ ! -f "$BATS_TEST_TMPDIR/perm-dir" ] || rm -rf "$(cat "$BATS_TEST_
   run oga-info -q "$(mutated cpu relu-down)"
   echo "$output" | jq -e '[.refusals[] | select(.reason | contains("Relu /mutate/Relu"))] | length == 1'
 }
+# refused_once "FIXTURE ARGS" MUTATION WHAT: the mutant of that fixture is refused (exit 3), with exactly one
+# unsupported_op refusal of WHAT
+refused_once() {
+  local d=$BATS_TEST_TMPDIR/${1// /-}-$2
+  /usr/bin/python3 "$TOP/t/pack-mutate.py" "$(fixture $1)" "$d" "$2"
+  run --separate-stderr oga-info -q "$d"
+  [ "$status" -eq 3 ] || { echo "$1 $2: $status"; return 1; }
+  echo "$output" | jq -e --arg w "$3" '[.refusals[] | select(.what == $w and .code == "unsupported_op")] | length == 1' ||
+    { echo "$1 $2: $output"; return 1; }
+}
 @test "refused: q and k not rotated once in a layer (RotaryEmbedding removed, one removed, one added); a Split of q|k|v out of order" {
   local f m d
   for f in "qwen2 amd tied" "llama amd untied"; do
     for m in rotary-none rotary-q-only rotary-twice; do
-      d=$BATS_TEST_TMPDIR/${f// /-}-$m
-      /usr/bin/python3 "$TOP/t/pack-mutate.py" "$(fixture $f)" "$d" "$m"
-      run --separate-stderr oga-info -q "$d"
-      [ "$status" -eq 3 ] || { echo "$f $m: $status"; return 1; }
-      echo "$output" | jq -e '[.refusals[] | select(.what == "layer 0 attention" and .code == "unsupported_op")] | length == 1' ||
-        { echo "$f $m: $output"; return 1; }
+      refused_once "$f" "$m" "layer 0 attention"
     done
   done
   d=$BATS_TEST_TMPDIR/qwen3-split-swap
@@ -640,16 +645,11 @@ teardown() { [ ! -f "$BATS_TEST_TMPDIR/perm-dir" ] || rm -rf "$(cat "$BATS_TEST_
 }
 # the runtime gathers the embedding's rows: another gather or quantisation axis was imported as rows
 @test "refused: an embedding gathered along axis 1 (float Gather, GatherBlockQuantized tied or not) or quantised along axis 0" {
-  local f m d
+  local f m
   for f in "qwen2 cpu tied" "qwen2 cpu untied" "qwen2 amd untied" "qwen2 amd tied"; do
     for m in embed-axis embed-qaxis; do
       [ $m = embed-qaxis ] && [[ "$f" != *" tied" ]] && continue
-      d=$BATS_TEST_TMPDIR/${f// /-}-$m
-      /usr/bin/python3 "$TOP/t/pack-mutate.py" "$(fixture $f)" "$d" "$m"
-      run --separate-stderr oga-info -q "$d"
-      [ "$status" -eq 3 ] || { echo "$f $m: $status"; return 1; }
-      echo "$output" | jq -e '[.refusals[] | select(.what == "tensor embed" and .code == "unsupported_op")] | length == 1' ||
-        { echo "$f $m: $output"; return 1; }
+      refused_once "$f" "$m" "tensor embed"
     done
   done
 }

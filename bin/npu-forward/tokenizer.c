@@ -13,7 +13,7 @@
 #include "tok/tok.h"
 
 static const char tokenize_usage[] =
-    "usage: npu-forward tokenize (--tokenizer DIR | -m MODEL) [--no-special] [--lines | --jsonl]\n"
+    "usage: npu-forward tokenize (--tokenizer DIR | -m MODEL|DIR) [--no-special] [--lines | --jsonl]\n"
     "                            [--bench N] [-f FILE | TEXT...]\n"
     "  Encode TEXT (the arguments joined by spaces), or FILE, or stdin, and print the ids as a JSON array.\n"
     "  --no-special  do not add the post-processor's special tokens (e.g. BOS)\n"
@@ -26,7 +26,7 @@ static const char tokenize_usage[] =
     "  unassigned here, and can split differently from a tokenizer built on newer tables.\n";
 
 static const char detokenize_usage[] =
-    "usage: npu-forward detokenize (--tokenizer DIR | -m MODEL) [--skip-special] [--cleanup | --no-cleanup]\n"
+    "usage: npu-forward detokenize (--tokenizer DIR | -m MODEL|DIR) [--skip-special] [--cleanup | --no-cleanup]\n"
     "                              [--jsonl] [--stream] [-f FILE | IDS...]\n"
     "  Decode a JSON array of ids (the arguments, or FILE, or stdin) and print the text (no newline added).\n"
     "  --skip-special  drop special tokens\n"
@@ -35,7 +35,7 @@ static const char detokenize_usage[] =
     "  --stream        decode through the incremental (streaming) decoder, one id at a time; never cleans up\n";
 
 static const char chat_usage[] =
-    "usage: npu-forward chat (--tokenizer DIR | -m MODEL | --template FILE) [--family NAME]\n"
+    "usage: npu-forward chat (--tokenizer DIR | -m MODEL|DIR | --template FILE) [--family NAME]\n"
     "                        [--add-generation-prompt | --no-generation-prompt] [--jsonl] [--ids] [FILE]\n"
     "  Render a conversation with the chat template and print the prompt (no newline added).\n"
     "  Input (FILE or stdin): a JSON object {\"messages\": [...], \"tools\": [...], ...} whose members become\n"

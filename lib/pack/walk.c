@@ -203,38 +203,32 @@ static int producer_through_casts(const G *g, const char *v)
     return -1;
 }
 
-/* v is a graph input reached through Casts and Identities alone: the runtime's [batch, total length]
- * attention_mask, a padding mask that says nothing of causality */
-static int padding_mask_only(const G *g, const char *v)
+/* The graph input v is, through Casts and Identities alone (never an initializer), or NULL */
+static const gval *fed_input(const G *g, const char *v)
 {
     for (int hops = 0; v && hops < 8; hops++) {
         gval *x = val(g, v);
         if (!x)
-            return 0;
+            return NULL;
         if (x->producer < 0)
-            return x->is_input && !x->init;
+            return x->is_input && !x->init ? x : NULL;
         if (!is_op(g, x->producer, "Cast") && !is_op(g, x->producer, "Identity"))
-            return 0;
+            return NULL;
         v = in(g, x->producer, 0);
     }
-    return 0;
+    return NULL;
 }
 
-/* v is the graph input the runtime feeds positions to (decoder.inputs.position_ids), through Casts and
- * Identities alone: a RotaryEmbedding's positions computed in the graph (shifted, scaled) are not the runtime's */
+/* v is a graph input as fed: the runtime's [batch, total length] attention_mask, a padding mask that says
+ * nothing of causality */
+static int padding_mask_only(const G *g, const char *v) { return fed_input(g, v) != NULL; }
+
+/* v is the graph input the runtime feeds positions to (decoder.inputs.position_ids) as fed: a
+ * RotaryEmbedding's positions computed in the graph (shifted, scaled) are not the runtime's */
 static int is_positions(const G *g, const char *v)
 {
-    for (int hops = 0; v && hops < 8; hops++) {
-        gval *x = val(g, v);
-        if (!x)
-            return 0;
-        if (x->producer < 0)
-            return x->is_input && !x->init && !strcmp(x->name, g->p->g.name_pos);
-        if (!is_op(g, x->producer, "Cast") && !is_op(g, x->producer, "Identity"))
-            return 0;
-        v = in(g, x->producer, 0);
-    }
-    return 0;
+    const gval *x = fed_input(g, v);
+    return x && !strcmp(x->name, g->p->g.name_pos);
 }
 
 /* The output of an If branch named out: the value of the Constant node (or the branch initializer) writing
