@@ -515,3 +515,15 @@ start_serve() { # MODEL [SERVE OPTIONS] -> $URL (waits for GET /health 200, at m
     "$(jq -c '[.results[] | .k, [.measured.per_prompt[] | .rounds, .accepted, .offered, .accepts]]' "$W/rep-m.json")" ]
   run -2 spec-replay record -m "$W/t.q4nx" --api-key x
 }
+
+# ---- review (rev-b): hostile recordings, prompt files, servers and options ----
+
+# a prompt id above 2^31 - 1 was cast to int: 4294967301 became id 5, and the recording said the prompt was [5, 3]
+@test "record --url: a prompt id beyond 2^31 - 1 is refused by name (exit 3), never wrapped into another id" {
+  start_fake target
+  echo '[{"ids":[4294967301, 3]}]' >"$W/wrap.json"
+  run -3 spec-replay record --url "$URL" --prompts "$W/wrap.json" --tokens 4 -o "$W/wrap-rec.json"
+  [[ "$output" == *"prompts[0].ids[0] is not a token id"* ]]
+  [ ! -e "$W/wrap-rec.json" ]
+  [ -z "$(grep completions "$W/fake-target.port.log" || true)" ]
+}

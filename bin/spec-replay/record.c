@@ -131,7 +131,9 @@ static int *prompt_of(const json_t *p, tok *t, const char *where, size_t i, int 
         v = malloc(sizeof(int) * (size_t)(*n + 1));
         for (int k = 0; k < *n; k++) {
             const json_t *x = json_array_get(ids, (size_t)k);
-            if (!json_is_integer(x) || json_integer_value(x) < 0 || (vocab && json_integer_value(x) >= vocab))
+            /* above INT_MAX, an id would wrap to another one (a server's target has no known vocabulary) */
+            if (!json_is_integer(x) || json_integer_value(x) < 0 || json_integer_value(x) > 0x7fffffff ||
+                (vocab && json_integer_value(x) >= vocab))
                 ogk_die(OGK_EXIT_INPUT, "%s: prompts[%zu].ids[%d] is not a token id of the target", where, i, k);
             v[k] = (int)json_integer_value(x);
         }
