@@ -527,3 +527,19 @@ start_serve() { # MODEL [SERVE OPTIONS] -> $URL (waits for GET /health 200, at m
   [ ! -e "$W/wrap-rec.json" ]
   [ -z "$(grep completions "$W/fake-target.port.log" || true)" ]
 }
+
+# a URL refused for its scheme was quoted whole, password and all; a password with an unencoded '@' was half shown;
+# HTTP:// (a scheme has no case) was refused
+@test "URLs: credentials stay hidden in every refusal; the scheme's case does not matter" {
+  run -2 spec-replay record --url "ftp://alice:s3cret@127.0.0.1:1" --prompts <(echo '[{"ids":[1]}]') --tokens 4
+  [[ "$output" == *"ftp://***@127.0.0.1:1: want an http:// URL"* ]]
+  [[ "$output" != *s3cret* ]]
+  run -2 spec-replay --draft-url "gopher://alice:s3cret@127.0.0.1:1" --recording "$W/rec32.json"
+  [[ "$output" == *"gopher://***@127.0.0.1:1"* && "$output" != *s3cret* ]] || false
+  run -3 spec-replay --draft-url "http://alice:s3@cr3t@127.0.0.1:1" -k 2 --recording "$W/rec32.json" --timeout 5
+  [[ "$output" == *"http://***@127.0.0.1:1"* && "$output" != *cr3t* ]] || false
+  start_fake target
+  echo '[{"ids":[5,9,12]}]' >"$W/ids1.json"
+  spec-replay record --url "HTTP://${URL#http://}" --prompts "$W/ids1.json" --tokens 8 >"$W/upper.json"
+  [ "$(jq -c '.prompts[0].continuation_ids' "$W/upper.json")" = "$(fake_continuation '[5,9,12]' 8)" ]
+}

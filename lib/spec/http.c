@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "spec.h"
@@ -37,8 +38,13 @@ static void curl_init_once(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }
 
 char *spec_url_shown(const char *url)
 {
-    const char *host = strstr(url, "://"), *at = host ? strchr(host + 3, '@') : NULL, *slash = host ? strchr(host + 3, '/') : NULL;
-    if (!at || (slash && slash < at))
+    /* the authority runs to the first '/', '?' or '#'; its userinfo to its last '@' (a password with an
+     * '@' left unencoded is hidden whole) */
+    const char *host = strstr(url, "://"), *at = NULL;
+    for (const char *q = host ? host + 3 : NULL; q && *q && !strchr("/?#", *q); q++)
+        if (*q == '@')
+            at = q;
+    if (!at)
         return strdup(url);
     char *s = malloc(strlen(url) + 4);
     if (s)
@@ -62,8 +68,10 @@ int spec_http_key(spec_http *h, const char *key, ogk_error *e)
 
 spec_http *spec_http_new(const char *url, double timeout_s, ogk_error *e)
 {
-    if (strncmp(url, "http://", 7) && strncmp(url, "https://", 8)) {
-        ogk_fail(e, "%s: want an http:// URL", url);
+    if (strncasecmp(url, "http://", 7) && strncasecmp(url, "https://", 8)) { /* a scheme has no case */
+        char *su = spec_url_shown(url); /* a mistyped URL keeps its credentials out of the message too */
+        ogk_fail(e, "%s: want an http:// URL", su ? su : "the URL");
+        free(su);
         return NULL;
     }
     pthread_once(&curl_once, curl_init_once);
