@@ -7,6 +7,9 @@
 //   | bare (as vllm, but never any ids: an OpenAI-only server)
 //   | busy (target, but the 1st completion request is answered 503 with Retry-After: 1, the 2nd 429 without it)
 //   | down (every completion request 503)
+//   | farlp (target, but step 0's second alternative has logprob -1e39: a gap no float holds)
+//   | llamaonly (llama, but /v1/completions is a 404, as a server without OpenAI's API)
+//   | strtok (target, but choices[0].tokens are strings)
 // POST /v1/completions {"prompt": [ids], "max_tokens"} -> choices[0].tokens / .text / .logprobs.top_logprobs
 // (two alternatives per step; top-1 minus top-2 is 0.5 + (position mod 5)). Requests are appended to
 // PORTFILE.log as JSON lines.
@@ -24,7 +27,7 @@ function gen(prompt, n) {
     const g = 0.5 + (s.length % 5);
     if (mode === 'wrong') t = (t + 1) % V;
     if (mode === 'flaky' && i === 0) t = (t + requests) % V;
-    tops.push({ ['t' + t]: -0.25, alt: -0.25 - g });
+    tops.push({ ['t' + t]: -0.25, alt: mode === 'farlp' && i === 0 ? -1e39 : -0.25 - g });
     out.push(t);
     s.push(t);
   }

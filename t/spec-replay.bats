@@ -543,3 +543,16 @@ start_serve() { # MODEL [SERVE OPTIONS] -> $URL (waits for GET /health 200, at m
   spec-replay record --url "HTTP://${URL#http://}" --prompts "$W/ids1.json" --tokens 8 >"$W/upper.json"
   [ "$(jq -c '.prompts[0].continuation_ids' "$W/upper.json")" = "$(fake_continuation '[5,9,12]' 8)" ]
 }
+
+# a top-1/top-2 logprob difference past FLT_MAX became an infinite gap, which JSON cannot hold: the gaps array was
+# written one short, and record exited 0 with a recording its own replay refused
+@test "record --url: logprobs too far apart for a float leave the prompt's gaps null, and the recording replays" {
+  start_fake farlp
+  echo '[{"ids":[5,9,12]}]' >"$W/ids1.json"
+  spec-replay record --url "$URL" --prompts "$W/ids1.json" --tokens 8 -o "$W/far.json"
+  jq -e '.prompts[0] | .gaps == null and (.continuation_ids | length) == 8' "$W/far.json"
+  [ "$(jq -c '.prompts[0].continuation_ids' "$W/far.json")" = "$(fake_continuation '[5,9,12]' 8)" ]
+  run --separate-stderr spec-replay --draft-url "$URL" -k 2 --json --recording "$W/far.json"
+  [ "$status" -eq 0 ]
+  echo "$output" | jq -e '.results[0].measured.per_prompt[0].accepts == [2,2,2]'
+}

@@ -274,7 +274,7 @@ static void take_gaps(spec_completion *c, const json_t *steps, int (*alts_of)(co
     for (int i = 0; c->gaps && i < c->n; i++) {
         const json_t *alts;
         float g = alts_of(json_array_get(steps, (size_t)i), &alts) ? NAN : gap_of(alts);
-        if (isnan(g)) {
+        if (!isfinite(g)) { /* fewer than two alternatives, or logprobs too far apart for a float */
             free(c->gaps);
             c->gaps = NULL;
             return;

@@ -1,5 +1,6 @@
 /* The recording document (man/man5/spec-recording.5): building it, and reading it back with every
  * field checked, so a replay never runs on a truncated or ill-formed file. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,7 +45,12 @@ int spec_rec_add(json_t *doc, const spec_prompt *p, ogk_error *e)
     json_t *ct = p->cont_text ? json_string(p->cont_text) : json_null();
     json_object_set_new(o, "continuation_text", ct ? ct : json_null()); /* NULL: not valid UTF-8 */
     json_object_set_new(o, "stop", json_string(p->stop ? p->stop : "length"));
-    if (p->gaps) {
+    /* a gap JSON cannot hold (NaN, infinite) makes the prompt's gaps unknown: json_real refuses it, and a
+     * shorter array is a recording the reader refuses */
+    int gaps_ok = p->gaps != NULL;
+    for (int i = 0; gaps_ok && i < p->n_cont; i++)
+        gaps_ok = isfinite(p->gaps[i]);
+    if (gaps_ok) {
         json_t *g = json_array();
         for (int i = 0; i < p->n_cont; i++)
             json_array_append_new(g, json_real(p->gaps[i]));
