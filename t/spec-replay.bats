@@ -556,3 +556,14 @@ start_serve() { # MODEL [SERVE OPTIONS] -> $URL (waits for GET /health 200, at m
   [ "$status" -eq 0 ]
   echo "$output" | jq -e '.results[0].measured.per_prompt[0].accepts == [2,2,2]'
 }
+
+# given costs whose ratio overflows a double: verify_pass_steps and the bars went missing from the JSON (json_real of
+# an infinity is nothing) and the table printed 0.000 for them
+@test "replay economics: costs whose ratio is beyond a double are refused in projected, never left half-written" {
+  run spec-replay -d "$W/d.q4nx" -k 4 --step-ms 1e-300 --pass-ms 1e12 -t 1 --json --recording "$W/rec32.json"
+  [ "$status" -eq 0 ]
+  echo "$output" | jq -e '.results[0].projected | (.refused | test("beyond measure")) and .speedup == null and
+    .break_even_tokens_per_round == null'
+  run spec-replay -d "$W/d.q4nx" -k 4 --step-ms 1e-300 --pass-ms 1e12 -t 1 --recording "$W/rec32.json"
+  [ "$status" -eq 0 ] && [[ "$output" == *"refused: "*"beyond measure"* ]] || false
+}

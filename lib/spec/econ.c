@@ -21,6 +21,9 @@ int spec_economics(double tokens_per_round, double step_ms, double pass_ms, doub
     o->draft_steps = draft_ms_per_round / step_ms;
     o->break_even_one = o->verify_steps + o->draft_steps;
     o->break_even_two = o->verify_steps + 1 + o->draft_steps;
+    if (!isfinite(o->break_even_two)) /* finite costs whose ratio is not: no number to report */
+        return ogk_fail(e, "a verify pass of %g ms and a drafter's %g ms per round are beyond measure in decode steps of "
+                           "%g ms", pass_ms, draft_ms_per_round, step_ms);
     o->speedup_one = tokens_per_round / o->break_even_one;
     o->speedup_two = tokens_per_round / o->break_even_two;
     return 0;
