@@ -259,6 +259,8 @@ int main(int argc, char **argv)
     }
     if (!k_given)
         opt.ks[0] = opt.k, opt.nk = 1;
+    if (opt.api_key && !opt.draft_url) /* a key for no server: never sent, so never silently accepted */
+        ogk_die(OGK_EXIT_USAGE, "--api-key goes with --draft-url (record: with --url)");
     int live_mode = opt.prompt || opt.prompt_file || opt.ids_file;
     if (live_mode) {
         if (opt.draft_url || opt.recording || opt.n_pass || opt.step_ms > 0 || opt.measure)

@@ -567,3 +567,11 @@ start_serve() { # MODEL [SERVE OPTIONS] -> $URL (waits for GET /health 200, at m
   run spec-replay -d "$W/d.q4nx" -k 4 --step-ms 1e-300 --pass-ms 1e12 -t 1 --recording "$W/rec32.json"
   [ "$status" -eq 0 ] && [[ "$output" == *"refused: "*"beyond measure"* ]] || false
 }
+
+# --api-key with a container drafter (or in live mode) was accepted and never sent anywhere (man: a usage error)
+@test "--api-key without --draft-url is a usage error (2) in replay and live mode, as in record" {
+  run -2 spec-replay -d "$W/d.q4nx" --api-key sekrit -t 1 --recording "$W/rec32.json"
+  [[ "$output" == *"--api-key goes with --draft-url"* ]]
+  run -2 spec-replay -m "$W/t.q4nx" -d "$W/d.q4nx" -p hi -n 2 --api-key sekrit -t 1
+  [[ "$output" == *"--api-key goes with --draft-url"* ]]
+}
