@@ -575,3 +575,16 @@ start_serve() { # MODEL [SERVE OPTIONS] -> $URL (waits for GET /health 200, at m
   run -2 spec-replay -m "$W/t.q4nx" -d "$W/d.q4nx" -p hi -n 2 --api-key sekrit -t 1
   [[ "$output" == *"--api-key goes with --draft-url"* ]]
 }
+
+# a key given twice was read as its last (jansson's default): the project's own formats refuse it
+@test "replay: a recording with a key given twice is refused (exit 3), at the top and inside a prompt" {
+  sed 's/"version":1,/"version":1,"version":1,/' "$W/rec32.json" >"$W/dup1.json"
+  run -3 spec-replay -d "$W/d.q4nx" -t 1 --recording "$W/dup1.json"
+  [[ "$output" == *"dup1.json: a key given twice"* ]]
+  jq -c '.prompts[0].continuation_ids' "$W/rec32.json" >"$W/c0.json"
+  sed "0,/\"continuation_ids\":/s//\"continuation_ids\":$(jq -c '.[:31] + [0]' "$W/c0.json"),\"continuation_ids\":/" \
+    "$W/rec32.json" >"$W/dup2.json"
+  [ "$(grep -o '"continuation_ids"' "$W/dup2.json" | wc -l)" -eq "$(($(jq '.prompts | length' "$W/rec32.json") + 1))" ]
+  run -3 spec-replay -d "$W/d.q4nx" -t 1 --recording "$W/dup2.json"
+  [[ "$output" == *"a key given twice"* ]]
+}

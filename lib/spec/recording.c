@@ -126,9 +126,14 @@ static char *opt_str(const json_t *o, const char *key, int *bad)
 spec_rec *spec_rec_parse(const char *buf, size_t len, const char *where, ogk_error *e)
 {
     json_error_t je;
-    json_t *d = json_loadb(buf, len, 0, &je);
+    /* a key given twice is refused: which of the two a reader takes is not the document's to leave open */
+    json_t *d = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &je);
     if (!d) {
-        ogk_fail(e, "%s: not a complete JSON document (line %d, column %d: %s)", where, je.line, je.column, je.text);
+        if (json_error_code(&je) == json_error_duplicate_key)
+            ogk_fail(e, "%s: a key given twice (line %d, column %d: %s)", where, je.line, je.column, je.text);
+        else
+            ogk_fail(e, "%s: not a complete JSON document (line %d, column %d: %s)", where, je.line, je.column,
+                     je.text);
         return NULL;
     }
     spec_rec *r = calloc(1, sizeof *r);
