@@ -53,6 +53,7 @@ const srv = http.createServer((req, res) => {
     let q;
     try { q = JSON.parse(body); } catch (e) { return send(400, { error: 'bad json' }); }
     if (!Array.isArray(q.prompt) || q.temperature !== 0) return send(400, { error: 'want token ids, temperature 0' });
+    if (req.url === '/v1/completions' && mode === 'llamaonly') return send(404, { error: 'not found' });
     if (req.url === '/v1/completions') {
       requests++;
       // empty: answers no token, saying "length"; more: five more than asked, saying "stop"
@@ -76,7 +77,7 @@ const srv = http.createServer((req, res) => {
       }
       return send(200, { id: 'x', object: 'text_completion', model: 'fake', choices: [c] });
     }
-    if (req.url === '/completion' && (mode === 'llama' || mode === 'llamaeos')) {
+    if (req.url === '/completion' && (mode === 'llama' || mode === 'llamaeos' || mode === 'llamaonly')) {
       let { out, tops } = gen(q.prompt, q.n_predict);
       let content = out.map((t) => 't' + t).join(' ');
       // llamaeos: current llama-server stopping at an end-of-generation token (id EOS) after half the
@@ -90,7 +91,7 @@ const srv = http.createServer((req, res) => {
       }
       const probs = tops.map((t) => ({ top_logprobs: Object.values(t).map((lp) => ({ logprob: lp })) }));
       const r = { content, tokens: out, completion_probabilities: q.n_probs ? probs : undefined };
-      if (mode === 'llama') r.stopped_eos = false; else r.stop_type = stops ? 'eos' : 'limit';
+      if (mode !== 'llamaeos') r.stopped_eos = false; else r.stop_type = stops ? 'eos' : 'limit';
       return send(200, r);
     }
     send(404, { error: 'not found' });

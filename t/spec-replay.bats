@@ -588,3 +588,16 @@ start_serve() { # MODEL [SERVE OPTIONS] -> $URL (waits for GET /health 200, at m
   run -3 spec-replay -d "$W/d.q4nx" -t 1 --recording "$W/dup2.json"
   [[ "$output" == *"a key given twice"* ]]
 }
+
+# a server without OpenAI's /v1/completions (404) was refused with that 404: llama-server's /completion never asked
+@test "record --url and --draft-url: a server whose /v1/completions is a 404 is asked llama-server's way" {
+  start_fake llamaonly
+  echo '{"prompts":[{"name":"a","ids":[5,9,12]}]}' >"$W/ids1.json"
+  spec-replay record --url "$URL" --prompts "$W/ids1.json" --tokens 12 >"$W/lo.json"
+  [ "$(jq -c '.prompts[0].continuation_ids' "$W/lo.json")" = "$(fake_continuation '[5,9,12]' 12)" ]
+  jq -e '.prompts[0] | [range(12) as $i | .gaps[$i] == 0.5 + ((3 + $i) % 5)] | all' "$W/lo.json"
+  grep -q '"/completion"' "$W/fake-llamaonly.port.log"
+  run --separate-stderr spec-replay --draft-url "$URL" -k 4 --json --recording "$W/lo.json"
+  [ "$status" -eq 0 ]
+  echo "$output" | jq -e '.results[0].measured.per_prompt[0].accepts == [4,4,2]'
+}

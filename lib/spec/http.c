@@ -22,6 +22,7 @@ struct spec_http {
     CURL *c;
     int api;   /* API_*: how this server gives token ids, found at the first completion */
     double last_ms; /* the last request's final attempt, in ms (a retried request's pauses left out) */
+    long last_status; /* its HTTP status (0: no answer) */
     char *shown; /* the base as messages show it (no credentials) */
     char *auth;  /* "Authorization: Bearer KEY", or NULL */
     int cache_prompt; /* llama-server's prompt cache: on for drafts (a drafter's real cost), off for records */
@@ -162,6 +163,7 @@ static json_t *request(spec_http *h, const char *path, const json_t *body, ogk_e
         h->last_ms = (ogk_now() - t0) * 1e3;
         status = 0;
         curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+        h->last_status = rc == CURLE_OK ? status : 0;
         if (rc != CURLE_OK || (status != 429 && status != 503) || attempt == RETRIES)
             break;
         /* busy or still loading: its Retry-After (seconds), else 0.5 s doubling; at most RETRY_S */
@@ -326,6 +328,7 @@ int spec_http_complete(spec_http *h, const int *prompt, int n, int max_tokens, i
     for (int i = 0; i < n; i++)
         json_array_append_new(ids, json_integer(prompt[i]));
     json_t *rep = NULL, *body;
+    int no_v1 = 0; /* /v1/completions answered 404 */
     while (h->api != API_LLAMA) {
         int vllm = h->api == API_VLLM;
         body = json_pack("{s:O,s:i,s:i,s:b,s:b,s:b}", "prompt", ids, "max_tokens", max_tokens, "temperature", 0,
@@ -336,6 +339,11 @@ int spec_http_complete(spec_http *h, const int *prompt, int n, int max_tokens, i
             json_object_set_new(body, "logprobs", json_integer(want_gaps ? 2 : 1));
         rep = request(h, "/v1/completions", body, e);
         json_decref(body);
+        if (!rep && h->api == API_OPENAI && h->last_status == 404) { /* no such endpoint: llama-server's own */
+            h->api = API_LLAMA;
+            no_v1 = 1;
+            break;
+        }
         if (!rep) {
             json_decref(ids);
             return -1;
@@ -372,8 +380,8 @@ int spec_http_complete(spec_http *h, const int *prompt, int n, int max_tokens, i
     if (!rep) { /* a server that speaks only OpenAI's API without ids: say what was asked, not just the 404 */
         char why[sizeof e->msg];
         snprintf(why, sizeof why, "%s", e->msg);
-        return ogk_fail(e, "%s: no token ids: /v1/completions answered none (asked also vLLM's way) and then %s",
-                        h->shown, why);
+        return ogk_fail(e, "%s: no token ids: /v1/completions %s and then %s", h->shown,
+                        no_v1 ? "answered HTTP 404" : "answered none (asked also vLLM's way)", why);
     }
     const json_t *tk = json_object_get(rep, "tokens");
     if (!json_is_array(tk)) {
