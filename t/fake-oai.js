@@ -72,7 +72,7 @@ const srv = http.createServer((req, res) => {
           c.logprobs = { tokens: out.map(name), token_logprobs: out.map(() => -0.25), top_logprobs: alts };
         }
       } else if (!mode.startsWith('llama')) {
-        c.tokens = out;
+        c.tokens = mode === 'strtok' ? out.map((t) => 't' + t) : out;
         if (q.logprobs) c.logprobs = { tokens: out.map((t) => 't' + t), token_logprobs: out.map(() => -0.25), top_logprobs: tops };
       }
       return send(200, { id: 'x', object: 'text_completion', model: 'fake', choices: [c] });

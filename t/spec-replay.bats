@@ -601,3 +601,12 @@ start_serve() { # MODEL [SERVE OPTIONS] -> $URL (waits for GET /health 200, at m
   [ "$status" -eq 0 ]
   echo "$output" | jq -e '.results[0].measured.per_prompt[0].accepts == [4,4,2]'
 }
+
+# a reply whose ids are not ids was refused without saying which server answered so
+@test "record --url: a reply with token strings where ids belong is refused naming the server (exit 3)" {
+  start_fake strtok
+  echo '[{"ids":[5,9,12]}]' >"$W/ids1.json"
+  run -3 spec-replay record --url "$URL" --prompts "$W/ids1.json" --tokens 4 -o "$W/strtok.json"
+  [[ "$output" == *"prompt 'prompt 0': $URL: the reply's token 0 is not a token id"* ]]
+  [ ! -e "$W/strtok.json" ]
+}

@@ -253,7 +253,7 @@ static float gap_of(const json_t *alts)
     return n >= 2 ? (float)(v[0] - v[1]) : NAN;
 }
 
-static int read_ids(const json_t *a, spec_completion *c, ogk_error *e)
+static int read_ids(const json_t *a, spec_completion *c, const char *where, ogk_error *e)
 {
     c->n = (int)json_array_size(a);
     c->ids = malloc(sizeof(int) * (size_t)(c->n + 1));
@@ -262,7 +262,7 @@ static int read_ids(const json_t *a, spec_completion *c, ogk_error *e)
     for (int i = 0; i < c->n; i++) {
         const json_t *v = json_array_get(a, (size_t)i);
         if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > 0x7fffffff)
-            return ogk_fail(e, "the reply's token %d is not a token id", i);
+            return ogk_fail(e, "%s: the reply's token %d is not a token id", where, i);
         c->ids[i] = (int)json_integer_value(v);
     }
     return 0;
@@ -353,7 +353,7 @@ int spec_http_complete(spec_http *h, const int *prompt, int n, int max_tokens, i
         json_t *tk = vllm ? vllm_ids(json_object_get(lp, "tokens")) : json_incref(json_object_get(ch, "tokens"));
         if (json_is_array(tk)) {
             const json_t *tx = json_object_get(ch, "text"), *fr = json_object_get(ch, "finish_reason");
-            int rc = read_ids(tk, c, e);
+            int rc = read_ids(tk, c, h->shown, e);
             json_decref(tk);
             c->text = json_is_string(tx) ? strdup(json_string_value(tx)) : NULL;
             snprintf(c->stop, sizeof c->stop, "%s",
@@ -390,7 +390,7 @@ int spec_http_complete(spec_http *h, const int *prompt, int n, int max_tokens, i
                            "(tokens) returned token ids",
                         h->shown);
     }
-    int rc = read_ids(tk, c, e);
+    int rc = read_ids(tk, c, h->shown, e);
     /* stopped by an end-of-generation token: "stop_type": "eos" (older servers: "stopped_eos": true);
      * llama-server puts the token that stopped it at the end of "tokens" (it appends each sampled token
      * before testing it), where the OpenAI replies and `record -m` end before it: dropped, as its text is */
