@@ -22,7 +22,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     }
     FUZZ_CHECK(r->n > 0 && r->version >= 1 && r->version <= SPEC_REC_VERSION);
-    spec_drafter d = {shifted, NULL, NULL};
+    spec_drafter d = {shifted, NULL, NULL, NULL};
     for (int i = 0; i < r->n; i++) {
         const spec_prompt *p = &r->p[i];
         FUZZ_CHECK(p->n_ids > 0 && p->n_cont >= 0 && p->stop);

@@ -610,3 +610,16 @@ start_serve() { # MODEL [SERVE OPTIONS] -> $URL (waits for GET /health 200, at m
   [[ "$output" == *"prompt 'prompt 0': $URL: the reply's token 0 is not a token id"* ]]
   [ ! -e "$W/strtok.json" ]
 }
+
+# a drafter server that was busy (503, then 429) had the pauses before its retries counted as drafting time: a second
+# of waiting per retry in drafter_ms, and in the economics (man: a request's time is the answered attempt's)
+@test "replay --draft-url: a busy drafter's retry pauses are not its cost (the answered attempts' time)" {
+  start_fake target
+  echo '[{"ids":[5,9,12]}]' >"$W/ids1.json"
+  spec-replay record --url "$URL" --prompts "$W/ids1.json" --tokens 8 >"$W/u8.json"
+  start_fake busy
+  run --separate-stderr spec-replay --draft-url "$URL" -k 4 --json --recording "$W/u8.json"
+  [ "$status" -eq 0 ]
+  [[ "$stderr" == *"HTTP 503; asking again in 1.0 s (1 of 5)"* && "$stderr" == *"HTTP 429; asking again in 1.0 s (2 of 5)"* ]] || false
+  echo "$output" | jq -e '.results[0].measured | .per_prompt[0].accepts == [4,3] and .drafter_ms > 0 and .drafter_ms < 900'
+}

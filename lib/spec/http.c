@@ -422,3 +422,5 @@ int spec_http_draft(void *self, const int *prefix, int n, int k, int *out, ogk_e
     spec_completion_free(&c);
     return got;
 }
+
+double spec_http_last_ms(void *self) { return ((spec_http *)self)->last_ms; }

@@ -36,7 +36,7 @@ int spec_replay(const int *prompt, int np, const int *cont, int nc, int k, const
         int left = nc - c, kk = k < left ? k : left, drafts[SPEC_K_MAX];
         double t0 = ogk_now();
         int got = d->draft(d->self, seq, np + c, kk, drafts, e);
-        r->draft_ms += (ogk_now() - t0) * 1e3;
+        r->draft_ms += d->last_ms && got >= 0 ? d->last_ms(d->self) : (ogk_now() - t0) * 1e3;
         if (got < 0) {
             free(seq);
             spec_result_free(r);

@@ -29,7 +29,7 @@ static int run(const int *cont, int nc, int k, int match, spec_result *r)
     int seq[64] = {1, 2, 3};
     memcpy(seq + 3, cont, sizeof(int) * (size_t)nc);
     script s = {seq, match, 0, 0};
-    spec_drafter d = {script_draft, NULL, &s};
+    spec_drafter d = {script_draft, NULL, &s, NULL};
     ogk_error e;
     return spec_replay(seq, 3, cont, nc, k, &d, r, &e);
 }
@@ -105,7 +105,7 @@ int spec_selftest(void (*report)(int ok, const char *name, void *ctx), void *ctx
     {
         int seq[10] = {1, 2, 3, 10, 11, 12, 13, 14, 15, 16};
         script s = {seq, 99, 0, 2};
-        spec_drafter d = {script_draft, NULL, &s};
+        spec_drafter d = {script_draft, NULL, &s, NULL};
         ogk_error e = {{0}};
         int a = spec_replay(seq, 3, c7, 7, 2, &d, &r, &e);
         ARM(a == -1 && strstr(e.msg, "scripted failure") && r.accepts == NULL, "a drafter's failure is the replay's");

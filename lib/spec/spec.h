@@ -67,6 +67,9 @@ typedef struct spec_drafter {
      * target's prefill is apart from its decode steps). 0, or -1 with e filled. */
     int (*prefill)(void *self, const int *prompt, int n, ogk_error *e);
     void *self;
+    /* optional: the time in ms the last draft() took as the drafter counts it (an HTTP drafter: its answered
+     * attempt, a 429's or 503's pauses left out); NULL: the wall time of the call */
+    double (*last_ms)(void *self);
 } spec_drafter;
 
 typedef struct spec_result {
@@ -154,5 +157,7 @@ void spec_completion_free(spec_completion *c);
 char *spec_http_model_id(spec_http *h);
 /* a drafter over HTTP: greedy /v1/completions of k tokens from each committed prefix */
 int spec_http_draft(void *self, const int *prefix, int n, int k, int *out, ogk_error *e);
+/* its last request's answered attempt, in ms (spec_drafter.last_ms) */
+double spec_http_last_ms(void *self);
 
 #endif
