@@ -623,3 +623,13 @@ start_serve() { # MODEL [SERVE OPTIONS] -> $URL (waits for GET /health 200, at m
   [[ "$stderr" == *"HTTP 503; asking again in 1.0 s (1 of 5)"* && "$stderr" == *"HTTP 429; asking again in 1.0 s (2 of 5)"* ]] || false
   echo "$output" | jq -e '.results[0].measured | .per_prompt[0].accepts == [4,3] and .drafter_ms > 0 and .drafter_ms < 900'
 }
+
+# -o was opened after GET /v1/models (a request, retried up to 5 times on a loading server's 503): the man page
+# promises it before the first request
+@test "record --url: an -o that cannot be written is refused (exit 1) before the server is asked anything" {
+  start_fake target
+  echo '[{"ids":[5,9,12]}]' >"$W/ids1.json"
+  run -1 spec-replay record --url "$URL" --prompts "$W/ids1.json" --tokens 4 -o "$W/nodir/x.json"
+  [ ! -e "$W/nodir" ]
+  [ ! -s "$W/fake-target.port.log" ]
+}

@@ -287,7 +287,7 @@ int record_main(int argc, char **argv)
 
     ogk_error e;
     rec_peer rp = {0};
-    json_t *target, *tokenizer = NULL;
+    json_t *target = NULL, *tokenizer = NULL;
     char hash[16];
     int vocab = 0;
     if (opt.target) {
@@ -331,17 +331,19 @@ int record_main(int argc, char **argv)
             rp.t = load_tokenizer(opt.tokenizer, hash, &tl);
             tokenizer = json_pack("{s:s,s:I}", "hash", hash, "bytes", (json_int_t)tl);
         }
+    }
+    /* -o opened before the work (an unwritable place, or one of the inputs, is refused now, not after every
+     * request: the server is asked nothing, not even its model's name); written at the end */
+    ogk_out out;
+    if (opt.out && ogk_out_open(&out, opt.out, &e))
+        ogk_die(OGK_EXIT_CHECK, "%s", e.msg);
+    if (rp.h) {
         char *id = spec_http_model_id(rp.h);
         char *shown = spec_url_shown(opt.url); /* a recording is shared: no credentials in it */
         target = json_pack("{s:o,s:o?}", "url", ogk_json_str(shown ? shown : "?"), "model", id ? ogk_json_str(id) : NULL);
         free(shown);
         free(id);
     }
-    /* -o opened before the work (an unwritable place, or one of the inputs, is refused now, not after every
-     * request); written at the end */
-    ogk_out out;
-    if (opt.out && ogk_out_open(&out, opt.out, &e))
-        ogk_die(OGK_EXIT_CHECK, "%s", e.msg);
     json_t *doc = record_once(&rp, ps, target, tokenizer, vocab);
     int rc = 0;
     if (opt.twice) {
