@@ -10,6 +10,7 @@
 //   | farlp (target, but step 0's second alternative has logprob -1e39: a gap no float holds)
 //   | llamaonly (llama, but /v1/completions is a 404, as a server without OpenAI's API)
 //   | strtok (target, but choices[0].tokens are strings)
+//   | vllmeos (vllm, stopping at id 96 after half the tokens unless ignore_eos: finish_reason "stop", 96 last in the ids)
 // POST /v1/completions {"prompt": [ids], "max_tokens"} -> choices[0].tokens / .text / .logprobs.top_logprobs
 // (two alternatives per step; top-1 minus top-2 is 0.5 + (position mod 5)). Requests are appended to
 // PORTFILE.log as JSON lines.
@@ -58,12 +59,21 @@ const srv = http.createServer((req, res) => {
       requests++;
       // empty: answers no token, saying "length"; more: five more than asked, saying "stop"
       const n = mode === 'empty' ? 0 : mode === 'more' ? q.max_tokens + 5 : q.max_tokens;
-      const { out, tops } = gen(q.prompt, n);
+      let { out, tops } = gen(q.prompt, n);
       const c = { index: 0, text: out.map((t) => 't' + t).join(' '), finish_reason: mode === 'more' ? 'stop' : 'length' };
-      if (mode === 'vllm' || mode === 'bare') {
+      if (mode === 'vllmeos' && !q.ignore_eos) {
+        // vLLM stopping at an end-of-generation token (id EOS) after half the tokens: finish_reason "stop", the
+        // token left out of the text but last in the ids (and logprobs) it gives
+        const k = Math.floor(n / 2);
+        c.text = out.slice(0, k).map((t) => 't' + t).join(' ');
+        out = out.slice(0, k).concat([EOS]);
+        tops = tops.slice(0, k + 1);
+        c.finish_reason = 'stop';
+      }
+      if (mode === 'vllm' || mode === 'vllmeos' || mode === 'bare') {
         // vLLM: no ids unless asked for as token strings; logprobs: N gives N alternatives per step
         if (q.logprobs != null) {
-          const name = (t) => (q.return_tokens_as_token_ids && mode === 'vllm' ? 'token_id:' + t : 't' + t);
+          const name = (t) => (q.return_tokens_as_token_ids && mode !== 'bare' ? 'token_id:' + t : 't' + t);
           const alts = tops.map((o, i) => {
             const r = { [name(out[i])]: -0.25 };
             if (q.logprobs >= 2) r.alt = Object.values(o)[1];

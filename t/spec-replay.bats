@@ -633,3 +633,16 @@ start_serve() { # MODEL [SERVE OPTIONS] -> $URL (waits for GET /health 200, at m
   [ ! -e "$W/nodir" ]
   [ ! -s "$W/fake-target.port.log" ]
 }
+
+# vLLM keeps the end-of-generation token that stopped it in its output ids (and so in logprobs.tokens, the ids read
+# its way): recorded, it was the continuation's last token, where a recording ends before it (as -m's, ogakit serve's
+# and llama-server's do), so a drafter was scored against EOS
+@test "record --url on vLLM stopping at an end-of-generation token: stop eos, the token not in the continuation" {
+  start_fake vllmeos
+  echo '{"prompts":[{"name":"a","ids":[5,9,12]}]}' >"$W/ids1.json"
+  spec-replay record --url "$URL" --prompts "$W/ids1.json" --tokens 20 >"$W/veos.json"
+  jq -e '.prompts[0] | .stop == "eos" and (.continuation_ids | length) == 10 and (.gaps | length) == 10' "$W/veos.json"
+  [ "$(jq -c '.prompts[0].continuation_ids' "$W/veos.json")" = "$(fake_continuation '[5,9,12]' 10)" ]
+  spec-replay record --url "$URL" --prompts "$W/ids1.json" --tokens 20 --ignore-eos >"$W/vnoeos.json"
+  jq -e '.prompts[0] | .stop == "length" and (.continuation_ids | length) == 20' "$W/vnoeos.json"
+}

@@ -356,8 +356,13 @@ int spec_http_complete(spec_http *h, const int *prompt, int n, int max_tokens, i
             int rc = read_ids(tk, c, h->shown, e);
             json_decref(tk);
             c->text = json_is_string(tx) ? strdup(json_string_value(tx)) : NULL;
-            snprintf(c->stop, sizeof c->stop, "%s",
-                     json_is_string(fr) && !strcmp(json_string_value(fr), "stop") ? "eos" : "length");
+            int stopped = json_is_string(fr) && !strcmp(json_string_value(fr), "stop");
+            snprintf(c->stop, sizeof c->stop, "%s", stopped ? "eos" : "length");
+            /* vLLM keeps the end-of-generation token that stopped it in its ids (its text leaves it out); a
+             * recording ends before it, as the other replies do: dropped (asked with no stop strings, "stop"
+             * is always such a token) */
+            if (!rc && vllm && stopped && c->n > 0)
+                c->n--;
             if (!rc && want_gaps)
                 take_gaps(c, json_object_get(lp, "top_logprobs"), openai_alts);
             c->ms = h->last_ms;
