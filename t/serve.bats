@@ -1208,6 +1208,53 @@ PY
   [ "$(metric connections_timed_out_total)" -ge 1 ]
 }
 
+@test "serve: header forms a proxy may frame otherwise (two Transfer-Encodings, white space before a colon, a folded Content-Length) get 400 and a close, the body never read as a request" {
+  start_server --parallel 1
+  run timeout 60 /usr/bin/python3 - "$PORT" <<'PY'
+import socket, sys
+port = int(sys.argv[1])
+body = b'{"prompt": "x", "max_tokens": 2}'
+chunked = b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)
+# each: the header lines after the request line and Host, then what follows the blank line; a proxy in
+# front that reads the framing as RFC 9112 does (one Transfer-Encoding list; a folded line as one value)
+# sends another body than libmicrohttpd reads, and the rest is taken as a request of its own
+cases = {
+    "te chunked, identity": b"Transfer-Encoding: chunked\r\nTransfer-Encoding: identity\r\n\r\n" + chunked,
+    "te chunked twice": b"Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n" + chunked,
+    "space before colon": b"Content-Length : %d\r\n\r\n" % len(body) + body,
+    "folded content-length": b"Content-Length:\r\n %d\r\n\r\n" % len(body) + body,
+    "line folded onto another": b"X-A: 1\r\n Content-Length: %d\r\n\r\n" % len(body) + body,
+}
+for name, rest in cases.items():
+    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n" + rest)
+    d = b""
+    try:
+        while True:
+            b = s.recv(4096)
+            if not b:
+                break
+            d += b
+        closed = True
+    except socket.timeout:
+        closed = False
+    s.close()
+    head, _, tail = d.partition(b"\r\n\r\n")
+    print("case %s: %s close=%s closed=%s error=%s answers=%d" % (name, head.split(b"\r\n")[0].decode(),
+          b"Connection: close" in head, closed, tail.startswith(b'{"error":') and b'"bad_request"' in tail,
+          d.count(b"HTTP/1.1 ")))
+PY
+  echo "$output"
+  [ "$status" = 0 ]
+  [ "$(grep -c '^case .*: HTTP/1.1 400 Bad Request close=True closed=True error=True answers=1$' <<<"$output")" = 5 ]
+  # plain chunked and plain Content-Length bodies still serve
+  post /v1/completions '{"prompt": "x", "max_tokens": 2}'
+  [ "$STATUS" = 200 ]
+  STATUS=$(curl -s -m 30 -o /dev/null -w '%{http_code}' -H 'Transfer-Encoding: chunked' -H 'Content-Type: application/json' \
+    --data-binary '{"prompt": "x", "max_tokens": 2}' "http://127.0.0.1:$PORT/v1/completions")
+  [ "$STATUS" = 200 ]
+}
+
 @test "serve: a stream cut at the end of --shutdown-grace ends with an error event coded shutting_down" {
   OGAKIT_KERNEL=ref start_server --parallel 1 --shutdown-grace 0
   busy_request "$BATS_TEST_TMPDIR/cut" '{"prompt": "def f(x):", "max_tokens": 400, "temperature": 0, "ignore_eos": true, "stream": true}'

@@ -244,16 +244,40 @@ static enum MHD_Result not_allowed(server *srv, struct MHD_Connection *c, const 
     return send_err_allow(srv, c, &err, 0, post ? "POST, OPTIONS" : "GET, HEAD, OPTIONS");
 }
 
-/* Content-Length headers: the first value, and whether another differs */
+/* the headers that frame the body: Content-Length (the first value, and whether another differs),
+ * Transfer-Encoding (how many, the last value), and whether a field name is malformed */
 typedef struct {
     const char *first;
     int differ;
+    int n_te;
+    const char *te;
+    int bad_name;
 } cl_seen;
+
+/* RFC 9110 5.1: a field name is a token */
+static int token_char(unsigned char ch)
+{
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+           (ch && strchr("!#$%&'*+-.^_`|~", ch));
+}
 
 static enum MHD_Result cl_visit(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
 {
     (void)kind;
     cl_seen *cl = cls;
+    size_t n = strlen(key);
+    for (size_t i = 0; i < n; i++)
+        cl->bad_name |= !token_char((unsigned char)key[i]);
+    /* libmicrohttpd 0.9 joins a folded line (obs-fold) onto the field's name ("Content-Length:\r\n 30" is a
+     * field "Content-Length30" without a value): a framing field's name with more after it was one */
+    static const char *const framing[] = {MHD_HTTP_HEADER_CONTENT_LENGTH, MHD_HTTP_HEADER_TRANSFER_ENCODING};
+    for (int k = 0; k < 2; k++)
+        cl->bad_name |= n > strlen(framing[k]) && !strncasecmp(key, framing[k], strlen(framing[k]));
+    cl->bad_name |= n == 0;
+    if (!strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING)) {
+        cl->n_te++;
+        cl->te = value ? value : "";
+    }
     if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH))
         return MHD_YES;
     if (!cl->first)
@@ -264,16 +288,23 @@ static enum MHD_Result cl_visit(void *cls, enum MHD_ValueKind kind, const char *
 }
 
 /* A request whose body length cannot be told (RFC 9112 6.1, 6.3: a transfer coding other than a final
- * chunked; Content-Length given twice with different values, or beside Transfer-Encoding: the
- * request-smuggling forms): 400, and the
+ * chunked, Transfer-Encoding given twice (its values are one list: "chunked, chunked" or "chunked,
+ * identity"); Content-Length given twice with different values, or beside Transfer-Encoding: the
+ * request-smuggling forms), or whose header has a field name that is not a token (RFC 9112 5.1: white
+ * space before the colon, which this libmicrohttpd takes as part of the name, so "Content-Length : 30"
+ * framed nothing; 5.2: a line folded onto a framing field): 400, and the
  * connection closes (what follows on it cannot be framed). NULL: the framing is fine. */
 static const char *bad_framing(struct MHD_Connection *c)
 {
-    const char *te = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
+    cl_seen cl = {0};
+    MHD_get_connection_values(c, MHD_HEADER_KIND, cl_visit, &cl);
+    const char *te = cl.te;
+    if (cl.bad_name)
+        return "a header field name that is not a token (white space before its colon, or a line folded onto it)";
+    if (cl.n_te > 1)
+        return "Transfer-Encoding given more than once (the body's length cannot be told)";
     if (te && strcasecmp(te, "chunked"))
         return "Transfer-Encoding other than chunked alone (the body's length cannot be told)";
-    cl_seen cl = {NULL, 0};
-    MHD_get_connection_values(c, MHD_HEADER_KIND, cl_visit, &cl);
     if (te && cl.first) /* RFC 9112 6.3: a server may reject it; which length a proxy in front used is unknown */
         return "both Transfer-Encoding and Content-Length (the request-smuggling form)";
     return cl.differ ? "Content-Length given twice with different values" : NULL;
