@@ -1369,6 +1369,75 @@ both_finish() {
   cpids=()
 }
 
+@test "serve: a stream whose client shut its sending side (TCP half-close) runs to its end however long it waits; one whose client left gives up its place" {
+  OGAKIT_KERNEL=ref start_server --parallel 1 --queue 3
+  busy_request "$BATS_TEST_TMPDIR/busy" '{"prompt": "def f(x):", "max_tokens": 300, "temperature": 0, "ignore_eos": true}'
+  run timeout 120 /usr/bin/python3 - "$PORT" <<'PY'
+import json, socket, sys, threading, time
+port = int(sys.argv[1])
+def metric(k):
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
+    d = b""
+    while True:
+        b = s.recv(65536)
+        if not b:
+            break
+        d += b
+    return [l.split()[1] for l in d.decode().splitlines() if l.startswith("ogakit_" + k + " ")][0]
+def until(k, v):
+    t0 = time.time()
+    while metric(k) != v and time.time() - t0 < 5:
+        time.sleep(0.02)
+    return time.time() - t0
+def send(body, chat=False):
+    body = json.dumps(body).encode()
+    s = socket.create_connection(("127.0.0.1", port), timeout=60)
+    s.sendall(b"POST /v1/%s HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % (b"chat/completions" if chat else b"completions", len(body)) + body)
+    return s
+# queued behind the busy slot for seconds, the clients half-closed (as nc -N does): each still reads its whole stream
+out = {}
+def half_closed(chat):
+    body = {"max_tokens": 8, "temperature": 0, "stream": True}
+    body.update({"messages": [{"role": "user", "content": "hi"}]} if chat else {"prompt": "def g(y):"})
+    s = send(body, chat)
+    s.shutdown(socket.SHUT_WR)
+    d, t0 = b"", time.time()
+    while True:
+        b = s.recv(65536)
+        if not b:
+            break
+        d += b
+    s.close()
+    events = [l[6:] for l in d.decode().split("\n") if l.startswith("data: ")]
+    out[chat] = "half-closed %s: events %d done %s finish %s waited %.1f s" % ("chat" if chat else "completions",
+        len(events), events[-1:] == ["[DONE]"], json.loads(events[-2])["choices"][0]["finish_reason"] if len(events) > 1
+        else None, time.time() - t0)
+ths = [threading.Thread(target=half_closed, args=(c,)) for c in (False, True)]
+for i, t in enumerate(ths):
+    t.start()
+    until("requests_queued", str(i + 1))
+# a streaming client that closes while queued gives up its place (the comment written to it brings the reset)
+s = send({"prompt": "def h(z):", "max_tokens": 8, "stream": True})
+until("requests_queued", "3")
+print("queued", metric("requests_queued"))
+s.close()
+w = until("requests_queued", "2")
+print("closed: queued %s after %.1f s" % (metric("requests_queued"), w))
+for t in ths:
+    t.join()
+print(out[False])
+print(out[True])
+PY
+  echo "$output"
+  [ "$status" = 0 ]
+  grep -q '^queued 3$' <<<"$output"
+  grep -q '^closed: queued 2 ' <<<"$output"
+  grep -q '^half-closed completions: events [0-9]* done True finish length waited [1-9]' <<<"$output"
+  grep -q '^half-closed chat: events [0-9]* done True finish length waited [1-9]' <<<"$output"
+  wait "$cpid"
+}
+
 @test "serve: a queued request whose client left frees its place in the queue, even behind a live one" {
   OGAKIT_KERNEL=ref start_server --parallel 1 --queue 2
   one_runs_one_waits

@@ -323,19 +323,25 @@ static int conn_fd(struct MHD_Connection *c)
     return ci ? ci->connect_fd : -1;
 }
 
-/* the client closed its end (or the socket failed): nobody will read the answer */
-static int peer_gone(int fd)
+/* the client's side of the connection: 0 open, 1 it has shut its sending side (a close or a TCP half-close,
+ * alike on the wire until something is written to it), 2 the socket failed (a reset: nobody reads) */
+static int peer_state(int fd)
 {
     if (fd < 0)
         return 0;
     char b;
     ssize_t r = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
-    return r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+    if (r == 0)
+        return 1;
+    return r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR ? 2 : 0;
 }
 
 /* wait until the job has more text than text_seen, more tokens than toks_seen (unless < 0) or is
- * done (toks_seen -2: only done); -1 when the client is gone (the job is cancelled) */
-static int job_wait(serve_job *j, int fd, size_t text_seen, int toks_seen)
+ * done (toks_seen -2: only done); -1 when the client is gone (the job is cancelled). stream: 1 when the
+ * client has shut its sending side, which a stream answers with an SSE comment (stream_probe): a client
+ * that has left resets the connection on it, one that half-closed reads on (a whole answer's client that
+ * shut its side counts as gone) */
+static int job_wait(serve_job *j, int fd, size_t text_seen, int toks_seen, int stream)
 {
     double checked = ogk_now();
     pthread_mutex_lock(&j->mu);
@@ -346,7 +352,12 @@ static int job_wait(serve_job *j, int fd, size_t text_seen, int toks_seen)
         if (now - checked < 0.1)
             continue;
         checked = now;
-        if (peer_gone(fd)) {
+        int ps = peer_state(fd);
+        if (ps == 1 && stream) {
+            pthread_mutex_unlock(&j->mu);
+            return 1;
+        }
+        if (ps) {
             __atomic_store_n(&j->cancel, 1, __ATOMIC_RELAXED);
             pthread_mutex_unlock(&j->mu);
             return -1;
@@ -715,6 +726,16 @@ static void set_pending(stream *st, json_t *chunk)
     free(s);
 }
 
+/* an SSE comment (clients skip it) for a client that has shut its sending side while the stream waits:
+ * written to a client that has left, it brings the reset that job_wait then sees */
+static int stream_probe(stream *st)
+{
+    free(st->pend);
+    st->pend = strdup(":\n\n");
+    st->pend_len = st->pend ? strlen(st->pend) : 0, st->pend_off = 0;
+    return st->pend ? 1 : -1;
+}
+
 /* the next SSE event: a piece of text (and its tokens), the final chunk, then [DONE]; 0 at the end */
 static int next_event(stream *st)
 {
@@ -736,8 +757,9 @@ static int next_event(stream *st)
     if (st->stage == 0 && (st->r.kind == REQ_CHAT || st->echo || j->score)) {
         json_t *choice, *plp = json_null();
         if (j->score) { /* the prompt's logprobs, once it is read (a first token, or the end) */
-            if (job_wait(j, st->fd, 0, 0))
-                return -1;
+            int w = job_wait(j, st->fd, 0, 0, 1);
+            if (w)
+                return w < 0 ? -1 : stream_probe(st);
             pthread_mutex_lock(&j->mu);
             int failed = j->failed; /* refused or cut before its prompt was scored: no logprobs to give */
             pthread_mutex_unlock(&j->mu);
@@ -763,8 +785,9 @@ static int next_event(stream *st)
     size_t seen = st->text_sent > st->rsent ? st->text_sent : st->rsent, r_from, r_end, c_from, c_end;
     for (;;) {
         /* new text (the tokens with logprobs go out with their text: serve_job_covered), or the end */
-        if (job_wait(j, st->fd, seen, -1))
-            return -1;
+        int w = job_wait(j, st->fd, seen, -1, 1);
+        if (w)
+            return w < 0 ? -1 : stream_probe(st);
         if (!held)
             break;
         pthread_mutex_lock(&j->mu);
@@ -1293,7 +1316,7 @@ static enum MHD_Result completion(server *srv, struct MHD_Connection *c, conn *c
     /* not streamed: wait for every choice (the client leaving cancels them all) */
     int gone = 0, failed = -1;
     for (int k = 0; k < nj && !gone; k++) {
-        gone = job_wait(jobs[k], fd, 0, -2) != 0;
+        gone = job_wait(jobs[k], fd, 0, -2, 0) != 0;
         if (!gone && jobs[k]->failed && failed < 0)
             failed = k;
     }
