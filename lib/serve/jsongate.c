@@ -1183,10 +1183,10 @@ static int type_node(cctx *c, const json_t *s, const char *type, const char *whe
 }
 
 /* the keywords a schema may have: annotations first (NOTES of them), then the ones the walk keeps to */
-enum { NOTES = 13 };
+enum { NOTES = 14 };
 static const char *const ANNOTATIONS[] = {"title", "description", "default", "examples", "format", "$schema", "$id",
                                           "$comment", "deprecated", "readOnly", "writeOnly", "$defs", "definitions",
-                                          "type", "properties", "required", "additionalProperties", "items", "enum",
+                                          "discriminator", "type", "properties", "required", "additionalProperties", "items", "enum",
                                           "const", "anyOf", "oneOf", "$ref", "strict", "name", "prefixItems",
                                           "additionalItems", "patternProperties", "propertyNames", "allOf", "nullable"};
 /* bounds, and the types that take them (type_node reads them) */
