@@ -374,6 +374,23 @@ ort_feeds() {
   awk -v k="$ours" -v b="$peer" 'BEGIN { exit !(k > 0 && k <= b) }'
 }
 
+# A quantised Gather embedding as onnxruntime's MatMulNBitsQuantizer writes it (the builder's
+# int4_op_types_to_quantize=MatMul/Gather, untied): GatherBlockQuantized over INT4 data (symmetric: signed codes,
+# no zero points) or UINT4 data (UINT4 zero points; or none, which onnxruntime takes as 0), [vocab, hidden] packed
+# flat; one block per row (kb odd: zero points across bytes), a zero-padded partial block, fp16 scales (amd)
+@test "a quantised Gather embedding (GatherBlockQuantized over INT4 / UINT4 data): prompt and steps as onnxruntime runs them" {
+  local v tag
+  for v in "int4 cpu 32" "uint4 cpu 64" "uint4-nozp cpu 16" "uint4 amd 128"; do
+    set -- $v
+    tag=qg-$1-$2-$3
+    /usr/bin/python3 "$TOP/tools/mkpack.py" --family phi3 --style $2 --tie untied --block-size $3 --quant-gather $1 \
+      --out "$W/$tag" >/dev/null
+    oga-info "$W/$tag" | jq -e '.importable and .by_role.embed.count == 1 and (.quantization.source_ops | index("GatherBlockQuantized"))' >/dev/null
+    if plain_run || [ "$1" = int4 ]; then ort_feeds $2 "$W/$tag" $tag prefill step; else ort_feeds $2 "$W/$tag" $tag prefill; fi
+    q4nx-verify "$M" --pack "$W/$tag" --all >/dev/null
+  done
+}
+
 # 8-bit MatMulNBits (q8; the builder's k_quant_last / k_quant_mixed int8 lm_head and layers, -p int8 every
 # projection, a tied GatherBlockQuantized of bits 8): f32 as onnxruntime's level 0 (prompt, steps, verify rows);
 # --mode i8 (int8 activations for the q8 layers, the q8 classifier in fp32) no further from level 0 than

@@ -17,6 +17,12 @@ an unquantised MatMul over a float [hidden, vocab] weight, as the builder's node
 128; MLAS-style symmetric scale = max / -128 on cpu) for lm_head (the builder's k_quant_last; tied: the
 GatherBlockQuantized embedding too, bits 8), "mixed" (k_quant_mixed: lm_head and layer 0's and the last layer's
 qkv (v) and down projections) or "all" (-p int8); cpu-style names "<W>_Q8", node ".../MatMul_Q8".
+--quant-gather int4|uint4|uint4-nozp (untied only): the embedding as onnxruntime's MatMulNBitsQuantizer writes a
+quantised Gather (the builder's int4_op_types_to_quantize=MatMul/Gather): com.microsoft GatherBlockQuantized
+"/model/embed_tokens/Gather_Q4" over "model.embed_tokens.weight_Q4", an INT4 (symmetric: signed codes, no zero
+points) or UINT4 (asymmetric: UINT4 "_zero_points" [vocab, k_blocks]) tensor [vocab, hidden] packed flat, two
+codes a byte; "_scales" [vocab, k_blocks]; block_size the --block-size; uint4-nozp: UINT4 without zero points
+(onnxruntime then takes 0).
   mkpack.py --bad NAME --out DIR        (malformed packs; see tools/mkbad.py)
 
 --config is a Hugging Face config.json (model_type llama|qwen2|qwen3|phi3|gemma|gemma2|olmo, hidden_size,
@@ -380,6 +386,7 @@ class Graph:
         self.io = io                       # numpy float dtype of activations
         self.io_onnx = TensorProto.FLOAT16 if io == np.float16 else TensorProto.FLOAT
         self.names = set()
+        self.int4 = {}                     # name -> (ONNX INT4 / UINT4, dims): arr holds the packed bytes
 
     def init(self, name, arr):
         assert name not in self.names, name
@@ -636,6 +643,41 @@ def build(cfg, W, style, acc, io, block=None):
             gbq_in.append(zps)
         emb = g.node("GatherBlockQuantized", "/model/embed_tokens/GatherBlockQuantized", gbq_in,
                      domain="com.microsoft", bits=lm_bits, block_size=block, gather_axis=0, quantize_axis=1)
+    elif cfg.get("quant_gather"):
+        # onnxruntime's MatMulNBitsQuantizer for op_types_to_quantize Gather (the builder's
+        # int4_op_types_to_quantize=MatMul/Gather): GatherBlockQuantized over INT4 (symmetric, no zero points) or
+        # UINT4 (asymmetric, UINT4 zero points) data [V, hidden], packed flat two a byte (first in the low nibble,
+        # rows not padded), scales [V, k_blocks] in the io dtype, quantised along axis 1 in blocks of block
+        qg = cfg["quant_gather"]
+        w = np.asarray(W["model.embed_tokens.weight"], np.float32)
+        blob, scale, zp = quantize(w, block, qg == "int4", io)
+        kb = blob.shape[1]
+        q = np.empty((V, kb * block), np.uint8)
+        q[:, 0::2], q[:, 1::2] = blob.reshape(V, -1) & 15, blob.reshape(V, -1) >> 4
+        q = q[:, :h]
+        if qg == "int4":
+            q = q ^ 8                                  # MLAS codes (zero point 8) as signed int4: q - 8
+        elif qg == "uint4-nozp":
+            # no zero points: onnxruntime takes 0 for the 4-bit types; codes re-quantised from 0 (scale max / 15)
+            mx = np.abs(np.pad(w, ((0, 0), (0, kb * block - h)))).reshape(V, kb, block).max(axis=2)
+            scale = (mx / 15.0).astype(io)
+            s32 = np.repeat(scale.astype(np.float32), block, axis=1)[:, :h]
+            q = np.clip(np.rint(np.abs(w) / np.where(s32 != 0, s32, 1)), 0, 15).astype(np.uint8)
+            zp = None
+
+        def nibbles(a):
+            a = a.reshape(-1)
+            if a.size % 2:
+                a = np.append(a, np.uint8(0))
+            return (a[0::2] | (a[1::2] << 4)).astype(np.uint8)
+        qt = 22 if qg == "int4" else 21                # TensorProto.INT4 / UINT4 (python3-onnx 1.12 predates them)
+        ins = [g.init("model.embed_tokens.weight_Q4", nibbles(q)), "input_ids", g.init("model.embed_tokens.weight_scales", scale)]
+        g.int4["model.embed_tokens.weight_Q4"] = (qt, [V, h])
+        if zp is not None:
+            ins.append(g.init("model.embed_tokens.weight_zero_points", nibbles(zp)))
+            g.int4["model.embed_tokens.weight_zero_points"] = (qt, [V, kb])
+        emb = g.node("GatherBlockQuantized", "/model/embed_tokens/Gather_Q4", ins, domain="com.microsoft",
+                     gather_axis=0, quantize_axis=1, block_size=block)
     else:
         emb = g.node("Gather", "/model/embed_tokens/Gather",
                      [g.init("model.embed_tokens.weight", f(W["model.embed_tokens.weight"])), "input_ids"])
@@ -808,6 +850,10 @@ def write_model(g, out_dir, ir_version=10):
             t.name = name
             t.data_type = np_to_onnx(arr.dtype)
             t.dims.extend(arr.shape)
+            if name in g.int4:
+                t.data_type, dims = g.int4[name]
+                del t.dims[:]
+                t.dims.extend(dims)
             t.data_location = TensorProto.EXTERNAL
             for k_, v_ in (("location", "model.onnx.data"), ("offset", str(off)), ("length", str(nb))):
                 e = t.external_data.add()
@@ -1089,6 +1135,10 @@ def main(argv=None):
     ap.add_argument("--q8", choices=["lm_head", "mixed", "all"],
                     help="8-bit MatMulNBits: lm_head (k_quant_last), mixed (k_quant_mixed: also layer 0's and the "
                          "last layer's qkv/v and down projections) or every one (-p int8)")
+    ap.add_argument("--quant-gather", choices=["int4", "uint4", "uint4-nozp"],
+                    help="untied: the embedding as onnxruntime's quantizer writes a quantised Gather (the builder's "
+                         "int4_op_types_to_quantize=MatMul/Gather): GatherBlockQuantized over INT4 (symmetric) or UINT4 "
+                         "(with UINT4 zero points; uint4-nozp: none, i.e. 0) data [vocab, hidden]")
     ap.add_argument("--geom", choices=sorted(GEOMS), default="tiny")
     ap.add_argument("--accuracy-level", type=int, choices=[0, 1, 2, 3, 4], default=0)
     ap.add_argument("--io-dtype", choices=["fp32", "fp16"])
@@ -1131,6 +1181,10 @@ def main(argv=None):
         if cfg["tied"]:
             die("--float-lm-head: only untied models (a tied lm_head is the embedding's quantised table)")
         cfg["float_lm_head"] = True
+    if a.quant_gather:
+        if cfg["tied"]:
+            die("--quant-gather: only untied models (a tied embedding is lm_head's own codes)")
+        cfg["quant_gather"] = a.quant_gather
     if a.q8:
         if a.float_lm_head and a.q8 == "lm_head":
             die("--q8 lm_head and --float-lm-head: lm_head is one or the other")

@@ -211,6 +211,72 @@ const pack_tensor *pg_emit_mnb(G *g, int n, const char *role)
     return t;
 }
 
+/* nibble i of a flat int4 / uint4 tensor (ONNX packs two a byte, the first element in the low nibble) */
+static unsigned nib(const uint8_t *d, uint64_t i) { return (d[i / 2] >> (i % 2 * 4)) & 15u; }
+
+/* A GatherBlockQuantized over int4 / uint4 data [V, K] (onnxruntime's quantizer for op_types_to_quantize Gather,
+ * the builder's int4_op_types_to_quantize=MatMul/Gather): codes packed flat, two a byte across rows; scales [V,
+ * k_blocks]; zero points, when given, of the data's own type [V, k_blocks], packed flat too. Normalised exactly to
+ * the q4 form: rows of whole blocks (zero-padded), uint4 codes, zero points u4-packed per row. int4 value q with
+ * zero point z dequantises to (q - z) * s = ((q + 8) - (z + 8)) * s: the nibbles' top bit flipped (q + 8 in
+ * two's complement), and without zero points the implicit 8 that q4 has. uint4 without zero points dequantises
+ * with zero point 0 (onnxruntime's default for the 4-bit types, not 8 as for uint8 data): explicit zeros. */
+static void gbq_int4(G *g, int n, int dvi, int svi, int zvi, int sliced, int64_t block, int64_t gax, int64_t qax)
+{
+    pack *p = g->p;
+    const char *what = pack_printf(p, "tensor %s", g->v[dvi].name);
+    const rtensor *D = &g->v[dvi].rt, *S = &g->v[svi].rt, *Z = zvi >= 0 ? &g->v[zvi].rt : NULL;
+    int64_t bits = attr_i(g, n, "bits", 4, NULL);
+    if (sliced || D->ndim != 2 || bits != 4 || gax != 0 || (qax != 1 && qax != -1)) {
+        pack_refuse(p, what, "unsupported_op",
+                    "GatherBlockQuantized %s: only %s [V, K] data (bits 4) gathered on axis 0 and quantised on axis 1 is supported",
+                    nname(g, n), pg_onnx_dtype_name(D->dtype));
+        return;
+    }
+    uint64_t V = D->dims[0], K = D->dims[1], kb = (K + (uint64_t)block - 1) / (uint64_t)block, zrow = (kb + 1) / 2,
+             row = kb * (uint64_t)block / 2;
+    int sdt = float_dtype(S->dtype);
+    if (!sdt || S->numel != V * kb || (S->ndim == 2 && (S->dims[0] != V || S->dims[1] != kb)) || S->ndim > 2 ||
+        (Z && (Z->dtype != D->dtype || Z->numel != V * kb)) || !V || !K) {
+        pack_refuse(p, what, "tensor_shape",
+                    "GatherBlockQuantized %s: scales/zero points do not match %s data [%" PRIu64 ", %" PRIu64 "] in blocks of %" PRId64
+                    " (want [V, k_blocks] each, zero points of the data's type)",
+                    nname(g, n), pg_onnx_dtype_name(D->dtype), V, K, block);
+        return;
+    }
+    unsigned flip = D->dtype == T_INT4 ? 8u : 0u;
+    int zeros = Z != NULL || !flip; /* int4 without zero points: q4's implicit 8 */
+    uint8_t *c = calloc(V, row), *zp = zeros ? calloc(V, zrow) : NULL;
+    if (!c || (zeros && !zp)) {
+        free(c);
+        free(zp);
+        pack_refuse(p, what, "out_of_memory", "GatherBlockQuantized %s: no memory for the %" PRIu64 "-byte uint4 copy",
+                    nname(g, n), V * row);
+        return;
+    }
+    pack_own(p, c);
+    if (zp)
+        pack_own(p, zp);
+    for (uint64_t r = 0; r < V; r++) {
+        uint8_t *o = c + r * row;
+        for (uint64_t j = 0; j < K; j++)
+            o[j / 2] |= (uint8_t)((nib(D->data, r * K + j) ^ flip) << (j % 2 * 4));
+        /* the padding of a last partial block: the zero point's code, so that it dequantises to 0 */
+        for (uint64_t j = K; j < kb * (uint64_t)block; j++) {
+            unsigned z = Z ? nib(Z->data, r * kb + kb - 1) ^ flip : flip ? 8u : 0u;
+            o[j / 2] |= (uint8_t)(z << (j % 2 * 4));
+        }
+        for (uint64_t b = 0; zp && Z && b < kb; b++)
+            zp[r * zrow + b / 2] |= (uint8_t)((nib(Z->data, r * kb + b) ^ flip) << (b % 2 * 4));
+    }
+    pack_tensor *t = add_q(g, n, dvi, svi, zvi, 4, V, K, (uint64_t)block, kb, sdt, "GatherBlockQuantized");
+    t->codes = c;
+    t->codes_size = V * row;
+    t->has_zp = zeros;
+    t->zeros = zp;
+    t->zeros_size = zeros ? V * zrow : 0;
+}
+
 /* A GatherBlockQuantized embedding that does not share lm_head's initializers: normalised to the same
  * q4 form (uint8 data, 4 bits, quantize along the last axis). */
 void pg_emit_gbq(G *g, int n, int dvi, int sliced)
@@ -246,6 +312,10 @@ void pg_emit_gbq(G *g, int n, int dvi, int sliced)
     if (pg_resolve(g, dvi) < 0 || pg_resolve(g, svi) < 0 || (zvi >= 0 && pg_resolve(g, zvi) < 0))
         return;
     const rtensor *D = &g->v[dvi].rt, *S = &g->v[svi].rt, *Z = zvi >= 0 ? &g->v[zvi].rt : NULL;
+    if (D->dtype == T_INT4 || D->dtype == T_UINT4) {
+        gbq_int4(g, n, dvi, svi, zvi, sliced, block, gax, qax);
+        return;
+    }
     if (sliced || D->dtype != T_UINT8 || D->ndim != 2 || gax != 0 || (qax != 1 && qax != -1)) {
         pack_refuse(p, what, "unsupported_op",
                     "GatherBlockQuantized %s: only uint8 [V, K*bits/8] data gathered on axis 0 and quantised on axis 1 is supported",
