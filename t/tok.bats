@@ -385,6 +385,42 @@ EOF
   [ "$status" -eq 0 ]
 }
 
+# Where @huggingface/jinja raises and Python's Jinja renders, ours renders as Python's Jinja: str() of a dict
+# (|string) writes floats as Python's repr (shortest digits, positional from 1e-4 to 1e16, a JSON real such as
+# 100.0 as a float) and escapes what str.isprintable refuses (\xa0, \u200b, \U000e0041); the string filters
+# of a list, dict, None, boolean or number (a list of content parts | trim, as Gemma 2's and Llama 3.1's
+# templates do) apply to its str(). Expected values: Python's Jinja (tools/jinja-py.py), on lines where the
+# reference raises.
+@test "chat: where the reference raises, str() of floats and unprintable characters and the string filters of non-strings are Python's Jinja's" {
+  /usr/bin/python3 -c 'import jinja2' 2>/dev/null || skip "python3-jinja2 is not installed (tools/deps.sh installs it)"
+  printf '%s' '{{ x|string }}' > "$W/py-str.jinja"
+  printf '%s' '{{ m.content|trim }}|{{ m.content|upper }}|{{ m|replace("text", "T") }}|{{ m.none|trim }}|{{ m.flag|lower }}|{{ m.n|trim }}|{{ m.f|capitalize }}' > "$W/py-filt.jinja"
+  /usr/bin/python3 - > "$W/py-str.jsonl" <<'PY'
+import json
+floats = [3.141592653589793, 0.05, 0.001234, 1e-05, 2.5e-10, 0.0001, 9.999999999999999e-05, 12345.678, 0.1, 0.30000000000000004,
+          1e16, 1.5e16, 1e22, 123456789012345.6, 100.0, -0.0, -2.5, 1.7976931348623157e308, 5e-324]
+print(json.dumps({"x": {"f": floats, "n": [1, -7, 0]}}))
+print(json.dumps({"x": {"s": ["a\u00a0b", "\u200b", "\u2028", "\ufeff", "\u0085", "\u00ad", "\ue000", "\U000e0041", "\u3000", "\x7f",
+                        "é 漢 😀 \u0300", "it's", "say \"hi\""], "k\u00a0": True, "v": None}}))
+PY
+  /usr/bin/python3 - > "$W/py-filt.jsonl" <<'PY'
+import json
+print(json.dumps({"m": {"content": [{"type": "text", "text": " Hello "}, {"type": "image"}], "none": None, "flag": True, "n": 2.5, "f": {"k": "v"}}}))
+print(json.dumps({"m": {"content": {"type": "text", "text": "x"}, "none": None, "flag": False, "n": 7, "f": [0.05]}}))
+PY
+  local t
+  for t in py-str py-filt; do
+    golden chat --template "$W/$t.jinja" < "$W/$t.jsonl" > "$W/$t.hf"
+    [ "$(grep -c '^{"error"' "$W/$t.hf")" -eq "$(wc -l < "$W/$t.jsonl")" ] # the reference raises on every line
+    /usr/bin/python3 "$TOP/tools/jinja-py.py" "$W/$t.jinja" < "$W/$t.jsonl" > "$W/$t.py"
+    ! grep -q '^{"error"' "$W/$t.py" || false
+    npu-forward chat --jsonl --template "$W/$t.jinja" < "$W/$t.jsonl" > "$W/$t.out"
+    run golden compare "$W/$t.py" "$W/$t.out"
+    echo "$t: $output"
+    [ "$status" -eq 0 ]
+  done
+}
+
 @test "chat: strftime_now (date strings of Llama-3.x templates) formats as the reference" {
   printf '{{ strftime_now("%%d %%b %%Y, %%B %%m/%%d, %%%%") }}' > "$W/date.jinja"
   echo '{}' > "$W/date.jsonl"

@@ -538,14 +538,20 @@ jv jj_apply_filter(interp *I, node *x, jv v, env *E)
     } else if (v.t == V_NULL && (F("selectattr") || F("rejectattr") || F("map"))) {
         v = jj_v_arr(I->c, 0);
     }
-#undef F
     for (size_t i = 0; i < sizeof filters / sizeof *filters; i++) {
         if (strlen(filters[i].name) != x->n || memcmp(filters[i].name, x->s, x->n))
             continue;
         jv out;
         if (filters[i].fn(&a, v, &out))
             return out;
+        /* where the reference fails (a list of content parts | trim): Python's Jinja applies the string
+         * filters to str() of the value ("[{'type': 'text', ...}]", None, True, 1.5) */
+        if ((F("trim") || F("lower") || F("upper") || F("capitalize") || F("replace")) &&
+            (v.t == V_ARR || v.t == V_OBJ || v.t == V_NULL || v.t == V_BOOL || v.t == V_INT || v.t == V_FLOAT) &&
+            filters[i].fn(&a, jj_py_str(I->c, v), &out))
+            return out;
         break;
     }
+#undef F
     jj_jfail(I->c, "template line %d: unsupported filter '%.*s' on %s", x->line, (int)x->n, x->s, jj_type_name(v));
 }

@@ -21,6 +21,7 @@ typedef struct jobj jobj;
 typedef struct jfn jfn;
 typedef struct {
     uint8_t t;
+    uint8_t real; /* V_INT from a JSON real (100.0, 1e16): a float to Python's str(), an integer to the reference */
     union {
         int b;
         double num; /* V_INT and V_FLOAT: JS numbers */

@@ -153,7 +153,12 @@ jv jj_from_json(jctx *c, const json_t *j, int depth)
     case JSON_INTEGER: return v_int((double)json_integer_value(j));
     case JSON_REAL: {
         double d = json_real_value(j);
-        return d == floor(d) && isfinite(d) ? v_int(d) : v_float(d); /* JS: Number.isInteger */
+        if (d == floor(d) && isfinite(d)) { /* JS: Number.isInteger */
+            jv r = v_int(d);
+            r.real = 1;
+            return r;
+        }
+        return v_float(d);
     }
     case JSON_STRING: return v_str(json_string_value(j), json_string_length(j));
     case JSON_ARRAY: {
@@ -433,9 +438,22 @@ static void py_str_repr(jctx *c, tok_buf *b, const char *s, size_t n)
 {
     char q = memchr(s, '\'', n) && !memchr(s, '"', n) ? '"' : '\'';
     jj_put(c, b, &q, 1);
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n;) {
         unsigned char ch = (unsigned char)s[i];
-        char esc[8];
+        char esc[16];
+        if (ch >= 0x80 && i + (size_t)tok_utf8_len(ch) <= n) { /* as Python's repr: printable characters as they are, others \xhh, \uhhhh, \Uhhhhhhhh */
+            uint32_t cp;
+            int k = tok_utf8_dec((const unsigned char *)s + i, &cp);
+            if (tok_py_printable(cp))
+                jj_put(c, b, s + i, (size_t)k);
+            else {
+                snprintf(esc, sizeof esc, cp <= 0xff ? "\\x%02x" : cp <= 0xffff ? "\\u%04x" : "\\U%08x", (unsigned)cp);
+                jj_put(c, b, esc, strlen(esc));
+            }
+            i += (size_t)k;
+            continue;
+        }
+        i++;
         if (ch == '\\' || ch == (unsigned char)q)
             esc[0] = '\\', esc[1] = (char)ch, esc[2] = 0;
         else if (ch == '\n')
@@ -447,7 +465,7 @@ static void py_str_repr(jctx *c, tok_buf *b, const char *s, size_t n)
         else if (ch < 0x20 || ch == 0x7f)
             snprintf(esc, sizeof esc, "\\x%02x", ch);
         else {
-            jj_put(c, b, (const char *)&s[i], 1);
+            jj_put(c, b, (const char *)&ch, 1);
             continue;
         }
         jj_put(c, b, esc, strlen(esc));
@@ -455,40 +473,68 @@ static void py_str_repr(jctx *c, tok_buf *b, const char *s, size_t n)
     jj_put(c, b, &q, 1);
 }
 
-/* Python's repr of a float: the shortest round trip, in exponent form below 1e-4 and from 1e16 */
+/* Python's repr of a float: the shortest digits that read back, written positionally when the decimal
+ * exponent is in [-4, 16) (at least one digit after the point) and as m.mmme-05 / e+16 otherwise */
 static void py_float(double d, char *out, size_t cap)
 {
-    if (d == floor(d) && isfinite(d) && fabs(d) < 1e16) {
-        snprintf(out, cap, "%.1f", d);
-        return;
-    }
     if (!isfinite(d)) {
         snprintf(out, cap, "%s", isnan(d) ? "nan" : d > 0 ? "inf" : "-inf");
         return;
     }
+    if (d == 0) {
+        snprintf(out, cap, "%s", signbit(d) ? "-0.0" : "0.0");
+        return;
+    }
     int p = 1;
     char buf[64];
-    for (; p <= 17; p++) { /* shortest %.{p}g that reads back */
-        snprintf(buf, sizeof buf, "%.*g", p, d);
+    for (; p <= 17; p++) { /* shortest %.{p}e that reads back */
+        snprintf(buf, sizeof buf, "%.*e", p - 1, d);
         if (strtod(buf, NULL) == d)
             break;
     }
-    double a = fabs(d);
-    if (a >= 1e-4 && a < 1e16) {
-        snprintf(out, cap, "%.*f", p, d); /* then drop trailing zeros */
-        char *e = out + strlen(out) - 1;
-        while (e > out && *e == '0' && e[-1] != '.')
-            *e-- = 0;
-        /* %.{p}f of a number below 1 keeps p digits after the point, fewer than it may need */
-        if (strtod(out, NULL) != d)
-            snprintf(out, cap, "%.17g", d);
-        return;
+    /* buf: [-]d[.ddd]e[+-]XX -> the digits and the decimal exponent */
+    char dig[24];
+    int nd = 0;
+    const char *q = buf + (buf[0] == '-');
+    for (; *q && *q != 'e'; q++)
+        if (*q >= '0' && *q <= '9' && nd < (int)sizeof dig - 1)
+            dig[nd++] = *q;
+    while (nd > 1 && dig[nd - 1] == '0')
+        nd--;
+    dig[nd] = 0;
+    int ex = atoi(q + 1);
+    size_t k = 0;
+    char tmp[64];
+    if (d < 0)
+        tmp[k++] = '-';
+    if (ex >= -4 && ex < 16) {
+        if (ex < 0) {
+            tmp[k++] = '0', tmp[k++] = '.';
+            for (int i = 0; i < -ex - 1; i++)
+                tmp[k++] = '0';
+            for (int i = 0; i < nd; i++)
+                tmp[k++] = dig[i];
+        } else {
+            for (int i = 0; i <= ex; i++)
+                tmp[k++] = i < nd ? dig[i] : '0';
+            tmp[k++] = '.';
+            if (nd > ex + 1)
+                for (int i = ex + 1; i < nd; i++)
+                    tmp[k++] = dig[i];
+            else
+                tmp[k++] = '0';
+        }
+        tmp[k] = 0;
+    } else {
+        tmp[k++] = dig[0];
+        if (nd > 1) {
+            tmp[k++] = '.';
+            for (int i = 1; i < nd; i++)
+                tmp[k++] = dig[i];
+        }
+        snprintf(tmp + k, sizeof tmp - k, "e%c%02d", ex < 0 ? '-' : '+', ex < 0 ? -ex : ex);
     }
-    snprintf(buf, sizeof buf, "%.*e", p - 1, d); /* m.mmme[+-]XX: Python writes e-05, e+16 */
-    char *e = strchr(buf, 'e'), mant[40];
-    snprintf(mant, sizeof mant, "%.*s", (int)(e - buf), buf);
-    int ex = atoi(e + 1);
-    snprintf(out, cap, "%se%c%02d", mant, ex < 0 ? '-' : '+', ex < 0 ? -ex : ex);
+    snprintf(out, cap, "%s", tmp);
 }
 
 static void py_repr(jctx *c, tok_buf *b, jv v, int depth)
@@ -503,6 +549,11 @@ static void py_repr(jctx *c, tok_buf *b, jv v, int depth)
     case V_UNDEF: return;
     case V_BOOL: jj_puts_(c, b, v.u.b ? "True" : "False"); return;
     case V_INT: {
+        if (v.real) {
+            py_float(v.u.num, num, sizeof num);
+            jj_puts_(c, b, num);
+            return;
+        }
         jv t = jj_to_string(c, v);
         jj_put(c, b, t.u.str.s, t.u.str.n);
         return;

@@ -80,6 +80,10 @@ int tok_nf_unchanged(tok_nf form, const char *s, size_t len);
  * ß -> SS, İ -> i̇, word-final Σ -> ς; utf8proc's Unicode version); malloc'd, NUL-terminated; NULL on OOM */
 char *tok_case_map(const char *s, size_t n, int upper, size_t *out_n);
 
+/* Python's str.isprintable of one code point: not Cc, Cf, Cs, Co, Cn, Zl, Zp, nor Zs other than ' '
+ * (utf8proc's Unicode version) */
+int tok_py_printable(uint32_t cp);
+
 /* the Unicode version normalization follows (utf8proc's) */
 const char *tok_unicode_version(void);
 

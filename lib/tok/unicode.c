@@ -130,6 +130,23 @@ int tok_js_space(uint32_t cp)
 
 const char *tok_unicode_version(void) { return utf8proc_unicode_version(); }
 
+int tok_py_printable(uint32_t cp)
+{
+    if (cp == ' ')
+        return 1;
+    switch (utf8proc_category((utf8proc_int32_t)cp)) {
+    case UTF8PROC_CATEGORY_CC:
+    case UTF8PROC_CATEGORY_CF:
+    case UTF8PROC_CATEGORY_CS:
+    case UTF8PROC_CATEGORY_CO:
+    case UTF8PROC_CATEGORY_CN:
+    case UTF8PROC_CATEGORY_ZL:
+    case UTF8PROC_CATEGORY_ZP:
+    case UTF8PROC_CATEGORY_ZS: return 0;
+    default: return 1;
+    }
+}
+
 /* Quick check: 1 when normalizing valid UTF-8 s to form cannot change it. Conservative: a code point
  * with any decomposition, a nonzero combining class, a part in any composition, or a Hangul syllable or
  * jamo (composed and decomposed algorithmically) sends the text through tok_normalize. */
