@@ -96,7 +96,8 @@ static int f_join(fargs *a, jv v, jv *out)
             if (i)
                 jj_put(c, b, sep.u.str.s, sep.u.str.n);
             jv e = v.u.arr->v[i];
-            jv s = e.t == V_NULL || e.t == V_UNDEF ? v_cstr("") : jj_to_string(c, e);
+            /* the reference joins the items' JS values: String(2.0) is "2", a dict "[object Map]", null "" */
+            jv s = e.t == V_NULL || e.t == V_UNDEF ? v_cstr("") : jj_raw_string(c, e);
             jj_put(c, b, s.u.str.s, s.u.str.n);
         }
     } else {

@@ -779,7 +779,9 @@ jv jj_raw_string(jctx *c, jv v)
         tok_buf *b = jj_tbuf_open(c);
         for (size_t i = 0; i < v.u.arr->n; i++) {
             jv e = v.u.arr->v[i];
-            jv s = e.t == V_NULL || e.t == V_UNDEF ? v_cstr("") : jj_to_string(c, e);
+            /* the items are the reference's runtime values: each its own toString(), null's and undefined's
+             * "undefined" (a JS array's join would write "" only for a raw null) */
+            jv s = e.t == V_NULL || e.t == V_UNDEF ? v_cstr("undefined") : jj_to_string(c, e);
             if (i)
                 jj_put(c, b, ",", 1);
             jj_put(c, b, s.u.str.s, s.u.str.n);
