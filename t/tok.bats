@@ -408,8 +408,11 @@ import json
 print(json.dumps({"m": {"content": [{"type": "text", "text": " Hello "}, {"type": "image"}], "none": None, "flag": True, "n": 2.5, "f": {"k": "v"}}}))
 print(json.dumps({"m": {"content": {"type": "text", "text": "x"}, "none": None, "flag": False, "n": 7, "f": [0.05]}}))
 PY
+  # unique / min / max with arguments (the reference takes none): Python's case_sensitive=False and attribute=
+  printf '%s' "{{ m|unique(attribute='n')|map(attribute='n')|join(',') }}|{{ m|unique(true, 'n')|list|length }}|{{ m|min(attribute='k')|string }}|{{ m|max(attribute='k')|string }}|{{ m|max(attribute='n', case_sensitive=true)|string }}|{{ ['a', 'A', 'b']|unique(case_sensitive=false)|list|length }}" > "$W/py-uniq.jinja"
+  echo '{"m": [{"n": "X", "k": 2}, {"n": "x", "k": 1.5}, {"n": "y", "k": 3}, {"n": "X", "k": -1}]}' > "$W/py-uniq.jsonl"
   local t
-  for t in py-str py-filt; do
+  for t in py-str py-filt py-uniq; do
     golden chat --template "$W/$t.jinja" < "$W/$t.jsonl" > "$W/$t.hf"
     [ "$(grep -c '^{"error"' "$W/$t.hf")" -eq "$(wc -l < "$W/$t.jsonl")" ] # the reference raises on every line
     /usr/bin/python3 "$TOP/tools/jinja-py.py" "$W/$t.jinja" < "$W/$t.jsonl" > "$W/$t.py"

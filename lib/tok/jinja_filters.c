@@ -182,22 +182,37 @@ static int f_string(fargs *a, jv v, jv *out)
 
 /* min / max (Python's Jinja; not in the reference): of a list of numbers or of strings; an empty list's is
  * undefined */
+/* Python's make_attrgetter: the item's attribute= (a dotted path), or the item */
+static jv py_key(fargs *a, jv item, jv attr)
+{
+    if (attr.t == V_STR)
+        return jj_get_attr_path(item, attr.u.str.s, attr.u.str.n);
+    if (attr.t == V_INT)
+        return item.t == V_ARR && attr.u.num >= 0 && attr.u.num < (double)item.u.arr->n ? item.u.arr->v[(size_t)attr.u.num]
+                                                                                         : v_undef();
+    if (attr.t != V_UNDEF && attr.t != V_NULL)
+        jj_jfail(a->c, "template line %d: attribute must be a string", a->x->line);
+    return item;
+}
+
 static int min_max(fargs *a, jv v, jv *out, int max)
 {
     if (v.t != V_ARR)
         return 0;
     jarr *r = v.u.arr;
+    jv attr = a->x->computed ? arg(a, 1, "attribute") : v_undef(), best = v_undef();
+    jv cs = a->x->computed ? arg(a, 0, "case_sensitive") : v_undef();
     *out = v_undef();
     for (size_t i = 0; i < r->n; i++) {
-        jv x = r->v[i];
+        jv x = py_key(a, r->v[i], attr);
         int num = x.t == V_INT || x.t == V_FLOAT;
         if (!num && x.t != V_STR)
             jj_jfail(a->c, "template line %d: %s of a list holding %s", a->x->line, max ? "max" : "min", jj_type_name(x));
-        if (i && (num != (out->t == V_INT || out->t == V_FLOAT)))
+        if (i && (num != (best.t == V_INT || best.t == V_FLOAT)))
             jj_jfail(a->c, "template line %d: %s of a list mixing numbers and strings", a->x->line, max ? "max" : "min");
-        int cmp = !i ? 0 : jj_compare_values(a->c, x, *out, 0);
+        int cmp = !i ? 0 : jj_compare_values(a->c, x, best, jj_truthy(cs));
         if (!i || (max ? cmp > 0 : cmp < 0))
-            *out = x;
+            best = x, *out = r->v[i];
     }
     return 1;
 }
@@ -325,8 +340,22 @@ static int f_unique(fargs *a, jv v, jv *out)
     for (size_t i = 0; i < s->n; i++) {
         int seen = 0;
         jj_charge(a->c, 1 + k);
-        for (size_t j = 0; j < k && !seen; j++)
-            seen = jj_strict_eq(r.u.arr->v[j], s->v[i]);
+        if (a->x->computed) { /* unique(case_sensitive, attribute): Python's Jinja (the reference takes none) */
+            jv attr = arg(a, 1, "attribute"), cs = arg(a, 0, "case_sensitive");
+            jv key = py_key(a, s->v[i], attr);
+            if (key.t == V_STR && !jj_truthy(cs))
+                key = jj_case_map(a->c, key, 0);
+            for (size_t j = 0; j < k && !seen; j++) {
+                jv kj = py_key(a, r.u.arr->v[j], attr);
+                if (kj.t == V_STR && !jj_truthy(cs))
+                    kj = jj_case_map(a->c, kj, 0);
+                seen = jj_strict_eq(kj, key) ||
+                       ((kj.t == V_INT || kj.t == V_FLOAT) && (key.t == V_INT || key.t == V_FLOAT) && kj.u.num == key.u.num);
+            }
+        } else {
+            for (size_t j = 0; j < k && !seen; j++)
+                seen = jj_strict_eq(r.u.arr->v[j], s->v[i]);
+        }
         if (!seen)
             r.u.arr->v[k++] = s->v[i];
     }
