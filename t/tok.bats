@@ -636,3 +636,15 @@ PY
   [ "$(npu-forward tokenize -m "$d" "hello world")" = "$(npu-forward tokenize --tokenizer "$d" "hello world")" ]
   [ "$(npu-forward detokenize -m "$d" '[14990, 1879]')" = "$(npu-forward detokenize --tokenizer "$d" '[14990, 1879]')" ]
 }
+
+# a lone surrogate escape was "not a JSON string", as if the line held a number
+@test "tokenize --jsonl: a line that is not JSON names jansson's reason and column; a JSON non-string is named as such" {
+  run --separate-stderr npu-forward tokenize --jsonl --tokenizer "$(tokdir qwen3)" <<< '"a\ud800b"'
+  echo "$status: $stderr"
+  [ "$status" -eq 3 ]
+  [[ "$stderr" == *"line 1: not valid JSON: invalid Unicode '\\uD800'"*"(column "* ]]
+  run --separate-stderr npu-forward tokenize --jsonl --tokenizer "$(tokdir qwen3)" <<< $'"ab"\n5'
+  echo "$status: $stderr"
+  [ "$status" -eq 3 ]
+  [[ "$stderr" == *"line 2: not a JSON string"* ]]
+}

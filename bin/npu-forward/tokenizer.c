@@ -215,6 +215,8 @@ static void enc_line(void *vc, const char *s, size_t n, size_t lineno)
     if (c->jsonl) {
         json_error_t je;
         str = json_loadb(s, n, JSON_DECODE_ANY | JSON_ALLOW_NUL, &je);
+        if (!str) /* jansson's reason: a lone surrogate escape (\ud800) has no UTF-8 form, bad syntax, ... */
+            ogk_die(OGK_EXIT_INPUT, "tokenize: line %zu: not valid JSON: %s (column %d)", lineno, je.text, je.column);
         if (!json_is_string(str))
             ogk_die(OGK_EXIT_INPUT, "tokenize: line %zu: not a JSON string", lineno);
         s = json_string_value(str);
