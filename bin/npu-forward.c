@@ -112,7 +112,7 @@ void nf_parse(int argc, char **argv, opts *o)
         case O_TEMP: o->temp = (float)ogk_parse_double("--temp", optarg); break;
         case O_TOPK_S: o->sample_top_k = (int)ogk_parse_long("--sample-top-k", optarg, 0, 1 << 24); break;
         case O_TOPP: o->top_p = (float)ogk_parse_double("--top-p", optarg); break;
-        case O_SEED: o->seed = (uint64_t)ogk_parse_long("--seed", optarg, 0, 0x7fffffffffffffffL); break;
+        case O_SEED: o->seed = (uint64_t)ogk_parse_long("--seed", optarg, 0, 0x7fffffffffffffffL), o->seed_set = 1; break;
         case O_STOP:
             o->stops = realloc(o->stops, (size_t)(o->n_stops + 1) * sizeof *o->stops);
             if (!o->stops)

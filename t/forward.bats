@@ -525,6 +525,15 @@ greedy() {
   [ "$a" = "$b" ]
 }
 
+@test "run --seed 0 is a seed like any other: two runs draw the same tokens (not the process id's)" {
+  local m a b
+  m=$(container llama cpu untied b8)
+  a=$(npu-forward run -m "$m" -p "Once upon a time" -n 24 --temp 1.5 --seed 0 --ignore-eos --json | jq -c .ids)
+  b=$(npu-forward run -m "$m" -p "Once upon a time" -n 24 --temp 1.5 --seed 0 --ignore-eos --json | jq -c .ids)
+  [ "$(echo "$a" | jq length)" -eq 24 ]
+  [ "$a" = "$b" ]
+}
+
 @test "run --chat renders the model's chat template" {
   local m
   m=$(container qwen2 cpu tied b8)

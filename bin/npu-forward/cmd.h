@@ -15,6 +15,7 @@ typedef struct {
     int chat, n, sample_top_k, json, ignore_eos, top_logits, gen, reps, warmup, probe, full_head;
     float temp, top_p;
     uint64_t seed;
+    int seed_set; /* --seed given (0 is a seed like any other) */
     char **stops;
     int n_stops;
 } opts;

@@ -107,7 +107,7 @@ int cmd_run(int argc, char **argv)
                 s->context, m->c.context_length);
     model_sampler sp;
     if (model_sampler_init(&sp, model_sample_vocab(m->c.vocab_size, tok_vocab_size(t), o.temp), o.temp, o.sample_top_k, o.top_p,
-                           o.seed ? o.seed : (uint64_t)getpid()))
+                           o.seed_set ? o.seed : (uint64_t)getpid()))
         ogk_die(OGK_EXIT_INIT, "out of memory");
     run_ctx r = {.ts = tok_stream_new(t, TOK_STREAM_SKIP_SPECIAL | TOK_STREAM_SKIP_UNKNOWN), .t = t, .json = o.json};
     if (!r.ts)
