@@ -543,6 +543,19 @@ greedy() {
   echo "$output" | jq -e '.prompt_ids | index(151644) != null'
 }
 
+@test "run --chat --system: a system text that is not UTF-8 is refused by name (exit 3), not dropped from the prompt" {
+  local m
+  m=$(container qwen2 cpu tied b8)
+  run npu-forward run -m "$m" -p "Hi" --chat --system $'be brief\xff' -n 1 --json
+  [ "$status" -eq 3 ]
+  [[ "$output" == *"--system"*"UTF-8"* ]]
+  # a valid one is rendered into the prompt
+  run --separate-stderr npu-forward run -m "$m" -p "Hi" --chat --system "be brief" -n 1 --json
+  [ "$status" -eq 0 ]
+  echo "$output" | jq -c .prompt_ids >"$W/sys.ids"
+  [[ "$(npu-forward detokenize -m "$m" -f "$W/sys.ids")" == *"system"*"be brief"*"user"*"Hi"* ]]
+}
+
 @test "logits --topk: top-k ids and logsumexp per position as JSON, matching the oracle's top-1" {
   local m pack ids
   m=$(container qwen2 cpu tied b8)

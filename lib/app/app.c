@@ -283,6 +283,11 @@ static char *render_chat(const model *m, tok *t, const app_prompt *p, size_t *le
         ogk_fail(e, "prompt: input is not valid UTF-8 (byte offset %zu)", bad);
         return NULL;
     }
+    /* the system text too: json_pack refuses it, and the message would be dropped without a word */
+    if (p->system && (bad = tok_utf8_check(p->system, strlen(p->system))) != strlen(p->system)) {
+        ogk_fail(e, "--system: the text is not valid UTF-8 (byte offset %zu)", bad);
+        return NULL;
+    }
     json_t *msgs = json_array();
     if (p->system)
         json_array_append_new(msgs, json_pack("{s:s,s:s}", "role", "system", "content", p->system));
