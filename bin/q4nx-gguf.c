@@ -9,6 +9,7 @@
 
 #include "gguf/gguf.h"
 #include "q4nx/q4nx.h"
+#include "tok/tok.h"
 #include "util/util.h"
 
 static void usage(FILE *to)
@@ -56,6 +57,8 @@ int main(int argc, char **argv)
         case OPT_NAME:
             if (!*optarg)
                 ogk_die(OGK_EXIT_USAGE, "--name: an empty name (general.name is the model's name)");
+            if (tok_utf8_check(optarg, strlen(optarg)) != strlen(optarg)) /* a GGUF string is UTF-8 */
+                ogk_die(OGK_EXIT_USAGE, "--name: not valid UTF-8 (byte offset %zu)", tok_utf8_check(optarg, strlen(optarg)));
             o.name = optarg;
             break;
         case OPT_CHECK: check = 1; break;

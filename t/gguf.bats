@@ -113,6 +113,25 @@ exact() {
   q4nx-gguf --widen --widen -o "$W/x.gguf" "$F/qwen2-cpu-tied.q4nx" 2>/dev/null
 }
 
+@test "q4nx-gguf --name: kept whole however long (a GGUF string is u64 length + UTF-8 bytes); not UTF-8: exit 2, no output" {
+  local name
+  name=$(printf 'é%.0s' $(seq 300)) # 600 bytes: two-byte characters across any fixed cut
+  q4nx-gguf --name "$name" -o "$W/name.gguf" "$F/qwen2-cpu16.q4nx" 2>/dev/null
+  NAME=$name /usr/bin/python3 - "$W/name.gguf" <<'PY'
+import os, struct, sys
+nm = os.environb[b"NAME"]
+b = open(sys.argv[1], "rb").read()
+key = b"general.name"
+k = b.find(struct.pack("<Q", len(key)) + key + struct.pack("<I", 8))  # GGUF_TYPE_STRING = 8
+assert k >= 0, "no general.name string"
+v = k + 8 + len(key) + 4
+n = struct.unpack_from("<Q", b, v)[0]
+assert b[v + 8:v + 8 + n] == nm, (n, len(nm))
+PY
+  run q4nx-gguf --name $'model\xff' -o "$W/bad-name.gguf" "$F/qwen2-cpu16.q4nx"
+  [ "$status" -eq 2 ] && [[ "$output" == *"--name"*"UTF-8"* ]] && [ ! -e "$W/bad-name.gguf" ] || false
+}
+
 @test "q4nx-gguf: refuses a terminal on stdout (exit 2)" {
   run script -qec "q4nx-gguf '$F/qwen2-cpu16.q4nx'" /dev/null
   [ "$status" -eq 2 ] && [[ "$output" == *"terminal"* ]] || false

@@ -975,7 +975,8 @@ static int fill_rope(void *ctx, uint8_t *dst, uint64_t n, ogk_error *e)
 
 /* ---------------------------------------------------------------- metadata and the file */
 
-static int arch_meta(gguf_writer *w, const q4nx_file *f, const char *arch, const char *name, ogk_error *e)
+static int arch_meta(gguf_writer *w, const q4nx_file *f, const char *arch, const char *name, size_t name_len,
+                     ogk_error *e)
 {
     dims d = {0};
     if (read_dims(f, &d, e))
@@ -983,7 +984,7 @@ static int arch_meta(gguf_writer *w, const q4nx_file *f, const char *arch, const
     char k[96];
 #define K(s) (snprintf(k, sizeof k, "%s.%s", arch, s), k)
     if (gguf_kv_str(w, "general.architecture", arch, strlen(arch), e) ||
-        gguf_kv_str(w, "general.name", name, strlen(name), e) || gguf_kv_u32(w, "general.quantization_version", 2, e) ||
+        gguf_kv_str(w, "general.name", name, name_len, e) || gguf_kv_u32(w, "general.quantization_version", 2, e) ||
         gguf_kv_u32(w, K("vocab_size"), d.vocab, e) || gguf_kv_u32(w, K("context_length"), d.ctx, e) ||
         gguf_kv_u32(w, K("embedding_length"), d.dim, e) || gguf_kv_u32(w, K("block_count"), d.layers, e) ||
         gguf_kv_u32(w, K("feed_forward_length"), d.ff, e) || gguf_kv_u32(w, K("attention.head_count"), d.heads, e) ||
@@ -1028,7 +1029,7 @@ gguf_file *gguf_expected_meta(const q4nx_file *f, const char *arch, ogk_error *e
     dims d = {0};
     if (!w || fd < 0) {
         ogk_fail(e, "the expected metadata: %s", w ? strerror(errno) : "out of memory");
-    } else if (!arch_meta(w, f, arch, "model", e) && !read_dims(f, &d, e) && !gguf_tokenizer_meta(f, w, d.vocab, 1, e) &&
+    } else if (!arch_meta(w, f, arch, "model", 5, e) && !read_dims(f, &d, e) && !gguf_tokenizer_meta(f, w, d.vocab, 1, e) &&
                !gguf_writer_write(w, fd, NULL, e)) {
         char path[64];
         snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
@@ -1057,11 +1058,13 @@ int gguf_from_q4nx(const q4nx_file *f, const gguf_convert_opts *o, int fd, json_
         ogk_fail(e, "out of memory");
         goto out;
     }
-    /* general.name: the option, else the source pack's directory name */
-    char name[256] = "model";
+    /* general.name: the option, else the source pack's directory name; whole (a cut could split a UTF-8
+     * character, and a GGUF string is UTF-8) */
+    const char *name = "model";
+    size_t name_len = 5;
     const char *src = json_string_value(json_object_get(q4nx_source(f), "pack"));
     if (o->name) {
-        snprintf(name, sizeof name, "%s", o->name);
+        name = o->name, name_len = strlen(o->name);
     } else if (src && *src) {
         size_t L = strlen(src);
         while (L > 1 && src[L - 1] == '/')
@@ -1069,9 +1072,10 @@ int gguf_from_q4nx(const q4nx_file *f, const gguf_convert_opts *o, int fd, json_
         size_t s0 = L;
         while (s0 && src[s0 - 1] != '/')
             s0--;
-        snprintf(name, sizeof name, "%.*s", (int)(L - s0), src + s0);
+        if (L > s0)
+            name = src + s0, name_len = L - s0;
     }
-    if (arch_meta(w, f, arch, name, e))
+    if (arch_meta(w, f, arch, name, name_len, e))
         goto out;
     dims d = {0};
     read_dims(f, &d, e);
