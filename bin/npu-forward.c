@@ -164,9 +164,14 @@ void nf_parse(int argc, char **argv, opts *o)
                     owner[k].cmds & RUN ? "run" : owner[k].cmds & BENCH ? "bench" : "logits");
     if (o->system && !o->chat)
         ogk_die(OGK_EXIT_USAGE, "%s: --system is the chat's system message: it needs --chat", o->cmd);
-    for (int k = 0; k < o->n_stops; k++)
-        if (!*o->stops[k])
+    for (int k = 0; k < o->n_stops; k++) {
+        size_t sl = strlen(o->stops[k]), ok = tok_utf8_check(o->stops[k], sl);
+        if (!sl)
             ogk_die(OGK_EXIT_USAGE, "%s: --stop: an empty string stops nothing", o->cmd);
+        /* the text is UTF-8: a stop string that is not could match inside a character and cut it in two */
+        if (ok != sl)
+            ogk_die(OGK_EXIT_USAGE, "%s: --stop: string %d is not valid UTF-8 (byte offset %zu)", o->cmd, k + 1, ok);
+    }
     if (!o->mo.model)
         ogk_die(OGK_EXIT_USAGE, "%s: -m MODEL is required", argv[0]);
     /* the two top-k options mean different things: each belongs to one command */

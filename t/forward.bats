@@ -776,6 +776,10 @@ greedy() {
   [ "$status" -eq 2 ]
   run npu-forward run -m x -p hi --mode f16
   [ "$status" -eq 2 ]
+  # a --stop that is not UTF-8 could match inside a character of the (UTF-8) text and cut it in two
+  # (--json then had no valid text to report: exit 4)
+  run npu-forward run -m "$(container qwen2 cpu tied b8)" -p hi -n 4 --stop $'\x9d'
+  [ "$status" -eq 2 ] && [[ "$output" == *"--stop"*"UTF-8"* ]] || false
   local l
   for l in "8,,16" "8," ",8"; do
     run npu-forward bench -m x -l "$l"
