@@ -322,6 +322,23 @@ EOF
   [ "$status" -eq 3 ] && [[ "$output" == *"checksum mismatch"* ]] || false
 }
 
+@test "q4nx-gguf: a NaN scale (checksums consistent) is refused by name, exit 3, no output; --check names the tensor it breaks" {
+  /usr/bin/python3 "$TOP/t/q4nx-mutate.py" "$F/qwen2-cpu-tied.q4nx" "$W/nan.q4nx" scale-nan
+  local p
+  for p in --widen --allow-lossy; do # (without either, the embedding's f32 scales are refused first)
+    run q4nx-gguf $p -o "$W/nan.gguf" "$W/nan.q4nx"
+    [ "$status" -eq 3 ] && [[ "$output" == *"not finite"* ]] && [ ! -e "$W/nan.gguf" ] || false
+  done
+  # the container's good twin converted: the one NaN group (its 32 values) differs, and the report says where
+  q4nx-gguf --widen -o "$W/good.gguf" "$F/qwen2-cpu-tied.q4nx" 2>/dev/null
+  run --separate-stderr q4nx-gguf --check "$W/nan.q4nx" "$W/good.gguf"
+  [ "$status" -eq 1 ]
+  [ "$(echo "$output" | jq '.values - .identical')" -eq 32 ]
+  [ "$(echo "$output" | jq '.mismatched | length')" -eq 1 ]
+  [ "$(echo "$output" | jq -r '.mismatched[0].mismatched')" -eq 32 ]
+  [ "$(echo "$output" | jq -r '.mismatched[0].first.container')" = nan ]
+}
+
 @test "q4nx-gguf --check: a changed byte, a truncated GGUF, another model's GGUF" {
   q4nx-gguf -o "$W/m.gguf" "$F/qwen2-cpu16.q4nx"
   size=$(stat -c %s "$W/m.gguf")

@@ -15,6 +15,13 @@ typedef struct {
     float want, got;
 } tally;
 
+/* a value in the report: a number, or "nan" / "inf" / "-inf" (JSON has no such numbers: jansson refuses
+ * them, and the mismatch that holds one would be left out) */
+static json_t *num_json(float x)
+{
+    return isfinite(x) ? json_real(x) : json_string(isnan(x) ? "nan" : x > 0 ? "inf" : "-inf");
+}
+
 /* compare rows [0, rows) of a plan entry, with a GGUF decoding control; stops at the first mismatch
  * when stop_early (controls only need to know one exists) */
 static int compare(const gguf_plan *p, const gguf_tensor *g, int control, int stop_early, tally *t, ogk_error *e)
@@ -199,11 +206,11 @@ int gguf_check_q4nx(const q4nx_file *f, const gguf_file *g, json_t **report, ogk
         values += ty.values;
         identical += ty.values - ty.mismatched;
         if (ty.mismatched)
-            json_array_append_new(bad, json_pack("{s:s,s:s,s:s,s:I,s:I,s:{s:i,s:i,s:f,s:f}}", "name", p->name, "from",
+            json_array_append_new(bad, json_pack("{s:s,s:s,s:s,s:I,s:I,s:{s:i,s:i,s:o,s:o}}", "name", p->name, "from",
                                                  p->from, "type", gguf_type_name(t->type), "values", (json_int_t)ty.values,
                                                  "mismatched", (json_int_t)ty.mismatched, "first", "row", (int)ty.row,
-                                                 "col", (int)ty.col, "container", (double)ty.want, "gguf",
-                                                 (double)ty.got));
+                                                 "col", (int)ty.col, "container", num_json(ty.want), "gguf",
+                                                 num_json(ty.got)));
         if (t->type >= 0 && t->type < 16 && (!first[t->type] || (first[t->type]->ndim != 2 && p->ndim == 2)))
             first[t->type] = p, firstg[t->type] = t;
     }

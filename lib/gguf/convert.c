@@ -1041,6 +1041,40 @@ gguf_file *gguf_expected_meta(const q4nx_file *f, const char *arch, ogk_error *e
     return g;
 }
 
+/* the first value of a plan's source that is not a finite number: a quantised tensor's scales (a code
+ * times a NaN or infinite scale), a plain tensor's elements. 0 when every one is finite, else 1 with the
+ * source row, the column (of the group's first element, for a scale) and the value */
+static int first_nonfinite(const gguf_plan *p, uint32_t *row, uint32_t *col, float *val, int *is_scale, ogk_error *e)
+{
+    float *buf = p->kind == GPLAN_PLAIN ? malloc((size_t)p->k * sizeof *buf) : NULL;
+    if (p->kind == GPLAN_PLAIN && !buf)
+        return ogk_fail(e, "out of memory");
+    int found = 0;
+    for (uint32_t r = 0; r < p->nrows && !found; r++) {
+        uint32_t sr;
+        const ogk_qtensor *t = gguf_plan_row(p, r, &sr);
+        if (!t)
+            continue;
+        if (p->kind == GPLAN_Q) {
+            for (uint32_t g = 0; g < t->k_blocks && !found; g++) {
+                float x = t->dtype == OGK_Q8 ? ogk_q8_scale(t, sr, g) : ogk_q4_scale(t, sr, g);
+                if (!isfinite(x))
+                    found = 1, *row = sr, *col = g * t->block, *val = x, *is_scale = 1;
+            }
+        } else if (p->kind == GPLAN_PLAIN) {
+            if (p->transposed)
+                gguf_plain_col(t, sr, p->k, p->nrows, buf);
+            else
+                gguf_plain_row(t, sr, p->k, buf);
+            for (uint32_t c = 0; c < p->k && !found; c++)
+                if (!isfinite(buf[c]))
+                    found = 1, *row = sr, *col = c, *val = buf[c], *is_scale = 0;
+        }
+    }
+    free(buf);
+    return found;
+}
+
 int gguf_from_q4nx(const q4nx_file *f, const gguf_convert_opts *o, int fd, json_t **report, ogk_error *e, int *code)
 {
     *code = OGK_EXIT_INPUT;
@@ -1084,6 +1118,18 @@ int gguf_from_q4nx(const q4nx_file *f, const gguf_convert_opts *o, int fd, json_
     /* choose each quantised tensor's type */
     for (size_t i = 0; i < n; i++) {
         gguf_plan *p = &plan[i];
+        /* a NaN or infinity no GGUF type holds as a number: the weights were broken before they were packed
+         * (a GGUF of them would fail its own --check, NaN equalling nothing) */
+        uint32_t nr = 0, nc = 0;
+        float nv = 0;
+        int nsc = 0, bad = first_nonfinite(p, &nr, &nc, &nv, &nsc, e);
+        if (bad < 0)
+            goto out;
+        if (bad) {
+            ogk_fail(e, "tensor %s (%s): row %u %s %u: %s %g: the container's weights are not finite numbers", p->from,
+                     p->name, nr, nsc ? "group at column" : "column", nc, nsc ? "scale" : "value", (double)nv);
+            goto out;
+        }
         if (p->kind == GPLAN_Q) {
             int geom = p->k % 32 == 0, q8 = 0;
             for (int s = 0; s < p->nseg; s++) {
