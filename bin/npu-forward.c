@@ -2,6 +2,7 @@
  * tokenizer subcommands. This file: usage, the common options, the helpers the commands share and the
  * command table; each command is a file of bin/npu-forward/ (cmd.h). Thin: option parsing and output;
  * the work is in lib/model, lib/tok and lib/serve, the shared opening and reading in lib/app. */
+#include <float.h>
 #include <getopt.h>
 #include <math.h>
 #include <signal.h>
@@ -109,7 +110,11 @@ void nf_parse(int argc, char **argv, opts *o)
         case O_WARMUP: o->warmup = (int)ogk_parse_long("--warmup", optarg, 0, 100); break;
         case O_CHAT: o->chat = 1; break;
         case O_SYSTEM: o->system = optarg; break;
-        case O_TEMP: o->temp = (float)ogk_parse_double("--temp", optarg); break;
+        case O_TEMP:
+            /* a float: a finite double past FLT_MAX would become the infinity "inf" is refused as */
+            if (!isfinite(o->temp = (float)ogk_parse_double("--temp", optarg)))
+                ogk_die(OGK_EXIT_USAGE, "option --temp: '%s' is too large (at most %g)", optarg, (double)FLT_MAX);
+            break;
         case O_TOPK_S: o->sample_top_k = (int)ogk_parse_long("--sample-top-k", optarg, 0, 1 << 24); break;
         case O_TOPP: o->top_p = (float)ogk_parse_double("--top-p", optarg); break;
         case O_SEED: o->seed = (uint64_t)ogk_parse_long("--seed", optarg, 0, 0x7fffffffffffffffL), o->seed_set = 1; break;

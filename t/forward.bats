@@ -776,6 +776,9 @@ greedy() {
   [ "$status" -eq 2 ]
   run npu-forward run -m x -p hi --mode f16
   [ "$status" -eq 2 ]
+  # --temp inf is refused, and so is a number a float cannot hold (it became that infinity)
+  run npu-forward run -m x -p hi --temp 1e39
+  [ "$status" -eq 2 ] && [[ "$output" == *"--temp"* ]] || false
   # a --stop that is not UTF-8 could match inside a character of the (UTF-8) text and cut it in two
   # (--json then had no valid text to report: exit 4)
   run npu-forward run -m "$(container qwen2 cpu tied b8)" -p hi -n 4 --stop $'\x9d'
