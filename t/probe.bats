@@ -115,6 +115,7 @@ fake_serve_bin() {
 const http = require('http'), fs = require('fs');
 const a = process.argv, port = +a[a.indexOf('--port') + 1], mode = process.env.FAKE_SERVE;
 if (mode === 'exit4') { console.error('npu-forward: model.q4nx: cannot load (fake)'); process.exit(4); }
+if (process.env.FAKE_DEAF) process.on('SIGTERM', () => {}); // a server that does not stop on SIGTERM
 fs.writeFileSync(process.env.FAKE_PIDFILE, String(process.pid));
 http.createServer((q, r) => {
   let b = ''; q.on('data', (d) => (b += d)); q.on('end', () => {
@@ -156,4 +157,87 @@ EOS
   [ "$(echo "$output" | jq -s -c '[.[] | [.gate, .ok]] | .[-3:]')" = '[["serve",true],["health",true],["completion",false]]' ]
   [[ "$stderr" == *"gate 'completion' failed (exit 1)"*"not npu-forward run's"* ]]
   ! kill -0 "$(cat "$FAKE_PIDFILE")" 2>/dev/null || false
+}
+
+@test "a server that ignores SIGTERM is killed all the same, and the probe ends in time" {
+  fake_serve_bin
+  export FAKE_PIDFILE=$W/fake-deaf.pid
+  rm -f "$FAKE_PIDFILE"
+  # held-out audit: the probe waited for the server for ever after its SIGTERM
+  run --separate-stderr timeout 40 env OGAKIT_BUILD="$W/fs" FAKE_SERVE=unhealthy FAKE_DEAF=1 OGK_PROBE_HEALTH_S=1 \
+    "$P" "$TOP/share/models/pytiny-target"
+  fpid=$(cat "$FAKE_PIDFILE")
+  kill -0 "$fpid" 2>/dev/null && { kill -KILL "$fpid"; false; } || true
+  [ "$status" -eq 5 ]
+  [[ "$stderr" == *"gate 'health' failed (exit 5)"* ]]
+}
+
+@test "a port another server holds fails the serve gate with 4 (its answers are not taken for ours)" {
+  lport=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  node -e 'require("http").createServer((q, r) => { r.writeHead(200); r.end("{}"); }).listen(+process.argv[1], "127.0.0.1");
+    setTimeout(() => process.exit(0), 60e3)' "$lport" &
+  hpid=$!
+  for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$lport/" && break; sleep 0.05; done
+  run --separate-stderr "$P" "$TOP/share/models/pytiny-target" "$lport"
+  kill "$hpid"
+  [ "$status" -eq 4 ]
+  [ "$(echo "$output" | jq -s -c '[.[] | [.gate, .ok]] | .[-2:]')" = '[["run",true],["serve",false]]' ]
+  [[ "$stderr" == *"gate 'serve' failed (exit 4)"*"127.0.0.1:$lport is already in use"* ]]
+}
+
+@test "pack paths: a leading dash after --, spaces, unicode, a trailing slash, a symbolic link, a relative path" {
+  mkdir -p "$W/paths/d ü"
+  cp -r "$TOP/share/models/pytiny-target" "$W/paths/-pk"
+  ln -sfn "$W/paths/-pk" "$W/paths/d ü/l ink"
+  cd "$W/paths"
+  # held-out audit: -pk reached oga-info as an option (gate import failed with 2)
+  run --separate-stderr "$P" --no-serve -- -pk
+  [ "$status" -eq 0 ] && [[ "$stderr" == *"all gates passed: import extract verify run" ]] || false
+  run --separate-stderr "$P" --no-serve "d ü/l ink/"
+  [ "$status" -eq 0 ] && [[ "$stderr" == *"all gates passed"* ]] || false
+}
+
+@test "TMPDIR: an unusable one exits 4 before any gate (the gates wrote into /), one with spaces works and is left empty" {
+  run --separate-stderr env TMPDIR="$W/no such dir" "$P" --no-serve "$TOP/share/models/pytiny-target"
+  [ "$status" -eq 4 ] && [ -z "$output" ] && [[ "$stderr" == *"cannot create a work directory in $W/no such dir"* ]] || false
+  mkdir -p "$W/t m p"
+  run --separate-stderr env TMPDIR="$W/t m p" "$P" --no-serve "$TOP/share/models/pytiny-target"
+  [ "$status" -eq 0 ] && [ -z "$(ls -A "$W/t m p")" ] || false
+}
+
+@test "OGK_PROBE_START_S / OGK_PROBE_HEALTH_S that are not whole seconds are usage errors (the health gate was skipped and all passed)" {
+  for e in OGK_PROBE_HEALTH_S=1.5 OGK_PROBE_START_S=abc OGK_PROBE_HEALTH_S=-1; do
+    run --separate-stderr env "$e" "$P" "$TOP/share/models/pytiny-target"
+    [ "$status" -eq 2 ] && [ -z "$output" ] && [[ "$stderr" == *"${e%%=*}"*"whole seconds"* ]] || false
+  done
+}
+
+@test "extract: q4nx-pack's refusal is the gate's code (not oga-extract's broken pipe, 1)" {
+  mkdir -p "$W/fp/bin"
+  for p in "$OGAKIT_BUILD"/bin/*; do ln -sf "$p" "$W/fp/bin/"; done
+  rm "$W/fp/bin/q4nx-pack"
+  printf '#!/bin/sh\necho "q4nx-pack: corrupt stream (fake)" >&2\nexit 3\n' >"$W/fp/bin/q4nx-pack"
+  chmod +x "$W/fp/bin/q4nx-pack"
+  run --separate-stderr env OGAKIT_BUILD="$W/fp" "$P" "$TOP/share/models/pytiny-target"
+  [ "$status" -eq 3 ]
+  [ "$(echo "$output" | jq -s -c '[.[] | [.gate, .ok]]')" = '[["import",true],["extract",false]]' ]
+  [[ "$stderr" == *"gate 'extract' failed (exit 3)"*"corrupt stream (fake)"* ]]
+}
+
+@test "a missing jq, curl or program is named with exit 4 before any gate, and -o's temp file is not left" {
+  mkdir -p "$W/nojq" "$W/nocurl" "$W/out"
+  for p in /usr/bin/* /bin/*; do
+    b=$(basename "$p")
+    [ "$b" = jq ] || ln -sf "$p" "$W/nojq/$b"
+    [ "$b" = curl ] || ln -sf "$p" "$W/nocurl/$b"
+  done
+  run --separate-stderr env PATH="$W/nojq" "$P" -o "$W/out/k.q4nx" "$TOP/share/models/pytiny-target"
+  [ "$status" -eq 4 ] && [ -z "$output" ] && [[ "$stderr" == *"jq is required"* ]] || false
+  [ -z "$(ls -A "$W/out")" ]
+  run --separate-stderr env PATH="$W/nocurl" OGK_PROBE_START_S=2 "$P" "$TOP/share/models/pytiny-target"
+  [ "$status" -eq 4 ] && [ -z "$output" ] && [[ "$stderr" == *"curl is required"* ]] || false
+  run --separate-stderr env PATH="$W/nocurl" "$P" --no-serve "$TOP/share/models/pytiny-target" # no server, no curl needed
+  [ "$status" -eq 0 ]
+  run --separate-stderr env OGAKIT_BUILD="$W/none" PATH="$W/nocurl" "$P" --no-serve "$TOP/share/models/pytiny-target"
+  [ "$status" -eq 4 ] && [ -z "$output" ] && [[ "$stderr" == *"oga-info is required"* ]] || false
 }

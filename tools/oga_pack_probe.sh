@@ -50,13 +50,42 @@ for a in "${operands[@]}"; do
   else die_usage "one PACK and one PORT only"; fi
 done
 [ -n "$pack" ] || die_usage "a PACK directory is required (see --help)"
+# a pack path that starts with - (given after --) goes to the programs as ./-..., never as an option
+[[ $pack != -* ]] || pack=./$pack
 case "$layout" in b8 | rm) ;; *) die_usage "-l $layout: expected b8 or rm" ;; esac
 case "$port" in "" | [1-9] | [1-9][0-9] | [1-9][0-9][0-9] | [1-9][0-9][0-9][0-9] | [1-9][0-9][0-9][0-9][0-9]) ;;
   *) die_usage "PORT $port: expected a TCP port number" ;; esac
 [ -z "$port" ] || [ "$port" -le 65535 ] || die_usage "PORT $port: expected a TCP port number (1-65535)"
+# the serve and health gates' bounds: whole seconds (anything else made their arithmetic fail, which
+# skipped the gates and still ended in "all gates passed")
+for v in OGK_PROBE_START_S OGK_PROBE_HEALTH_S; do
+  [[ ${!v:-1} =~ ^[0-9]{1,6}$ ]] || die_usage "$v=${!v}: expected whole seconds (0-999999)"
+done
+start_s=$((10#${OGK_PROBE_START_S:-30})) health_s=$((10#${OGK_PROBE_HEALTH_S:-60}))
+# the programs the gates run, before anything is created: a missing one is named (not exit 127)
+need=(jq oga-info oga-extract q4nx-pack q4nx-verify npu-forward)
+[ "$serve" = 0 ] || need+=(curl)
+for c in "${need[@]}"; do
+  command -v "$c" >/dev/null || { echo "$me: $c is required (not found in ${OGAKIT_BUILD:-$top/build}/bin or PATH)" >&2; exit 4; }
+done
+# the server (when one was started), the work directory and -o's temp file go on every way out
+spid="" passed=() work="" out_tmp=""
+# stop_server: SIGTERM, then SIGKILL when it has not gone within 5 s (a hung server cannot hold the probe)
+stop_server() {
+  local i
+  [ -n "$spid" ] || return 0
+  kill "$spid" 2>/dev/null
+  for ((i = 0; i < 50; i++)); do kill -0 "$spid" 2>/dev/null || break; sleep 0.1; done
+  kill -0 "$spid" 2>/dev/null && kill -KILL "$spid" 2>/dev/null
+  wait "$spid" 2>/dev/null
+  spid=""
+}
+cleanup() { stop_server; [ -z "$work" ] || rm -rf "$work"; [ -z "$out_tmp" ] || rm -f "$out_tmp"; }
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 # -o: checked before any gate runs; the container goes there at the end through a temp file beside it
 # (renamed over it: nothing half-written under its name), or straight into a device or FIFO
-out_tmp=""
 if [ -n "$out" ]; then
   [ ! -d "$out" ] || die_usage "-o $out: is a directory (name a file)"
   if [ -L "$out" ] && [ ! -e "$out" ]; then die_usage "-o $out: a symbolic link to nothing"; fi
@@ -69,15 +98,9 @@ if [ -n "$out" ]; then
       { echo "$me: -o $out: cannot create a file in $(dirname -- "$out")" >&2; exit 1; }
   fi
 fi
-command -v jq >/dev/null || { echo "$me: jq is required" >&2; exit 4; }
-
-work=$(mktemp -d "${TMPDIR:-/tmp}/ogk-probe.XXXXXX")
-spid="" passed=()
-# the server (when one was started) and the work directory go on every way out
-cleanup() { [ -z "$spid" ] || { kill "$spid" 2>/dev/null; wait "$spid" 2>/dev/null; }; rm -rf "$work"; [ -z "$out_tmp" ] || rm -f "$out_tmp"; }
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+# (an unusable TMPDIR left $work empty: the gates wrote their files into /)
+work=$(mktemp -d "${TMPDIR:-/tmp}/ogk-probe.XXXXXX") && [ -d "$work" ] ||
+  { work=""; echo "$me: cannot create a work directory in ${TMPDIR:-/tmp} (set TMPDIR to a writable directory)" >&2; exit 4; }
 model=$work/model.q4nx
 
 # gate NAME CMD...: runs CMD (stdout to $work/NAME.out, stderr to $work/NAME.err), prints the gate's
@@ -100,7 +123,13 @@ gate() {
 }
 
 import() { oga-info "$pack" >"$work/info.json" || return; jq -e '.refusals | length == 0' "$work/info.json" >/dev/null || { jq -r '.refusals[] | "refused: \(.)"' "$work/info.json" >&2; return 3; }; }
-extract() { oga-extract "$pack" | q4nx-pack -l "$layout" -o "$model"; local s=("${PIPESTATUS[@]}"); [ "${s[0]}" -eq 0 ] || return "${s[0]}"; return "${s[1]}"; }
+# oga-extract's code, unless it is 1 (its writes failed: q4nx-pack stopped reading) and q4nx-pack failed
+extract() {
+  oga-extract "$pack" | q4nx-pack -l "$layout" -o "$model"
+  local s=("${PIPESTATUS[@]}")
+  [ "${s[0]}" -eq 0 ] || { [ "${s[0]}" -eq 1 ] && [ "${s[1]}" -ne 0 ]; } || return "${s[0]}"
+  return "${s[1]}"
+}
 verify() { q4nx-verify "$model" --pack "$pack" --all; }
 # shellcheck disable=SC2086
 run() { npu-forward run -m "$model" -p "$prompt" -n 8 --ignore-eos --json $threads >"$work/run.json" && jq -c '{prompt_ids, ids, text}' "$work/run.json"; }
@@ -126,10 +155,15 @@ serve_start() {
     return 4
   fi
   [ -n "$port" ] || port=$(free_port) || { echo "no free port found" >&2; return 4; }
+  # another server on the port would answer for ours (whose bind fails): refused before starting
+  if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+    echo "127.0.0.1:$port is already in use" >&2
+    return 4
+  fi
   # shellcheck disable=SC2086
   npu-forward serve -m "$model" --port "$port" $threads >"$work/server.out" 2>"$work/server.err" &
   spid=$!
-  local t_end=$((SECONDS + ${OGK_PROBE_START_S:-30})) code
+  local t_end=$((SECONDS + start_s)) code
   while [ "$SECONDS" -lt "$t_end" ]; do
     if ! kill -0 "$spid" 2>/dev/null; then
       wait "$spid"; code=$?; spid=""
@@ -138,21 +172,22 @@ serve_start() {
       return 4
     fi
     code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "http://127.0.0.1:$port/health") || code=000
-    [ "$code" = 000 ] || { echo "serving on 127.0.0.1:$port (pid $spid, /health $code)" >&2; return 0; }
+    # an answer counts while our server runs (it may have answered just before exiting)
+    [ "$code" = 000 ] || ! kill -0 "$spid" 2>/dev/null || { echo "serving on 127.0.0.1:$port (pid $spid, /health $code)" >&2; return 0; }
     sleep 0.2
   done
-  echo "npu-forward serve did not answer on 127.0.0.1:$port within ${OGK_PROBE_START_S:-30} s" >&2
+  echo "npu-forward serve did not answer on 127.0.0.1:$port within $start_s s" >&2
   return 4
 }
 health() {
-  local t_end=$((SECONDS + ${OGK_PROBE_HEALTH_S:-60})) code=000
+  local t_end=$((SECONDS + health_s)) code=000
   while [ "$SECONDS" -lt "$t_end" ]; do
     code=$(curl -s -o "$work/health.json" -w '%{http_code}' --max-time 5 "http://127.0.0.1:$port/health") || code=000
     [ "$code" != 200 ] || { echo "GET /health 200" >&2; return 0; }
     kill -0 "$spid" 2>/dev/null || { echo "the server died (last /health: $code)" >&2; return 5; }
     sleep 0.2
   done
-  echo "GET /health did not answer 200 within ${OGK_PROBE_HEALTH_S:-60} s (last: $code)" >&2
+  echo "GET /health did not answer 200 within $health_s s (last: $code)" >&2
   return 5
 }
 completion() {
