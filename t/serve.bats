@@ -1567,6 +1567,40 @@ PY
   [ "$(curl -s -m 10 "http://127.0.0.1:$lport/v1/completions" -d '{"prompt": "x", "max_tokens": 2}' | jq -r '.usage.completion_tokens')" = 2 ]
 }
 
+@test "serve-cluster: exit codes with --dir (a replica that fails 4, a signal 0), usage 2, a taken port 4; nothing left running" {
+  command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || skip "nginx not installed (tools/deps.sh installs nginx-light)"
+  local C=$TOP/tools/serve-cluster.sh d=$BATS_TEST_TMPDIR/cl lport
+  lport=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  # held-out audit: with --dir the cleanup's last test failed and every exit was 1
+  echo "not a container" >"$BATS_TEST_TMPDIR/bad.q4nx"
+  run timeout 60 "$C" 2 "$BATS_TEST_TMPDIR/bad.q4nx" --port "$lport" --dir "$d" -- -t 1
+  [ "$status" -eq 4 ] && [[ "$output" == *"replica 1 did not start"* ]] || false
+  [ -z "$(pgrep -f -- "-m $BATS_TEST_TMPDIR/bad.q4nx" || true)" ]
+  "$C" 1 "$W/target.q4nx" --port "$lport" --dir "$d" -- -t 1 2>"$BATS_TEST_TMPDIR/cl.log" &
+  cpid=$!
+  echo $cpid >>"$BATS_TEST_TMPDIR/pids"
+  for _ in $(seq 300); do grep -q 'nginx on' "$BATS_TEST_TMPDIR/cl.log" && break; sleep 0.05; done
+  grep -q 'nginx on' "$BATS_TEST_TMPDIR/cl.log" || { cat "$BATS_TEST_TMPDIR/cl.log" >&2; false; }
+  read -r rpid _ <"$d/replicas"
+  ngpid=$(cat "$d/nginx.pid")
+  # a second cluster on the same port: refused with 4 (nginx's failed bind was reported as started, exit 0)
+  run timeout 60 "$C" 1 "$W/target.q4nx" --port "$lport" -- -t 1
+  [ "$status" -eq 4 ] && [[ "$output" == *"127.0.0.1:$lport is already in use"* ]] && [[ "$output" != *"nginx on"* ]] || false
+  kill -TERM "$cpid"
+  st=0; wait "$cpid" || st=$?
+  [ "$st" -eq 0 ]
+  ! kill -0 "$rpid" 2>/dev/null && ! kill -0 "$ngpid" 2>/dev/null || false
+  # usage: a missing value, a port that is not one (nginx refused it: 4, or with --dir 1)
+  run "$C" 1 "$W/target.q4nx" --port
+  [ "$status" -eq 2 ] && [[ "$output" == *"--port needs a value"* ]] || false
+  run "$C" 1 "$W/target.q4nx" --port abc
+  [ "$status" -eq 2 ] && [[ "$output" == *"'abc' is not 1..65535"* ]] || false
+  run "$C" 1 "$W/target.q4nx" --port 70000
+  [ "$status" -eq 2 ]
+  run "$C" 0 "$W/target.q4nx"
+  [ "$status" -eq 2 ]
+}
+
 @test "serve: a LongRoPE model (Phi-3 128k): prompts past the switch and shorter ones after them answer as run does, f32 and i8 (the prefix cache keeps to the caches each length takes)" {
   local pack m=$W/lr.q4nx mode long short want
   pack=$(longrope_pack cpu "$W")

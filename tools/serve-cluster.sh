@@ -7,7 +7,8 @@
 # completion that got no answer yet is safe to repeat). Streams pass through unbuffered. Runs in the
 # foreground until SIGTERM/SIGINT, then stops nginx and every replica. DIR (default: a temp dir)
 # holds nginx.conf, the logs and `replicas` ("PID PORT" per line: the tests kill one).
-# Exit: 2 usage, 4 a replica or nginx did not start (named), 0 after a signal.
+# Exit: 2 usage, 4 a replica or nginx did not start, or P is already in use, or nginx ended by itself
+# (named), 0 after a signal. Replicas still running 10 s after SIGTERM are killed.
 set -euo pipefail
 prog=serve-cluster
 die() { echo "$prog: $2" >&2; exit "$1"; }
@@ -17,31 +18,50 @@ shift 2
 port=8080 dir= extra=()
 while [ $# -gt 0 ]; do
   case $1 in
-    --port) port=$2; shift 2 ;;
-    --dir) dir=$2; shift 2 ;;
+    --port | --dir) [ $# -ge 2 ] || die 2 "$1 needs a value"
+      if [ "$1" = --port ]; then port=$2; else dir=$2; fi
+      shift 2 ;;
     --) shift; extra=("$@"); break ;;
     *) die 2 "unknown option '$1'" ;;
   esac
 done
 [[ $n =~ ^[1-9][0-9]?$ ]] || die 2 "N: '$n' is not 1..99"
+[[ $port =~ ^[1-9][0-9]{0,4}$ ]] && [ "$port" -le 65535 ] || die 2 "--port: '$port' is not 1..65535"
 [ -r "$model" ] || die 2 "$model: not readable"
 nginx=$(command -v nginx || echo /usr/sbin/nginx)
 [ -x "$nginx" ] || die 4 "nginx not found (apt-get install nginx-light)"
 top=$(cd "$(dirname "$0")/.." && pwd)
 export PATH="${OGAKIT_BUILD:-$top/build}/bin:$PATH"
-[ -n "$dir" ] || { dir=$(mktemp -d); own_dir=1; }
-mkdir -p "$dir/tmp"
-: >"$dir/replicas"
-pids=()
+# another process on 127.0.0.1:P would answer for nginx (whose bind fails): refused before starting
+if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then die 4 "127.0.0.1:$port is already in use"; fi
+pids=() ng=
+# nginx and every replica go on every way out; the exit status is the one exit gave (the cleanup's
+# last test failing, with --dir, made it 1 whatever it was)
 cleanup() {
+  local st=$? p
   trap - EXIT INT TERM
-  [ -f "$dir/nginx.pid" ] && kill "$(cat "$dir/nginx.pid")" 2>/dev/null || true
-  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  [ -n "${own_dir:-}" ] && rm -rf "$dir"
+  set +e
+  [ -z "$ng" ] || kill -TERM "$ng" 2>/dev/null
+  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done
+  # replicas finish in-flight requests (--shutdown-grace, 5 s): bounded, then SIGKILL
+  for _ in $(seq 100); do
+    local alive=0
+    for p in $ng "${pids[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
+    [ "$alive" = 1 ] || break
+    sleep 0.1
+  done
+  for p in $ng "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done
+  wait 2>/dev/null
+  if [ -n "${own_dir:-}" ]; then rm -rf "$dir"; fi
+  exit "$st"
 }
 trap cleanup EXIT
 trap 'exit 0' INT TERM
+if [ -z "$dir" ]; then
+  dir=$(mktemp -d) || die 4 "cannot create a temp dir in ${TMPDIR:-/tmp}"
+  own_dir=1
+fi
+mkdir -p "$dir/tmp" && : >"$dir/replicas" || die 4 "$dir: cannot write there"
 
 ports=()
 for i in $(seq "$n"); do
@@ -88,10 +108,16 @@ done
 "$nginx" -t -c "$dir/nginx.conf" -p "$dir" 2>"$dir/nginx.err" || { cat "$dir/nginx.err" >&2; die 4 "nginx: bad configuration"; }
 "$nginx" -c "$dir/nginx.conf" -p "$dir" 2>>"$dir/nginx.err" &
 ng=$!
+up=0
 for _ in $(seq 100); do
-  curl -s -m 2 -o /dev/null "http://127.0.0.1:$port/health" && break
-  kill -0 "$ng" 2>/dev/null || { cat "$dir/nginx.err" >&2; die 4 "nginx did not start on 127.0.0.1:$port"; }
+  kill -0 "$ng" 2>/dev/null || break
+  curl -s -m 2 -o /dev/null "http://127.0.0.1:$port/health" && kill -0 "$ng" 2>/dev/null && { up=1; break; }
   sleep 0.05
 done
+[ "$up" = 1 ] || { cat "$dir/nginx.err" >&2; die 4 "nginx did not start on 127.0.0.1:$port"; }
 echo "$prog: nginx on http://127.0.0.1:$port -> ${ports[*]} (dir $dir)" >&2
+# until a signal (exit 0); nginx ending by itself is a failure
 wait "$ng" || true
+ng=
+cat "$dir/nginx.err" >&2
+die 4 "nginx exited"
