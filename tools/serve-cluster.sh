@@ -8,7 +8,7 @@
 # foreground until SIGTERM/SIGINT, then stops nginx and every replica. DIR (default: a temp dir)
 # holds nginx.conf, the logs and `replicas` ("PID PORT" per line: the tests kill one).
 # Exit: 2 usage, 4 a replica or nginx did not start, or P is already in use, or nginx ended by itself
-# (named), 0 after a signal. Replicas still running 10 s after SIGTERM are killed.
+# (named), 0 after a signal. Replicas still running 5 s past their --shutdown-grace after SIGTERM are killed.
 set -euo pipefail
 prog=serve-cluster
 die() { echo "$prog: $2" >&2; exit "$1"; }
@@ -43,8 +43,18 @@ cleanup() {
   set +e
   [ -z "$ng" ] || kill -TERM "$ng" 2>/dev/null
   for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done
-  # replicas finish in-flight requests (--shutdown-grace, 5 s): bounded, then SIGKILL
-  for _ in $(seq 100); do
+  # replicas finish in-flight requests (their --shutdown-grace, 5 s unless passed): bounded by that
+  # grace + 5 s, then SIGKILL
+  local g=5 i
+  for ((i = 0; i < ${#extra[@]}; i++)); do
+    case ${extra[i]} in
+      --shutdown-grace) g=${extra[i + 1]:-5} ;;
+      --shutdown-grace=*) g=${extra[i]#*=} ;;
+    esac
+  done
+  g=${g%%.*}
+  [[ $g =~ ^[0-9]{1,5}$ ]] || g=5
+  for _ in $(seq $(((g + 5) * 10))); do
     local alive=0
     for p in $ng "${pids[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
     [ "$alive" = 1 ] || break
