@@ -7,7 +7,7 @@
 # Gates:
 #   import   oga-info PACK: the pack parses and nothing in it is refused      (fails with 3)
 #   extract  oga-extract PACK | q4nx-pack -l L: the container is written       (3 malformed, 4)
-#   verify   q4nx-verify --pack PACK --all: every weight group bit-exact       (1)
+#   verify   q4nx-verify --pack PACK --all: every weight group bit-exact       (1, 3, 4)
 #   run      npu-forward run: the model loads and generates 8 tokens greedily   (4 init, 3)
 #   oracle   (--oracle) teacher-forced top-1 ids equal onnxruntime's on the prompt and those 8
 #            tokens, wherever onnxruntime's top-1/top-2 gap exceeds 1e-2     (1; 3 no onnxruntime)
