@@ -252,6 +252,36 @@ PY
   done
 }
 
+# OpenAI's completions logprobs: "the API will always return the logprob of the sampled token, so there may
+# be up to logprobs+1 elements" in a top_logprobs dict (vLLM's too); a sampled token outside the top N was
+# missing from its dict, and logprobs 0 gave empty dicts. Held-out audit.
+@test "serve: completions top_logprobs always hold the chosen token (up to logprobs + 1 entries; logprobs 0: it alone), streamed and echoed alike" {
+  start_server
+  # sampled (tokens outside the top 1 are likely): each dict has the chosen token, at its logprob or a likelier
+  # one of the same text, and at most logprobs + 1 entries
+  for lp in 0 1 3; do
+    req="{\"prompt\": \"def f(x):\", \"max_tokens\": 16, \"temperature\": 1.5, \"seed\": 3, \"logprobs\": $lp}"
+    post /v1/completions "$req"
+    [ "$STATUS" = 200 ]
+    echo "$BODY" | jq -e --argjson n "$lp" '.choices[0].logprobs as $l | ($l.tokens | length) >= 4 and
+      all(range($l.tokens | length); . as $i | $l.top_logprobs[$i] as $d | ($d | has($l.tokens[$i])) and
+        $d[$l.tokens[$i]] >= $l.token_logprobs[$i] - 1e-6 and ($d | length) <= $n + 1)'
+    one=$(echo "$BODY" | jq -c '.choices[0].logprobs.top_logprobs')
+    streamed=$(curl -s -N -m 30 -H 'Content-Type: application/json' --data-binary "$(echo "$req" | jq -c '.stream = true')" \
+      "http://127.0.0.1:$PORT/v1/completions" | sed -n 's/^data: //p' | grep -v '^\[DONE\]' |
+      jq -s -c '[.[].choices[0].logprobs // {} | .top_logprobs // [] | .[]]')
+    [ "$streamed" = "$one" ]
+  done
+  # logprobs 0: the chosen token alone, at its own logprob
+  post /v1/completions '{"prompt": "def f(x):", "max_tokens": 8, "temperature": 1.5, "seed": 5, "logprobs": 0}'
+  echo "$BODY" | jq -e '.choices[0].logprobs as $l | ($l.tokens | length) >= 4 and all(range($l.tokens | length); . as $i |
+    $l.top_logprobs[$i] == {($l.tokens[$i]): $l.token_logprobs[$i]})'
+  # echo: the prompt's tokens (but the first, null) likewise
+  post /v1/completions '{"prompt": "the quick brown fox jumps over the lazy dog", "max_tokens": 1, "temperature": 0, "logprobs": 0, "echo": true}'
+  echo "$BODY" | jq -e '.choices[0].logprobs as $l | ($l.tokens | length) > 3 and $l.top_logprobs[0] == null and
+    all(range(1; $l.tokens | length); . as $i | $l.top_logprobs[$i] == {($l.tokens[$i]): $l.token_logprobs[$i]})'
+}
+
 @test "serve: echo with logprobs scores the prompt (lm-evaluation-harness's loglikelihood): each token's logprob is the model's, max_tokens 0 and 1, id prompts, n choices, streamed" {
   start_server
   # a prompt of more than two scoring passes (32 rows each), the last one partial

@@ -628,6 +628,9 @@ static json_t *logprobs_json(server *srv, const tok_slice *j, int kind, u8count 
                     json_object_set_new(o, json_string_value(kj), json_real(j->top_lps[(size_t)i * top + k]));
                 json_decref(kj);
             }
+            /* OpenAI's rule: the chosen token is always among them (up to logprobs + 1 entries; 0: it alone) */
+            if (!json_object_get(o, json_string_value(tj)))
+                json_object_set_new(o, json_string_value(tj), json_real(j->lps[i]));
             json_array_append_new(tops, o);
         }
         out = json_pack("{s:o,s:o,s:o,s:o}", "tokens", toks, "token_logprobs", lps, "top_logprobs", tops,
