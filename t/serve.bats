@@ -151,6 +151,30 @@ busy_request() {
     "$BATS_TEST_TMPDIR/chunks"
 }
 
+# the members OpenAI's API reference marks required (typed clients that validate answers, such as
+# openai-java, reject an answer without them): a chat message's refusal (null) was missing. Held-out audit.
+@test "serve: answers carry the members OpenAI's API reference requires (chat message refusal null, in one piece, with n and beside tool calls)" {
+  start_server
+  req='{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3, "temperature": 0, "n": 2, "logprobs": true, "top_logprobs": 1}'
+  post /v1/chat/completions "$req"
+  [ "$STATUS" = 200 ]
+  echo "$BODY" | jq -e '(keys | contains(["id", "object", "created", "model", "choices"])) and (.choices | length) == 2 and
+    all(.choices[]; (keys | contains(["index", "message", "finish_reason", "logprobs"])) and
+      (.message | has("role") and has("content") and has("refusal") and .refusal == null) and
+      all(.logprobs.content[]; (keys | contains(["token", "logprob", "bytes", "top_logprobs"])) and
+        all(.top_logprobs[]; keys | contains(["token", "logprob", "bytes"])))) and
+    (.usage | keys | contains(["prompt_tokens", "completion_tokens", "total_tokens"]))'
+  post /v1/chat/completions '{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 60, "temperature": 0,
+    "tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": "required"}'
+  echo "$BODY" | jq -e '.choices[0] | .finish_reason == "tool_calls" and .message.content == null and
+    (.message | has("refusal") and .refusal == null) and (.message.tool_calls[0] | keys | contains(["id", "type", "function"]))'
+  post /v1/completions '{"prompt": "hi", "max_tokens": 2}'
+  echo "$BODY" | jq -e '(keys | contains(["id", "object", "created", "model", "choices"])) and
+    all(.choices[]; keys | contains(["text", "index", "logprobs", "finish_reason"]))'
+  get /v1/models
+  echo "$BODY" | jq -e 'all(.data[]; keys | contains(["id", "object", "created", "owned_by"]))'
+}
+
 @test "serve: logprobs (completions top-N, chat top_logprobs), stop strings, echo, seeded sampling repeats" {
   start_server
   post /v1/completions '{"prompt": "def fibonacci(n):", "max_tokens": 5, "temperature": 0, "logprobs": 3}'

@@ -1121,9 +1121,10 @@ static json_t *choice_json(server *srv, const serve_req *r, serve_job *j, int ki
         json_decref(text);
         text = content_len ? jstr(ct, content_len) : json_null();
     }
-    json_t *choice = kind == REQ_CHAT ? json_pack("{s:i,s:{s:s,s:o},s:o,s:s}", "index", k, "message", "role",
-                                                  "assistant", "content", text, "logprobs", lp, "finish_reason",
-                                                  calls ? "tool_calls" : j->finish)
+    /* refusal: a member OpenAI's message always has (null: this server never refuses in words) */
+    json_t *choice = kind == REQ_CHAT ? json_pack("{s:i,s:{s:s,s:o,s:n},s:o,s:s}", "index", k, "message", "role",
+                                                  "assistant", "content", text, "refusal", "logprobs", lp,
+                                                  "finish_reason", calls ? "tool_calls" : j->finish)
                                       : json_pack("{s:o,s:i,s:o,s:s}", "text", text, "index", k, "logprobs", lp,
                                                   "finish_reason", j->finish);
     if (!choice)
