@@ -737,9 +737,9 @@ schema_fits() {
   start_server -c 64
   post /v1/chat/completions '{"messages": [{"role": "user", "content": "hi"}], "temperature": 0, "ignore_eos": true}'
   [ "$STATUS" = 200 ] && [ "$(echo "$BODY" | jq -r '.choices[0].finish_reason')" = length ] || false
-  a=$(echo "$BODY" | jq -c .usage)
+  a=$(echo "$BODY" | jq -c '.usage | {prompt_tokens, completion_tokens, total_tokens}')
   post /v1/chat/completions '{"messages": [{"role": "user", "content": "hi"}], "temperature": 0, "ignore_eos": true, "max_tokens": 5000}'
-  [ "$(echo "$BODY" | jq -c .usage)" = "$a" ]
+  [ "$(echo "$BODY" | jq -c '.usage | {prompt_tokens, completion_tokens, total_tokens}')" = "$a" ]
   [ "$(echo "$a" | jq .total_tokens)" = 65 ] # the last token is never fed back: the context plus one
 }
 
@@ -1534,6 +1534,29 @@ PY
   post /v1/completions '{"prompt": "def f(x):", "max_tokens": 2}'
   post /v1/completions '{"prompt": "def f(x):", "max_tokens": 2}'
   [ "$(echo "$BODY" | jq -r .timings.cache_n)" = 0 ]
+}
+
+# OpenAI's usage.prompt_tokens_details.cached_tokens: the prompt tokens served from the cache (clients read
+# cache hits there; the count was only in llama.cpp's timings). Held-out audit.
+@test "serve: usage.prompt_tokens_details.cached_tokens counts the prompt tokens the prefix cache held (0 fresh; streamed and with n alike)" {
+  start_server --mode i8 --parallel 1
+  p1='def fibonacci(n):\n    if n < 2:' p2='def fibonacci(n):\n    if n < 2:\n        return n'
+  post /v1/completions "{\"prompt\": \"$p1\", \"max_tokens\": 4, \"temperature\": 0}"
+  [ "$(echo "$BODY" | jq -c .usage.prompt_tokens_details)" = '{"cached_tokens":0}' ]
+  # the tokens the two prompts share (the tokenizer's, not the server's count): the most the cache can hold
+  shared=$(jq -n --argjson a "$(npu-forward tokenize -m "$W/target.q4nx" "$(printf "$p1")")" \
+    --argjson b "$(npu-forward tokenize -m "$W/target.q4nx" "$(printf "$p2")")" \
+    '[range([$a, $b] | map(length) | min)] | map(select($a[.] != $b[.])) | (.[0] // ([$a, $b] | map(length) | min))')
+  [ "$shared" -gt 2 ]
+  post /v1/completions "{\"prompt\": \"$p2\", \"max_tokens\": 4, \"temperature\": 0}"
+  echo "$BODY" | jq -e --argjson s "$shared" '.usage.prompt_tokens_details.cached_tokens as $c | $c > 0 and $c <= $s and
+    $c < .usage.prompt_tokens'
+  curl -sN -m 30 -H 'Content-Type: application/json' "http://127.0.0.1:$PORT/v1/completions" \
+    -d "{\"prompt\": \"$p2\", \"max_tokens\": 4, \"temperature\": 0, \"stream\": true, \"stream_options\": {\"include_usage\": true}}" |
+    sed -n 's/^data: \({.*\)/\1/p' | jq -s -e '.[-1] | .choices == [] and .usage.prompt_tokens_details.cached_tokens > 0 and
+      .usage.prompt_tokens_details.cached_tokens < .usage.prompt_tokens'
+  post /v1/chat/completions '{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, "n": 2, "temperature": 0}'
+  echo "$BODY" | jq -e '.usage.prompt_tokens_details.cached_tokens as $c | $c >= 0 and $c < .usage.prompt_tokens'
 }
 
 @test "serve: the npm openai SDK, unmodified: models, completions, chat, streaming chat, logprobs, tools (forced calls too), JSON mode and schemas, a 404" {

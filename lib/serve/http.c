@@ -457,10 +457,23 @@ static int *prompt_ids(server *srv, const serve_req *r, int *n, int *hermes, int
 
 /* ---------------------------------------------------------------- response pieces */
 
-static json_t *usage_json(const serve_job *j)
+/* OpenAI's usage; prompt_tokens_details.cached_tokens: the prompt positions the prefix cache held */
+static json_t *usage_pack(int prompt, int completion, int cached)
 {
-    return json_pack("{s:i,s:i,s:i}", "prompt_tokens", j->n_prompt, "completion_tokens", j->n_eval, "total_tokens",
-                     j->n_prompt + j->n_eval);
+    return json_pack("{s:i,s:i,s:i,s:{s:i}}", "prompt_tokens", prompt, "completion_tokens", completion, "total_tokens",
+                     prompt + completion, "prompt_tokens_details", "cached_tokens", cached);
+}
+
+static json_t *usage_json(const serve_job *j) { return usage_pack(j->n_prompt, j->n_eval, j->cache_n); }
+
+/* several choices (n per prompt): each prompt's cached positions once, its first choice's (as prompt_tokens
+ * counts each prompt once) */
+static int cached_total(serve_job *const *jobs, int nj, int n)
+{
+    int c = 0;
+    for (int k = 0; k < nj; k += n > 0 ? n : 1)
+        c += jobs[k]->cache_n;
+    return c;
 }
 
 /* llama.cpp's timings: prompt = the positions evaluated (cached ones not), predicted = tokens sampled */
@@ -898,8 +911,7 @@ static int next_event(stream *st)
             for (int k = 0; k < st->n_jobs; k++)
                 ne += st->jobs[k]->n_eval;
             int pt = st->usage_prompt ? st->usage_prompt : j->n_prompt;
-            json_object_set_new(u, "usage", json_pack("{s:i,s:i,s:i}", "prompt_tokens", pt, "completion_tokens", ne,
-                                                      "total_tokens", pt + ne));
+            json_object_set_new(u, "usage", usage_pack(pt, ne, cached_total(st->jobs, st->n_jobs, st->r.n_choices)));
         }
         if (u != c)
             st->tail = u;
@@ -1348,8 +1360,7 @@ static enum MHD_Result completion(server *srv, struct MHD_Connection *c, conn *c
         json_decref(choices);
     } else {
         /* usage: each prompt once, every choice's completion tokens; timings: the first choice's */
-        json_t *usage = json_pack("{s:i,s:i,s:i}", "prompt_tokens", prompt_total, "completion_tokens", n_eval,
-                                  "total_tokens", prompt_total + n_eval);
+        json_t *usage = usage_pack(prompt_total, n_eval, cached_total(jobs, nj, r.n_choices));
         json_t *out = json_pack("{s:s,s:s,s:I,s:s,s:o,s:o,s:o}", "id", id, "object",
                                 kind == REQ_CHAT ? "chat.completion" : "text_completion", "created",
                                 (json_int_t)created, "model", srv->model_id, "choices", choices, "usage", usage,
