@@ -88,6 +88,7 @@ static int check_stream(const char *path)
     ogk_error e;
     ogax_frame f;
     json_t *roles = json_array(), *model = NULL, *assets = json_array();
+    json_t *seen = json_object(); /* "role:R" and "asset:NAME": unique in a stream, as q4nx-pack requires */
     size_t bufcap = 1 << 20;
     uint8_t *buf = malloc(bufcap);
     int rc;
@@ -95,10 +96,34 @@ static int check_stream(const char *path)
         if (!strcmp(f.type, "model"))
             model = json_incref(json_object_get(f.hdr, "model"));
         else if (!strcmp(f.type, "asset")) {
+            const char *name = json_string_value(json_object_get(f.hdr, "name")); /* the reader checked it */
+            char *key = NULL;
+            if (asprintf(&key, "asset:%s", name) < 0)
+                ogk_die(OGK_EXIT_INIT, "out of memory");
+            int dup = json_object_get(seen, key) != NULL;
+            json_object_set_new(seen, key, json_true());
+            free(key);
+            if (dup) {
+                ogk_fail(&e, "asset frame at byte %llu: asset %s: duplicate name", (unsigned long long)f.at, name);
+                json_decref(f.hdr);
+                goto bad;
+            }
             json_array_append(assets, json_object_get(f.hdr, "name"));
         } else if (!strcmp(f.type, "tensor")) {
             ogax_tensor t;
             if (ogax_tensor_parse(&f, &t, &e)) {
+                json_decref(f.hdr);
+                goto bad;
+            }
+            char *key = NULL;
+            if (asprintf(&key, "role:%s", t.role) < 0)
+                ogk_die(OGK_EXIT_INIT, "out of memory");
+            int dup = json_object_get(seen, key) != NULL;
+            json_object_set_new(seen, key, json_true());
+            free(key);
+            if (dup) {
+                ogk_fail(&e, "tensor frame at byte %llu: tensor %s: duplicate role %s", (unsigned long long)f.at, t.name,
+                         t.role);
                 json_decref(f.hdr);
                 goto bad;
             }
@@ -154,6 +179,7 @@ static int check_stream(const char *path)
     if (rc < 0)
         goto bad;
     free(buf);
+    json_decref(seen);
     json_t *out = json_pack("{s:b,s:I,s:I,s:I,s:I,s:o,s:o,s:o}", "ok", 1, "frames", (json_int_t)r.frames, "tensors",
                             (json_int_t)r.tensors, "assets", (json_int_t)r.assets, "bytes", (json_int_t)r.offset, "model",
                             model ? model : json_null(), "asset_names", assets, "roles", roles);
@@ -162,6 +188,7 @@ static int check_stream(const char *path)
     return OGK_EXIT_OK;
 bad:
     free(buf);
+    json_decref(seen);
     json_decref(roles);
     json_decref(assets);
     json_decref(model);

@@ -557,6 +557,132 @@ PY
   [ ! -e "$W/x.q4nx" ]
 }
 
+# ogax_frames SRC DST PYSTMT: DST is SRC with its list of frames edited: PYSTMT changes `frames` (the frames
+# before the end frame, each [header dict, payload bytes or an int: a claimed length with no bytes]); the end
+# frame is recomputed from the result (counts, payload bytes, headers_crc32c), so only what PYSTMT did is wrong
+ogax_frames() {
+  /usr/bin/python3 - "$@" <<'PY'
+import json, struct, sys
+def crc32c(crc, data):
+    crc ^= 0xFFFFFFFF
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    return crc ^ 0xFFFFFFFF
+b = open(sys.argv[1], "rb").read()
+frames, at = [], 0
+while at < len(b):
+    hl, pl = struct.unpack_from("<IQ", b, at + 4)
+    h = json.loads(b[at + 16:at + 16 + hl])
+    if h["type"] != "end":
+        frames.append([h, b[at + 16 + hl:at + 16 + hl + pl]])
+    at += 16 + hl + pl
+exec(sys.argv[3])
+out, hcrc, pb = bytearray(), 0, 0
+for h, pay in frames:
+    hb = json.dumps(h, separators=(",", ":")).encode()
+    plen = pay if isinstance(pay, int) else len(pay)
+    pre = b"OGAX" + struct.pack("<IQ", len(hb), plen)
+    hcrc = crc32c(crc32c(hcrc, pre), hb)
+    out += pre + hb + (b"" if isinstance(pay, int) else pay)
+    pb += plen
+end = {"type": "end", "frames": len(frames), "tensors": sum(h["type"] == "tensor" for h, _ in frames),
+       "assets": sum(h["type"] == "asset" for h, _ in frames), "payload_bytes": pb, "headers_crc32c": hcrc}
+eb = json.dumps(end, separators=(",", ":")).encode()
+open(sys.argv[2], "wb").write(out + b"OGAX" + struct.pack("<IQ", len(eb), 0) + eb)
+PY
+}
+
+# held-out audit: the reader took frames in any order and of any type (--check passed an unknown type that
+# q4nx-pack refuses), a model frame with a payload, an asset frame without a checksum (packed unchecked);
+# a model, asset or unknown frame claiming 2 TiB was allocated before anything else: "out of memory", exit 4
+@test "hardening: OGAX frames out of order, of an unknown type, a model frame with a payload, an asset frame without a checksum or of 2 TiB: refused by name (exit 3), no file" {
+  oga-extract "$TOP/share/models/pytiny-target" >"$W/t.ogax"
+  ogax_frames "$W/t.ogax" "$W/same.ogax" 'pass'
+  run -0 q4nx-pack -o "$W/ok.q4nx" <"$W/same.ogax"
+  run -0 oga-extract --check "$W/same.ogax"
+  local i stmt want
+  local -a cases=(
+    'frames.insert(len(frames) - 1, frames.pop(1))' 'asset frame after the tensor frames'
+    'frames.insert(2, [{"type": "note"}, b"abc"])' 'unknown type "note"'
+    'frames.insert(2, [{"type": "note"}, 1 << 41])' 'unknown type "note"'
+    'frames[0][1] = b"xyz"' 'model frame has a payload'
+    'frames[0][1] = 1 << 41' 'model frame has a payload'
+    'frames[1][0].pop("crc32c")' 'no crc32c'
+    'frames[1][0]["crc32c"] = "0"' 'no crc32c'
+    'frames[1][0].pop("name")' 'no name'
+    'frames[1][0]["size"] = 10' 'size 10 contradicts the payload'
+    'frames.insert(1, [{"type": "asset", "name": "x.json", "size": 1 << 41, "crc32c": 0}, 1 << 41])' 'larger than the 256 MiB asset limit'
+  )
+  for ((i = 0; i < ${#cases[@]}; i += 2)); do
+    stmt=${cases[i]} want=${cases[i + 1]}
+    ogax_frames "$W/t.ogax" "$W/f.ogax" "$stmt"
+    run q4nx-pack -o "$W/m.q4nx" <"$W/f.ogax"
+    [ "$status" = 3 ] && [[ "$output" == *"$want"* ]] && [ ! -e "$W/m.q4nx" ] || { echo "q4nx-pack, $stmt: $status $output"; return 1; }
+    run oga-extract --check "$W/f.ogax"
+    [ "$status" = 3 ] && [[ "$output" == *"$want"* ]] || { echo "--check, $stmt: $status $output"; return 1; }
+  done
+}
+
+# held-out audit: --check passed streams q4nx-pack refuses (a role or an asset twice); q4nx-pack wrote a
+# container with more assets than any reader takes (exit 0; q4nx-verify then refused it as corrupt)
+@test "hardening: a tensor role or asset name twice is refused by --check as by q4nx-pack; 70000 assets are refused by q4nx-pack, not written as a container no reader opens" {
+  oga-extract "$TOP/share/models/pytiny-target" >"$W/t.ogax"
+  ogax_frames "$W/t.ogax" "$W/d.ogax" 'frames.append(frames[-1])'
+  run -3 q4nx-pack -o "$W/m.q4nx" <"$W/d.ogax"
+  [[ "$output" == *"duplicate role"* ]]
+  run -3 oga-extract --check "$W/d.ogax"
+  [[ "$output" == *"duplicate role"* ]]
+  ogax_frames "$W/t.ogax" "$W/d.ogax" 'frames.insert(2, frames[1])'
+  run -3 q4nx-pack -o "$W/m.q4nx" <"$W/d.ogax"
+  [[ "$output" == *"duplicate name"* ]]
+  run -3 oga-extract --check "$W/d.ogax"
+  [[ "$output" == *"duplicate name"* ]]
+  ogax_frames "$W/t.ogax" "$W/many.ogax" \
+    'frames[1:1] = [[{"type": "asset", "name": "a%d" % i, "size": 0, "crc32c": 0}, b""] for i in range(70000)]'
+  run q4nx-pack -o "$W/m.q4nx" <"$W/many.ogax"
+  [ "$status" = 3 ] && [[ "$output" == *"more than 65536 assets"* ]] && [ ! -e "$W/m.q4nx" ] || { echo "$status $output"; return 1; }
+}
+
+# held-out audit: q4nx-pack looked for a repeated role by comparing each tensor's with every earlier one's:
+# 80 000 one-value tensors took 11 s of CPU, the 2^20 a container holds about half an hour (a hang)
+@test "hardening: 200 000 tiny tensor frames are packed in linear time (was quadratic in the role check)" {
+  /usr/bin/python3 - "$W/many.ogax" 200000 <<'PY'
+import json, struct, sys
+n = int(sys.argv[2])
+tab = []
+for i in range(256):
+    c = i
+    for _ in range(8):
+        c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+    tab.append(c)
+def crc32c(c, d):
+    c ^= 0xFFFFFFFF
+    for x in d:
+        c = tab[(c ^ x) & 0xFF] ^ (c >> 8)
+    return c ^ 0xFFFFFFFF
+out, hcrc = [], 0
+def frame(h, pay=b""):
+    global hcrc
+    hb = json.dumps(h, separators=(",", ":")).encode()
+    pre = b"OGAX" + struct.pack("<IQ", len(hb), len(pay))
+    if h["type"] != "end":
+        hcrc = crc32c(crc32c(hcrc, pre), hb)
+    out.append(pre + hb + pay)
+frame({"type": "model", "ogax": 2, "model": {"num_layers": n}, "source": {}})
+one = struct.pack("<f", 1.0)
+for i in range(n):
+    frame({"type": "tensor", "name": "w%d" % i, "role": "layers.%d.input_norm" % i, "dtype": "f32", "shape": [1],
+           "parts": [{"name": "data", "offset": 0, "size": 4, "crc32c": crc32c(0, one)}]}, one)
+frame({"type": "end", "frames": n + 1, "tensors": n, "assets": 0, "payload_bytes": 4 * n, "headers_crc32c": hcrc})
+open(sys.argv[1], "wb").write(b"".join(out))
+PY
+  run timeout 30 q4nx-pack -o "$W/m.q4nx" <"$W/many.ogax"
+  [ "$status" = 0 ] || { echo "$status $output"; return 1; }
+  run -0 q4nx-verify "$W/m.q4nx"
+}
+
 # held-out audit: jansson refuses text that is not UTF-8, so a report naming such a path was built as nothing
 # (npu-forward info printed nothing with exit 0) or lost its key (q4nx-verify's "file" and "container")
 @test "hardening: a path that is not UTF-8 is named in the JSON reports ('?' for its bytes from 0x80), never an empty or partial report" {

@@ -201,6 +201,43 @@ int ogax_next(ogax_reader *r, ogax_frame *f, ogk_error *e)
         r->seen_end = 1;
         return 0;
     }
+    /* the frame types and order of ogax(5), checked before the payload is read (or allocated): a model frame
+     * has none, an asset frame's header describes its payload */
+    int is_asset = !strcmp(type, "asset"), is_tensor = !strcmp(type, "tensor");
+    const char *why = NULL;
+    char whybuf[160];
+    if (!is_model && !is_asset && !is_tensor)
+        why = "unknown type";
+    else if (is_model && pl)
+        why = "model frame has a payload (it has none)";
+    else if (is_asset && r->seen_tensor)
+        why = "asset frame after the tensor frames (assets come first)";
+    else if (is_asset) {
+        json_t *nm = json_object_get(h, "name"), *sz = json_object_get(h, "size"), *crc = json_object_get(h, "crc32c");
+        if (!json_is_string(nm) || !json_string_length(nm))
+            why = "asset frame has no name";
+        else if (!json_is_integer(crc) || json_integer_value(crc) < 0 || json_integer_value(crc) > (json_int_t)UINT32_MAX)
+            why = "asset frame has no crc32c (an unsigned 32-bit integer)";
+        else if (!json_is_integer(sz) || (uint64_t)json_integer_value(sz) != pl) {
+            snprintf(whybuf, sizeof whybuf, "asset frame's size %" JSON_INTEGER_FORMAT " contradicts the payload of %" PRIu64 " bytes",
+                     json_is_integer(sz) ? json_integer_value(sz) : (json_int_t)-1, pl);
+            why = whybuf;
+        } else if (pl > OGAX_MAX_ASSET) {
+            snprintf(whybuf, sizeof whybuf, "asset frame of %" PRIu64 " bytes, larger than the %u MiB asset limit", pl,
+                     OGAX_MAX_ASSET >> 20);
+            why = whybuf;
+        }
+    }
+    if (why) {
+        /* type points into h: format the message before releasing it */
+        if (!strcmp(why, "unknown type"))
+            ogk_fail(e, "frame at byte %" PRIu64 ": unknown type \"%.100s\"", f->at, type);
+        else
+            ogk_fail(e, "frame at byte %" PRIu64 ": %s", f->at, why);
+        json_decref(h);
+        return -1;
+    }
+    r->seen_tensor |= is_tensor;
     r->headers_crc = hcrc;
     r->frames++;
     if (!strcmp(type, "tensor"))

@@ -37,6 +37,7 @@
 #define OGAX_VERSION 2
 #define OGAX_MAX_HEADER (16u << 20)
 #define OGAX_MAX_ELEMENTS ((uint64_t)1 << 50) /* per tensor: sizes cannot wrap */
+#define OGAX_MAX_ASSET (256u << 20)            /* an asset frame's payload: the pack reader's asset limit */
 
 typedef struct {
     uint64_t offset, size;
@@ -68,7 +69,7 @@ typedef struct {
     uint64_t offset; /* stream bytes consumed so far */
     uint64_t frames, tensors, assets, payload_bytes;
     uint64_t payload_left; /* of the current frame */
-    int seen_model, seen_end;
+    int seen_model, seen_end, seen_tensor;
     uint32_t headers_crc; /* of the frame prefixes and headers read so far (end frame excluded) */
 } ogax_reader;
 typedef struct {

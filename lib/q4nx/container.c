@@ -253,7 +253,7 @@ q4nx_file *q4nx_open_flags(const char *path, int flags, ogk_error *e, int *code)
     f->meta_crc = q4nx_rd32(ft + FTR_META_CRC);
     /* sections in order: data | meta JSON | tables | strings | footer, each bound checked before use */
     int ok = mo >= Q4NX_HEADER_SIZE && mo % Q4NX_ALIGN == 0 && mo <= foot && ms <= foot - mo && ms > 0 &&
-             to % Q4NX_ALIGN == 0 && to >= mo + ms && to <= foot && nt <= (1u << 20) && na <= (1u << 16) &&
+             to % Q4NX_ALIGN == 0 && to >= mo + ms && to <= foot && nt <= Q4NX_MAX_TENSORS && na <= Q4NX_MAX_ASSETS &&
              (uint64_t)nt * Q4NX_TENSOR_ENTRY + (uint64_t)na * Q4NX_ASSET_ENTRY <= foot - to &&
              so == to + (uint64_t)nt * Q4NX_TENSOR_ENTRY + (uint64_t)na * Q4NX_ASSET_ENTRY && ss == foot - so &&
              q4nx_rd32(ft + FTR_ZERO) == 0;

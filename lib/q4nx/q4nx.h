@@ -60,6 +60,8 @@ int q4nx_asset(const q4nx_file *f, const char *name, const uint8_t **data, size_
 #define Q4NX_ASSET_ENTRY 32
 #define Q4NX_ALIGN 64
 #define Q4NX_ALIGN_LARGE 4096
+#define Q4NX_MAX_TENSORS (1u << 20) /* the footer's tensor_count and asset_count bounds (q4nx.5) */
+#define Q4NX_MAX_ASSETS (1u << 16)
 #define Q4NX_LARGE_TENSOR 65536 /* tensors of at least this many bytes start on a 4096-byte boundary */
 /* The bytes a tensor occupies ([offset, offset+size): its parts and the zero padding between them) and
  * the CRC32C stored for them. */

@@ -26,6 +26,7 @@ struct q4nx_writer {
     size_t capbuf;
     int failed;
     json_t *extra;
+    json_t *names; /* "r:ROLE" and "a:ASSET" seen: duplicates found in O(1), not by a scan per entry */
 };
 
 static int wr(q4nx_writer *w, const void *p, size_t n, ogk_error *e)
@@ -43,6 +44,23 @@ static int pad_to(q4nx_writer *w, uint64_t align, ogk_error *e)
     static const uint8_t zero[Q4NX_ALIGN_LARGE];
     uint64_t n = q4nx_align_up(w->pos, align) - w->pos;
     return n ? wr(w, zero, (size_t)n, e) : 0;
+}
+
+/* 1 when key (prefix + s) was seen before; records it; -1 out of memory */
+static int seen_before(q4nx_writer *w, const char *prefix, const char *s)
+{
+    char *key = malloc(strlen(prefix) + strlen(s) + 1);
+    if (!key || (!w->names && !(w->names = json_object()))) {
+        free(key);
+        return -1;
+    }
+    strcpy(key, prefix);
+    strcat(key, s);
+    int seen = json_object_get(w->names, key) != NULL;
+    if (!seen && json_object_set_new(w->names, key, json_true()))
+        seen = -1;
+    free(key);
+    return seen;
 }
 
 /* Appends s (with its NUL) to the string table; offset and length through the out parameters. */
@@ -125,11 +143,13 @@ void q4nx_writer_meta(q4nx_writer *w, const char *key, json_t *value)
 
 int q4nx_writer_asset(q4nx_writer *w, const char *name, const void *data, size_t len, ogk_error *e)
 {
-    for (size_t i = 0; i < w->na; i++)
-        if (!strcmp(w->asset_names[i], name))
-            return ogk_fail(e, "asset %s: duplicate name", name);
     if (!*name)
         return ogk_fail(e, "asset with an empty name");
+    if (w->na >= Q4NX_MAX_ASSETS) /* the footer's limit: a reader refuses a container with more */
+        return ogk_fail(e, "asset %s: more than %u assets in one container", name, Q4NX_MAX_ASSETS);
+    int dup = seen_before(w, "a:", name);
+    if (dup)
+        return ogk_fail(e, dup < 0 ? "out of memory" : "asset %s: duplicate name", name);
     if (w->na == w->capa) {
         size_t c = w->capa ? w->capa * 2 : 16;
         uint8_t *a = realloc(w->assets, c * Q4NX_ASSET_ENTRY);
@@ -167,11 +187,17 @@ static uint8_t *new_entry(q4nx_writer *w, const char *name, const char *role, og
         ogk_fail(e, "tensor with an empty name or role");
         return NULL;
     }
-    for (size_t i = 0; i < w->nt; i++)
-        if (!strcmp(w->t[i].role, role)) {
-            ogk_fail(e, "tensor %s: duplicate role %s", name, role);
-            return NULL;
-        }
+    if (w->nt >= Q4NX_MAX_TENSORS) { /* the footer's limit: a reader refuses a container with more */
+        ogk_fail(e, "tensor %s: more than %u tensors in one container", name, Q4NX_MAX_TENSORS);
+        return NULL;
+    }
+    /* recorded here, before the entry is committed: a tensor refused after this point fails the whole
+     * write, so its role is never offered again */
+    int dup = seen_before(w, "r:", role);
+    if (dup) {
+        ogk_fail(e, dup < 0 ? "out of memory" : "tensor %s: duplicate role %s", name, role);
+        return NULL;
+    }
     if (w->nt == w->capt) {
         size_t c = w->capt ? w->capt * 2 : 64;
         wtensor *t = realloc(w->t, c * sizeof *t);
@@ -393,5 +419,6 @@ void q4nx_writer_free(q4nx_writer *w)
     free(w->str);
     free(w->buf);
     json_decref(w->extra);
+    json_decref(w->names);
     free(w);
 }
