@@ -284,7 +284,7 @@ int main(int argc, char **argv)
     size_t nt = pack_tensor_count(p);
     for (size_t i = 0; !rc && i < nt; i++) {
         rc = write_tensor(&w, pack_tensor_at(p, i), &e);
-        ogk_progress("oga-extract", i + 1, nt);
+        ogk_progress("tensors", i + 1, nt);
     }
     ogk_progress_done();
     if (!rc)

@@ -58,6 +58,34 @@ variant() {
   [ "$status" -eq 2 ] && [[ "$output" == *"oga-extract: refusing to write an OGAX stream to a terminal"* ]] || false
 }
 
+# held-out audit: the progress line divided tensor counts by 2^20 as if they were bytes: "oga-extract: oga-extract
+# 65% (0/0 MB)" from start to end (q4nx-gguf's the same)
+@test "oga-extract and q4nx-gguf on a terminal: the progress line counts tensors (N/T), not '0/0 MB'" {
+  local pack w=$BATS_TEST_TMPDIR nt
+  pack=$(fixture qwen2 cpu tied)
+  run script -qec "oga-extract -o '$w/s.ogax' '$pack'" /dev/null
+  [ "$status" -eq 0 ]
+  # the stream's tensor frames, counted from its headers here
+  nt=$(/usr/bin/python3 -c '
+import json, struct, sys
+b, at, n = open(sys.argv[1], "rb").read(), 0, 0
+while at < len(b):
+    hl, pl = struct.unpack_from("<IQ", b, at + 4)
+    n += json.loads(b[at + 16:at + 16 + hl])["type"] == "tensor"
+    at += 16 + hl + pl
+print(n)' "$w/s.ogax")
+  [ "$nt" -gt 1 ]
+  [[ "$output" != *" MB)"* ]] && [[ "$output" == *"tensors $nt/$nt"* ]] || { echo "$nt: $output" | cat -v; return 1; }
+  q4nx-pack -o "$w/m.q4nx" <"$w/s.ogax"
+  run script -qec "q4nx-gguf --widen -o '$w/m.gguf' '$w/m.q4nx'" /dev/null
+  [ "$status" -eq 0 ]
+  # the GGUF's own tensor count (no rope caches): the last line's done equals its total
+  local last
+  last=$(grep -ao 'tensors [0-9]*/[0-9]*' <<<"$output" | tail -1)
+  [[ "$output" != *" MB)"* ]] && [[ "$last" =~ ^tensors\ ([0-9]+)/([0-9]+)$ ]] &&
+    [ "${BASH_REMATCH[1]}" = "${BASH_REMATCH[2]}" ] && [ "${BASH_REMATCH[1]}" -gt 1 ] || { echo "$output" | cat -v; return 1; }
+}
+
 @test "oga-extract usage: exit 2; --help exit 0" {
   run oga-extract
   [ "$status" -eq 2 ]

@@ -19,8 +19,8 @@ void ogk_progress(const char *label, uint64_t done, uint64_t total)
     last_t = t;
     shown = 1;
     if (total)
-        fprintf(stderr, "\r%s: %s %3.0f%% (%llu/%llu MB)\033[K", ogk_prog(), label, 100.0 * (double)done / (double)total,
-                (unsigned long long)(done >> 20), (unsigned long long)(total >> 20));
+        fprintf(stderr, "\r%s: %s %llu/%llu (%3.0f%%)\033[K", ogk_prog(), label, (unsigned long long)done,
+                (unsigned long long)total, 100.0 * (double)done / (double)total);
     else
         fprintf(stderr, "\r%s: %s %llu\033[K", ogk_prog(), label, (unsigned long long)done);
     fflush(stderr);

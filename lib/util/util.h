@@ -114,7 +114,8 @@ void ogk_out_remove_pending(void);
 /* Exit with OGK_EXIT_USAGE and a named error when stdout is a terminal (binary output). */
 void ogk_refuse_tty_stdout(const char *what);
 
-/* ---- progress line: on stderr only when stderr is a TTY; throttled; cleared by _done ---- */
+/* ---- progress line: on stderr only when stderr is a TTY; throttled; cleared by _done ----
+ * "PROG: LABEL DONE/TOTAL (P%)", or "PROG: LABEL DONE" when total is 0: counts of what label names */
 void ogk_progress(const char *label, uint64_t done, uint64_t total);
 void ogk_progress_done(void);
 
