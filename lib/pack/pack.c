@@ -5,6 +5,7 @@
 #include "pack_int.h"
 
 #include "mdesc/mdesc.h"
+#include "ogax/ogax.h" /* OGAX_MAX_ASSET: an asset the stream can carry is one the pack reader takes */
 #include "tok/tok.h"
 
 #include <dirent.h>
@@ -341,7 +342,6 @@ static const char *const ASSETS[] = {
     "vocab.json", "merges.txt", "tokenizer.model",
 };
 #define N_ASSETS (sizeof ASSETS / sizeof ASSETS[0])
-#define ASSET_MAX (256u << 20)
 
 /* the asset named name, or NULL */
 static const pack_asset *asset_named(const pack *p, const char *name)
@@ -390,9 +390,9 @@ static void read_assets(pack *p)
             continue;
         }
         pack_own(p, buf);
-        if (len > ASSET_MAX) {
+        if (len > OGAX_MAX_ASSET) {
             pack_refuse(p, pack_printf(p, "file %s", name), "file_unreadable", "%zu bytes, larger than the %u MiB asset limit",
-                        len, ASSET_MAX >> 20);
+                        len, OGAX_MAX_ASSET >> 20);
             continue;
         }
         asset_insert(p, p->n_a, (pack_asset){name, (const uint8_t *)buf, len});
