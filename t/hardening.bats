@@ -265,15 +265,10 @@ PY
 # forged stream is consistent and only the role checks can catch it
 ogax_edit() {
   /usr/bin/python3 - "$@" <<'PY'
-import json, struct, sys
+import json, os, struct, sys
 src, dst, fix, stmt = sys.argv[1], sys.argv[2], sys.argv[3] == "1", sys.argv[4]
-def crc32c(crc, data):
-    crc ^= 0xFFFFFFFF
-    for b in data:
-        crc ^= b
-        for _ in range(8):
-            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
-    return crc ^ 0xFFFFFFFF
+sys.path.insert(0, os.environ["TOP"] + "/t")
+from crc32c import crc32c
 b = open(src, "rb").read()
 out, at, hcrc = bytearray(), 0, 0
 while at < len(b):
@@ -540,7 +535,7 @@ open_in() {
 @test "hardening: a tensor frame claiming a terabyte payload is refused by q4nx-pack before anything is allocated (exit 3, named)" {
   oga-extract "$TOP/share/models/pytiny-target" >"$W/t.ogax"
   /usr/bin/python3 - "$W/t.ogax" "$W/bad.ogax" <<'PY'
-import json, struct, sys
+import json, os, struct, sys
 d = bytearray(open(sys.argv[1], 'rb').read())
 at = 0
 while at < len(d):
@@ -562,14 +557,9 @@ PY
 # frame is recomputed from the result (counts, payload bytes, headers_crc32c), so only what PYSTMT did is wrong
 ogax_frames() {
   /usr/bin/python3 - "$@" <<'PY'
-import json, struct, sys
-def crc32c(crc, data):
-    crc ^= 0xFFFFFFFF
-    for b in data:
-        crc ^= b
-        for _ in range(8):
-            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
-    return crc ^ 0xFFFFFFFF
+import json, os, struct, sys
+sys.path.insert(0, os.environ["TOP"] + "/t")
+from crc32c import crc32c
 b = open(sys.argv[1], "rb").read()
 frames, at = [], 0
 while at < len(b):
@@ -649,19 +639,10 @@ PY
 # 80 000 one-value tensors took 11 s of CPU, the 2^20 a container holds about half an hour (a hang)
 @test "hardening: 200 000 tiny tensor frames are packed in linear time (was quadratic in the role check)" {
   /usr/bin/python3 - "$W/many.ogax" 200000 <<'PY'
-import json, struct, sys
+import json, os, struct, sys
 n = int(sys.argv[2])
-tab = []
-for i in range(256):
-    c = i
-    for _ in range(8):
-        c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
-    tab.append(c)
-def crc32c(c, d):
-    c ^= 0xFFFFFFFF
-    for x in d:
-        c = tab[(c ^ x) & 0xFF] ^ (c >> 8)
-    return c ^ 0xFFFFFFFF
+sys.path.insert(0, os.environ["TOP"] + "/t")
+from crc32c import crc32c
 out, hcrc = [], 0
 def frame(h, pay=b""):
     global hcrc
