@@ -358,15 +358,21 @@ fake_continuation() { # IDS_JSON N
   [ "$(grep -c '/v1/completions' "$W/fake-down.port.log")" -eq 6 ]
 }
 
-@test "record --url on llama-server stopping at an end-of-generation token: stop eos, the token not in the continuation" {
-  start_fake llamaeos
+# llama-server's ids stop before the end-of-generation token; vLLM keeps the token that stopped it in its output ids
+# (and so in logprobs.tokens, the ids read its way): recorded, it was the continuation's last token, where a
+# recording ends before it (as -m's and ogakit serve's do), so a drafter was scored against EOS
+@test "record --url on llama-server and vLLM stopping at an end-of-generation token: stop eos, the token not in the continuation" {
+  local mode
   echo '{"prompts":[{"name":"a","ids":[5,9,12]}]}' >"$W/ids.json"
-  spec-replay record --url "$URL" --prompts "$W/ids.json" --tokens 20 >"$W/eos.json"
-  jq -e '.prompts[0] | .stop == "eos" and (.continuation_ids | length) == 10 and (.gaps | length) == 10' "$W/eos.json"
-  [ "$(jq -c '.prompts[0].continuation_ids' "$W/eos.json")" = "$(fake_continuation '[5,9,12]' 10)" ]
-  # --ignore-eos: the full length, stop "length"
-  spec-replay record --url "$URL" --prompts "$W/ids.json" --tokens 20 --ignore-eos >"$W/noeos.json"
-  jq -e '.prompts[0] | .stop == "length" and (.continuation_ids | length) == 20' "$W/noeos.json"
+  for mode in llamaeos vllmeos; do
+    start_fake "$mode"
+    spec-replay record --url "$URL" --prompts "$W/ids.json" --tokens 20 >"$W/eos.json"
+    jq -e '.prompts[0] | .stop == "eos" and (.continuation_ids | length) == 10 and (.gaps | length) == 10' "$W/eos.json"
+    [ "$(jq -c '.prompts[0].continuation_ids' "$W/eos.json")" = "$(fake_continuation '[5,9,12]' 10)" ]
+    # --ignore-eos: the full length, stop "length"
+    spec-replay record --url "$URL" --prompts "$W/ids.json" --tokens 20 --ignore-eos >"$W/noeos.json"
+    jq -e '.prompts[0] | .stop == "length" and (.continuation_ids | length) == 20' "$W/noeos.json"
+  done
 }
 
 # held-out audit: a server answering more tokens than max_tokens (finish "stop") gave a recording its own replay
@@ -634,15 +640,3 @@ start_serve() { # MODEL [SERVE OPTIONS] -> $URL (waits for GET /health 200, at m
   [ ! -s "$W/fake-target.port.log" ]
 }
 
-# vLLM keeps the end-of-generation token that stopped it in its output ids (and so in logprobs.tokens, the ids read
-# its way): recorded, it was the continuation's last token, where a recording ends before it (as -m's, ogakit serve's
-# and llama-server's do), so a drafter was scored against EOS
-@test "record --url on vLLM stopping at an end-of-generation token: stop eos, the token not in the continuation" {
-  start_fake vllmeos
-  echo '{"prompts":[{"name":"a","ids":[5,9,12]}]}' >"$W/ids1.json"
-  spec-replay record --url "$URL" --prompts "$W/ids1.json" --tokens 20 >"$W/veos.json"
-  jq -e '.prompts[0] | .stop == "eos" and (.continuation_ids | length) == 10 and (.gaps | length) == 10' "$W/veos.json"
-  [ "$(jq -c '.prompts[0].continuation_ids' "$W/veos.json")" = "$(fake_continuation '[5,9,12]' 10)" ]
-  spec-replay record --url "$URL" --prompts "$W/ids1.json" --tokens 20 --ignore-eos >"$W/vnoeos.json"
-  jq -e '.prompts[0] | .stop == "length" and (.continuation_ids | length) == 20' "$W/vnoeos.json"
-}
