@@ -29,6 +29,8 @@ t = {
   "macro": "{% macro f(n) %}{% if n > 0 %}{{ f(n - 1) }}{{ f(n - 1) }}{% endif %}{% endmacro %}{{ f(40) }}",
   "join": "{% set s = 'xxxxxxxx' %}{% for i in range(40) %}{% set s = [s, s] | join %}{% endfor %}{{ s }}",
   "join-numbers": "{% set r = range(100000) %}{% for i in range(1000000) %}{% set s = r | join(',') %}{% endfor %}",
+  "repeat": "{{ 'xy' * 100000000000 }}",
+  "repeat-loop": "{% for i in range(1000000) %}{% set s = 'x' * 10000000 %}{% endfor %}",
   "memory": "{% set ns = namespace(l=[]) %}{% for i in range(100000) %}{% set ns.l = ns.l + [i] %}{% endfor %}",
 }[name]
 open(out, "w").write(t)
@@ -86,7 +88,8 @@ EOF
 }
 
 @test "chat: runaway renders are refused by the render budget within seconds, memory bounded" {
-  for t in loops:steps macro:steps join:"text longer than" join-numbers:steps memory:"bytes of memory"; do
+  for t in loops:steps macro:steps join:"text longer than" join-numbers:steps memory:"bytes of memory" \
+           repeat:"text longer than" repeat-loop:steps; do
     name=${t%%:*} want=${t#*:}
     template "$name"
     run timeout 20 /usr/bin/time -f 'maxrss %M' npu-forward chat --template "$W/$name.jinja" "$W/m.json"

@@ -424,6 +424,78 @@ PY
   done
 }
 
+# More of the same, each an operation real templates use and the reference refuses: none ~ 'str' (GigaChat3,
+# Functionary v3.2: Python writes "None"); a subscript that finds nothing, d[undefined] / d[none] / d[1] /
+# d[list] (Hermes 2 Pro / 3 tool_use's basic_type_map[json_spec.type]; a list or string by a float, none, an
+# item of none: Python's Undefined, '' and falsy, not defined, equal to no value but an undefined one; a list
+# or string by a boolean is by 0 / 1); string repetition 'ab' * 3 (Reka-Edge); title and capitalize of a list,
+# dict, None, boolean or number (Python's title and capitalize of its str(): pieces split at whitespace and
+# -({[<, the rest lower-cased). Expected values: Python's Jinja (tools/jinja-py.py), on lines where the
+# reference raises; where both raise (Python's Undefined has no attributes or items and is no JSON; a string
+# times a float), ours is a named error, exit 3.
+@test "chat: where the reference raises, none ~ str, subscripts that find nothing, str * int and title of non-strings are Python's Jinja's" {
+  /usr/bin/python3 -c 'import jinja2' 2>/dev/null || skip "python3-jinja2 is not installed (tools/deps.sh installs it)"
+  printf '%s' "{{ none ~ 'a' }}|{{ 'a' ~ x }}|{{ x ~ u }}|{{ 1.5 ~ x ~ 2 }}|{{ (x ~ '') | length }}{% for m in messages %}|{{ m.content ~ '!' }}{% endfor %}" > "$W/py-cat.jinja"
+  echo '{"x": null, "messages": [{"role": "user", "content": null}, {"role": "assistant", "content": "ok"}]}' > "$W/py-cat.jsonl"
+  # (booleans printed through b(): the reference writes true, Python True)
+  printf '%s' "{% macro b(v) %}{% if v %}T{% else %}F{% endif %}{% endmacro %}{{ d[u] }}|{{ b(d[u] is defined) }}|{{ b(d[t] is defined) }}|{{ d[none]|default('D') }}|{{ b(d[1] is defined) }}|{{ b(d[u]) }}|{{ l[true] }}{{ 'abc'[false] }}|{{ b(l[1.5] is defined) }}|{{ b('abc'[u] is defined) }}|{{ b(n[u] is defined) }}|{{ b(d[u] == none) }}|{{ b(d[u] != none) }}|{{ b(d[u] == u) }}|{% for i in d[u] %}x{% endfor %}{{ d[u]|length }}|{{ d[u] ~ 'z' }}|{{ b(d[u] is none) }}|{{ b([d[u]][0] is defined) }}|{% set y = d[t] %}{{ y|default('Any') }}|{% if m[s.type] is defined %}{{ m[s.type] }}{% else %}Any{% endif %}|{{ b(m[s.items] is defined) }}" > "$W/py-sub.jinja"
+  echo '{"d": {"a": 1, "string": "str"}, "t": ["string", "null"], "l": [1, 2], "n": null, "m": {"string": "str"}, "s": {"type": ["string", "null"]}}' > "$W/py-sub.jsonl"
+  printf '%s' "{{ '-' * 3 }}|{{ 2 * 'ab' }}|{{ '=' * n }}|{{ 'x' * 0 }}|{{ 'x' * -1 }}|{{ 'é' * true }}|{{ 'ab' * false }}|{{ ('-' * 3)|length }}|{{ '' * n }}" > "$W/py-rep.jinja"
+  echo '{"n": 5}' > "$W/py-rep.jsonl"
+  printf '%s' "{{ l|title }}|{{ d|title }}|{{ x|title }}|{{ t|title }}|{{ f|title }}|{{ l|capitalize }}|{{ d|capitalize }}|{{ x|capitalize }}" > "$W/py-title.jinja"
+  printf '%s\n' '{"l": ["hello world", "ΣΑΣ ΑΣ", "ßb-cD(eF{gH<iJ kL", {"k": "MiXed case"}], "d": {"AB cd": [1, 2.5, null, true]}, "x": null, "t": true, "f": 2.5}' \
+    '{"l": [], "d": {}, "x": null, "t": false, "f": -3}' > "$W/py-title.jsonl"
+  local t
+  for t in py-cat py-sub py-rep py-title; do
+    golden chat --template "$W/$t.jinja" < "$W/$t.jsonl" > "$W/$t.hf"
+    [ "$(grep -c '^{"error"' "$W/$t.hf")" -eq "$(wc -l < "$W/$t.jsonl")" ] # the reference raises on every line
+    /usr/bin/python3 "$TOP/tools/jinja-py.py" "$W/$t.jinja" < "$W/$t.jsonl" > "$W/$t.py"
+    ! grep -q '^{"error"' "$W/$t.py" || false
+    npu-forward chat --jsonl --template "$W/$t.jinja" < "$W/$t.jsonl" > "$W/$t.out"
+    run golden compare "$W/$t.py" "$W/$t.out"
+    echo "$t: $output"
+    [ "$status" -eq 0 ]
+  done
+  # both raise: ours too, by name
+  local src
+  for src in "{{ d[u].k }}" "{{ d[u]['k'] }}" "{% set y = d[1] %}{{ y.a }}" "{{ d[u]|tojson }}" "{{ '-' * 2.0 }}" "{{ '-' * r }}"; do
+    printf '%s' "$src" > "$W/py-both.jinja"
+    echo '{"d": {"a": 1}, "r": 2.0}' > "$W/py-both.jsonl"
+    golden chat --template "$W/py-both.jinja" < "$W/py-both.jsonl" | grep -q '^{"error"'
+    /usr/bin/python3 "$TOP/tools/jinja-py.py" "$W/py-both.jinja" < "$W/py-both.jsonl" | grep -q '^{"error"'
+    run npu-forward chat --jsonl --template "$W/py-both.jinja" < "$W/py-both.jsonl"
+    echo "$src: $status $output"
+    [ "$status" -eq 3 ]
+  done
+}
+
+# The same in real templates of llama.cpp's collection, on t/corpus/chats-py.jsonl (images and video, tools
+# whose parameters have a null default, a list of types or no type), on the conversations where the reference
+# raises and Python's Jinja renders: Reka-Edge's '<REKA_IMG_TOKEN>' * n, GigaChat3's ' // default: ' ~ none,
+# Functionary v3.2's '"' ~ none, Hermes 2 Pro / 3 tool_use's basic_type_map[json_spec.type] (a list, or
+# undefined: then, as in Python, `json_spec.type is iterable`). Not yet: GigaChat3's ty in [...] with ty none
+# or a list (conversation 4).
+@test "chat: real templates the reference refuses on images and tool schemas render as Python's Jinja (t/corpus/chats-py.jsonl)" {
+  local T=$TOP/.cache/llama/src/models/templates pair n i
+  [ -d "$T" ] || skip "llama.cpp's source is not fetched (tools/llama-cpp.sh fetches it)"
+  /usr/bin/python3 -c 'import jinja2' 2>/dev/null || skip "python3-jinja2 is not installed (tools/deps.sh installs it)"
+  jq -c '. + {bos_token: "<s>", eos_token: "</s>"}' "$TOP/t/corpus/chats-py.jsonl" > "$W/cpy.jsonl"
+  for pair in Reka-Edge:1 Reka-Edge:2 GigaChat3-10B-A1.8B:3 GigaChat3.1-10B-A1.8B:3 meetkai-functionary-medium-v3.2:3 \
+              meetkai-functionary-medium-v3.2:4 NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use:3 \
+              NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use:4 NousResearch-Hermes-3-Llama-3.1-8B-tool_use:3 \
+              NousResearch-Hermes-3-Llama-3.1-8B-tool_use:4; do
+    n=${pair%:*} i=${pair#*:}
+    sed -n "${i}p" "$W/cpy.jsonl" > "$W/cpy.in"
+    golden chat --template "$T/$n.jinja" < "$W/cpy.in" | grep -q '^{"error"' # the reference raises
+    /usr/bin/python3 "$TOP/tools/jinja-py.py" "$T/$n.jinja" < "$W/cpy.in" > "$W/cpy.py"
+    ! grep -q '^{"error"' "$W/cpy.py" || false
+    run npu-forward chat --jsonl --template "$T/$n.jinja" < "$W/cpy.in"
+    echo "$pair: $status ${output:0:300}"
+    [ "$status" -eq 0 ]
+    [ "$output" = "$(cat "$W/cpy.py")" ]
+  done
+}
+
 @test "chat: strftime_now (date strings of Llama-3.x templates) formats as the reference" {
   printf '{{ strftime_now("%%d %%b %%Y, %%B %%m/%%d, %%%%") }}' > "$W/date.jinja"
   echo '{}' > "$W/date.jsonl"

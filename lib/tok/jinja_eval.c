@@ -450,6 +450,24 @@ static jv int_result(jctx *c, const node *x, double r)
     return v_int(r);
 }
 
+/* Python's repetition of a string (the reference has none): times an integer or boolean, empty for a count
+ * of 0 or less; refused before it is built when longer than the text budget */
+static jv repeat(jctx *c, jv str, jv k)
+{
+    double n = k.t == V_BOOL ? k.u.b : k.u.num;
+    c->python = 1;
+    if (n <= 0 || str.u.str.n == 0)
+        return v_str("", 0);
+    if (n * (double)str.u.str.n > (double)c->lim.max_text)
+        jj_budget_fail(c, JJ_TEXT);
+    tok_buf *b = jj_tbuf_open(c);
+    for (double i = 0; i < n; i++)
+        jj_put(c, b, str.u.str.s, str.u.str.n);
+    jv r = v_str(jj_jstrdup(c, b->p, b->n), b->n);
+    jj_tbuf_close(c, b);
+    return r;
+}
+
 /* JS loose equality for the value kinds templates compare */
 static jv eval_bin(interp *I, node *x, env *E)
 {
@@ -463,10 +481,17 @@ static jv eval_bin(interp *I, node *x, env *E)
     if (OP("or"))
         return jj_truthy(l) ? l : jj_eval(I, x->b, E);
     jv r = jj_eval(I, x->b, E);
+    /* Python's Undefined (d[undefined]) equals only an undefined value (the reference's equals none too) */
+    if ((OP("==") || OP("!=")) && ((l.t == V_UNDEF && l.py) || (r.t == V_UNDEF && r.py)))
+        return v_bool((l.t == V_UNDEF && r.t == V_UNDEF) == OP("=="));
     if (OP("=="))
         return v_bool(jj_loose_eq(l, r));
     if (OP("!="))
         return v_bool(!jj_loose_eq(l, r));
+    if (OP("~") && (l.t == V_NULL || r.t == V_NULL)) { /* the reference fails; Python's Jinja: str() of each, "None" */
+        c->python = 1;
+        return jj_concat(c, jj_py_str(c, l), jj_py_str(c, r));
+    }
     if (OP("~") && (l.t == V_UNDEF || r.t == V_UNDEF)) /* the reference: undefined concatenates as '' */
         return jj_concat(c, l.t == V_UNDEF ? v_str("", 0) : l, r.t == V_UNDEF ? v_str("", 0) : r);
     if (l.t == V_UNDEF || r.t == V_UNDEF) {
@@ -540,6 +565,11 @@ static jv eval_bin(interp *I, node *x, env *E)
         if (OP("not in"))
             return v_bool(!mem);
     }
+    /* where the reference fails: Python's 'ab' * 3 and 3 * 'ab' (not by a float, nor by a JSON real) */
+    if (OP("*") && l.t == V_STR && ((r.t == V_INT && !r.real) || r.t == V_BOOL))
+        return repeat(c, l, r);
+    if (OP("*") && r.t == V_STR && ((l.t == V_INT && !l.real) || l.t == V_BOOL))
+        return repeat(c, r, l);
     if ((l.t == V_STR || r.t == V_STR) && OP("+"))
         return jj_concat(c, l, r);
     if (l.t == V_STR && r.t == V_STR && (OP("in") || OP("not in"))) {
@@ -632,12 +662,13 @@ int jj_run_test(interp *I, const char *name, size_t n, jv v, int line)
         return v.t == V_INT || v.t == V_FLOAT;
     if (T("integer"))
         return v.t == V_INT;
+    /* Python's Undefined is an (empty) iterable and sequence; the reference's undefined is neither */
     if (T("iterable"))
-        return v.t == V_ARR || v.t == V_STR;
+        return v.t == V_ARR || v.t == V_STR || (v.t == V_UNDEF && I->c->python);
     if (T("mapping"))
         return v.t == V_OBJ;
     if (T("sequence"))
-        return v.t == V_ARR || v.t == V_OBJ || v.t == V_STR;
+        return v.t == V_ARR || v.t == V_OBJ || v.t == V_STR || (v.t == V_UNDEF && I->c->python);
     if (T("odd") || T("even")) {
         if (v.t != V_INT)
             jj_jfail(I->c, "cannot %.*s on %s", (int)n, name, jj_type_name(v));
@@ -658,6 +689,9 @@ static jv eval_member(interp *I, node *x, env *E)
 {
     jctx *c = I->c;
     jv obj = jj_eval(I, x->a, E);
+    if (obj.t == V_UNDEF && obj.py) /* Python's Undefined (d[undefined]): its attributes and items raise */
+        jj_jfail(c, "template line %d: an undefined value (a subscript that found nothing) has no attributes or items",
+                 x->line);
     if (x->computed && x->b->type == E_SLICE) {
         if (obj.t != V_ARR && obj.t != V_STR)
             jj_jfail(c, "Slice object must be an array or string");
@@ -720,6 +754,17 @@ static jv eval_member(interp *I, node *x, env *E)
         prop = v_int(x->b->num);
     else
         prop = v_str(x->b->s, x->b->n);
+    /* where the reference fails: Python's Jinja indexes a list or string with a boolean as with 0 / 1, and
+     * answers a subscript that finds nothing (a dict by a non-string: d[undefined], d[none], d[1], d[[...]];
+     * a list or string by a float, none, ...; an item of none or a number) with Undefined */
+    if (x->computed && prop.t == V_BOOL && (obj.t == V_ARR || obj.t == V_STR)) {
+        c->python = 1;
+        prop = v_int(prop.u.b);
+    }
+    if (x->computed && obj.t != V_UNDEF && prop.t != V_STR && !(prop.t == V_INT && (obj.t == V_ARR || obj.t == V_STR))) {
+        c->python = 1;
+        return v_py_undef();
+    }
     if (obj.t == V_OBJ || obj.t == V_NS || obj.t == V_KW) {
         if (prop.t != V_STR)
             jj_jfail(c, "Cannot access property with non-string: got %s", jj_type_name(prop));

@@ -547,6 +547,49 @@ static const struct {
     {"unique", f_unique},   {"upper", f_upper},     {"values", f_values},
 };
 
+/* Python's str.isspace: the whitespace \s matches in Jinja's title */
+static int py_space(uint32_t u)
+{
+    return (u >= 9 && u <= 13) || (u >= 0x1c && u <= 0x20) || u == 0x85 || u == 0xa0 || u == 0x1680 ||
+           (u >= 0x2000 && u <= 0x200a) || u == 0x2028 || u == 0x2029 || u == 0x202f || u == 0x205f || u == 0x3000;
+}
+
+/* Python's Jinja title (whole = 0) and capitalize (whole = 1) of a string: title splits it at runs of
+ * whitespace and - ( { [ <, and writes each piece's first character upper-cased and the rest lower-cased;
+ * capitalize does that to the whole string. (The reference's title and capitalize only upper-case.) */
+static jv py_title(jctx *c, jv s, int whole)
+{
+    const char *p = s.u.str.s;
+    size_t n = s.u.str.n, i = 0;
+    tok_buf *b = jj_tbuf_open(c);
+    while (i < n) {
+        int delim = -1;
+        size_t first = 0, j = i;
+        while (j < n) {
+            size_t k = (size_t)tok_utf8_len((unsigned char)p[j]);
+            uint32_t u = (unsigned char)p[j];
+            if (j + k > n)
+                k = 1;
+            else
+                tok_utf8_dec((const unsigned char *)p + j, &u);
+            int d = !whole && (u == '-' || u == '(' || u == '{' || u == '[' || u == '<' || py_space(u));
+            if (delim >= 0 && d != delim)
+                break;
+            if (delim < 0)
+                first = k;
+            delim = d;
+            j += k;
+        }
+        jv up = jj_case_map(c, v_str(p + i, first), 1), low = jj_case_map(c, v_str(p + i + first, j - i - first), 0);
+        jj_put(c, b, up.u.str.s, up.u.str.n);
+        jj_put(c, b, low.u.str.s, low.u.str.n);
+        i = j;
+    }
+    jv r = v_str(jj_jstrdup(c, b->p ? b->p : "", b->n), b->n);
+    jj_tbuf_close(c, b);
+    return r;
+}
+
 jv jj_apply_filter(interp *I, node *x, jv v, env *E)
 {
     fargs a = {.I = I, .c = I->c, .x = x};
@@ -576,8 +619,12 @@ jv jj_apply_filter(interp *I, node *x, jv v, env *E)
             return out;
         /* where the reference fails (a list of content parts | trim): Python's Jinja applies the string
          * filters to str() of the value ("[{'type': 'text', ...}]", None, True, 1.5) */
-        if ((F("trim") || F("lower") || F("upper") || F("capitalize") || F("replace")) &&
-            (v.t == V_ARR || v.t == V_OBJ || v.t == V_NULL || v.t == V_BOOL || v.t == V_INT || v.t == V_FLOAT) &&
+        int nonstr = v.t == V_ARR || v.t == V_OBJ || v.t == V_NULL || v.t == V_BOOL || v.t == V_INT || v.t == V_FLOAT;
+        if ((F("title") || F("capitalize")) && nonstr && !a.nargs) {
+            I->c->python = 1;
+            return py_title(I->c, jj_py_str(I->c, v), F("capitalize"));
+        }
+        if ((F("trim") || F("lower") || F("upper") || F("replace")) && nonstr &&
             filters[i].fn(&a, jj_py_str(I->c, v), &out))
             return out;
         break;

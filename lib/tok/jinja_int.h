@@ -22,6 +22,8 @@ typedef struct jfn jfn;
 typedef struct {
     uint8_t t;
     uint8_t real; /* V_INT from a JSON real (100.0, 1e16): a float to Python's str(), an integer to the reference */
+    uint8_t py;   /* V_UNDEF from a subscript only Python's Jinja answers (d[undefined], d[1], list[none]): Python's
+                   * Undefined, whose attributes and items raise (the reference's undefined has undefined ones) */
     union {
         int b;
         double num; /* V_INT and V_FLOAT: JS numbers */
@@ -87,6 +89,8 @@ typedef struct {
     uint64_t serial;      /* next jobj.born */
     uint64_t oldest_write; /* the oldest jobj written since the innermost open iteration began */
     tbuf *bufs;           /* open tbufs, innermost first */
+    int python;           /* the render took a path only Python's Jinja renders (the reference raises there): from
+                           * then on the tests that differ answer as Python's (undefined is iterable) */
 } jctx;
 
 
@@ -100,6 +104,7 @@ typedef struct {
 
 
 static inline jv v_undef(void) { return (jv){.t = V_UNDEF}; }
+static inline jv v_py_undef(void) { return (jv){.t = V_UNDEF, .py = 1}; }
 static inline jv v_null(void) { return (jv){.t = V_NULL}; }
 static inline jv v_bool(int b) { return (jv){.t = V_BOOL, .u.b = !!b}; }
 static inline jv v_int(double d) { return (jv){.t = V_INT, .u.num = d}; }

@@ -325,7 +325,11 @@ static void to_json(jctx *c, tok_buf *b, jv v, const json_opts *o, int depth)
         jj_jfail(c, "template: a value nested too deeply to render (more than %d levels)", TOK_JINJA_MAX_DEPTH);
     switch (v.t) {
     case V_NULL: jj_puts_(c, b, "null"); return;
-    case V_UNDEF: jj_puts_(c, b, o->undef_to_null ? "null" : "undefined"); return;
+    case V_UNDEF:
+        if (v.py && o->undef_to_null) /* tojson of Python's Undefined (d[undefined]): json.dumps refuses it */
+            jj_jfail(c, "Object of type Undefined is not JSON serializable");
+        jj_puts_(c, b, o->undef_to_null ? "null" : "undefined");
+        return;
     case V_BOOL: jj_puts_(c, b, v.u.b ? "true" : "false"); return;
     case V_INT:
     case V_FLOAT:
