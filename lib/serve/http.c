@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
+#include <malloc.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -28,6 +29,7 @@
 #define SHUTDOWN_GRACE_S 5
 #define REQUEST_TIMEOUT_S 30
 #define MAX_CONNECTIONS 1024u
+#define BODY_TRIM ((size_t)1 << 20) /* a body this large is given back to the system once parsed */
 
 /* a connection, from its opening to its close: while no request of it has arrived whole (since it opened
  * or its last answer went out), the main loop shuts it after the request timeout (slow-loris: 1024
@@ -1154,7 +1156,16 @@ static enum MHD_Result completion(server *srv, struct MHD_Connection *c, conn *c
 {
     serve_req r;
     serve_err err;
-    if (too_many_values(srv, cn, &err) || serve_req_parse(cn->body ? cn->body : "", cn->len, kind, &r, &err))
+    int refused = too_many_values(srv, cn, &err) || serve_req_parse(cn->body ? cn->body : "", cn->len, kind, &r, &err);
+    /* the body is not read again: a request waiting for a slot (or streaming its answer) does not hold it,
+     * nor the memory its parse used (glibc keeps freed memory of a thread's arena resident: each queued
+     * request of a few MiB held that much) */
+    size_t body_cap = cn->cap;
+    free(cn->body);
+    cn->body = NULL, cn->len = cn->cap = 0;
+    if (body_cap >= BODY_TRIM)
+        malloc_trim(0);
+    if (refused)
         return send_err(srv, c, &err);
     int hermes = 0, think_open = 0;
     /* the tokenizer's ids: the classifier's padded rows past them (Qwen2.5's 151936 against 151665) have no
@@ -1237,6 +1248,10 @@ static enum MHD_Result completion(server *srv, struct MHD_Connection *c, conn *c
             }
         }
     }
+    /* the jobs are made: what only they needed goes (views share r's values, emptied in place) */
+    serve_req_trim(&r);
+    for (int p = 0; p < np; p++)
+        views[p].schema = NULL;
     int sub = 0, nsub = 0;
     for (int k = 0; k < nj && !oom && !sub; k++)
         if (!(sub = serve_sched_submit(&srv->S, jobs[k])))

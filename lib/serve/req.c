@@ -507,6 +507,25 @@ out:
     return rc;
 }
 
+void serve_req_trim(serve_req *r)
+{
+    json_array_clear(r->messages);
+    json_object_clear(r->tmpl_kwargs);
+    json_object_clear(r->schema_src);
+    jg_schema_free(r->schema);
+    r->schema = NULL;
+    size_t i;
+    json_t *t;
+    json_array_foreach(r->tools, i, t)
+    {
+        json_t *name = json_object_get(json_object_get(t, "function"), "name");
+        json_t *f = json_pack("{s:O}", "name", name);
+        json_object_clear(t);
+        json_object_set_new(t, "type", json_string("function"));
+        json_object_set_new(t, "function", f ? f : json_object());
+    }
+}
+
 void serve_req_free(serve_req *r)
 {
     free(r->model), free(r->prompt), free(r->prompt_ids), free(r->bias_ids), free(r->bias), free(r->force_name);

@@ -79,6 +79,10 @@ typedef struct serve_req {
 /* Parse and validate a request body. 0, or -1 with err filled (a 4xx). */
 int serve_req_parse(const char *body, size_t len, int kind, serve_req *r, serve_err *err);
 void serve_req_free(serve_req *r);
+/* What only the prompt and the jobs needed, dropped once they are made (a request may wait long for a
+ * slot): the messages, the template's variables, the schema; the tools keep their names (what reading
+ * calls back needs). The JSON values stay (emptied), so copies of r still point at live ones. */
+void serve_req_trim(serve_req *r);
 
 /* ---- tool calls (tools.c) ---- */
 /* "tools" and "tool_choice" of a chat request into r->tools / r->tools_off. 0, or -1 with err filled. */
