@@ -1498,6 +1498,59 @@ PY
   [[ "$output" == *"answers 200" ]]
 }
 
+# held-out audit: each connection could buffer a body of up to 8 MiB while it arrived, with no bound across
+# connections: 40 clients one byte short of 8 MiB each took the server from 17 to 362 MB (a local client may
+# open hundreds)
+@test "serve: bodies being received hold at most 32 body limits together; past that a body is dropped and answered 503 server_busy" {
+  skip_under_san "ASan's allocator keeps freed memory in its quarantine: RSS says nothing there"
+  MALLOC_MMAP_THRESHOLD_=1048576 start_server
+  run timeout 120 /usr/bin/python3 - "$PORT" "$SPID" <<'PY'
+import json, socket, sys
+port, pid = int(sys.argv[1]), sys.argv[2]
+def rss_kb():
+    return int(open("/proc/%s/status" % pid).read().split("VmRSS:")[1].split()[0])
+body = json.dumps({"content": "hello", "ignored": "x" * (8 * 1024 * 1024 - 64)}).encode()
+head = b"POST /tokenize HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body)
+def answer(s):
+    d = b""
+    while b"\r\n\r\n" not in d or len(d.split(b"\r\n\r\n", 1)[1]) < int(d.split(b"Content-Length: ")[1].split(b"\r\n")[0]):
+        b = s.recv(65536)
+        if not b:
+            break
+        d += b
+    h, _, payload = d.partition(b"\r\n\r\n")
+    return h.split(b" ")[1].decode(), payload
+base = rss_kb()
+socks = []
+for i in range(64):  # every body one byte short: all of them arriving at once
+    s = socket.create_connection(("127.0.0.1", port), timeout=60)
+    s.sendall(head + body[:-1])
+    socks.append(s)
+grown = (rss_kb() - base) / 1024
+print("64 bodies of 8 MiB arriving: RSS grew %.0f MiB" % grown)
+print("RSS bounded" if grown < 40 * 8 else "RSS grew with the connections")
+codes = {}
+for s in socks:
+    s.sendall(body[-1:])
+    code, payload = answer(s)
+    codes[code] = codes.get(code, 0) + 1
+    if code == "503":
+        assert json.loads(payload)["error"]["code"] == "server_busy", payload
+    s.close()
+print("answers " + " ".join("%s x%d" % kv for kv in sorted(codes.items())))
+# every buffer given back: a body as large is taken again
+s = socket.create_connection(("127.0.0.1", port), timeout=60)
+s.sendall(head + body)
+print("afterwards " + answer(s)[0])
+PY
+  echo "$output"
+  [ "$status" = 0 ]
+  [[ "$output" == *"RSS bounded"* ]]
+  [[ "$output" == *"answers 200 x"*" 503 x"* ]]
+  [[ "$output" == *"afterwards 200"* ]]
+  echo "$output" | sed "s/^/# /" >&3
+}
+
 @test "serve: a stream whose client shut its sending side (TCP half-close) runs to its end however long it waits; one whose client left gives up its place" {
   OGAKIT_KERNEL=ref start_server --parallel 1 --queue 3
   busy_request "$BATS_TEST_TMPDIR/busy" '{"prompt": "def f(x):", "max_tokens": 300, "temperature": 0, "ignore_eos": true}'

@@ -53,6 +53,7 @@ typedef struct server {
     char model_id[256];
     time_t created; /* /v1/models: the container's write time */
     size_t body_limit;
+    size_t body_held; /* atomic: bytes of request bodies being received, at most BODY_BUDGET body limits */
     uint64_t http_requests, http_errors; /* atomic */
     int inflight; /* atomic: completion requests not yet fully answered (shutdown waits for them) */
     pthread_mutex_t conn_mu; /* the open connections (notify_connection adds and removes them) */
@@ -67,9 +68,23 @@ typedef struct conn {
     server *srv;
     char *body;
     size_t len, cap;
-    int too_big, responded, counted;
+    int too_big, responded, counted, over_budget;
     size_t dropped; /* body bytes swallowed after a refusal */
 } conn;
+
+/* bodies being received together hold at most this many body limits (256 MiB at the default 8 MiB): each
+ * connection may buffer up to the limit, and a local client can open hundreds; a body that would pass the
+ * budget is dropped and answered 503 server_busy */
+#define BODY_BUDGET 32
+
+/* the connection's body buffer freed and its bytes given back to the budget */
+static void body_free(server *srv, conn *cn)
+{
+    if (cn->cap)
+        __atomic_sub_fetch(&srv->body_held, cn->cap, __ATOMIC_RELAXED);
+    free(cn->body);
+    cn->body = NULL, cn->len = cn->cap = 0;
+}
 
 /* the request is being answered: no more of it is read, and the request timeout stops counting */
 static void answering(server *srv, struct MHD_Connection *c, conn *cn)
@@ -1161,8 +1176,7 @@ static enum MHD_Result completion(server *srv, struct MHD_Connection *c, conn *c
      * nor the memory its parse used (glibc keeps freed memory of a thread's arena resident: each queued
      * request of a few MiB held that much) */
     size_t body_cap = cn->cap;
-    free(cn->body);
-    cn->body = NULL, cn->len = cn->cap = 0;
+    body_free(srv, cn);
     if (body_cap >= BODY_TRIM)
         malloc_trim(0);
     if (refused)
@@ -1658,19 +1672,28 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         return drop_body(srv, cn, upload_size);
     if (*upload_size) {
         size_t n = *upload_size;
-        if (cn->too_big || cn->len + n > srv->body_limit) {
-            cn->too_big = 1;
+        if (cn->too_big || cn->over_budget || cn->len + n > srv->body_limit) {
+            cn->too_big |= !cn->over_budget;
             return drop_body(srv, cn, upload_size);
         }
-        *upload_size = 0;
         if (cn->len + n + 1 > cn->cap) {
             size_t cap = (cn->len + n + 1) * 2;
             cap = cap > srv->body_limit + 1 ? srv->body_limit + 1 : cap;
+            size_t grow = cap - cn->cap;
+            if (__atomic_add_fetch(&srv->body_held, grow, __ATOMIC_RELAXED) > (size_t)BODY_BUDGET * srv->body_limit) {
+                __atomic_sub_fetch(&srv->body_held, grow, __ATOMIC_RELAXED);
+                cn->over_budget = 1; /* the rest is dropped; the answer is a 503 */
+                body_free(srv, cn);
+                return drop_body(srv, cn, upload_size);
+            }
             char *b = realloc(cn->body, cap);
-            if (!b)
+            if (!b) {
+                __atomic_sub_fetch(&srv->body_held, grow, __ATOMIC_RELAXED);
                 return MHD_NO;
+            }
             cn->body = b, cn->cap = cap;
         }
+        *upload_size = 0;
         memcpy(cn->body + cn->len, upload, n);
         cn->len += n;
         cn->body[cn->len] = 0;
@@ -1679,6 +1702,10 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     answering(srv, c, cn);
     if (cn->too_big)
         return fail(srv, c, 413, NULL, "request_too_large", "request body over the limit of %zu bytes", srv->body_limit);
+    if (cn->over_budget)
+        return fail(srv, c, 503, NULL, "server_busy",
+                    "the request bodies being received hold %d times the body limit of %zu bytes; retry later",
+                    BODY_BUDGET, srv->body_limit);
     int ready = __atomic_load_n(&srv->ready, __ATOMIC_ACQUIRE);
     if (is(url, "/health", "/v1/health")) {
         if (!get)
@@ -1792,7 +1819,7 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum 
     if (cn) {
         if (cn->counted)
             __atomic_sub_fetch(&srv->inflight, 1, __ATOMIC_ACQ_REL);
-        free(cn->body);
+        body_free(srv, cn);
         free(cn);
     }
     *con_cls = NULL;
