@@ -385,6 +385,22 @@ EOF
   [ "$status" -eq 0 ]
 }
 
+# python_where_reference_raises NAME...: $W/NAME.jinja on each line of $W/NAME.jsonl: the reference raises on every
+# line, Python's Jinja (tools/jinja-py.py) renders every one, and ours equals Python's
+python_where_reference_raises() {
+  local t
+  for t in "$@"; do
+    golden chat --template "$W/$t.jinja" < "$W/$t.jsonl" > "$W/$t.hf"
+    [ "$(grep -c '^{"error"' "$W/$t.hf")" -eq "$(wc -l < "$W/$t.jsonl")" ] # the reference raises on every line
+    /usr/bin/python3 "$TOP/tools/jinja-py.py" "$W/$t.jinja" < "$W/$t.jsonl" > "$W/$t.py"
+    ! grep -q '^{"error"' "$W/$t.py" || false
+    npu-forward chat --jsonl --template "$W/$t.jinja" < "$W/$t.jsonl" > "$W/$t.out"
+    run golden compare "$W/$t.py" "$W/$t.out"
+    echo "$t: $output"
+    [ "$status" -eq 0 ]
+  done
+}
+
 # Where @huggingface/jinja raises and Python's Jinja renders, ours renders as Python's Jinja: str() of a dict
 # (|string) writes floats as Python's repr (shortest digits, positional from 1e-4 to 1e16, a JSON real such as
 # 100.0 as a float) and escapes what str.isprintable refuses (\xa0, \u200b, \U000e0041); the string filters
@@ -411,17 +427,7 @@ PY
   # unique / min / max with arguments (the reference takes none): Python's case_sensitive=False and attribute=
   printf '%s' "{{ m|unique(attribute='n')|map(attribute='n')|join(',') }}|{{ m|unique(true, 'n')|list|length }}|{{ m|min(attribute='k')|string }}|{{ m|max(attribute='k')|string }}|{{ m|max(attribute='n', case_sensitive=true)|string }}|{{ ['a', 'A', 'b']|unique(case_sensitive=false)|list|length }}" > "$W/py-uniq.jinja"
   echo '{"m": [{"n": "X", "k": 2}, {"n": "x", "k": 1.5}, {"n": "y", "k": 3}, {"n": "X", "k": -1}]}' > "$W/py-uniq.jsonl"
-  local t
-  for t in py-str py-filt py-uniq; do
-    golden chat --template "$W/$t.jinja" < "$W/$t.jsonl" > "$W/$t.hf"
-    [ "$(grep -c '^{"error"' "$W/$t.hf")" -eq "$(wc -l < "$W/$t.jsonl")" ] # the reference raises on every line
-    /usr/bin/python3 "$TOP/tools/jinja-py.py" "$W/$t.jinja" < "$W/$t.jsonl" > "$W/$t.py"
-    ! grep -q '^{"error"' "$W/$t.py" || false
-    npu-forward chat --jsonl --template "$W/$t.jinja" < "$W/$t.jsonl" > "$W/$t.out"
-    run golden compare "$W/$t.py" "$W/$t.out"
-    echo "$t: $output"
-    [ "$status" -eq 0 ]
-  done
+  python_where_reference_raises py-str py-filt py-uniq
 }
 
 # More of the same, each an operation real templates use and the reference refuses: none ~ 'str' (GigaChat3,
@@ -445,17 +451,7 @@ PY
   printf '%s' "{{ l|title }}|{{ d|title }}|{{ x|title }}|{{ t|title }}|{{ f|title }}|{{ l|capitalize }}|{{ d|capitalize }}|{{ x|capitalize }}" > "$W/py-title.jinja"
   printf '%s\n' '{"l": ["hello world", "ΣΑΣ ΑΣ", "ßb-cD(eF{gH<iJ kL", {"k": "MiXed case"}], "d": {"AB cd": [1, 2.5, null, true]}, "x": null, "t": true, "f": 2.5}' \
     '{"l": [], "d": {}, "x": null, "t": false, "f": -3}' > "$W/py-title.jsonl"
-  local t
-  for t in py-cat py-sub py-rep py-title; do
-    golden chat --template "$W/$t.jinja" < "$W/$t.jsonl" > "$W/$t.hf"
-    [ "$(grep -c '^{"error"' "$W/$t.hf")" -eq "$(wc -l < "$W/$t.jsonl")" ] # the reference raises on every line
-    /usr/bin/python3 "$TOP/tools/jinja-py.py" "$W/$t.jinja" < "$W/$t.jsonl" > "$W/$t.py"
-    ! grep -q '^{"error"' "$W/$t.py" || false
-    npu-forward chat --jsonl --template "$W/$t.jinja" < "$W/$t.jsonl" > "$W/$t.out"
-    run golden compare "$W/$t.py" "$W/$t.out"
-    echo "$t: $output"
-    [ "$status" -eq 0 ]
-  done
+  python_where_reference_raises py-cat py-sub py-rep py-title
   # both raise: ours too, by name
   local src
   for src in "{{ d[u].k }}" "{{ d[u]['k'] }}" "{% set y = d[1] %}{{ y.a }}" "{{ d[u]|tojson }}" "{{ '-' * 2.0 }}" "{{ '-' * r }}"; do
