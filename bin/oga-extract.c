@@ -88,7 +88,7 @@ static int check_stream(const char *path)
     ogk_error e;
     ogax_frame f;
     json_t *roles = json_array(), *model = NULL, *assets = json_array();
-    json_t *seen = json_object(); /* "role:R" and "asset:NAME": unique in a stream, as q4nx-pack requires */
+    json_t *seen = NULL; /* "role:R" and "asset:NAME": unique in a stream, as q4nx-pack requires */
     size_t bufcap = 1 << 20;
     uint8_t *buf = malloc(bufcap);
     int rc;
@@ -97,12 +97,9 @@ static int check_stream(const char *path)
             model = json_incref(json_object_get(f.hdr, "model"));
         else if (!strcmp(f.type, "asset")) {
             const char *name = json_string_value(json_object_get(f.hdr, "name")); /* the reader checked it */
-            char *key = NULL;
-            if (asprintf(&key, "asset:%s", name) < 0)
+            int dup = ogk_seen_before(&seen, "asset:", name);
+            if (dup < 0)
                 ogk_die(OGK_EXIT_INIT, "out of memory");
-            int dup = json_object_get(seen, key) != NULL;
-            json_object_set_new(seen, key, json_true());
-            free(key);
             if (dup) {
                 ogk_fail(&e, "asset frame at byte %llu: asset %s: duplicate name", (unsigned long long)f.at, name);
                 json_decref(f.hdr);
@@ -115,12 +112,9 @@ static int check_stream(const char *path)
                 json_decref(f.hdr);
                 goto bad;
             }
-            char *key = NULL;
-            if (asprintf(&key, "role:%s", t.role) < 0)
+            int dup = ogk_seen_before(&seen, "role:", t.role);
+            if (dup < 0)
                 ogk_die(OGK_EXIT_INIT, "out of memory");
-            int dup = json_object_get(seen, key) != NULL;
-            json_object_set_new(seen, key, json_true());
-            free(key);
             if (dup) {
                 ogk_fail(&e, "tensor frame at byte %llu: tensor %s: duplicate role %s", (unsigned long long)f.at, t.name,
                          t.role);

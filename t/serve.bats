@@ -1432,18 +1432,10 @@ both_finish() {
   run timeout 120 /usr/bin/python3 - "$PORT" "$SPID" "$cpid" <<'PY'
 import json, os, signal, socket, sys, time
 port, pid, busy = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
-def metric(k):
-    s = socket.create_connection(("127.0.0.1", port), timeout=10)
-    s.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
-    d = b""
-    while True:
-        b = s.recv(65536)
-        if not b:
-            break
-        d += b
-    return [l.split()[1] for l in d.decode().splitlines() if l.startswith("ogakit_" + k + " ")][0]
-def rss_kb():
-    return int(open("/proc/%s/status" % pid).read().split("VmRSS:")[1].split()[0])
+sys.path.insert(0, os.environ["TOP"] + "/t")
+from serve_raw import answer, metric as metric_at, rss_kb as rss_of
+metric = lambda k: metric_at(port, k)
+rss_kb = lambda: rss_of(pid)
 pad = "x" * (8 * 1024 * 1024 - 1024)  # a field the server ignores: the body just under the 8 MiB limit
 tools = [{"type": "function", "function": {"name": "get_weather", "description": "the weather",
           "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
@@ -1477,16 +1469,9 @@ print("RSS bounded" if grown < 6 * 8 else "RSS grew with the queue")
 os.kill(busy, signal.SIGTERM)
 codes = []
 for s in socks:
-    d = b""
-    while b"\r\n\r\n" not in d or len(d.split(b"\r\n\r\n", 1)[1]) < int(d.split(b"Content-Length: ")[1].split(b"\r\n")[0]
-                                                                          if b"Content-Length: " in d else 0):
-        b = s.recv(65536)
-        if not b:
-            break
-        d += b
-    head, _, payload = d.partition(b"\r\n\r\n")
-    codes.append(head.split(b" ")[1].decode() if head else "none")
-    if head.split(b" ")[1:2] == [b"200"]:
+    code, payload = answer(s)
+    codes.append(code)
+    if code == "200":
         assert json.loads(payload)["choices"], payload[:200]
     s.close()
 print("answers " + " ".join(sorted(set(codes))))
@@ -1505,21 +1490,13 @@ PY
   skip_under_san "ASan's allocator keeps freed memory in its quarantine: RSS says nothing there"
   MALLOC_MMAP_THRESHOLD_=1048576 start_server
   run timeout 120 /usr/bin/python3 - "$PORT" "$SPID" <<'PY'
-import json, socket, sys
+import json, os, socket, sys
 port, pid = int(sys.argv[1]), sys.argv[2]
-def rss_kb():
-    return int(open("/proc/%s/status" % pid).read().split("VmRSS:")[1].split()[0])
+sys.path.insert(0, os.environ["TOP"] + "/t")
+from serve_raw import answer, metric as metric_at, rss_kb as rss_of
+rss_kb = lambda: rss_of(pid)
 body = json.dumps({"content": "hello", "ignored": "x" * (8 * 1024 * 1024 - 64)}).encode()
 head = b"POST /tokenize HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body)
-def answer(s):
-    d = b""
-    while b"\r\n\r\n" not in d or len(d.split(b"\r\n\r\n", 1)[1]) < int(d.split(b"Content-Length: ")[1].split(b"\r\n")[0]):
-        b = s.recv(65536)
-        if not b:
-            break
-        d += b
-    h, _, payload = d.partition(b"\r\n\r\n")
-    return h.split(b" ")[1].decode(), payload
 base = rss_kb()
 socks = []
 for i in range(64):  # every body one byte short: all of them arriving at once
@@ -1555,18 +1532,11 @@ PY
   OGAKIT_KERNEL=ref start_server --parallel 1 --queue 3
   busy_request "$BATS_TEST_TMPDIR/busy" '{"prompt": "def f(x):", "max_tokens": 300, "temperature": 0, "ignore_eos": true}'
   run timeout 120 /usr/bin/python3 - "$PORT" <<'PY'
-import json, socket, sys, threading, time
+import json, os, socket, sys, threading, time
 port = int(sys.argv[1])
-def metric(k):
-    s = socket.create_connection(("127.0.0.1", port), timeout=10)
-    s.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
-    d = b""
-    while True:
-        b = s.recv(65536)
-        if not b:
-            break
-        d += b
-    return [l.split()[1] for l in d.decode().splitlines() if l.startswith("ogakit_" + k + " ")][0]
+sys.path.insert(0, os.environ["TOP"] + "/t")
+from serve_raw import answer, metric as metric_at, rss_kb as rss_of
+metric = lambda k: metric_at(port, k)
 def until(k, v):
     t0 = time.time()
     while metric(k) != v and time.time() - t0 < 5:

@@ -522,7 +522,7 @@ start_serve() { # MODEL [SERVE OPTIONS] -> $URL (waits for GET /health 200, at m
   run -2 spec-replay record -m "$W/t.q4nx" --api-key x
 }
 
-# ---- review (rev-b): hostile recordings, prompt files, servers and options ----
+# ---- hostile recordings, prompt files, servers and options ----
 
 # a prompt id above 2^31 - 1 was cast to int: 4294967301 became id 5, and the recording said the prompt was [5, 3]
 @test "record --url: a prompt id beyond 2^31 - 1 is refused by name (exit 3), never wrapped into another id" {

@@ -206,11 +206,12 @@ int ogax_next(ogax_reader *r, ogax_frame *f, ogk_error *e)
     int is_asset = !strcmp(type, "asset"), is_tensor = !strcmp(type, "tensor");
     const char *why = NULL;
     char whybuf[160];
-    if (!is_model && !is_asset && !is_tensor)
-        why = "unknown type";
-    else if (is_model && pl)
+    if (!is_model && !is_asset && !is_tensor) {
+        snprintf(whybuf, sizeof whybuf, "unknown type \"%.100s\"", type); /* type points into h */
+        why = whybuf;
+    } else if (is_model && pl)
         why = "model frame has a payload (it has none)";
-    else if (is_asset && r->seen_tensor)
+    else if (is_asset && r->tensors)
         why = "asset frame after the tensor frames (assets come first)";
     else if (is_asset) {
         json_t *nm = json_object_get(h, "name"), *sz = json_object_get(h, "size"), *crc = json_object_get(h, "crc32c");
@@ -229,20 +230,15 @@ int ogax_next(ogax_reader *r, ogax_frame *f, ogk_error *e)
         }
     }
     if (why) {
-        /* type points into h: format the message before releasing it */
-        if (!strcmp(why, "unknown type"))
-            ogk_fail(e, "frame at byte %" PRIu64 ": unknown type \"%.100s\"", f->at, type);
-        else
-            ogk_fail(e, "frame at byte %" PRIu64 ": %s", f->at, why);
+        ogk_fail(e, "frame at byte %" PRIu64 ": %s", f->at, why);
         json_decref(h);
         return -1;
     }
-    r->seen_tensor |= is_tensor;
     r->headers_crc = hcrc;
     r->frames++;
-    if (!strcmp(type, "tensor"))
+    if (is_tensor)
         r->tensors++;
-    else if (!strcmp(type, "asset"))
+    else if (is_asset)
         r->assets++;
     r->payload_bytes += pl;
     r->payload_left = pl;

@@ -69,7 +69,7 @@ typedef struct {
     uint64_t offset; /* stream bytes consumed so far */
     uint64_t frames, tensors, assets, payload_bytes;
     uint64_t payload_left; /* of the current frame */
-    int seen_model, seen_end, seen_tensor;
+    int seen_model, seen_end;
     uint32_t headers_crc; /* of the frame prefixes and headers read so far (end frame excluded) */
 } ogax_reader;
 typedef struct {

@@ -46,23 +46,6 @@ static int pad_to(q4nx_writer *w, uint64_t align, ogk_error *e)
     return n ? wr(w, zero, (size_t)n, e) : 0;
 }
 
-/* 1 when key (prefix + s) was seen before; records it; -1 out of memory */
-static int seen_before(q4nx_writer *w, const char *prefix, const char *s)
-{
-    char *key = malloc(strlen(prefix) + strlen(s) + 1);
-    if (!key || (!w->names && !(w->names = json_object()))) {
-        free(key);
-        return -1;
-    }
-    strcpy(key, prefix);
-    strcat(key, s);
-    int seen = json_object_get(w->names, key) != NULL;
-    if (!seen && json_object_set_new(w->names, key, json_true()))
-        seen = -1;
-    free(key);
-    return seen;
-}
-
 /* Appends s (with its NUL) to the string table; offset and length through the out parameters. */
 static int add_string(q4nx_writer *w, const char *s, uint32_t *off, uint32_t *len, ogk_error *e)
 {
@@ -147,7 +130,7 @@ int q4nx_writer_asset(q4nx_writer *w, const char *name, const void *data, size_t
         return ogk_fail(e, "asset with an empty name");
     if (w->na >= Q4NX_MAX_ASSETS) /* the footer's limit: a reader refuses a container with more */
         return ogk_fail(e, "asset %s: more than %u assets in one container", name, Q4NX_MAX_ASSETS);
-    int dup = seen_before(w, "a:", name);
+    int dup = ogk_seen_before(&w->names, "a:", name);
     if (dup)
         return ogk_fail(e, dup < 0 ? "out of memory" : "asset %s: duplicate name", name);
     if (w->na == w->capa) {
@@ -193,7 +176,7 @@ static uint8_t *new_entry(q4nx_writer *w, const char *name, const char *role, og
     }
     /* recorded here, before the entry is committed: a tensor refused after this point fails the whole
      * write, so its role is never offered again */
-    int dup = seen_before(w, "r:", role);
+    int dup = ogk_seen_before(&w->names, "r:", role);
     if (dup) {
         ogk_fail(e, dup < 0 ? "out of memory" : "tensor %s: duplicate role %s", name, role);
         return NULL;

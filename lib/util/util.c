@@ -122,6 +122,22 @@ json_t *ogk_json_str(const char *s)
     return j;
 }
 
+int ogk_seen_before(json_t **set, const char *prefix, const char *s)
+{
+    char *key = malloc(strlen(prefix) + strlen(s) + 1);
+    if (!key || (!*set && !(*set = json_object()))) {
+        free(key);
+        return -1;
+    }
+    strcpy(key, prefix);
+    strcat(key, s);
+    int seen = json_object_get(*set, key) != NULL;
+    if (!seen && json_object_set_new(*set, key, json_true()))
+        seen = -1;
+    free(key);
+    return seen;
+}
+
 double ogk_now(void)
 {
     struct timespec ts;

@@ -138,6 +138,9 @@ int ogk_json_print(FILE *f, const json_t *j);
  * it is, else with every byte from 0x80 up as '?' (a report names the file rather than dropping the key:
  * jansson refuses such text, and json_pack then builds nothing). Never NULL but out of memory. */
 json_t *ogk_json_str(const char *s);
+/* A set of names (a JSON object made on first use, *set): 1 when prefix + s was recorded before, else 0 and
+ * recorded now; -1 out of memory. Duplicate checks of roles and asset names in O(1) per name. */
+int ogk_seen_before(json_t **set, const char *prefix, const char *s);
 
 /* ---- misc ---- */
 double ogk_now(void); /* monotonic seconds */
