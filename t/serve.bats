@@ -839,7 +839,9 @@ schema_fits() {
            '"response_format": {"type": "yaml"}:invalid_value' '"response_format": "json":invalid_value' \
            '"logit_bias": {"x": 1}:invalid_value' '"logit_bias": {"-1": 1}:invalid_value' '"logit_bias": {"1": 101}:invalid_value' \
            '"logit_bias": {"1": "5"}:invalid_value' '"logit_bias": {"4096": 1}:invalid_value' '"logit_bias": [1]:invalid_type' \
-           '"presence_penalty": 2.5:invalid_value' '"frequency_penalty": "1":invalid_type'; do
+           '"presence_penalty": 2.5:invalid_value' '"frequency_penalty": "1":invalid_type' \
+           '"modalities": ["text", "audio"], "audio": {"voice": "alloy", "format": "wav"}:unsupported_parameter' \
+           '"modalities": ["audio"]:unsupported_parameter' '"modalities": "text":invalid_type'; do
     post /v1/chat/completions "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"max_tokens\": 1, ${f%:*}}"
     is_error 400
     [ "$(echo "$BODY" | jq -r .error.code)" = "${f##*:}" ]
@@ -847,7 +849,8 @@ schema_fits() {
   post /v1/completions '{"prompt": "x", "max_tokens": 1, "suffix": "y"}'; is_error 400
   post /v1/completions '{"prompt": "x", "max_tokens": 1, "best_of": 3}'; is_error 400
   post /v1/chat/completions '{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 1, "tools": [], "logit_bias": {},
-    "response_format": {"type": "text"}, "presence_penalty": 0, "frequency_penalty": 0, "tool_choice": "none"}'
+    "response_format": {"type": "text"}, "presence_penalty": 0, "frequency_penalty": 0, "tool_choice": "none",
+    "modalities": ["text"], "audio": null}'
   [ "$STATUS" = 200 ]
   post /v1/completions '{"prompt": "x", "model": "gpt-4"}'; is_error 404
   [ "$(echo "$BODY" | jq -r .error.code)" = model_not_found ]

@@ -305,6 +305,19 @@ static int refuse_unsupported(const json_t *j, serve_err *err)
         return serve_err_set(err, 400, "suffix", "unsupported_parameter", "'suffix' (insertion) is not supported");
     if ((v = field(j, "best_of")) && !(json_is_integer(v) && json_integer_value(v) == 1))
         return serve_err_set(err, 400, "best_of", "unsupported_parameter", "'best_of': only 1 is supported");
+    /* spoken answers (gpt-4o-audio's "audio": {"voice", "format"} beside "modalities": ["text", "audio"]) */
+    if (field(j, "audio"))
+        return serve_err_set(err, 400, "audio", "unsupported_parameter",
+                             "'audio' (spoken output) is not supported: this server answers with text only");
+    if ((v = field(j, "modalities"))) {
+        size_t i;
+        const json_t *m;
+        if (!json_is_array(v))
+            return BADTYPE("modalities", "an array of strings");
+        json_array_foreach(v, i, m) if (!json_is_string(m) || strcmp(json_string_value(m), "text"))
+            return serve_err_set(err, 400, "modalities", "unsupported_parameter",
+                                 "'modalities'[%zu]: only \"text\" output is supported", i);
+    }
     return 0;
 }
 
