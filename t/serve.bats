@@ -595,6 +595,21 @@ schema_fits() {
   fitted=$FITTED
   echo "pydantic-shaped answers that ended: $fitted of 3" >&3
   [ "$fitted" -ge 2 ]
+  # the shapes zod 4 writes (the Vercel AI SDK's generateObject, LangChain's withStructuredOutput): every
+  # z.number().int() bounded by -(2^53 - 1) and 2^53 - 1, bounds no 15-digit number passes (were refused
+  # with 400 "bounds beyond 1e15"); ajv judges each answer
+  sch='{"$schema": "http://json-schema.org/draft-07/schema#", "type": "object", "properties": {
+    "count": {"type": "integer", "minimum": -9007199254740991, "maximum": 9007199254740991}, "ok": {"type": "boolean"},
+    "score": {"type": "number", "exclusiveMinimum": 0, "maximum": 1e300}},
+    "required": ["count", "ok", "score"], "additionalProperties": false}'
+  schema_fits "$sch" "A count" '
+    const Ajv = require(process.argv[1] + "/.cache/node/node_modules/ajv").default;
+    const check = new Ajv({strict: false}).compile(JSON.parse(process.argv[2]));
+    const o = JSON.parse(require("fs").readFileSync(0, "utf8"));
+    if (!check(o)) { console.log("invalid:", JSON.stringify(o), JSON.stringify(check.errors)); process.exit(1); }' "$TOP" "$sch"
+  fitted=$FITTED
+  echo "zod-shaped answers that ended: $fitted of 3" >&3
+  [ "$fitted" -ge 2 ]
   # unions whose alternatives begin alike (objects with a key in common, integer beside number): the gate
   # follows each alternative the answer still fits (jsongate.c jg_gate); ajv judges each answer
   sch='{"type": "object", "properties": {"pet": {"anyOf": [

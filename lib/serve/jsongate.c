@@ -888,6 +888,10 @@ static int number_node(cctx *c, const json_t *s, int integer, const char *where)
         if (!json_is_number(v[i]))
             return CFAIL("json_schema: %s: %s must be a number", where, kw[i]);
         double x = json_number_value(v[i]);
+        /* a lower bound under -1e15 or an upper one over 1e15 keeps out no number of JG_NUM_DIGITS digits
+         * (zod's z.number().int() bounds every integer by -(2^53 - 1) and 2^53 - 1): taken as 1e15 */
+        if (i % 2 == 0 ? x < -1e15 : x > 1e15)
+            x = copysign(1e15, x);
         if (!(fabs(x) <= 1e15))
             return CFAIL("json_schema: %s: %s %g: bounds beyond 1e15 in size are not supported", where, kw[i], x);
         /* the tighter of minimum and exclusiveMinimum (maximum and exclusiveMaximum) */

@@ -721,6 +721,17 @@ static void schema_runs(void)
                    "no integer of at most 15 digits", "integers of 16 digits and more, negative");
     refused_schema("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"number\",\"minimum\":1e15}}}",
                    "no number of at most 15 digits", "numbers from 1e15");
+    /* bounds beyond 1e15 on the side that keeps every 15-digit number: zod's z.number().int() (2^53 - 1) */
+    p = schema_prog("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\",\"minimum\":-9007199254740991,"
+                    "\"maximum\":9007199254740991},\"b\":{\"type\":\"number\",\"exclusiveMinimum\":0,\"maximum\":1e300}},"
+                    "\"required\":[\"a\",\"b\"],\"additionalProperties\":false}", err, sizeof err);
+    TAP_OK(p != NULL, "zod's safe-integer bounds and a maximum of 1e300 compile %s", err);
+    if (p) {
+        schema_case(p, "{\"a\":-999999999999999,\"b\":99999999999999.9}", -1, 1);
+        schema_case(p, "{\"a\":1234567890123456", 20, 0); /* 15 digits at most */
+        schema_case(p, "{\"a\":1,\"b\":-", 11, 0);          /* b > 0 still */
+        jg_prog_free(p);
+    }
     refused_schema("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"number\",\"minimum\":1e-20,\"maximum\":1e-20}}}",
                    "too narrow", "one number that 15 digits without an exponent do not write");
     p = schema_prog("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"number\",\"minimum\":1e-5,\"maximum\":1e-5}}}", err, sizeof err);
@@ -1260,7 +1271,8 @@ static void bounds_runs(void)
     refused_schema("{\"type\":\"string\",\"maxLength\":1.5}", "non-negative integer", "a fractional maxLength");
     refused_schema("{\"type\":\"integer\",\"exclusiveMinimum\":true}", "without minimum", "a draft-4 exclusiveMinimum alone");
     refused_schema("{\"type\":\"integer\",\"minimum\":1.2,\"maximum\":1.8}", "no integer", "no integer in range");
-    refused_schema("{\"type\":\"number\",\"maximum\":1e16}", "beyond 1e15", "a bound beyond 1e15");
+    refused_schema("{\"type\":\"number\",\"minimum\":1e16}", "beyond 1e15", "a lower bound beyond 1e15");
+    refused_schema("{\"type\":\"integer\",\"maximum\":-1e16}", "beyond 1e15", "an upper bound beyond -1e15");
     refused_schema("{\"type\":\"number\",\"minimum\":0.1,\"maximum\":0.1000000000000001}", "too narrow", "a range too narrow for 15 digits");
     refused_schema("{\"type\":\"number\",\"minimum\":\"0\"}", "must be a number", "a bound that is a string");
 }
