@@ -1187,10 +1187,10 @@ static int type_node(cctx *c, const json_t *s, const char *type, const char *whe
 }
 
 /* the keywords a schema may have: annotations first (NOTES of them), then the ones the walk keeps to */
-enum { NOTES = 14 };
+enum { NOTES = 16 };
 static const char *const ANNOTATIONS[] = {"title", "description", "default", "examples", "format", "$schema", "$id",
                                           "$comment", "deprecated", "readOnly", "writeOnly", "$defs", "definitions",
-                                          "discriminator", "type", "properties", "required", "additionalProperties", "items", "enum",
+                                          "discriminator", "contentEncoding", "contentMediaType", "type", "properties", "required", "additionalProperties", "items", "enum",
                                           "const", "anyOf", "oneOf", "$ref", "strict", "name", "prefixItems",
                                           "additionalItems", "patternProperties", "propertyNames", "allOf", "nullable"};
 /* bounds, and the types that take them (type_node reads them) */

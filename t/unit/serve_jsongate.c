@@ -732,6 +732,17 @@ static void schema_runs(void)
         schema_case(p, "{\"a\":1,\"b\":-", 11, 0);          /* b > 0 still */
         jg_prog_free(p);
     }
+    /* JSON Schema's content annotations, as zod writes them beside a base64 string's pattern: the pattern kept */
+    p = schema_prog("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\",\"format\":\"base64\","
+                    "\"contentEncoding\":\"base64\",\"contentMediaType\":\"image/png\",\"pattern\":\"^$|^(?:[0-9a-zA-Z+/]{4})*"
+                    "(?:(?:[0-9a-zA-Z+/]{2}==)|(?:[0-9a-zA-Z+/]{3}=))?$\"}},\"required\":[\"a\"],\"additionalProperties\":false}",
+                    err, sizeof err);
+    TAP_OK(p != NULL, "contentEncoding and contentMediaType are annotations %s", err);
+    if (p) {
+        schema_case(p, "{\"a\":\"QUJDRA==\"}", -1, 1);
+        schema_case(p, "{\"a\":\"Q=", 7, 0);
+        jg_prog_free(p);
+    }
     refused_schema("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"number\",\"minimum\":1e-20,\"maximum\":1e-20}}}",
                    "too narrow", "one number that 15 digits without an exponent do not write");
     p = schema_prog("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"number\",\"minimum\":1e-5,\"maximum\":1e-5}}}", err, sizeof err);
