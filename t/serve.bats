@@ -255,6 +255,13 @@ PY
   post /v1/completions '{"prompt": "def f(x):", "max_tokens": 12, "temperature": 0.9, "top_p": 0.9, "top_k": 40, "seed": 7}'
   [ "$(echo "$BODY" | jq -r '.choices[0].text')" = "$a" ]
   [ "$(echo "$BODY" | jq -r '.choices[0].finish_reason')" = length ] || [ "$(echo "$BODY" | jq -r '.usage.completion_tokens')" -lt 12 ]
+  # top_k -1 is off, as vLLM and SGLang take it (clients written for them send it): the text of no top_k
+  post /v1/chat/completions '{"messages": [{"role": "user", "content": "x"}], "max_tokens": 12, "temperature": 1.5, "seed": 7}'
+  a=$(echo "$BODY" | jq -r '.choices[0].message.content')
+  post /v1/chat/completions '{"messages": [{"role": "user", "content": "x"}], "max_tokens": 12, "temperature": 1.5, "seed": 7, "top_k": -1}'
+  [ "$STATUS" = 200 ] && [ "$(echo "$BODY" | jq -r '.choices[0].message.content')" = "$a" ] || false
+  post /v1/chat/completions '{"messages": [{"role": "user", "content": "x"}], "max_tokens": 12, "top_k": -2}'
+  is_error 400
   # any 64-bit seed (OpenAI's range), repeated alike; n choices past the largest wrap around
   for seed in 9223372036854775807 -9223372036854775808; do
     post /v1/completions "{\"prompt\": \"def f(x):\", \"max_tokens\": 6, \"temperature\": 0.9, \"seed\": $seed, \"n\": 2}"

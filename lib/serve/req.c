@@ -451,9 +451,9 @@ int serve_req_parse(const char *body, size_t len, int kind, serve_req *r, serve_
     if (get_number(j, "temperature", 0, 100, &r->temperature, err) || get_number(j, "top_p", 0, 1, &r->top_p, err))
         goto out;
     x = 0;
-    if (get_int(j, "top_k", 0, 1 << 24, &x, err))
+    if (get_int(j, "top_k", -1, 1 << 24, &x, err)) /* -1: off, as vLLM and SGLang take it (as 0 is here) */
         goto out;
-    r->top_k = (int)x;
+    r->top_k = x < 0 ? 0 : (int)x;
     if (field(j, "seed")) {
         if (get_int(j, "seed", LLONG_MIN, LLONG_MAX, &x, err))
             goto out;
