@@ -190,8 +190,8 @@ static json_t *request(spec_http *h, const char *path, const json_t *body, ogk_e
     } else if (status < 200 || status > 299) {
         ogk_fail(e, "%s: HTTP %ld: %.200s", shown, status, b.p ? b.p : "");
     } else {
-        json_error_t je;
-        j = b.p ? json_loadb(b.p, b.n, 0, &je) : NULL;
+        json_error_t je; /* "\u0000" allowed: llama-server echoes the prompt's text, where a token can be the byte 0 */
+        j = b.p ? json_loadb(b.p, b.n, JSON_ALLOW_NUL, &je) : NULL;
         if (!j)
             ogk_fail(e, "%s: the reply is not JSON%s%s", shown, b.p ? ": " : "", b.p ? je.text : "");
     }
