@@ -675,3 +675,33 @@ start_llama() { # Q4NX [LLAMA-SERVER OPTIONS] -> $URL: the container as GGUF beh
   [ "$(jq -c '[.results[] | .k, [.measured.per_prompt[] | .rounds, .accepted, .offered, .accepts]]' "$W/nul-rep-url.json")" = \
     "$(jq -c '[.results[] | .k, [.measured.per_prompt[] | .rounds, .accepted, .offered, .accepts]]' "$W/nul-rep-d.json")" ]
 }
+
+# llama-server's ignore_eos is a logit bias of -inf on its end-of-generation tokens: asked with it, a target gave the
+# token it ranks second where its greedy choice is EOS (record --ignore-eos was not the greedy continuation -m
+# records), and a drafter (always asked with it) never drafted EOS: the same weights as -d accepted 128 of 135
+# drafts where -d accepts all. The pair here ends its text at id 258 ("   ", frequent) in both the pack and the GGUF.
+@test "llama-server: --ignore-eos recordings and drafts are the greedy ones past EOS, as -m's and -d's" {
+  local m=$TOP/share/models/pytiny-target f
+  mkdir -p "$W/eos258"
+  for f in model.onnx model.onnx.data tokenizer.json config.json; do ln -sf "$m/$f" "$W/eos258/$f"; done
+  jq '.model.eos_token_id = 258' "$m/genai_config.json" >"$W/eos258/genai_config.json"
+  jq --arg t "$(jq -r '.model.vocab | to_entries[] | select(.value == 258) | .key' "$m/tokenizer.json")" \
+    '.eos_token = $t' "$m/tokenizer_config.json" >"$W/eos258/tokenizer_config.json"
+  oga-extract "$W/eos258" | q4nx-pack -l b8 -o "$W/e258.q4nx"
+  start_llama "$W/e258.q4nx"
+  for f in "" --ignore-eos; do
+    spec-replay record -m "$W/e258.q4nx" --tokens 16 $f -t 1 -o "$W/e258-m.json"
+    spec-replay record --url "$URL" --tokenizer "$W/e258.q4nx" --tokens 16 $f -o "$W/e258-url.json"
+    [ "$(jq -c '[.prompts[] | .prompt_ids, .continuation_ids, .stop, (.gaps | length)]' "$W/e258-url.json")" = \
+      "$(jq -c '[.prompts[] | .prompt_ids, .continuation_ids, .stop, (.gaps | length)]' "$W/e258-m.json")" ]
+  done
+  # the EOS is in the continuations: some ended there without --ignore-eos
+  jq -e '[.prompts[].continuation_ids[] | select(. == 258)] | length > 0' "$W/e258-m.json"
+  spec-replay record -m "$W/e258.q4nx" --tokens 16 -t 1 | jq -e '[.prompts[] | select(.stop == "eos")] | length > 0'
+  # the drafter behind llama-server drafts as the same container does (every draft accepted: the target itself)
+  spec-replay --draft-url "$URL" -k 1,4 --json --recording "$W/e258-m.json" 2>/dev/null >"$W/e258-rep-url.json"
+  spec-replay -d "$W/e258.q4nx" -k 1,4 -t 1 --json --recording "$W/e258-m.json" 2>/dev/null >"$W/e258-rep-d.json"
+  [ "$(jq -c '[.results[] | .k, [.measured.per_prompt[] | .rounds, .accepted, .offered, .accepts]]' "$W/e258-rep-url.json")" = \
+    "$(jq -c '[.results[] | .k, [.measured.per_prompt[] | .rounds, .accepted, .offered, .accepts]]' "$W/e258-rep-d.json")" ]
+  jq -e '.results | all(.measured.accepted == .measured.offered)' "$W/e258-rep-url.json"
+}

@@ -320,6 +320,108 @@ static json_t *vllm_ids(const json_t *tokens)
     return a;
 }
 
+/* one reply of llama-server's /completion into part: its ids, gaps and text, and whether an end-of-generation
+ * token stopped it ("stop_type": "eos"; older servers: "stopped_eos": true). That token is the last of "tokens"
+ * (llama-server appends each sampled token before testing it): left out unless keep_eos, as its text leaves it out. */
+static int llama_part(spec_http *h, const json_t *rep, int want_gaps, int keep_eos, spec_completion *part, int *eos,
+                      ogk_error *e)
+{
+    memset(part, 0, sizeof *part);
+    const json_t *tk = json_object_get(rep, "tokens"), *tx = json_object_get(rep, "content"),
+                 *st = json_object_get(rep, "stop_type");
+    if (!json_is_array(tk))
+        return ogk_fail(e, "%s: neither /v1/completions (choices[0].tokens, or vLLM's logprobs.tokens) nor /completion "
+                           "(tokens) returned token ids",
+                        h->shown);
+    if (read_ids(tk, part, h->shown, e)) {
+        spec_completion_free(part);
+        return -1;
+    }
+    *eos = json_is_true(json_object_get(rep, "stopped_eos")) ||
+           (json_is_string(st) && !strcmp(json_string_value(st), "eos"));
+    if (*eos && !keep_eos && part->n > 0)
+        part->n--;
+    part->text = json_is_string(tx) ? strdup(json_string_value(tx)) : NULL;
+    if (want_gaps)
+        take_gaps(part, json_object_get(rep, "completion_probabilities"), llama_alts);
+    return 0;
+}
+
+/* llama-server's own endpoint. Its ignore_eos is a logit bias of -inf on every end-of-generation token, so what it
+ * answers with it is not the greedy continuation (a drafter's drafts, or a target's recording, with the token the
+ * model ranks second where its greedy choice is EOS). So it is never asked to: a reply that stopped at such a token
+ * ends the continuation before it (as the OpenAI replies and `record -m` do), or, with ignore_eos, is asked again
+ * from everything so far, that token included, as -m and npu-forward serve keep going past it. */
+static int llama_complete(spec_http *h, const int *prompt, int n, int max_tokens, int ignore_eos, int want_gaps,
+                          int no_v1, spec_completion *c, ogk_error *e)
+{
+    json_t *seq = json_array();
+    for (int i = 0; i < n; i++)
+        json_array_append_new(seq, json_integer(prompt[i]));
+    int gaps = want_gaps, eos = 0, rc = 0;
+    size_t text_len = 0;
+    c->ids = malloc(sizeof(int));
+    c->text = strdup("");
+    if (!c->ids || !c->text)
+        rc = ogk_fail(e, "out of memory");
+    for (int asked = 0; !rc; asked++) {
+        json_t *body = json_pack("{s:O,s:i,s:i,s:b,s:b,s:b}", "prompt", seq, "n_predict", max_tokens - c->n,
+                                 "temperature", 0, "return_tokens", 1, "cache_prompt", h->cache_prompt, "ignore_eos", 0);
+        if (want_gaps)
+            json_object_set_new(body, "n_probs", json_integer(2));
+        json_t *rep = request(h, "/completion", body, e);
+        json_decref(body);
+        if (!rep && !asked) { /* a server that speaks only OpenAI's API without ids: say what was asked, not just the 404 */
+            char why[sizeof e->msg];
+            snprintf(why, sizeof why, "%s", e->msg);
+            ogk_fail(e, "%s: no token ids: /v1/completions %s and then %s", h->shown,
+                     no_v1 ? "answered HTTP 404" : "answered none (asked also vLLM's way)", why);
+        }
+        spec_completion part;
+        if (!rep || llama_part(h, rep, want_gaps, ignore_eos, &part, &eos, e)) {
+            json_decref(rep);
+            rc = -1;
+            break;
+        }
+        json_decref(rep);
+        int *ids = realloc(c->ids, sizeof(int) * (size_t)(c->n + part.n + 1));
+        float *g = gaps && part.gaps ? realloc(c->gaps, sizeof(float) * (size_t)(c->n + part.n + 1)) : NULL;
+        size_t tl = part.text ? strlen(part.text) : 0;
+        char *t = c->text ? realloc(c->text, text_len + tl + 1) : NULL;
+        if (ids)
+            c->ids = ids;
+        if (t)
+            c->text = t;
+        if (!ids || (gaps && part.gaps && !g) || (c->text && !t)) {
+            spec_completion_free(&part);
+            rc = ogk_fail(e, "out of memory");
+            break;
+        }
+        memcpy(c->ids + c->n, part.ids, sizeof(int) * (size_t)part.n);
+        if (g)
+            memcpy((c->gaps = g) + c->n, part.gaps, sizeof(float) * (size_t)part.n);
+        else if (gaps) /* a part without both alternatives at every step: no gaps for the whole */
+            gaps = 0, free(c->gaps), c->gaps = NULL;
+        if (!part.text) /* a part without text: no text for the whole */
+            free(c->text), c->text = NULL;
+        else if (c->text)
+            memcpy(c->text + text_len, part.text, tl + 1), text_len += tl;
+        for (int i = 0; i < part.n; i++)
+            json_array_append_new(seq, json_integer(part.ids[i]));
+        c->n += part.n;
+        c->ms += h->last_ms;
+        int more = eos && ignore_eos && part.n > 0 && c->n < max_tokens;
+        spec_completion_free(&part);
+        if (!more)
+            break;
+    }
+    json_decref(seq);
+    snprintf(c->stop, sizeof c->stop, "%s", eos && !ignore_eos ? "eos" : "length");
+    if (rc)
+        spec_completion_free(c);
+    return rc;
+}
+
 int spec_http_complete(spec_http *h, const int *prompt, int n, int max_tokens, int ignore_eos, int want_gaps,
                        spec_completion *c, ogk_error *e)
 {
@@ -375,44 +477,8 @@ int spec_http_complete(spec_http *h, const int *prompt, int n, int max_tokens, i
         json_decref(rep);
         h->api++; /* no ids in the reply: vLLM's way next, then llama-server's native endpoint */
     }
-    body = json_pack("{s:O,s:i,s:i,s:b,s:b,s:b}", "prompt", ids, "n_predict", max_tokens, "temperature", 0,
-                     "return_tokens", 1, "cache_prompt", h->cache_prompt, "ignore_eos", ignore_eos);
-    if (want_gaps)
-        json_object_set_new(body, "n_probs", json_integer(2));
     json_decref(ids);
-    rep = request(h, "/completion", body, e);
-    json_decref(body);
-    if (!rep) { /* a server that speaks only OpenAI's API without ids: say what was asked, not just the 404 */
-        char why[sizeof e->msg];
-        snprintf(why, sizeof why, "%s", e->msg);
-        return ogk_fail(e, "%s: no token ids: /v1/completions %s and then %s", h->shown,
-                        no_v1 ? "answered HTTP 404" : "answered none (asked also vLLM's way)", why);
-    }
-    const json_t *tk = json_object_get(rep, "tokens");
-    if (!json_is_array(tk)) {
-        json_decref(rep);
-        return ogk_fail(e, "%s: neither /v1/completions (choices[0].tokens, or vLLM's logprobs.tokens) nor /completion "
-                           "(tokens) returned token ids",
-                        h->shown);
-    }
-    int rc = read_ids(tk, c, h->shown, e);
-    /* stopped by an end-of-generation token: "stop_type": "eos" (older servers: "stopped_eos": true);
-     * llama-server puts the token that stopped it at the end of "tokens" (it appends each sampled token
-     * before testing it), where the OpenAI replies and `record -m` end before it: dropped, as its text is */
-    const json_t *tx = json_object_get(rep, "content"), *st = json_object_get(rep, "stop_type");
-    int eos = json_is_true(json_object_get(rep, "stopped_eos")) ||
-              (json_is_string(st) && !strcmp(json_string_value(st), "eos"));
-    if (!rc && eos && c->n > 0)
-        c->n--;
-    c->text = json_is_string(tx) ? strdup(json_string_value(tx)) : NULL;
-    snprintf(c->stop, sizeof c->stop, "%s", eos ? "eos" : "length");
-    if (!rc && want_gaps)
-        take_gaps(c, json_object_get(rep, "completion_probabilities"), llama_alts);
-    c->ms = h->last_ms;
-    json_decref(rep);
-    if (rc)
-        spec_completion_free(c);
-    return rc;
+    return llama_complete(h, prompt, n, max_tokens, ignore_eos, want_gaps, no_v1, c, e);
 }
 
 int spec_http_draft(void *self, const int *prefix, int n, int k, int *out, ogk_error *e)
