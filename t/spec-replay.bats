@@ -705,3 +705,20 @@ start_llama() { # Q4NX [LLAMA-SERVER OPTIONS] -> $URL: the container as GGUF beh
     "$(jq -c '[.results[] | .k, [.measured.per_prompt[] | .rounds, .accepted, .offered, .accepts]]' "$W/e258-rep-d.json")" ]
   jq -e '.results | all(.measured.accepted == .measured.offered)' "$W/e258-rep-url.json"
 }
+
+# once llama-server had answered through /completion, any later failure (the server killed, a prompt refused) was
+# said as "no token ids: /v1/completions answered none (asked also vLLM's way) and then ...": as if it had no ids
+@test "llama-server: a later request's error is said as it is, not as a server without token ids (exit 3)" {
+  start_llama "$W/t.q4nx"
+  jq -c '[{name: "fine", ids: .[0]}, {name: "outside", ids: (.[1] + [5000])}]' "$W/prompts.json" >"$W/out5000.json"
+  run -3 spec-replay record --url "$URL" --prompts "$W/out5000.json" --tokens 4
+  [[ "$output" == "spec-replay: prompt 'outside': $URL/completion: HTTP 400: "*"invalid tokens"* ]]
+  [[ "$output" != *"no token ids"* ]]
+  jq -c '{format: "ogakit-spec-recording", version: 1, target: {url: "x", model: null}, tokenizer: null, vocab_size: null,
+    settings: {tokens: 4, ignore_eos: false, greedy: true}, prompts: [.[] | {name, kind: null, text: null,
+    prompt_ids: .ids, continuation_ids: [1, 2, 3, 4], continuation_text: null, stop: "length", gaps: null, timings: null}]}' \
+    "$W/out5000.json" >"$W/out5000-rec.json"
+  run -3 spec-replay --draft-url "$URL" -k 2 --recording "$W/out5000-rec.json"
+  [[ "$output" == *"prompt 1 (outside), k 2: $URL/completion: HTTP 400: "*"invalid tokens"* ]]
+  [[ "$output" != *"no token ids"* ]]
+}

@@ -347,13 +347,14 @@ static int llama_part(spec_http *h, const json_t *rep, int want_gaps, int keep_e
     return 0;
 }
 
-/* llama-server's own endpoint. Its ignore_eos is a logit bias of -inf on every end-of-generation token, so what it
+/* llama-server's own endpoint; v1: how /v1/completions answered when this call found its way here (said with an
+ * error of the first request), NULL when an earlier call did. Its ignore_eos is a logit bias of -inf on every end-of-generation token, so what it
  * answers with it is not the greedy continuation (a drafter's drafts, or a target's recording, with the token the
  * model ranks second where its greedy choice is EOS). So it is never asked to: a reply that stopped at such a token
  * ends the continuation before it (as the OpenAI replies and `record -m` do), or, with ignore_eos, is asked again
  * from everything so far, that token included, as -m and npu-forward serve keep going past it. */
 static int llama_complete(spec_http *h, const int *prompt, int n, int max_tokens, int ignore_eos, int want_gaps,
-                          int no_v1, spec_completion *c, ogk_error *e)
+                          const char *v1, spec_completion *c, ogk_error *e)
 {
     json_t *seq = json_array();
     for (int i = 0; i < n; i++)
@@ -371,11 +372,11 @@ static int llama_complete(spec_http *h, const int *prompt, int n, int max_tokens
             json_object_set_new(body, "n_probs", json_integer(2));
         json_t *rep = request(h, "/completion", body, e);
         json_decref(body);
-        if (!rep && !asked) { /* a server that speaks only OpenAI's API without ids: say what was asked, not just the 404 */
+        if (!rep && !asked && v1) { /* a server that speaks only OpenAI's API without ids: say what was asked, not
+                                     * just the 404 */
             char why[sizeof e->msg];
             snprintf(why, sizeof why, "%s", e->msg);
-            ogk_fail(e, "%s: no token ids: /v1/completions %s and then %s", h->shown,
-                     no_v1 ? "answered HTTP 404" : "answered none (asked also vLLM's way)", why);
+            ogk_fail(e, "%s: no token ids: /v1/completions %s and then %s", h->shown, v1, why);
         }
         spec_completion part;
         if (!rep || llama_part(h, rep, want_gaps, ignore_eos, &part, &eos, e)) {
@@ -430,7 +431,7 @@ int spec_http_complete(spec_http *h, const int *prompt, int n, int max_tokens, i
     for (int i = 0; i < n; i++)
         json_array_append_new(ids, json_integer(prompt[i]));
     json_t *rep = NULL, *body;
-    int no_v1 = 0; /* /v1/completions answered 404 */
+    const char *v1 = NULL; /* how /v1/completions answered, when this call falls back to /completion */
     while (h->api != API_LLAMA) {
         int vllm = h->api == API_VLLM;
         body = json_pack("{s:O,s:i,s:i,s:b,s:b,s:b}", "prompt", ids, "max_tokens", max_tokens, "temperature", 0,
@@ -443,7 +444,7 @@ int spec_http_complete(spec_http *h, const int *prompt, int n, int max_tokens, i
         json_decref(body);
         if (!rep && h->api == API_OPENAI && h->last_status == 404) { /* no such endpoint: llama-server's own */
             h->api = API_LLAMA;
-            no_v1 = 1;
+            v1 = "answered HTTP 404";
             break;
         }
         if (!rep) {
@@ -476,9 +477,10 @@ int spec_http_complete(spec_http *h, const int *prompt, int n, int max_tokens, i
         json_decref(tk);
         json_decref(rep);
         h->api++; /* no ids in the reply: vLLM's way next, then llama-server's native endpoint */
+        v1 = "answered none (asked also vLLM's way)";
     }
     json_decref(ids);
-    return llama_complete(h, prompt, n, max_tokens, ignore_eos, want_gaps, no_v1, c, e);
+    return llama_complete(h, prompt, n, max_tokens, ignore_eos, want_gaps, v1, c, e);
 }
 
 int spec_http_draft(void *self, const int *prefix, int n, int k, int *out, ogk_error *e)
