@@ -11,6 +11,7 @@
 //   | llamaonly (llama, but /v1/completions is a 404, as a server without OpenAI's API)
 //   | strtok (target, but choices[0].tokens are strings)
 //   | vllmeos (vllm, stopping at id 96 after half the tokens unless ignore_eos: finish_reason "stop", 96 last in the ids)
+//   | llamaslow (llamaeos, each /completion answered after 150 ms)
 // POST /v1/completions {"prompt": [ids], "max_tokens"} -> choices[0].tokens / .text / .logprobs.top_logprobs
 // (two alternatives per step; top-1 minus top-2 is 0.5 + (position mod 5)). Requests are appended to
 // PORTFILE.log as JSON lines.
@@ -87,12 +88,12 @@ const srv = http.createServer((req, res) => {
       }
       return send(200, { id: 'x', object: 'text_completion', model: 'fake', choices: [c] });
     }
-    if (req.url === '/completion' && (mode === 'llama' || mode === 'llamaeos' || mode === 'llamaonly')) {
+    if (req.url === '/completion' && (mode === 'llama' || mode === 'llamaeos' || mode === 'llamaonly' || mode === 'llamaslow')) {
       let { out, tops } = gen(q.prompt, q.n_predict);
       let content = out.map((t) => 't' + t).join(' ');
       // llamaeos: current llama-server stopping at an end-of-generation token (id EOS) after half the
       // tokens: "stop_type": "eos", and the stopping token last in "tokens" (not in the text)
-      const stops = mode === 'llamaeos' && !q.ignore_eos;
+      const eosmode = mode === 'llamaeos' || mode === 'llamaslow', stops = eosmode && !q.ignore_eos;
       if (stops) {
         const k = Math.floor(q.n_predict / 2);
         content = out.slice(0, k).map((t) => 't' + t).join(' ');
@@ -101,8 +102,8 @@ const srv = http.createServer((req, res) => {
       }
       const probs = tops.map((t) => ({ top_logprobs: Object.values(t).map((lp) => ({ logprob: lp })) }));
       const r = { content, tokens: out, completion_probabilities: q.n_probs ? probs : undefined };
-      if (mode !== 'llamaeos') r.stopped_eos = false; else r.stop_type = stops ? 'eos' : 'limit';
-      return send(200, r);
+      if (!eosmode) r.stopped_eos = false; else r.stop_type = stops ? 'eos' : 'limit';
+      return mode === 'llamaslow' ? setTimeout(() => send(200, r), 150) : send(200, r);
     }
     send(404, { error: 'not found' });
   });

@@ -722,3 +722,17 @@ start_llama() { # Q4NX [LLAMA-SERVER OPTIONS] -> $URL: the container as GGUF beh
   [[ "$output" == *"prompt 1 (outside), k 2: $URL/completion: HTTP 400: "*"invalid tokens"* ]]
   [[ "$output" != *"no token ids"* ]]
 }
+
+# a llama-server drafter whose draft runs past an end-of-generation token takes two requests (the second from the
+# prefix, the drafts and that token): only the last one's time was counted as the draft's cost
+@test "replay --draft-url on llama-server: a draft asked again past EOS costs all its requests' time" {
+  start_fake llama
+  echo '[{"ids":[5,9,12]}]' >"$W/ids1.json"
+  spec-replay record --url "$URL" --prompts "$W/ids1.json" --tokens 8 >"$W/l8.json"
+  start_fake llamaslow # stops at EOS after half of what it is asked, each answer 150 ms late
+  run --separate-stderr spec-replay --draft-url "$URL" -k 4 --json --recording "$W/l8.json"
+  [ "$status" -eq 0 ]
+  # rounds of 4, 4 and 2 drafts: two requests, two, one (5 x 150 ms); the EOS drafted third is a miss
+  echo "$output" | jq -e '.results[0].measured | .per_prompt[0].accepts == [2,2,1] and .drafter_ms >= 750'
+  [ "$(grep -c '"/completion"' "$W/fake-llamaslow.port.log")" -eq 5 ]
+}

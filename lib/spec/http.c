@@ -22,6 +22,7 @@ struct spec_http {
     CURL *c;
     int api;   /* API_*: how this server gives token ids, found at the first completion */
     double last_ms; /* the last request's final attempt, in ms (a retried request's pauses left out) */
+    double draft_ms; /* the last draft's requests' final attempts, in ms (more than one past an EOS on llama-server) */
     long last_status; /* its HTTP status (0: no answer) */
     char *shown; /* the base as messages show it (no credentials) */
     char *auth;  /* "Authorization: Bearer KEY", or NULL */
@@ -491,9 +492,10 @@ int spec_http_draft(void *self, const int *prefix, int n, int k, int *out, ogk_e
     if (spec_http_complete(h, prefix, n, k, 1, 0, &c, e))
         return -1;
     int got = c.n < k ? c.n : k;
+    h->draft_ms = c.ms;
     memcpy(out, c.ids, sizeof(int) * (size_t)got);
     spec_completion_free(&c);
     return got;
 }
 
-double spec_http_last_ms(void *self) { return ((spec_http *)self)->last_ms; }
+double spec_http_last_ms(void *self) { return ((spec_http *)self)->draft_ms; }

@@ -157,7 +157,7 @@ void spec_completion_free(spec_completion *c);
 char *spec_http_model_id(spec_http *h);
 /* a drafter over HTTP: greedy /v1/completions of k tokens from each committed prefix */
 int spec_http_draft(void *self, const int *prefix, int n, int k, int *out, ogk_error *e);
-/* its last request's answered attempt, in ms (spec_drafter.last_ms) */
+/* its last draft's time, in ms: the answered attempts of its requests (spec_drafter.last_ms) */
 double spec_http_last_ms(void *self);
 
 #endif
