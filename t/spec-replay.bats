@@ -736,3 +736,20 @@ start_llama() { # Q4NX [LLAMA-SERVER OPTIONS] -> $URL: the container as GGUF beh
   echo "$output" | jq -e '.results[0].measured | .per_prompt[0].accepts == [2,2,1] and .drafter_ms >= 750'
   [ "$(grep -c '"/completion"' "$W/fake-llamaslow.port.log")" -eq 5 ]
 }
+
+# temperature 0 is greedy only after the samplers before it in llama-server's chain, which its command line sets:
+# a server started with --repeat-penalty 1.3 (as many guides start one) recorded a penalised continuation (the
+# 32 tokens of the first default prompt diverged from -m's at the third), and drafted so
+@test "llama-server started with sampling options (penalties, DRY, XTC, typical, biases): still the greedy continuation" {
+  local o=(--repeat-penalty 1.3 --dry-multiplier 0.8 --samplers "penalties;dry;typ_p;xtc;top_k" --typical 0.3
+    --xtc-probability 0.9 --xtc-threshold 0.01 --dynatemp-range 0.5 --logit-bias 258-5)
+  start_llama "$W/t.q4nx" "${o[@]}"
+  spec-replay record --url "$URL" --tokenizer "$W/t.q4nx" --tokens 32 --ignore-eos -o "$W/pen-url.json"
+  [ "$(jq -c '[.prompts[] | .prompt_ids, .continuation_ids]' "$W/pen-url.json")" = \
+    "$(jq -c '[.prompts[] | .prompt_ids, .continuation_ids]' "$W/rec32.json")" ]
+  start_llama "$W/d.q4nx" "${o[@]}"
+  spec-replay --draft-url "$URL" -k 1,4 --json --recording "$W/rec32.json" 2>/dev/null >"$W/pen-rep-url.json"
+  spec-replay -d "$W/d.q4nx" -k 1,4 -t 1 --json --recording "$W/rec32.json" 2>/dev/null >"$W/pen-rep-d.json"
+  [ "$(jq -c '[.results[] | .k, [.measured.per_prompt[] | .rounds, .accepted, .offered, .accepts]]' "$W/pen-rep-url.json")" = \
+    "$(jq -c '[.results[] | .k, [.measured.per_prompt[] | .rounds, .accepted, .offered, .accepts]]' "$W/pen-rep-d.json")" ]
+}

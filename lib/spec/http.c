@@ -367,8 +367,12 @@ static int llama_complete(spec_http *h, const int *prompt, int n, int max_tokens
     if (!c->ids || !c->text)
         rc = ogk_fail(e, "out of memory");
     for (int asked = 0; !rc; asked++) {
-        json_t *body = json_pack("{s:O,s:i,s:i,s:b,s:b,s:b}", "prompt", seq, "n_predict", max_tokens - c->n,
-                                 "temperature", 0, "return_tokens", 1, "cache_prompt", h->cache_prompt, "ignore_eos", 0);
+        /* temperature 0 is greedy only after the samplers before it in the server's chain (its command line's
+         * --repeat-penalty, --dry-multiplier, --xtc-probability, --typical, --samplers; --dynatemp-range; its
+         * --logit-bias): a chain of temperature alone, no dynamic range, no biases */
+        json_t *body = json_pack("{s:O,s:i,s:i,s:b,s:b,s:b,s:[s],s:i,s:[]}", "prompt", seq, "n_predict",
+                                 max_tokens - c->n, "temperature", 0, "return_tokens", 1, "cache_prompt", h->cache_prompt,
+                                 "ignore_eos", 0, "samplers", "temperature", "dynatemp_range", 0, "logit_bias");
         if (want_gaps)
             json_object_set_new(body, "n_probs", json_integer(2));
         json_t *rep = request(h, "/completion", body, e);
