@@ -753,3 +753,19 @@ start_llama() { # Q4NX [LLAMA-SERVER OPTIONS] -> $URL: the container as GGUF beh
   [ "$(jq -c '[.results[] | .k, [.measured.per_prompt[] | .rounds, .accepted, .offered, .accepts]]' "$W/pen-rep-url.json")" = \
     "$(jq -c '[.results[] | .k, [.measured.per_prompt[] | .rounds, .accepted, .offered, .accepts]]' "$W/pen-rep-d.json")" ]
 }
+
+# llama-server with --context-shift goes on past its context, over a context it has cut ("truncated": true):
+# recorded as the target's greedy continuation (the first default prompt's 260 tokens over 256 positions were not
+# -m's), or drafted so; without it, it stops short and the refusal blamed max_tokens
+@test "llama-server whose context runs out (--context-shift or not): refused naming it (exit 3), target and drafter" {
+  local shift
+  spec-replay record -m "$W/t.q4nx" --tokens 260 --ignore-eos -t 1 -o "$W/r260.json"
+  for shift in --context-shift --no-context-shift; do
+    start_llama "$W/t.q4nx" -c 256 "$shift"
+    run -3 spec-replay record --url "$URL" --tokenizer "$W/t.q4nx" --tokens 260 --ignore-eos -o "$W/cs.json"
+    [[ "$output" == "spec-replay: prompt 'prose': $URL: the server's context ran out (\"truncated\": true) before 314 tokens"* ]]
+    [ ! -e "$W/cs.json" ]
+    run -3 spec-replay --draft-url "$URL" -k 4 --recording "$W/r260.json"
+    [[ "$output" == *"prompt 0 (prose), k 4: $URL: the server's context ran out"* ]]
+  done
+}

@@ -321,11 +321,12 @@ static json_t *vllm_ids(const json_t *tokens)
     return a;
 }
 
-/* one reply of llama-server's /completion into part: its ids, gaps and text, and whether an end-of-generation
- * token stopped it ("stop_type": "eos"; older servers: "stopped_eos": true). That token is the last of "tokens"
- * (llama-server appends each sampled token before testing it): left out unless keep_eos, as its text leaves it out. */
-static int llama_part(spec_http *h, const json_t *rep, int want_gaps, int keep_eos, spec_completion *part, int *eos,
-                      ogk_error *e)
+/* one reply of llama-server's /completion (n_seq: prompt + the tokens asked for) into part: its ids, gaps and text,
+ * and whether an end-of-generation token stopped it ("stop_type": "eos"; older servers: "stopped_eos": true). That
+ * token is the last of "tokens" (llama-server appends each sampled token before testing it): left out unless keep_eos,
+ * as its text leaves it out. A reply past the server's context ("truncated") is refused. */
+static int llama_part(spec_http *h, const json_t *rep, int n_seq, int want_gaps, int keep_eos, spec_completion *part,
+                      int *eos, ogk_error *e)
 {
     memset(part, 0, sizeof *part);
     const json_t *tk = json_object_get(rep, "tokens"), *tx = json_object_get(rep, "content"),
@@ -334,6 +335,11 @@ static int llama_part(spec_http *h, const json_t *rep, int want_gaps, int keep_e
         return ogk_fail(e, "%s: neither /v1/completions (choices[0].tokens, or vLLM's logprobs.tokens) nor /completion "
                            "(tokens) returned token ids",
                         h->shown);
+    if (json_is_true(json_object_get(rep, "truncated"))) { /* stopped short, or went on over a shifted context */
+        return ogk_fail(e, "%s: the server's context ran out (\"truncated\": true) before %d tokens: what it answers "
+                           "past it is not the model's continuation of the whole sequence; give it a larger one (-c)",
+                        h->shown, n_seq);
+    }
     if (read_ids(tk, part, h->shown, e)) {
         spec_completion_free(part);
         return -1;
@@ -384,7 +390,7 @@ static int llama_complete(spec_http *h, const int *prompt, int n, int max_tokens
             ogk_fail(e, "%s: no token ids: /v1/completions %s and then %s", h->shown, v1, why);
         }
         spec_completion part;
-        if (!rep || llama_part(h, rep, want_gaps, ignore_eos, &part, &eos, e)) {
+        if (!rep || llama_part(h, rep, n + max_tokens, want_gaps, ignore_eos, &part, &eos, e)) {
             json_decref(rep);
             rc = -1;
             break;
