@@ -769,3 +769,20 @@ start_llama() { # Q4NX [LLAMA-SERVER OPTIONS] -> $URL: the container as GGUF beh
     [[ "$output" == *"prompt 0 (prose), k 4: $URL: the server's context ran out"* ]]
   done
 }
+
+# llama-server applies its command line's stop strings (-r, --reverse-prompt) to a request that gives none: a target
+# started with -r " in" stopped the first default prompt at its third token, refused as "3 tokens of 32 with
+# finish_reason length (its max_tokens or context is smaller?)", and a drafter's drafts were cut there (129 of 130)
+@test "llama-server started with a stop string (-r): the continuation and the drafts go on past it" {
+  start_llama "$W/t.q4nx" -r " in"
+  jq -c '{prompt: .prompts[0].prompt_ids, n_predict: 32, temperature: 0, return_tokens: true}' "$W/rec32.json" |
+    curl -s -d @- "$URL/completion" | jq -e '.stop_type == "word" and (.tokens | length) < 32'
+  spec-replay record --url "$URL" --tokenizer "$W/t.q4nx" --tokens 32 --ignore-eos -o "$W/rp-url.json"
+  [ "$(jq -c '[.prompts[] | .prompt_ids, .continuation_ids, .stop]' "$W/rp-url.json")" = \
+    "$(jq -c '[.prompts[] | .prompt_ids, .continuation_ids, .stop]' "$W/rec32.json")" ]
+  start_llama "$W/d.q4nx" -r " in"
+  spec-replay --draft-url "$URL" -k 1,4 --json --recording "$W/rec32.json" 2>/dev/null >"$W/rp-rep-url.json"
+  spec-replay -d "$W/d.q4nx" -k 1,4 -t 1 --json --recording "$W/rec32.json" 2>/dev/null >"$W/rp-rep-d.json"
+  [ "$(jq -c '[.results[] | .k, [.measured.per_prompt[] | .rounds, .accepted, .offered, .accepts]]' "$W/rp-rep-url.json")" = \
+    "$(jq -c '[.results[] | .k, [.measured.per_prompt[] | .rounds, .accepted, .offered, .accepts]]' "$W/rp-rep-d.json")" ]
+}

@@ -322,11 +322,12 @@ static json_t *vllm_ids(const json_t *tokens)
 }
 
 /* one reply of llama-server's /completion (n_seq: prompt + the tokens asked for) into part: its ids, gaps and text,
- * and whether an end-of-generation token stopped it ("stop_type": "eos"; older servers: "stopped_eos": true). That
+ * and whether an end-of-generation token stopped it ("stop_type": "eos"; older servers: "stopped_eos": true) or a stop
+ * string ("word", "stopped_word": one its command line set, -r; the tokens hold all of it). The EOS
  * token is the last of "tokens" (llama-server appends each sampled token before testing it): left out unless keep_eos,
  * as its text leaves it out. A reply past the server's context ("truncated") is refused. */
 static int llama_part(spec_http *h, const json_t *rep, int n_seq, int want_gaps, int keep_eos, spec_completion *part,
-                      int *eos, ogk_error *e)
+                      int *eos, int *word, ogk_error *e)
 {
     memset(part, 0, sizeof *part);
     const json_t *tk = json_object_get(rep, "tokens"), *tx = json_object_get(rep, "content"),
@@ -346,6 +347,8 @@ static int llama_part(spec_http *h, const json_t *rep, int n_seq, int want_gaps,
     }
     *eos = json_is_true(json_object_get(rep, "stopped_eos")) ||
            (json_is_string(st) && !strcmp(json_string_value(st), "eos"));
+    *word = json_is_true(json_object_get(rep, "stopped_word")) ||
+            (json_is_string(st) && !strcmp(json_string_value(st), "word"));
     if (*eos && !keep_eos && part->n > 0)
         part->n--;
     part->text = json_is_string(tx) ? strdup(json_string_value(tx)) : NULL;
@@ -359,14 +362,15 @@ static int llama_part(spec_http *h, const json_t *rep, int n_seq, int want_gaps,
  * answers with it is not the greedy continuation (a drafter's drafts, or a target's recording, with the token the
  * model ranks second where its greedy choice is EOS). So it is never asked to: a reply that stopped at such a token
  * ends the continuation before it (as the OpenAI replies and `record -m` do), or, with ignore_eos, is asked again
- * from everything so far, that token included, as -m and npu-forward serve keep going past it. */
+ * from everything so far, that token included, as -m and npu-forward serve keep going past it. A reply stopped by
+ * a stop string (a request's empty "stop" is its command line's -r) is asked again so too. */
 static int llama_complete(spec_http *h, const int *prompt, int n, int max_tokens, int ignore_eos, int want_gaps,
                           const char *v1, spec_completion *c, ogk_error *e)
 {
     json_t *seq = json_array();
     for (int i = 0; i < n; i++)
         json_array_append_new(seq, json_integer(prompt[i]));
-    int gaps = want_gaps, eos = 0, rc = 0;
+    int gaps = want_gaps, eos = 0, word = 0, rc = 0;
     size_t text_len = 0;
     c->ids = malloc(sizeof(int));
     c->text = strdup("");
@@ -390,7 +394,7 @@ static int llama_complete(spec_http *h, const int *prompt, int n, int max_tokens
             ogk_fail(e, "%s: no token ids: /v1/completions %s and then %s", h->shown, v1, why);
         }
         spec_completion part;
-        if (!rep || llama_part(h, rep, n + max_tokens, want_gaps, ignore_eos, &part, &eos, e)) {
+        if (!rep || llama_part(h, rep, n + max_tokens, want_gaps, ignore_eos, &part, &eos, &word, e)) {
             json_decref(rep);
             rc = -1;
             break;
@@ -414,7 +418,7 @@ static int llama_complete(spec_http *h, const int *prompt, int n, int max_tokens
             memcpy((c->gaps = g) + c->n, part.gaps, sizeof(float) * (size_t)part.n);
         else if (gaps) /* a part without both alternatives at every step: no gaps for the whole */
             gaps = 0, free(c->gaps), c->gaps = NULL;
-        if (!part.text) /* a part without text: no text for the whole */
+        if (!part.text || word) /* a part without text, or without its stop string's: no text for the whole */
             free(c->text), c->text = NULL;
         else if (c->text)
             memcpy(c->text + text_len, part.text, tl + 1), text_len += tl;
@@ -422,7 +426,7 @@ static int llama_complete(spec_http *h, const int *prompt, int n, int max_tokens
             json_array_append_new(seq, json_integer(part.ids[i]));
         c->n += part.n;
         c->ms += h->last_ms;
-        int more = eos && ignore_eos && part.n > 0 && c->n < max_tokens;
+        int more = ((eos && ignore_eos) || word) && part.n > 0 && c->n < max_tokens;
         spec_completion_free(&part);
         if (!more)
             break;
