@@ -12,6 +12,8 @@
 //   | strtok (target, but choices[0].tokens are strings)
 //   | vllmeos (vllm, stopping at id 96 after half the tokens unless ignore_eos: finish_reason "stop", 96 last in the ids)
 //   | llamaslow (llamaeos, each /completion answered after 150 ms)
+//   | prefix (target with a prefix cache: a completion answered after 2 ms per prompt token beyond what the previous
+//     request's prompt and answer share with it)
 // POST /v1/completions {"prompt": [ids], "max_tokens"} -> choices[0].tokens / .text / .logprobs.top_logprobs
 // (two alternatives per step; top-1 minus top-2 is 0.5 + (position mod 5)). Requests are appended to
 // PORTFILE.log as JSON lines.
@@ -20,7 +22,7 @@ const http = require('http');
 const fs = require('fs');
 const [portFile, mode] = process.argv.slice(2);
 const V = 97, EOS = 96;
-let requests = 0, busy = 0;
+let requests = 0, busy = 0, held = [];
 const next = (s) => (7 * s[s.length - 1] + (s.length > 1 ? s[s.length - 2] : 0) + 3) % V;
 function gen(prompt, n) {
   const s = prompt.slice(), out = [], tops = [];
@@ -86,7 +88,12 @@ const srv = http.createServer((req, res) => {
         c.tokens = mode === 'strtok' ? out.map((t) => 't' + t) : out;
         if (q.logprobs) c.logprobs = { tokens: out.map((t) => 't' + t), token_logprobs: out.map(() => -0.25), top_logprobs: tops };
       }
-      return send(200, { id: 'x', object: 'text_completion', model: 'fake', choices: [c] });
+      const r = { id: 'x', object: 'text_completion', model: 'fake', choices: [c] };
+      if (mode !== 'prefix') return send(200, r);
+      let same = 0;
+      while (same < q.prompt.length && same < held.length && q.prompt[same] === held[same]) same++;
+      held = q.prompt.concat(out);
+      return setTimeout(() => send(200, r), 2 * (q.prompt.length - same));
     }
     if (req.url === '/completion' && (mode === 'llama' || mode === 'llamaeos' || mode === 'llamaonly' || mode === 'llamaslow')) {
       let { out, tops } = gen(q.prompt, q.n_predict);

@@ -427,8 +427,8 @@ fake_continuation() { # IDS_JSON N
   echo "$output" | jq -e '.results[0].measured.per_prompt[0].accepts == [4,4,4,4] and
     .results[1].measured.per_prompt[0].accepts == [7,7,4] and .results[1].measured.offered == 18 and
     .drafter.url != null'
-  # the drafter saw every committed prefix: 3 + 0, 5, 10, 15 tokens at k 4
-  grep '/v1/completions' "$W/fake-target.port.log" | tail -7 | head -4 | jq -s -e '[.[].body | fromjson | .prompt | length] == [3,8,13,18]'
+  # the drafter took in the prompt but its last token, then saw every committed prefix: 3 + 0, 5, 10, 15 tokens at k 4
+  grep '/v1/completions' "$W/fake-target.port.log" | tail -9 | head -5 | jq -s -e '[.[].body | fromjson | .prompt | length] == [2,3,8,13,18]'
   start_fake wrong
   run --separate-stderr spec-replay --draft-url "$URL" -k 3 --json --step-ms 1 --pass-ms 1 --recording "$W/u20.json"
   [ "$status" -eq 0 ]
@@ -621,7 +621,7 @@ start_serve() { # MODEL [SERVE OPTIONS] -> $URL (waits for GET /health 200, at m
 # of waiting per retry in drafter_ms, and in the economics (man: a request's time is the answered attempt's)
 @test "replay --draft-url: a busy drafter's retry pauses are not its cost (the answered attempts' time)" {
   start_fake target
-  echo '[{"ids":[5,9,12]}]' >"$W/ids1.json"
+  echo '[{"ids":[5]}]' >"$W/ids1.json" # one token: no prefill request, the first draft meets the 503 and the 429
   spec-replay record --url "$URL" --prompts "$W/ids1.json" --tokens 8 >"$W/u8.json"
   start_fake busy
   run --separate-stderr spec-replay --draft-url "$URL" -k 4 --json --recording "$W/u8.json"
@@ -734,7 +734,7 @@ start_llama() { # Q4NX [LLAMA-SERVER OPTIONS] -> $URL: the container as GGUF beh
   [ "$status" -eq 0 ]
   # rounds of 4, 4 and 2 drafts: two requests, two, one (5 x 150 ms); the EOS drafted third is a miss
   echo "$output" | jq -e '.results[0].measured | .per_prompt[0].accepts == [2,2,1] and .drafter_ms >= 750'
-  [ "$(grep -c '"/completion"' "$W/fake-llamaslow.port.log")" -eq 5 ]
+  [ "$(grep -c '"/completion"' "$W/fake-llamaslow.port.log")" -eq 6 ] # and the prompt's prefill
 }
 
 # temperature 0 is greedy only after the samplers before it in llama-server's chain, which its command line sets:
@@ -785,4 +785,17 @@ start_llama() { # Q4NX [LLAMA-SERVER OPTIONS] -> $URL: the container as GGUF beh
   spec-replay -d "$W/d.q4nx" -k 1,4 -t 1 --json --recording "$W/rec32.json" 2>/dev/null >"$W/rp-rep-d.json"
   [ "$(jq -c '[.results[] | .k, [.measured.per_prompt[] | .rounds, .accepted, .offered, .accepts]]' "$W/rp-rep-url.json")" = \
     "$(jq -c '[.results[] | .k, [.measured.per_prompt[] | .rounds, .accepted, .offered, .accepts]]' "$W/rp-rep-d.json")" ]
+}
+
+# a drafter behind a server had its prompt taken in by its first round's request: the whole prompt's time counted
+# as drafting (a pytiny drafter on llama-server, a 450-token prompt: 1.9 ms per round, 1.4 of it drafting), where a
+# container drafter's prefill is timed apart (drafter_prefill_ms)
+@test "replay --draft-url: the drafter takes in each prompt apart from its rounds (a server keeping the prefix)" {
+  start_fake target
+  jq -nc '[{ids: [range(200) | . % 97]}]' >"$W/ids200.json"
+  spec-replay record --url "$URL" --prompts "$W/ids200.json" --tokens 8 >"$W/p200.json"
+  start_fake prefix # a prefix cache: 2 ms per prompt token not already held
+  run --separate-stderr spec-replay --draft-url "$URL" -k 4 --json --recording "$W/p200.json"
+  [ "$status" -eq 0 ]
+  echo "$output" | jq -e '.results[0].measured | .per_prompt[0].accepts == [4,3] and .drafter_prefill_ms >= 398 and .drafter_ms < 200'
 }

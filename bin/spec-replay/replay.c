@@ -132,7 +132,7 @@ int replay(void)
     } else {
         if (!(h = spec_http_new(opt.draft_url, opt.timeout, &e)) || spec_http_key(h, opt.api_key, &e))
             ogk_die(OGK_EXIT_USAGE, "--draft-url: %s", e.msg);
-        drafter = (spec_drafter){spec_http_draft, NULL, h, spec_http_last_ms};
+        drafter = (spec_drafter){spec_http_draft, spec_http_prefill, h, spec_http_last_ms};
         char *su = spec_url_shown(opt.draft_url);
         ogk_err("note: a drafter behind %s: its vocabulary and tokenizer cannot be checked against the recording",
                 su ? su : "?");

@@ -512,4 +512,19 @@ int spec_http_draft(void *self, const int *prefix, int n, int k, int *out, ogk_e
     return got;
 }
 
+int spec_http_prefill(void *self, const int *prompt, int n, ogk_error *e)
+{
+    /* the prompt but its last token, one token asked for and dropped: a server that keeps a prefix (llama-server's
+     * cache_prompt, a prefix cache) then spends the first round on the drafts, not on the prompt */
+    spec_completion c;
+    spec_http *h = self;
+    h->cache_prompt = 1;
+    if (n < 2)
+        return 0;
+    if (spec_http_complete(h, prompt, n - 1, 1, 1, 0, &c, e))
+        return -1;
+    spec_completion_free(&c);
+    return 0;
+}
+
 double spec_http_last_ms(void *self) { return ((spec_http *)self)->draft_ms; }

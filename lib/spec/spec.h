@@ -157,6 +157,8 @@ void spec_completion_free(spec_completion *c);
 char *spec_http_model_id(spec_http *h);
 /* a drafter over HTTP: greedy /v1/completions of k tokens from each committed prefix */
 int spec_http_draft(void *self, const int *prefix, int n, int k, int *out, ogk_error *e);
+/* its prefill: the prompt but its last token asked for a token (a server keeping the prefix drafts from there) */
+int spec_http_prefill(void *self, const int *prompt, int n, ogk_error *e);
 /* its last draft's time, in ms: the answered attempts of its requests (spec_drafter.last_ms) */
 double spec_http_last_ms(void *self);
 
