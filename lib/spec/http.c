@@ -186,6 +186,8 @@ static json_t *request(spec_http *h, const char *path, const json_t *body, ogk_e
     json_t *j = NULL;
     if (b.too_big) {
         ogk_fail(e, "%s: the reply is over %u MiB", shown, REPLY_MAX >> 20);
+    } else if (rc == CURLE_OPERATION_TIMEDOUT) { /* reached, but slower than asked: not "unreachable" */
+        ogk_fail(e, "%s: no complete answer within %g s (--timeout)", shown, (double)h->timeout_ms / 1e3);
     } else if (rc != CURLE_OK) {
         ogk_fail(e, "%s: unreachable: %s", shown, curl_easy_strerror(rc));
     } else if (status < 200 || status > 299) {
