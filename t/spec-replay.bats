@@ -768,6 +768,14 @@ start_llama() { # Q4NX [LLAMA-SERVER OPTIONS] -> $URL: the container as GGUF beh
     run -3 spec-replay --draft-url "$URL" -k 4 --recording "$W/r260.json"
     [[ "$output" == *"prompt 0 (prose), k 4: $URL: the server's context ran out"* ]]
   done
+  # a prompt and continuation that just fill the 256 positions are whole (llama-server says "truncated" there too)
+  jq -c '[{name: "fill", ids: .prompts[0].prompt_ids}]' "$W/r260.json" >"$W/fill.json"
+  local fill=$((256 - $(jq '.[0].ids | length' "$W/fill.json")))
+  spec-replay record --url "$URL" --prompts "$W/fill.json" --tokens "$fill" --ignore-eos -o "$W/fill-url.json"
+  spec-replay record -m "$W/t.q4nx" --prompts "$W/fill.json" --tokens "$fill" --ignore-eos -t 1 -o "$W/fill-m.json"
+  [ "$(jq -c '.prompts[0].continuation_ids' "$W/fill-url.json")" = "$(jq -c '.prompts[0].continuation_ids' "$W/fill-m.json")" ]
+  run -3 spec-replay record --url "$URL" --prompts "$W/fill.json" --tokens "$((fill + 1))" --ignore-eos
+  [[ "$output" == *"the server's context ran out (\"truncated\": true) before 257 tokens"* ]]
 }
 
 # llama-server applies its command line's stop strings (-r, --reverse-prompt) to a request that gives none: a target

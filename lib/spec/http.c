@@ -323,13 +323,15 @@ static json_t *vllm_ids(const json_t *tokens)
     return a;
 }
 
-/* one reply of llama-server's /completion (n_seq: prompt + the tokens asked for) into part: its ids, gaps and text,
+/* one reply of llama-server's /completion (to n_sent tokens, asked for `asked` more) into part: its ids, gaps and text,
  * and whether an end-of-generation token stopped it ("stop_type": "eos"; older servers: "stopped_eos": true) or a stop
  * string ("word", "stopped_word": one its command line set, -r; the tokens hold all of it). The EOS
  * token is the last of "tokens" (llama-server appends each sampled token before testing it): left out unless keep_eos,
- * as its text leaves it out. A reply past the server's context ("truncated") is refused. */
-static int llama_part(spec_http *h, const json_t *rep, int n_seq, int want_gaps, int keep_eos, spec_completion *part,
-                      int *eos, int *word, ogk_error *e)
+ * as its text leaves it out. A reply past the server's context is refused: "truncated" (it stopped short, or with
+ * --context-shift went on over a context it cut, then holding fewer than were sent and answered, "tokens_cached"
+ * leaving out the last answered), but for an answer of all that was asked that just fills the context. */
+static int llama_part(spec_http *h, const json_t *rep, int n_sent, int asked, int want_gaps, int keep_eos,
+                      spec_completion *part, int *eos, int *word, ogk_error *e)
 {
     memset(part, 0, sizeof *part);
     const json_t *tk = json_object_get(rep, "tokens"), *tx = json_object_get(rep, "content"),
@@ -338,14 +340,17 @@ static int llama_part(spec_http *h, const json_t *rep, int n_seq, int want_gaps,
         return ogk_fail(e, "%s: neither /v1/completions (choices[0].tokens, or vLLM's logprobs.tokens) nor /completion "
                            "(tokens) returned token ids",
                         h->shown);
-    if (json_is_true(json_object_get(rep, "truncated"))) { /* stopped short, or went on over a shifted context */
-        return ogk_fail(e, "%s: the server's context ran out (\"truncated\": true) before %d tokens: what it answers "
-                           "past it is not the model's continuation of the whole sequence; give it a larger one (-c)",
-                        h->shown, n_seq);
-    }
     if (read_ids(tk, part, h->shown, e)) {
         spec_completion_free(part);
         return -1;
+    }
+    const json_t *held = json_object_get(rep, "tokens_cached");
+    if (json_is_true(json_object_get(rep, "truncated")) &&
+        !(part->n >= asked && json_is_integer(held) && json_integer_value(held) + 1 >= (json_int_t)n_sent + part->n)) {
+        spec_completion_free(part);
+        return ogk_fail(e, "%s: the server's context ran out (\"truncated\": true) before %d tokens: what it answers "
+                           "past it is not the model's continuation of the whole sequence; give it a larger one (-c)",
+                        h->shown, n_sent + asked);
     }
     *eos = json_is_true(json_object_get(rep, "stopped_eos")) ||
            (json_is_string(st) && !strcmp(json_string_value(st), "eos"));
@@ -396,7 +401,7 @@ static int llama_complete(spec_http *h, const int *prompt, int n, int max_tokens
             ogk_fail(e, "%s: no token ids: /v1/completions %s and then %s", h->shown, v1, why);
         }
         spec_completion part;
-        if (!rep || llama_part(h, rep, n + max_tokens, want_gaps, ignore_eos, &part, &eos, &word, e)) {
+        if (!rep || llama_part(h, rep, n + c->n, max_tokens - c->n, want_gaps, ignore_eos, &part, &eos, &word, e)) {
             json_decref(rep);
             rc = -1;
             break;
