@@ -1388,6 +1388,40 @@ PY
   [ "$STATUS" = 200 ]
 }
 
+# held-out audit: the server asked a peek at the input whether the client had left, and bytes sent after
+# the request (a pipelined next request, unread while the answer is made) answered "open": the slot ran on
+# for the whole max_tokens after the client had closed
+@test "serve: a client that pipelined its next request and then left frees its slot at once (whole answers and streams)" {
+  OGAKIT_KERNEL=ref start_server --parallel 1
+  run timeout 120 /usr/bin/python3 - "$PORT" <<'PY'
+import json, os, socket, sys, time
+port = int(sys.argv[1])
+sys.path.insert(0, os.environ["TOP"] + "/t")
+from serve_raw import metric
+for stream in (False, True):
+    b = json.dumps({"prompt": "def f(x):", "max_tokens": 900, "temperature": 0, "ignore_eos": True, "stream": stream}).encode()
+    s = socket.create_connection(("127.0.0.1", port), timeout=30)
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(b) + b)
+    t0 = time.time()
+    while metric(port, "slots_busy") != "1" and time.time() - t0 < 10:
+        time.sleep(0.02)
+    s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")  # the next request, before this answer is read
+    time.sleep(0.3)
+    s.close()
+    t0 = time.time()
+    while metric(port, "slots_busy") != "0" and time.time() - t0 < 5:
+        time.sleep(0.02)
+    print("stream %s: slot busy %s %.1f s after the close" % (stream, metric(port, "slots_busy"), time.time() - t0))
+PY
+  echo "$output"
+  [ "$status" = 0 ]
+  grep -q '^stream False: slot busy 0 0\.[0-9] s' <<<"$output"
+  grep -q '^stream True: slot busy 0 [0-9.]* s' <<<"$output"
+  [ "$(metric tokens_predicted_total)" -lt 900 ]
+  post /v1/completions '{"prompt": "x", "max_tokens": 2}'
+  [ "$STATUS" = 200 ]
+}
+
 # with --parallel 1 (the ref kernel, so that 100 tokens take a while): request a runs, b waits in the queue
 long='{"prompt": "def f(x):", "max_tokens": 100, "temperature": 0, "ignore_eos": true}'
 one_runs_one_waits() {
