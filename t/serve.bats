@@ -1801,6 +1801,57 @@ PY
   [ "$(curl -s -m 10 "http://127.0.0.1:$lport/v1/completions" -d '{"prompt": "x", "max_tokens": 2}' | jq -r '.usage.completion_tokens')" = 2 ]
 }
 
+# held-out audit: nginx counts a 503 as a failed attempt, and with max_fails=1 a burst past the replicas'
+# queues marked every replica down for fail_timeout (5 s): the burst's overflow got 502 Bad Gateway, and
+# so did every request meanwhile (GET /v1/models too), the replicas idle
+@test "serve-cluster: a burst past every replica's queue gets their 503 (Retry-After), never 502; the replicas keep taking requests" {
+  command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || skip "nginx not installed (tools/deps.sh installs nginx-light)"
+  lport=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  "$TOP/tools/serve-cluster.sh" 2 "$W/target.q4nx" --port "$lport" --dir "$BATS_TEST_TMPDIR/cluster" -- -t 1 \
+    --parallel 1 --queue 1 2>"$BATS_TEST_TMPDIR/cluster.log" &
+  echo $! >>"$BATS_TEST_TMPDIR/pids"
+  for _ in $(seq 300); do grep -q 'nginx on' "$BATS_TEST_TMPDIR/cluster.log" && break; sleep 0.05; done
+  grep -q 'nginx on' "$BATS_TEST_TMPDIR/cluster.log" || { cat "$BATS_TEST_TMPDIR/cluster.log" >&2; false; }
+  run timeout 120 /usr/bin/python3 - "$lport" <<'PY'
+import json, socket, sys, threading
+port = int(sys.argv[1])
+def ask(head, body=b""):
+    s = socket.create_connection(("127.0.0.1", port), timeout=60)
+    s.sendall(head + body)
+    d = b""
+    while True:
+        b = s.recv(65536)
+        if not b:
+            break
+        d += b
+    s.close()
+    h, _, payload = d.partition(b"\r\n\r\n")
+    return (h.split(b" ")[1].decode() if h else "none"), h, payload
+seen, models = [], []
+def one():
+    b = json.dumps({"prompt": "def f(x):", "max_tokens": 300, "temperature": 0, "ignore_eos": True}).encode()
+    code, h, payload = ask(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: %d\r\n\r\n" % len(b), b)
+    if code == "503":  # refused as every replica is full: the replicas still answer what needs no slot
+        models.append(ask(b"GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")[0])
+        ok = b"\r\nretry-after: " in h.lower() and json.loads(payload)["error"]["code"] == "server_busy"
+        code += " busy" if ok else " bare"
+    seen.append(code)
+ths = [threading.Thread(target=one) for _ in range(8)]
+for t in ths:
+    t.start()
+for t in ths:
+    t.join()
+print("burst " + " ".join(sorted(seen)))
+print("models meanwhile " + " ".join(models))
+print("after " + ask(b"GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")[0])
+PY
+  echo "$output"
+  [ "$status" = 0 ]
+  grep -q '^burst \(200 \)*200\( 503 busy\)* 503 busy$' <<<"$output" # 2 slots + 2 queued take 4 at least
+  grep -q '^models meanwhile 200\( 200\)*$' <<<"$output"
+  grep -q '^after 200$' <<<"$output"
+}
+
 @test "serve-cluster: exit codes with --dir (a replica that fails 4, a signal 0), usage 2, a taken port 4; nothing left running" {
   command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || skip "nginx not installed (tools/deps.sh installs nginx-light)"
   local C=$TOP/tools/serve-cluster.sh d=$BATS_TEST_TMPDIR/cl lport

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # tools/serve-cluster.sh N MODEL [--port P] [--dir DIR] [-- npu-forward serve options]
 # N `npu-forward serve` replicas of MODEL on free loopback ports, and nginx (Debian's nginx-light) on
-# 127.0.0.1:P (default 8080) balancing between them: least connections, passive health checks (a
-# replica that fails is out for 5 s: max_fails/fail_timeout) and proxy_next_upstream, so a request a
-# dead or full (503) replica cannot take goes to another one, POSTs included (non_idempotent: a
-# completion that got no answer yet is safe to repeat). Streams pass through unbuffered. Runs in the
+# 127.0.0.1:P (default 8080) balancing between them: least connections and proxy_next_upstream, so a
+# request a dead or full (503) replica cannot take goes to another one, POSTs included (non_idempotent:
+# a completion that got no answer yet is safe to repeat); when every replica is full the client gets the
+# last one's 503 (Retry-After). No replica is ever marked down (max_fails=0): nginx counts a 503 as a
+# failed attempt, and with max_fails=1 a burst past the queues took every idle replica out for
+# fail_timeout, everything 502 meanwhile; a dead replica's refused connect on loopback costs next to
+# nothing. Streams pass through unbuffered. Runs in the
 # foreground until SIGTERM/SIGINT, then stops nginx and every replica. DIR (default: a temp dir)
 # holds nginx.conf, the logs and `replicas` ("PID PORT" per line: the tests kill one).
 # Exit: 2 usage, 4 a replica or nginx did not start, or P is already in use, or nginx ended by itself
@@ -101,7 +104,7 @@ done
   echo "  client_max_body_size 8m; client_body_buffer_size 8m;"
   echo "  upstream ogakit {"
   echo "    least_conn;"
-  for rp in "${ports[@]}"; do echo "    server 127.0.0.1:$rp max_fails=1 fail_timeout=5s;"; done
+  for rp in "${ports[@]}"; do echo "    server 127.0.0.1:$rp max_fails=0;"; done
   echo "    keepalive 64;"
   echo "  }"
   echo "  server {"
