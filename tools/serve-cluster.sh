@@ -78,7 +78,10 @@ mkdir -p "$dir/tmp" && : >"$dir/replicas" || die 4 "$dir: cannot write there"
 
 ports=()
 for i in $(seq "$n"); do
-  npu-forward serve -m "$model" --port 0 "${extra[@]}" 2>"$dir/replica$i.log" &
+  # emptied here, not by the replica's own redirection: that one runs in the background, and the wait
+  # below could read a --dir's earlier run ('ready:', then no port, or a dead replica's)
+  : >"$dir/replica$i.log" || die 4 "$dir: cannot write there"
+  npu-forward serve -m "$model" --port 0 "${extra[@]}" 2>>"$dir/replica$i.log" &
   pids+=($!)
 done
 for i in $(seq "$n"); do
