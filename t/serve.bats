@@ -1880,6 +1880,35 @@ PY
   done
 }
 
+# held-out audit: SIGTERM sent nginx its TERM, a fast stop that cut every proxied request (a whole answer
+# got an empty reply, a stream stopped mid-way without an error event or [DONE]) while the replicas behind
+# it were still draining them
+@test "serve-cluster: SIGTERM drains: a whole answer and a stream in flight through nginx both finish, then it exits 0" {
+  command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || skip "nginx not installed (tools/deps.sh installs nginx-light)"
+  lport=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  OGAKIT_KERNEL=ref "$TOP/tools/serve-cluster.sh" 2 "$W/target.q4nx" --port "$lport" --dir "$BATS_TEST_TMPDIR/cluster" -- \
+    -t 1 --parallel 1 --shutdown-grace 60 2>"$BATS_TEST_TMPDIR/cluster.log" &
+  cl=$!
+  echo $cl >>"$BATS_TEST_TMPDIR/pids"
+  for _ in $(seq 300); do grep -q 'nginx on' "$BATS_TEST_TMPDIR/cluster.log" && break; sleep 0.05; done
+  grep -q 'nginx on' "$BATS_TEST_TMPDIR/cluster.log" || { cat "$BATS_TEST_TMPDIR/cluster.log" >&2; false; }
+  body='{"prompt": "def f(x):", "max_tokens": 40, "temperature": 0, "ignore_eos": true'
+  curl -s -m 120 "http://127.0.0.1:$lport/v1/completions" -d "$body}" >"$BATS_TEST_TMPDIR/whole" &
+  c1=$!
+  curl -sN -m 120 "http://127.0.0.1:$lport/v1/completions" -d "$body, \"stream\": true}" >"$BATS_TEST_TMPDIR/stream" &
+  c2=$!
+  # both replicas busy (one slot each), the answers under way
+  for _ in $(seq 200); do grep -q '^data: ' "$BATS_TEST_TMPDIR/stream" && break; sleep 0.05; done
+  grep -q '^data: ' "$BATS_TEST_TMPDIR/stream"
+  kill -TERM "$cl"
+  wait "$c1" "$c2"
+  wait "$cl"
+  jq -e '.usage.completion_tokens == 40' "$BATS_TEST_TMPDIR/whole"
+  [ "$(tail -n 2 "$BATS_TEST_TMPDIR/stream")" = "data: [DONE]" ]
+  [ "$(grep '^data: {' "$BATS_TEST_TMPDIR/stream" | tail -n 1 | sed 's/^data: //' | jq -r '.usage.completion_tokens')" = 40 ]
+  [ "$(curl -s -m 5 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$lport/health")" = 000 ]
+}
+
 @test "serve-cluster: exit codes with --dir (a replica that fails 4, a signal 0), usage 2, a taken port 4; nothing left running" {
   command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || skip "nginx not installed (tools/deps.sh installs nginx-light)"
   local C=$TOP/tools/serve-cluster.sh d=$BATS_TEST_TMPDIR/cl lport

@@ -8,7 +8,9 @@
 # failed attempt, and with max_fails=1 a burst past the queues took every idle replica out for
 # fail_timeout, everything 502 meanwhile; a dead replica's refused connect on loopback costs next to
 # nothing. Streams pass through unbuffered. Runs in the
-# foreground until SIGTERM/SIGINT, then stops nginx and every replica. DIR (default: a temp dir)
+# foreground until SIGTERM/SIGINT, then drains: nginx takes no new connection and passes the requests
+# in flight to their end while the replicas finish them (their --shutdown-grace: a cut stream ends
+# with their shutting_down error event), then everything stops. DIR (default: a temp dir)
 # holds nginx.conf, the logs and `replicas` ("PID PORT" per line: the tests kill one).
 # Exit: 2 usage, 4 a replica or nginx did not start, or P is already in use, or nginx ended by itself
 # (named), 0 after a signal. Replicas still running 5 s past their --shutdown-grace after SIGTERM are killed.
@@ -44,7 +46,9 @@ cleanup() {
   local st=$? p
   trap - EXIT INT TERM
   set +e
-  [ -z "$ng" ] || kill -TERM "$ng" 2>/dev/null
+  # nginx's graceful stop (QUIT: no new connections, the requests in flight proxied to their end; its TERM
+  # cut them, and the replicas' drain reached nobody) while the replicas finish theirs
+  [ -z "$ng" ] || kill -QUIT "$ng" 2>/dev/null
   for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done
   # replicas finish in-flight requests (their --shutdown-grace, 5 s unless passed): bounded by that
   # grace + 5 s, then SIGKILL
