@@ -1367,6 +1367,34 @@ PY
   [ "$(curl -s -m 5 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/health")" = 000 ]
 }
 
+# held-out audit: while the server drained, /health on a connection kept open from before the signal
+# still answered 200 ok (new connections are refused then, kept ones are not)
+@test "serve: while it drains after SIGTERM, /health on a kept-alive connection is 503 shutting_down; the request in flight finishes" {
+  OGAKIT_KERNEL=ref start_server --parallel 1 --shutdown-grace 300
+  busy_request "$BATS_TEST_TMPDIR/inflight" '{"prompt": "def f(x):", "max_tokens": 60, "temperature": 0, "ignore_eos": true}'
+  run timeout 60 /usr/bin/python3 - "$PORT" "$SPID" <<'PY'
+import json, os, signal, socket, sys, time
+port, pid = int(sys.argv[1]), int(sys.argv[2])
+sys.path.insert(0, os.environ["TOP"] + "/t")
+from serve_raw import answer
+s = socket.create_connection(("127.0.0.1", port), timeout=30)
+s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+print("before", answer(s)[0])
+os.kill(pid, signal.SIGTERM)
+time.sleep(0.5)
+s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+code, body = answer(s)
+print("draining", code, json.loads(body)["error"]["code"] if code != "200" else body.decode())
+PY
+  echo "$output"
+  [ "$status" = 0 ]
+  grep -q '^before 200$' <<<"$output"
+  grep -q '^draining 503 shutting_down$' <<<"$output"
+  wait "$cpid"
+  [ "$(jq -r '.usage.completion_tokens' "$BATS_TEST_TMPDIR/inflight")" = 60 ]
+  wait "$SPID"
+}
+
 @test "serve: a client that disconnects mid-stream (or mid-wait) frees its slot at once" {
   # the reference kernels make a long generation take seconds
   OGAKIT_KERNEL=ref start_server --parallel 1

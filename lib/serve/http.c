@@ -51,6 +51,7 @@ typedef struct server {
     serve_sched S;
     int sched_ok;
     int ready; /* atomic: the model is loaded */
+    int stopping; /* atomic: draining after SIGTERM / SIGINT (/health says so) */
     char model_id[256];
     time_t created; /* /v1/models: the container's write time */
     size_t body_limit;
@@ -1716,6 +1717,8 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
             return not_allowed(srv, c, method, url, 0);
         if (!ready)
             return fail(srv, c, 503, NULL, "model_loading", "Loading model");
+        if (__atomic_load_n(&srv->stopping, __ATOMIC_ACQUIRE)) /* a balancer on a kept-alive connection looks away */
+            return fail(srv, c, 503, NULL, "shutting_down", "the server is shutting down");
         return send_json(srv, c, 200, json_pack("{s:s}", "status", "ok"));
     }
     struct {
@@ -1962,6 +1965,7 @@ int serve_run(const serve_opts *o, ogk_error *e, int *code)
 
     /* stop accepting; let the in-flight requests finish (cancelled after a grace period) */
     logf_(srv, "stopping: finishing in-flight requests");
+    __atomic_store_n(&srv->stopping, 1, __ATOMIC_RELEASE);
     MHD_socket lfd = MHD_quiesce_daemon(d);
     if (lfd != MHD_INVALID_SOCKET)
         close(lfd);
