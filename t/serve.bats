@@ -1345,6 +1345,24 @@ PY
     { tail -n 3 "$BATS_TEST_TMPDIR/cut"; return 1; }
 }
 
+# held-out audit: a second SIGTERM during a long --shutdown-grace did nothing; the server waited out the grace
+@test "serve: a second SIGTERM while it drains cancels the stream in flight at once (shutting_down), exits 0" {
+  OGAKIT_KERNEL=ref start_server --parallel 1 --shutdown-grace 300
+  busy_request "$BATS_TEST_TMPDIR/cut" '{"prompt": "def f(x):", "max_tokens": 4000, "temperature": 0, "ignore_eos": true, "stream": true}'
+  kill -TERM "$SPID"
+  sleep 1
+  kill -0 "$SPID" # the first signal drains: the stream still runs
+  ! grep -q '^data: {"error"' "$BATS_TEST_TMPDIR/cut" || false
+  kill -TERM "$SPID"
+  for _ in $(seq 100); do kill -0 "$SPID" 2>/dev/null || break; sleep 0.1; done
+  ! kill -0 "$SPID" 2>/dev/null || false
+  wait "$cpid" || true
+  wait "$SPID" && rc=0 || rc=$?
+  [ "$rc" = 0 ]
+  grep '^data: {"error"' "$BATS_TEST_TMPDIR/cut" | sed 's/^data: //' | jq -e '.error.code == "shutting_down"' ||
+    { tail -n 3 "$BATS_TEST_TMPDIR/cut"; return 1; }
+}
+
 @test "serve: SIGTERM stops accepting, lets the request in flight finish, refuses the queued one (503), exits 0" {
   OGAKIT_KERNEL=ref start_server --parallel 1 --shutdown-grace 300
   # in flight when the signal comes

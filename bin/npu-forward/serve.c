@@ -17,7 +17,8 @@
 #include "util/util.h"
 
 static volatile sig_atomic_t serve_stop;
-static void on_signal(int sig) { (void)sig, serve_stop = 1; }
+/* the first signal drains, a second one cuts the drain short (the in-flight requests cancelled now) */
+static void on_signal(int sig) { (void)sig, serve_stop = serve_stop ? 2 : 1; }
 static void serve_log(const char *line, void *ctx) { (void)ctx, ogk_err("%s", line); }
 
 /* "*", or http(s)://host[:port]: a browser's Origin, no path, nothing a header could not carry */

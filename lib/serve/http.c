@@ -1946,8 +1946,12 @@ int serve_run(const serve_opts *o, ogk_error *e, int *code)
         *code = mcode;
         goto out;
     }
-    if (serve_sched_init(&srv->S, srv->m, srv->t, &srv->tok_mu, n_slots, n_queue, o->context, mode, o->threads, o->prefix_cache, &me) ||
-        (srv->dm && serve_sched_drafter(&srv->S, srv->dm, o->draft_max > 0 ? o->draft_max : SERVE_DRAFT_MAX, &me)) ||
+    if (serve_sched_init(&srv->S, srv->m, srv->t, &srv->tok_mu, n_slots, n_queue, o->context, mode, o->threads, o->prefix_cache, &me)) {
+        ogk_fail(e, "%s", me.msg);
+        goto out;
+    }
+    srv->S.hurry = o->stop; /* a second signal: the shutdown grace is over */
+    if ((srv->dm && serve_sched_drafter(&srv->S, srv->dm, o->draft_max > 0 ? o->draft_max : SERVE_DRAFT_MAX, &me)) ||
         serve_sched_start(&srv->S, &me)) {
         ogk_fail(e, "%s", me.msg);
         goto out;

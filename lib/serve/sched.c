@@ -780,7 +780,7 @@ static void *sched_main(void *arg)
         }
         pthread_mutex_unlock(&S->mu);
         /* clients that went away (and, past the shutdown grace, everyone) free their slots now */
-        int overdue = deadline && ogk_now() > deadline;
+        int overdue = deadline && (ogk_now() > deadline || (S->hurry && *S->hurry > 1));
         for (int i = 0; i < S->n_slots; i++) {
             serve_slot *sl = &S->slots[i];
             if (sl->j && (overdue || __atomic_load_n(&sl->j->cancel, __ATOMIC_RELAXED)))

@@ -42,7 +42,8 @@ typedef struct serve_opts {
     double shutdown_grace; /* seconds in-flight requests get to finish after *stop (< 0: 5) */
     double request_timeout; /* seconds a connection has to send a whole request, from its opening or its last
                              * answer (a client sending a byte now and then holds no connection longer); 0: 30 */
-    /* set (e.g. by a signal handler) to stop: stop accepting, finish in-flight requests, return 0 */
+    /* set (e.g. by a signal handler) to stop: stop accepting, finish in-flight requests, return 0; set above 1
+     * while they finish (a second signal): the grace is over, they are cancelled now */
     volatile sig_atomic_t *stop;
     /* status lines (listening, loaded, stopping): the program decides where they go; may be NULL */
     void (*log)(const char *line, void *ctx);

@@ -188,6 +188,7 @@ typedef struct serve_sched {
     int q_head, q_len, q_cap, q_size; /* q_size: the ring, q_cap + one place a slot (jobs a free slot takes next) */
     int taken;                        /* slots holding a job (admit to finish) */
     int stopping, running;
+    volatile sig_atomic_t *hurry; /* > 1 while stopping: the grace is over now (a second signal); may be NULL */
     pthread_t th;
     jg_vocab *jg; /* JSON mode's pieces, built at the first such job (scheduler thread) */
     /* metrics, under mu */
