@@ -532,6 +532,48 @@ open_in() {
   [ "$status" = 1 ] && [[ "$output" == *"oga-extract: /dev/full: write failed"* ]] && [ -c /dev/full ] || false
 }
 
+# a closed descriptor was free for the next open(): the first file a program opened took its number
+@test "hardening: a closed standard output, error or input (>&-, 2>&-, <&-) stays closed: nothing lands in a file the program opens" {
+  p=$TOP/share/models/pytiny-target
+  oga-extract "$p" >"$W/t.ogax"
+  q4nx-pack -o "$W/t.q4nx" <"$W/t.ogax"
+  # q4nx-gguf --widen names each widened tensor on stderr: with stderr closed those lines went into the GGUF (exit 0)
+  q4nx-gguf --widen -o "$W/a.gguf" "$W/t.q4nx" 2>/dev/null
+  q4nx-gguf --widen -o "$W/b.gguf" "$W/t.q4nx" 2>&-
+  cmp "$W/a.gguf" "$W/b.gguf"
+  # stdout closed: the first input took fd 1 and was refused as "also this run's standard output" (exit 2)
+  local c
+  for c in "oga-info '$p'" "oga-extract '$p'" "npu-forward info -m '$W/t.q4nx'" "q4nx-verify '$W/t.q4nx'" \
+    "q4nx-gguf --widen '$W/t.q4nx'" "npu-forward run -m '$W/t.q4nx' -p hi -n 2"; do
+    run bash -c "$c >&-"
+    [ "$status" = 1 ] && [[ "$output" =~ write\ failed|cannot\ write|writing\ .*\ failed ]] &&
+      [[ "$output" != *"standard output;"* ]] ||
+      { echo "$c: $status $output"; return 1; }
+  done
+  # stdin closed: a read error on it (exit 3), no container
+  run -3 bash -c "q4nx-pack -o '$W/c.q4nx' <&-"
+  [[ "$output" == *"Bad file descriptor"* ]] && [ ! -e "$W/c.q4nx" ]
+}
+
+# SIGXFSZ killed the writer (status 153, no message); ignored, the write fails with EFBIG
+@test "hardening: past ulimit -f a writer names the failure (File too large, exit 1), keeps the old output, leaves no temp file" {
+  p=$TOP/share/models/pytiny-target
+  oga-extract "$p" >"$W/t.ogax"
+  q4nx-pack -o "$W/t.q4nx" <"$W/t.ogax"
+  mkdir "$W/out"
+  echo old >"$W/out/m.q4nx"
+  run bash -c "ulimit -f 1024; exec q4nx-pack -o '$W/out/m.q4nx' <'$W/t.ogax'"
+  [ "$status" = 1 ] && [[ "$output" == *"m.q4nx: write failed: File too large"* ]] || false
+  [ "$(cat "$W/out/m.q4nx")" = old ] && [ "$(ls -A "$W/out")" = m.q4nx ] || false
+  run bash -c "ulimit -f 1024; exec q4nx-gguf --widen -o '$W/out/m.gguf' '$W/t.q4nx'"
+  [ "$status" = 1 ] && [[ "$output" == *"File too large"* ]] && [ "$(ls -A "$W/out")" = m.q4nx ] || false
+  run bash -c "ulimit -f 1024; exec oga-extract '$p' >'$W/s.ogax'"
+  [ "$status" = 1 ] && [[ "$output" == *"File too large"* ]] || false
+  echo '[1, 2, 3, 4, 5]' >"$W/ids"
+  run bash -c "ulimit -f 16; exec npu-forward logits -m '$W/t.q4nx' --ids '$W/ids' --out-f32 '$W/out/l.f32' >/dev/null"
+  [ "$status" = 1 ] && [[ "$output" == *"File too large"* ]] && [ "$(ls -A "$W/out")" = m.q4nx ] || false
+}
+
 @test "hardening: a tensor frame claiming a terabyte payload is refused by q4nx-pack before anything is allocated (exit 3, named)" {
   oga-extract "$TOP/share/models/pytiny-target" >"$W/t.ogax"
   /usr/bin/python3 - "$W/t.ogax" "$W/bad.ogax" <<'PY'

@@ -1,4 +1,5 @@
 /* npu-forward logits: teacher-forced logits at every position of a token sequence, as JSON (or raw f32). */
+#include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <signal.h>
@@ -74,7 +75,7 @@ int cmd_logits(int argc, char **argv)
             const float *x = s->logits + (size_t)r * V;
             if (o.out_f32) {
                 if (ogk_write_all(out.fd, x, (size_t)V * sizeof *x))
-                    ogk_die(OGK_EXIT_CHECK, "%s: write failed", o.out_f32);
+                    ogk_die(OGK_EXIT_CHECK, "%s: write failed: %s", o.out_f32, strerror(errno));
             } else if (o.top_logits) {
                 json_array_append_new(rows, topk_json(x, V, o.top_logits < V ? o.top_logits : V));
             } else {

@@ -3,6 +3,7 @@
 #include "util.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <signal.h>
@@ -40,10 +41,28 @@ static void stdout_check(void)
     _exit(stdout_code);
 }
 
+/* A standard descriptor the caller closed (">&-", "2>&-", "<&-") is held by /dev/null opened the other way
+ * round, so that using it fails as the closed one did (EBADF): left free, the first file the program opens
+ * takes its number, and messages or output meant for it land in that file (q4nx-gguf's notes inside its
+ * -o GGUF, an input refused as "also this run's standard output"). */
+static void hold_std_fds(void)
+{
+    for (int fd = 0; fd <= 2; fd++)
+        if (fcntl(fd, F_GETFD) < 0 && errno == EBADF) {
+            int n = open("/dev/null", (fd ? O_RDONLY : O_WRONLY) | O_NOCTTY);
+            if (n >= 0 && n != fd) { /* the lower ones are held already: n is fd, unless /dev/null is odd */
+                dup2(n, fd);
+                close(n);
+            }
+        }
+}
+
 void ogk_stdout_checked(int code)
 {
+    hold_std_fds();
     stdout_code = code;
     signal(SIGPIPE, SIG_IGN);
+    signal(SIGXFSZ, SIG_IGN); /* past ulimit -f a write fails with EFBIG, named as any write failure */
     atexit(stdout_check);
 }
 

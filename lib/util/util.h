@@ -31,6 +31,8 @@ const char *ogk_prog(void);
 /* Standard output as a checked stream: SIGPIPE ignored (a reader that closes early is a named error, not a
  * silent death by signal), and at exit a failed write or flush of stdout is reported ("standard output:
  * write failed: ...") and the process exits with `code` (the program's documented write-failure status).
+ * A closed standard descriptor (">&-", "2>&-") stays unusable instead of being taken by the next file
+ * opened, and SIGXFSZ is ignored (a file past ulimit -f is a named write failure, "File too large").
  * Programs call it at the start of main. */
 void ogk_stdout_checked(int code);
 void ogk_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
