@@ -1,6 +1,7 @@
 /* q4nx-gguf — Q4NX container -> GGUF for llama.cpp, without re-quantising; and the exactness check
  * of such a GGUF against its container (man/man1/q4nx-gguf.1). */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,7 +86,7 @@ int main(int argc, char **argv)
             ogk_die(OGK_EXIT_INPUT, "%s", e.msg);
         gguf_file *g = gguf_open(argv[optind + 1], &e);
         if (!g)
-            ogk_die(OGK_EXIT_INPUT, "%s", e.msg);
+            ogk_die(errno == ENOMEM ? OGK_EXIT_INIT : OGK_EXIT_INPUT, "%s", e.msg);
         json_t *rep = NULL;
         int rc = gguf_check_q4nx(f, g, &rep, &e, &code);
         if (rc < 0)

@@ -574,6 +574,27 @@ open_in() {
   [ "$status" = 1 ] && [[ "$output" == *"File too large"* ]] && [ "$(ls -A "$W/out")" = m.q4nx ] || false
 }
 
+# a container the process has no memory to map or copy was "input refused" (3), as if malformed
+@test "hardening: no memory to map or load a container (ulimit -v) is init failed (exit 4, named), in every program that opens one" {
+  skip_under_san "ASan's shadow memory does not start under a small ulimit -v"
+  oga-extract "$TOP/share/models/pytiny-target" | q4nx-pack -o "$W/t.q4nx"
+  truncate -s 2G "$W/big.q4nx"   # sparse: 2 GiB of address space to map, nothing on disk
+  [ "$(stat -c %s "$W/big.q4nx")" = $((2 << 30)) ]
+  local c
+  for c in "npu-forward run -m big.q4nx -p hi -n 1" "npu-forward run --mmap -m big.q4nx -p hi -n 1" \
+    "npu-forward run --no-mmap -m big.q4nx -p hi -n 1" "npu-forward info -m big.q4nx" "q4nx-verify big.q4nx" \
+    "q4nx-gguf --widen -o x.gguf big.q4nx" "q4nx-gguf --check t.q4nx big.q4nx" \
+    "spec-replay -m t.q4nx -d big.q4nx -p hi -n 2 -k 1"; do
+    run bash -c "cd '$W' && ulimit -v $((1 << 20)) && exec $c"
+    [ "$status" = 4 ] && [[ "$output" =~ big\.q4nx:\ (mmap:\ Cannot\ allocate\ memory|out\ of\ memory) ]] ||
+      { echo "$c: $status $output"; return 1; }
+  done
+  [ ! -e "$W/x.gguf" ]
+  # with the memory, the same file is refused as what it is: not a container (3)
+  run -3 npu-forward info -m "$W/big.q4nx"
+  [[ "$output" == *"not a Q4NX container"* ]]
+}
+
 @test "hardening: a tensor frame claiming a terabyte payload is refused by q4nx-pack before anything is allocated (exit 3, named)" {
   oga-extract "$TOP/share/models/pytiny-target" >"$W/t.ogax"
   /usr/bin/python3 - "$W/t.ogax" "$W/bad.ogax" <<'PY'

@@ -75,7 +75,8 @@ typedef struct {
     const uint8_t *data;
 } gguf_tensor;
 typedef struct gguf_file gguf_file;
-/* mmap and parse; every length and offset is bounds-checked. NULL with e filled (a malformed file). */
+/* mmap and parse; every length and offset is bounds-checked. NULL with e filled (a malformed file; errno
+ * ENOMEM when there was no memory to map it). */
 gguf_file *gguf_open(const char *path, ogk_error *e);
 void gguf_close(gguf_file *f);
 uint32_t gguf_version(const gguf_file *f);

@@ -1,6 +1,7 @@
 /* GGUF v3 reader and block dequantisers. Written from the GGUF and ggml block format descriptions
  * (gguf.h), independently of writer.c and convert.c: the exactness check reads files through this. */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -202,7 +203,9 @@ gguf_file *gguf_open(const char *path, ogk_error *e)
     }
     f->meta = json_object();
     if (ogk_map_open(&f->map, path, e)) {
+        int err = errno; /* ENOMEM: the caller's init failure */
         gguf_close(f);
+        errno = err;
         return NULL;
     }
     ogk_error sub;

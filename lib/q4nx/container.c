@@ -4,6 +4,7 @@
  * tensors under Q4NX_SMALL_TENSOR bytes): a few milliseconds at most, so a corrupted description,
  * tokenizer or norm vector is refused instead of run. The weights' checksums are q4nx_verify_weights'
  * (npu-forward --verify) and q4nx-verify's, which opens with Q4NX_OPEN_NOCRC to report every mismatch. */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -209,7 +210,7 @@ q4nx_file *q4nx_open_flags(const char *path, int flags, ogk_error *e, int *code)
         return open_fail(f, code, OGK_EXIT_INIT);
     }
     if ((flags & Q4NX_OPEN_LOAD ? ogk_map_load : flags & Q4NX_OPEN_AUTO ? ogk_map_auto : ogk_map_open)(&f->map, path, e))
-        return open_fail(f, code, OGK_EXIT_INPUT);
+        return open_fail(f, code, errno == ENOMEM ? OGK_EXIT_INIT : OGK_EXIT_INPUT); /* no memory: init failed */
     const uint8_t *p = f->map.data;
     uint64_t size = f->map.size;
     if (size < 8 || memcmp(p, Q4NX_MAGIC, 8) != 0) {

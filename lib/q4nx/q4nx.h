@@ -20,7 +20,8 @@ typedef struct q4nx_file q4nx_file;
  * vs shapes and layout) and the checksums of its small parts: the metadata section (JSON, tables,
  * strings), every asset, and plain tensors under Q4NX_SMALL_TENSOR bytes (milliseconds for an 11 MB
  * tokenizer). The weights' checksums are q4nx_verify_weights'. On failure: NULL, e says what and where;
- * *code (if given) is the exit code to use (3 malformed, corrupt or not a container). */
+ * *code (if given) is the exit code to use (3 malformed, corrupt or not a container; 4 no memory to map or
+ * read it). */
 q4nx_file *q4nx_open(const char *path, ogk_error *e, int *code);
 /* q4nx_open with flags: Q4NX_OPEN_LOAD reads the file into huge-page memory (ogk_map_load) instead
  * of mapping it in place. */

@@ -122,7 +122,9 @@ static int map_stdin_pipe(ogk_map *m, ogk_error *e)
             uint8_t *nb = nc > cap ? realloc(b, nc) : NULL;
             if (!nb) {
                 free(b);
-                return ogk_fail(e, "standard input: out of memory after %zu bytes", n);
+                ogk_fail(e, "standard input: out of memory after %zu bytes", n);
+                errno = ENOMEM;
+                return -1;
             }
             b = nb, cap = nc;
         }
@@ -141,7 +143,9 @@ static int map_stdin_pipe(ogk_map *m, ogk_error *e)
     uint8_t *p = n ? ogk_big_alloc(n) : NULL;
     if (n && !p) {
         free(b);
-        return ogk_fail(e, "standard input: out of memory for a %zu-byte copy", n);
+        ogk_fail(e, "standard input: out of memory for a %zu-byte copy", n);
+        errno = ENOMEM;
+        return -1;
     }
     if (n)
         memcpy(p, b, n);
@@ -157,6 +161,7 @@ static int map_file(ogk_map *m, const char *path, int load, ogk_error *e)
     m->data = NULL;
     m->size = 0;
     m->copied = 0;
+    errno = 0; /* a failure's errno is its own (ENOMEM: out of memory), never an earlier call's */
     struct stat st;
     int fd;
     if (!strcmp(path, "-")) { /* standard input: a regular file is mapped as any other, a pipe read whole */
@@ -180,7 +185,9 @@ static int map_file(ogk_map *m, const char *path, int load, ogk_error *e)
         uint8_t *p = n >= ((size_t)2 << 20) ? ogk_big_alloc(n) : aligned_alloc(4096, (n + 4095) & ~(size_t)4095);
         if (!p) {
             close(fd);
-            return ogk_fail(e, "%s: out of memory for a %zu-byte copy", path, n);
+            ogk_fail(e, "%s: out of memory for a %zu-byte copy", path, n);
+            errno = ENOMEM;
+            return -1;
         }
         while (got < n) {
             ssize_t r = read(fd, p + got, n - got);
@@ -202,7 +209,9 @@ static int map_file(ogk_map *m, const char *path, int load, ogk_error *e)
         if (p == MAP_FAILED) {
             int err = errno;
             close(fd);
-            return ogk_fail(e, "%s: mmap: %s", path, strerror(err));
+            ogk_fail(e, "%s: mmap: %s", path, strerror(err));
+            errno = err; /* ENOMEM: the caller's init failure, not a refused input */
+            return -1;
         }
         m->data = p;
         m->size = (size_t)st.st_size;

@@ -52,7 +52,8 @@ typedef struct {
     int copied; /* 1: data is an ogk_big_alloc copy (ogk_map_load), else an mmap */
 } ogk_map;
 /* Read-only mmap of a whole file. Returns 0, or -1 with e filled ("PATH: reason"). PATH "-" is standard
- * input: a regular file is mapped as any other, a pipe read to its end into an ogk_big_alloc copy. */
+ * input: a regular file is mapped as any other, a pipe read to its end into an ogk_big_alloc copy. Out of
+ * memory (the copy, or the mapping under ulimit -v) leaves errno ENOMEM. */
 int ogk_map_open(ogk_map *m, const char *path, ogk_error *e);
 /* The same contract, but the file is read into an ogk_big_alloc buffer (2 MiB transparent huge
  * pages where the kernel grants them) instead of being mapped: a streaming reader of the data then
