@@ -595,6 +595,35 @@ open_in() {
   [[ "$output" == *"not a Q4NX container"* ]]
 }
 
+# a mapped input truncated by another process: the next read of a page past its new end was a SIGBUS (status 135)
+@test "hardening: an input file truncated while it is read (mapped) is named, exit 3, no output: not a bus error" {
+  cp -r "$TOP/share/models/pytiny-target" "$W/pk"
+  oga-extract "$W/pk" | q4nx-pack -o "$W/m.q4nx"
+  mkfifo "$W/out"
+  # the writer blocks on the FIFO after the first bytes: the file is cut under it, then the rest is read
+  oga-extract "$W/pk" -o "$W/out" 2>"$W/err" &
+  local pid=$!
+  exec 7<"$W/out"
+  head -c 100000 <&7 >/dev/null
+  truncate -s 4096 "$W/pk/model.onnx.data"
+  cat <&7 >/dev/null
+  exec 7<&-
+  local st=0
+  wait "$pid" || st=$?
+  [ "$st" = 3 ] && grep -q 'pk/model.onnx.data: the file shrank while being read' "$W/err" || { echo "status $st"; cat "$W/err"; false; }
+  # a container mapped by q4nx-gguf (its -o written through the FIFO)
+  q4nx-gguf --widen -o "$W/out" "$W/m.q4nx" 2>"$W/err" &
+  pid=$!
+  exec 7<"$W/out"
+  head -c 100000 <&7 >/dev/null
+  truncate -s 200000 "$W/m.q4nx"
+  cat <&7 >/dev/null
+  exec 7<&-
+  st=0
+  wait "$pid" || st=$?
+  [ "$st" = 3 ] && grep -q 'm.q4nx: the file shrank while being read' "$W/err" || { echo "status $st"; cat "$W/err"; false; }
+}
+
 @test "hardening: a tensor frame claiming a terabyte payload is refused by q4nx-pack before anything is allocated (exit 3, named)" {
   oga-extract "$TOP/share/models/pytiny-target" >"$W/t.ogax"
   /usr/bin/python3 - "$W/t.ogax" "$W/bad.ogax" <<'PY'

@@ -156,6 +156,85 @@ static int map_stdin_pipe(ogk_map *m, ogk_error *e)
     return 0;
 }
 
+/* The files mapped in place. Another process that truncates one while it is mapped makes the next read of
+ * a page past its new end a SIGBUS: that fault, inside one of these mappings, is named and ends the run
+ * as a refused input (3) instead of a crash; any other SIGBUS keeps its default action. The handler only
+ * reads the table (written under mapped_mu before a mapping is used and after it is unmapped). */
+#define MAX_MAPPED 64
+static struct {
+    const uint8_t *volatile p;
+    volatile size_t n;
+    char path[256];
+} mapped[MAX_MAPPED];
+static pthread_mutex_t mapped_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* s appended to buf, control characters as '?' (as ogk_err writes them) */
+static void put_str(char *buf, size_t *len, size_t cap, const char *s)
+{
+    for (; *s && *len < cap; s++)
+        buf[(*len)++] = (unsigned char)*s < 0x20 || *s == 0x7f ? '?' : *s;
+}
+
+/* a is inside a mapped input whose file was cut: named, exit 3 (async-signal-safe); else returns */
+static void mapped_fault(const uint8_t *a)
+{
+    for (int i = 0; i < MAX_MAPPED; i++) {
+        const uint8_t *p = mapped[i].p;
+        if (p && a >= p && a < p + mapped[i].n) { /* async-signal-safe from here: write, unlink, _exit */
+            char msg[512];
+            size_t n = 0;
+            put_str(msg, &n, sizeof msg - 1, ogk_prog());
+            put_str(msg, &n, sizeof msg - 1, ": ");
+            put_str(msg, &n, sizeof msg - 1, mapped[i].path);
+            put_str(msg, &n, sizeof msg - 1, ": the file shrank while being read (changed by another process)");
+            msg[n++] = '\n';
+            ssize_t w = write(STDERR_FILENO, msg, n);
+            (void)w;
+            ogk_out_remove_pending();
+            _exit(OGK_EXIT_INPUT);
+        }
+    }
+}
+
+static void on_sigbus(int sig, siginfo_t *si, void *ctx)
+{
+    (void)ctx;
+    mapped_fault(si->si_addr);
+    signal(sig, SIG_DFL); /* not ours: the fault repeats with the default action */
+}
+
+static void mapped_note(const uint8_t *p, size_t n, const char *path)
+{
+    static int hooked;
+    pthread_mutex_lock(&mapped_mu);
+    if (!hooked) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_sigaction = on_sigbus;
+        sa.sa_flags = SA_SIGINFO;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGBUS, &sa, NULL);
+        hooked = 1;
+    }
+    for (int i = 0; i < MAX_MAPPED; i++)
+        if (!mapped[i].p) {
+            snprintf(mapped[i].path, sizeof mapped[i].path, "%s", strcmp(path, "-") ? path : "standard input");
+            mapped[i].n = n;
+            mapped[i].p = p;
+            break;
+        }
+    pthread_mutex_unlock(&mapped_mu);
+}
+
+static void mapped_forget(const uint8_t *p)
+{
+    pthread_mutex_lock(&mapped_mu);
+    for (int i = 0; i < MAX_MAPPED; i++)
+        if (mapped[i].p == p)
+            mapped[i].p = NULL;
+    pthread_mutex_unlock(&mapped_mu);
+}
+
 static int map_file(ogk_map *m, const char *path, int load, ogk_error *e)
 {
     m->data = NULL;
@@ -215,6 +294,7 @@ static int map_file(ogk_map *m, const char *path, int load, ogk_error *e)
         }
         m->data = p;
         m->size = (size_t)st.st_size;
+        mapped_note(p, m->size, path);
     }
     close(fd);
     return 0;
@@ -277,8 +357,10 @@ void ogk_map_close(ogk_map *m)
 {
     if (m->data && m->copied)
         free((void *)m->data);
-    else if (m->data)
+    else if (m->data) {
+        mapped_forget(m->data);
         munmap((void *)m->data, m->size);
+    }
     m->data = NULL;
     m->size = 0;
 }
@@ -358,6 +440,8 @@ int ogk_write_all(int fd, const void *buf, size_t n)
         ssize_t w = write(fd, p, n > (1u << 30) ? (1u << 30) : n);
         if (w < 0 && errno == EINTR)
             continue;
+        if (w < 0 && errno == EFAULT) /* the kernel read a mapped input's cut page: that file is named */
+            mapped_fault(p);
         if (w <= 0)
             return -1;
         p += w;

@@ -53,7 +53,8 @@ typedef struct {
 } ogk_map;
 /* Read-only mmap of a whole file. Returns 0, or -1 with e filled ("PATH: reason"). PATH "-" is standard
  * input: a regular file is mapped as any other, a pipe read to its end into an ogk_big_alloc copy. Out of
- * memory (the copy, or the mapping under ulimit -v) leaves errno ENOMEM. */
+ * memory (the copy, or the mapping under ulimit -v) leaves errno ENOMEM. A file truncated by another process
+ * while mapped (SIGBUS on its next read) ends the run with "PATH: the file shrank while being read", exit 3. */
 int ogk_map_open(ogk_map *m, const char *path, ogk_error *e);
 /* The same contract, but the file is read into an ogk_big_alloc buffer (2 MiB transparent huge
  * pages where the kernel grants them) instead of being mapped: a streaming reader of the data then
