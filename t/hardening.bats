@@ -624,6 +624,21 @@ open_in() {
   [ "$st" = 3 ] && grep -q 'm.q4nx: the file shrank while being read' "$W/err" || { echo "status $st"; cat "$W/err"; false; }
 }
 
+@test "hardening: npu-forward -m PACK_DIR with a cache that cannot take the container: init failed (4) naming the directory, or q4nx-pack's own failure" {
+  p=$TOP/share/models/pytiny-target
+  echo file >"$W/notdir"
+  # a file as OGAKIT_CACHE: q4nx-pack could not create the container, oga-extract was blamed (its broken pipe), exit 1
+  run env OGAKIT_CACHE="$W/notdir" npu-forward info -m "$p"
+  [ "$status" = 4 ] && [[ "$output" == *"cache directory $W/notdir: Not a directory (set OGAKIT_CACHE)"* ]] || false
+  [ "$(cat "$W/notdir")" = file ]
+  # the cache file past ulimit -f: q4nx-pack failed first, and its status and name are the import's
+  mkdir "$W/cache"
+  run bash -c "ulimit -f 1024; OGAKIT_CACHE='$W/cache' exec npu-forward info -m '$p'"
+  [ "$status" = 1 ] && [[ "$output" == *"File too large"* ]] &&
+    [[ "$output" == *"importing the pack failed (q4nx-pack exited 1)"* ]] || false
+  [ -z "$(ls -A "$W/cache")" ]
+}
+
 @test "hardening: a tensor frame claiming a terabyte payload is refused by q4nx-pack before anything is allocated (exit 3, named)" {
   oga-extract "$TOP/share/models/pytiny-target" >"$W/t.ogax"
   /usr/bin/python3 - "$W/t.ogax" "$W/bad.ogax" <<'PY'

@@ -85,7 +85,8 @@ const char *npu_forward_import(const char *path)
         snprintf(dir, sizeof dir, "%s/ogakit", xdg);
     else
         snprintf(dir, sizeof dir, "%s/.cache/ogakit", home && *home ? home : "/tmp");
-    if (mkdirs(dir))
+    struct stat dst;
+    if (mkdirs(dir) || stat(dir, &dst) || (!S_ISDIR(dst.st_mode) && (errno = ENOTDIR)) || access(dir, W_OK | X_OK))
         ogk_die(OGK_EXIT_INIT, "cache directory %s: %s (set OGAKIT_CACHE)", dir, strerror(errno));
     const char *base = strrchr(real, '/') ? strrchr(real, '/') + 1 : real;
     snprintf(out, sizeof out, "%s/%.100s-%016llx.q4nx", dir, *base ? base : "pack",
@@ -126,8 +127,11 @@ const char *npu_forward_import(const char *path)
     int ca = WIFEXITED(sa) ? WEXITSTATUS(sa) : OGK_EXIT_INIT, cb = WIFEXITED(sb) ? WEXITSTATUS(sb) : OGK_EXIT_INIT;
     if (ca || cb) {
         unlink(out);
-        ogk_die(ca ? ca : cb, "%s: importing the pack failed (%s exited %d)", path, ca ? "oga-extract" : "q4nx-pack",
-                ca ? ca : cb);
+        /* q4nx-pack's failure (the cache file cannot be written) leaves oga-extract a broken pipe (1): the
+         * cause is q4nx-pack's; oga-extract's own refusal (3) is the cause of q4nx-pack's */
+        int pack = cb && (!ca || ca == OGK_EXIT_CHECK);
+        ogk_die(pack ? cb : ca, "%s: importing the pack failed (%s exited %d)", path, pack ? "q4nx-pack" : "oga-extract",
+                pack ? cb : ca);
     }
     return out;
 }
