@@ -224,6 +224,14 @@ EOS
   [[ "$stderr" == *"gate 'extract' failed (exit 3)"*"corrupt stream (fake)"* ]]
 }
 
+@test "standard output that cannot take the gates' lines (a full disk, a closed pipe): exit 1, named, no gate after it (it was 0, all passed)" {
+  run bash -c "'$P' --no-serve '$TOP/share/models/pytiny-target' >/dev/full"
+  [ "$status" = 1 ] && [[ "$output" == *"standard output: write failed (the 'import' gate's line)"* ]] || false
+  [[ "$output" != *"all gates passed"* ]]
+  run bash -c "'$P' --no-serve '$TOP/share/models/pytiny-target' | head -c 10 >/dev/null; echo \${PIPESTATUS[0]}"
+  [ "${lines[-1]}" = 1 ] && [[ "$output" == *"standard output: write failed"* ]] || false
+}
+
 @test "a missing jq, curl or program is named with exit 4 before any gate, and -o's temp file is not left" {
   mkdir -p "$W/nojq" "$W/nocurl" "$W/out"
   for p in /usr/bin/* /bin/*; do

@@ -104,7 +104,8 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/ogk-probe.XXXXXX") && [ -d "$work" ] ||
 model=$work/model.q4nx
 
 # gate NAME CMD...: runs CMD (stdout to $work/NAME.out, stderr to $work/NAME.err), prints the gate's
-# JSON line; on failure names the gate and exits with CMD's code
+# JSON line (a line that cannot be written, a full disk or a closed pipe, exits 1: the report is the
+# probe's output); on failure names the gate and exits with CMD's code
 gate() {
   local name=$1 t0 rc detail
   shift
@@ -114,7 +115,8 @@ gate() {
   detail=$(tail -n 3 "$work/$name.err" | tr '\n' ' ' | sed 's/ *$//')
   jq -nc --arg g "$name" --argjson rc "$rc" --arg d "$detail" \
     --argjson s "$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.3f", b - a }')" \
-    '{gate: $g, ok: ($rc == 0), exit: $rc, seconds: $s, detail: (if $d == "" then null else $d end)}'
+    '{gate: $g, ok: ($rc == 0), exit: $rc, seconds: $s, detail: (if $d == "" then null else $d end)}' ||
+    { echo "$me: standard output: write failed (the '$name' gate's line); stopping" >&2; exit 1; }
   if [ "$rc" -ne 0 ]; then
     echo "$me: gate '$name' failed (exit $rc): ${detail:-no message}" >&2
     exit "$rc"
