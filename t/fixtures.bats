@@ -303,6 +303,26 @@ EOF
   [ "$(stat -c %s "$p/model.onnx.data")" -eq "$size" ]
 }
 
+@test "fixture.sh: SIGTERM or SIGINT during generation leaves no half-made pack; an unusable cache root is exit 4, named" {
+  export OGAKIT_FIXTURES=$BATS_TEST_TMPDIR/fx
+  local sig pid i st
+  for sig in TERM INT; do
+    # (a background job of a script starts with SIGINT ignored: as from a terminal, it is not)
+    env --default-signal=INT "$TOP/tools/fixture.sh" llama cpu untied >/dev/null 2>&1 &
+    pid=$!
+    for ((i = 0; i < 300; i++)); do ls -A "$OGAKIT_FIXTURES" 2>/dev/null | grep -q '^\.tmp-' && break; sleep 0.1; done
+    ls -A "$OGAKIT_FIXTURES" | grep -q '^\.tmp-'   # generating now
+    kill -"$sig" "$pid"
+    st=0
+    wait "$pid" || st=$?
+    [ "$st" -ne 0 ]
+    [ "$(ls -A "$OGAKIT_FIXTURES" | grep -c -e '^\.tmp-' -e '^llama')" -eq 0 ] || { ls -la "$OGAKIT_FIXTURES"; false; }
+  done
+  echo file >"$BATS_TEST_TMPDIR/file"
+  run env OGAKIT_FIXTURES="$BATS_TEST_TMPDIR/file/fx" "$TOP/tools/fixture.sh" llama cpu untied
+  [ "$status" -eq 4 ] && [[ "$output" == *"file/fx: cannot keep fixtures there"* ]] || false
+}
+
 @test "ort-ref.js: usage errors exit 2, unreadable packs 3, --help 0" {
   pack=$(fixture phi3 cpu tied)
   run node "$TOP/tools/ort-ref.js" --help

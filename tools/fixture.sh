@@ -58,9 +58,15 @@ dir=$root/$name
 # damaged in place (instead of copying it first) is noticed and regenerated too.
 listing() { (cd "$1" && find . -type f ! -name .stamp -printf '%p %s %T@\n' | LC_ALL=C sort); }
 fresh() { [ -f "$dir/.stamp" ] && [ "$(cat "$dir/.stamp")" = "$(printf '%s\n%s' "$stamp" "$(listing "$dir")")" ]; }
+# the half-made pack goes on every way out (SIGINT/SIGTERM during generation left .tmp-NAME.* behind)
+tmp=
+trap '[ -z "$tmp" ] || rm -rf "$tmp"' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 if ! fresh; then
-  mkdir -p "$root"
-  exec 9>"$root/.$name.lock"
+  # (an unusable cache root was bash's own message and status 1)
+  { mkdir -p "$root" && exec 9>"$root/.$name.lock"; } 2>/dev/null ||
+    die "$root: cannot keep fixtures there (set OGAKIT_FIXTURES to a writable directory)" 4
   flock 9
   if ! fresh; then
     tmp=$(mktemp -d "$root/.tmp-$name.XXXXXX")
@@ -74,6 +80,7 @@ if ! fresh; then
     old=
     if [ -e "$dir" ]; then old=$(mktemp -u "$root/.old-$name.XXXXXX"); mv "$dir" "$old"; fi
     mv "$tmp" "$dir"
+    tmp=
     [ -z "$old" ] || rm -rf "$old"
   fi
   exec 9>&-
