@@ -242,11 +242,13 @@ int main(int argc, char **argv)
         const pack_refusal *r = pack_refusal_at(p, i);
         ogk_err("%s: %s: %s [%s]", allow ? "left out" : "refused", r->what, r->reason, r->code);
     }
-    if (nr && !allow) {
-        ogk_err("%s: %zu refusal%s; nothing written (--allow-incomplete extracts the rest)", pack_dir(p), nr,
-                nr == 1 ? "" : "s");
+    int verdict = pack_exit_code(p); /* 4: a file could not be read for want of memory, never left out */
+    if (nr && (!allow || verdict == OGK_EXIT_INIT)) {
+        ogk_err("%s: %zu refusal%s; nothing written%s", pack_dir(p), nr, nr == 1 ? "" : "s",
+                verdict == OGK_EXIT_INIT ? " (out of memory: the pack was not judged)"
+                                         : " (--allow-incomplete extracts the rest)");
         pack_close(p);
-        return OGK_EXIT_INPUT;
+        return verdict;
     }
 
     ogk_out o;

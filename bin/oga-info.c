@@ -70,8 +70,9 @@ int main(int argc, char **argv)
                     *c = '?';
             ogk_err("%s", line);
         }
+    int rc = pack_exit_code(p); /* 4 when a file could not be read for want of memory: the pack was not judged */
     pack_close(p);
     if (wrc)
         ogk_die(OGK_EXIT_CHECK, "write failed");
-    return nr ? OGK_EXIT_INPUT : OGK_EXIT_OK;
+    return rc;
 }

@@ -639,6 +639,26 @@ open_in() {
   [ -z "$(ls -A "$W/cache")" ]
 }
 
+# a pack file the process had no memory to map was a refusal like any other: "not importable", exit 3
+@test "hardening: oga-info / oga-extract with no memory to map a pack file (ulimit -v): exit 4, the refusal out_of_memory, nothing written" {
+  skip_under_san "ASan's shadow memory does not start under a small ulimit -v"
+  cp -r "$TOP/share/models/pytiny-target" "$W/pk"
+  truncate -s 2G "$W/pk/model.onnx.data"   # the same bytes first, then a sparse 2 GiB to map
+  run bash -c "ulimit -v $((1 << 20)) && exec oga-info -q '$W/pk'"
+  [ "$status" = 4 ] || { echo "$output"; false; }
+  echo "$output" | jq -e '.importable == false and ([.refusals[] | select(.what == "file model.onnx.data" and
+      .code == "out_of_memory")] | length) == 1' >/dev/null
+  local a
+  for a in "" --allow-incomplete; do
+    run bash -c "ulimit -v $((1 << 20)) && exec oga-extract $a '$W/pk' -o '$W/s.ogax'"
+    [ "$status" = 4 ] && [[ "$output" == *"out of memory: the pack was not judged"* ]] && [ ! -e "$W/s.ogax" ] ||
+      { echo "$a: $status $output"; false; }
+  done
+  # with the memory, the pack is judged: no such refusal
+  run oga-info -q "$W/pk"
+  [ "$(echo "$output" | jq '[.refusals[] | select(.code == "out_of_memory")] | length')" = 0 ]
+}
+
 @test "hardening: a tensor frame claiming a terabyte payload is refused by q4nx-pack before anything is allocated (exit 3, named)" {
   oga-extract "$TOP/share/models/pytiny-target" >"$W/t.ogax"
   /usr/bin/python3 - "$W/t.ogax" "$W/bad.ogax" <<'PY'

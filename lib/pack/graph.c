@@ -222,7 +222,7 @@ void pack_read_graph(pack *p)
     if (ogk_map_open(&p->onnx_map, path, &e) != 0) {
         int err = errno;
         free(path);
-        pack_refuse(p, what, err == ENOENT ? "file_missing" : "file_unreadable", "%s",
+        pack_refuse(p, what, pack_file_code(err), "%s",
                     strchr(e.msg, ':') ? strchr(e.msg, ':') + 2 : e.msg);
         return;
     }

@@ -32,7 +32,7 @@ static int ext_get(pack *p, const char *loc0, pack_ext **out)
     if (ogk_map_open(&x->m, path, &e) == 0)
         x->ok = 1;
     else
-        pack_refuse(p, pack_printf(p, "file %s", loc), errno == ENOENT ? "file_missing" : "file_unreadable",
+        pack_refuse(p, pack_printf(p, "file %s", loc), pack_file_code(errno),
                     "external data file: %s", strchr(e.msg, ':') ? strchr(e.msg, ':') + 2 : e.msg);
     free(path);
     return x->ok;

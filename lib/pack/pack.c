@@ -113,6 +113,18 @@ size_t pack_tensor_count(const pack *p) { return p->n_t; }
 const pack_tensor *pack_tensor_at(const pack *p, size_t i) { return i < p->n_t ? &p->t[i] : NULL; }
 size_t pack_refusal_count(const pack *p) { return p->n_r; }
 const pack_refusal *pack_refusal_at(const pack *p, size_t i) { return i < p->n_r ? &p->r[i] : NULL; }
+const char *pack_file_code(int err)
+{
+    return err == ENOENT ? "file_missing" : err == ENOMEM ? "out_of_memory" : "file_unreadable";
+}
+
+int pack_exit_code(const pack *p)
+{
+    for (size_t i = 0; i < p->n_r; i++)
+        if (!strcmp(p->r[i].code, "out_of_memory"))
+            return OGK_EXIT_INIT;
+    return p->n_r ? OGK_EXIT_INPUT : OGK_EXIT_OK;
+}
 size_t pack_asset_count(const pack *p) { return p->n_a; }
 const pack_asset *pack_asset_at(const pack *p, size_t i) { return i < p->n_a ? &p->a[i] : NULL; }
 

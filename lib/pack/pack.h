@@ -103,6 +103,9 @@ const pack_tensor *pack_find_name(const pack *p, const char *initializer); /* by
 
 size_t pack_refusal_count(const pack *p);
 const pack_refusal *pack_refusal_at(const pack *p, size_t i);
+/* The exit code of what pack_open found: 0 nothing refused, 3 refused, 4 when a file could not be read
+ * for want of memory (refusal code "out_of_memory", a small ulimit -v): the pack was not judged. */
+int pack_exit_code(const pack *p);
 
 size_t pack_asset_count(const pack *p);
 const pack_asset *pack_asset_at(const pack *p, size_t i);

@@ -83,6 +83,9 @@ char *pack_printf(pack *p, const char *fmt, ...) __attribute__((format(printf, 2
 void pack_refuse(pack *p, const char *what, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 pack_tensor *pack_add_tensor(pack *p);
+/* the refusal code of a pack file that could not be opened or mapped (errno): file_missing, out_of_memory
+ * (this process's limit, not the pack's fault: pack_exit_code 4) or file_unreadable */
+const char *pack_file_code(int err);
 /* invalid UTF-8 bytes of s replaced by '?', in place (text bound for JSON) */
 char *pack_utf8_safe(char *s);
 
