@@ -92,9 +92,10 @@ int main(int argc, char **argv)
     if (pack_dir) {
         json_object_set_new(summary, "mode", all ? json_string("all") : json_sprintf("sample %ld", sample));
         ogk_error e;
-        json_t *pr = verify_pack(pack_dir, f, sample, summary, &e);
+        int code;
+        json_t *pr = verify_pack(pack_dir, f, sample, summary, &e, &code);
         if (!pr)
-            ogk_die(OGK_EXIT_INPUT, "%s", e.msg);
+            ogk_die(code, "%s", e.msg);
         json_object_set_new(report, "pack", pr);
     }
     if (g) {

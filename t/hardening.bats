@@ -640,7 +640,7 @@ open_in() {
 }
 
 # a pack file the process had no memory to map was a refusal like any other: "not importable", exit 3
-@test "hardening: oga-info / oga-extract with no memory to map a pack file (ulimit -v): exit 4, the refusal out_of_memory, nothing written" {
+@test "hardening: oga-info / oga-extract / q4nx-verify --pack with no memory to map a pack file (ulimit -v): exit 4, the refusal out_of_memory, nothing written" {
   skip_under_san "ASan's shadow memory does not start under a small ulimit -v"
   cp -r "$TOP/share/models/pytiny-target" "$W/pk"
   truncate -s 2G "$W/pk/model.onnx.data"   # the same bytes first, then a sparse 2 GiB to map
@@ -654,6 +654,10 @@ open_in() {
     [ "$status" = 4 ] && [[ "$output" == *"out of memory: the pack was not judged"* ]] && [ ! -e "$W/s.ogax" ] ||
       { echo "$a: $status $output"; false; }
   done
+  # q4nx-verify --pack the same
+  oga-extract "$TOP/share/models/pytiny-target" | q4nx-pack -o "$W/t.q4nx"
+  run bash -c "ulimit -v $((1 << 20)) && exec q4nx-verify '$W/t.q4nx' --pack '$W/pk' --all"
+  [ "$status" = 4 ] && [[ "$output" == *"mmap: Cannot allocate memory"* ]] || { echo "$output"; false; }
   # with the memory, the pack is judged: no such refusal
   run oga-info -q "$W/pk"
   [ "$(echo "$output" | jq '[.refusals[] | select(.code == "out_of_memory")] | length')" = 0 ]

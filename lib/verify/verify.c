@@ -658,10 +658,11 @@ static json_t *tied_result(q4nx_file *f, long sample)
     return res;
 }
 
-json_t *verify_pack(const char *dir, q4nx_file *f, long sample, json_t *summary, ogk_error *pe)
+json_t *verify_pack(const char *dir, q4nx_file *f, long sample, json_t *summary, ogk_error *pe, int *code)
 {
     ogk_error e;
     pack *pk = pack_open(dir, &e);
+    *code = OGK_EXIT_INPUT;
     if (!pk) {
         ogk_fail(pe, "--pack %s", e.msg);
         return NULL;
@@ -670,6 +671,7 @@ json_t *verify_pack(const char *dir, q4nx_file *f, long sample, json_t *summary,
         const pack_refusal *r = pack_refusal_at(pk, 0);
         ogk_fail(pe, "--pack %s: pack refused (%zu refusals; first: %s: %s)", dir, pack_refusal_count(pk), r->what,
                  r->reason);
+        *code = pack_exit_code(pk);
         pack_close(pk);
         return NULL;
     }

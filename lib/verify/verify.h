@@ -28,9 +28,9 @@ void verify_end(void);
  * *bytes_checked grows by the bytes checksummed. The "container" object of the report. */
 json_t *verify_container(const char *path, q4nx_file *f, uint64_t *bytes_checked);
 /* Every tensor against the pack it came from (sample rows per tensor, 0: all), statistics and
- * controls, the tied check; fills summary. NULL with e filled when the pack cannot be used at all
- * (missing, refused): the caller's exit 3. */
-json_t *verify_pack(const char *dir, q4nx_file *f, long sample, json_t *summary, ogk_error *e);
+ * controls, the tied check; fills summary. NULL with e filled when the pack cannot be used at all, and
+ * *code the caller's exit: 3 (missing, refused) or 4 (a file not mapped for want of memory). */
+json_t *verify_pack(const char *dir, q4nx_file *f, long sample, json_t *summary, ogk_error *e, int *code);
 /* Container a against container b (another layout of the same pack): bit-identical dequantisation. */
 json_t *verify_against(q4nx_file *a, q4nx_file *b, const char *bpath, json_t *summary);
 
