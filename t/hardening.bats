@@ -532,6 +532,19 @@ open_in() {
   [ "$status" = 1 ] && [[ "$output" == *"oga-extract: /dev/full: write failed"* ]] && [ -c /dev/full ] || false
 }
 
+# opening a file output hooked SIGPIPE back to a fatal handler: a closed stdout then killed the program (141)
+@test "hardening: with a file output open (--out-f32), a reader that closed standard output is still a named write failure (1), the file whole" {
+  oga-extract "$TOP/share/models/pytiny-target" | q4nx-pack -o "$W/t.q4nx"
+  echo '[1, 2, 3]' >"$W/ids"
+  npu-forward logits -m "$W/t.q4nx" --ids "$W/ids" --out-f32 "$W/ref.f32" >/dev/null
+  # standard output a pipe whose reader is gone before the program starts (no race with the reader)
+  run /usr/bin/python3 -c 'import os, subprocess, sys
+r, w = os.pipe(); os.close(r)
+sys.exit(subprocess.run(sys.argv[1:], stdout=w).returncode)' npu-forward logits -m "$W/t.q4nx" --ids "$W/ids" --out-f32 "$W/l.f32"
+  [ "$status" = 1 ] && [[ "$output" == *"write failed"* ]] || false
+  cmp "$W/l.f32" "$W/ref.f32"
+}
+
 # a closed descriptor was free for the next open(): the first file a program opened took its number
 @test "hardening: a closed standard output, error or input (>&-, 2>&-, <&-) stays closed: nothing lands in a file the program opens" {
   p=$TOP/share/models/pytiny-target

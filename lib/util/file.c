@@ -493,9 +493,15 @@ static void hook_signals(void)
         return;
     hooked = 1;
     atexit(ogk_out_remove_pending);
+    /* a signal the process ignores stays ignored: SIGPIPE (ogk_stdout_checked: a closed stdout is a named
+     * write failure, not a death by signal once a file output is open), SIGINT of a background job */
     int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
-    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+        struct sigaction old;
+        if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN)
+            continue;
         signal(sigs[i], on_fatal_signal);
+    }
 }
 
 /* Remove "BASE.tmp.PID" files next to path whose PID is no process (a writer killed by SIGKILL, or
