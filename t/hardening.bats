@@ -650,6 +650,14 @@ sys.exit(subprocess.run(sys.argv[1:], stdout=w).returncode)' npu-forward logits 
   [ "$status" = 1 ] && [[ "$output" == *"File too large"* ]] &&
     [[ "$output" == *"importing the pack failed (q4nx-pack exited 1)"* ]] || false
   [ -z "$(ls -A "$W/cache")" ]
+  # a cache directory this user cannot write (root can: run as nobody where that works)
+  [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null || skip "needs root and setpriv to run as nobody"
+  local d
+  d=$(mktemp -d /tmp/ogk-cache.XXXXXX) && chmod 755 "$d"
+  mkdir "$d/ro" && chmod 555 "$d/ro"
+  run setpriv --reuid=nobody --regid=nogroup --clear-groups env OGAKIT_CACHE="$d/ro" npu-forward info -m "$p"
+  rm -rf "$d"
+  [ "$status" = 4 ] && [[ "$output" == *"cache directory $d/ro: Permission denied (set OGAKIT_CACHE)"* ]] || false
 }
 
 # a pack file the process had no memory to map was a refusal like any other: "not importable", exit 3
