@@ -1,5 +1,6 @@
 /* q4nx-pack — OGAX stream on stdin -> Q4NX container (man/man1/q4nx-pack.1). */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -20,7 +21,7 @@ static void usage(FILE *to)
           "  -o, --output FILE   write FILE atomically (default: stdout, refused on a terminal)\n"
           "  -v, --verbose       a summary line on stderr (bytes in/out, tensors, seconds, GB/s)\n"
           "  -h, --help          this help;  -V, --version  print the version\n"
-          "Exit: 0 ok, 1 writing failed, 2 usage, 3 stream truncated/corrupt/refused.\n",
+          "Exit: 0 ok, 1 writing failed, 2 usage, 3 stream truncated/corrupt/refused, 4 out of memory.\n",
           to);
 }
 
@@ -103,6 +104,7 @@ int main(int argc, char **argv)
     uint64_t ntensors = 0;
     double t0 = ogk_now();
     while (!rc) {
+        errno = 0; /* a frame refused for want of memory (ENOMEM, the writer's contract) is init failed, not input */
         ogax_frame fr;
         int n = ogax_next(&r, &fr, &e);
         if (n < 0) {
@@ -183,6 +185,8 @@ int main(int argc, char **argv)
         json_decref(fr.hdr);
     }
     ogk_progress_done();
+    if (rc == OGK_EXIT_INPUT && errno == ENOMEM)
+        rc = OGK_EXIT_INIT;
     if (!rc && q4nx_writer_finish(w, model, source, &e))
         rc = OGK_EXIT_CHECK;
     int out_failed = rc && (!w || q4nx_writer_write_failed(w)); /* no writer: its header could not be written */

@@ -660,6 +660,16 @@ sys.exit(subprocess.run(sys.argv[1:], stdout=w).returncode)' npu-forward logits 
   [ "$status" = 4 ] && [[ "$output" == *"cache directory $d/ro: Permission denied (set OGAKIT_CACHE)"* ]] || false
 }
 
+# the writer's "out of memory" for a tensor's buffers was exit 3, as if the stream were corrupt
+@test "hardening: q4nx-pack with no memory for a tensor (ulimit -v) exits 4 (init failed), named, no file" {
+  skip_under_san "ASan's shadow memory does not start under a small ulimit -v"
+  oga-extract "$(fixture qwen2 cpu tied qwen05b 4)" -o "$W/s.ogax"
+  mkdir "$W/out"
+  run bash -c "ulimit -v 120000 && exec q4nx-pack -o '$W/out/m.q4nx' <'$W/s.ogax'"
+  [ "$status" = 4 ] && [[ "$output" == *"out of memory"* ]] || { echo "$status $output"; false; }
+  [ -z "$(ls -A "$W/out")" ]
+}
+
 # a pack file the process had no memory to map was a refusal like any other: "not importable", exit 3
 @test "hardening: oga-info / oga-extract / q4nx-verify --pack with no memory to map a pack file (ulimit -v): exit 4, the refusal out_of_memory, nothing written" {
   skip_under_san "ASan's shadow memory does not start under a small ulimit -v"

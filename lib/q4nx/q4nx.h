@@ -84,7 +84,8 @@ const json_t *q4nx_meta(const q4nx_file *f); /* the whole metadata JSON object *
 
 /* ---- writing a container (streaming: data first, metadata and footer last; no seeking) ---- */
 typedef struct q4nx_writer q4nx_writer;
-/* Starts a container on fd in the given layout (OGK_RM / OGK_B8): writes the header. */
+/* Starts a container on fd in the given layout (OGK_RM / OGK_B8): writes the header. The writer's calls
+ * return -1 (NULL) with e filled; out of memory also leaves errno ENOMEM. */
 q4nx_writer *q4nx_writer_new(int fd, int layout, ogk_error *e);
 int q4nx_writer_asset(q4nx_writer *w, const char *name, const void *data, size_t len, ogk_error *e);
 /* A quantised tensor given in MatMulNBits source order (codes [N][kb][B/2], scales [N][kb], zero points

@@ -47,6 +47,17 @@ static int pad_to(q4nx_writer *w, uint64_t align, ogk_error *e)
 }
 
 /* Appends s (with its NUL) to the string table; offset and length through the out parameters. */
+/* out of memory: named, and errno ENOMEM (the caller's init failure, not a refused stream) */
+static int oom(ogk_error *e, size_t n)
+{
+    if (n)
+        ogk_fail(e, "out of memory (%zu bytes)", n);
+    else
+        ogk_fail(e, "out of memory");
+    errno = ENOMEM;
+    return -1;
+}
+
 static int add_string(q4nx_writer *w, const char *s, uint32_t *off, uint32_t *len, ogk_error *e)
 {
     size_t n = strlen(s);
@@ -58,7 +69,7 @@ static int add_string(q4nx_writer *w, const char *s, uint32_t *off, uint32_t *le
             c *= 2;
         char *p = realloc(w->str, c);
         if (!p)
-            return ogk_fail(e, "out of memory");
+            return oom(e, 0);
         w->str = p;
         w->capstr = c;
     }
@@ -78,7 +89,7 @@ static uint8_t *scratch(q4nx_writer *w, size_t n, ogk_error *e)
         w->buf = ogk_big_alloc(n);
         w->capbuf = w->buf ? n : 0;
         if (!w->buf) {
-            ogk_fail(e, "out of memory (%zu bytes)", n);
+            oom(e, n);
             return NULL;
         }
     }
@@ -93,7 +104,7 @@ q4nx_writer *q4nx_writer_new(int fd, int layout, ogk_error *e)
     }
     q4nx_writer *w = calloc(1, sizeof *w);
     if (!w) {
-        ogk_fail(e, "out of memory");
+        oom(e, 0);
         return NULL;
     }
     w->fd = fd;
@@ -132,7 +143,7 @@ int q4nx_writer_asset(q4nx_writer *w, const char *name, const void *data, size_t
         return ogk_fail(e, "asset %s: more than %u assets in one container", name, Q4NX_MAX_ASSETS);
     int dup = ogk_seen_before(&w->names, "a:", name);
     if (dup)
-        return ogk_fail(e, dup < 0 ? "out of memory" : "asset %s: duplicate name", name);
+        return dup < 0 ? oom(e, 0) : ogk_fail(e, "asset %s: duplicate name", name);
     if (w->na == w->capa) {
         size_t c = w->capa ? w->capa * 2 : 16;
         uint8_t *a = realloc(w->assets, c * Q4NX_ASSET_ENTRY);
@@ -142,7 +153,7 @@ int q4nx_writer_asset(q4nx_writer *w, const char *name, const void *data, size_t
         if (n)
             w->asset_names = n;
         if (!a || !n)
-            return ogk_fail(e, "out of memory");
+            return oom(e, 0);
         w->capa = c;
     }
     uint8_t *a = w->assets + w->na * Q4NX_ASSET_ENTRY;
@@ -178,14 +189,17 @@ static uint8_t *new_entry(q4nx_writer *w, const char *name, const char *role, og
      * write, so its role is never offered again */
     int dup = ogk_seen_before(&w->names, "r:", role);
     if (dup) {
-        ogk_fail(e, dup < 0 ? "out of memory" : "tensor %s: duplicate role %s", name, role);
+        if (dup < 0)
+            oom(e, 0);
+        else
+            ogk_fail(e, "tensor %s: duplicate role %s", name, role);
         return NULL;
     }
     if (w->nt == w->capt) {
         size_t c = w->capt ? w->capt * 2 : 64;
         wtensor *t = realloc(w->t, c * sizeof *t);
         if (!t) {
-            ogk_fail(e, "out of memory");
+            oom(e, 0);
             return NULL;
         }
         w->t = t;
@@ -209,7 +223,7 @@ static uint8_t *new_entry(q4nx_writer *w, const char *name, const char *role, og
 static int commit_entry(q4nx_writer *w, const char *role, ogk_error *e)
 {
     if (!(w->t[w->nt].role = strdup(role)))
-        return ogk_fail(e, "out of memory");
+        return oom(e, 0);
     w->nt++;
     return 0;
 }
