@@ -368,6 +368,23 @@ open_in() {
   [ -z "$(ls -A "$W/out")" ] || { ls -la "$W/out"; return 1; }
 }
 
+# held-out audit: -o over an existing 0600 file left a 0644 one (the temp file's mode), readable by all
+@test "hardening: -o over an existing file keeps its permissions (0600 stays 0600); a new file is 0644 less the umask" {
+  local pack
+  pack=$(fixture qwen2 cpu untied)
+  umask 022
+  oga-extract "$pack" -o "$W/new.ogax"
+  [ "$(stat -c %a "$W/new.ogax")" = 644 ]
+  printf 'old' >"$W/s.ogax"
+  chmod 600 "$W/s.ogax"
+  oga-extract "$pack" -o "$W/s.ogax"
+  [ "$(stat -c %a "$W/s.ogax")" = 600 ]
+  cmp "$W/s.ogax" "$W/new.ogax"
+  chmod 640 "$W/s.ogax"
+  q4nx-pack -o "$W/s.ogax" <"$W/new.ogax"
+  [ "$(stat -c %a "$W/s.ogax")" = 640 ]
+}
+
 @test "hardening: kill -9 of oga-extract -o mid-write leaves no file and no temp file" {
   local pack
   pack=$(fixture qwen2 cpu tied qwen05b 4)

@@ -544,6 +544,14 @@ void ogk_refuse_tty_stdout(const char *what)
         ogk_die(OGK_EXIT_USAGE, "refusing to write %s to a terminal (redirect stdout or use -o FILE)", what);
 }
 
+/* the file an output replaces keeps its permissions (a 0600 file stays private); a new one is 0644 less the
+ * umask. A failure (not ours to change) leaves the new file's default. */
+static void keep_mode(int fd, const struct stat *old)
+{
+    if (old)
+        (void)fchmod(fd, old->st_mode & 0777);
+}
+
 int ogk_out_open(ogk_out *o, const char *path, ogk_error *e)
 {
     memset(o, 0, sizeof *o);
@@ -598,6 +606,7 @@ int ogk_out_open(ogk_out *o, const char *path, ogk_error *e)
     o->fd = access("/proc/self/fd", X_OK) == 0 ? open(dirname(dc), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644) : -1;
     free(dc);
     if (o->fd >= 0) {
+        keep_mode(o->fd, have ? &st : NULL);
         named_open = 1;
         return 0;
     }
@@ -618,6 +627,7 @@ int ogk_out_open(ogk_out *o, const char *path, ogk_error *e)
         o->tmp = o->path = NULL;
         return -1;
     }
+    keep_mode(o->fd, have ? &st : NULL);
     pending_tmp = o->tmp;
     named_open = 1;
     return 0;
