@@ -677,6 +677,17 @@ sys.exit(subprocess.run(sys.argv[1:], stdout=w).returncode)' npu-forward logits 
   [ "$status" = 4 ] && [[ "$output" == *"cache directory $d/ro: Permission denied (set OGAKIT_CACHE)"* ]] || false
 }
 
+# held-out audit: without HOME the import cache was /tmp/.cache/ogakit, a directory any local user can make first
+# and fill with a container of their choosing under the name the import would look for
+@test "hardening: npu-forward -m PACK_DIR without HOME caches under the account's home (passwd), never /tmp" {
+  [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null || skip "needs root and setpriv to run as nobody"
+  home=$(getent passwd nobody | cut -d: -f6)
+  [ -n "$home" ] && [ ! -e "$home" ] || skip "nobody's home directory ($home) exists here"
+  run setpriv --reuid=nobody --regid=nogroup --clear-groups env -u HOME -u XDG_CACHE_HOME -u OGAKIT_CACHE \
+    npu-forward info -m "$TOP/share/models/pytiny-target"
+  [ "$status" = 4 ] && [[ "$output" == *"cache directory $home/.cache/ogakit: "* ]] || { echo "$output"; false; }
+}
+
 # the writer's "out of memory" for a tensor's buffers was exit 3, as if the stream were corrupt
 @test "hardening: q4nx-pack with no memory for a tensor (ulimit -v) exits 4 (init failed), named, no file" {
   skip_under_san "ASan's shadow memory does not start under a small ulimit -v"

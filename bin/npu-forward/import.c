@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pwd.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,12 +80,19 @@ const char *npu_forward_import(const char *path)
                 "container or a pack directory",
                 path);
     const char *c = getenv("OGAKIT_CACHE"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    if (!(home && *home)) { /* no HOME (a service, env -i): the account's own, never a directory others can write */
+        const struct passwd *pw = getpwuid(getuid());
+        home = pw && pw->pw_dir && *pw->pw_dir == '/' ? pw->pw_dir : NULL;
+    }
     if (c && *c)
         snprintf(dir, sizeof dir, "%s", c);
     else if (xdg && *xdg)
         snprintf(dir, sizeof dir, "%s/ogakit", xdg);
+    else if (home)
+        snprintf(dir, sizeof dir, "%s/.cache/ogakit", home);
     else
-        snprintf(dir, sizeof dir, "%s/.cache/ogakit", home && *home ? home : "/tmp");
+        ogk_die(OGK_EXIT_INIT, "no cache directory for the pack's container: HOME is not set and the account has no "
+                "home directory (set OGAKIT_CACHE)");
     struct stat dst;
     if (mkdirs(dir) || stat(dir, &dst) || (!S_ISDIR(dst.st_mode) && (errno = ENOTDIR)) || access(dir, W_OK | X_OK))
         ogk_die(OGK_EXIT_INIT, "cache directory %s: %s (set OGAKIT_CACHE)", dir, strerror(errno));
