@@ -737,6 +737,41 @@ schema_fits() {
   [ "$streamed" = "$one" ]
 }
 
+@test "serve: a stop string that starts a token: streamed with logprobs, return_tokens still gives every generated id, as in one piece" {
+  start_server
+  req='{"prompt": "def fibonacci(n):", "max_tokens": 16, "temperature": 0, "return_tokens": true'
+  post /v1/completions "$req}"
+  [ "$STATUS" = 200 ]
+  ids=$(echo "$BODY" | jq -c '.choices[0].tokens')
+  # the stop: token k's text, where it occurs first at that token's start (the text is cut right before it)
+  local k stop=
+  for k in 3 4 5 6 7 8 9 10; do
+    stop=$(/usr/bin/python3 - "$(echo "$ids" | jq -c ".[:$k]")" "$(echo "$ids" | jq -c ".[:$((k + 1))]")" \
+      "$W/target.q4nx" <<'EOF'
+import json, subprocess, sys
+dec = lambda ids: json.loads(subprocess.run(["npu-forward", "detokenize", "--jsonl", "-m", sys.argv[3]],
+                                            input=ids + "\n", capture_output=True, text=True, check=True).stdout)
+a, b = dec(sys.argv[1]), dec(sys.argv[2])
+piece = b[len(a):]
+if b.startswith(a) and piece.strip() and b.find(piece) == len(a):
+    print(json.dumps(piece))
+EOF
+    )
+    [ -z "$stop" ] || break
+  done
+  [ -n "$stop" ]
+  for lp in '' ', "logprobs": 1'; do
+    post /v1/completions "$req$lp, \"stop\": [$stop]}"
+    [ "$STATUS" = 200 ]
+    echo "$BODY" | jq -e --argjson k "$k" '.choices[0] | .finish_reason == "stop" and (.tokens | length) == $k + 1' >/dev/null
+    one=$(echo "$BODY" | jq -c '.choices[0] | [.text, .tokens]')
+    curl -s -N -m 60 -H 'Content-Type: application/json' --data-binary "$req$lp, \"stop\": [$stop], \"stream\": true}" \
+      "http://127.0.0.1:$PORT/v1/completions" >"$BATS_TEST_TMPDIR/sse"
+    streamed=$(sed -n 's/^data: \({.*\)/\1/p' "$BATS_TEST_TMPDIR/sse" | jq -sc '[.[].choices[0]] | [([.[].text] | add), [.[].tokens // [] | .[]]]')
+    echo "stop $stop$lp: one piece $one, streamed $streamed"
+    [ "$streamed" = "$one" ]
+  done
+}
 @test "serve: an error quoting bytes that are not UTF-8 still gets its JSON answer; an endless chunked body is cut off" {
   start_server -c 256
   get /v1/%FF%FE

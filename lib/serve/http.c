@@ -914,8 +914,9 @@ static int next_event(stream *st)
                                                         "finish_reason", st->calls ? "tool_calls" : j->finish)
                                             : json_pack("{s:s,s:i,s:n,s:s}", "text", "", "index", st->index, "logprobs",
                                                         "finish_reason", j->finish);
-    if (st->r.return_tokens)
-        json_object_set_new(choice, "tokens", ids_json(j->ids + st->toks_sent, n_ids - st->toks_sent));
+    if (st->r.return_tokens) /* every generated id, as in one piece: with logprobs the events carried only
+                              * those of the text, and a stop string may have cut the text before the last */
+        json_object_set_new(choice, "tokens", ids_json(j->ids + st->toks_sent, j->n_ids - st->toks_sent));
     json_t *c = chunk_base(st, choice);
     if (!st->no_usage) { /* one choice, or the last of several (which has the job array) */
         /* with include_usage in a chunk of its own, choices [] (OpenAI's); else on this final one */
