@@ -772,6 +772,45 @@ EOF
     [ "$streamed" = "$one" ]
   done
 }
+
+# a Llama 2 / Mistral / Phi-3 tokenizer (SentencePiece, decoder Strip of one leading space): an answer that
+# opens with "▁Hello" is "Hello"; its logprobs gave the token as " Hello", so the tokens did not join to the
+# text and every text_offset after it was one too far
+@test "serve: logprobs of a Strip-decoder (Llama 2) answer: the first token is the text it adds; tokens join to the text, offsets index it, streamed alike" {
+  oga-extract "$(fixture phi3 cpu tied)" | q4nx-pack -l b8 -o "$BATS_TEST_TMPDIR/p.q4nx"
+  id=$(npu-forward tokenize --no-special -m "$BATS_TEST_TMPDIR/p.q4nx" Hello | jq -e 'if length == 1 then .[0] else error end')
+  [ -n "$id" ]
+  [ "$(npu-forward detokenize -m "$BATS_TEST_TMPDIR/p.q4nx" --jsonl <<<"[$id, $id]")" = '"Hello Hello"' ]
+  start_server -m "$BATS_TEST_TMPDIR/p.q4nx"
+  req="{\"prompt\": \"hi\", \"max_tokens\": 3, \"temperature\": 0, \"logprobs\": 2, \"logit_bias\": {\"$id\": 100}"
+  post /v1/completions "$req}"
+  [ "$STATUS" = 200 ]
+  echo "$BODY" >"$BATS_TEST_TMPDIR/one.json"
+  curl -s -N -m 30 -H 'Content-Type: application/json' --data-binary "$req, \"stream\": true}" \
+    "http://127.0.0.1:$PORT/v1/completions" | sed -n 's/^data: //p' | grep -v '^\[DONE\]' | jq -s -c '{choices: [{
+    text: ([.[].choices[0].text // ""] | join("")), logprobs: {tokens: [.[].choices[0].logprobs // {} | .tokens // [] | .[]],
+    text_offset: [.[].choices[0].logprobs // {} | .text_offset // [] | .[]], top_logprobs: [.[].choices[0].logprobs // {} | .top_logprobs // [] | .[]]}}]}' \
+    >"$BATS_TEST_TMPDIR/streamed.json"
+  post /v1/chat/completions "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"max_tokens\": 3, \"temperature\": 0, \"logprobs\": true, \"top_logprobs\": 2, \"logit_bias\": {\"$id\": 100}}"
+  [ "$STATUS" = 200 ]
+  echo "$BODY" >"$BATS_TEST_TMPDIR/chat.json"
+  run /usr/bin/python3 - "$BATS_TEST_TMPDIR/one.json" "$BATS_TEST_TMPDIR/streamed.json" "$BATS_TEST_TMPDIR/chat.json" <<'PY'
+import json, sys
+for f in sys.argv[1:3]:
+    c = json.load(open(f))["choices"][0]
+    toks, offs, text = c["logprobs"]["tokens"], c["logprobs"]["text_offset"], c["text"]
+    assert text == "Hello Hello Hello" and len(toks) == 3, (f, text, toks)
+    assert "".join(toks) == text, (f, toks, text)
+    assert offs == [len("".join(toks[:i])) for i in range(len(toks))], (f, offs)
+    assert all(t in top for t, top in zip(toks, c["logprobs"]["top_logprobs"])), (f, c["logprobs"]["top_logprobs"])
+c = json.load(open(sys.argv[3]))["choices"][0]
+lp = c["logprobs"]["content"]
+assert bytes(b for e in lp for b in e["bytes"]).decode() == c["message"]["content"] == "Hello Hello Hello", (lp, c)
+assert all(e["token"].encode() == bytes(e["bytes"]) for e in lp), lp
+PY
+  echo "$output"
+  [ "$status" -eq 0 ]
+}
 @test "serve: an error quoting bytes that are not UTF-8 still gets its JSON answer; an endless chunked body is cut off" {
   start_server -c 256
   get /v1/%FF%FE

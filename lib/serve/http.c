@@ -522,6 +522,7 @@ typedef struct {
     size_t chars;
     int need;
     uint8_t lo, hi;
+    int started; /* a token with text has been counted: the decoder's start-of-text rules are behind */
 } u8count;
 
 static void u8count_add(u8count *c, const char *s, size_t n)
@@ -546,16 +547,16 @@ static void u8count_add(u8count *c, const char *s, size_t n)
     }
 }
 
-/* one id's piece for logprobs and /tokenize (caller holds tok_mu): the bytes it adds in the middle of a text
- * (special tokens: their text; ids the tokenizer lacks: none). The piece is their text where they are whole
+/* one id's piece for logprobs and /tokenize (caller holds tok_mu): the bytes it adds in the middle of a text,
+ * or with start at its beginning (tok_piece_bytes) (special tokens: their text; ids the tokenizer lacks: none). The piece is their text where they are whole
  * UTF-8, else OpenAI's "bytes:\\xNN..." spelling (a token that holds part of a character); *bytes (when asked)
  * the raw bytes, which put back together give the text; count (when given) takes them. raw: the piece as an array of bytes instead of the spelling
  * where it is not whole UTF-8 (llama-server's /tokenize). */
-static json_t *piece_json_ex(server *srv, int id, json_t **bytes, u8count *count, int raw)
+static json_t *piece_json_ex(server *srv, int id, int start, json_t **bytes, u8count *count, int raw)
 {
     char *s = NULL;
     size_t n = 0;
-    if (tok_piece_bytes(srv->t, id, &s, &n) <= 0) {
+    if (tok_piece_bytes(srv->t, id, start, &s, &n) <= 0) {
         ogk_error e;
         int32_t v = id;
         free(s);
@@ -589,7 +590,21 @@ static json_t *piece_json_ex(server *srv, int id, json_t **bytes, u8count *count
     return j;
 }
 
-static json_t *piece_json(server *srv, int id, json_t **bytes) { return piece_json_ex(srv, id, bytes, NULL, 0); }
+static json_t *piece_json(server *srv, int id, int start, json_t **bytes)
+{
+    return piece_json_ex(srv, id, start, bytes, NULL, 0);
+}
+
+/* the text the answer's (or the echoed prompt's) tokens make starts at the first one that has text: its piece
+ * is taken as tok_decode begins a text (Llama 2's and Mistral's "▁Hello" first is "Hello") */
+static int piece_start(server *srv, u8count *c, int id)
+{
+    int start = !c->started;
+    size_t n;
+    if (tok_id_to_token(srv->t, id, &n) && !tok_is_special(srv->t, id))
+        c->started = 1;
+    return start;
+}
 
 /* logprobs of generated tokens [t0, t1): the completions shape or the chat shape */
 /* generated tokens [t0, t1) of a job, copied under its lock: the scheduler grows (reallocates) the job's
@@ -634,9 +649,10 @@ static json_t *logprobs_json(server *srv, const tok_slice *j, int kind, u8count 
         json_t *content = json_array();
         for (int i = t0; i < t1; i++) {
             json_t *b, *tops = json_array();
-            json_t *tokj = piece_json(srv, j->ids[i], &b);
+            int start = piece_start(srv, offset, j->ids[i]);
+            json_t *tokj = piece_json(srv, j->ids[i], start, &b);
             for (int k = 0; k < top; k++) {
-                json_t *tb, *tj = piece_json(srv, j->top_ids[(size_t)i * top + k], &tb);
+                json_t *tb, *tj = piece_json(srv, j->top_ids[(size_t)i * top + k], start, &tb);
                 json_array_append_new(tops, json_pack("{s:o,s:f,s:o}", "token", tj, "logprob",
                                                       (double)j->top_lps[(size_t)i * top + k], "bytes", tb));
             }
@@ -648,7 +664,8 @@ static json_t *logprobs_json(server *srv, const tok_slice *j, int kind, u8count 
         json_t *toks = json_array(), *lps = json_array(), *tops = json_array(), *offs = json_array();
         for (int i = t0; i < t1; i++) {
             json_array_append_new(offs, json_integer((json_int_t)offset->chars));
-            json_t *tj = piece_json_ex(srv, j->ids[i], NULL, offset, 0);
+            int start = piece_start(srv, offset, j->ids[i]);
+            json_t *tj = piece_json_ex(srv, j->ids[i], start, NULL, offset, 0);
             json_array_append_new(toks, tj);
             if (null_first && i == 0) {
                 json_array_append_new(lps, json_null());
@@ -658,7 +675,7 @@ static json_t *logprobs_json(server *srv, const tok_slice *j, int kind, u8count 
             json_array_append_new(lps, json_real(j->lps[i]));
             json_t *o = json_object();
             for (int k = 0; k < top; k++) {
-                json_t *kj = piece_json(srv, j->top_ids[(size_t)i * top + k], NULL);
+                json_t *kj = piece_json(srv, j->top_ids[(size_t)i * top + k], start, NULL);
                 if (!json_object_get(o, json_string_value(kj))) /* two ids may decode alike: keep the likelier */
                     json_object_set_new(o, json_string_value(kj), json_real(j->top_lps[(size_t)i * top + k]));
                 json_decref(kj);
@@ -671,6 +688,8 @@ static json_t *logprobs_json(server *srv, const tok_slice *j, int kind, u8count 
         out = json_pack("{s:o,s:o,s:o,s:o}", "tokens", toks, "token_logprobs", lps, "top_logprobs", tops,
                         "text_offset", offs);
     }
+    if (null_first) /* the echoed prompt's: the answer after it is a text of its own (decoded alone) */
+        offset->started = 0;
     pthread_mutex_unlock(&srv->tok_mu);
     return out;
 }
@@ -1456,7 +1475,7 @@ static enum MHD_Result tokenize(server *srv, struct MHD_Connection *c, conn *cn)
     json_t *toks = json_array();
     for (size_t i = 0; !rc && i < n; i++) {
         if (json_is_true(wp))
-            json_array_append_new(toks, json_pack("{s:i,s:o}", "id", ids[i], "piece", piece_json_ex(srv, ids[i], NULL, NULL, 1)));
+            json_array_append_new(toks, json_pack("{s:i,s:o}", "id", ids[i], "piece", piece_json_ex(srv, ids[i], 0, NULL, NULL, 1)));
         else
             json_array_append_new(toks, json_integer(ids[i]));
     }

@@ -574,7 +574,7 @@ oom:
     return NULL;
 }
 
-static int tok_piece(void *t, int id, char **bytes, size_t *len) { return tok_piece_bytes(t, id, bytes, len); }
+static int tok_piece(void *t, int id, char **bytes, size_t *len) { return tok_piece_bytes(t, id, 0, bytes, len); }
 
 jg_vocab *jg_vocab_new(tok *t, int V, ogk_error *e) { return jg_vocab_build(V, tok_piece, t, e); }
 

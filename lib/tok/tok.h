@@ -81,10 +81,13 @@ enum { TOK_STREAM_SKIP_SPECIAL = 1, TOK_STREAM_SKIP_UNKNOWN = 2 };
 tok_stream *tok_stream_new(tok *t, int flags);
 const char *tok_stream_put(tok_stream *s, int32_t id, size_t *len, ogk_error *e);
 const char *tok_stream_flush(tok_stream *s, size_t *len, ogk_error *e);
-/* The bytes token id adds in the middle of a text (no start-of-text rule; bytes of an incomplete UTF-8
- * sequence as they are): what constrained decoding checks a token against. 1 with *bytes (malloc'd,
- * NUL after *len bytes), 0 for ids that add no text (special, or not in the vocabulary), -1 out of memory. */
-int tok_piece_bytes(tok *t, int32_t id, char **bytes, size_t *len);
+/* The bytes token id adds in the middle of a text (start 0: no start-of-text rule) or as the first token
+ * with text (start 1: the decoder's start-of-text rules, such as Llama 2's Strip of one leading space or
+ * Metaspace's first space, apply, as tok_decode applies them); bytes of an incomplete UTF-8 sequence as
+ * they are: what constrained decoding checks a token against (start 0), and the text a token adds to an
+ * answer. 1 with *bytes (malloc'd, NUL after *len bytes), 0 for ids that add no text (special, or not in
+ * the vocabulary), -1 out of memory. */
+int tok_piece_bytes(tok *t, int32_t id, int start, char **bytes, size_t *len);
 void tok_stream_free(tok_stream *s);
 
 /* Vocabulary */

@@ -85,17 +85,18 @@ static int bytelevel_flush(const tok *t, tok_buf *cur, strlist *out, int raw)
     return rc;
 }
 
-/* raw: a token's bytes in the middle of a text (tok_piece_bytes): no start-of-text rule (Metaspace's first
- * space, Strip) and bytes that are not UTF-8 kept as they are */
-static int decode_chain(tok *t, const tdec *d, strlist *in, strlist *out, int raw, size_t max)
+/* how: 0 for a text; for a token's bytes (tok_piece_bytes) DC_RAW keeps bytes that are not UTF-8 as they
+ * are, DC_MID leaves out the start-of-text rules (Metaspace's first space, Strip) */
+enum { DC_RAW = 1, DC_MID = 2 };
+static int decode_chain(tok *t, const tdec *d, strlist *in, strlist *out, int how, size_t max)
 {
-    int rc = 0;
+    int rc = 0, raw = how & DC_RAW, mid = how & DC_MID;
     switch (d->type) {
     case D_SEQ: {
         strlist cur = *in, nxt = {0};
         memset(in, 0, sizeof *in);
         for (int k = 0; k < d->nkids && !rc; k++) {
-            rc = decode_chain(t, &d->kids[k], &cur, &nxt, raw, max);
+            rc = decode_chain(t, &d->kids[k], &cur, &nxt, how, max);
             sl_free(&cur);
             cur = nxt;
             memset(&nxt, 0, sizeof nxt);
@@ -126,7 +127,7 @@ static int decode_chain(tok *t, const tdec *d, strlist *in, strlist *out, int ra
             tok_buf b = {0};
             rc = tk_pat_replace(t, &p, in->s[i], in->n[i], " ", 1, &b, max - sum);
             sum += b.n;
-            size_t skip = (!raw && i == 0 && b.n && b.p[0] == ' ') ? 1 : 0;
+            size_t skip = (!mid && i == 0 && b.n && b.p[0] == ' ') ? 1 : 0;
             if (!rc)
                 rc = sl_push(out, b.p ? b.p + skip : "", b.n - skip);
             free(b.p);
@@ -190,7 +191,7 @@ static int decode_chain(tok *t, const tdec *d, strlist *in, strlist *out, int ra
     }
     case D_STRIP:
         for (size_t i = 0; i < in->cnt && !rc; i++) {
-            size_t a = 0, b = in->n[i], cn = raw ? 0 : d->strn;
+            size_t a = 0, b = in->n[i], cn = mid ? 0 : d->strn;
             for (int k = 0; k < d->start && cn && a + cn <= b && !memcmp(in->s[i] + a, d->str, cn); k++)
                 a += cn;
             for (int k = 0; k < d->stop && cn && b >= a + cn && !memcmp(in->s[i] + b - cn, d->str, cn); k++)
@@ -270,7 +271,7 @@ done:
     return res;
 }
 
-int tok_piece_bytes(tok *t, int32_t id, char **bytes, size_t *len)
+int tok_piece_bytes(tok *t, int32_t id, int start, char **bytes, size_t *len)
 {
     *bytes = NULL, *len = 0;
     if (id < 0 || id >= t->ntok || !t->is_tok[id] || tok_is_special(t, id))
@@ -279,11 +280,11 @@ int tok_piece_bytes(tok *t, int32_t id, char **bytes, size_t *len)
     tok_buf b = {0};
     int rc = sl_push(&in, t->sym[id], t->symn[id]);
     if (!rc && t->dec) {
-        rc = decode_chain(t, t->dec, &in, &out, 1, tk_grow_max(t->symn[id]));
+        rc = decode_chain(t, t->dec, &in, &out, DC_RAW | (start ? 0 : DC_MID), tk_grow_max(t->symn[id]));
         for (size_t i = 0; !rc && i < out.cnt; i++)
             rc = tok_buf_put(&b, out.s[i], out.n[i]);
     } else if (!rc) { /* no decoder: tokens joined by spaces */
-        rc = tok_buf_put(&b, " ", 1) || tok_buf_put(&b, t->sym[id], t->symn[id]);
+        rc = (!start && tok_buf_put(&b, " ", 1)) || tok_buf_put(&b, t->sym[id], t->symn[id]);
     }
     if (!rc)
         rc = tok_buf_put(&b, "", 0);
