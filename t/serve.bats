@@ -811,6 +811,36 @@ PY
   echo "$output"
   [ "$status" -eq 0 ]
 }
+
+@test "serve: text_offset does not count a special token of the answer (the text skips it), streamed alike" {
+  start_server
+  sp=$(npu-forward tokenize --no-special -m "$W/target.q4nx" '<|im_start|>' | jq -e 'if length == 1 then .[0] else error end')
+  a=$(npu-forward tokenize --no-special -m "$W/target.q4nx" a | jq -e 'if length == 1 then .[0] else error end')
+  [ -n "$sp" ] && [ -n "$a" ]
+  # both forced, the frequency penalty alternates them
+  req="{\"prompt\": \"def f(x):\", \"max_tokens\": 6, \"temperature\": 0, \"logprobs\": 0, \"frequency_penalty\": 2, \"return_tokens\": true, \"logit_bias\": {\"$sp\": 100, \"$a\": 100}"
+  post /v1/completions "$req}"
+  [ "$STATUS" = 200 ]
+  echo "$BODY" >"$BATS_TEST_TMPDIR/one.json"
+  curl -s -N -m 30 -H 'Content-Type: application/json' --data-binary "$req, \"stream\": true}" \
+    "http://127.0.0.1:$PORT/v1/completions" | sed -n 's/^data: //p' | grep -v '^\[DONE\]' | jq -s -c '{choices: [{
+    text: ([.[].choices[0].text // ""] | join("")), tokens: [.[].choices[0].tokens // [] | .[]],
+    logprobs: {tokens: [.[].choices[0].logprobs // {} | .tokens // [] | .[]],
+    text_offset: [.[].choices[0].logprobs // {} | .text_offset // [] | .[]]}}]}' >"$BATS_TEST_TMPDIR/streamed.json"
+  run /usr/bin/python3 - "$sp" "$BATS_TEST_TMPDIR/one.json" "$BATS_TEST_TMPDIR/streamed.json" <<'PY'
+import json, sys
+sp = int(sys.argv[1])
+for f in sys.argv[2:]:
+    c = json.load(open(f))["choices"][0]
+    ids, toks, offs, text = c["tokens"], c["logprobs"]["tokens"], c["logprobs"]["text_offset"], c["text"]
+    assert sp in ids and len(set(ids)) == 2 and len(ids) == len(toks) == 6, (f, ids, toks)
+    plain = [t if i != sp else "" for i, t in zip(ids, toks)]   # the special adds no text
+    assert "".join(plain) == text, (f, plain, text)
+    assert offs == [len("".join(plain[:k])) for k in range(len(toks))], (f, offs, toks, text)
+PY
+  echo "$output"
+  [ "$status" -eq 0 ]
+}
 @test "serve: an error quoting bytes that are not UTF-8 still gets its JSON answer; an endless chunked body is cut off" {
   start_server -c 256
   get /v1/%FF%FE

@@ -665,7 +665,10 @@ static json_t *logprobs_json(server *srv, const tok_slice *j, int kind, u8count 
         for (int i = t0; i < t1; i++) {
             json_array_append_new(offs, json_integer((json_int_t)offset->chars));
             int start = piece_start(srv, offset, j->ids[i]);
-            json_t *tj = piece_json_ex(srv, j->ids[i], start, NULL, offset, 0);
+            /* a special token of the answer is shown but adds no text (the answer skips them): its text is not
+             * counted; the echoed prompt's text holds those it spells */
+            json_t *tj = piece_json_ex(srv, j->ids[i], start, NULL,
+                                       null_first || !tok_is_special(srv->t, j->ids[i]) ? offset : NULL, 0);
             json_array_append_new(toks, tj);
             if (null_first && i == 0) {
                 json_array_append_new(lps, json_null());
