@@ -278,6 +278,16 @@ EOF
   [ ! -e "$W/q2pr.gguf" ]
 }
 
+# llama.cpp's qwen2 (as its phi3, olmo and chatglm) sizes the queries and attn_output by hidden: a qwen2 whose
+# heads x head_dim is not hidden (hd64: hidden 128, 4 heads of 64) was written and then not loaded by llama.cpp
+# (attn_qkv "has wrong shape")
+@test "q4nx-gguf: qwen2 with heads x head_dim other than hidden is refused by name, no output" {
+  oga-extract "$(fixture qwen2 cpu tied hd64)" | q4nx-pack -o "$W/q2.q4nx"
+  run -3 q4nx-gguf --widen -o "$W/q2.gguf" "$W/q2.q4nx"
+  [[ "$output" == *"qwen2 with heads x head_dim 256 != hidden 128"*"cannot hold it"* ]]
+  [ ! -e "$W/q2.gguf" ]
+}
+
 @test "q4nx-gguf: scales Q4_0/Q4_1 cannot hold are refused by name (exit 3), no output left" {
   run q4nx-gguf -o "$W/x.gguf" "$F/qwen2-cpu-tied.q4nx"
   [ "$status" -eq 3 ]

@@ -479,12 +479,11 @@ static int read_dims(const q4nx_file *f, dims *d, ogk_error *e)
          !strcmp(d->arch, "qwen3")) && d->rope_dim != d->head_dim)
         return ogk_fail(e, "%s with partial rotary (rope dim %u < head_dim %u): llama.cpp's %s requires full "
                         "rotary", d->arch, d->rope_dim, d->head_dim, d->arch);
-    if ((!strcmp(d->arch, "olmo") || !strcmp(d->arch, "chatglm")) && d->heads * d->head_dim != d->dim)
+    /* these size the attention's q rows and output by hidden (llama.cpp's qwen2 aborted at load) */
+    if ((!strcmp(d->arch, "olmo") || !strcmp(d->arch, "chatglm") || !strcmp(d->arch, "phi3") ||
+         !strcmp(d->arch, "qwen2")) && d->heads * d->head_dim != d->dim)
         return ogk_fail(e, "%s with heads x head_dim %u != hidden %u: llama.cpp's %s cannot hold it", d->arch,
                         d->heads * d->head_dim, d->dim, d->arch);
-    if (!strcmp(d->arch, "phi3") && d->heads * d->head_dim != d->dim)
-        return ogk_fail(e, "phi3 with heads x head_dim %u != hidden %u: llama.cpp's phi3 cannot hold it",
-                        d->heads * d->head_dim, d->dim);
     if (d->heads % d->kv_heads)
         return ogk_fail(e, "num_heads %u is not a multiple of num_kv_heads %u", d->heads, d->kv_heads);
     d->tied = json_is_true(json_object_get(m, "tie_embeddings"));
