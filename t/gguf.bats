@@ -779,6 +779,27 @@ print(d[i + 12:i + 12 + n].decode())' "$1" "$2"
   fi
 }
 
+# Where tokenizer_config sets no add_bos_token, the GGUF's add_bos and bos id are the post-processor's template,
+# as lib/tok applies it. ChatGLM3's tokenizer.json puts <s> first with no bos in the description or
+# tokenizer_config: the GGUF said add_bos false and named no bos.
+@test "q4nx-gguf: with no add_bos_token, add_bos and the bos id as the tokenizer's template applies them" {
+  skip_under_san "gguf-py reads the GGUFs in Python; q4nx-gguf itself runs in the other tests"
+  [ -d "$TOP/.cache/llama/src/gguf-py" ] || skip "llama.cpp source (gguf-py) not fetched: tools/llama-cpp.sh"
+  tokpack chatglm3
+  local m=$F/tok-chatglm3 first
+  q4nx-gguf -o "$W/t.gguf" "$m.q4nx"
+  first=$(npu-forward tokenize -m "$m.q4nx" Hello | jq '.[0]')
+  # the tokenizer adds one token before the text, none after
+  [ "$(npu-forward tokenize -m "$m.q4nx" Hello | jq -c '.[1:]')" = "$(npu-forward tokenize -m "$m.q4nx" --no-special Hello | jq -c .)" ]
+  PYTHONPATH="$TOP/.cache/llama/src/gguf-py:$TOP/t" /usr/bin/python3 - "$W/t.gguf" "$first" <<'EOF'
+import sys, gguf_read
+f = gguf_read.read(sys.argv[1]).fields
+got = {k: f[k].contents() for k in ("tokenizer.ggml.add_bos_token", "tokenizer.ggml.add_eos_token", "tokenizer.ggml.bos_token_id") if k in f}
+assert got == {"tokenizer.ggml.add_bos_token": True, "tokenizer.ggml.add_eos_token": False,
+               "tokenizer.ggml.bos_token_id": int(sys.argv[2])}, got
+EOF
+}
+
 # The same ids as lib/tok from llama.cpp with those pre-tokenizers. o200k and Tekken leave multilingual.txt
 # out (llama.cpp's regexes keep Thai marks out of words, noted by q4nx-gguf); DeepSeek V3's tokenizer_config
 # asks for bos (add_bos_token, as transformers reads it and the GGUF says) where its tokenizer.json's
@@ -807,7 +828,9 @@ print(d[i + 12:i + 12 + n].decode())' "$1" "$2"
 # llama.cpp counterpart, and splits "'default" differently (t/corpus/heapq.py)
 @test "llama.cpp oracle: token ids on t/corpus identical to lib/tok's, each tokenizer family" {
   llama_bin
-  for m in qwen2-cpu16 llama-cpu16 phi3-cpu16; do
+  # ChatGLM3's tokenizer.json: the bos only in the post-processor's template (the first lines with specials)
+  [ ! -e "$TOP/.cache/node/node_modules/@lenml/tokenizer-chatglm3/models/tokenizer.json" ] || tokpack chatglm3
+  for m in qwen2-cpu16 llama-cpu16 phi3-cpu16 tok-chatglm3; do
     [ -e "$F/$m.q4nx" ] || continue
     q4nx-gguf --widen --name ogakit-fixture -o "$W/$m.tok.gguf" "$F/$m.q4nx" 2>/dev/null
     /usr/bin/python3 -c 'import sys, unicodedata; sys.stdout.write(unicodedata.normalize("NFC", sys.stdin.read()))' \

@@ -129,15 +129,26 @@ static const json_t *find_type(const json_t *j, const char *type)
     return NULL;
 }
 
-/* whether the post-processor's template for one sequence (TemplateProcessing, alone or inside a Sequence, as
- * Llama 3.x's [ByteLevel, TemplateProcessing]) begins (last 0) or ends (last 1) with the token named tok */
-static int template_has(const json_t *tj, int last, const char *tok)
+/* the special tokens the post-processor's template for one sequence (TemplateProcessing, alone or inside a
+ * Sequence, as Llama 3.x's [ByteLevel, TemplateProcessing]) puts before the text (side 0) or after it (side 1):
+ * how many, and the name of the one nearest the text's edge of the sequence (the first before, the last after) */
+static size_t template_side(const json_t *tj, int side, const char **name)
 {
     const json_t *single = json_object_get(find_type(json_object_get(tj, "post_processor"), "TemplateProcessing"),
                                            "single");
-    size_t n = json_array_size(single);
-    const char *id = n ? str(json_object_get(json_array_get(single, last ? n - 1 : 0), "SpecialToken"), "id") : NULL;
-    return id && tok && !strcmp(id, tok);
+    size_t n = json_array_size(single), a = n, count = 0;
+    *name = NULL;
+    for (size_t i = 0; i < n && a == n; i++)
+        if (json_object_get(json_array_get(single, i), "Sequence"))
+            a = i;
+    for (size_t i = side ? a + 1 : 0; i < (side ? n : a); i++) {
+        const char *id = str(json_object_get(json_array_get(single, i), "SpecialToken"), "id");
+        if (!id)
+            continue;
+        if (!count++ || side)
+            *name = id;
+    }
+    return a == n ? 0 : count;
 }
 
 static int is_byte_token(const char *s)
@@ -146,11 +157,9 @@ static int is_byte_token(const char *s)
            strchr("0123456789ABCDEF", s[4]) && s[3] && s[4];
 }
 
-/* the id of a token string given in tokenizer_config (string, or {"content": ...}), or -1 */
-static int config_token(const json_t *cfg, const char *key, const json_t *vocab, const json_t *added)
+/* the id of a token string: an added token's, else the vocabulary's, or -1 */
+static int token_id(const char *s, const json_t *vocab, const json_t *added)
 {
-    const json_t *v = json_object_get(cfg, key);
-    const char *s = json_is_string(v) ? json_string_value(v) : str(v, "content");
     if (!s)
         return -1;
     size_t i;
@@ -163,6 +172,13 @@ static int config_token(const json_t *cfg, const char *key, const json_t *vocab,
     }
     const json_t *id = json_object_get(vocab, s);
     return json_is_integer(id) ? (int)json_integer_value(id) : -1;
+}
+
+/* the id of a token string given in tokenizer_config (string, or {"content": ...}), or -1 */
+static int config_token(const json_t *cfg, const char *key, const json_t *vocab, const json_t *added)
+{
+    const json_t *v = json_object_get(cfg, key);
+    return token_id(json_is_string(v) ? json_string_value(v) : str(v, "content"), vocab, added);
 }
 
 int gguf_tokenizer_meta(const q4nx_file *f, gguf_writer *w, uint32_t vocab_size, int quiet, ogk_error *e)
@@ -376,11 +392,20 @@ int gguf_tokenizer_meta(const q4nx_file *f, gguf_writer *w, uint32_t vocab_size,
     if (eos_id < 0 && json_is_integer(eos))
         eos_id = (int)json_integer_value(eos);
     int pad_id = json_is_integer(pad) ? (int)json_integer_value(pad) : config_token(cfg, "pad_token", vocab, added);
-    /* add_bos: tokenizer_config's flag; else whether the post-processor puts the bos token first */
-    const json_t *ab = json_object_get(cfg, "add_bos_token");
-    int add_bos = json_is_boolean(ab) ? json_is_true(ab) : 0;
-    if (!json_is_boolean(ab) && bos_id >= 0)
-        add_bos = (uint32_t)bos_id < vocab_size && template_has(tj, 0, tok[bos_id]);
+    /* add_bos / add_eos: tokenizer_config's flags (as transformers reads them); else the post-processor's
+     * template, as lib/tok applies it: its token before the text (the bos id too, when neither the description
+     * nor tokenizer_config names one), the eos after it */
+    const char *before, *after;
+    size_t nbefore = template_side(tj, 0, &before), nafter = template_side(tj, 1, &after);
+    int tb = token_id(before, vocab, added), ta = token_id(after, vocab, added);
+    const json_t *ab = json_object_get(cfg, "add_bos_token"), *ae = json_object_get(cfg, "add_eos_token");
+    if (bos_id < 0 && !json_is_boolean(ab))
+        bos_id = tb;
+    int add_bos = json_is_boolean(ab) ? json_is_true(ab) : nbefore > 0 && tb >= 0 && tb == bos_id;
+    int add_eos = json_is_boolean(ae) ? json_is_true(ae) : nafter > 0 && ta == eos_id;
+    if (!json_is_boolean(ab) && !json_is_boolean(ae) && (nbefore > 1 || nafter > 1) && !quiet)
+        ogk_err("note: the tokenizer's template puts %zu special tokens before the text and %zu after it; llama.cpp "
+                "adds at most its bos before and its eos after, so its ids for a sequence differ", nbefore, nafter);
     const struct {
         const char *what;
         int id;
@@ -390,9 +415,6 @@ int gguf_tokenizer_meta(const q4nx_file *f, gguf_writer *w, uint32_t vocab_size,
             ogk_fail(e, "model: the %s token id %d is outside the vocabulary (%u ids)", sp[k].what, sp[k].id, vocab_size);
             goto out;
         }
-    const json_t *ae = json_object_get(cfg, "add_eos_token"); /* else: whether the template ends with eos */
-    int add_eos = json_is_boolean(ae) ? json_is_true(ae)
-                                       : eos_id >= 0 && (uint32_t)eos_id < vocab_size && template_has(tj, 1, tok[eos_id]);
     if ((bos_id >= 0 && gguf_kv_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)bos_id, e)) ||
         (eos_id >= 0 && gguf_kv_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)eos_id, e)) ||
         (pad_id >= 0 && gguf_kv_u32(w, "tokenizer.ggml.padding_token_id", (uint32_t)pad_id, e)) ||
