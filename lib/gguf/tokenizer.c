@@ -434,6 +434,13 @@ int gguf_tokenizer_meta(const q4nx_file *f, gguf_writer *w, uint32_t vocab_size,
                      (scheme && (!strcmp(scheme, "first") || !strcmp(scheme, "always")));
         if (gguf_kv_bool(w, "tokenizer.ggml.add_space_prefix", prefix, e))
             goto out;
+        /* llama.cpp prefixes the space to the text after every special token as well (the Prepend normalizer's
+         * way, applied to each piece between added tokens); prepend_scheme "first" prefixes the input's start only */
+        if (prefix && scheme && !strcmp(scheme, "first") && !find_type(json_object_get(tj, "normalizer"), "Prepend") &&
+            !quiet)
+            ogk_err("note: tokenizer.json's Metaspace prefixes \"\u2581\" to the start of the input only (prepend_scheme "
+                    "first); llama.cpp's add_space_prefix also prefixes a space to the text after each special token, "
+                    "so text that follows one (\"</s> world\", \"[INST] Hi\") tokenizes differently there");
         /* a SentencePiece character map (nmt_nfkc: ChatGLM) has no llama.cpp counterpart; llama.cpp's own
          * converter drops it too, so this is said, not refused */
         if (find_type(json_object_get(tj, "normalizer"), "Precompiled") && !quiet)
