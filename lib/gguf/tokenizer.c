@@ -401,8 +401,11 @@ int gguf_tokenizer_meta(const q4nx_file *f, gguf_writer *w, uint32_t vocab_size,
     const json_t *ab = json_object_get(cfg, "add_bos_token"), *ae = json_object_get(cfg, "add_eos_token");
     if (bos_id < 0 && !json_is_boolean(ab))
         bos_id = tb;
-    int add_bos = json_is_boolean(ab) ? json_is_true(ab) : nbefore > 0 && tb >= 0 && tb == bos_id;
+    int add_bos = json_is_boolean(ab) ? json_is_true(ab) : nbefore > 0 && tb == bos_id;
     int add_eos = json_is_boolean(ae) ? json_is_true(ae) : nafter > 0 && ta == eos_id;
+    /* a flag without its token adds nothing (transformers refuses it; llama.cpp would add its default id, 11 for
+     * a gpt2 vocabulary) */
+    add_bos &= bos_id >= 0, add_eos &= eos_id >= 0;
     if (!json_is_boolean(ab) && !json_is_boolean(ae) && (nbefore > 1 || nafter > 1) && !quiet)
         ogk_err("note: the tokenizer's template puts %zu special tokens before the text and %zu after it; llama.cpp "
                 "adds at most its bos before and its eos after, so its ids for a sequence differ", nbefore, nafter);
