@@ -2093,6 +2093,23 @@ PY
   [ "$status" -eq 2 ]
 }
 
+@test "serve: --draft up to the end of the context: the answer is run's, as long as without the drafter (drafts accepted in the last pass)" {
+  # the model as its own drafter: every draft is accepted, so a pass can fill the context to its last
+  # position; the tokens of its accepted rows were cut at the first (held-out audit: 12 tokens, not 13)
+  start_server -c 32 --parallel 1 --draft "$W/target.q4nx" --draft-max 4
+  for n in 17 18 19 20 21; do
+    ids=$(jq -nc --argjson n "$n" '[range(10; 10 + $n)]')
+    post /v1/completions "{\"prompt\": $ids, \"max_tokens\": 64, \"temperature\": 0, \"ignore_eos\": true, \"return_tokens\": true}"
+    [ "$STATUS" = 200 ]
+    want=$(echo "$ids" | npu-forward run -m "$W/target.q4nx" -t 1 -c 32 --json -n 64 --ignore-eos --ids - | jq -c .ids)
+    echo "n=$n: $(echo "$BODY" | jq -c .choices[0].tokens) want $want"
+    [ "$(echo "$BODY" | jq -c .choices[0].tokens)" = "$want" ]
+    # the context's positions, and one more token that is never fed back
+    echo "$BODY" | jq -e --argjson n "$n" '.usage.completion_tokens == 32 - $n + 1 and .choices[0].finish_reason == "length"
+      and .timings.draft_n_accepted > 0'
+  done
+}
+
 @test "serve: a LongRoPE model (Phi-3 128k): prompts past the switch and shorter ones after them answer as run does, f32 and i8 (the prefix cache keeps to the caches each length takes)" {
   local pack m=$W/lr.q4nx mode long short want
   pack=$(longrope_pack cpu "$W")

@@ -513,9 +513,10 @@ static int special_stop(serve_sched *S, const serve_slot *sl, int id)
     return hit;
 }
 
-/* sample the slot's next token from logits and hand it to the job; decides whether it goes on (the
- * same rules, in the same order, as model_generate). 1: it goes on, 0: the job is over. */
-static int next_token(serve_sched *S, serve_slot *sl, const float *logits)
+/* sample the slot's next token from logits (the row of the token at position at - 1) and hand it to the
+ * job; decides whether it goes on (the same rules, in the same order, as model_generate: it could be fed at
+ * position at). 1: it goes on, 0: the job is over. */
+static int next_token(serve_sched *S, serve_slot *sl, const float *logits, int at)
 {
     serve_job *j = sl->j;
     const model *m = S->m;
@@ -589,7 +590,7 @@ static int next_token(serve_sched *S, serve_slot *sl, const float *logits)
             return 0;
         }
     }
-    if (sl->gen >= j->max_tokens || sl->s->pos + 1 > sl->s->context) {
+    if (sl->gen >= j->max_tokens || at + 1 > sl->s->context) {
         finish(S, sl, "length", NULL);
         return 0;
     }
@@ -611,7 +612,7 @@ static void prompt_ran(serve_sched *S, serve_slot *sl, int n, const float *last)
     if (sl->done == j->n_prompt) {
         sl->t_prompt_done = ogk_now();
         if (j->max_tokens > 0)
-            next_token(S, sl, last);
+            next_token(S, sl, last, sl->s->pos);
         else
             finish(S, sl, "length", NULL);
     }
@@ -730,7 +731,7 @@ static void decode_step(serve_sched *S, int prompts, int *rr)
         int k = nk[i], P = sl->s->pos - (k + 1); /* the position `next` went to */
         if (!k) {
             sl->hist[P] = sl->next;
-            next_token(S, sl, sl->s->logits);
+            next_token(S, sl, sl->s->logits, sl->s->pos);
             continue;
         }
         /* the longest run of drafts the target agrees with; both caches keep only what was accepted */
@@ -745,8 +746,8 @@ static void decode_step(serve_sched *S, int prompts, int *rr)
         pthread_mutex_lock(&sl->j->mu);
         sl->j->draft_n += k, sl->j->draft_accepted += a;
         pthread_mutex_unlock(&sl->j->mu);
-        for (int r = 0; r <= a; r++)
-            if (!next_token(S, sl, sl->s->logits + (size_t)r * V))
+        for (int r = 0; r <= a; r++) /* an accepted draft's row: its token is in the cache already */
+            if (!next_token(S, sl, sl->s->logits + (size_t)r * V, P + r + 1))
                 break;
     }
 }
