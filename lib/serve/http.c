@@ -613,6 +613,7 @@ typedef struct {
     int n, top; /* tokens; alternatives per token */
     int *ids, *top_ids;
     float *lps, *top_lps;
+    int silent_head, silent_tail; /* a scored prompt: its first and last ids that the echoed text does not hold */
 } tok_slice;
 
 static void slice_free(tok_slice *s) { free(s->ids), free(s->top_ids), free(s->lps), free(s->top_lps); }
@@ -623,7 +624,7 @@ static int slice_copy(const serve_job *j, int t0, int t1, tok_slice *s)
     int n = t1 - t0, top = j->top_n > 0 ? j->top_n : 0;
     size_t nt = (size_t)n * top;
     *s = (tok_slice){n, top, malloc((size_t)n * sizeof(int) + 1), malloc(nt * sizeof(int) + 1),
-                     malloc((size_t)n * sizeof(float) + 1), malloc(nt * sizeof(float) + 1)};
+                     malloc((size_t)n * sizeof(float) + 1), malloc(nt * sizeof(float) + 1), 0, 0};
     if (!s->ids || !s->top_ids || !s->lps || !s->top_lps) {
         slice_free(s);
         return -1;
@@ -665,10 +666,10 @@ static json_t *logprobs_json(server *srv, const tok_slice *j, int kind, u8count 
         for (int i = t0; i < t1; i++) {
             json_array_append_new(offs, json_integer((json_int_t)offset->chars));
             int start = piece_start(srv, offset, j->ids[i]);
-            /* a special token of the answer is shown but adds no text (the answer skips them): its text is not
-             * counted; the echoed prompt's text holds those it spells */
-            json_t *tj = piece_json_ex(srv, j->ids[i], start, NULL,
-                                       null_first || !tok_is_special(srv->t, j->ids[i]) ? offset : NULL, 0);
+            /* the offsets count the text returned: an answer's special tokens are not in it (skipped as the
+             * text is decoded), nor the ids a text prompt's encoding added (its BOS) */
+            int silent = null_first ? i < j->silent_head || i >= j->n - j->silent_tail : tok_is_special(srv->t, j->ids[i]);
+            json_t *tj = piece_json_ex(srv, j->ids[i], start, NULL, silent ? NULL : offset, 0);
             json_array_append_new(toks, tj);
             if (null_first && i == 0) {
                 json_array_append_new(lps, json_null());
@@ -823,7 +824,8 @@ static int next_event(stream *st)
             pthread_mutex_lock(&j->mu);
             int failed = j->failed; /* refused or cut before its prompt was scored: no logprobs to give */
             pthread_mutex_unlock(&j->mu);
-            tok_slice ps = {j->n_prompt, j->top_n > 0 ? j->top_n : 0, j->prompt, j->p_top_ids, j->p_lps, j->p_top_lps};
+            tok_slice ps = {j->n_prompt, j->top_n > 0 ? j->top_n : 0, j->prompt, j->p_top_ids, j->p_lps, j->p_top_lps,
+                            j->p_silent_head, j->p_silent_tail};
             if (!failed)
                 plp = logprobs_json(st->srv, &ps, st->r.kind, &st->offset, 1);
         }
@@ -1080,7 +1082,9 @@ static serve_job *job_for(server *srv, const serve_req *r, const int *ids, int n
     else if (getrandom(&j->seed, sizeof j->seed, GRND_NONBLOCK) != sizeof j->seed || !j->seed)
         j->seed = ((uint64_t)(ogk_now() * 1e9) + (uint64_t)k) | 1;
     j->top_n = r->logprobs, j->ignore_eos = r->ignore_eos;
-    if ((j->score = r->score)) { /* the prompt's logprobs: entry i for prompt token i (0 has none) */
+    if ((j->score = r->score) && !r->prompt_ids) /* a text prompt: encoded with its special tokens */
+        tok_special_affixes(srv->t, &j->p_silent_head, &j->p_silent_tail);
+    if (j->score) { /* the prompt's logprobs: entry i for prompt token i (0 has none) */
         size_t top = r->logprobs > 0 ? (size_t)r->logprobs : 0;
         if (!(j->p_lps = calloc((size_t)n, sizeof *j->p_lps)) ||
             !(j->p_top_ids = calloc((size_t)n * top + 1, sizeof *j->p_top_ids)) ||
@@ -1149,7 +1153,7 @@ static json_t *choice_json(server *srv, const serve_req *r, serve_job *j, int ki
     }
     json_t *lp = json_null();
     if (j->score) { /* echo with logprobs: the prompt's tokens (the first without one), then the answer's */
-        tok_slice ps = {j->n_prompt, sl.top, j->prompt, j->p_top_ids, j->p_lps, j->p_top_lps};
+        tok_slice ps = {j->n_prompt, sl.top, j->prompt, j->p_top_ids, j->p_lps, j->p_top_lps, j->p_silent_head, j->p_silent_tail};
         lp = logprobs_json(srv, &ps, kind, &off, 1);
         json_t *gen = logprobs_json(srv, &sl, kind, &off, 0);
         static const char *const keys[] = {"tokens", "token_logprobs", "top_logprobs", "text_offset"};

@@ -128,6 +128,8 @@ typedef struct serve_job {
     int n_stops;
     int top_n; /* logprobs: -1 off */
     int score; /* the prompt's logprobs too (p_*: entry i for prompt token i, from the logits of i - 1; 0 unset) */
+    int p_silent_head, p_silent_tail; /* a scored text prompt: the ids its encoding put around the text's (a BOS),
+                                       * which the echoed text does not hold */
     int ignore_eos;
     /* the logits reshaped before sampling (sched.c): JSON mode, biases, penalties on the answer's tokens */
     int json;       /* gated: a JSON object, or the program's text when prog is set */

@@ -941,6 +941,15 @@ int tok_is_special(const tok *t, int32_t id)
             return 1;
     return 0;
 }
+void tok_special_affixes(const tok *t, int *before, int *after)
+{
+    int k = 0;
+    *before = *after = 0;
+    for (; t->pp_template && k < t->npp_items && t->pp_items[k] >= 0; k++)
+        ++*before;
+    for (k++; t->pp_template && k < t->npp_items; k++)
+        *after += t->pp_items[k] >= 0;
+}
 const char *tok_bos_token(const tok *t) { return t->bos; }
 const char *tok_eos_token(const tok *t) { return t->eos; }
 int32_t tok_bos_id(const tok *t) { return t->bos_id; }

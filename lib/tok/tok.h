@@ -97,6 +97,9 @@ const char *tok_id_to_token(const tok *t, int32_t id, size_t *len); /* NULL when
 /* 1 for a token skip_special drops (the special added tokens and tokenizer_config's
  * additional_special_tokens): one that adds no text to a decode that skips them */
 int tok_is_special(const tok *t, int32_t id);
+/* How many ids an encoding with its special tokens puts before the text's own and after them (the
+ * post-processor's template: a BOS, say); 0 and 0 without one. */
+void tok_special_affixes(const tok *t, int *before, int *after);
 /* Special tokens named in tokenizer_config.json (or NULL / -1). */
 const char *tok_bos_token(const tok *t);
 const char *tok_eos_token(const tok *t);
