@@ -1293,6 +1293,176 @@ PY
   [ "$status" = 2 ]
 }
 
+# responses_sse FILE: the Responses stream in FILE read into $BATS_TEST_TMPDIR/events (its data objects, one
+# a line), checked as the protocol has it: every "event: T" line followed by a data line of type T,
+# sequence_number 0, 1, 2, ..., no [DONE]
+responses_sse() {
+  ! grep -q '^data: \[DONE\]' "$1" || { echo "a [DONE] line"; return 1; }
+  awk '/^event: /{t = substr($0, 8); getline; if (substr($0, 1, 6) != "data: ") exit 1; print t "\t" substr($0, 7)}' "$1" \
+    >"$BATS_TEST_TMPDIR/typed" || { echo "an event without its data line"; return 1; }
+  cut -f2- "$BATS_TEST_TMPDIR/typed" >"$BATS_TEST_TMPDIR/events"
+  [ "$(grep -c '^data: ' "$1")" = "$(wc -l <"$BATS_TEST_TMPDIR/events")" ] || { echo "data without an event line"; return 1; }
+  [ "$(cut -f1 "$BATS_TEST_TMPDIR/typed" | tr '\n' ' ')" = "$(jq -rj '.type + " "' "$BATS_TEST_TMPDIR/events")" ]
+  jq -se '[.[].sequence_number] == [range(length)]' "$BATS_TEST_TMPDIR/events" >/dev/null
+}
+
+@test "serve: /v1/responses: instructions and input items give chat's greedy answer; the response's shape; the streamed events add up to it; max_output_tokens cut is incomplete" {
+  start_server
+  post /v1/chat/completions '{"messages": [{"role": "system", "content": "Answer in Python."}, {"role": "user", "content": "Hello"},
+    {"role": "assistant", "content": "def f():"}, {"role": "system", "content": "Be brief."}, {"role": "user", "content": "Go on"}],
+    "max_tokens": 12, "temperature": 0}'
+  [ "$STATUS" = 200 ]
+  want=$(echo "$BODY" | jq -r .choices[0].message.content) wfin=$(echo "$BODY" | jq -r .choices[0].finish_reason)
+  wprompt=$(echo "$BODY" | jq .usage.prompt_tokens)
+  req='{"model": "target", "instructions": "Answer in Python.", "input": [{"role": "user", "content": [{"type": "input_text", "text": "Hello"}]},
+    {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "def f():"}]}, {"role": "developer", "content": "Be brief."},
+    {"role": "user", "content": "Go on"}], "max_output_tokens": 12, "temperature": 0, "user": "u", "metadata": {"k": "v"}, "store": false,
+    "parallel_tool_calls": true}'
+  post /v1/responses "$req"
+  [ "$STATUS" = 200 ] || { echo "$BODY"; false; }
+  echo "$BODY" | jq -e --arg t "$want" --argjson p "$wprompt" '(.id | startswith("resp_")) and .object == "response" and
+    (.created_at | type == "number") and .model == "target" and .error == null and .instructions == "Answer in Python." and
+    .max_output_tokens == 12 and .temperature == 0 and .tools == [] and .text.format.type == "text" and
+    (.output | length == 1) and (.output[0] | (.id | startswith("msg_")) and .type == "message" and .role == "assistant" and
+    (.content | length == 1) and .content[0].type == "output_text" and .content[0].annotations == [] and .content[0].text == $t) and
+    .output_text == $t and .usage.input_tokens == $p and .usage.output_tokens > 0 and
+    .usage.total_tokens == .usage.input_tokens + .usage.output_tokens and .usage.input_tokens_details.cached_tokens >= 0 and
+    .usage.output_tokens_details.reasoning_tokens == 0'
+  # chat's finish "length" is status incomplete (the item too), "stop" completed
+  if [ "$wfin" = length ]; then
+    echo "$BODY" | jq -e '.status == "incomplete" and .incomplete_details.reason == "max_output_tokens" and .output[0].status == "incomplete"'
+  else
+    echo "$BODY" | jq -e '.status == "completed" and .incomplete_details == null and .output[0].status == "completed"'
+  fi
+  # a cut the answer certainly meets
+  post /v1/responses '{"input": "Hello", "max_output_tokens": 1, "temperature": 0}'
+  echo "$BODY" | jq -e '.status == "incomplete" and .incomplete_details.reason == "max_output_tokens" and .usage.output_tokens == 1'
+  # streamed: the typed events in order, the deltas adding up to the same text, the final response the whole one
+  curl -sN -m 60 -H 'Content-Type: application/json' "http://127.0.0.1:$PORT/v1/responses" \
+    -d "$(echo "$req" | jq -c '.stream = true')" >"$BATS_TEST_TMPDIR/sse"
+  responses_sse "$BATS_TEST_TMPDIR/sse"
+  E="$BATS_TEST_TMPDIR/events"
+  want_status=$( [ "$wfin" = length ] && echo incomplete || echo completed )
+  [ "$(jq -sc '[.[].type] | .[0:4]' "$E")" = '["response.created","response.in_progress","response.output_item.added","response.content_part.added"]' ]
+  [ "$(jq -sc '[.[].type] | .[-4:]' "$E")" = "[\"response.output_text.done\",\"response.content_part.done\",\"response.output_item.done\",\"response.$want_status\"]" ]
+  jq -se '.[0].response.status == "in_progress" and .[0].response.output == []' "$E"
+  got=$(jq -srj '[.[] | select(.type == "response.output_text.delta") | .delta] | join("")' "$E")
+  [ "$got" = "$want" ] || { echo "streamed '$got', chat '$want'"; false; }
+  item=$(jq -sr '.[2].item.id' "$E")
+  jq -se --arg t "$want" --arg id "$item" --argjson p "$wprompt" '(map(select(.type | test("output_text|content_part"))) |
+    all(.item_id == $id and .output_index == 0 and .content_index == 0)) and
+    (map(select(.type == "response.output_text.done"))[0].text == $t) and (.[-1].response | .output[0].id == $id and
+    .output[0].content[0].text == $t and .usage.input_tokens == $p and .status == "'"$want_status"'")' "$E"
+}
+
+@test "serve: /v1/responses: text.format json_schema answers keep to the schema; function tools give function_call items as chat's calls; a call and its output go back as chat's messages" {
+  start_server
+  post /v1/responses '{"input": "hi", "max_output_tokens": 60, "temperature": 1.0, "text": {"format": {"type": "json_schema", "name": "p",
+    "schema": {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"], "additionalProperties": false}, "strict": true}}}'
+  [ "$STATUS" = 200 ]
+  echo "$BODY" | jq -e '.text.format.type == "json_schema" and (.status != "completed" or (.output_text | fromjson | keys == ["a"] and (.a | type) == "number"))'
+  post /v1/responses '{"input": "hi", "max_output_tokens": 60, "temperature": 0, "text": {"format": {"type": "json_object"}}}'
+  echo "$BODY" | jq -e '.status != "completed" or (.output_text | fromjson | type == "object")'
+  # a forced call: the call chat's endpoint makes for the same request, as a function_call item
+  local params='{"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}'
+  post /v1/chat/completions "{\"messages\": [{\"role\": \"user\", \"content\": \"Weather?\"}], \"max_tokens\": 100, \"temperature\": 0,
+    \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": \"w\", \"parameters\": $params}}], \"tool_choice\": \"required\"}"
+  want=$(echo "$BODY" | jq -c '.choices[0].message.tool_calls[0].function')
+  [ "$(echo "$want" | jq -r .name)" = get_weather ]
+  for choice in '"required"' '{"type": "function", "name": "get_weather"}'; do
+    post /v1/responses "{\"input\": \"Weather?\", \"max_output_tokens\": 100, \"temperature\": 0,
+      \"tools\": [{\"type\": \"function\", \"name\": \"get_weather\", \"description\": \"w\", \"parameters\": $params}], \"tool_choice\": $choice}"
+    [ "$STATUS" = 200 ] || { echo "$BODY"; false; }
+    echo "$BODY" | jq -e --argjson w "$want" '.status == "completed" and (.output | length == 1) and (.output[0] | .type == "function_call" and
+      (.id | startswith("fc_")) and (.call_id | length > 0) and .name == $w.name and .arguments == $w.arguments and .status == "completed")'
+  done
+  curl -sN -m 60 -H 'Content-Type: application/json' "http://127.0.0.1:$PORT/v1/responses" -d "{\"input\": \"Weather?\", \"max_output_tokens\": 100,
+    \"temperature\": 0, \"stream\": true, \"tools\": [{\"type\": \"function\", \"name\": \"get_weather\", \"parameters\": $params}], \"tool_choice\": \"required\"}" \
+    >"$BATS_TEST_TMPDIR/sse"
+  responses_sse "$BATS_TEST_TMPDIR/sse"
+  jq -se --argjson w "$want" '(map(select(.type == "response.function_call_arguments.delta") | .delta) | join("")) == $w.arguments and
+    (map(select(.type == "response.output_item.done"))[0].item | .type == "function_call" and .name == $w.name and .arguments == $w.arguments) and
+    .[-1].type == "response.completed"' "$BATS_TEST_TMPDIR/events"
+  # the call and its output in the input: the answer chat gives to an assistant turn with the call and a tool message
+  post /v1/chat/completions "{\"messages\": [{\"role\": \"user\", \"content\": \"Weather?\"}, {\"role\": \"assistant\", \"tool_calls\": [{\"id\": \"c1\",
+    \"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"arguments\": \"{\\\"n\\\": 1}\"}}]}, {\"role\": \"tool\", \"tool_call_id\": \"c1\",
+    \"content\": \"sunny\"}], \"max_tokens\": 8, \"temperature\": 0, \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"parameters\": $params}}]}"
+  want=$(echo "$BODY" | jq -r .choices[0].message.content) wprompt=$(echo "$BODY" | jq .usage.prompt_tokens)
+  post /v1/responses "{\"input\": [{\"role\": \"user\", \"content\": \"Weather?\"}, {\"type\": \"function_call\", \"call_id\": \"c1\", \"name\": \"get_weather\",
+    \"arguments\": \"{\\\"n\\\": 1}\"}, {\"type\": \"function_call_output\", \"call_id\": \"c1\", \"output\": \"sunny\"}], \"max_output_tokens\": 8,
+    \"temperature\": 0, \"tools\": [{\"type\": \"function\", \"name\": \"get_weather\", \"parameters\": $params}]}"
+  echo "$BODY" | jq -e --arg t "$want" --argjson p "$wprompt" '.output_text == $t and .usage.input_tokens == $p'
+}
+
+@test "serve: /v1/responses: what it cannot do and malformed input are 400 naming the field; harmless fields pass; POST only; the API key holds" {
+  start_server -c 256 --api-key sekrit
+  # rpost BODY [KEY]: POST /v1/responses with the key (sekrit unless given; "" none)
+  rpost() { STATUS=$(curl -s -m 30 -o "$BATS_TEST_TMPDIR/body" -w '%{http_code}' -H "Authorization: Bearer ${2-sekrit}" \
+    -H 'Content-Type: application/json' --data-binary "$1" "http://127.0.0.1:$PORT/v1/responses"); BODY=$(cat "$BATS_TEST_TMPDIR/body"); }
+  rpost '{"input": "x", "max_output_tokens": 1}' ''; is_error 401
+  rpost '{"input": "x", "max_output_tokens": 1}' nope; is_error 401
+  rpost '{"input": "x", "max_output_tokens": 1, "user": "u", "metadata": {}, "store": false, "parallel_tool_calls": false, "include": [],
+    "truncation": "disabled", "service_tier": "auto", "background": false, "previous_response_id": null}'
+  [ "$STATUS" = 200 ] || { echo "$BODY"; false; }
+  local f
+  while IFS='|' read -r f param; do
+    rpost "$f"; is_error 400 || { echo "$f"; false; }
+    [ "$(echo "$BODY" | jq -r .error.param)" = "$param" ] || { echo "$f: $BODY"; false; }
+  done <<'CASES'
+{"input": "x", "previous_response_id": "resp_1"}|previous_response_id
+{"input": "x", "store": true}|store
+{"input": "x", "reasoning": {"effort": "high"}}|reasoning
+{"input": "x", "background": true}|background
+{"input": "x", "include": ["message.output_text.logprobs"]}|include
+{"input": "x", "truncation": "auto"}|truncation
+{"input": "x", "conversation": "conv_1"}|conversation
+{"input": "x", "tools": [{"type": "web_search"}]}|tools
+{"input": "x", "tools": [{"type": "function", "name": "a b"}]}|tools
+{"input": "x", "tool_choice": {"type": "file_search"}}|tool_choice
+{"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "http://x/y.png"}]}]}|input
+{"input": [{"type": "item_reference", "id": "msg_1"}]}|input
+{"input": [{"role": "tool", "content": "x"}]}|input
+{"input": [{"type": "function_call_output", "output": "x"}]}|input
+{"input": []}|input
+{"input": 5}|input
+{"model": "target"}|input
+{"input": "x", "instructions": 5}|instructions
+{"input": "x", "text": {"format": {"type": "json_schema", "name": "p"}}}|text.format
+{"input": "x", "text": "json"}|text
+{"input": "x", "max_output_tokens": 0}|max_output_tokens
+{"input": "x", "temperature": "hot"}|temperature
+CASES
+  rpost '{"input": "x", "model": "gpt-9"}'; is_error 404
+  [ "$(echo "$BODY" | jq -r .error.code)" = model_not_found ]
+  rpost '{"input": "x", "max_output_tokens": 0}'
+  echo "$BODY" | jq -e '.error.message | test("max_output_tokens") and (test("max_tokens") | not)'
+  rpost '{"input": "'"$(head -c 3000 /dev/zero | tr '\0' 'a' | sed 's/a/ab /g')"'"}'; is_error 400
+  [ "$(echo "$BODY" | jq -r '.error.param + " " + .error.code')" = "input context_length_exceeded" ]
+  rpost '{"input": "x", "max_output_tokens": 1,'; is_error 400
+  STATUS=$(curl -s -m 10 -o /dev/null -w '%{http_code}' -H 'Authorization: Bearer sekrit' "http://127.0.0.1:$PORT/v1/responses")
+  [ "$STATUS" = 405 ]
+}
+
+@test "serve: /v1/responses: a <think> block is a reasoning item (reasoning_text: chat's reasoning_content), in one piece and streamed" {
+  template_pack thinky '{% for m in messages %}<|{{ m.role }}|>{{ m.content }}{% endfor %}{% if add_generation_prompt %}<|assistant|><think>
+{% endif %}'
+  start_server -m "$W/thinky.q4nx"
+  post /v1/chat/completions '{"messages": [{"role": "user", "content": "Tell me"}], "max_tokens": 24, "temperature": 0}'
+  want=$(echo "$BODY" | jq -c '.choices[0].message | {r: .reasoning_content, c: .content}')
+  [ "$(echo "$want" | jq -r .r)" != "" ]
+  post /v1/responses '{"input": "Tell me", "max_output_tokens": 24, "temperature": 0}'
+  echo "$BODY" | jq -e --argjson w "$want" '(.output[0] | .type == "reasoning" and (.id | startswith("rs_")) and .summary == [] and
+    .content == [{"type": "reasoning_text", "text": $w.r}]) and (.output[1:] | map(.content[0].text)) == (if $w.c == "" then [] else [$w.c] end) and
+    .output_text == $w.c'
+  whole=$(echo "$BODY" | jq -c '[.output[] | del(.id, .status)]')
+  curl -sN -m 60 -H 'Content-Type: application/json' "http://127.0.0.1:$PORT/v1/responses" \
+    -d '{"input": "Tell me", "max_output_tokens": 24, "temperature": 0, "stream": true}' >"$BATS_TEST_TMPDIR/sse"
+  responses_sse "$BATS_TEST_TMPDIR/sse"
+  jq -se --argjson w "$want" --argjson whole "$whole" '(map(select(.type == "response.reasoning_text.delta") | .delta) | join("")) == $w.r and
+    (map(select(.type == "response.output_text.delta") | .delta) | join("")) == $w.c and
+    ([.[-1].response.output[] | del(.id, .status)] == $whole)' "$BATS_TEST_TMPDIR/events"
+}
+
 @test "serve: --api-key: a missing or wrong key is 401, the right one passes, /health needs none" {
   start_server --api-key sekrit
   post /v1/completions '{"prompt": "x", "max_tokens": 2}'; is_error 401
@@ -1510,6 +1680,24 @@ PY
   [ "$rc" = 0 ]
   grep '^data: {"error"' "$BATS_TEST_TMPDIR/cut" | sed 's/^data: //' | jq -e '.error.code == "shutting_down"' ||
     { tail -n 3 "$BATS_TEST_TMPDIR/cut"; return 1; }
+}
+
+@test "serve: a /v1/responses stream cut at the end of --shutdown-grace ends with an error event (shutting_down) and response.failed" {
+  OGAKIT_KERNEL=ref start_server --parallel 1 --shutdown-grace 0
+  curl -sN -m 300 -H 'Content-Type: application/json' "http://127.0.0.1:$PORT/v1/responses" \
+    -d '{"input": "def f(x):", "max_output_tokens": 400, "temperature": 0, "stream": true}' >"$BATS_TEST_TMPDIR/cut" &
+  cpid=$!
+  for _ in $(seq 400); do [ "$(metric slots_busy)" = 1 ] && break; sleep 0.05; done
+  [ "$(metric slots_busy)" = 1 ]
+  kill -TERM "$SPID"
+  wait "$cpid" || true
+  wait "$SPID" && rc=0 || rc=$?
+  [ "$rc" = 0 ]
+  responses_sse "$BATS_TEST_TMPDIR/cut"
+  jq -se '.[-2] | .type == "error" and .code == "shutting_down" and (.message | length > 0)' "$BATS_TEST_TMPDIR/events" ||
+    { tail -n 4 "$BATS_TEST_TMPDIR/cut"; return 1; }
+  jq -se '.[-1] | .type == "response.failed" and .response.status == "failed" and .response.error.code == "shutting_down"' \
+    "$BATS_TEST_TMPDIR/events"
 }
 
 @test "serve: SIGTERM stops accepting, lets the request in flight finish, refuses the queued one (503), exits 0" {

@@ -72,6 +72,7 @@ typedef struct conn {
     size_t len, cap;
     int too_big, responded, counted, over_budget;
     size_t dropped; /* body bytes swallowed after a refusal */
+    serve_resp *resp; /* /v1/responses: its body is a chat request, whose answer this shapes */
 } conn;
 
 /* bodies being received together hold at most this many body limits (256 MiB at the default 8 MiB): each
@@ -733,6 +734,7 @@ typedef struct stream {
     struct stream **more;
     int n_more, cur, sub, no_usage;
     json_t *tail; /* stream_options.include_usage: the usage chunk, sent after the final one */
+    serve_resp *resp; /* /v1/responses: each chunk becomes its events, and no [DONE] ends them */
     int usage_prompt;      /* usage.prompt_tokens of a request with several prompts (0: the job's) */
     serve_job **jobs; /* the last choice's stream: all n jobs, for the usage */
     int n_jobs;
@@ -778,10 +780,15 @@ static json_t *chunk_base(stream *st, json_t *choice)
 
 static void set_pending(stream *st, json_t *chunk)
 {
-    char *s = json_dumps(chunk, JSON_COMPACT);
-    json_decref(chunk);
     free(st->pend);
     st->pend = NULL, st->pend_len = st->pend_off = 0;
+    if (st->resp) {
+        if ((st->pend = serve_resp_events(st->resp, chunk)))
+            st->pend_len = strlen(st->pend);
+        return;
+    }
+    char *s = json_dumps(chunk, JSON_COMPACT);
+    json_decref(chunk);
     if (s && asprintf(&st->pend, "data: %s\n\n", s) > 0)
         st->pend_len = strlen(st->pend);
     free(s);
@@ -809,6 +816,8 @@ static int next_event(stream *st)
         set_pending(st, t);
         return 1;
     }
+    if (st->stage == 2 && st->resp) /* the Responses stream has no [DONE] */
+        return 0;
     if (st->stage == 2) {
         free(st->pend);
         st->pend = strdup("data: [DONE]\n\n");
@@ -1020,6 +1029,7 @@ static void stream_free(void *cls)
     if (!st->sub)
         serve_req_free(&st->r);
     json_decref(st->calls), json_decref(st->tail);
+    serve_resp_free(st->resp);
     free(st->pend), free(st->echo);
     free(st);
 }
@@ -1211,6 +1221,8 @@ static enum MHD_Result completion(server *srv, struct MHD_Connection *c, conn *c
     body_free(srv, cn);
     if (body_cap >= BODY_TRIM)
         malloc_trim(0);
+    if (refused && cn->resp)
+        serve_resp_err(&err);
     if (refused)
         return send_err(srv, c, &err);
     int hermes = 0, think_open = 0;
@@ -1270,6 +1282,8 @@ static enum MHD_Result completion(server *srv, struct MHD_Connection *c, conn *c
                 if (jobs[k])
                     serve_job_unref(jobs[k]);
             serve_req_free(&r);
+            if (cn->resp)
+                serve_resp_err(&err);
             return send_err(srv, c, &err);
         }
         prompt_total += n;
@@ -1337,7 +1351,8 @@ static enum MHD_Result completion(server *srv, struct MHD_Connection *c, conn *c
             serve_req_free(&r);
             return fail(srv, c, 500, NULL, NULL, "out of memory");
         }
-        st->srv = srv, st->j = j, st->r = r, st->fd = fd, st->created = created;
+        st->srv = srv, st->j = j, st->r = r, st->fd = fd, st->created = created, st->resp = cn->resp;
+        cn->resp = NULL;
         st->think = srv->o->reasoning && kind == REQ_CHAT, st->think_open = think_open;
         snprintf(st->id, sizeof st->id, "%s", id);
         if (r.echo && views[0].prompt) {
@@ -1426,7 +1441,9 @@ static enum MHD_Result completion(server *srv, struct MHD_Connection *c, conn *c
                                 kind == REQ_CHAT ? "chat.completion" : "text_completion", "created",
                                 (json_int_t)created, "model", srv->model_id, "choices", choices, "usage", usage,
                                 "timings", timings_json(j));
-        ret = send_json(srv, c, 200, out);
+        if (out && cn->resp)
+            out = serve_resp_answer(cn->resp, out);
+        ret = out ? send_json(srv, c, 200, out) : fail(srv, c, 500, NULL, NULL, "out of memory");
     }
     for (int k = 0; k < nj; k++)
         serve_job_unref(jobs[k]);
@@ -1453,6 +1470,21 @@ static json_t *body_object(server *srv, conn *cn, serve_err *err)
         return NULL;
     }
     return j;
+}
+
+/* OpenAI's POST /v1/responses: the body read into a chat request (responses.c), answered as chat's is and
+ * shaped as a response */
+static enum MHD_Result responses(server *srv, struct MHD_Connection *c, conn *cn)
+{
+    serve_err err;
+    size_t len = 0;
+    char *chat = too_many_values(srv, cn, &err) ? NULL
+                                                : serve_resp_request(cn->body ? cn->body : "", cn->len, &len, &cn->resp, &err);
+    if (!chat)
+        return send_err(srv, c, &err);
+    body_free(srv, cn);
+    cn->body = chat, cn->len = len; /* not the receiving budget's (cap 0) */
+    return completion(srv, c, cn, REQ_CHAT);
 }
 
 /* llama-server's POST /tokenize: {"content", "add_special", "with_pieces"} -> {"tokens"} */
@@ -1752,7 +1784,8 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         const char *a, *b;
         int post;
     } routes[] = {{"/v1/models", "/models", 0},       {"/metrics", NULL, 0},     {"/v1/completions", "/completions", 1},
-                  {"/v1/chat/completions", "/chat/completions", 1}, {"/tokenize", NULL, 1}, {"/detokenize", NULL, 1}};
+                  {"/v1/chat/completions", "/chat/completions", 1}, {"/tokenize", NULL, 1}, {"/detokenize", NULL, 1},
+                  {"/v1/responses", "/responses", 1}};
     int route = -1;
     for (int i = 0; i < (int)(sizeof routes / sizeof *routes); i++)
         if (is(url, routes[i].a, routes[i].b))
@@ -1776,9 +1809,10 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     case 1: return metrics(srv, c);
     case 2:
     case 3:
+    case 6:
         cn->counted = 1;
         __atomic_add_fetch(&srv->inflight, 1, __ATOMIC_ACQ_REL);
-        return completion(srv, c, cn, route == 2 ? REQ_COMPLETION : REQ_CHAT);
+        return route == 6 ? responses(srv, c, cn) : completion(srv, c, cn, route == 2 ? REQ_COMPLETION : REQ_CHAT);
     case 4: return tokenize(srv, c, cn);
     default: return detokenize(srv, c, cn);
     }
@@ -1854,6 +1888,7 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum 
         if (cn->counted)
             __atomic_sub_fetch(&srv->inflight, 1, __ATOMIC_ACQ_REL);
         body_free(srv, cn);
+        serve_resp_free(cn->resp);
         free(cn);
     }
     *con_cls = NULL;

@@ -84,6 +84,20 @@ void serve_req_free(serve_req *r);
  * calls back needs). The JSON values stay (emptied), so copies of r still point at live ones. */
 void serve_req_trim(serve_req *r);
 
+/* ---- OpenAI's Responses API over chat (responses.c) ---- */
+typedef struct serve_resp serve_resp;
+/* A /v1/responses body as a chat-completions body (malloc'd, *len its length) and *rs the state that shapes
+ * its answer; NULL with err filled (a 4xx: what the chat path cannot do is refused, naming the field). */
+char *serve_resp_request(const char *body, size_t len, size_t *out_len, serve_resp **rs, serve_err *err);
+/* an error of the chat path naming a chat field: the Responses field it came from */
+void serve_resp_err(serve_err *err);
+/* the chat.completion answer (taken) as a response object; NULL out of memory */
+json_t *serve_resp_answer(serve_resp *rs, json_t *chat);
+/* a chunk of the chat stream (taken; an {"error"} object too) as the Responses stream's events ("event:" and
+ * "data:" lines, malloc'd; "" when it makes none); NULL out of memory */
+char *serve_resp_events(serve_resp *rs, json_t *chunk);
+void serve_resp_free(serve_resp *rs);
+
 /* ---- tool calls (tools.c) ---- */
 /* "tools" and "tool_choice" of a chat request into r->tools / r->tools_off. 0, or -1 with err filled. */
 int serve_tools_parse(serve_req *r, const json_t *tools, const json_t *choice, serve_err *err);
