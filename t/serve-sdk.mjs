@@ -1,5 +1,5 @@
 // The npm `openai` SDK, unmodified, against `npu-forward serve`: completions, chat, streaming chat,
-// logprobs. Usage: node t/serve-sdk.mjs BASE_URL MODEL_ID EXPECTED_JSON
+// logprobs, responses. Usage: node t/serve-sdk.mjs BASE_URL MODEL_ID EXPECTED_JSON
 // EXPECTED_JSON: {"completion": greedy text of the completion prompt (from `npu-forward run`),
 //                 "chat": greedy text of the chat question (from `npu-forward run --chat`)}
 // Prints one line per check; exit 1 on the first failed one.
@@ -117,6 +117,32 @@ check(js.choices[0].finish_reason === 'stop' && pet !== null && ['cat', 'dog'].i
 let status = 0;
 try { await client.chat.completions.create({ model: modelId, messages: q, max_tokens: 2, response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'object', properties: { n: { type: 'integer', multipleOf: 2 } } } } } }); } catch (e) { status = e.status; }
 check(status === 400, 'a json_schema keyword the server cannot keep to: the SDK raises a 400', status);
+
+// the Responses API (client.responses): the same greedy text, whole and through the SDK's stream helper (which
+// checks the events' order as it assembles the response); a forced call as a function_call item; a field
+// that needs stored responses raises a 400
+const rr = await client.responses.create({ model: modelId, input: 'What is a list?', max_output_tokens: 24, temperature: 0 });
+check(rr.object === 'response' && rr.output_text === want.chat && rr.output[0].type === 'message' &&
+  rr.usage.output_tokens > 0 && rr.usage.total_tokens === rr.usage.input_tokens + rr.usage.output_tokens,
+  'responses.create greedy text equals npu-forward run --chat', rr);
+const rs = client.responses.stream({ model: modelId, input: [{ role: 'user', content: [{ type: 'input_text', text: 'What is a list?' }] }],
+  max_output_tokens: 24, temperature: 0 });
+let rtext = '';
+rs.on('response.output_text.delta', (e) => { rtext += e.delta; });
+const rfinal = await rs.finalResponse();
+// (the helper takes the final response from response.completed alone; one cut by max_output_tokens ends with
+// response.incomplete, as OpenAI's does, and the helper keeps its own snapshot)
+const rall = rfinal.output.filter((o) => o.type === 'message').flatMap((o) => o.content).map((c) => c.text).join('');
+check(rtext === want.chat && rall === want.chat, 'responses.stream: the same text, a final response', { rtext, rall });
+const rtools = ftools.map((t) => ({ type: 'function', name: t.function.name, parameters: t.function.parameters, strict: false }));
+const rc = await client.responses.create({ model: modelId, input: 'What is a list?', tools: rtools, tool_choice: 'required',
+  max_output_tokens: 300, temperature: 0 });
+const rcall = rc.output.find((o) => o.type === 'function_call');
+check(rc.status === 'completed' && rcall?.name === 'pick_city' && rcall.arguments === call.function.arguments && rcall.call_id,
+  'responses with tool_choice required: a function_call item, the call chat makes', rc.output);
+status = 0;
+try { await client.responses.create({ model: modelId, input: 'x', previous_response_id: 'resp_1' }); } catch (e) { status = e.status; }
+check(status === 400, 'responses with previous_response_id: the SDK raises a 400', status);
 
 status = 0;
 try { await client.completions.create({ model: 'no-such-model', prompt: 'x', max_tokens: 2 }); } catch (e) { status = e.status; }

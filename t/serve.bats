@@ -1461,6 +1461,11 @@ CASES
   jq -se --argjson w "$want" --argjson whole "$whole" '(map(select(.type == "response.reasoning_text.delta") | .delta) | join("")) == $w.r and
     (map(select(.type == "response.output_text.delta") | .delta) | join("")) == $w.c and
     ([.[-1].response.output[] | del(.id, .status)] == $whole)' "$BATS_TEST_TMPDIR/events"
+  # the reasoning text is a content part, added before its deltas and done after them (as a message's)
+  [ "$(jq -rs '[.[] | select(.output_index == 0) | .type] | join(" ")' "$BATS_TEST_TMPDIR/events" | sed 's/\(response.reasoning_text.delta \)*//g')" = \
+    "response.output_item.added response.content_part.added response.reasoning_text.done response.content_part.done response.output_item.done" ]
+  jq -se 'map(select(.type == "response.content_part.added" and .output_index == 0))[0].part == {"type": "reasoning_text", "text": ""}' \
+    "$BATS_TEST_TMPDIR/events"
 }
 
 @test "serve: --api-key: a missing or wrong key is 401, the right one passes, /health needs none" {
@@ -2099,14 +2104,14 @@ PY
   echo "$BODY" | jq -e '.usage.prompt_tokens_details.cached_tokens as $c | $c >= 0 and $c < .usage.prompt_tokens'
 }
 
-@test "serve: the npm openai SDK, unmodified: models, completions, chat, streaming chat, logprobs, tools (forced calls too), JSON mode and schemas, a 404" {
+@test "serve: the npm openai SDK, unmodified: models, completions, chat, streaming chat, logprobs, tools (forced calls too), JSON mode and schemas, responses (whole, streamed, a call), a 404" {
   start_server
   jq -n --arg c "$(run_text -n 24 -p "def fibonacci(n):")" --arg h "$(run_text --chat -n 24 -p "What is a list?")" \
     '{completion: $c, chat: $h}' >"$BATS_TEST_TMPDIR/want.json"
   run timeout 120 node "$TOP/t/serve-sdk.mjs" "http://127.0.0.1:$PORT/v1" target "$BATS_TEST_TMPDIR/want.json"
   echo "$output"
   [ "$status" = 0 ]
-  [ "$(echo "$output" | grep -c '^ok:')" = 18 ]
+  [ "$(echo "$output" | grep -c '^ok:')" = 22 ]
 }
 
 @test "serve: load: 64 connections, 2000 short requests, 0 errors, 0 lost, RSS flat (under ASan: no leaks at exit)" {

@@ -460,8 +460,11 @@ static void open_item(serve_resp *rs, FILE *f, int k)
 {
     rs->cur = k, rs->len = 0;
     serve_new_id(rs->item_id, sizeof rs->item_id, k == 1 ? "msg_" : "rs_");
-    if (k == 2) {
+    if (k == 2) { /* its text is a content part too, as a message's is (the SDKs' stream readers add deltas to it) */
         item_added(rs, f, json_pack("{s:s,s:s,s:[],s:[]}", "id", rs->item_id, "type", "reasoning", "summary", "content"));
+        emit(rs, f, "response.content_part.added",
+             json_pack("{s:s,s:i,s:i,s:{s:s,s:s}}", "item_id", rs->item_id, "output_index", out_index(rs),
+                       "content_index", 0, "part", "type", "reasoning_text", "text", ""));
         return;
     }
     item_added(rs, f, json_pack("{s:s,s:s,s:s,s:s,s:[]}", "id", rs->item_id, "type", "message", "status", "in_progress",
@@ -477,6 +480,9 @@ static void close_item(serve_resp *rs, FILE *f, const char *status)
     if (rs->cur == 2) {
         emit(rs, f, "response.reasoning_text.done", json_pack("{s:s,s:i,s:i,s:s%}", "item_id", rs->item_id, "output_index",
                                                               out_index(rs), "content_index", 0, "text", t, rs->len));
+        emit(rs, f, "response.content_part.done",
+             json_pack("{s:s,s:i,s:i,s:{s:s,s:s%}}", "item_id", rs->item_id, "output_index", out_index(rs),
+                       "content_index", 0, "part", "type", "reasoning_text", "text", t, rs->len));
         item_done(rs, f, reasoning_item(rs->item_id, t, rs->len));
     } else if (rs->cur == 1) {
         emit(rs, f, "response.output_text.done",
