@@ -1221,10 +1221,11 @@ static enum MHD_Result completion(server *srv, struct MHD_Connection *c, conn *c
     body_free(srv, cn);
     if (body_cap >= BODY_TRIM)
         malloc_trim(0);
-    if (refused && cn->resp)
-        serve_resp_err(&err);
-    if (refused)
+    if (refused) {
+        if (cn->resp) /* the Responses field the chat field came from */
+            serve_resp_err(&err);
         return send_err(srv, c, &err);
+    }
     int hermes = 0, think_open = 0;
     /* the tokenizer's ids: the classifier's padded rows past them (Qwen2.5's 151936 against 151665) have no
      * text, and a bias could make greedy decoding pick one */
@@ -1482,7 +1483,10 @@ static enum MHD_Result responses(server *srv, struct MHD_Connection *c, conn *cn
                                                 : serve_resp_request(cn->body ? cn->body : "", cn->len, &len, &cn->resp, &err);
     if (!chat)
         return send_err(srv, c, &err);
+    size_t body_cap = cn->cap;
     body_free(srv, cn);
+    if (body_cap >= BODY_TRIM) /* as completion gives a large body's memory back */
+        malloc_trim(0);
     cn->body = chat, cn->len = len; /* not the receiving budget's (cap 0) */
     return completion(srv, c, cn, REQ_CHAT);
 }
