@@ -1434,8 +1434,11 @@ responses_sse() {
 CASES
   rpost '{"input": "x", "model": "gpt-9"}'; is_error 404
   [ "$(echo "$BODY" | jq -r .error.code)" = model_not_found ]
+  # the messages name the Responses fields too, not chat's
   rpost '{"input": "x", "max_output_tokens": 0}'
   echo "$BODY" | jq -e '.error.message | test("max_output_tokens") and (test("max_tokens") | not)'
+  rpost '{"input": "x", "text": {"format": {"type": "xml"}}}'
+  echo "$BODY" | jq -e '.error.param == "text.format" and (.error.message | test("text.format.type") and (test("response_format") | not))'
   rpost '{"input": "'"$(head -c 3000 /dev/zero | tr '\0' 'a' | sed 's/a/ab /g')"'"}'; is_error 400
   [ "$(echo "$BODY" | jq -r '.error.param + " " + .error.code')" = "input context_length_exceeded" ]
   rpost '{"input": "x", "max_output_tokens": 1,'; is_error 400

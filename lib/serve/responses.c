@@ -294,13 +294,13 @@ void serve_resp_err(serve_err *err)
         if (strcmp(err->param, names[k][0]))
             continue;
         err->param = names[k][1];
-        char was[32], *at; /* the message's 'name' too */
-        snprintf(was, sizeof was, "'%s'", names[k][0]);
-        if (!(at = strstr(err->message, was)))
+        char was[32], *at; /* the message's 'name' (or 'name.member') too */
+        size_t n = (size_t)snprintf(was, sizeof was, "'%s", names[k][0]);
+        if (!(at = strstr(err->message, was)) || !strchr("'.[", at[n]))
             return;
         char rest[sizeof err->message];
-        snprintf(rest, sizeof rest, "%s", at + strlen(was));
-        snprintf(at, sizeof err->message - (size_t)(at - err->message), "'%s'%s", names[k][1], rest);
+        snprintf(rest, sizeof rest, "%s", at + n);
+        snprintf(at, sizeof err->message - (size_t)(at - err->message), "'%s%s", names[k][1], rest);
         return;
     }
 }
