@@ -1357,10 +1357,20 @@ responses_sse() {
 
 @test "serve: /v1/responses: text.format json_schema answers keep to the schema; function tools give function_call items as chat's calls; a call and its output go back as chat's messages" {
   start_server
-  post /v1/responses '{"input": "hi", "max_output_tokens": 60, "temperature": 1.0, "text": {"format": {"type": "json_schema", "name": "p",
-    "schema": {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"], "additionalProperties": false}, "strict": true}}}'
-  [ "$STATUS" = 200 ]
-  echo "$BODY" | jq -e '.text.format.type == "json_schema" and (.status != "completed" or (.output_text | fromjson | keys == ["a"] and (.a | type) == "number"))'
+  local pet='{"type": "object", "properties": {"kind": {"enum": ["cat", "dog"]}, "legs": {"type": "integer", "minimum": 0, "maximum": 8},
+    "wild": {"type": "boolean"}}, "required": ["kind", "legs", "wild"], "additionalProperties": false}'
+  for stream in false true; do
+    post /v1/responses "{\"input\": \"What is a list?\", \"max_output_tokens\": 200, \"temperature\": 0, \"stream\": $stream,
+      \"text\": {\"format\": {\"type\": \"json_schema\", \"name\": \"pet\", \"strict\": true, \"schema\": $pet}}}"
+    [ "$STATUS" = 200 ]
+    if [ $stream = true ]; then
+      echo "$BODY" >"$BATS_TEST_TMPDIR/sse" && responses_sse "$BATS_TEST_TMPDIR/sse"
+      BODY=$(jq -sc '.[-1].response | .output_text = (.output[0].content[0].text)' "$BATS_TEST_TMPDIR/events")
+    fi
+    echo "$BODY" | jq -e '.text.format.type == "json_schema" and .status == "completed" and (.output_text | fromjson |
+      (keys_unsorted == ["kind", "legs", "wild"]) and (.kind == "cat" or .kind == "dog") and (.legs | type == "number" and . == floor and
+      . >= 0 and . <= 8) and (.wild | type == "boolean"))'
+  done
   post /v1/responses '{"input": "hi", "max_output_tokens": 60, "temperature": 0, "text": {"format": {"type": "json_object"}}}'
   echo "$BODY" | jq -e '.status != "completed" or (.output_text | fromjson | type == "object")'
   # a forced call: the call chat's endpoint makes for the same request, as a function_call item
