@@ -1671,15 +1671,21 @@ PY
   [ "$STATUS" = 200 ]
 }
 
+# stopped_stream_cut FILE: the server (SPID) exited 0 and the stream of the client (cpid) in FILE ended with an
+# error event coded shutting_down
+stopped_stream_cut() {
+  wait "$cpid" || true
+  wait "$SPID" && rc=0 || rc=$?
+  [ "$rc" = 0 ] || return 1
+  grep '^data: {"error"' "$1" | sed 's/^data: //' | jq -e '.error.code == "shutting_down"' ||
+    { tail -n 3 "$1"; return 1; }
+}
+
 @test "serve: a stream cut at the end of --shutdown-grace ends with an error event coded shutting_down" {
   OGAKIT_KERNEL=ref start_server --parallel 1 --shutdown-grace 0
   busy_request "$BATS_TEST_TMPDIR/cut" '{"prompt": "def f(x):", "max_tokens": 400, "temperature": 0, "ignore_eos": true, "stream": true}'
   kill -TERM "$SPID"
-  wait "$cpid" || true
-  wait "$SPID" && rc=0 || rc=$?
-  [ "$rc" = 0 ]
-  grep '^data: {"error"' "$BATS_TEST_TMPDIR/cut" | sed 's/^data: //' | jq -e '.error.code == "shutting_down"' ||
-    { tail -n 3 "$BATS_TEST_TMPDIR/cut"; return 1; }
+  stopped_stream_cut "$BATS_TEST_TMPDIR/cut"
 }
 
 # held-out audit: a second SIGTERM during a long --shutdown-grace did nothing; the server waited out the grace
@@ -1693,11 +1699,7 @@ PY
   kill -TERM "$SPID"
   for _ in $(seq 100); do kill -0 "$SPID" 2>/dev/null || break; sleep 0.1; done
   ! kill -0 "$SPID" 2>/dev/null || false
-  wait "$cpid" || true
-  wait "$SPID" && rc=0 || rc=$?
-  [ "$rc" = 0 ]
-  grep '^data: {"error"' "$BATS_TEST_TMPDIR/cut" | sed 's/^data: //' | jq -e '.error.code == "shutting_down"' ||
-    { tail -n 3 "$BATS_TEST_TMPDIR/cut"; return 1; }
+  stopped_stream_cut "$BATS_TEST_TMPDIR/cut"
 }
 
 @test "serve: a /v1/responses stream cut at the end of --shutdown-grace ends with an error event (shutting_down) and response.failed" {

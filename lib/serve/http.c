@@ -1613,7 +1613,7 @@ static enum MHD_Result metrics(server *srv, struct MHD_Connection *c)
     if (!f)
         return MHD_NO;
 #define M(name, type, help, fmt, v) fprintf(f, "# HELP ogakit_" name " " help "\n# TYPE ogakit_" name " " type "\nogakit_" name " " fmt "\n", v)
-    M("requests_total", "counter", "Completion requests finished (done, stopped or cancelled).", "%llu",
+    M("requests_total", "counter", "Choices finished in a slot (one per choice of a request: done, stopped, or cancelled once running; not those refused or cancelled in the queue).", "%llu",
       (unsigned long long)req);
     M("http_requests_total", "counter", "HTTP requests received.", "%llu",
       (unsigned long long)__atomic_load_n(&srv->http_requests, __ATOMIC_RELAXED));
