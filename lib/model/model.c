@@ -311,7 +311,8 @@ model_state *model_state_new(const model *m, int context, int logit_rows, int mo
     s->m = m, s->context = context, s->logit_rows = logit_rows, s->mode = mode;
     if (!(s->pool = kern_pool_new(threads))) {
         free(s);
-        ogk_fail(e, "cannot start %d threads", threads);
+        int n = threads > 0 ? threads : ogk_ncpu(); /* 0: one per CPU (kern_pool_new) */
+        ogk_fail(e, "cannot start %d threads (out of memory or a process limit)", n > KERN_MAX_THREADS ? KERN_MAX_THREADS : n);
         return NULL;
     }
     size_t R = MODEL_CHUNK, qd = (size_t)c->n_heads * c->head_dim, kvd = (size_t)c->n_kv_heads * c->head_dim;
