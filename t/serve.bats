@@ -1433,6 +1433,8 @@ responses_sse() {
 {"input": [{"type": "item_reference", "id": "msg_1"}]}|input
 {"input": [{"role": "tool", "content": "x"}]}|input
 {"input": [{"type": "function_call_output", "output": "x"}]}|input
+{"input": [{"type": 5, "role": "user", "content": "x"}]}|input
+{"input": [{"type": ["message"], "role": "user", "content": "x"}]}|input
 {"input": []}|input
 {"input": 5}|input
 {"model": "target"}|input
@@ -1449,6 +1451,15 @@ CASES
   echo "$BODY" | jq -e '.error.message | test("max_output_tokens") and (test("max_tokens") | not)'
   rpost '{"input": "x", "text": {"format": {"type": "xml"}}}'
   echo "$BODY" | jq -e '.error.param == "text.format" and (.error.message | test("text.format.type") and (test("response_format") | not))'
+  # ... at the Responses level: a flat tool's name, text.format's schema, a call output's output (not content)
+  rpost '{"input": "x", "tools": [{"type": "function", "parameters": {}}]}'
+  echo "$BODY" | jq -e '.error.param == "tools" and (.error.message | test("^tools\\[0\\][.]name ") and (test("function") | not))'
+  rpost '{"input": "x", "text": {"format": {"type": "json_schema", "name": "p", "schema": 5}}}'
+  echo "$BODY" | jq -e '.error.message | test("text[.]format[.]schema. must") and (test("json_schema[.]") | not)'
+  rpost '{"input": [{"type": "function_call_output", "call_id": "c1", "output": 5}]}'
+  echo "$BODY" | jq -e '.error.param == "input" and (.error.message | test("input\\[0\\][.]output ") and (test("[.]content") | not))'
+  rpost '{"input": [{"type": "function_call_output", "call_id": "c1", "output": [{"type": "input_image", "image_url": "http://x/y.png"}]}]}'
+  echo "$BODY" | jq -e '.error.message | test("input\\[0\\][.]output\\[0\\]") and (test("[.]content") | not)'
   rpost '{"input": "'"$(head -c 3000 /dev/zero | tr '\0' 'a' | sed 's/a/ab /g')"'"}'; is_error 400
   [ "$(echo "$BODY" | jq -r '.error.param + " " + .error.code')" = "input context_length_exceeded" ]
   rpost '{"input": "x", "max_output_tokens": 1,'; is_error 400

@@ -40,14 +40,14 @@ static int is_type(const json_t *o, const char *type)
     return t && !strcmp(t, type);
 }
 
-/* a message's content: a string, or text parts (input_text, output_text; an assistant's refusal) as chat's
- * text parts; NULL with err filled */
-static json_t *content_parts(const json_t *c, size_t i, serve_err *err)
+/* a message's content (or a function_call_output's output: what names it): a string, or text parts
+ * (input_text, output_text; an assistant's refusal) as chat's text parts; NULL with err filled */
+static json_t *content_parts(const json_t *c, size_t i, const char *what, serve_err *err)
 {
     if (json_is_string(c))
         return json_incref((json_t *)c);
     if (!json_is_array(c)) {
-        BAD("input", "input[%zu].content must be a string or an array of content parts", i);
+        BAD("input", "input[%zu].%s must be a string or an array of content parts", i, what);
         return NULL;
     }
     json_t *out = json_array();
@@ -60,13 +60,13 @@ static json_t *content_parts(const json_t *c, size_t i, serve_err *err)
         const json_t *t = json_object_get(p, refusal ? "refusal" : "text");
         if (type && !refusal && strcmp(type, "input_text") && strcmp(type, "output_text")) {
             json_decref(out);
-            BAD("input", "input[%zu].content[%zu]: a part of type '%.64s' is not supported (this server reads text: "
-                "input_text, output_text)", i, k, type);
+            BAD("input", "input[%zu].%s[%zu]: a part of type '%.64s' is not supported (this server reads text: "
+                "input_text, output_text)", i, what, k, type);
             return NULL;
         }
         if (!json_is_object(p) || !type || !json_is_string(t)) {
             json_decref(out);
-            BAD("input", "input[%zu].content[%zu] must be {\"type\": \"input_text\", \"text\": a string}", i, k);
+            BAD("input", "input[%zu].%s[%zu] must be {\"type\": \"input_text\", \"text\": a string}", i, what, k);
             return NULL;
         }
         json_array_append_new(out, refusal ? json_pack("{s:s,s:O}", "type", "refusal", "refusal", t)
@@ -94,14 +94,17 @@ static int input_messages(json_t *msgs, const json_t *input, serve_err *err)
     {
         if (!json_is_object(it))
             return BAD("input", "input[%zu] is not an object", i);
-        const char *type = json_string_value(json_object_get(it, "type"));
+        const json_t *tv = field(it, "type");
+        const char *type = json_string_value(tv);
+        if (tv && !type) /* no type is a message (EasyInputMessage); a type is a string */
+            return serve_err_set(err, 400, "input", "invalid_type", "input[%zu].type must be a string", i);
         json_t *last = json_array_get(msgs, json_array_size(msgs) - 1);
         if (!type || !strcmp(type, "message")) {
             const char *role = json_string_value(json_object_get(it, "role"));
             if (!role || (strcmp(role, "user") && strcmp(role, "assistant") && strcmp(role, "system") &&
                           strcmp(role, "developer")))
                 return BAD("input", "input[%zu].role must be user, assistant, system or developer", i);
-            json_t *c = content_parts(json_object_get(it, "content"), i, err);
+            json_t *c = content_parts(json_object_get(it, "content"), i, "content", err);
             if (!c)
                 return -1;
             json_array_append_new(msgs, json_pack("{s:s,s:o}", "role", role, "content", c));
@@ -121,7 +124,7 @@ static int input_messages(json_t *msgs, const json_t *input, serve_err *err)
                                             name, "arguments", args));
         } else if (!strcmp(type, "function_call_output")) {
             const json_t *id = json_object_get(it, "call_id"), *out = json_object_get(it, "output");
-            json_t *c = json_is_string(id) && out ? content_parts(out, i, err) : NULL;
+            json_t *c = json_is_string(id) && out ? content_parts(out, i, "output", err) : NULL;
             if (!c)
                 return json_is_string(id) && out ? -1
                                                   : BAD("input", "input[%zu]: a function_call_output needs call_id "
@@ -286,10 +289,26 @@ done:
     return out;
 }
 
+/* the message's chat-only level under a flat Responses field dropped: "tools[0].function.name" is
+ * tools[0].name, "'text.format.json_schema.schema'" text.format.schema (level follows `at`, its index) */
+static void drop_level(char *msg, const char *at, const char *level)
+{
+    char *p = strstr(msg, at);
+    if (!p)
+        return;
+    p += strlen(at);
+    p += strspn(p, "0123456789]");
+    size_t n = strlen(level);
+    if (!strncmp(p, level, n))
+        memmove(p, p + n, strlen(p + n) + 1);
+}
+
 void serve_resp_err(serve_err *err)
 {
     static const char *const names[][2] = {
         {"messages", "input"}, {"response_format", "text.format"}, {"max_tokens", "max_output_tokens"}};
+    if (err->param && !strcmp(err->param, "tools"))
+        drop_level(err->message, "tools[", ".function");
     for (size_t k = 0; err->param && k < sizeof names / sizeof *names; k++) {
         if (strcmp(err->param, names[k][0]))
             continue;
@@ -301,6 +320,7 @@ void serve_resp_err(serve_err *err)
         char rest[sizeof err->message];
         snprintf(rest, sizeof rest, "%s", at + n);
         snprintf(at, sizeof err->message - (size_t)(at - err->message), "'%s%s", names[k][1], rest);
+        drop_level(err->message, "'text.format", ".json_schema");
         return;
     }
 }
