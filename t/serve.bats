@@ -1460,6 +1460,11 @@ CASES
   echo "$BODY" | jq -e '.error.param == "input" and (.error.message | test("input\\[0\\][.]output ") and (test("[.]content") | not))'
   rpost '{"input": [{"type": "function_call_output", "call_id": "c1", "output": [{"type": "input_image", "image_url": "http://x/y.png"}]}]}'
   echo "$BODY" | jq -e '.error.message | test("input\\[0\\][.]output\\[0\\]") and (test("[.]content") | not)'
+  # a refusal part is the assistant's: in another message it is named there, not as chat's message it became
+  rpost '{"input": [{"role": "assistant", "content": [{"type": "refusal", "refusal": "no"}]}, {"role": "user", "content": "x"}], "max_output_tokens": 1}'
+  [ "$STATUS" = 200 ] || { echo "$BODY"; false; }
+  rpost '{"instructions": "s", "input": [{"role": "user", "content": [{"type": "refusal", "refusal": "no"}]}]}'; is_error 400
+  echo "$BODY" | jq -e '.error.param == "input" and (.error.message | test("^input\\[0\\][.]content\\[0\\]: a part of type .refusal."))'
   rpost '{"input": "'"$(head -c 3000 /dev/zero | tr '\0' 'a' | sed 's/a/ab /g')"'"}'; is_error 400
   [ "$(echo "$BODY" | jq -r '.error.param + " " + .error.code')" = "input context_length_exceeded" ]
   rpost '{"input": "x", "max_output_tokens": 1,'; is_error 400

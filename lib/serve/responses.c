@@ -41,8 +41,8 @@ static int is_type(const json_t *o, const char *type)
 }
 
 /* a message's content (or a function_call_output's output: what names it): a string, or text parts
- * (input_text, output_text; an assistant's refusal) as chat's text parts; NULL with err filled */
-static json_t *content_parts(const json_t *c, size_t i, const char *what, serve_err *err)
+ * (input_text, output_text; refusal where it is the assistant's) as chat's text parts; NULL with err filled */
+static json_t *content_parts(const json_t *c, size_t i, const char *what, int assistant, serve_err *err)
 {
     if (json_is_string(c))
         return json_incref((json_t *)c);
@@ -56,7 +56,7 @@ static json_t *content_parts(const json_t *c, size_t i, const char *what, serve_
     json_array_foreach(c, k, p)
     {
         const char *type = json_string_value(json_object_get(p, "type"));
-        int refusal = type && !strcmp(type, "refusal");
+        int refusal = assistant && type && !strcmp(type, "refusal");
         const json_t *t = json_object_get(p, refusal ? "refusal" : "text");
         if (type && !refusal && strcmp(type, "input_text") && strcmp(type, "output_text")) {
             json_decref(out);
@@ -104,7 +104,7 @@ static int input_messages(json_t *msgs, const json_t *input, serve_err *err)
             if (!role || (strcmp(role, "user") && strcmp(role, "assistant") && strcmp(role, "system") &&
                           strcmp(role, "developer")))
                 return BAD("input", "input[%zu].role must be user, assistant, system or developer", i);
-            json_t *c = content_parts(json_object_get(it, "content"), i, "content", err);
+            json_t *c = content_parts(json_object_get(it, "content"), i, "content", !strcmp(role, "assistant"), err);
             if (!c)
                 return -1;
             json_array_append_new(msgs, json_pack("{s:s,s:o}", "role", role, "content", c));
@@ -124,7 +124,7 @@ static int input_messages(json_t *msgs, const json_t *input, serve_err *err)
                                             name, "arguments", args));
         } else if (!strcmp(type, "function_call_output")) {
             const json_t *id = json_object_get(it, "call_id"), *out = json_object_get(it, "output");
-            json_t *c = json_is_string(id) && out ? content_parts(out, i, "output", err) : NULL;
+            json_t *c = json_is_string(id) && out ? content_parts(out, i, "output", 0, err) : NULL;
             if (!c)
                 return json_is_string(id) && out ? -1
                                                   : BAD("input", "input[%zu]: a function_call_output needs call_id "
