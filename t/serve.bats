@@ -1391,6 +1391,7 @@ responses_sse() {
     >"$BATS_TEST_TMPDIR/sse"
   responses_sse "$BATS_TEST_TMPDIR/sse"
   jq -se --argjson w "$want" '(map(select(.type == "response.function_call_arguments.delta") | .delta) | join("")) == $w.arguments and
+    (map(select(.type == "response.function_call_arguments.done"))[0] | .name == $w.name and .arguments == $w.arguments) and
     (map(select(.type == "response.output_item.done"))[0].item | .type == "function_call" and .name == $w.name and .arguments == $w.arguments) and
     .[-1].type == "response.completed"' "$BATS_TEST_TMPDIR/events"
   # the call and its output in the input: the answer chat gives to an assistant turn with the call and a tool message

@@ -554,8 +554,8 @@ static void stream_calls(serve_resp *rs, FILE *f, const json_t *calls)
              json_pack("{s:s,s:i,s:O}", "item_id", id, "output_index", out_index(rs), "delta",
                        json_object_get(it, "arguments")));
         emit(rs, f, "response.function_call_arguments.done",
-             json_pack("{s:s,s:i,s:O}", "item_id", id, "output_index", out_index(rs), "arguments",
-                       json_object_get(it, "arguments")));
+             json_pack("{s:s,s:i,s:O,s:O}", "item_id", id, "output_index", out_index(rs), "name",
+                       json_object_get(it, "name"), "arguments", json_object_get(it, "arguments")));
         item_done(rs, f, json_incref(it));
     }
     json_decref(items);
