@@ -1461,6 +1461,10 @@ CASES
   echo "$BODY" | jq -e '.error.param == "input" and (.error.message | test("input\\[0\\][.]output ") and (test("[.]content") | not))'
   rpost '{"input": [{"type": "function_call_output", "call_id": "c1", "output": [{"type": "input_image", "image_url": "http://x/y.png"}]}]}'
   echo "$BODY" | jq -e '.error.message | test("input\\[0\\][.]output\\[0\\]") and (test("[.]content") | not)'
+  # a call's name as a tool's must be (chat's rule), named at the item, not as chat's tool_calls
+  rpost '{"instructions": "s", "input": [{"role": "user", "content": "x"}, {"type": "function_call", "call_id": "c1", "name": "a b", "arguments": "{}"}]}'
+  is_error 400
+  echo "$BODY" | jq -e '.error.param == "input" and (.error.message | test("^input\\[1\\][.]name ") and (test("messages|tool_calls") | not))'
   # a refusal part is the assistant's: in another message it is named there, not as chat's message it became
   rpost '{"input": [{"role": "assistant", "content": [{"type": "refusal", "refusal": "no"}]}, {"role": "user", "content": "x"}], "max_output_tokens": 1}'
   [ "$STATUS" = 200 ] || { echo "$BODY"; false; }

@@ -115,6 +115,8 @@ static int input_messages(json_t *msgs, const json_t *input, serve_err *err)
                          *args = json_object_get(it, "arguments");
             if (!json_is_string(id) || !json_is_string(name) || !json_is_string(args))
                 return BAD("input", "input[%zu]: a function_call needs call_id, name and arguments (strings)", i);
+            if (!serve_tool_name_ok(name))
+                return BAD("input", "input[%zu].name must be 1-64 letters, digits, '_' or '-'", i);
             if (!last || strcmp(json_string_value(json_object_get(last, "role")), "assistant"))
                 json_array_append_new(msgs, last = json_pack("{s:s,s:n}", "role", "assistant", "content"));
             if (!json_object_get(last, "tool_calls"))

@@ -18,8 +18,7 @@ static const char OPEN[] = "<tool_call>", CLOSE[] = "</tool_call>", PYTAG[] = "<
 
 #define BAD(param, ...) serve_err_set(err, 400, param, "invalid_value", __VA_ARGS__)
 
-/* OpenAI's rule for function names: 1..64 of [A-Za-z0-9_-] (also what keeps them out of template syntax) */
-static int good_name(const json_t *v)
+int serve_tool_name_ok(const json_t *v)
 {
     if (!json_is_string(v))
         return 0;
@@ -81,7 +80,7 @@ int serve_tools_parse(serve_req *r, const json_t *tools, const json_t *choice, s
         const json_t *f = json_object_get(t, "function"), *type = json_object_get(t, "type");
         if (!json_is_object(t) || !json_is_string(type) || strcmp(json_string_value(type), "function"))
             return BAD("tools", "tools[%zu] is not {\"type\": \"function\", \"function\": {...}}", i);
-        if (!json_is_object(f) || !good_name(json_object_get(f, "name")))
+        if (!json_is_object(f) || !serve_tool_name_ok(json_object_get(f, "name")))
             return BAD("tools", "tools[%zu].function.name must be 1-64 letters, digits, '_' or '-'", i);
         const json_t *d = json_object_get(f, "description"), *p = json_object_get(f, "parameters");
         if (d && !json_is_null(d) && !json_is_string(d))
@@ -177,7 +176,7 @@ json_t *serve_tool_calls_norm(const json_t *calls, size_t i, serve_err *err)
     {
         const json_t *f = json_object_get(c, "function"), *id = json_object_get(c, "id"), *type = json_object_get(c, "type");
         const json_t *a = f ? json_object_get(f, "arguments") : NULL;
-        if (!json_is_object(c) || !json_is_object(f) || !good_name(json_object_get(f, "name")) ||
+        if (!json_is_object(c) || !json_is_object(f) || !serve_tool_name_ok(json_object_get(f, "name")) ||
             (type && !json_is_null(type) && !(json_is_string(type) && !strcmp(json_string_value(type), "function"))) ||
             (id && !json_is_null(id) && !json_is_string(id)) || (a && !json_is_null(a) && !json_is_string(a) && !json_is_object(a))) {
             json_decref(out);
