@@ -1443,6 +1443,12 @@ responses_sse() {
 {"input": "x", "text": {"format": {"type": "json_schema", "name": "p"}}}|text.format
 {"input": "x", "text": "json"}|text
 {"input": "x", "max_output_tokens": 0}|max_output_tokens
+{"input": "x", "max_tokens": 5}|max_tokens
+{"input": "x", "max_completion_tokens": 5}|max_completion_tokens
+{"input": "x", "response_format": {"type": "json_object"}}|response_format
+{"messages": [{"role": "user", "content": "x"}]}|messages
+{"input": "x", "n": 2}|n
+{"input": "x", "stop": ["\n"]}|stop
 {"input": "x", "temperature": "hot"}|temperature
 CASES
   rpost '{"input": "x", "model": "gpt-9"}'; is_error 404
@@ -1452,6 +1458,9 @@ CASES
   echo "$BODY" | jq -e '.error.message | test("max_output_tokens") and (test("max_tokens") | not)'
   rpost '{"input": "x", "text": {"format": {"type": "xml"}}}'
   echo "$BODY" | jq -e '.error.param == "text.format" and (.error.message | test("text.format.type") and (test("response_format") | not))'
+  # chat's names for what Responses names otherwise say so
+  rpost '{"input": "x", "max_tokens": 5}'
+  echo "$BODY" | jq -e '.error.code == "unsupported_parameter" and (.error.message | test("max_output_tokens"))'
   # ... at the Responses level: a flat tool's name, text.format's schema, a call output's output (not content)
   rpost '{"input": "x", "tools": [{"type": "function", "parameters": {}}]}'
   echo "$BODY" | jq -e '.error.param == "tools" and (.error.message | test("^tools\\[0\\][.]name ") and (test("function") | not))'

@@ -207,6 +207,18 @@ static int refuse_unsupported(const json_t *j, serve_err *err)
     for (size_t k = 0; k < sizeof named / sizeof *named; k++)
         if (field(j, named[k]))
             return UNSUPPORTED(named[k], "'%s' is not supported by this server", named[k]);
+    /* chat's names: ignored, max_tokens would leave the answer unbounded, n or stop change it */
+    static const char *const chat[][2] = {{"messages", "input"},
+                                          {"max_tokens", "max_output_tokens"},
+                                          {"max_completion_tokens", "max_output_tokens"},
+                                          {"response_format", "text.format"},
+                                          {"n", NULL},
+                                          {"stop", NULL}};
+    for (size_t k = 0; k < sizeof chat / sizeof *chat; k++)
+        if (field(j, chat[k][0]))
+            return chat[k][1] ? UNSUPPORTED(chat[k][0], "'%s' is chat's; /v1/responses names it '%s'", chat[k][0], chat[k][1])
+                              : UNSUPPORTED(chat[k][0], "'%s' is not supported on /v1/responses (use /v1/chat/completions)",
+                                            chat[k][0]);
     const json_t *v;
     if ((v = field(j, "store")) && !json_is_false(v))
         return UNSUPPORTED("store", "'store': this server keeps no responses (send \"store\": false)");
