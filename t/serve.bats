@@ -1474,6 +1474,15 @@ CASES
   rpost '{"instructions": "s", "input": [{"role": "user", "content": "x"}, {"type": "function_call", "call_id": "c1", "name": "a b", "arguments": "{}"}]}'
   is_error 400
   echo "$BODY" | jq -e '.error.param == "input" and (.error.message | test("^input\\[1\\][.]name ") and (test("messages|tool_calls") | not))'
+  # the calls of one assistant turn are bounded as chat's are (its bound read from chat's refusal), named at
+  # the item past the bound
+  max=$(curl -s -m 30 -H 'Authorization: Bearer sekrit' -H 'Content-Type: application/json' "http://127.0.0.1:$PORT/v1/chat/completions" \
+    -d "$(jq -nc '{messages: [{role: "user", content: "x"}, {role: "assistant", content: null, tool_calls: [range(300) |
+      {id: "c\(.)", type: "function", function: {name: "f", arguments: "{}"}}]}]}')" | jq -r '.error.message | capture("at most (?<n>[0-9]+)").n')
+  rpost "$(jq -nc --argjson n "$max" '{input: ([{role: "user", content: "x"}] + [range($n + 1) | {type: "function_call", call_id: "c\(.)",
+    name: "f", arguments: "{}"}])}')"
+  is_error 400
+  echo "$BODY" | jq -e --arg at "^input\\[$((max + 1))\\]: at most $max " '.error.param == "input" and (.error.message | test($at) and (test("messages") | not))'
   # a refusal part is the assistant's: in another message it is named there, not as chat's message it became
   rpost '{"input": [{"role": "assistant", "content": [{"type": "refusal", "refusal": "no"}]}, {"role": "user", "content": "x"}], "max_output_tokens": 1}'
   [ "$STATUS" = 200 ] || { echo "$BODY"; false; }

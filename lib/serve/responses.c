@@ -121,6 +121,9 @@ static int input_messages(json_t *msgs, const json_t *input, serve_err *err)
                 json_array_append_new(msgs, last = json_pack("{s:s,s:n}", "role", "assistant", "content"));
             if (!json_object_get(last, "tool_calls"))
                 json_object_set_new(last, "tool_calls", json_array());
+            if (json_array_size(json_object_get(last, "tool_calls")) == SERVE_MAX_CALLS)
+                return BAD("input", "input[%zu]: at most %d function_call items in a row (one assistant turn)", i,
+                           SERVE_MAX_CALLS);
             json_array_append_new(json_object_get(last, "tool_calls"),
                                   json_pack("{s:O,s:s,s:{s:O,s:O}}", "id", id, "type", "function", "function", "name",
                                             name, "arguments", args));

@@ -101,6 +101,8 @@ void serve_resp_free(serve_resp *rs);
 /* ---- tool calls (tools.c) ---- */
 /* "tools" and "tool_choice" of a chat request into r->tools / r->tools_off. 0, or -1 with err filled. */
 int serve_tools_parse(serve_req *r, const json_t *tools, const json_t *choice, serve_err *err);
+/* tool calls in one assistant message, at most (a request's, an answer's) */
+#define SERVE_MAX_CALLS 128
 /* OpenAI's rule for function names: 1..64 of [A-Za-z0-9_-] (also what keeps them out of template syntax) */
 int serve_tool_name_ok(const json_t *v);
 /* messages[i].tool_calls checked and normalised for templates (arguments as objects); NULL with err filled */

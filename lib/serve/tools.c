@@ -13,7 +13,6 @@
 #include "serve_int.h"
 
 #define MAX_TOOLS 128
-#define MAX_CALLS 128
 static const char OPEN[] = "<tool_call>", CLOSE[] = "</tool_call>", PYTAG[] = "<|python_tag|>";
 
 #define BAD(param, ...) serve_err_set(err, 400, param, "invalid_value", __VA_ARGS__)
@@ -165,8 +164,8 @@ json_t *serve_tool_calls_norm(const json_t *calls, size_t i, serve_err *err)
         BAD("messages", "messages[%zu].tool_calls must be an array", i);
         return NULL;
     }
-    if (json_array_size(calls) > MAX_CALLS) {
-        BAD("messages", "messages[%zu]: at most %d tool calls", i, MAX_CALLS);
+    if (json_array_size(calls) > SERVE_MAX_CALLS) {
+        BAD("messages", "messages[%zu]: at most %d tool calls", i, SERVE_MAX_CALLS);
         return NULL;
     }
     json_t *out = json_array();
@@ -248,7 +247,7 @@ static int add_call(json_t *calls, const json_t *o, const json_t *tools)
     if (!a)
         a = json_object_get(o, "parameters");
     if (!json_is_object(o) || !json_is_string(name) || !tool_known(tools, json_string_value(name)) ||
-        json_array_size(calls) >= MAX_CALLS || (a && !json_is_object(a) && !json_is_string(a)))
+        json_array_size(calls) >= SERVE_MAX_CALLS || (a && !json_is_object(a) && !json_is_string(a)))
         return -1;
     char *args = !a ? strdup("{}") : json_is_string(a) ? strdup(json_string_value(a)) : json_dumps(a, JSON_COMPACT);
     if (!args)
