@@ -306,8 +306,8 @@ done:
     return out;
 }
 
-/* the message's chat-only level under a flat Responses field dropped: "tools[0].function.name" is
- * tools[0].name, "'text.format.json_schema.schema'" text.format.schema (level follows `at`, its index) */
+/* a chat-only level of the message's field name dropped, where `level` follows `at` (and an index after it):
+ * "tools[0].function.name" is tools[0].name, "'text.format.json_schema.schema'" text.format.schema */
 static void drop_level(char *msg, const char *at, const char *level)
 {
     char *p = strstr(msg, at);
