@@ -654,6 +654,24 @@ sys.exit(subprocess.run(sys.argv[1:], stdout=w).returncode)' npu-forward logits 
   [ "$st" = 3 ] && grep -q 'm.q4nx: the file shrank while being read' "$W/err" || { echo "status $st"; cat "$W/err"; false; }
 }
 
+# held-out audit: the SIGBUS handler for mapped inputs returned on a SIGBUS that was sent (kill -BUS), not
+# a fault: nothing repeated it, and the process went on as if the signal were ignored (exit 0)
+@test "hardening: a SIGBUS sent to a reader of a mapped input keeps its default action (status 135)" {
+  cp -r "$TOP/share/models/pytiny-target" "$W/pk"
+  mkfifo "$W/out"
+  oga-extract "$W/pk" -o "$W/out" 2>"$W/err" &
+  local pid=$!
+  exec 7<"$W/out"
+  head -c 100000 <&7 >/dev/null # the pack is mapped (the handler is set), the writer blocked on the FIFO
+  kill -BUS "$pid"
+  cat <&7 >/dev/null
+  exec 7<&-
+  local st=0
+  wait "$pid" || st=$?
+  [ "$st" = 135 ] || { echo "status $st"; cat "$W/err"; false; }
+  ! grep -q 'shrank' "$W/err"
+}
+
 @test "hardening: npu-forward -m PACK_DIR with a cache that cannot take the container: init failed (4) naming the directory, or q4nx-pack's own failure" {
   p=$TOP/share/models/pytiny-target
   echo file >"$W/notdir"

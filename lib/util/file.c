@@ -199,8 +199,12 @@ static void mapped_fault(const uint8_t *a)
 static void on_sigbus(int sig, siginfo_t *si, void *ctx)
 {
     (void)ctx;
-    mapped_fault(si->si_addr);
-    signal(sig, SIG_DFL); /* not ours: the fault repeats with the default action */
+    if (si->si_code == BUS_ADRERR) /* a fault at si_addr (a sent signal's si_addr is no address) */
+        mapped_fault(si->si_addr);
+    /* not ours: the default action, as if there were no handler. A fault would repeat on return, but a
+     * signal sent by kill(1) would not: raised again, it is delivered (core, 135) once this handler returns */
+    signal(sig, SIG_DFL);
+    raise(sig);
 }
 
 static void mapped_note(const uint8_t *p, size_t n, const char *path)
