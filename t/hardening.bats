@@ -385,6 +385,31 @@ open_in() {
   [ "$(stat -c %a "$W/s.ogax")" = 640 ]
 }
 
+# held-out audit: the replacing file was the writer's, in the writer's group: root's -o over a user's 0600
+# file left it root's (its owner could no longer read it), and a 0640 file of a group the writer is not in
+# came out readable by the writer's group
+@test "hardening: -o over another's file keeps its owner and group, or grants the new group no more than others had" {
+  [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null || skip "needs root and setpriv to run as nobody"
+  local pack d
+  pack=$TOP/share/models/pytiny-target
+  d=$(mktemp -d /tmp/ogk-mode.XXXXXX) && chmod 777 "$d"
+  oga-extract "$pack" -o "$d/new.ogax"
+  printf 'old' >"$d/a.ogax" && chown nobody:nogroup "$d/a.ogax" && chmod 600 "$d/a.ogax"
+  oga-extract "$pack" -o "$d/a.ogax" # root replaces nobody's file
+  local a b c
+  a=$(stat -c '%U:%G %a' "$d/a.ogax")
+  # nobody replaces its own file of group root (a group nobody is not in, so cannot give): 0640 and 0664
+  printf 'old' >"$d/b.ogax" && chown nobody:root "$d/b.ogax" && chmod 640 "$d/b.ogax"
+  printf 'old' >"$d/c.ogax" && chown nobody:root "$d/c.ogax" && chmod 664 "$d/c.ogax"
+  setpriv --reuid=nobody --regid=nogroup --clear-groups oga-extract "$pack" -o "$d/b.ogax"
+  setpriv --reuid=nobody --regid=nogroup --clear-groups oga-extract "$pack" -o "$d/c.ogax"
+  b=$(stat -c '%U:%G %a' "$d/b.ogax") c=$(stat -c '%U:%G %a' "$d/c.ogax")
+  cmp "$d/b.ogax" "$d/new.ogax" && cmp "$d/a.ogax" "$d/new.ogax"
+  rm -rf "$d"
+  [ "$a" = "nobody:nogroup 600" ] && [ "$b" = "nobody:nogroup 600" ] && [ "$c" = "nobody:nogroup 644" ] ||
+    { echo "a: $a b: $b c: $c"; false; }
+}
+
 @test "hardening: kill -9 of oga-extract -o mid-write leaves no file and no temp file" {
   local pack
   pack=$(fixture qwen2 cpu tied qwen05b 4)

@@ -548,12 +548,22 @@ void ogk_refuse_tty_stdout(const char *what)
         ogk_die(OGK_EXIT_USAGE, "refusing to write %s to a terminal (redirect stdout or use -o FILE)", what);
 }
 
-/* the file an output replaces keeps its permissions (a 0600 file stays private); a new one is 0644 less the
- * umask. A failure (not ours to change) leaves the new file's default. */
+/* the file an output replaces keeps its permissions (a 0600 file stays private), and its owner and group
+ * where this process may give them (root; a group it is in); a new one is 0644 less the umask. Where the
+ * group cannot be kept (the writer's, or a setgid directory's), its bits grant no more than the others'
+ * did: a 0640 file of a group the new one is not in is not made readable by the new group. A failure (not
+ * ours to change) leaves the new file's default. */
 static void keep_mode(int fd, const struct stat *old)
 {
-    if (old)
-        (void)fchmod(fd, old->st_mode & 0777);
+    if (!old)
+        return;
+    mode_t mode = old->st_mode & 0777;
+    struct stat now;
+    if (fchown(fd, old->st_uid, old->st_gid) != 0)
+        (void)!fchown(fd, (uid_t)-1, old->st_gid);
+    if (fstat(fd, &now) == 0 && now.st_gid != old->st_gid)
+        mode = (mode & 0707) | (mode & (mode << 3) & 0070);
+    (void)fchmod(fd, mode);
 }
 
 int ogk_out_open(ogk_out *o, const char *path, ogk_error *e)
