@@ -159,13 +159,19 @@ static int map_stdin_pipe(ogk_map *m, ogk_error *e)
 /* The files mapped in place. Another process that truncates one while it is mapped makes the next read of
  * a page past its new end a SIGBUS: that fault, inside one of these mappings, is named and ends the run
  * as a refused input (3) instead of a crash; any other SIGBUS keeps its default action. The handler only
- * reads the table (written under mapped_mu before a mapping is used and after it is unmapped). */
-#define MAX_MAPPED 64
-static struct {
-    const uint8_t *volatile p;
-    volatile size_t n;
-    char path[256];
-} mapped[MAX_MAPPED];
+ * reads the table (written under mapped_mu before a mapping is used and after it is unmapped): chunks of
+ * 64 entries, one more linked (filled first, never freed) when all are in use, so every mapping is named
+ * (a pack's external data may be hundreds of files). */
+#define MAPPED_CHUNK 64
+typedef struct mapped_chunk {
+    struct {
+        const uint8_t *volatile p;
+        volatile size_t n;
+        char path[256];
+    } e[MAPPED_CHUNK];
+    struct mapped_chunk *volatile next;
+} mapped_chunk;
+static mapped_chunk mapped;
 static pthread_mutex_t mapped_mu = PTHREAD_MUTEX_INITIALIZER;
 
 /* s appended to buf, control characters as '?' (as ogk_err writes them) */
@@ -178,14 +184,17 @@ static void put_str(char *buf, size_t *len, size_t cap, const char *s)
 /* a is inside a mapped input whose file was cut: named, exit 3 (async-signal-safe); else returns */
 static void mapped_fault(const uint8_t *a)
 {
-    for (int i = 0; i < MAX_MAPPED; i++) {
-        const uint8_t *p = mapped[i].p;
-        if (p && a >= p && a < p + mapped[i].n) { /* async-signal-safe from here: write, unlink, _exit */
+    for (const mapped_chunk *c = &mapped; c; c = c->next)
+        for (int i = 0; i < MAPPED_CHUNK; i++) {
+            const uint8_t *p = c->e[i].p;
+            if (!p || a < p || a >= p + c->e[i].n)
+                continue;
+            /* async-signal-safe from here: write, unlink, _exit */
             char msg[512];
             size_t n = 0;
             put_str(msg, &n, sizeof msg - 1, ogk_prog());
             put_str(msg, &n, sizeof msg - 1, ": ");
-            put_str(msg, &n, sizeof msg - 1, mapped[i].path);
+            put_str(msg, &n, sizeof msg - 1, c->e[i].path);
             put_str(msg, &n, sizeof msg - 1, ": the file shrank while being read (changed by another process)");
             msg[n++] = '\n';
             ssize_t w = write(STDERR_FILENO, msg, n);
@@ -193,7 +202,6 @@ static void mapped_fault(const uint8_t *a)
             ogk_out_remove_pending();
             _exit(OGK_EXIT_INPUT);
         }
-    }
 }
 
 static void on_sigbus(int sig, siginfo_t *si, void *ctx)
@@ -220,22 +228,30 @@ static void mapped_note(const uint8_t *p, size_t n, const char *path)
         sigaction(SIGBUS, &sa, NULL);
         hooked = 1;
     }
-    for (int i = 0; i < MAX_MAPPED; i++)
-        if (!mapped[i].p) {
-            snprintf(mapped[i].path, sizeof mapped[i].path, "%s", strcmp(path, "-") ? path : "standard input");
-            mapped[i].n = n;
-            mapped[i].p = p;
-            break;
-        }
+    mapped_chunk *c = &mapped;
+    for (;;) {
+        for (int i = 0; i < MAPPED_CHUNK; i++)
+            if (!c->e[i].p) {
+                snprintf(c->e[i].path, sizeof c->e[i].path, "%s", strcmp(path, "-") ? path : "standard input");
+                c->e[i].n = n;
+                c->e[i].p = p;
+                pthread_mutex_unlock(&mapped_mu);
+                return;
+            }
+        if (!c->next && !(c->next = calloc(1, sizeof *c->next)))
+            break; /* no memory for the entry: that file's cut is a plain SIGBUS */
+        c = c->next;
+    }
     pthread_mutex_unlock(&mapped_mu);
 }
 
 static void mapped_forget(const uint8_t *p)
 {
     pthread_mutex_lock(&mapped_mu);
-    for (int i = 0; i < MAX_MAPPED; i++)
-        if (mapped[i].p == p)
-            mapped[i].p = NULL;
+    for (mapped_chunk *c = &mapped; c; c = c->next)
+        for (int i = 0; i < MAPPED_CHUNK; i++)
+            if (c->e[i].p == p)
+                c->e[i].p = NULL;
     pthread_mutex_unlock(&mapped_mu);
 }
 

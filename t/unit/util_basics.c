@@ -1,12 +1,56 @@
-/* lib/util: CRC32C against the standard check value and the table path; fp16/bf16 round trips. */
+/* lib/util: CRC32C against the standard check value and the table path; fp16/bf16 round trips; a mapped
+ * file cut while mapped is named. */
 #include "tap.h"
 #include "util/util.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 uint32_t ogk_crc32c_sw(uint32_t crc, const void *buf, size_t n);
+
+/* A child maps `files` files of two pages (in dir), cuts file number `cut` to nothing and reads its second
+ * page: returns its exit status (-1: it died by a signal) and what it wrote on stderr (in err). */
+static int cut_mapped(const char *dir, int files, int cut, char *err, size_t cap)
+{
+    int fds[2];
+    if (pipe(fds))
+        return -2;
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fds[0]);
+        dup2(fds[1], STDERR_FILENO);
+        static ogk_map m[200];
+        static char page[8192];
+        char path[4096];
+        for (int i = 0; i < files; i++) {
+            ogk_error e;
+            snprintf(path, sizeof path, "%s/m%d", dir, i);
+            FILE *f = fopen(path, "wb");
+            if (!f || fwrite(page, 1, sizeof page, f) != sizeof page || fclose(f) || ogk_map_open(&m[i], path, &e))
+                _exit(98);
+        }
+        snprintf(path, sizeof path, "%s/m%d", dir, cut);
+        if (truncate(path, 0))
+            _exit(97);
+        _exit(((volatile const uint8_t *)m[cut].data)[4096]);
+    }
+    close(fds[1]);
+    size_t n = 0;
+    ssize_t r;
+    while (n + 1 < cap && (r = read(fds[0], err + n, cap - 1 - n)) > 0)
+        n += (size_t)r;
+    err[n && err[n - 1] == '\n' ? n - 1 : n] = 0;
+    close(fds[0]);
+    int st;
+    if (pid < 0 || waitpid(pid, &st, 0) != pid)
+        return -2;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
 
 int main(void)
 {
@@ -54,5 +98,20 @@ int main(void)
             bfok = 0;
     }
     TAP_OK(bfok, "every non-NaN bf16 round-trips through fp32");
+
+    /* a SIGBUS in any mapping names that file, exit 3: the table held 64, and a cut in the 65th was status 135 */
+    char dir[] = "/tmp/ogk-unit-XXXXXX", err[1024], want[64];
+    if (mkdtemp(dir)) {
+        int first = cut_mapped(dir, 3, 1, err, sizeof err);
+        TAP_OK(first == 3 && strstr(err, "/m1: the file shrank while being read"), "a cut mapping is named, exit 3 (%d: %s)",
+               first, err);
+        int late = cut_mapped(dir, 150, 140, err, sizeof err);
+        snprintf(want, sizeof want, "/m%d: the file shrank while being read", 140);
+        TAP_OK(late == 3 && strstr(err, want), "the 141st of 150 mappings, cut, is named, exit 3 (%d: %s)", late, err);
+        char cmd[64];
+        snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+        TAP_OK(system(cmd) == 0, "scratch directory removed");
+    } else
+        TAP_OK(0, "mkdtemp");
     return TAP_DONE();
 }
