@@ -608,6 +608,9 @@ sys.exit(subprocess.run(sys.argv[1:], stdout=w).returncode)' npu-forward logits 
   # stdin closed: a read error on it (exit 3), no container
   run -3 bash -c "q4nx-pack -o '$W/c.q4nx' <&-"
   [[ "$output" == *"Bad file descriptor"* ]] && [ ! -e "$W/c.q4nx" ]
+  # a model read from a closed stdin (-m -) is named so too, not 'not a regular file or a pipe (a character device)'
+  run -3 bash -c "npu-forward info -m - <&-"
+  [[ "$output" == *"standard input: Bad file descriptor"* ]] || false
 }
 
 # SIGXFSZ killed the writer (status 153, no message); ignored, the write fails with EFBIG

@@ -266,6 +266,9 @@ static int map_file(ogk_map *m, const char *path, int load, ogk_error *e)
     if (!strcmp(path, "-")) { /* standard input: a regular file is mapped as any other, a pipe read whole */
         if (isatty(STDIN_FILENO))
             return ogk_fail(e, "standard input is a terminal (redirect a file or a pipe into it)");
+        int fl = fcntl(STDIN_FILENO, F_GETFL); /* closed (<&-): held write-only by ogk_stdout_checked, not a device */
+        if (fl >= 0 && (fl & O_ACCMODE) == O_WRONLY)
+            return ogk_fail(e, "standard input: %s", strerror(EBADF));
         if (fstat(STDIN_FILENO, &st) != 0)
             return ogk_fail(e, "standard input: %s", strerror(errno));
         if (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode))
