@@ -232,7 +232,10 @@ static void mapped_note(const uint8_t *p, size_t n, const char *path)
     for (;;) {
         for (int i = 0; i < MAPPED_CHUNK; i++)
             if (!c->e[i].p) {
-                snprintf(c->e[i].path, sizeof c->e[i].path, "%s", strcmp(path, "-") ? path : "standard input");
+                const char *name = strcmp(path, "-") ? path : "standard input";
+                size_t len = strlen(name), room = sizeof c->e[i].path - 1;
+                const char *tail = len > room ? name + len - (room - 3) : NULL; /* too long: its end, the file's name */
+                snprintf(c->e[i].path, sizeof c->e[i].path, "%s%s", tail ? "..." : "", tail ? tail : name);
                 c->e[i].n = n;
                 c->e[i].p = p;
                 pthread_mutex_unlock(&mapped_mu);

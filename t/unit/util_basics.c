@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -121,6 +122,15 @@ int main(void)
         int other = cut_mapped(dir, 2, 2, err, sizeof err);
         TAP_OK(other == 128 + SIGBUS && !strstr(err, "shrank"), "a cut mapping the library did not make: SIGBUS (%d: %s)",
                other, err);
+        /* a path longer than the table's 255 bytes: its end, the file's name, is the one kept */
+        char deep[600];
+        snprintf(deep, sizeof deep, "%s/%0200d", dir, 0);
+        int made = mkdir(deep, 0700) == 0;
+        snprintf(deep + strlen(deep), sizeof deep - strlen(deep), "/%0200d", 1);
+        made = made && mkdir(deep, 0700) == 0;
+        int lng = made ? cut_mapped(deep, 1, 0, err, sizeof err) : -2;
+        TAP_OK(lng == 3 && strstr(err, "1/m0: the file shrank while being read") && strstr(err, ": ..."),
+               "a cut mapping with a 400-byte path is named by its end (%d: %s)", lng, err);
         char cmd[64];
         snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
         TAP_OK(system(cmd) == 0, "scratch directory removed");
