@@ -464,12 +464,12 @@ mutation_case() { # MUTATION CODE WHAT-substring
   run q4nx-verify "$BATS_TEST_TMPDIR/m.q4nx" --pack "$d"
   [ "$status" -eq 0 ] && [ "$(echo "$output" | jq -r '.pack.dir | endswith("/pack-?")')" = true ] || false
 }
-@test "a GatherBlockQuantized padded copy that does not fit in memory: refused (out_of_memory), no abort" {
+@test "a GatherBlockQuantized padded copy that does not fit in memory: refused (out_of_memory, exit 4), no abort" {
   skip_under_san "ASan's own reservations run into the data limit"
   local d=$BATS_TEST_TMPDIR/gbq-huge
   /usr/bin/python3 "$TOP/t/pack-mutate.py" "$(fixture llama amd untied)" "$d" gbq-huge
   run bash -c "ulimit -d 700000 && oga-info -q '$d'"   # KiB: below the 1 GiB copy, above the rest
-  [ "$status" -eq 3 ] || { echo "status $status: $output"; return 1; }
+  [ "$status" -eq 4 ] || { echo "status $status: $output"; return 1; }
   echo "$output" | jq -e '[.refusals[] | select(.code == "out_of_memory" and .what == "tensor huge.gbq.data")] | length == 1'
 }
 @test "refused: a bias fused into an MLP MatMulNBits (input 5)" { mutation_case fused-mlp-bias unsupported_op gate.fused_bias; }
