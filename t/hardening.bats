@@ -734,6 +734,18 @@ sys.exit(subprocess.run(sys.argv[1:], stdout=w).returncode)' npu-forward logits 
   [ "$status" = 4 ] && [[ "$output" == *"cache directory $home/.cache/ogakit: "* ]] || { echo "$output"; false; }
 }
 
+# held-out audit: an importer killed by a signal (the OOM killer, a kill -9) was reported as "exited 4"
+@test "hardening: npu-forward -m PACK_DIR whose importer is killed by a signal says so (exit 4), no container left" {
+  mkdir "$W/bin" "$W/cache"
+  cp "$(command -v npu-forward)" "$W/bin/"
+  ln -s "$(command -v q4nx-pack)" "$W/bin/q4nx-pack"
+  printf '#!/bin/sh\nkill -9 $$\n' >"$W/bin/oga-extract" && chmod +x "$W/bin/oga-extract"
+  run env OGAKIT_CACHE="$W/cache" "$W/bin/npu-forward" info -m "$TOP/share/models/pytiny-target"
+  [ "$status" = 4 ] && [[ "$output" == *"importing the pack failed (oga-extract was killed by signal 9 ("*")"* ]] ||
+    { echo "$output"; false; }
+  [ -z "$(ls -A "$W/cache")" ]
+}
+
 # the writer's "out of memory" for a tensor's buffers was exit 3, as if the stream were corrupt
 @test "hardening: q4nx-pack with no memory for a tensor (ulimit -v) exits 4 (init failed), named, no file" {
   skip_under_san "ASan's shadow memory does not start under a small ulimit -v"

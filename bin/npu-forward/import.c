@@ -137,9 +137,13 @@ const char *npu_forward_import(const char *path)
         unlink(out);
         /* q4nx-pack's failure (the cache file cannot be written) leaves oga-extract a broken pipe (1): the
          * cause is q4nx-pack's; oga-extract's own refusal (3) is the cause of q4nx-pack's */
-        int pack = cb && (!ca || ca == OGK_EXIT_CHECK);
-        ogk_die(pack ? cb : ca, "%s: importing the pack failed (%s exited %d)", path, pack ? "q4nx-pack" : "oga-extract",
-                pack ? cb : ca);
+        int pack = cb && (!ca || ca == OGK_EXIT_CHECK), st = pack ? sb : sa;
+        char how[64];
+        if (WIFSIGNALED(st)) /* killed (the OOM killer, a user's kill): init failed, said as it was */
+            snprintf(how, sizeof how, "was killed by signal %d (%s)", WTERMSIG(st), strsignal(WTERMSIG(st)));
+        else
+            snprintf(how, sizeof how, "exited %d", pack ? cb : ca);
+        ogk_die(pack ? cb : ca, "%s: importing the pack failed (%s %s)", path, pack ? "q4nx-pack" : "oga-extract", how);
     }
     return out;
 }
