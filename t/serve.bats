@@ -1597,7 +1597,9 @@ CASES
 @test "serve: a connection that does not send a whole request within --request-timeout is closed; one address holds a bounded share; unframeable bodies 400" {
   start_server --parallel 1 --queue 2 --request-timeout 1
   run timeout 60 /usr/bin/python3 - "$PORT" <<'PY'
-import socket, sys, time
+import os, socket, sys, time
+sys.path.insert(0, os.environ["TOP"] + "/t")
+from serve_raw import read_all
 port = int(sys.argv[1])
 def conn():
     s = socket.create_connection(("127.0.0.1", port), timeout=10)
@@ -1642,12 +1644,7 @@ for req in [b"Transfer-Encoding: gzip\r\n\r\nabc", b"Transfer-Encoding: gzip, ch
             b"Transfer-Encoding: chunked\r\nContent-Length: 4\r\n\r\n2\r\n{}\r\n0\r\n\r\n"]:
     s = conn()
     s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n" + req)
-    d = b""
-    while True:
-        b = s.recv(4096)
-        if not b:
-            break
-        d += b
+    d = read_all(s)
     head, _, body = d.partition(b"\r\n\r\n")
     print("framing", head.split(b"\r\n")[0].decode(), b"Connection: close" in head, body.startswith(b'{"error":'))
 PY
@@ -2255,17 +2252,14 @@ PY
   for _ in $(seq 300); do grep -q 'nginx on' "$BATS_TEST_TMPDIR/cluster.log" && break; sleep 0.05; done
   grep -q 'nginx on' "$BATS_TEST_TMPDIR/cluster.log" || { cat "$BATS_TEST_TMPDIR/cluster.log" >&2; false; }
   run timeout 120 /usr/bin/python3 - "$lport" <<'PY'
-import json, socket, sys, threading
+import json, os, socket, sys, threading
 port = int(sys.argv[1])
+sys.path.insert(0, os.environ["TOP"] + "/t")
+from serve_raw import read_all
 def ask(head, body=b""):
     s = socket.create_connection(("127.0.0.1", port), timeout=60)
     s.sendall(head + body)
-    d = b""
-    while True:
-        b = s.recv(65536)
-        if not b:
-            break
-        d += b
+    d = read_all(s)
     s.close()
     h, _, payload = d.partition(b"\r\n\r\n")
     return (h.split(b" ")[1].decode() if h else "none"), h, payload

@@ -3,16 +3,21 @@ resident memory, and one whole answer read off a keep-alive connection."""
 import socket
 
 
-def metric(port, k):
-    """the value of the gauge ogakit_K on 127.0.0.1:port, as text"""
-    s = socket.create_connection(("127.0.0.1", port), timeout=10)
-    s.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
+def read_all(s):
+    """every byte s gives until the peer closes it"""
     d = b""
     while True:
         b = s.recv(65536)
         if not b:
-            break
+            return d
         d += b
+
+
+def metric(port, k):
+    """the value of the gauge ogakit_K on 127.0.0.1:port, as text"""
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
+    d = read_all(s)
     s.close()
     return [l.split()[1] for l in d.decode().splitlines() if l.startswith("ogakit_" + k + " ")][0]
 

@@ -62,15 +62,9 @@ int serve_json_error(serve_err *err, const json_error_t *je)
     return serve_err_set(err, 400, NULL, "invalid_json", "malformed JSON body: %s (at byte %d)", je->text, je->position);
 }
 
-static const json_t *field(const json_t *o, const char *key)
-{
-    const json_t *v = json_object_get(o, key);
-    return v && !json_is_null(v) ? v : NULL;
-}
-
 static int get_number(const json_t *o, const char *key, double lo, double hi, double *out, serve_err *err)
 {
-    const json_t *v = field(o, key);
+    const json_t *v = serve_field(o, key);
     if (!v)
         return 0;
     if (!json_is_number(v))
@@ -84,7 +78,7 @@ static int get_number(const json_t *o, const char *key, double lo, double hi, do
 
 static int get_int(const json_t *o, const char *key, long long lo, long long hi, long long *out, serve_err *err)
 {
-    const json_t *v = field(o, key);
+    const json_t *v = serve_field(o, key);
     if (!v)
         return 0;
     if (json_is_real(v) && json_real_value(v) == floor(json_real_value(v)) && fabs(json_real_value(v)) < 9e15) {
@@ -105,7 +99,7 @@ static int get_int(const json_t *o, const char *key, long long lo, long long hi,
 
 static int get_bool(const json_t *o, const char *key, int *out, serve_err *err)
 {
-    const json_t *v = field(o, key);
+    const json_t *v = serve_field(o, key);
     if (!v)
         return 0;
     if (!json_is_boolean(v))
@@ -193,7 +187,7 @@ static int parse_messages(serve_req *r, const json_t *msgs, serve_err *err)
             return BAD("messages", "messages[%zu].role '%s' is not system, developer, user, assistant or tool", i, rs);
         /* an assistant's tool calls without content: null, as transformers gives templates that branch on
          * it (DeepSeek's "content is none"); where a template cannot take null, http.c renders "" instead */
-        const json_t *calls0 = field(m, "tool_calls"), *c0 = field(m, "content");
+        const json_t *calls0 = serve_field(m, "tool_calls"), *c0 = serve_field(m, "content");
         int keep_null = !strcmp(rs, "assistant") && !c0 && calls0;
         if (!c0 && strcmp(rs, "assistant")) /* OpenAI's rule: only an assistant's message may go without */
             return serve_err_set(err, 400, "messages", "missing_required_parameter",
@@ -206,14 +200,14 @@ static int parse_messages(serve_req *r, const json_t *msgs, serve_err *err)
         json_t *nm = json_pack("{s:s,s:o}", "role", strcmp(rs, "developer") ? rs : "system", "content", c);
         json_array_append_new(r->messages, nm);
         const json_t *v;
-        if (!strcmp(rs, "assistant") && (v = field(m, "tool_calls"))) {
+        if (!strcmp(rs, "assistant") && (v = serve_field(m, "tool_calls"))) {
             json_t *calls = serve_tool_calls_norm(v, i, err);
             if (!calls)
                 return -1;
             json_object_set_new(nm, "tool_calls", calls);
         }
         /* the reasoning of an earlier turn, as this server answers it: templates (Qwen3's) print it */
-        if (!strcmp(rs, "assistant") && (v = field(m, "reasoning_content"))) {
+        if (!strcmp(rs, "assistant") && (v = serve_field(m, "reasoning_content"))) {
             if (!json_is_string(v))
                 return BAD("messages", "messages[%zu].reasoning_content must be a string", i);
             json_object_set(nm, "reasoning_content", (json_t *)v);
@@ -221,7 +215,7 @@ static int parse_messages(serve_req *r, const json_t *msgs, serve_err *err)
         if (!strcmp(rs, "tool"))
             for (int k = 0; k < 2; k++) { /* which call this answers, as templates may print it */
                 const char *key = k ? "name" : "tool_call_id";
-                if ((v = field(m, key)) && !json_is_string(v))
+                if ((v = serve_field(m, key)) && !json_is_string(v))
                     return BAD("messages", "messages[%zu].%s must be a string", i, key);
                 if (v)
                     json_object_set(nm, key, (json_t *)v);
@@ -297,19 +291,19 @@ static int parse_prompt(serve_req *r, const json_t *p, serve_err *err)
  * client would otherwise get an answer that silently ignores them), accepted when empty or neutral */
 static int refuse_unsupported(const json_t *j, serve_err *err)
 {
-    const json_t *v = field(j, "functions");
+    const json_t *v = serve_field(j, "functions");
     if (v && !(json_is_array(v) && !json_array_size(v)))
         return serve_err_set(err, 400, "functions", "unsupported_parameter",
                              "'functions' is not supported by this server (use 'tools')");
-    if ((v = field(j, "suffix")) && !(json_is_string(v) && !json_string_length(v)))
+    if ((v = serve_field(j, "suffix")) && !(json_is_string(v) && !json_string_length(v)))
         return serve_err_set(err, 400, "suffix", "unsupported_parameter", "'suffix' (insertion) is not supported");
-    if ((v = field(j, "best_of")) && !(json_is_integer(v) && json_integer_value(v) == 1))
+    if ((v = serve_field(j, "best_of")) && !(json_is_integer(v) && json_integer_value(v) == 1))
         return serve_err_set(err, 400, "best_of", "unsupported_parameter", "'best_of': only 1 is supported");
     /* spoken answers (gpt-4o-audio's "audio": {"voice", "format"} beside "modalities": ["text", "audio"]) */
-    if (field(j, "audio"))
+    if (serve_field(j, "audio"))
         return serve_err_set(err, 400, "audio", "unsupported_parameter",
                              "'audio' (spoken output) is not supported: this server answers with text only");
-    if ((v = field(j, "modalities"))) {
+    if ((v = serve_field(j, "modalities"))) {
         size_t i;
         const json_t *m;
         if (!json_is_array(v))
@@ -399,13 +393,13 @@ int serve_req_parse(const char *body, size_t len, int kind, serve_req *r, serve_
         serve_err_set(err, 400, NULL, "invalid_json", "the body must be a JSON object");
         goto out;
     }
-    if (refuse_unsupported(j, err) || parse_format(r, field(j, "response_format"), err) ||
-        parse_bias(r, field(j, "logit_bias"), err) ||
+    if (refuse_unsupported(j, err) || parse_format(r, serve_field(j, "response_format"), err) ||
+        parse_bias(r, serve_field(j, "logit_bias"), err) ||
         get_number(j, "presence_penalty", -2, 2, &r->presence_penalty, err) ||
         get_number(j, "frequency_penalty", -2, 2, &r->frequency_penalty, err))
         goto out;
     const json_t *v;
-    if ((v = field(j, "model"))) {
+    if ((v = serve_field(j, "model"))) {
         if (!json_is_string(v)) {
             BADTYPE("model", "a string");
             goto out;
@@ -413,10 +407,10 @@ int serve_req_parse(const char *body, size_t len, int kind, serve_req *r, serve_
         r->model = strdup(json_string_value(v));
     }
     if (kind == REQ_CHAT ? parse_messages(r, json_object_get(j, "messages"), err) ||
-                               serve_tools_parse(r, field(j, "tools"), field(j, "tool_choice"), err)
-                         : parse_prompt(r, field(j, "prompt"), err))
+                               serve_tools_parse(r, serve_field(j, "tools"), serve_field(j, "tool_choice"), err)
+                         : parse_prompt(r, serve_field(j, "prompt"), err))
         goto out;
-    if (kind == REQ_CHAT && (v = field(j, "chat_template_kwargs"))) {
+    if (kind == REQ_CHAT && (v = serve_field(j, "chat_template_kwargs"))) {
         if (!json_is_object(v)) {
             BADTYPE("chat_template_kwargs", "an object");
             goto out;
@@ -427,7 +421,7 @@ int serve_req_parse(const char *body, size_t len, int kind, serve_req *r, serve_
         }
         r->tmpl_kwargs = json_deep_copy(v);
     }
-    if (kind != REQ_CHAT && (v = field(j, "tools")) && !(json_is_array(v) && !json_array_size(v))) {
+    if (kind != REQ_CHAT && (v = serve_field(j, "tools")) && !(json_is_array(v) && !json_array_size(v))) {
         serve_err_set(err, 400, "tools", "unsupported_parameter", "'tools' needs /v1/chat/completions");
         goto out;
     }
@@ -435,14 +429,14 @@ int serve_req_parse(const char *body, size_t len, int kind, serve_req *r, serve_
         serve_err_set(err, 400, "tool_choice", "invalid_value", "a forced tool call and JSON mode cannot be asked together");
         goto out;
     }
-    if ((v = field(j, "parallel_tool_calls")) && !json_is_boolean(v)) {
+    if ((v = serve_field(j, "parallel_tool_calls")) && !json_is_boolean(v)) {
         BADTYPE("parallel_tool_calls", "a boolean");
         goto out;
     }
     long long x = 0;
     /* max_tokens (completions and chat) or its newer chat name */
-    const char *mt = kind == REQ_CHAT && field(j, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
-    if (field(j, mt)) { /* completions: 0 with echo scores the prompt alone (checked with echo below) */
+    const char *mt = kind == REQ_CHAT && serve_field(j, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
+    if (serve_field(j, mt)) { /* completions: 0 with echo scores the prompt alone (checked with echo below) */
         if (get_int(j, mt, kind == REQ_COMPLETION ? 0 : 1, SERVE_MAX_TOKENS, &x, err))
             goto out;
         r->max_tokens = (int)x;
@@ -454,7 +448,7 @@ int serve_req_parse(const char *body, size_t len, int kind, serve_req *r, serve_
     if (get_int(j, "top_k", -1, 1 << 24, &x, err)) /* -1: off, as vLLM and SGLang take it (as 0 is here) */
         goto out;
     r->top_k = x < 0 ? 0 : (int)x;
-    if (field(j, "seed")) {
+    if (serve_field(j, "seed")) {
         if (get_int(j, "seed", LLONG_MIN, LLONG_MAX, &x, err))
             goto out;
         r->has_seed = 1, r->seed = (uint64_t)x;
@@ -463,7 +457,7 @@ int serve_req_parse(const char *body, size_t len, int kind, serve_req *r, serve_
     if (get_int(j, "n", 1, SERVE_MAX_N, &x, err))
         goto out;
     r->n_choices = (int)x;
-    if ((v = field(j, "stop"))) {
+    if ((v = serve_field(j, "stop"))) {
         if (json_is_array(v)) {
             size_t i;
             const json_t *s;
@@ -502,7 +496,7 @@ int serve_req_parse(const char *body, size_t len, int kind, serve_req *r, serve_
         /* echo with logprobs: the prompt's own tokens get theirs too (lm-evaluation-harness's loglikelihood) */
         r->score = r->echo && r->logprobs >= 0;
     }
-    if ((v = field(j, "stream_options")) && !json_is_object(v)) {
+    if ((v = serve_field(j, "stream_options")) && !json_is_object(v)) {
         BADTYPE("stream_options", "an object");
         goto out;
     }

@@ -28,12 +28,6 @@ struct serve_resp {
 #define BAD(param, ...) serve_err_set(err, 400, param, "invalid_value", __VA_ARGS__)
 #define UNSUPPORTED(param, ...) serve_err_set(err, 400, param, "unsupported_parameter", __VA_ARGS__)
 
-static const json_t *field(const json_t *o, const char *key)
-{
-    const json_t *v = json_object_get(o, key);
-    return v && !json_is_null(v) ? v : NULL;
-}
-
 static int is_type(const json_t *o, const char *type)
 {
     const char *t = json_string_value(json_object_get(o, "type"));
@@ -94,7 +88,7 @@ static int input_messages(json_t *msgs, const json_t *input, serve_err *err)
     {
         if (!json_is_object(it))
             return BAD("input", "input[%zu] is not an object", i);
-        const json_t *tv = field(it, "type");
+        const json_t *tv = serve_field(it, "type");
         const char *type = json_string_value(tv);
         if (tv && !type) /* no type is a message (EasyInputMessage); a type is a string */
             return serve_err_set(err, 400, "input", "invalid_type", "input[%zu].type must be a string", i);
@@ -185,7 +179,7 @@ static int chat_format(json_t *chat, const json_t *text, serve_err *err)
 {
     if (!text)
         return 0;
-    const json_t *f = json_is_object(text) ? field(text, "format") : NULL;
+    const json_t *f = json_is_object(text) ? serve_field(text, "format") : NULL;
     if (!json_is_object(text) || (f && !json_is_object(f)))
         return serve_err_set(err, 400, "text", "invalid_type", "'text' must be an object {\"format\": {\"type\": ...}}");
     if (!f)
@@ -208,7 +202,7 @@ static int refuse_unsupported(const json_t *j, serve_err *err)
 {
     static const char *const named[] = {"previous_response_id", "conversation", "prompt", "reasoning", "max_tool_calls"};
     for (size_t k = 0; k < sizeof named / sizeof *named; k++)
-        if (field(j, named[k]))
+        if (serve_field(j, named[k]))
             return UNSUPPORTED(named[k], "'%s' is not supported by this server", named[k]);
     /* chat's names: ignored, max_tokens would leave the answer unbounded, n or stop change it */
     static const char *const chat[][2] = {{"messages", "input"},
@@ -218,22 +212,22 @@ static int refuse_unsupported(const json_t *j, serve_err *err)
                                           {"n", NULL},
                                           {"stop", NULL}};
     for (size_t k = 0; k < sizeof chat / sizeof *chat; k++)
-        if (field(j, chat[k][0]))
+        if (serve_field(j, chat[k][0]))
             return chat[k][1] ? UNSUPPORTED(chat[k][0], "'%s' is chat's; /v1/responses names it '%s'", chat[k][0], chat[k][1])
                               : UNSUPPORTED(chat[k][0], "'%s' is not supported on /v1/responses (use /v1/chat/completions)",
                                             chat[k][0]);
     const json_t *v;
-    if ((v = field(j, "store")) && !json_is_false(v))
+    if ((v = serve_field(j, "store")) && !json_is_false(v))
         return UNSUPPORTED("store", "'store': this server keeps no responses (send \"store\": false)");
-    if ((v = field(j, "background")) && !json_is_false(v))
+    if ((v = serve_field(j, "background")) && !json_is_false(v))
         return UNSUPPORTED("background", "'background' is not supported (the answer comes with the request)");
-    if ((v = field(j, "include")) && !(json_is_array(v) && !json_array_size(v)))
+    if ((v = serve_field(j, "include")) && !(json_is_array(v) && !json_array_size(v)))
         return UNSUPPORTED("include", "'include' is not supported (nothing more than the output is kept)");
-    if ((v = field(j, "top_logprobs")) && !(json_is_integer(v) && json_integer_value(v) == 0))
+    if ((v = serve_field(j, "top_logprobs")) && !(json_is_integer(v) && json_integer_value(v) == 0))
         return UNSUPPORTED("top_logprobs", "'top_logprobs' is not supported on /v1/responses (use /v1/chat/completions)");
-    if ((v = field(j, "truncation")) && !(json_is_string(v) && !strcmp(json_string_value(v), "disabled")))
+    if ((v = serve_field(j, "truncation")) && !(json_is_string(v) && !strcmp(json_string_value(v), "disabled")))
         return UNSUPPORTED("truncation", "'truncation': only \"disabled\" is supported");
-    if ((v = field(j, "instructions")) && !json_is_string(v))
+    if ((v = serve_field(j, "instructions")) && !json_is_string(v))
         return serve_err_set(err, 400, "instructions", "invalid_type", "'instructions' must be a string");
     return 0;
 }
@@ -254,13 +248,13 @@ char *serve_resp_request(const char *body, size_t len, size_t *out_len, serve_re
         serve_err_set(err, 400, NULL, "invalid_json", "the body must be a JSON object");
         goto done;
     }
-    const json_t *ins = field(j, "instructions");
+    const json_t *ins = serve_field(j, "instructions");
     if (refuse_unsupported(j, err))
         goto done;
     if (ins)
         json_array_append_new(msgs, json_pack("{s:s,s:O}", "role", "system", "content", ins));
-    if (input_messages(msgs, field(j, "input"), err) || chat_tools(chat, field(j, "tools"), field(j, "tool_choice"), err) ||
-        chat_format(chat, field(j, "text"), err))
+    if (input_messages(msgs, serve_field(j, "input"), err) || chat_tools(chat, serve_field(j, "tools"), serve_field(j, "tool_choice"), err) ||
+        chat_format(chat, serve_field(j, "text"), err))
         goto done;
     /* the rest as chat names it (chat checks the values) */
     static const char *const same[][2] = {{"model", "model"},
@@ -270,10 +264,10 @@ char *serve_resp_request(const char *body, size_t len, size_t *out_len, serve_re
                                           {"stream", "stream"},
                                           {"parallel_tool_calls", "parallel_tool_calls"}};
     for (size_t k = 0; k < sizeof same / sizeof *same; k++)
-        if (field(j, same[k][0]))
+        if (serve_field(j, same[k][0]))
             json_object_set(chat, same[k][1], json_object_get(j, same[k][0]));
     /* a stream ends with a chunk of the usage, which response.completed carries */
-    if (json_is_true(field(j, "stream")))
+    if (json_is_true(serve_field(j, "stream")))
         json_object_set_new(chat, "stream_options", json_pack("{s:b}", "include_usage", 1));
     if (!(*rs = calloc(1, sizeof **rs)))
         goto oom;
@@ -286,7 +280,7 @@ char *serve_resp_request(const char *body, size_t len, size_t *out_len, serve_re
                                  "type", "text", "parallel_tool_calls", 1);
     r->echo = json_object();
     for (size_t k = 0; defaults && r->echo && k < sizeof echoed / sizeof *echoed; k++) {
-        const json_t *v = field(j, echoed[k]);
+        const json_t *v = serve_field(j, echoed[k]);
         json_object_set(r->echo, echoed[k], v ? (json_t *)v : json_object_get(defaults, echoed[k]));
     }
     json_decref(defaults);

@@ -77,6 +77,12 @@ typedef struct serve_req {
     double presence_penalty, frequency_penalty;
 } serve_req;
 /* Parse and validate a request body. 0, or -1 with err filled (a 4xx). */
+/* a request member that is present and not null (JSON null is "not given", as OpenAI takes it), else NULL */
+static inline const json_t *serve_field(const json_t *o, const char *key)
+{
+    const json_t *v = json_object_get(o, key);
+    return v && !json_is_null(v) ? v : NULL;
+}
 int serve_req_parse(const char *body, size_t len, int kind, serve_req *r, serve_err *err);
 void serve_req_free(serve_req *r);
 /* What only the prompt and the jobs needed, dropped once they are made (a request may wait long for a
