@@ -1262,7 +1262,7 @@ PY
   [ "$(jq -s -r '.[-1].choices[0].finish_reason' "$BATS_TEST_TMPDIR/chunks")" = stop ]
 }
 
-@test "serve: reasoning: a prompt that leaves <think> open (DeepSeek-R1's form) puts the answer up to </think> in reasoning_content, in one piece and streamed; --reasoning-format none keeps it in content" {
+@test "serve: reasoning: a prompt that leaves <think> open (DeepSeek-R1's form) puts the answer up to </think> in reasoning_content, in one piece and streamed, its tokens counted in usage; --reasoning-format none keeps it in content" {
   template_pack thinky '{% for m in messages %}<|{{ m.role }}|>{{ m.content }}{% endfor %}{% if add_generation_prompt %}<|assistant|><think>
 {% endif %}'
   start_server -m "$W/thinky.q4nx"
@@ -1270,22 +1270,42 @@ PY
     req=$(jq -nc --arg p "$p" '{messages: [{role: "user", content: $p}], max_tokens: 48, temperature: 0, return_tokens: true}')
     post /v1/chat/completions "$req"
     [ "$STATUS" = 200 ]
-    msg=$(echo "$BODY" | jq -c '.choices[0].message')
+    chat=$BODY msg=$(echo "$BODY" | jq -c '.choices[0].message')
     # the split the text the model wrote (its tokens, detokenized) should have
-    post /detokenize "$(echo "$BODY" | jq -c '{tokens: .choices[0].tokens}')"
+    post /detokenize "$(echo "$chat" | jq -c '{tokens: .choices[0].tokens}')"
+    whole=$(echo "$BODY" | jq -c .content)
     want=$(echo "$BODY" | jq -c '.content | if test("</think>") then (index("</think>")) as $i |
       {r: .[:$i], c: (.[$i + 8:] | sub("^[ \n\r\t]+"; ""))} else {r: ., c: ""} end')
     [ "$(echo "$msg" | jq -c '{r: .reasoning_content, c: .content}')" = "$want" ]
     [ "$(echo "$want" | jq -r .r)" != "" ]
+    # usage.completion_tokens_details.reasoning_tokens: the tokens whose text begins before the content (the
+    # tags and white space included), counted from the detokenized prefixes of the answer's tokens
+    c0=$(jq -nr --argjson w "$whole" --argjson s "$want" '($w | utf8bytelength) - ($s.c | utf8bytelength)')
+    n=$(echo "$chat" | jq '.choices[0].tokens | length') nr=0
+    for ((k = 0; k < n; k++)); do
+      post /detokenize "$(echo "$chat" | jq -c --argjson k $k '{tokens: .choices[0].tokens[:$k]}')"
+      [ "$(echo "$BODY" | jq '.content | utf8bytelength')" -lt "$c0" ] && nr=$((nr + 1))
+    done
+    [ "$(echo "$chat" | jq '.usage.completion_tokens_details.reasoning_tokens')" = "$nr" ] ||
+      { echo "reasoning_tokens $(echo "$chat" | jq -c .usage), want $nr"; false; }
+    [ "$nr" -gt 0 ]
     # streamed: reasoning_content deltas, then content deltas, the same texts
     curl -sN -m 60 -H 'Content-Type: application/json' "http://127.0.0.1:$PORT/v1/chat/completions" \
       -d "$(echo "$req" | jq -c '.stream = true')" | sed -n 's/^data: \({.*\)/\1/p' >"$BATS_TEST_TMPDIR/chunks"
     [ "$(jq -s -c '{r: (map(.choices[0].delta.reasoning_content // "") | join("")), c: (map(.choices[0].delta.content // "") | join(""))}' \
       "$BATS_TEST_TMPDIR/chunks")" = "$want" ]
+    curl -sN -m 60 -H 'Content-Type: application/json' "http://127.0.0.1:$PORT/v1/chat/completions" \
+      -d "$(echo "$req" | jq -c '.stream = true | .stream_options = {include_usage: true}')" |
+      sed -n 's/^data: \({.*\)/\1/p' >"$BATS_TEST_TMPDIR/chunks"
+    [ "$(jq -s '.[-1].usage.completion_tokens_details.reasoning_tokens' "$BATS_TEST_TMPDIR/chunks")" = "$nr" ]
   done
+  # completions (no reasoning split) have no completion_tokens_details; a chat answer not split has 0
+  post /v1/completions '{"prompt": "x", "max_tokens": 3}'
+  echo "$BODY" | jq -e '.usage | has("completion_tokens_details") | not'
   stop_servers
   start_server -m "$W/thinky.q4nx" --reasoning-format none
   post /v1/chat/completions "$req"
+  echo "$BODY" | jq -e '.usage.completion_tokens_details.reasoning_tokens == 0'
   echo "$BODY" | jq -e '.choices[0].message | has("reasoning_content") | not'
   [ "$(echo "$BODY" | jq -c '.choices[0].message.content')" = "$(echo "$msg" | jq -c '.reasoning_content')" ] ||
     echo "$msg" | jq -e '.content != ""'
@@ -1450,7 +1470,20 @@ responses_sse() {
 {"input": "x", "n": 2}|n
 {"input": "x", "stop": ["\n"]}|stop
 {"input": "x", "temperature": "hot"}|temperature
+{"input": "x", "metadata": "tag"}|metadata
+{"input": "x", "metadata": {"a": 1}}|metadata
+{"input": "x", "metadata": {"k1": "", "k2": "", "k3": "", "k4": "", "k5": "", "k6": "", "k7": "", "k8": "", "k9": "", "k10": "", "k11": "", "k12": "", "k13": "", "k14": "", "k15": "", "k16": "", "k17": ""}}|metadata
+{"input": "x", "metadata": {"kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk": ""}}|metadata
 CASES
+  # metadata comes back as sent (OpenAI's bounds: 16 pairs, keys of 64 characters, values of 512; characters,
+  # not bytes); none is {}
+  md=$(jq -nc '{a: "b", "\u00e9\u00e9": ("\u00e9" * 512), (("k" * 63) + "\u00e9"): ""} + ([range(13) | {("n\(.)"): "v"}] | add)')
+  rpost "$(jq -nc --argjson m "$md" '{input: "x", max_output_tokens: 1, metadata: $m}')"
+  [ "$STATUS" = 200 ] || { echo "$BODY"; false; }
+  echo "$BODY" | jq -e --argjson m "$md" '.metadata == $m and ($m | length) == 16'
+  rpost "$(jq -nc '{input: "x", max_output_tokens: 1, metadata: {v: ("e" * 513)}}')"; is_error 400
+  rpost '{"input": "x", "max_output_tokens": 1}'
+  echo "$BODY" | jq -e '.metadata == {}'
   rpost '{"input": "x", "model": "gpt-9"}'; is_error 404
   [ "$(echo "$BODY" | jq -r .error.code)" = model_not_found ]
   # the messages name the Responses fields too, not chat's
@@ -1501,8 +1534,10 @@ CASES
   start_server -m "$W/thinky.q4nx"
   post /v1/chat/completions '{"messages": [{"role": "user", "content": "Tell me"}], "max_tokens": 24, "temperature": 0}'
   want=$(echo "$BODY" | jq -c '.choices[0].message | {r: .reasoning_content, c: .content}')
-  [ "$(echo "$want" | jq -r .r)" != "" ]
+  nr=$(echo "$BODY" | jq '.usage.completion_tokens_details.reasoning_tokens')
+  [ "$(echo "$want" | jq -r .r)" != "" ] && [ "$nr" -gt 0 ]
   post /v1/responses '{"input": "Tell me", "max_output_tokens": 24, "temperature": 0}'
+  echo "$BODY" | jq -e --argjson nr "$nr" '.usage.output_tokens_details.reasoning_tokens == $nr'
   echo "$BODY" | jq -e --argjson w "$want" '(.output[0] | .type == "reasoning" and (.id | startswith("rs_")) and .summary == [] and
     .content == [{"type": "reasoning_text", "text": $w.r}]) and (.output[1:] | map(.content[0].text)) == (if $w.c == "" then [] else [$w.c] end) and
     .output_text == $w.c'
@@ -1513,6 +1548,7 @@ CASES
   jq -se --argjson w "$want" --argjson whole "$whole" '(map(select(.type == "response.reasoning_text.delta") | .delta) | join("")) == $w.r and
     (map(select(.type == "response.output_text.delta") | .delta) | join("")) == $w.c and
     ([.[-1].response.output[] | del(.id, .status)] == $whole)' "$BATS_TEST_TMPDIR/events"
+  jq -se --argjson nr "$nr" '.[-1].response.usage.output_tokens_details.reasoning_tokens == $nr' "$BATS_TEST_TMPDIR/events"
   # the reasoning text is a content part, added before its deltas and done after them (as a message's)
   [ "$(jq -rs '[.[] | select(.output_index == 0) | .type] | join(" ")' "$BATS_TEST_TMPDIR/events" | sed 's/\(response.reasoning_text.delta \)*//g')" = \
     "response.output_item.added response.content_part.added response.reasoning_text.done response.content_part.done response.output_item.done" ]

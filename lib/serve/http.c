@@ -480,14 +480,29 @@ static int *prompt_ids(server *srv, const serve_req *r, int *n, int *hermes, int
 
 /* ---------------------------------------------------------------- response pieces */
 
-/* OpenAI's usage; prompt_tokens_details.cached_tokens: the prompt positions the prefix cache held */
-static json_t *usage_pack(int prompt, int completion, int cached)
+/* OpenAI's usage; prompt_tokens_details.cached_tokens: the prompt positions the prefix cache held;
+ * completion_tokens_details.reasoning_tokens (chat: reasoning >= 0) the answer's tokens of its <think> block */
+static json_t *usage_pack(int prompt, int completion, int cached, int reasoning)
 {
-    return json_pack("{s:i,s:i,s:i,s:{s:i}}", "prompt_tokens", prompt, "completion_tokens", completion, "total_tokens",
-                     prompt + completion, "prompt_tokens_details", "cached_tokens", cached);
+    json_t *u = json_pack("{s:i,s:i,s:i,s:{s:i}}", "prompt_tokens", prompt, "completion_tokens", completion,
+                          "total_tokens", prompt + completion, "prompt_tokens_details", "cached_tokens", cached);
+    if (u && reasoning >= 0)
+        json_object_set_new(u, "completion_tokens_details", json_pack("{s:i}", "reasoning_tokens", reasoning));
+    return u;
 }
 
-static json_t *usage_json(const serve_job *j) { return usage_pack(j->n_prompt, j->n_eval, j->cache_n); }
+/* the generated tokens of a finished job's reasoning (its <think> block, the tags and the white space before
+ * the content included: the ids whose text begins before the content), 0 without one; -1 where the request
+ * is not chat's. think: the request's answers are split (chat, --reasoning-format auto) */
+static int reasoning_tokens(const serve_job *j, int kind, int think, int think_open)
+{
+    if (kind != REQ_CHAT)
+        return -1;
+    serve_think th = {0};
+    if (think)
+        serve_think_split(j->text ? j->text : "", j->text_len, think_open, 1, &th);
+    return th.has ? serve_job_covered(j, th.c0, 0) : 0;
+}
 
 /* several choices (n per prompt): each prompt's cached positions once, its first choice's (as prompt_tokens
  * counts each prompt once) */
@@ -960,14 +975,18 @@ static int next_event(stream *st)
                                           : c;
         if (!u)
             u = c;
-        json_object_set_new(u, "usage", usage_json(j));
+        json_object_set_new(u, "usage", usage_pack(j->n_prompt, j->n_eval, j->cache_n,
+                                                   reasoning_tokens(j, st->r.kind, st->think, st->think_open)));
         json_object_set_new(u, "timings", timings_json(st->jobs ? st->jobs[0] : j));
         if (st->jobs) { /* every choice's tokens */
-            int ne = 0;
-            for (int k = 0; k < st->n_jobs; k++)
+            int ne = 0, nr = st->r.kind == REQ_CHAT ? 0 : -1;
+            for (int k = 0; k < st->n_jobs; k++) {
                 ne += st->jobs[k]->n_eval;
+                if (nr >= 0)
+                    nr += reasoning_tokens(st->jobs[k], st->r.kind, st->think, st->think_open);
+            }
             int pt = st->usage_prompt ? st->usage_prompt : j->n_prompt;
-            json_object_set_new(u, "usage", usage_pack(pt, ne, cached_total(st->jobs, st->n_jobs, st->r.n_choices)));
+            json_object_set_new(u, "usage", usage_pack(pt, ne, cached_total(st->jobs, st->n_jobs, st->r.n_choices), nr));
         }
         if (u != c)
             st->tail = u;
@@ -1415,7 +1434,7 @@ static enum MHD_Result completion(server *srv, struct MHD_Connection *c, conn *c
     }
     enum MHD_Result ret = MHD_NO; /* nobody to answer when the client left */
     json_t *choices = json_array();
-    int n_eval = 0;
+    int n_eval = 0, n_reason = kind == REQ_CHAT ? 0 : -1;
     for (int k = 0; k < nj && !gone && failed < 0; k++) {
         json_t *ch = choice_json(srv, &views[k / r.n_choices], jobs[k], kind, think_open, k);
         if (!ch) {
@@ -1424,6 +1443,8 @@ static enum MHD_Result completion(server *srv, struct MHD_Connection *c, conn *c
         }
         json_array_append_new(choices, ch);
         n_eval += jobs[k]->n_eval;
+        if (n_reason >= 0)
+            n_reason += reasoning_tokens(jobs[k], kind, srv->o->reasoning, think_open);
     }
     if (gone) {
         for (int k = 0; k < nj; k++)
@@ -1437,7 +1458,7 @@ static enum MHD_Result completion(server *srv, struct MHD_Connection *c, conn *c
         json_decref(choices);
     } else {
         /* usage: each prompt once, every choice's completion tokens; timings: the first choice's */
-        json_t *usage = usage_pack(prompt_total, n_eval, cached_total(jobs, nj, r.n_choices));
+        json_t *usage = usage_pack(prompt_total, n_eval, cached_total(jobs, nj, r.n_choices), n_reason);
         json_t *out = json_pack("{s:s,s:s,s:I,s:s,s:o,s:o,s:o}", "id", id, "object",
                                 kind == REQ_CHAT ? "chat.completion" : "text_completion", "created",
                                 (json_int_t)created, "model", srv->model_id, "choices", choices, "usage", usage,

@@ -197,6 +197,15 @@ static int chat_format(json_t *chat, const json_t *text, serve_err *err)
     return 0;
 }
 
+/* characters of valid UTF-8 (what jansson holds): the bytes that do not continue one */
+static size_t chars(const char *s, size_t n)
+{
+    size_t c = 0;
+    for (size_t i = 0; i < n; i++)
+        c += ((unsigned char)s[i] & 0xC0) != 0x80;
+    return c;
+}
+
 /* fields that change what is asked, which this server cannot do: 400 naming the first */
 static int refuse_unsupported(const json_t *j, serve_err *err)
 {
@@ -229,6 +238,25 @@ static int refuse_unsupported(const json_t *j, serve_err *err)
         return UNSUPPORTED("truncation", "'truncation': only \"disabled\" is supported");
     if ((v = serve_field(j, "instructions")) && !json_is_string(v))
         return serve_err_set(err, 400, "instructions", "invalid_type", "'instructions' must be a string");
+    /* metadata (echoed in the response): OpenAI's bounds, up to 16 pairs, keys of <= 64 characters, string
+     * values of <= 512 */
+    if ((v = serve_field(j, "metadata"))) {
+        if (!json_is_object(v))
+            return serve_err_set(err, 400, "metadata", "invalid_type", "'metadata' must be an object of strings");
+        if (json_object_size(v) > 16)
+            return BAD("metadata", "'metadata' has %zu pairs; at most 16", json_object_size(v));
+        const char *k;
+        const json_t *x;
+        json_object_foreach((json_t *)v, k, x)
+        {
+            if (chars(k, strlen(k)) > 64)
+                return BAD("metadata", "a 'metadata' key is longer than 64 characters");
+            if (!json_is_string(x))
+                return BAD("metadata", "'metadata.%.64s' must be a string", k);
+            if (chars(json_string_value(x), json_string_length(x)) > 512)
+                return BAD("metadata", "'metadata.%.64s' is longer than 512 characters", k);
+        }
+    }
     return 0;
 }
 
@@ -273,11 +301,11 @@ char *serve_resp_request(const char *body, size_t len, size_t *out_len, serve_re
         goto oom;
     serve_resp *r = *rs;
     serve_new_id(r->id, sizeof r->id, "resp_");
-    static const char *const echoed[] = {"instructions", "max_output_tokens", "temperature", "top_p",
-                                         "tools", "tool_choice", "text", "parallel_tool_calls"};
-    json_t *defaults = json_pack("{s:n,s:n,s:f,s:f,s:[],s:s,s:{s:{s:s}},s:b}", "instructions", "max_output_tokens",
+    static const char *const echoed[] = {"instructions", "max_output_tokens", "temperature", "top_p",      "tools",
+                                         "tool_choice",  "text",              "parallel_tool_calls", "metadata"};
+    json_t *defaults = json_pack("{s:n,s:n,s:f,s:f,s:[],s:s,s:{s:{s:s}},s:b,s:{}}", "instructions", "max_output_tokens",
                                  "temperature", 1.0, "top_p", 1.0, "tools", "tool_choice", "auto", "text", "format",
-                                 "type", "text", "parallel_tool_calls", 1);
+                                 "type", "text", "parallel_tool_calls", 1, "metadata");
     r->echo = json_object();
     for (size_t k = 0; defaults && r->echo && k < sizeof echoed / sizeof *echoed; k++) {
         const json_t *v = serve_field(j, echoed[k]);
@@ -353,9 +381,10 @@ static json_t *usage_of(const json_t *u)
         return json_null();
     json_int_t in = json_integer_value(json_object_get(u, "prompt_tokens")),
                out = json_integer_value(json_object_get(u, "completion_tokens")),
-               cached = json_integer_value(json_object_get(json_object_get(u, "prompt_tokens_details"), "cached_tokens"));
-    return json_pack("{s:I,s:{s:I},s:I,s:{s:i},s:I}", "input_tokens", in, "input_tokens_details", "cached_tokens",
-                     cached, "output_tokens", out, "output_tokens_details", "reasoning_tokens", 0, "total_tokens",
+               cached = json_integer_value(json_object_get(json_object_get(u, "prompt_tokens_details"), "cached_tokens")),
+               reasoning = json_integer_value(json_object_get(json_object_get(u, "completion_tokens_details"), "reasoning_tokens"));
+    return json_pack("{s:I,s:{s:I},s:I,s:{s:I},s:I}", "input_tokens", in, "input_tokens_details", "cached_tokens",
+                     cached, "output_tokens", out, "output_tokens_details", "reasoning_tokens", reasoning, "total_tokens",
                      in + out);
 }
 
@@ -367,7 +396,7 @@ static json_t *resp_object(serve_resp *rs, const char *status, json_t *output, j
                           "object", "response", "created_at", rs->created, "status", status, "background", 0, "error",
                           "incomplete_details", "model", rs->model, "output", output, "previous_response_id",
                           "reasoning", "effort", "summary", "store", 0, "truncation", "disabled", "usage",
-                          usage ? usage : json_null(), "metadata", json_object());
+                          usage ? usage : json_null(), "metadata", json_object()); /* rs->echo's, below */
     if (!o)
         return NULL;
     json_object_update(o, rs->echo);
