@@ -1566,6 +1566,41 @@ CASES
   [ "$STATUS" = 200 ]
 }
 
+# the key in a header is the header's whole value: a NUL and more after it ("Bearer KEY\0junk", which curl
+# cannot send) passed, as libmicrohttpd's value read as a C string ended at the NUL
+@test "serve: --api-key: the key followed by a NUL and junk, by more bytes, or a prefix of it is 401 (Authorization and x-api-key)" {
+  start_server --api-key sekrit
+  run timeout 60 /usr/bin/python3 - "$PORT" <<'PY'
+import os, socket, sys
+sys.path.insert(0, os.environ["TOP"] + "/t")
+from serve_raw import read_all
+port = int(sys.argv[1])
+for name, header in [("right", b"Authorization: Bearer sekrit"), ("nul", b"Authorization: Bearer sekrit\x00junk"),
+                     ("trailing", b"Authorization: Bearer sekritjunk"),
+                     ("prefix", b"Authorization: Bearer sekri"), ("empty", b"Authorization: Bearer "),
+                     ("x-right", b"x-api-key: sekrit"), ("x-nul", b"x-api-key: sekrit\x00junk"), ("x-prefix", b"x-api-key: sek")]:
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s.sendall(b"GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n" + header + b"\r\n\r\n")
+    d = read_all(s)
+    s.close()
+    head, _, body = d.partition(b"\r\n\r\n")
+    print(name, head.split(b" ")[1].decode() if head else "none", b'"invalid_api_key"' in body)
+# the right key on lines ended by a bare LF, as the last field and before another: no NUL, nothing after it
+for name, block in [("lf-last", b"Host: x\nConnection: close\nAuthorization: Bearer sekrit\n\n"),
+                    ("lf-mid", b"Host: x\nAuthorization: Bearer sekrit\nConnection: close\n\n")]:
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s.sendall(b"GET /v1/models HTTP/1.1\n" + block)
+    print(name, read_all(s).split(b" ")[1].decode())
+    s.close()
+PY
+  echo "$output"
+  [ "$status" = 0 ]
+  [ "$(grep -c '^right 200 False$\|^x-right 200 False$\|^lf-last 200$\|^lf-mid 200$' <<<"$output")" = 4 ]
+  [ "$(grep -c ' 401 True$' <<<"$output")" = 6 ]
+  get /health
+  [ "$STATUS" = 200 ]
+}
+
 @test "serve: OPTIONS is 204 without a key; --cors ORIGIN adds the preflight's headers and the origin on answers, none without it" {
   start_server -c 256 --api-key sekrit
   hdr() { curl -s -m 10 -D - -o /dev/null "$@" | tr -d '\r'; }

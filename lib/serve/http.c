@@ -1671,24 +1671,65 @@ static enum MHD_Result metrics(server *srv, struct MHD_Connection *c)
 
 static int is(const char *url, const char *a, const char *b) { return !strcmp(url, a) || (b && !strcmp(url, b)); }
 
-static int authorised(server *srv, struct MHD_Connection *c)
+/* libmicrohttpd 0.9.75 hands a header's value on as a C string (and its _n length is that string's): a value
+ * with a NUL in it ends at the NUL, and what the client sent after it is out of sight ("Bearer KEY\0junk" read
+ * as "Bearer KEY"). RFC 9110 5.5 wants such a value refused or its NUL read as a space. The header block it
+ * parsed stays in place, from the method's first byte for MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE bytes, with
+ * each line's CR and LF overwritten by NULs; so after a value's end come NULs and then the next field line's
+ * name (or the block's end), and any other byte there was sent after a NUL in the value. A value outside
+ * that block (another libmicrohttpd) is not looked into. */
+typedef struct {
+    uintptr_t at;
+    int name;
+} field_start;
+
+static enum MHD_Result field_start_visit(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+    (void)kind, (void)value;
+    field_start *f = cls;
+    f->name |= (uintptr_t)key == f->at;
+    return MHD_YES;
+}
+
+static int bytes_after_nul(struct MHD_Connection *c, const char *method, const char *v, size_t n)
+{
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+    if (!ci || !method)
+        return 0;
+    uintptr_t lo = (uintptr_t)method, hi = lo + ci->header_size, p = (uintptr_t)v + n;
+    if ((uintptr_t)v < lo || p >= hi)
+        return 0;
+    while (p < hi && !*(const char *)p)
+        p++;
+    if (p == hi)
+        return 0;
+    field_start f = {p, 0};
+    MHD_get_connection_values(c, MHD_HEADER_KIND, field_start_visit, &f);
+    return !f.name;
+}
+
+/* the request carries the key: "Authorization: Bearer KEY" or "x-api-key: KEY", the whole value and nothing
+ * more (no bytes after a NUL in it). Compared in time that depends on the key's length only, never on how
+ * much of it the client got right or on the length it sent. */
+static int authorised(server *srv, struct MHD_Connection *c, const char *method)
 {
     const char *key = srv->o->api_key;
     if (!key || !*key)
         return 1;
-    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    const char *v = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION), *h = v;
     if (h && !strncasecmp(h, "Bearer ", 7)) {
         h += 7;
         while (*h == ' ')
             h++;
     } else {
-        h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "x-api-key");
+        h = v = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "x-api-key");
     }
-    if (!h || strlen(h) != strlen(key))
+    if (!h)
         return 0;
-    unsigned char d = 0; /* compare in constant time */
-    for (size_t i = 0; key[i]; i++)
-        d |= (unsigned char)(h[i] ^ key[i]);
+    size_t kn = strlen(key), hn = strlen(h);
+    unsigned char d = hn != kn || bytes_after_nul(c, method, v, strlen(v));
+    for (size_t i = 0; i < kn; i++) /* every byte of the key is looked at, whatever came */
+        d |= (unsigned char)(key[i] ^ (i < hn ? (unsigned char)h[i] : 0));
     return d == 0;
 }
 
@@ -1745,7 +1786,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
             return preflight(srv, c);
         }
         /* refuse before reading a body: wrong key, announced size over the limit */
-        if (!is(url, "/health", "/v1/health") && !authorised(srv, c)) {
+        if (!is(url, "/health", "/v1/health") && !authorised(srv, c, method)) {
             answering(srv, c, cn);
             return fail(srv, c, 401, NULL, "invalid_api_key", "Invalid API key (send 'Authorization: Bearer KEY')");
         }
