@@ -1849,6 +1849,27 @@ stopped_stream_cut() {
   [ "$(curl -s -m 5 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/health")" = 000 ]
 }
 
+# SIGHUP (the terminal a server was started from closed) killed it at once, the request in flight dropped
+@test "serve: SIGHUP drains as SIGTERM does (the request in flight finishes, exit 0); started with SIGHUP ignored (nohup) it keeps serving" {
+  OGAKIT_KERNEL=ref start_server --parallel 1 --shutdown-grace 300
+  busy_request "$BATS_TEST_TMPDIR/inflight" '{"prompt": "def f(x):", "max_tokens": 60, "temperature": 0, "ignore_eos": true}'
+  kill -HUP "$SPID"
+  wait "$cpid"
+  [ "$(jq -r '.usage.completion_tokens' "$BATS_TEST_TMPDIR/inflight")" = 60 ]
+  wait "$SPID" && rc=0 || rc=$?
+  [ "$rc" = 0 ]
+  grep -q 'stopping: finishing in-flight requests' "$SLOG"
+  grep -q 'serve: stopped' "$SLOG"
+  trap '' HUP
+  start_server
+  trap - HUP
+  kill -HUP "$SPID"
+  sleep 0.5
+  kill -0 "$SPID"
+  get /health
+  [ "$STATUS" = 200 ]
+}
+
 # held-out audit: while the server drained, /health on a connection kept open from before the signal
 # still answered 200 ok (new connections are refused then, kept ones are not)
 @test "serve: while it drains after SIGTERM, /health on a kept-alive connection is 503 shutting_down; the request in flight finishes" {

@@ -1,4 +1,4 @@
-/* npu-forward serve: the OpenAI-compatible server (lib/serve) from the command line, until SIGINT/SIGTERM. */
+/* npu-forward serve: the OpenAI-compatible server (lib/serve) from the command line, until SIGINT, SIGTERM or SIGHUP. */
 #include <ctype.h>
 #include <getopt.h>
 #include <math.h>
@@ -115,6 +115,11 @@ int cmd_serve(int argc, char **argv)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
+    /* SIGHUP (the terminal it was started from closed) drains as SIGTERM does: it ended the process at once,
+     * dropping the requests in flight; one started with it ignored (nohup) keeps ignoring it */
+    struct sigaction hup;
+    if (sigaction(SIGHUP, NULL, &hup) || hup.sa_handler != SIG_IGN)
+        sigaction(SIGHUP, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
     ogk_error e;
     int code;

@@ -51,7 +51,7 @@ typedef struct server {
     serve_sched S;
     int sched_ok;
     int ready; /* atomic: the model is loaded */
-    int stopping; /* atomic: draining after SIGTERM / SIGINT (/health says so) */
+    int stopping; /* atomic: draining after SIGTERM / SIGINT / SIGHUP (/health says so) */
     char model_id[256];
     time_t created; /* /v1/models: the container's write time */
     size_t body_limit;
