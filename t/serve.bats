@@ -1778,6 +1778,68 @@ PY
   [ "$STATUS" = 200 ]
 }
 
+# libmicrohttpd refuses these itself, before the handler: its answer was an HTML page, and for a Content-Length
+# that is not a number or past 2^64 its head came twice (the first head's Content-Length framed the second:
+# a garbled answer). Each is now one well-formed answer in the server's JSON error shape, then a close.
+@test "serve: requests libmicrohttpd refuses (a header without a colon or too large, a bad Content-Length, a bad chunk size) get one well-formed JSON error and a close; the server stays healthy" {
+  start_server --parallel 1
+  run timeout 120 /usr/bin/python3 - "$PORT" <<'PY'
+import json, os, socket, sys
+sys.path.insert(0, os.environ["TOP"] + "/t")
+from serve_raw import read_all
+port = int(sys.argv[1])
+post = b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n"
+body = b'{"prompt": "x", "max_tokens": 2}'
+cases = [
+    ("no colon", 400, "bad_request", b"GET /health HTTP/1.1\r\nHost: x\r\nNoColonHere\r\n\r\n"),
+    ("no colon post", 400, "bad_request", post + b"NoColon\r\nContent-Length: %d\r\n\r\n" % len(body) + body),
+    ("header block too large", 431, "header_too_large", b"GET /health HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 100000 + b"\r\n\r\n"),
+    ("too many fields", 431, "header_too_large", b"GET /health HTTP/1.1\r\nHost: x\r\n" + b"".join(b"X-%d: y\r\n" % i for i in range(8000)) + b"\r\n"),
+    ("content-length abc", 400, "bad_request", post + b"Content-Length: abc\r\n\r\n" + body),
+    ("content-length 5x", 400, "bad_request", post + b"Content-Length: 5x\r\n\r\n" + body),
+    ("content-length -1", 400, "bad_request", post + b"Content-Length: -1\r\n\r\n" + body),
+    ("content-length past 2^64", 413, "request_too_large", post + b"Content-Length: 99999999999999999999999\r\n\r\n" + body),
+    ("content-length over the limit", 413, "request_too_large", post + b"Content-Length: 9000000\r\n\r\n" + body),
+    ("chunk size zz", 400, "bad_request", post + b"Transfer-Encoding: chunked\r\n\r\nzz\r\n" + body + b"\r\n0\r\n\r\n"),
+    ("chunk size -2", 400, "bad_request", post + b"Transfer-Encoding: chunked\r\n\r\n-2\r\n{}\r\n0\r\n\r\n"),
+    ("chunk size past 2^64", 413, "request_too_large", post + b"Transfer-Encoding: chunked\r\n\r\n" + b"f" * 20 + b"\r\n{}\r\n0\r\n\r\n"),
+    ("chunk without its CRLF", 400, "bad_request", post + b"Transfer-Encoding: chunked\r\n\r\n2\r\n{}XX0\r\n\r\n"),
+]
+def health():
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s.sendall(b"GET /health HTTP/1.0\r\n\r\n")
+    d = read_all(s)
+    s.close()
+    return d.split(b" ")[1].decode() if d else "none"
+for name, want, code, raw in cases:
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    try:
+        s.sendall(raw)
+        d = read_all(s) # ends when the server closes (a timeout is an error)
+    except ConnectionResetError:
+        d = b"reset"
+    s.close()
+    head, _, rest = d.partition(b"\r\n\r\n")
+    lines = head.split(b"\r\n")
+    fields = {l.split(b":", 1)[0].strip().lower(): l.split(b":", 1)[1].strip() for l in lines[1:] if b":" in l}
+    ok = (lines[0].startswith(b"HTTP/1.1 %d " % want) and len(lines[0]) > 13
+          and fields.get(b"connection") == b"close" and fields.get(b"content-type") == b"application/json"
+          and fields.get(b"content-length") == b"%d" % len(rest) and d.count(b"HTTP/1.1 ") == 1)
+    try:
+        e = json.loads(rest)["error"]
+        ok = ok and e["code"] == code and isinstance(e["message"], str) and "param" in e and isinstance(e["type"], str)
+    except (ValueError, KeyError, TypeError):
+        ok = False
+    print("case %s: %s health %s" % (name, "ok" if ok else "BAD " + repr(d[:300]), health()))
+PY
+  echo "$output"
+  [ "$status" = 0 ]
+  [ "$(grep -c '^case .*: ok health 200$' <<<"$output")" = 13 ]
+  [ "$(metric http_errors_total)" -ge 13 ]
+  post /v1/completions '{"prompt": "x", "max_tokens": 2}'
+  [ "$STATUS" = 200 ]
+}
+
 # stopped_stream_cut FILE: the server (SPID) exited 0 and the stream of the client (cpid) in FILE ended with an
 # error event coded shutting_down
 stopped_stream_cut() {

@@ -1960,6 +1960,113 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum 
     *con_cls = NULL;
 }
 
+/* ---------------------------------------------------------------- libmicrohttpd's own refusals */
+
+/* libmicrohttpd refuses some malformed requests itself, before the handler sees them: a header line without
+ * a colon (400), a header block over its buffer (431), a Content-Length that is not a number (400) or past
+ * 2^64 (413), a chunk size that is not hex (400) or too large (413). Its answer is an HTML page, and 0.9.75
+ * wrote the head of the Content-Length ones twice (the first head's Content-Length then framed the second
+ * head: the client read a garbled answer). It says so in its log before it builds the answer, from the
+ * connection's own thread: the server then writes its own answer (its JSON error, Connection: close) and
+ * shuts the socket's sending side, so that libmicrohttpd's answer goes nowhere and it closes the
+ * connection. The log call does not name the connection: the URI callback, which runs in the connection's
+ * thread for each request line it has read, keeps it for the thread. A refusal of the request line itself
+ * (a bad HTTP version, a line too long: no connection kept yet) keeps libmicrohttpd's answer, which is
+ * well formed; a request line without a space is closed without one (libmicrohttpd gives no hook). */
+static __thread struct MHD_Connection *thread_conn;
+
+static void *uri_seen(void *cls, const char *uri, struct MHD_Connection *c)
+{
+    (void)cls, (void)uri;
+    thread_conn = c;
+    return NULL; /* the request's con_cls: the handler's first call makes it */
+}
+
+/* the text of libmicrohttpd's HTML page ("<html><head><title>T</title></head><body>TEXT</body></html>"): TEXT
+ * without its tags, into out (n bytes); "" when there is none */
+static void page_text(const char *html, char *out, size_t n)
+{
+    const char *b = html ? strstr(html, "<body>") : NULL, *e = b ? strstr(b, "</body>") : NULL;
+    size_t o = 0;
+    for (const char *p = b ? b + 6 : NULL; p && p < e && o + 1 < n; p++) {
+        if (*p == '<') {
+            const char *q = memchr(p, '>', (size_t)(e - p));
+            if (q) {
+                p = q;
+                continue;
+            }
+        }
+        out[o++] = (unsigned char)*p < 0x20 ? ' ' : *p;
+    }
+    out[o] = 0;
+}
+
+/* all of buf onto the socket (non-blocking: waits for room, at most a second in all) */
+static int send_all(int fd, const char *buf, size_t len)
+{
+    double t0 = ogk_now();
+    while (len) {
+        ssize_t k = send(fd, buf, len, MSG_NOSIGNAL);
+        if (k > 0) {
+            buf += k, len -= (size_t)k;
+            continue;
+        }
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k == 0 || (errno != EAGAIN && errno != EWOULDBLOCK) || ogk_now() - t0 > 1)
+            return -1;
+        struct pollfd p = {.fd = fd, .events = POLLOUT};
+        poll(&p, 1, 100);
+    }
+    return 0;
+}
+
+static void mhd_refused(server *srv, struct MHD_Connection *c, unsigned status, const char *html)
+{
+    int fd = conn_fd(c);
+    if (fd < 0)
+        return;
+    char why[256];
+    page_text(html, why, sizeof why);
+    const char *code = status == 413   ? "request_too_large"
+                       : status == 414 ? "uri_too_long"
+                       : status == 431 ? "header_too_large"
+                       : status == 505 ? "http_version_not_supported"
+                                       : "bad_request";
+    serve_err err;
+    serve_err_set(&err, (int)status, NULL, code, "the HTTP parser refused the request: %s",
+                  *why ? why : "malformed or too large");
+    json_t *j = err_json(&err);
+    char *body = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    const char *reason = MHD_get_reason_phrase_for(status);
+    char *head = NULL;
+    int hn = asprintf(&head, "HTTP/1.1 %u %s\r\nConnection: close\r\nContent-Type: application/json\r\n%s%s%s%s"
+                      "Content-Length: %zu\r\n\r\n", status, *reason ? reason : "Error",
+                      srv->o->cors ? "Access-Control-Allow-Origin: " : "", srv->o->cors ? srv->o->cors : "",
+                      srv->o->cors ? "\r\n" : "", srv->o->cors && strcmp(srv->o->cors, "*") ? "Vary: Origin\r\n" : "",
+                      body ? strlen(body) : 0);
+    if (hn > 0 && body && !send_all(fd, head, (size_t)hn) && !send_all(fd, body, strlen(body))) {
+        __atomic_add_fetch(&srv->http_errors, 1, __ATOMIC_RELAXED);
+        shutdown(fd, SHUT_WR);
+    }
+    free(head);
+    free(body);
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    static const char refusal[] = "Error processing request (HTTP response code is %u ('%s'))";
+    if (strncmp(fmt, refusal, sizeof refusal - 1) || !thread_conn)
+        return;
+    va_list aq;
+    va_copy(aq, ap);
+    unsigned status = va_arg(aq, unsigned);
+    const char *html = va_arg(aq, const char *);
+    va_end(aq);
+    mhd_refused(cls, thread_conn, status, html);
+}
+
 /* ---------------------------------------------------------------- start, run, stop */
 
 /* our own listening socket, so that "address in use" and friends are named */
@@ -2039,11 +2146,12 @@ int serve_run(const serve_opts *o, ogk_error *e, int *code)
     if (fd < 0)
         goto out;
     d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC |
-                             (v6 ? MHD_USE_IPv6 : 0),
+                             MHD_USE_ERROR_LOG | (v6 ? MHD_USE_IPv6 : 0),
                          0, NULL, NULL, handler, srv, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT,
                          MAX_CONNECTIONS, MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip, MHD_OPTION_CONNECTION_TIMEOUT,
                          (unsigned)120, MHD_OPTION_NOTIFY_COMPLETED, completed, srv, MHD_OPTION_NOTIFY_CONNECTION,
-                         notify_conn, srv, MHD_OPTION_END);
+                         notify_conn, srv, MHD_OPTION_URI_LOG_CALLBACK, uri_seen, srv, MHD_OPTION_EXTERNAL_LOGGER,
+                         mhd_log, srv, MHD_OPTION_END);
     if (!d) {
         close(fd);
         ogk_fail(e, "cannot start the HTTP server on %s:%d", host, port);
