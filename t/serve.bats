@@ -1585,9 +1585,11 @@ for name, header in [("right", b"Authorization: Bearer sekrit"), ("nul", b"Autho
     s.close()
     head, _, body = d.partition(b"\r\n\r\n")
     print(name, head.split(b" ")[1].decode() if head else "none", b'"invalid_api_key"' in body)
-# the right key on lines ended by a bare LF, as the last field and before another: no NUL, nothing after it
+# the right key on lines ended by a bare LF, as the last field and before another, and before a folded line
+# (whose field name libmicrohttpd copies out of the header block): no NUL, nothing after it
 for name, block in [("lf-last", b"Host: x\nConnection: close\nAuthorization: Bearer sekrit\n\n"),
-                    ("lf-mid", b"Host: x\nAuthorization: Bearer sekrit\nConnection: close\n\n")]:
+                    ("lf-mid", b"Host: x\nAuthorization: Bearer sekrit\nConnection: close\n\n"),
+                    ("folded-after", b"Host: x\r\nAuthorization: Bearer sekrit\r\nX-A: 1\r\n more\r\nConnection: close\r\n\r\n")]:
     s = socket.create_connection(("127.0.0.1", port), timeout=10)
     s.sendall(b"GET /v1/models HTTP/1.1\n" + block)
     print(name, read_all(s).split(b" ")[1].decode())
@@ -1595,7 +1597,7 @@ for name, block in [("lf-last", b"Host: x\nConnection: close\nAuthorization: Bea
 PY
   echo "$output"
   [ "$status" = 0 ]
-  [ "$(grep -c '^right 200 False$\|^x-right 200 False$\|^lf-last 200$\|^lf-mid 200$' <<<"$output")" = 4 ]
+  [ "$(grep -c '^right 200 False$\|^x-right 200 False$\|^lf-last 200$\|^lf-mid 200$\|^folded-after 200$' <<<"$output")" = 5 ]
   [ "$(grep -c ' 401 True$' <<<"$output")" = 6 ]
   get /health
   [ "$STATUS" = 200 ]

@@ -1676,18 +1676,21 @@ static int is(const char *url, const char *a, const char *b) { return !strcmp(ur
  * as "Bearer KEY"). RFC 9110 5.5 wants such a value refused or its NUL read as a space. The header block it
  * parsed stays in place, from the method's first byte for MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE bytes, with
  * each line's CR and LF overwritten by NULs; so after a value's end come NULs and then the next field line's
- * name (or the block's end), and any other byte there was sent after a NUL in the value. A value outside
- * that block (another libmicrohttpd) is not looked into. */
+ * name (or the block's end), and any other byte there was sent after a NUL in the value. When the layout is
+ * not that one (a value or a name outside the block: a line folded onto a field, whose name libmicrohttpd
+ * copies elsewhere; another libmicrohttpd), nothing is looked into. */
 typedef struct {
-    uintptr_t at;
-    int name;
+    uintptr_t lo, hi, at;
+    int name, moved;
 } field_start;
 
 static enum MHD_Result field_start_visit(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
 {
     (void)kind, (void)value;
     field_start *f = cls;
-    f->name |= (uintptr_t)key == f->at;
+    uintptr_t k = (uintptr_t)key;
+    f->name |= k == f->at;
+    f->moved |= k < f->lo || k >= f->hi;
     return MHD_YES;
 }
 
@@ -1703,9 +1706,9 @@ static int bytes_after_nul(struct MHD_Connection *c, const char *method, const c
         p++;
     if (p == hi)
         return 0;
-    field_start f = {p, 0};
+    field_start f = {lo, hi, p, 0, 0};
     MHD_get_connection_values(c, MHD_HEADER_KIND, field_start_visit, &f);
-    return !f.name;
+    return !f.name && !f.moved;
 }
 
 /* the request carries the key: "Authorization: Bearer KEY" or "x-api-key: KEY", the whole value and nothing
