@@ -16,6 +16,9 @@ Mutations:
   meta-tensors the metadata's q4nx.tensors count rewritten as 9s (the metadata checksum recomputed)
   scale-nan    (f32 scales) the first scale of the first quantised tensor a NaN, the checksums consistent:
                a pack whose weights were broken before they were repacked
+  scale-inf    (any scale dtype, rm or b8) the scale of row 5, group 1 (or the last of either) of the first
+               quantised tensor with 2 groups a row or more (else the first one) +infinity, the checksums consistent; prints
+               "NAME ROW GROUP" (where it wrote, computed here from q4nx(5)'s layouts)
 """
 import struct
 import sys
@@ -58,11 +61,14 @@ def main():
             b[mo + j:mo + j + n] = b"9" * n
             struct.pack_into("<I", b, len(b) - 64 + 48, crc32c(bytes(b[mo:len(b) - 64])))
             done = 1
+    quant = [i for i in range(tc) if b[to + 128 * i + 16] in (4, 7)]
+    wide = [i for i in quant if struct.unpack_from("<I", b, to + 128 * i + 28)[0] >= 2]
+    inf_at = (wide or quant or [-1])[0]
     for i in range(tc):
         e = to + 128 * i
         dtype, layout, sdt, zp = b[e + 16], b[e + 17], b[e + 18], b[e + 19]
         off, size, soff, zoff = struct.unpack_from("<QQQQ", b, e + 64)
-        if dtype != 4:
+        if dtype != 4 and not (what == "scale-inf" and i == inf_at):
             continue
         if what == "zeros-4" and zp:
             for j in range(off + zoff, off + size):
@@ -76,6 +82,26 @@ def main():
             done = 1
         elif what == "scale-nan" and sdt == 1 and not done:  # f32 scales: the first one NaN
             struct.pack_into("<I", b, off + soff, 0x7FC00000)
+            done = 1
+        elif what == "scale-inf" and i == inf_at:
+            blk, kb = struct.unpack_from("<II", b, e + 24)
+            n = struct.unpack_from("<Q", b, e + 32)[0]
+            row, grp = min(5, n - 1), min(1, kb - 1)
+            if dtype == 7 or layout == 0:  # q8: source order [N][kb]
+                idx = row * kb + grp
+            elif layout == 2:  # b8: ((rb*kb + g)*16 + r)
+                idx = ((row // 16) * kb + grp) * 16 + row % 16
+            else:  # rm: tiles of 32 rows x 256 columns, entry t*(256/B)*32 + (c/B)*32 + R
+                ntc = (kb * blk + 255) // 256
+                col = grp * blk
+                t = (row // 32) * ntc + col // 256
+                idx = t * (256 // blk) * 32 + ((col % 256) // blk) * 32 + row % 32
+            if sdt == 1:
+                struct.pack_into("<I", b, off + soff + 4 * idx, 0x7F800000)
+            else:  # f16 +inf 0x7C00, bf16 +inf 0x7F80
+                struct.pack_into("<H", b, off + soff + 2 * idx, 0x7C00 if sdt == 2 else 0x7F80)
+            no, nl = struct.unpack_from("<II", b, e)
+            print(b[so + no:so + no + nl].decode(), row, grp)
             done = 1
         elif what == "corrupt-code" and not done:
             b[off + 3] ^= 0x10

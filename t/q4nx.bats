@@ -177,6 +177,31 @@ for f in sys.argv[2:]:
   [ "$status" -eq 0 ]
 }
 
+@test "q4nx-verify (no --pack): a NaN or infinite scale with consistent checksums fails by name (tensor, row, group), exit 1" {
+  # the mutation writes where q4nx(5)'s layouts put row R, group G and prints "NAME R G"; verify must find it there
+  for v in "qwen2 cpu tied" "qwen2 amd untied"; do
+    pack_both $v
+    for l in rm b8; do
+      run --separate-stderr /usr/bin/python3 "$TOP/t/q4nx-mutate.py" "$W/$l.q4nx" "$W/inf.q4nx" scale-inf
+      [ "$status" -eq 0 ]
+      read -r name row grp <<<"$output"
+      run --separate-stderr q4nx-verify "$W/inf.q4nx"
+      [ "$status" -eq 1 ] || { echo "$v $l: exit $status"; return 1; }
+      [[ "$stderr" == *"q4nx-verify: $W/inf.q4nx: tensor $name (role "*"): 1 of "*" scales are not finite; the first: row $row, group $grp "*": inf"* ]]
+      [ "$(echo "$output" | jq -r .container.scales)" = "NOT FINITE in 1 tensors" ]
+      [ "$(echo "$output" | jq -r .ok)" = false ]
+      [ "$(echo "$output" | jq -r .container.tensor_checksums)" = "ok ($(echo "$output" | jq -r .container.tensors) of $(echo "$output" | jq -r .container.tensors))" ]
+      run q4nx-verify "$W/$l.q4nx"
+      [ "$status" -eq 0 ] && [ "$(echo "$output" | jq -r .container.scales)" = ok ] || false
+    done
+  done
+  # the existing NaN mutation (f32 scales, first scale): cpu packs quantise in blocks of 32
+  pack_both qwen2 cpu tied
+  /usr/bin/python3 "$TOP/t/q4nx-mutate.py" "$W/b8.q4nx" "$W/nan.q4nx" scale-nan
+  run --separate-stderr q4nx-verify "$W/nan.q4nx"
+  [ "$status" -eq 1 ] && [[ "$stderr" == *"scales are not finite; the first: row 0, group 0 (columns 0..31): nan"* ]] || false
+}
+
 @test "q4nx-pack: truncated OGAX stream -> named error, exit 3, no output file" {
   pack=$(fixture qwen2 amd untied)
   oga-extract "$pack" > "$W/s.ogax"

@@ -155,6 +155,37 @@ static const char *hex32(uint32_t v, char *b)
 }
 
 /* ---------- container-only checks ---------- */
+/* The scales of a quantised tensor that are not finite numbers (NaN, an infinity): 0 when none; else their
+ * count over rows [0, N) (the layouts' padding rows, whose scales are 0, are not the model's) and the first
+ * one's row, group and value. A code times such a scale is no weight: the pack was broken before it was
+ * packed, or the container since (checksums recomputed). A pass over the stored scales in storage order
+ * (all exponent bits set) first; the rows are walked only when it finds one. */
+static uint64_t nonfinite_scales(const ogk_qtensor *t, uint32_t *row, uint32_t *group, float *val)
+{
+    size_t ng = ogk_quant_groups(&t->desc), es = ogk_dtype_size(t->scale_dtype), any = 0;
+    const uint8_t *sb = t->scales;
+    for (size_t i = 0; i < ng && !any; i++) {
+        if (es == 4) {
+            uint32_t u;
+            memcpy(&u, sb + 4 * i, 4);
+            any = (u & 0x7F800000u) == 0x7F800000u;
+        } else {
+            uint16_t h = (uint16_t)(sb[2 * i] | sb[2 * i + 1] << 8);
+            any = t->scale_dtype == OGK_F16 ? (h & 0x7C00) == 0x7C00 : (h & 0x7F80) == 0x7F80;
+        }
+    }
+    uint64_t bad = 0;
+    for (uint32_t r = 0; any && r < t->n; r++)
+        for (uint32_t g = 0; g < t->k_blocks; g++) {
+            float s = t->dtype == OGK_Q8 ? ogk_q8_scale(t, r, g) : ogk_q4_scale(t, r, g);
+            if (!isfinite(s) && !bad++)
+                *row = r, *group = g, *val = s;
+        }
+    if (any && !bad) /* only in the padding rows, whose scales are 0 */
+        *row = UINT32_MAX;
+    return any && !bad ? 1 : bad;
+}
+
 typedef struct {
     uint64_t off, size;
 } span;
@@ -177,7 +208,7 @@ json_t *verify_container(const char *path, q4nx_file *f, uint64_t *bytes_checked
     int meta_ok = got == mc;
     if (!meta_ok)
         fail("%s: metadata checksum mismatch (stored %s, computed %s)", path, hex32(mc, h1), hex32(got, h2));
-    size_t bad_assets = 0, bad_tensors = 0, bad_padding = 0;
+    size_t bad_assets = 0, bad_tensors = 0, bad_padding = 0, bad_scales = 0;
     for (size_t i = 0; i < q4nx_asset_count(f); i++) {
         const char *name;
         const uint8_t *d;
@@ -212,6 +243,20 @@ json_t *verify_container(const char *path, q4nx_file *f, uint64_t *bytes_checked
             if (!ok) {
                 bad_padding++;
                 fail("%s: tensor %s (role %s): padding between its parts is not zero", path, t->name, t->role);
+            }
+            uint32_t r = 0, g = 0;
+            float v = 0;
+            uint64_t nf = nonfinite_scales(t, &r, &g, &v);
+            if (nf && r == UINT32_MAX) {
+                bad_scales++;
+                fail("%s: tensor %s (role %s): a scale of its padding rows (rows %u and up, scale 0) is not finite", path,
+                     t->name, t->role, t->n);
+            } else if (nf) {
+                bad_scales++;
+                fail("%s: tensor %s (role %s): %" PRIu64 " of %" PRIu64 " scales are not finite; the first: row %u, "
+                     "group %u (columns %u..%u): %g",
+                     path, t->name, t->role, nf, (uint64_t)t->n * t->k_blocks, r, g, g * t->block,
+                     (g + 1) * t->block < t->k ? (g + 1) * t->block - 1 : t->k - 1, (double)v);
             }
         }
     }
@@ -271,6 +316,8 @@ json_t *verify_container(const char *path, q4nx_file *f, uint64_t *bytes_checked
              bad_tensors ? bad_tensors : q4nx_tensor_count(f), q4nx_tensor_count(f));
     json_object_set_new(r, "tensor_checksums", json_string(buf));
     json_object_set_new(r, "padding", json_string(bad_padding ? "NOT ZERO" : "ok"));
+    snprintf(buf, sizeof buf, "NOT FINITE in %zu tensors", bad_scales);
+    json_object_set_new(r, "scales", json_string(bad_scales ? buf : "ok"));
     /* a container of an incomplete stream says so (not a failure of the container itself) */
     json_object_set_new(r, "complete", json_boolean(!json_is_false(json_object_get(meta, "complete"))));
     if (json_is_array(json_object_get(meta, "left_out")))
