@@ -34,6 +34,9 @@ Mutations:
   rename-inputs     the graph inputs input_ids / attention_mask named tokens / attn_mask -> (with
                     genai_config.json's decoder.inputs naming them) importable
   zero-tensor       the first o_proj all zero (codes 0x88, scales 0): a valid pack  -> importable
+  scale-nan         the first MatMulNBits's scales inline, the one of row 3, group 1 (group 0 when a row has
+                    one) a NaN; prints "B-NAME ROW GROUP"              -> importable (the graph is whole),
+                    refused by q4nx-pack; scale-inf the same with +infinity
   mha-bidirectional every GroupQueryAttention as a MultiHeadAttention with no mask and unidirectional 0
                     (scores over every position, not causal)                     -> unsupported_op
   mha-padding       the same with key_padding_mask (input 4) Cast(attention_mask): a padding mask only
@@ -160,6 +163,31 @@ def main():
             del t.external_data[:]
             t.data_location = TensorProto.DEFAULT
             t.raw_data = bytes([fill]) * size
+    elif what in ("scale-nan", "scale-inf"):
+        n = mnb[0]
+        K, B = attr(n, "K").i, attr(n, "block_size").i
+        kb = (K + B - 1) // B
+        t = inits[n.input[2]]
+        loc = {e.key: e.value for e in t.external_data}
+        if loc:
+            with open(os.path.join(src, loc["location"]), "rb") as f:
+                f.seek(int(loc.get("offset", 0)))
+                raw = f.read(int(loc["length"]))
+        else:
+            raw = t.raw_data
+        dtype = {TensorProto.FLOAT16: np.float16, TensorProto.FLOAT: np.float32}.get(t.data_type)
+        if dtype is None:  # bfloat16: the upper half of a float32
+            a = np.frombuffer(raw, np.uint16).copy()
+            row, grp = 3, min(1, kb - 1)
+            a[row * kb + grp] = 0x7FC0 if what == "scale-nan" else 0x7F80
+        else:
+            a = np.frombuffer(raw, dtype).copy()
+            row, grp = 3, min(1, kb - 1)
+            a[row * kb + grp] = np.nan if what == "scale-nan" else np.inf
+        del t.external_data[:]
+        t.data_location = TensorProto.DEFAULT
+        t.raw_data = a.tobytes()
+        print(n.input[1], row, grp)
     elif what == "inline-norms":
         data = open(os.path.join(src, "model.onnx.data"), "rb").read()
         norms = [t for t in g.initializer if t.name.endswith("layernorm.weight")]

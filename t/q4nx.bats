@@ -202,6 +202,24 @@ for f in sys.argv[2:]:
   [ "$status" -eq 1 ] && [[ "$stderr" == *"scales are not finite; the first: row 0, group 0 (columns 0..31): nan"* ]] || false
 }
 
+@test "q4nx-pack: a pack whose MatMulNBits scales hold a NaN or an infinity is refused naming the tensor, row and group, exit 3, no file" {
+  # oga-info takes the pack (its graph is whole; the values are not read); the packer must not write a
+  # container whose weights are not numbers (it passed every checksum and computed NaN logits)
+  for m in "qwen2 cpu tied scale-nan nan" "qwen2 amd untied scale-inf inf"; do
+    set -- $m
+    run --separate-stderr /usr/bin/python3 "$TOP/t/pack-mutate.py" "$(fixture $1 $2 $3)" "$W/p-$4" "$4"
+    [ "$status" -eq 0 ]
+    read -r name row grp <<<"$output"
+    oga-extract "$W/p-$4" > "$W/s.ogax"
+    for l in rm b8; do
+      run q4nx-pack -l $l -o "$W/out.q4nx" < "$W/s.ogax"
+      [ "$status" -eq 3 ] || { echo "$4 $l: exit $status: $output"; return 1; }
+      [[ "$output" == "q4nx-pack: tensor $name: the scale of row $row, group $grp "*" is $5, not a finite number"* ]]
+      [ ! -e "$W/out.q4nx" ]
+    done
+  done
+}
+
 @test "q4nx-pack: truncated OGAX stream -> named error, exit 3, no output file" {
   pack=$(fixture qwen2 amd untied)
   oga-extract "$pack" > "$W/s.ogax"

@@ -1,6 +1,8 @@
 /* Writing a container: header first, then assets and tensors as they arrive (aligned, checksummed),
  * then the metadata JSON, the tables, the strings and the footer. Never seeks, so stdout may be a pipe. */
 #include <errno.h>
+#include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -276,6 +278,31 @@ static uint8_t *quant_entry(q4nx_writer *w, const char *name, const char *role, 
     return new_entry(w, name, role, e);
 }
 
+/* Refuses scales (source order [N][kb], a legal scale dtype) that are not all finite numbers: a NaN or an
+ * infinity times a code is no weight, so the source was broken before it came here; a container of it would
+ * pass its checksums and compute NaN logits. Names the first one's row and group. */
+static int scales_finite(const char *name, uint32_t n, uint32_t k, uint32_t block, int scale_dtype, const void *scales,
+                         ogk_error *e)
+{
+    uint32_t kb = (k + block - 1) / block;
+    const uint8_t *s = scales;
+    for (uint64_t i = 0, ng = (uint64_t)n * kb; i < ng; i++) {
+        float v;
+        if (scale_dtype == OGK_F32) {
+            memcpy(&v, s + 4 * i, 4);
+        } else {
+            uint16_t h = (uint16_t)(s[2 * i] | s[2 * i + 1] << 8);
+            v = scale_dtype == OGK_F16 ? ogk_f16_to_f32(h) : ogk_bf16_to_f32(h);
+        }
+        if (!isfinite(v)) {
+            uint32_t g = (uint32_t)(i % kb), c1 = (g + 1) * block < k ? (g + 1) * block : k;
+            return ogk_fail(e, "tensor %s: the scale of row %" PRIu64 ", group %u (columns %u..%u) is %g, not a finite number: "
+                               "the source's weights are broken", name, i / kb, g, g * block, c1 - 1, (double)v);
+        }
+    }
+    return 0;
+}
+
 int q4nx_writer_q4(q4nx_writer *w, const char *name, const char *role, uint32_t n, uint32_t k, uint32_t block,
                    int scale_dtype, const uint8_t *codes, const void *scales, const uint8_t *zp, ogk_error *e)
 {
@@ -283,7 +310,7 @@ int q4nx_writer_q4(q4nx_writer *w, const char *name, const char *role, uint32_t 
     if (why)
         return ogk_fail(e, "tensor %s: layout %s: %s", name, ogk_layout_name(w->layout), why);
     uint8_t *ent = quant_entry(w, name, role, n, k, scale_dtype, e);
-    if (!ent)
+    if (!ent || scales_finite(name, n, k, block, scale_dtype, scales, e))
         return -1;
     uint64_t cb = ogk_q4_codes_bytes(w->layout, n, k, block), g = ogk_q4_groups(w->layout, n, k, block);
     uint64_t ss = ogk_dtype_size(scale_dtype), so, zo, size;
@@ -305,7 +332,7 @@ int q4nx_writer_q8(q4nx_writer *w, const char *name, const char *role, uint32_t 
         return ogk_fail(e, "tensor %s: q8 %u x %u in blocks of %u: empty, or block not a power of two in 16..4096", name,
                         n, k, block);
     uint8_t *ent = quant_entry(w, name, role, n, k, scale_dtype, e);
-    if (!ent)
+    if (!ent || scales_finite(name, n, k, block, scale_dtype, scales, e))
         return -1;
     uint64_t cb = ogk_q8_codes_bytes(n, k, block), g = ogk_q8_groups(n, k, block);
     uint64_t ss = ogk_dtype_size(scale_dtype), so, zo, size;
