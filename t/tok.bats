@@ -716,3 +716,32 @@ PY
   [ "$status" -eq 3 ]
   [[ "$stderr" == *"line 2: not a JSON string"* ]]
 }
+
+@test "--jsonl (tokenize, detokenize, chat): blank and whitespace-only lines are skipped, a last line without a newline counts, a line that is not JSON is refused naming its line (exit 3)" {
+  local d c a b
+  d=$(tokdir qwen3)
+  for c in tokenize detokenize chat; do
+    case $c in
+      tokenize) a='"Hello"' b='"world \t!"' ;;
+      detokenize) a='[9707]' b='[1879, 0]' ;;
+      chat) a='[{"role": "user", "content": "hi"}]' b='{"messages": [{"role": "user", "content": "yo"}]}' ;;
+    esac
+    # the same two values without blank lines: the reference for the output
+    printf '%s\n%s\n' "$a" "$b" | npu-forward $c --jsonl --tokenizer "$d" > "$W/jl-$c.want"
+    [ "$(wc -l < "$W/jl-$c.want")" -eq 2 ]
+    # an empty line first, spaces, a tab and a CR, several at the end, and no newline after the last value
+    run --separate-stderr bash -c 'printf "\n%s\n  \n\t\r\n%s" "$1" "$2" | npu-forward '$c' --jsonl --tokenizer "$3"' _ "$a" "$b" "$d"
+    [ "$status" -eq 0 ] || { echo "$c: exit $status: $stderr"; return 1; }
+    [ "$output" = "$(cat "$W/jl-$c.want")" ]
+    run --separate-stderr bash -c 'printf "%s\n\n \n" "$1" | npu-forward '$c' --jsonl --tokenizer "$2"' _ "$a" "$d"
+    [ "$status" -eq 0 ] && [ "$output" = "$(head -1 "$W/jl-$c.want")" ] && [ -z "$stderr" ] || false
+    # only blank lines: nothing to do, nothing printed
+    run --separate-stderr bash -c 'printf "\n \n\r\n" | npu-forward '$c' --jsonl --tokenizer "$1"' _ "$d"
+    [ "$status" -eq 0 ] && [ -z "$output" ] || false
+    # not JSON on the 4th line (blank lines counted): exit 3 naming it, after the lines before it
+    run --separate-stderr bash -c 'printf "%s\n\n  \nnot json\n%s\n" "$1" "$2" | npu-forward '$c' --jsonl --tokenizer "$3"' _ "$a" "$b" "$d"
+    [ "$status" -eq 3 ] || { echo "$c: exit $status"; return 1; }
+    [[ "$stderr" == "npu-forward: $c: line 4: "*"invalid token near 'not'"* ]]
+    [ "$output" = "$(head -1 "$W/jl-$c.want")" ]
+  done
+}

@@ -18,7 +18,7 @@ static const char tokenize_usage[] =
     "  Encode TEXT (the arguments joined by spaces), or FILE, or stdin, and print the ids as a JSON array.\n"
     "  --no-special  do not add the post-processor's special tokens (e.g. BOS)\n"
     "  --lines       encode every input line separately (without its newline); one JSON array per line\n"
-    "  --jsonl       every input line is a JSON string; one JSON array per line\n"
+    "  --jsonl       every input line is a JSON string; one JSON array per line (blank lines skipped)\n"
     "  --bench N     encode the input N times and print {bytes, seconds, mb_per_s} instead of ids\n"
     "  Input must be valid UTF-8 (else exit 3 naming the byte offset). Character classes of the pre-split\n"
     "  regex come from the system PCRE2's Unicode tables, normalization and case mapping from utf8proc's:\n"
@@ -31,7 +31,7 @@ static const char detokenize_usage[] =
     "  Decode a JSON array of ids (the arguments, or FILE, or stdin) and print the text (no newline added).\n"
     "  --skip-special  drop special tokens\n"
     "  --cleanup, --no-cleanup  force clean_up_tokenization_spaces on / off (default: tokenizer_config.json)\n"
-    "  --jsonl         every input line is a JSON array; print one JSON string per line\n"
+    "  --jsonl         every input line is a JSON array; print one JSON string per line (blank lines skipped)\n"
     "  --stream        decode through the incremental (streaming) decoder, one id at a time; never cleans up\n";
 
 static const char chat_usage[] =
@@ -42,7 +42,8 @@ static const char chat_usage[] =
     "  template variables, or a JSON array of messages. bos_token / eos_token come from the tokenizer.\n"
     "  A tokenizer with named templates renders the one named \"tool_use\" when \"tools\" is given (not null).\n"
     "  --family NAME  built-in template (llama2, mistral, phi3, chatml, qwen2, llama3, gemma, gemma2, chatglm) when the tokenizer has none\n"
-    "  --jsonl        every input line is one conversation; print one JSON string per line\n"
+    "  --jsonl        every input line is one conversation; print one JSON string per line (blank lines\n"
+    "                 skipped)\n"
     "  --ids          print the token ids of the rendered prompt instead of the text\n"
     "  --show-template  print the template source that would be used, and exit\n"
     "  A template that nests too deeply or exceeds the render budget (steps, text size, memory) is refused\n"
@@ -187,15 +188,28 @@ static void finish(const char *cmd)
         ogk_die(OGK_EXIT_CHECK, "%s: writing stdout failed", cmd);
 }
 
-/* calls fn on each line of s without its '\n' (a final unterminated line counts) */
+/* 1 when the n bytes at s are only JSON whitespace (space, tab, CR), or none */
+static int blank(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (s[i] != ' ' && s[i] != '\t' && s[i] != '\r')
+            return 0;
+    return 1;
+}
+
+/* calls fn on each line of s without its '\n' (a final unterminated line counts); with skip_blank (--jsonl:
+ * a line holds one JSON value) a line of nothing but whitespace is skipped, as jq skips whitespace between
+ * values, and gives no output line; lines keep their numbers in the input either way */
 typedef void (*line_fn)(void *ctx, const char *s, size_t n, size_t lineno);
-static void each_line(const char *s, size_t len, line_fn fn, void *ctx)
+static void each_line(const char *s, size_t len, int skip_blank, line_fn fn, void *ctx)
 {
     size_t i = 0, ln = 1;
     while (i < len) {
         const char *nl = memchr(s + i, '\n', len - i);
         size_t n = nl ? (size_t)(nl - (s + i)) : len - i;
-        fn(ctx, s + i, n, ln++);
+        if (!skip_blank || !blank(s + i, n))
+            fn(ctx, s + i, n, ln);
+        ln++;
         i += n + 1;
     }
 }
@@ -268,7 +282,7 @@ int cmd_tokenize(int argc, char **argv)
         bench_encode(at.tok, text, len, o.lines, !o.no_special, o.bench);
     } else if (o.lines || o.jsonl) {
         enc_ctx c = {at.tok, !o.no_special, o.jsonl};
-        each_line(text, len, enc_line, &c);
+        each_line(text, len, o.jsonl, enc_line, &c);
     } else {
         ogk_error e;
         int32_t *ids;
@@ -368,7 +382,7 @@ int cmd_detokenize(int argc, char **argv)
     }
     if (o.jsonl) {
         dec_ctx c = {at.tok, &o};
-        each_line(in, len, dec_line, &c);
+        each_line(in, len, 1, dec_line, &c);
     } else {
         const char *where = o.file ? o.file : o.nargs ? "arguments" : "stdin";
         size_t k, n;
@@ -498,7 +512,7 @@ int cmd_chat(int argc, char **argv)
     size_t len;
     char *in = read_input(&o, "chat", " ", &len);
     if (o.jsonl) {
-        each_line(in, len, chat_line, &c);
+        each_line(in, len, 1, chat_line, &c);
     } else {
         json_error_t je;
         json_t *j = json_loadb(in, len, JSON_DECODE_ANY, &je);
