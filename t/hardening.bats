@@ -984,3 +984,44 @@ PY
   # a damaged container from a pipe is refused as from a file
   head -c 5000 "$W/m.q4nx" | { run -3 npu-forward info -m -; }
 }
+
+@test "hardening: an endless container or pack input (/dev/zero by path, as a pipe on -, behind a pack's symlinks) ends at once, named, exit 3" {
+  # (old: a pipe on '-' was read whole before its magic was looked at: cat /dev/zero | q4nx-verify - grew
+  # until memory ran out; the limit here keeps a regression from filling the machine)
+  local lim=
+  [ "${OGAKIT_SAN:-0}" = 1 ] || lim="ulimit -v 4000000;"
+  local c
+  for c in "q4nx-verify -" "q4nx-gguf -o $W/z.gguf -" "npu-forward info -m -" "npu-forward run -m - -p hi -n 1" \
+           "spec-replay -m - -d - -p hi"; do
+    run timeout 20 bash -c "$lim cat /dev/zero | $c"
+    [ "$status" -eq 3 ] || { echo "$c: exit $status: $output"; return 1; }
+    [[ "$output" == *"standard input: not a Q4NX container (bad magic; the pipe is not read further)"* ]] ||
+      { echo "$c: $output"; return 1; }
+  done
+  [ ! -e "$W/z.gguf" ]
+  # a GGUF read from a pipe: the same
+  oga-extract "$(fixture qwen2 cpu tied)" | q4nx-pack -o "$W/m.q4nx"
+  run timeout 20 bash -c "$lim cat /dev/zero | q4nx-gguf --check '$W/m.q4nx' -"
+  [ "$status" -eq 3 ] && [[ "$output" == *"standard input: not a GGUF file (bad magic; the pipe is not read further)"* ]] || false
+  # by path: every program that takes a file, and q4nx-pack's stream
+  for c in "q4nx-verify /dev/zero" "q4nx-gguf -o $W/z.gguf /dev/zero" "npu-forward info -m /dev/zero" \
+           "npu-gemm -m /dev/zero --tensor x" "oga-info /dev/zero" "oga-extract /dev/zero" "q4nx-verify $W/m.q4nx --pack /dev/zero"; do
+    run timeout 20 bash -c "$lim $c"
+    [ "$status" -eq 3 ] && [[ "$output" == *"/dev/zero: not a "* ]] || { echo "$c: exit $status: $output"; return 1; }
+  done
+  run timeout 20 bash -c "$lim q4nx-pack -o '$W/z.q4nx' < /dev/zero"
+  [ "$status" -eq 3 ] && [[ "$output" == *"not an OGAX frame at byte 0 (bad magic)"* ]] && [ ! -e "$W/z.q4nx" ] || false
+  # a pack whose files are /dev/zero (symlinks): refused by name, never read
+  local f pack
+  pack=$(fixture qwen2 cpu tied)
+  for f in model.onnx model.onnx.data genai_config.json config.json tokenizer.json tokenizer_config.json; do
+    rm -rf "$W/zp"
+    linkpack "$pack" "$W/zp"
+    ln -sf /dev/zero "$W/zp/$f"
+    run timeout 20 bash -c "$lim oga-extract '$W/zp' -o '$W/zp.ogax'"
+    [ "$status" -eq 3 ] && [[ "$output" == *"file $f: "*"not a regular file (a character device)"* ]] && [ ! -e "$W/zp.ogax" ] ||
+      { echo "$f: exit $status: $output"; return 1; }
+    run timeout 20 bash -c "$lim oga-info -q '$W/zp'"
+    [ "$status" -eq 3 ] || { echo "oga-info $f: exit $status"; return 1; }
+  done
+}

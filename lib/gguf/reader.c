@@ -202,7 +202,8 @@ gguf_file *gguf_open(const char *path, ogk_error *e)
         return NULL;
     }
     f->meta = json_object();
-    if (ogk_map_open(&f->map, path, e)) {
+    static const ogk_magic magic = {"GGUF", 4, "a GGUF file"}; /* a pipe of anything else: refused at once */
+    if (ogk_map_magic(&f->map, path, OGK_MAP_OPEN, &magic, e)) {
         int err = errno; /* ENOMEM: the caller's init failure */
         gguf_close(f);
         errno = err;

@@ -209,7 +209,9 @@ q4nx_file *q4nx_open_flags(const char *path, int flags, ogk_error *e, int *code)
         ogk_fail(e, "out of memory");
         return open_fail(f, code, OGK_EXIT_INIT);
     }
-    if ((flags & Q4NX_OPEN_LOAD ? ogk_map_load : flags & Q4NX_OPEN_AUTO ? ogk_map_auto : ogk_map_open)(&f->map, path, e))
+    static const ogk_magic magic = {Q4NX_MAGIC, 8, "a Q4NX container"}; /* a pipe of anything else: at once */
+    if (ogk_map_magic(&f->map, path, flags & Q4NX_OPEN_LOAD ? OGK_MAP_LOAD : flags & Q4NX_OPEN_AUTO ? OGK_MAP_AUTO : OGK_MAP_OPEN,
+                      &magic, e))
         return open_fail(f, code, errno == ENOMEM ? OGK_EXIT_INIT : OGK_EXIT_INPUT); /* no memory: init failed */
     const uint8_t *p = f->map.data;
     uint64_t size = f->map.size;

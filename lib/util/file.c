@@ -111,9 +111,13 @@ int ogk_open_regular(const char *path, struct stat *st, ogk_error *e)
     return fd;
 }
 
-/* "-": standard input, a pipe read to its end into memory (page aligned, as a mapping) */
-static int map_stdin_pipe(ogk_map *m, ogk_error *e)
+/* "-": standard input, a pipe read to its end into memory (page aligned, as a mapping). With magic (mlen
+ * bytes), the pipe must begin with it: checked as soon as that much is read, so a pipe of something else
+ * (cat /dev/zero | prog -) is refused at once, not read until memory runs out. A pipe shorter than the
+ * magic is left to the caller (its "truncated"). */
+static int map_stdin_pipe(ogk_map *m, const ogk_magic *mg, ogk_error *e)
 {
+    int checked = !mg || !mg->len;
     size_t n = 0, cap = 0;
     uint8_t *b = NULL;
     for (;;) {
@@ -139,6 +143,13 @@ static int map_stdin_pipe(ogk_map *m, ogk_error *e)
         if (!r)
             break;
         n += (size_t)r;
+        if (!checked && n >= mg->len) {
+            checked = 1;
+            if (memcmp(b, mg->bytes, mg->len)) {
+                free(b);
+                return ogk_fail(e, "standard input: not %s (bad magic; the pipe is not read further)", mg->what);
+            }
+        }
     }
     uint8_t *p = n ? ogk_big_alloc(n) : NULL;
     if (n && !p) {
@@ -258,7 +269,7 @@ static void mapped_forget(const uint8_t *p)
     pthread_mutex_unlock(&mapped_mu);
 }
 
-static int map_file(ogk_map *m, const char *path, int load, ogk_error *e)
+static int map_file(ogk_map *m, const char *path, int load, const ogk_magic *mg, ogk_error *e)
 {
     m->data = NULL;
     m->size = 0;
@@ -275,7 +286,7 @@ static int map_file(ogk_map *m, const char *path, int load, ogk_error *e)
         if (fstat(STDIN_FILENO, &st) != 0)
             return ogk_fail(e, "standard input: %s", strerror(errno));
         if (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode))
-            return map_stdin_pipe(m, e);
+            return map_stdin_pipe(m, mg, e);
         if (!S_ISREG(st.st_mode))
             return ogk_fail(e, "standard input: not a regular file or a pipe (%s)", ogk_file_kind(st.st_mode));
         ogk_input_note(STDIN_FILENO, "standard input");
@@ -328,12 +339,12 @@ static int map_file(ogk_map *m, const char *path, int load, ogk_error *e)
 
 int ogk_map_open(ogk_map *m, const char *path, ogk_error *e)
 {
-    return map_file(m, path, 0, e);
+    return map_file(m, path, 0, NULL, e);
 }
 
 int ogk_map_load(ogk_map *m, const char *path, ogk_error *e)
 {
-    return map_file(m, path, 1, e);
+    return map_file(m, path, 1, NULL, e);
 }
 
 /* the kernel's MemAvailable in bytes (0 when unknown) */
@@ -372,11 +383,21 @@ int ogk_map_load_wanted(uint64_t size)
     return avail && size <= avail / 2;
 }
 
-int ogk_map_auto(ogk_map *m, const char *path, ogk_error *e)
+static int load_wanted_at(const char *path)
 {
     struct stat st;
-    int load = stat(path, &st) == 0 && S_ISREG(st.st_mode) && ogk_map_load_wanted((uint64_t)st.st_size);
-    return map_file(m, path, load, e);
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode) && ogk_map_load_wanted((uint64_t)st.st_size);
+}
+
+int ogk_map_auto(ogk_map *m, const char *path, ogk_error *e)
+{
+    return map_file(m, path, load_wanted_at(path), NULL, e);
+}
+
+int ogk_map_magic(ogk_map *m, const char *path, int how, const ogk_magic *mg, ogk_error *e)
+{
+    int load = how == OGK_MAP_LOAD || (how == OGK_MAP_AUTO && load_wanted_at(path));
+    return map_file(m, path, load, mg, e);
 }
 
 void ogk_map_close(ogk_map *m)

@@ -64,6 +64,18 @@ int ogk_map_load(ogk_map *m, const char *path, ogk_error *e);
  * default. In a VM a page walk after a TLB miss is two-dimensional, and decode over 4 KiB file pages ran
  * ~30 % slower than over a 2 MiB-page copy of them (bench/results/2026-12-02b-zen3-avx2.md). */
 int ogk_map_auto(ogk_map *m, const char *path, ogk_error *e);
+/* ogk_map_open (how OGK_MAP_OPEN), ogk_map_load (OGK_MAP_LOAD) or ogk_map_auto (OGK_MAP_AUTO) of a format
+ * whose files begin with mg->bytes (mg->len of them; mg->what names the format, "a Q4NX container"): a
+ * standard-input pipe that does not is refused ("standard input: not a Q4NX container (bad magic ...)")
+ * once its first mg->len bytes are read, instead of being read to its end first (cat /dev/zero | prog -
+ * would fill memory). A regular file's magic stays the caller's to check, as with the others. */
+typedef struct {
+    const void *bytes;
+    size_t len;
+    const char *what;
+} ogk_magic;
+enum { OGK_MAP_OPEN = 0, OGK_MAP_LOAD = 1, OGK_MAP_AUTO = 2 };
+int ogk_map_magic(ogk_map *m, const char *path, int how, const ogk_magic *mg, ogk_error *e);
 /* 1 when a file of size bytes is worth copying into huge pages: at least 2 MiB, the kernel's
  * transparent huge pages enabled (always or madvise), and at most half of MemAvailable (the page
  * cache holds the file as well, until it is reclaimed). */
