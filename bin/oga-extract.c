@@ -236,7 +236,7 @@ int main(int argc, char **argv)
     ogk_error e;
     pack *p = pack_open(argv[optind], &e);
     if (!p)
-        ogk_die(OGK_EXIT_INPUT, "%s", e.msg);
+        ogk_die(errno == ENOMEM ? OGK_EXIT_INIT : OGK_EXIT_INPUT, "%s", e.msg);
     size_t nr = pack_refusal_count(p);
     for (size_t i = 0; i < nr; i++) {
         const pack_refusal *r = pack_refusal_at(p, i);

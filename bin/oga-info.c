@@ -1,4 +1,5 @@
 /* oga-info PACK: what an OGA pack holds and whether ogakit can import it, as JSON (oga-info(1)). */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,7 +47,7 @@ int main(int argc, char **argv)
     ogk_error e;
     pack *p = pack_open(argv[optind], &e);
     if (!p)
-        ogk_die(OGK_EXIT_INPUT, "%s", e.msg);
+        ogk_die(errno == ENOMEM ? OGK_EXIT_INIT : OGK_EXIT_INPUT, "%s", e.msg);
     json_t *j = pack_info_json(p, tensors);
     if (!j)
         ogk_die(OGK_EXIT_INIT, "out of memory building the report");

@@ -214,9 +214,9 @@ void pack_read_graph(pack *p)
         pack_refuse(p, "file model.onnx", "file_missing", "missing: no ONNX decoder in the pack");
         return;
     }
-    char *path = NULL;
-    if (asprintf(&path, "%s/%s", p->dir, p->onnx_name) < 0)
-        abort();
+    char *path = pack_path(p, p->onnx_name);
+    if (!path)
+        return;
     ogk_error e;
     const char *what = pack_printf(p, "file %s", p->onnx_name);
     if (ogk_map_open(&p->onnx_map, path, &e) != 0) {
@@ -241,8 +241,10 @@ void pack_read_graph(pack *p)
     pg_index_graph(&g);
     g.chain = calloc(g.g->n_node + 1, 1);
     g.seen = calloc(g.g->n_node + 1, 1);
-    if (!g.chain || !g.seen)
-        abort();
+    if (!g.chain || !g.seen) {
+        pack_oom(p);
+        goto out;
+    }
     /* facts used by the flavour and the model description */
     for (size_t n = 0; n < g.g->n_node; n++) {
         const char *dom = g.g->node[n]->domain, *op = g.g->node[n]->op_type;
@@ -327,6 +329,7 @@ void pack_read_graph(pack *p)
                         "%zu bytes, but %d initializer%s extend%s to byte %" PRIu64 ": the file is cut short", p->ext[i].m.size,
                         p->ext[i].past_end, p->ext[i].past_end == 1 ? "" : "s", p->ext[i].past_end == 1 ? "s" : "",
                         p->ext[i].need_end);
+out:
     for (size_t i = 0; i < g.nv; i++)
         free(g.v[i].cons);
     free(g.v);

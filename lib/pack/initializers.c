@@ -20,14 +20,20 @@ static int ext_get(pack *p, const char *loc0, pack_ext **out)
             *out = &p->ext[i];
             return p->ext[i].ok;
         }
-    p->ext = realloc(p->ext, (p->n_ext + 1) * sizeof *p->ext);
+    pack_ext *nx = realloc(p->ext, (p->n_ext + 1) * sizeof *p->ext);
+    char *lc = nx ? strdup(loc) : NULL, *path = lc ? pack_path(p, loc) : NULL;
+    if (nx)
+        p->ext = nx;
+    if (!path) { /* no memory: the initializer is not read, the pack refused out_of_memory */
+        free(lc);
+        pack_oom(p);
+        *out = NULL;
+        return 0;
+    }
     pack_ext *x = &p->ext[p->n_ext++];
     memset(x, 0, sizeof *x);
-    x->loc = strdup(loc);
+    x->loc = lc;
     *out = x;
-    char *path = NULL;
-    if (asprintf(&path, "%s/%s", p->dir, loc) < 0)
-        abort();
     ogk_error e;
     if (ogk_map_open(&x->m, path, &e) == 0)
         x->ok = 1;
@@ -157,6 +163,8 @@ int pg_resolve(G *g, int vi)
                 r->data = (const uint8_t *)t->uint64_data;
             else if (n == r->numel) {
                 uint32_t *b = pack_own(p, malloc(n * 4 + 1));
+                if (!b) /* the pack is refused out_of_memory */
+                    return -1;
                 for (size_t i = 0; i < n; i++)
                     b[i] = (uint32_t)t->uint64_data[i];
                 r->data = (const uint8_t *)b;
@@ -168,6 +176,8 @@ int pg_resolve(G *g, int vi)
             n = t->n_int32_data;
             if (n == r->numel) {
                 uint8_t *b = pack_own(p, malloc(n * es + 1));
+                if (!b)
+                    return -1;
                 for (size_t i = 0; i < n; i++) {
                     uint16_t x = (uint16_t)t->int32_data[i];
                     memcpy(b + i * es, &x, es); /* little-endian host */

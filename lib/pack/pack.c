@@ -19,23 +19,36 @@
 
 /* ---- ownership and lists ---- */
 
+void pack_oom(pack *p) { p->oom = 1; }
+
 void *pack_own(pack *p, void *ptr)
 {
     if (!ptr) {
-        ogk_err("out of memory");
-        abort();
+        pack_oom(p);
+        return NULL;
     }
     if (p->n_owned == p->cap_owned) {
-        p->cap_owned = p->cap_owned ? 2 * p->cap_owned : 64;
-        p->owned = realloc(p->owned, p->cap_owned * sizeof *p->owned);
-        if (!p->owned)
-            abort();
+        size_t cap = p->cap_owned ? 2 * p->cap_owned : 64;
+        void **o = realloc(p->owned, cap * sizeof *o);
+        if (!o) {
+            free(ptr);
+            pack_oom(p);
+            return NULL;
+        }
+        p->owned = o;
+        p->cap_owned = cap;
     }
     p->owned[p->n_owned++] = ptr;
     return ptr;
 }
 
-char *pack_strdup(pack *p, const char *s) { return pack_own(p, strdup(s ? s : "")); }
+static char no_text[1]; /* a string the pack had no memory for: "" (nothing is written into it) */
+
+char *pack_strdup(pack *p, const char *s)
+{
+    char *r = pack_own(p, strdup(s ? s : ""));
+    return r ? r : no_text;
+}
 
 char *pack_printf(pack *p, const char *fmt, ...)
 {
@@ -45,7 +58,8 @@ char *pack_printf(pack *p, const char *fmt, ...)
     if (vasprintf(&s, fmt, ap) < 0)
         s = NULL;
     va_end(ap);
-    return pack_own(p, s);
+    s = pack_own(p, s);
+    return s ? s : no_text;
 }
 
 /* Text for the JSON report must be UTF-8: an invalid byte (a file name from the directory, a name cut
@@ -58,8 +72,21 @@ char *pack_utf8_safe(char *s)
     return s;
 }
 
+/* The refusal of a pack whose reading ran out of memory, in the slot pack_refuse keeps free for it */
+static void refuse_oom(pack *p)
+{
+    if (!p->oom || p->n_r == p->cap_r)
+        return;
+    pack_refusal *r = &p->r[p->n_r++];
+    r->what = "pack";
+    r->code = "out_of_memory";
+    r->reason = "out of memory while reading the pack (not judged: this process's memory limit)";
+}
+
 void pack_refuse(pack *p, const char *what, const char *code, const char *fmt, ...)
 {
+    if (p->oom) /* what follows a failed allocation may be its consequence, not the pack's fault */
+        return;
     char buf[1024];
     va_list ap;
     va_start(ap, fmt);
@@ -68,25 +95,38 @@ void pack_refuse(pack *p, const char *what, const char *code, const char *fmt, .
     for (size_t i = 0; i < p->n_r; i++) /* one refusal once, however many checks come to it */
         if (p->r[i].code == code && !strcmp(p->r[i].what, what) && !strcmp(p->r[i].reason, buf))
             return;
-    if (p->n_r == p->cap_r) {
-        p->cap_r = p->cap_r ? 2 * p->cap_r : 16;
-        p->r = realloc(p->r, p->cap_r * sizeof *p->r);
-        if (!p->r)
-            abort();
+    if (p->n_r + 1 >= p->cap_r) { /* one slot stays free for refuse_oom */
+        size_t cap = p->cap_r ? 2 * p->cap_r : 16;
+        pack_refusal *r = realloc(p->r, cap * sizeof *r);
+        if (!r) {
+            pack_oom(p);
+            return;
+        }
+        p->r = r;
+        p->cap_r = cap;
     }
+    char *w = pack_strdup(p, what), *why = pack_strdup(p, buf);
+    if (p->oom)
+        return;
     pack_refusal *r = &p->r[p->n_r++];
-    r->what = pack_utf8_safe(pack_strdup(p, what));
+    r->what = pack_utf8_safe(w);
     r->code = code;
-    r->reason = pack_utf8_safe(pack_strdup(p, buf));
+    r->reason = pack_utf8_safe(why);
 }
 
 pack_tensor *pack_add_tensor(pack *p)
 {
     if (p->n_t == p->cap_t) {
-        p->cap_t = p->cap_t ? 2 * p->cap_t : 64;
-        p->t = realloc(p->t, p->cap_t * sizeof *p->t);
-        if (!p->t)
-            abort();
+        size_t cap = p->cap_t ? 2 * p->cap_t : 64;
+        pack_tensor *nt = realloc(p->t, cap * sizeof *nt);
+        if (!nt) { /* the caller fills a tensor that is not kept; the pack is refused out_of_memory */
+            static pack_tensor lost;
+            pack_oom(p);
+            memset(&lost, 0, sizeof lost);
+            return &lost;
+        }
+        p->t = nt;
+        p->cap_t = cap;
     }
     pack_tensor *t = &p->t[p->n_t++];
     memset(t, 0, sizeof *t);
@@ -174,11 +214,13 @@ void pack_close(pack *p)
 
 /* ---- files ---- */
 
-static char *join(const pack *p, const char *name)
+char *pack_path(pack *p, const char *name)
 {
     char *s = NULL;
-    if (asprintf(&s, "%s/%s", p->dir, name) < 0)
-        abort();
+    if (asprintf(&s, "%s/%s", p->dir, name) < 0) {
+        pack_oom(p);
+        return NULL;
+    }
     return s;
 }
 
@@ -186,9 +228,11 @@ static char *join(const pack *p, const char *name)
  * -1: present but something else (a FIFO would hang a reader): the caller refuses it by name. */
 /* 1 a regular file, 0 absent, -1 there but not one to read: another kind, a symbolic link to nothing (a
  * snapshot whose blob never arrived), or stat failing otherwise (refuse_irregular says which) */
-static int exists(const pack *p, const char *name)
+static int exists(pack *p, const char *name)
 {
-    char *path = join(p, name);
+    char *path = pack_path(p, name);
+    if (!path) /* no memory: not "missing" (the pack is refused out_of_memory) */
+        return -1;
     struct stat st;
     int r = stat(path, &st) == 0 ? (S_ISREG(st.st_mode) ? 1 : -1) : errno == ENOENT && lstat(path, &st) != 0 ? 0 : -1;
     free(path);
@@ -197,7 +241,9 @@ static int exists(const pack *p, const char *name)
 
 static void refuse_irregular(pack *p, const char *name)
 {
-    char *path = join(p, name);
+    char *path = pack_path(p, name);
+    if (!path)
+        return;
     struct stat st;
     char why[160];
     if (stat(path, &st) == 0)
@@ -236,7 +282,9 @@ static json_t *read_json(pack *p, const char *name, int flags, int *missing)
         *missing = ex == 0;
         return NULL;
     }
-    char *path = join(p, name);
+    char *path = pack_path(p, name);
+    if (!path)
+        return NULL;
     json_error_t je;
     ogk_error e;
     e.msg[0] = 0;
@@ -368,10 +416,14 @@ static const pack_asset *asset_named(const pack *p, const char *name)
 static void asset_insert(pack *p, size_t at, pack_asset a)
 {
     if (p->n_a == p->cap_a) {
-        p->cap_a = p->cap_a ? 2 * p->cap_a : 16;
-        p->a = realloc(p->a, p->cap_a * sizeof *p->a);
-        if (!p->a)
-            abort();
+        size_t cap = p->cap_a ? 2 * p->cap_a : 16;
+        pack_asset *na = realloc(p->a, cap * sizeof *na);
+        if (!na) {
+            pack_oom(p);
+            return;
+        }
+        p->a = na;
+        p->cap_a = cap;
     }
     memmove(p->a + at + 1, p->a + at, (p->n_a - at) * sizeof *p->a);
     p->a[at] = a;
@@ -392,16 +444,21 @@ static void read_assets(pack *p)
             continue;
         }
         json_array_append_new(present, json_string(name));
-        char *path = join(p, name);
+        char *path = pack_path(p, name);
+        if (!path)
+            continue;
         ogk_error e;
         size_t len = 0;
         char *buf = ogk_read_file(path, &len, &e);
+        int err = errno;
         free(path);
         if (!buf) {
-            pack_refuse(p, pack_printf(p, "file %s", name), "file_unreadable", "%s", e.msg);
+            pack_refuse(p, pack_printf(p, "file %s", name), err == ENOMEM ? "out_of_memory" : "file_unreadable", "%s",
+                        e.msg);
             continue;
         }
-        pack_own(p, buf);
+        if (!pack_own(p, buf)) /* freed */
+            continue;
         if (len > OGAX_MAX_ASSET) {
             pack_refuse(p, pack_printf(p, "file %s", name), "file_unreadable", "%zu bytes, larger than the %u MiB asset limit",
                         len, OGAX_MAX_ASSET >> 20);
@@ -424,8 +481,7 @@ static void read_assets(pack *p)
             char *js = tok_spm_json(sp->data, sp->size, cf ? (const char *)cf->data : NULL, cf ? cf->size : 0, &jn, &e);
             if (!js) {
                 pack_refuse(p, "file tokenizer.model", "tokenizer", "%s", e.msg);
-            } else {
-                pack_own(p, js);
+            } else if (pack_own(p, js)) {
                 asset_insert(p, 0, (pack_asset){"tokenizer.json", (const uint8_t *)js, jn}); /* first, as in ASSETS */
                 converted = "tokenizer.model";
             }
@@ -450,7 +506,9 @@ static int npu_file(const char *name)
 /* A DynamicDispatch _meta.json names the weights it packed into .const buffers: refuse each by name. */
 static void refuse_meta_tensors(pack *p, const char *name)
 {
-    char *path = join(p, name);
+    char *path = pack_path(p, name);
+    if (!path)
+        return;
     json_error_t je;
     ogk_error e;
     json_t *m = load_json(path, JSON_DECODE_INT_AS_REAL, &je, &e);
@@ -473,7 +531,11 @@ static void scan_npu_files(pack *p)
 {
     const char *dirs[] = {"", ".cache"};
     for (int d = 0; d < 2; d++) {
-        char *path = d ? join(p, dirs[d]) : strdup(p->dir);
+        char *path = d ? pack_path(p, dirs[d]) : strdup(p->dir);
+        if (!path) {
+            pack_oom(p);
+            continue;
+        }
         DIR *dh = opendir(path);
         free(path);
         if (!dh)
@@ -486,7 +548,12 @@ static void scan_npu_files(pack *p)
             size_t n = strlen(nm);
             int meta = d == 1 && n > 10 && !strcmp(nm + n - 10, "_meta.json");
             if (meta || npu_file(nm)) {
-                names = realloc(names, (nn + 1) * sizeof *names);
+                char **nb = realloc(names, (nn + 1) * sizeof *names);
+                if (!nb) {
+                    pack_oom(p);
+                    break;
+                }
+                names = nb;
                 names[nn++] = d ? pack_printf(p, ".cache/%s", nm) : pack_strdup(p, nm);
             }
         }
@@ -775,8 +842,10 @@ static void check_runnable(pack *p)
         return;
     }
     mdesc_tensor *t = calloc(p->n_t + 1, sizeof *t);
-    if (!t)
-        abort();
+    if (!t) {
+        pack_oom(p);
+        return;
+    }
     for (size_t i = 0; i < p->n_t; i++) {
         t[i].role = p->t[i].role;
         t[i].dtype = p->t[i].dtype == OGK_F32 ? MDESC_F32 : p->t[i].dtype == OGK_F16 ? MDESC_F16 : p->t[i].dtype == OGK_BF16 ? MDESC_BF16
@@ -869,7 +938,14 @@ pack *pack_open(const char *dir, ogk_error *e)
         return NULL;
     }
     pack *p = calloc(1, sizeof *p);
-    p->dir = strdup(dir);
+    if (p)
+        p->r = malloc(16 * sizeof *p->r), p->cap_r = 16; /* refuse_oom's slot exists from the start */
+    if (!p || !(p->dir = strdup(dir)) || !p->r) {
+        pack_close(p);
+        ogk_fail(e, "%s: out of memory", dir);
+        errno = ENOMEM; /* init failed (4), not a bad pack */
+        return NULL;
+    }
     size_t dl = strlen(p->dir);
     while (dl > 1 && p->dir[dl - 1] == '/')
         p->dir[--dl] = 0;
@@ -907,11 +983,13 @@ pack *pack_open(const char *dir, ogk_error *e)
     if (genai_missing && !fn) {
         ogk_fail(e, "%s: not an OGA pack (no genai_config.json and no model.onnx)", p->dir);
         pack_close(p);
+        errno = EINVAL; /* not ENOMEM: the caller's input error */
         return NULL;
     }
     if (genai_missing)
         pack_refuse(p, "file genai_config.json", "file_missing", "missing: the pack's configuration is required");
-    p->onnx_name = fn ? strdup(fn) : NULL;
+    if (fn && !(p->onnx_name = strdup(fn)))
+        pack_oom(p); /* not "no model.onnx" */
 
     /* a family the runtime does not run is said first and plainly: its graph usually fails the walk too */
     const char *type = json_string_value(json_object_get(json_object_get(p->genai, "model"), "type"));
@@ -925,6 +1003,7 @@ pack *pack_open(const char *dir, ogk_error *e)
     pack_check_dims(p);
     check_runnable(p);
     detect_flavour(p);
+    refuse_oom(p);
     return p;
 }
 

@@ -84,8 +84,10 @@ typedef struct pack pack;
 
 /* Open and check a pack directory: everything is read, validated and cross-checked here, so a caller
  * can decide before producing any output. Returns NULL only when dir is not a pack at all (missing,
- * not a directory, neither genai_config.json nor an .onnx file); e says why. Every other problem is a
- * refusal inside the returned pack. */
+ * not a directory, neither genai_config.json nor an .onnx file) or when there is no memory for the pack
+ * itself (then errno is ENOMEM: the caller's init failure, exit 4); e says why. Every other problem is a
+ * refusal inside the returned pack, a failed allocation included (refusal "out_of_memory", exit 4 by
+ * pack_exit_code), never an abort. */
 pack *pack_open(const char *dir, ogk_error *e);
 void pack_close(pack *p);
 

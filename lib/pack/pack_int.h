@@ -71,14 +71,23 @@ struct pack {
     size_t n_owned, cap_owned;
     pack_graph_facts g;
     int npu_files;
+    int oom; /* an allocation failed (pack_oom): refused out_of_memory at the end of pack_open */
 };
 
 enum { PACK_ACT_SILU = 0, PACK_ACT_GELU_TANH = 1, PACK_ACT_GELU = 2 };
 
-/* memory owned by the pack (freed at pack_close) */
+/* memory owned by the pack (freed at pack_close). pack_own(p, NULL), or no room to note ptr (then freed):
+ * NULL and the pack marked out of memory. pack_strdup and pack_printf never return NULL: without memory
+ * they mark the pack and return "" (the pack is refused; no caller's text is trusted then). */
 void *pack_own(pack *p, void *ptr);
 char *pack_strdup(pack *p, const char *s);
 char *pack_printf(pack *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* An allocation failed: pack_open ends by refusing the pack "out_of_memory" (pack_exit_code 4: this
+ * process's limit, not the pack's fault), and pack_refuse drops the refusals that follow (a path or name
+ * that could not be built would blame the pack for the missing memory). */
+void pack_oom(pack *p);
+/* "DIR/name" (malloc'd), or NULL with the pack marked out of memory */
+char *pack_path(pack *p, const char *name);
 /* add a refusal; what/reason are copied */
 void pack_refuse(pack *p, const char *what, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

@@ -254,9 +254,12 @@ static void gbq_int4(G *g, int n, int dvi, int svi, int zvi, int sliced, int64_t
                     nname(g, n), V * row);
         return;
     }
-    pack_own(p, c);
-    if (zp)
-        pack_own(p, zp);
+    if (!pack_own(p, c)) { /* c freed; the pack is refused out_of_memory */
+        free(zp);
+        return;
+    }
+    if (zp && !pack_own(p, zp))
+        return;
     for (uint64_t r = 0; r < V; r++) {
         uint8_t *o = c + r * row;
         for (uint64_t j = 0; j < K; j++)
@@ -340,7 +343,8 @@ void pg_emit_gbq(G *g, int n, int dvi, int sliced)
                         nname(g, n), V * row);
             return;
         }
-        pack_own(p, c);
+        if (!pack_own(p, c)) /* freed; the pack is refused out_of_memory */
+            return;
         for (uint64_t r = 0; r < V; r++)
             memcpy(c + r * row, D->data + r * (K / per), K / per);
         codes = c;

@@ -458,6 +458,7 @@ char *ogk_read_file(const char *path, size_t *len, ogk_error *e)
         if (!buf) {
             close(fd);
             ogk_fail(e, "%s: out of memory", path);
+            errno = ENOMEM; /* the caller's init failure, not a bad file */
             return NULL;
         }
         ssize_t r = read(fd, buf + n, cap - n);

@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "verify.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
@@ -709,7 +710,7 @@ json_t *verify_pack(const char *dir, q4nx_file *f, long sample, json_t *summary,
 {
     ogk_error e;
     pack *pk = pack_open(dir, &e);
-    *code = OGK_EXIT_INPUT;
+    *code = !pk && errno == ENOMEM ? OGK_EXIT_INIT : OGK_EXIT_INPUT;
     if (!pk) {
         ogk_fail(pe, "--pack %s", e.msg);
         return NULL;

@@ -3,14 +3,64 @@
  * GroupQueryAttention with its rope caches, o projection, SkipSimplifiedLayerNormalization, SiLU MLP,
  * final skip norm, lm_head). The expected roles are written by hand from that structure. */
 #define _GNU_SOURCE
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "onnx/onnx.pb-c.h"
 #include "pack/pack.h"
 #include "tap.h"
+
+/* ---- failing allocations: strdup, asprintf and vasprintf (what lib/pack builds its names, texts and paths
+ * with) are interposed here (the program's definitions come before libc's); with fail_at = N the Nth call
+ * from then on fails as libc's does without memory (NULL / -1, errno ENOMEM). */
+static long alloc_calls, fail_at;
+static int injected;
+static int fail_now(void)
+{
+    if (fail_at && ++alloc_calls == fail_at) {
+        injected = 1;
+        errno = ENOMEM;
+        return 1;
+    }
+    return 0;
+}
+char *strdup(const char *s)
+{
+    if (fail_now())
+        return NULL;
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    return d ? memcpy(d, s, n) : NULL;
+}
+int vasprintf(char **out, const char *fmt, va_list ap)
+{
+    if (fail_now())
+        return -1;
+    va_list aq;
+    va_copy(aq, ap);
+    int n = vsnprintf(NULL, 0, fmt, aq);
+    va_end(aq);
+    char *s = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (!s)
+        return -1;
+    vsnprintf(s, (size_t)n + 1, fmt, ap);
+    *out = s;
+    return n;
+}
+int asprintf(char **out, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vasprintf(out, fmt, ap);
+    va_end(ap);
+    return n;
+}
 
 enum { H = 32, HEADS = 2, KV = 1, HD = 16, QKV = (HEADS + 2 * KV) * HD, I = 64, V = 8, CTX = 16 };
 
@@ -221,6 +271,22 @@ static char *roles(const pack *p)
     return s;
 }
 
+/* the exit code, tensor count and every refusal as one string */
+static char *verdict(const pack *p)
+{
+    char *s = NULL;
+    size_t n = 0;
+    FILE *m = open_memstream(&s, &n);
+    if (!m)
+        abort();
+    fprintf(m, "exit %d, %zu tensors", pack_exit_code(p), pack_tensor_count(p));
+    for (size_t i = 0; i < pack_refusal_count(p); i++)
+        fprintf(m, "; %s: %s [%s]", pack_refusal_at(p, i)->what, pack_refusal_at(p, i)->reason, pack_refusal_at(p, i)->code);
+    if (fclose(m))
+        abort();
+    return s;
+}
+
 static int refused_with(const pack *p, const char *code, const char *text)
 {
     for (size_t i = 0; i < pack_refusal_count(p); i++) {
@@ -290,7 +356,58 @@ int main(void)
     TAP_OK(!pack_find(p, "layers.0.mlp.gate"), "and no gate role is guessed");
     pack_close(p);
 
+    /* each strdup / asprintf / vasprintf pack_open makes failing in turn (a pack with a configuration, so
+     * that its reading goes through the files, the graph, the description and the refusals): the pack is
+     * refused out_of_memory (exit 4), or not opened with errno ENOMEM, never an abort or a crash */
+    build(dir, 0);
     char path[600];
+    snprintf(path, sizeof path, "%s/genai_config.json", dir);
+    FILE *gf = fopen(path, "w");
+    if (!gf || fputs("{\"model\": {\"type\": \"qwen2\", \"context_length\": 16, \"vocab_size\": 8, "
+                     "\"decoder\": {\"filename\": \"model.onnx\", \"num_hidden_layers\": 1}}}", gf) < 0 || fclose(gf))
+        abort();
+    /* the verdict with every allocation granted: a failure absorbed where it is harmless (lib/util's note of
+     * an input's name) must leave it exactly so */
+    p = pack_open(dir, &e);
+    char *want = p ? verdict(p) : strdup("not opened");
+    pack_close(p);
+    int calls = 0, bad = 0;
+    for (long n = 1; n < 100000; n++) {
+        fflush(stdout);
+        pid_t pid = fork();
+        if (pid == 0) {
+            alloc_calls = 0, fail_at = n;
+            pack *q = pack_open(dir, &e);
+            if (!injected)
+                _exit(10);
+            if (!q)
+                _exit(errno == ENOMEM && strstr(e.msg, "out of memory") ? 0 : 2);
+            char *got = verdict(q);
+            int ok = (pack_exit_code(q) == 4 && refused_with(q, "out_of_memory", "out of memory")) || !strcmp(got, want);
+            if (!ok)
+                printf("#   %s\n", got);
+            free(got);
+            pack_close(q);
+            _exit(ok ? 0 : 3);
+        }
+        int st = 0;
+        if (pid < 0 || waitpid(pid, &st, 0) != pid)
+            abort();
+        if (WIFEXITED(st) && WEXITSTATUS(st) == 10)
+            break;
+        calls++;
+        if (!WIFEXITED(st) || WEXITSTATUS(st)) {
+            if (++bad <= 5)
+                printf("# call %ld failing: %s %d\n", n, WIFEXITED(st) ? "exit" : "signal",
+                       WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+        }
+    }
+    TAP_OK(calls > 10 && !bad, "each of pack_open's %d strdup / asprintf / vasprintf calls failing in turn: refused "
+           "out_of_memory (exit 4), not opened (ENOMEM) or judged as with the memory, never an abort or another "
+           "refusal (%d did otherwise)", calls, bad);
+    free(want);
+    unlink(path);
+
     snprintf(path, sizeof path, "%s/model.onnx", dir);
     unlink(path);
     rmdir(dir);
