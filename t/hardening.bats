@@ -1025,3 +1025,17 @@ PY
     [ "$status" -eq 3 ] || { echo "oga-info $f: exit $status"; return 1; }
   done
 }
+
+@test "hardening: a pack's JSON or tokenizer file too large to read into memory (ulimit -v) is out_of_memory, exit 4, not file_unreadable (3)" {
+  skip_under_san "ASan's shadow memory does not start under a small ulimit -v"
+  local f
+  for f in tokenizer_config.json tokenizer.json config.json; do
+    rm -rf "$W/pk"
+    cp -r "$TOP/share/models/pytiny-target" "$W/pk"
+    truncate -s 2G "$W/pk/$f" # read whole (not mapped): the buffer cannot grow to 2 GiB under 1 GiB
+    run --separate-stderr bash -c "ulimit -v $((1 << 20)) && exec oga-info -q '$W/pk'"
+    [ "$status" = 4 ] || { echo "$f: $status $output $stderr"; false; }
+    echo "$output" | jq -e --arg w "file $f" '([.refusals[] | select(.what == $w and .code == "out_of_memory")] | length) == 1 and
+        ([.refusals[] | select(.code == "file_unreadable")] | length) == 0' >/dev/null || { echo "$output" | jq -c .refusals; false; }
+  done
+}

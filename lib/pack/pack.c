@@ -288,10 +288,12 @@ static json_t *read_json(pack *p, const char *name, int flags, int *missing)
     json_error_t je;
     ogk_error e;
     e.msg[0] = 0;
+    errno = 0;
     json_t *j = load_json(path, JSON_REJECT_DUPLICATES | flags, &je, &e);
+    int err = errno;
     free(path);
     if (!j && e.msg[0]) {
-        pack_refuse(p, pack_printf(p, "file %s", name), "file_unreadable", "%s", e.msg);
+        pack_refuse(p, pack_printf(p, "file %s", name), err == ENOMEM ? "out_of_memory" : "file_unreadable", "%s", e.msg);
         return NULL;
     }
     if (!j) {
