@@ -21,23 +21,34 @@
 
 void pack_oom(pack *p) { p->oom = 1; }
 
+/* v (an array of *cap elements of sz bytes) with room for element n: grown (to `first`, then doubled) where
+ * n is past it; NULL with the pack out of memory (v stays the caller's) */
+static void *pack_room(pack *p, void *v, size_t n, size_t *cap, size_t first, size_t sz)
+{
+    if (n < *cap)
+        return v;
+    size_t c = *cap ? 2 * *cap : first;
+    void *nv = realloc(v, c * sz);
+    if (!nv) {
+        pack_oom(p);
+        return NULL;
+    }
+    *cap = c;
+    return nv;
+}
+
 void *pack_own(pack *p, void *ptr)
 {
     if (!ptr) {
         pack_oom(p);
         return NULL;
     }
-    if (p->n_owned == p->cap_owned) {
-        size_t cap = p->cap_owned ? 2 * p->cap_owned : 64;
-        void **o = realloc(p->owned, cap * sizeof *o);
-        if (!o) {
-            free(ptr);
-            pack_oom(p);
-            return NULL;
-        }
-        p->owned = o;
-        p->cap_owned = cap;
+    void **o = pack_room(p, p->owned, p->n_owned, &p->cap_owned, 64, sizeof *o);
+    if (!o) {
+        free(ptr);
+        return NULL;
     }
+    p->owned = o;
     p->owned[p->n_owned++] = ptr;
     return ptr;
 }
@@ -95,16 +106,10 @@ void pack_refuse(pack *p, const char *what, const char *code, const char *fmt, .
     for (size_t i = 0; i < p->n_r; i++) /* one refusal once, however many checks come to it */
         if (p->r[i].code == code && !strcmp(p->r[i].what, what) && !strcmp(p->r[i].reason, buf))
             return;
-    if (p->n_r + 1 >= p->cap_r) { /* one slot stays free for refuse_oom */
-        size_t cap = p->cap_r ? 2 * p->cap_r : 16;
-        pack_refusal *r = realloc(p->r, cap * sizeof *r);
-        if (!r) {
-            pack_oom(p);
-            return;
-        }
-        p->r = r;
-        p->cap_r = cap;
-    }
+    pack_refusal *rs = pack_room(p, p->r, p->n_r + 1, &p->cap_r, 16, sizeof *rs); /* one slot stays free for refuse_oom */
+    if (!rs)
+        return;
+    p->r = rs;
     char *w = pack_strdup(p, what), *why = pack_strdup(p, buf);
     if (p->oom)
         return;
@@ -116,18 +121,13 @@ void pack_refuse(pack *p, const char *what, const char *code, const char *fmt, .
 
 pack_tensor *pack_add_tensor(pack *p)
 {
-    if (p->n_t == p->cap_t) {
-        size_t cap = p->cap_t ? 2 * p->cap_t : 64;
-        pack_tensor *nt = realloc(p->t, cap * sizeof *nt);
-        if (!nt) { /* the caller fills a tensor that is not kept; the pack is refused out_of_memory */
-            static pack_tensor lost;
-            pack_oom(p);
-            memset(&lost, 0, sizeof lost);
-            return &lost;
-        }
-        p->t = nt;
-        p->cap_t = cap;
+    pack_tensor *nt = pack_room(p, p->t, p->n_t, &p->cap_t, 64, sizeof *nt);
+    if (!nt) { /* the caller fills a tensor that is not kept; the pack is refused out_of_memory */
+        static pack_tensor lost;
+        memset(&lost, 0, sizeof lost);
+        return &lost;
     }
+    p->t = nt;
     pack_tensor *t = &p->t[p->n_t++];
     memset(t, 0, sizeof *t);
     t->accuracy_level = -1;
@@ -417,16 +417,10 @@ static const pack_asset *asset_named(const pack *p, const char *name)
 /* a as asset number at (the ones from there on move up one) */
 static void asset_insert(pack *p, size_t at, pack_asset a)
 {
-    if (p->n_a == p->cap_a) {
-        size_t cap = p->cap_a ? 2 * p->cap_a : 16;
-        pack_asset *na = realloc(p->a, cap * sizeof *na);
-        if (!na) {
-            pack_oom(p);
-            return;
-        }
-        p->a = na;
-        p->cap_a = cap;
-    }
+    pack_asset *na = pack_room(p, p->a, p->n_a, &p->cap_a, 16, sizeof *na);
+    if (!na)
+        return;
+    p->a = na;
     memmove(p->a + at + 1, p->a + at, (p->n_a - at) * sizeof *p->a);
     p->a[at] = a;
     p->n_a++;
