@@ -12,6 +12,7 @@
 
 #include "ogax/ogax.h"
 #include "pack/pack.h"
+#include "tok/tok.h"
 #include "util/util.h"
 
 static void usage(FILE *f)
@@ -249,6 +250,20 @@ int main(int argc, char **argv)
                                          : " (--allow-incomplete extracts the rest)");
         pack_close(p);
         return verdict;
+    }
+
+    /* a chat template our engine cannot parse does not stop the import (the weights and tokenizer serve
+     * completions), but it is said now, not at the first chat request */
+    const char *tpl = json_string_value(json_object_get(pack_model(p), "chat_template"));
+    if (tpl) {
+        const char *from = "tokenizer_config.json";
+        for (size_t i = 0; i < pack_asset_count(p); i++)
+            if (!strcmp(pack_asset_at(p, i)->name, "chat_template.jinja"))
+                from = "chat_template.jinja";
+        char origin[4200];
+        snprintf(origin, sizeof origin, "%s/%s", pack_dir(p), from);
+        if (tok_chat_template_check(tpl, origin, &e))
+            ogk_err("warning: %s; the stream is written (completions will work), chat with this model will not", e.msg);
     }
 
     ogk_out o;

@@ -11,6 +11,7 @@
 #include "mdesc/mdesc.h"
 #include "ogax/ogax.h"
 #include "q4nx/q4nx.h"
+#include "tok/tok.h"
 #include "util/util.h"
 
 static void usage(FILE *to)
@@ -100,6 +101,7 @@ int main(int argc, char **argv)
     ogax_reader r;
     ogax_reader_init(&r, STDIN_FILENO);
     json_t *model = NULL, *source = NULL;
+    int saw_jinja = 0; /* the stream holds a chat_template.jinja asset: the model's template is that file */
     buffer pay = {0};
     uint64_t ntensors = 0;
     double t0 = ogk_now();
@@ -145,6 +147,7 @@ int main(int argc, char **argv)
             }
         } else if (!strcmp(fr.type, "asset")) {
             const char *name = json_string_value(json_object_get(fr.hdr, "name"));
+            saw_jinja |= name && !strcmp(name, "chat_template.jinja");
             json_t *sz = json_object_get(fr.hdr, "size"), *crc = json_object_get(fr.hdr, "crc32c");
             if (!name || !json_is_integer(sz) || (uint64_t)json_integer_value(sz) != fr.payload_len) {
                 ogk_fail(&e, "asset frame at byte %" PRIu64 ": name missing or size contradicts the payload", fr.at);
@@ -187,6 +190,18 @@ int main(int argc, char **argv)
     ogk_progress_done();
     if (rc == OGK_EXIT_INPUT && errno == ENOMEM)
         rc = OGK_EXIT_INIT;
+    /* a chat template our engine cannot parse does not stop the packing (completions need none), but it is
+     * said now, not at the first chat request */
+    const char *tpl = json_string_value(json_object_get(model, "chat_template"));
+    if (!rc && tpl) {
+        const char *dir = json_string_value(json_object_get(source, "pack"));
+        char origin[4200];
+        snprintf(origin, sizeof origin, "%s%s%s (the stream's chat_template)", dir ? dir : "", dir ? "/" : "",
+                 saw_jinja ? "chat_template.jinja" : "tokenizer_config.json");
+        ogk_error te;
+        if (tok_chat_template_check(tpl, origin, &te))
+            ogk_err("warning: %s; the container is written (completions will work), chat with it will not", te.msg);
+    }
     if (!rc && q4nx_writer_finish(w, model, source, &e))
         rc = OGK_EXIT_CHECK;
     int out_failed = rc && (!w || q4nx_writer_write_failed(w)); /* no writer: its header could not be written */

@@ -1075,6 +1075,34 @@ static void exec_block(interp *I, node **body, size_t n, env *E, tok_buf *out)
     c->rdepth--;
 }
 
+int tok_jinja_check(const char *src, ogk_error *e)
+{
+    jctx c = {.e = e, .serial = 1, .oldest_write = UINT64_MAX};
+    c.lim.max_steps = TOK_JINJA_MAX_STEPS;
+    c.lim.max_text = TOK_JINJA_MAX_OUTPUT;
+    c.lim.max_memory = TOK_JINJA_MAX_MEMORY;
+    size_t srcn = strlen(src), bad = tok_utf8_check(src, srcn);
+    if (bad != srcn)
+        return ogk_fail(e, "template is not valid UTF-8 (byte offset %zu)", bad);
+    if (setjmp(c.jb)) {
+        tok_arena_free(&c.a);
+        return -1;
+    }
+    jtoks toks = {0};
+    jj_lex(&c, src, srcn, &toks);
+    jj_parse(&c, &toks);
+    tok_arena_free(&c.a);
+    return 0;
+}
+
+int tok_chat_template_check(const char *src, const char *origin, ogk_error *e)
+{
+    ogk_error te;
+    if (!tok_jinja_check(src, &te))
+        return 0;
+    return ogk_fail(e, "%s: the chat template does not parse: %s", origin, te.msg);
+}
+
 char *tok_jinja_render(const char *src, const json_t *vars, size_t *len, ogk_error *e)
 {
     return tok_jinja_render_with(src, vars, NULL, len, e);

@@ -131,7 +131,7 @@ typedef struct {
     int type;
     const char *s;
     size_t n;
-    int line;
+    int line, col; /* where it begins in the template as written (col: characters, from 1) */
 } jtok;
 
 typedef struct {
@@ -148,7 +148,7 @@ enum { N_TEXT, N_IF, N_FOR, N_SET, N_MACRO, N_BREAK, N_CONTINUE, N_CALLBLOCK, N_
        E_FILTER, E_TEST, E_TERNARY, E_SELECT, E_SPREAD, E_KWSPREAD };
 
 struct node {
-    int type, line;
+    int type, line, col;
     const char *s; /* text, identifier, operator, string literal */
     size_t n;
     double num;

@@ -6,7 +6,12 @@
 
 #include "tok/jinja_int.h"
 
-static void tpush(jctx *c, jtoks *t, int type, const char *s, size_t n, int line)
+/* a position in the template as written: line, and column in characters (both from 1) */
+typedef struct {
+    int line, col;
+} jpos;
+
+static void tpush(jctx *c, jtoks *t, int type, const char *s, size_t n, jpos at)
 {
     if (t->n == t->cap) {
         size_t cap = t->cap ? t->cap * 2 : 256;
@@ -16,7 +21,7 @@ static void tpush(jctx *c, jtoks *t, int type, const char *s, size_t n, int line
         t->v = nv;
         t->cap = cap;
     }
-    t->v[t->n++] = (jtok){type, s, n, line};
+    t->v[t->n++] = (jtok){type, s, n, at.line, at.col};
 }
 
 int jj_js_ws_at(const char *s, size_t n, size_t i, size_t *k)
@@ -44,34 +49,38 @@ static void trim_end_tok(jtok *t)
     }
 }
 
-/* the source after lstrip_blocks and trim_blocks, and *lines: the template line of each of its bytes (and
- * of its end), so that messages name the line of the template as written, not of the text left once
- * trim_blocks has taken the newlines after its blocks */
-static char *preprocess(jctx *c, const char *src, size_t *len, int **lines)
+/* the source after lstrip_blocks and trim_blocks, and *lines: the template line and column of each of its
+ * bytes (and of its end), so that messages name the place in the template as written, not in the text left
+ * once lstrip_blocks and trim_blocks have taken white space around its blocks */
+static char *preprocess(jctx *c, const char *src, size_t *len, jpos **lines)
 {
     size_t n = *len;
     if (n && src[n - 1] == '\n')
         n--;
     /* lstrip_blocks: /^[ \t]*({[#%-])/gm -> "$1" */
     char *a = jj_jalloc(c, n + 1);
-    int *la = jj_jalloc(c, (n + 1) * sizeof *la), line = 1;
+    jpos *la = jj_jalloc(c, (n + 1) * sizeof *la);
+    int line = 1;
     size_t an = 0;
     for (size_t i = 0; i < n;) {
+        int col = 1;
         if (i == 0 || src[i - 1] == '\n') {
             size_t j = i;
             while (j < n && (src[j] == ' ' || src[j] == '\t'))
                 j++;
             if (j + 1 < n && src[j] == '{' && (src[j + 1] == '#' || src[j + 1] == '%' || src[j + 1] == '-'))
-                i = j;
+                col += (int)(j - i), i = j; /* spaces and tabs: a byte each */
         }
-        la[an] = line, a[an++] = src[i++];
-        while (i < n && src[i - 1] != '\n')
-            la[an] = line, a[an++] = src[i++];
+        do {
+            la[an] = (jpos){line, col}, a[an++] = src[i++];
+            if (i < n && ((unsigned char)src[i] & 0xC0) != 0x80)
+                col++; /* a UTF-8 continuation byte stays in its character's column */
+        } while (i < n && src[i - 1] != '\n');
         line++; /* the copy stopped after a newline (or at the end) */
     }
     /* trim_blocks: /([#%-]})\n/g -> "$1" */
     char *b = jj_jalloc(c, an + 1);
-    int *lb = jj_jalloc(c, (an + 1) * sizeof *lb);
+    jpos *lb = jj_jalloc(c, (an + 1) * sizeof *lb);
     size_t bn = 0;
     for (size_t i = 0; i < an; i++) {
         lb[bn] = la[i], b[bn++] = a[i];
@@ -82,7 +91,7 @@ static char *preprocess(jctx *c, const char *src, size_t *len, int **lines)
         }
     }
     b[bn] = 0;
-    lb[bn] = bn ? lb[bn - 1] + (b[bn - 1] == '\n') : 1;
+    lb[bn] = !bn ? (jpos){1, 1} : b[bn - 1] == '\n' ? (jpos){lb[bn - 1].line + 1, 1} : (jpos){lb[bn - 1].line, lb[bn - 1].col + 1};
     *len = bn;
     *lines = lb;
     return b;
@@ -94,9 +103,11 @@ static int is_digit(char ch) { return ch >= '0' && ch <= '9'; }
 void jj_lex(jctx *c, const char *src0, size_t len0, jtoks *out)
 {
     size_t n = len0;
-    int *lines;
+    jpos *lines;
     const char *s = preprocess(c, src0, &n, &lines);
-#define line (lines[i < n ? i : n]) /* the template line at the current position */
+#define HERE (lines[i < n ? i : n]) /* the template line and column at the current position */
+#define AT "template line %d, column %d: "
+#define POS HERE.line, HERE.col
     size_t i = 0;
     int curly = 0;
     static const struct {
@@ -119,11 +130,12 @@ void jj_lex(jctx *c, const char *src0, size_t len0, jtoks *out)
                 i++;
             }
             if (i > st) {
-                tpush(c, out, T_TEXT, s + st, i - st, line);
+                tpush(c, out, T_TEXT, s + st, i - st, lines[st]);
                 continue;
             }
         }
         if (s[i] == '{' && i + 1 < n && s[i + 1] == '#') {
+            jpos open = HERE;
             i += 2;
             int strip_before = i < n && s[i] == '-';
             if (strip_before)
@@ -131,7 +143,7 @@ void jj_lex(jctx *c, const char *src0, size_t len0, jtoks *out)
             size_t st = i;
             while (!(i + 1 < n && s[i] == '#' && s[i + 1] == '}')) {
                 if (i + 2 >= n)
-                    jj_jfail(c, "template line %d: Missing end of comment tag", line);
+                    jj_jfail(c, AT "Missing end of comment tag (the comment begun here is not closed)", open.line, open.col);
                 i++;
             }
             size_t cn = i - st;
@@ -141,7 +153,7 @@ void jj_lex(jctx *c, const char *src0, size_t len0, jtoks *out)
                 if (!out->v[out->n - 1].n)
                     out->n--;
             }
-            tpush(c, out, T_COMMENT, s + st, cn - (size_t)strip_after, line);
+            tpush(c, out, T_COMMENT, s + st, cn - (size_t)strip_after, open);
             i += 2;
             size_t k;
             if (strip_after)
@@ -156,7 +168,7 @@ void jj_lex(jctx *c, const char *src0, size_t len0, jtoks *out)
                     out->n--;
             }
             int stmt = s[i + 1] == '%';
-            tpush(c, out, stmt ? T_OPEN_STMT : T_OPEN_EXPR, s + i, 2, line);
+            tpush(c, out, stmt ? T_OPEN_STMT : T_OPEN_EXPR, s + i, 2, HERE);
             if (!stmt)
                 curly = 0;
             i += 3;
@@ -171,7 +183,7 @@ void jj_lex(jctx *c, const char *src0, size_t len0, jtoks *out)
         if (i >= n)
             break;
         if (n - i >= 3 && (!memcmp(s + i, "-%}", 3) || !memcmp(s + i, "-}}", 3))) {
-            tpush(c, out, s[i + 1] == '%' ? T_CLOSE_STMT : T_CLOSE_EXPR, s + i + 1, 2, line);
+            tpush(c, out, s[i + 1] == '%' ? T_CLOSE_STMT : T_CLOSE_EXPR, s + i + 1, 2, HERE);
             i += 3;
             size_t k;
             while (jj_js_ws_at(s, n, i, &k)) {
@@ -183,7 +195,7 @@ void jj_lex(jctx *c, const char *src0, size_t len0, jtoks *out)
         if (ch == '-' || ch == '+') {
             lt = LAST;
             if (lt == T_TEXT || lt == -1)
-                jj_jfail(c, "template line %d: Unexpected character: %c", line, ch);
+                jj_jfail(c, AT "Unexpected character: %c", POS, ch);
             if (!(lt == T_IDENT || lt == T_NUM || lt == T_STR || lt == T_RPAREN || lt == T_RBRACKET)) {
                 size_t st = i++;
                 while (i < n && is_digit(s[i]))
@@ -194,7 +206,7 @@ void jj_lex(jctx *c, const char *src0, size_t len0, jtoks *out)
                     while (i < n && is_digit(s[i]))
                         i++;
                 }
-                tpush(c, out, nd ? T_NUM : T_UNARY, s + st, i - st, line);
+                tpush(c, out, nd ? T_NUM : T_UNARY, s + st, i - st, lines[st]);
                 continue;
             }
         }
@@ -204,7 +216,7 @@ void jj_lex(jctx *c, const char *src0, size_t len0, jtoks *out)
             if (table[k].type == T_CLOSE_EXPR && curly > 0)
                 continue;
             if (n - i >= L && !memcmp(s + i, table[k].seq, L)) {
-                tpush(c, out, table[k].type, s + i, L, line);
+                tpush(c, out, table[k].type, s + i, L, HERE);
                 if (table[k].type == T_OPEN_EXPR)
                     curly = 0;
                 else if (table[k].type == T_LBRACE)
@@ -219,19 +231,20 @@ void jj_lex(jctx *c, const char *src0, size_t len0, jtoks *out)
         if (matched)
             continue;
         if (ch == '\'' || ch == '"') {
+            jpos open = HERE;
             i++;
             tok_buf b = {0};
             while (1) {
                 if (i >= n) {
                     free(b.p);
-                    jj_jfail(c, "template line %d: Unexpected end of input", line);
+                    jj_jfail(c, AT "Unexpected end of input (the string begun here is not closed)", open.line, open.col);
                 }
                 if (s[i] == ch)
                     break;
                 if (s[i] == '\\') {
                     if (++i >= n) {
                         free(b.p);
-                        jj_jfail(c, "template line %d: Unexpected end of input", line);
+                        jj_jfail(c, AT "Unexpected end of input (the string begun here is not closed)", open.line, open.col);
                     }
                     char e = s[i++];
                     if (e == 'x' || e == 'u') {
@@ -242,7 +255,7 @@ void jj_lex(jctx *c, const char *src0, size_t len0, jtoks *out)
                             int d = h >= '0' && h <= '9' ? h - '0' : (h | 32) >= 'a' && (h | 32) <= 'f' ? (h | 32) - 'a' + 10 : -1;
                             if (d < 0) {
                                 free(b.p);
-                                jj_jfail(c, "template line %d: Invalid hexadecimal escape sequence", line);
+                                jj_jfail(c, AT "Invalid hexadecimal escape sequence", POS);
                             }
                             v = v * 16 + (unsigned)d;
                         }
@@ -254,7 +267,7 @@ void jj_lex(jctx *c, const char *src0, size_t len0, jtoks *out)
                     const char *m = e == 'n' ? "\n" : e == 't' ? "\t" : e == 'r' ? "\r" : e == 'b' ? "\b" : e == 'f' ? "\f" : e == 'v' ? "\v" : e == '\'' ? "'" : e == '"' ? "\"" : e == '\\' ? "\\" : NULL;
                     if (!m) {
                         free(b.p);
-                        jj_jfail(c, "template line %d: Unexpected escaped character: %c", line, e);
+                        jj_jfail(c, AT "Unexpected escaped character: %c", POS, e);
                     }
                     tok_buf_put(&b, m, 1);
                     continue;
@@ -263,11 +276,11 @@ void jj_lex(jctx *c, const char *src0, size_t len0, jtoks *out)
                 i++;
                 if (i >= n) {
                     free(b.p);
-                    jj_jfail(c, "template line %d: Unexpected end of input", line);
+                    jj_jfail(c, AT "Unexpected end of input (the string begun here is not closed)", open.line, open.col);
                 }
             }
             i++;
-            tpush(c, out, T_STR, jj_jstrdup(c, b.p ? b.p : "", b.n), b.n, line);
+            tpush(c, out, T_STR, jj_jstrdup(c, b.p ? b.p : "", b.n), b.n, open);
             free(b.p);
             continue;
         }
@@ -280,20 +293,22 @@ void jj_lex(jctx *c, const char *src0, size_t len0, jtoks *out)
                 while (i < n && is_digit(s[i]))
                     i++;
             }
-            tpush(c, out, T_NUM, s + st, i - st, line);
+            tpush(c, out, T_NUM, s + st, i - st, lines[st]);
             continue;
         }
         if (jj_is_word(ch)) {
             size_t st = i;
             while (i < n && jj_is_word(s[i]))
                 i++;
-            tpush(c, out, T_IDENT, s + st, i - st, line);
+            tpush(c, out, T_IDENT, s + st, i - st, lines[st]);
             continue;
         }
         uint32_t cp;
         int k = tok_utf8_dec((const unsigned char *)s + i, &cp);
-        jj_jfail(c, "template line %d: Unexpected character: %.*s", line, k, s + i);
+        jj_jfail(c, AT "Unexpected character: %.*s", POS, k, s + i);
     }
 #undef LAST
-#undef line
+#undef POS
+#undef AT
+#undef HERE
 }

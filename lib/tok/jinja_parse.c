@@ -10,6 +10,7 @@ typedef struct {
     jctx *c;
     jtok *t;
     size_t n, i;
+    jtok *opener; /* the '{%' of the innermost statement being parsed: what a missing end tag leaves open */
 } parser;
 
 
@@ -31,7 +32,9 @@ static node *mk(parser *p, int type)
     node *x = jj_jalloc(p->c, sizeof *x);
     memset(x, 0, sizeof *x);
     x->type = type;
-    x->line = p->i < p->n ? p->t[p->i].line : (p->n ? p->t[p->n - 1].line : 1);
+    const jtok *at = p->i < p->n ? &p->t[p->i] : p->n ? &p->t[p->n - 1] : NULL;
+    x->line = at ? at->line : 1;
+    x->col = at ? at->col : 1;
     return x;
 }
 
@@ -62,10 +65,11 @@ static int at_stmt(parser *p, const char *name)
 
 static _Noreturn void perr(parser *p, const char *what)
 {
-    int line = p->i < p->n ? p->t[p->i].line : (p->n ? p->t[p->n - 1].line : 1);
     if (p->i < p->n)
-        jj_jfail(p->c, "template line %d: %s at '%.*s'", line, what, (int)(p->t[p->i].n > 40 ? 40 : p->t[p->i].n), p->t[p->i].s);
-    jj_jfail(p->c, "template line %d: %s at end of template", line, what);
+        jj_jfail(p->c, "template line %d, column %d: %s at '%.*s'", p->t[p->i].line, p->t[p->i].col, what,
+                 (int)(p->t[p->i].n > 40 ? 40 : p->t[p->i].n), p->t[p->i].s);
+    const jtok *last = p->n ? &p->t[p->n - 1] : NULL;
+    jj_jfail(p->c, "template line %d, column %d: %s at end of template", last ? last->line : 1, last ? last->col : 1, what);
 }
 
 /* One more level of nesting: a statement, an expression, or one link of a chain of operators, filters,
@@ -74,9 +78,9 @@ static _Noreturn void perr(parser *p, const char *what)
 static void penter(parser *p)
 {
     if (++p->c->pdepth > TOK_JINJA_MAX_DEPTH) {
-        int line = p->i < p->n ? p->t[p->i].line : (p->n ? p->t[p->n - 1].line : 1);
-        jj_jfail(p->c, "template line %d: nested too deeply (more than %d levels of statements, expressions and chained "
-                    "operators)", line, TOK_JINJA_MAX_DEPTH);
+        const jtok *at = p->i < p->n ? &p->t[p->i] : p->n ? &p->t[p->n - 1] : NULL;
+        jj_jfail(p->c, "template line %d, column %d: nested too deeply (more than %d levels of statements, expressions "
+                       "and chained operators)", at ? at->line : 1, at ? at->col : 1, TOK_JINJA_MAX_DEPTH);
     }
 }
 static void pleave(parser *p, int n) { p->c->pdepth -= n; }
@@ -487,7 +491,11 @@ static void parse_body(parser *p, nodes *l, const char *e1, const char *e2, cons
             char msg[96];
             const char *end = !strncmp(e1, "end", 3) ? e1 : e2 && !strncmp(e2, "end", 3) ? e2 : e3 ? e3 : e1;
             snprintf(msg, sizeof msg, "missing {%% %s %%}", end);
-            perr(p, msg);
+            const jtok *o = p->opener;
+            if (!o || o + 1 >= p->t + p->n) /* not inside a statement: cannot happen, as e1 comes from one */
+                perr(p, msg);
+            jj_jfail(p->c, "template line %d, column %d: {%% %.*s %%} is not closed: %s at end of template", o->line,
+                     o->col, (int)(o[1].n > 40 ? 40 : o[1].n), o[1].s, msg);
         }
         npush(p->c, l, parse_any(p));
     }
@@ -576,11 +584,11 @@ static node *parse_if(parser *p)
 static node *parse_stmt(parser *p)
 {
     penter(p);
-    expect(p, T_OPEN_STMT, "expected '{%'");
+    jtok *open = expect(p, T_OPEN_STMT, "expected '{%'"), *outer = p->opener;
     if (!at(p, T_IDENT))
         perr(p, "expected a statement name");
     jtok *name = &p->t[p->i];
-    int line = name->line;
+    p->opener = open;
     node *x;
 #define IS(w) (name->n == strlen(w) && !memcmp(name->s, w, name->n))
     if (IS("set")) {
@@ -682,10 +690,20 @@ static node *parse_stmt(parser *p)
         x = mk(p, IS("break") ? N_BREAK : N_CONTINUE);
         p->i++;
         expect(p, T_CLOSE_STMT, "expected '%}'");
+    } else if ((name->n > 3 && !memcmp(name->s, "end", 3)) || IS("elif") || IS("else")) {
+        /* an end tag its block does not take: most often a block inside it left open */
+        if (outer)
+            jj_jfail(p->c, "template line %d, column %d: unexpected {%% %.*s %%}: the {%% %.*s %%} at line %d, column %d "
+                           "is not closed before it", open->line, open->col, (int)(name->n > 40 ? 40 : name->n), name->s,
+                     (int)(outer[1].n > 40 ? 40 : outer[1].n), outer[1].s, outer->line, outer->col);
+        jj_jfail(p->c, "template line %d, column %d: unexpected {%% %.*s %%}: no block is open", open->line, open->col,
+                 (int)(name->n > 40 ? 40 : name->n), name->s);
     } else {
-        jj_jfail(p->c, "template line %d: unsupported statement '{%% %.*s'", line, (int)(name->n > 40 ? 40 : name->n), name->s);
+        jj_jfail(p->c, "template line %d, column %d: unsupported statement '{%% %.*s'", open->line, open->col,
+                 (int)(name->n > 40 ? 40 : name->n), name->s);
     }
 #undef IS
+    p->opener = outer;
     pleave(p, 1);
     return x;
 }
@@ -716,7 +734,7 @@ static node *parse_any(parser *p)
 
 nodes jj_parse(jctx *c, const jtoks *t)
 {
-    parser p = {c, t->v, t->n, 0};
+    parser p = {c, t->v, t->n, 0, NULL};
     nodes prog = {0};
     while (p.i < p.n)
         npush(c, &prog, parse_any(&p));

@@ -156,6 +156,16 @@ size_t tok_utf8_check(const char *s, size_t len);
  * a syntax error or an unsupported construct is named and quoted ("unsupported filter 'wordwrap' at
  * line 3"); raise_exception(msg) gives "template raised: msg". */
 char *tok_jinja_render(const char *src, const json_t *vars, size_t *len, ogk_error *e);
+/* Whether src is a template this engine can run: 0, or -1 with e filled as tok_jinja_render fills it for a
+ * template that does not lex or parse ("template line 3, column 1: {% if %} is not closed: missing {% endif %}
+ * at end of template", "template line 2, column 4: unsupported statement '{% with'"; lines and columns of the
+ * template as written, columns in characters from 1). Nothing is rendered: what only a render finds (an
+ * unsupported filter, raise_exception, a budget) is not looked for. */
+int tok_jinja_check(const char *src, ogk_error *e);
+/* tok_jinja_check in the words every program uses for a chat template that comes with a model: 0 when src
+ * parses, else -1 with e = "ORIGIN: the chat template does not parse: template line L, column C: WHY" (origin
+ * names the file it came from: "PACK/tokenizer_config.json", "model.q4nx (chat_template.jinja)"). */
+int tok_chat_template_check(const char *src, const char *origin, ogk_error *e);
 /* The same with another budget (a server may want a smaller one; the fuzz target uses one): fields of 0
  * take the defaults above. Nesting and recursion limits are fixed (they guard the stack). */
 typedef struct {
