@@ -111,6 +111,64 @@ busy_request() {
   [ "$(metric slots_total)" = 4 ]
 }
 
+# A pack whose chat template our Jinja engine cannot parse: the server says so once at start, naming the
+# template's line and column, serves completions, and answers each chat request (and /v1/responses, the chat
+# path) with a 500 chat_template_invalid naming the same place, not a 400 blaming the request's messages;
+# `npu-forward chat` on the container or the pack directory exits 3 with the same words. A named-list
+# template whose "tool_use" entry is the broken one refuses only the requests with tools.
+@test "serve: a chat template that does not parse: said once at start, chat answered 500 chat_template_invalid naming line and column, completions served; chat exits 3" {
+  local d="$BATS_TEST_TMPDIR/unclosed"
+  template_pack unclosed $'{%- for m in messages -%}\n{%- if m.role == "user" -%}[{{ m.content }}]\n{%- endfor -%}'
+  start_server -m "$W/unclosed.q4nx"
+  # the if (line 2, column 1) is left open at the endfor (line 3, column 1)
+  [ "$(grep -c 'chat template does not parse' "$SLOG")" = 1 ]
+  grep -q "warning: $W/unclosed.q4nx (tokenizer_config.json): the chat template does not parse: template line 3, column 1: unexpected {% endfor %}: the {% if %} at line 2, column 1 is not closed before it" "$SLOG"
+  msg=$(sed -n 's/.*warning: \(.*: the chat template does not parse: [^;]*\);.*/\1/p' "$SLOG")
+  [ -n "$msg" ]
+  post /v1/chat/completions '{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}'
+  is_error 500
+  [ "$(echo "$BODY" | jq -r .error.code)" = chat_template_invalid ]
+  [[ "$(echo "$BODY" | jq -r .error.message)" == "$msg"* ]]
+  post /v1/chat/completions '{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, "stream": true}'
+  is_error 500
+  [ "$(echo "$BODY" | jq -r .error.code)" = chat_template_invalid ]
+  post /v1/responses '{"input": "hi", "max_output_tokens": 2}'
+  [ "$STATUS" = 500 ]
+  [ "$(echo "$BODY" | jq -r .error.code)" = chat_template_invalid ]
+  post /v1/completions '{"prompt": "hi", "max_tokens": 2}'
+  [ "$STATUS" = 200 ]
+  [ "$(echo "$BODY" | jq '.choices | length')" = 1 ]
+  # the server still runs and still says it only once
+  curl -sf -m 10 "http://127.0.0.1:$PORT/health" >/dev/null
+  [ "$(grep -c 'chat template does not parse' "$SLOG")" = 1 ]
+  echo '[{"role": "user", "content": "hi"}]' > "$BATS_TEST_TMPDIR/m.json"
+  run npu-forward chat -m "$W/unclosed.q4nx" "$BATS_TEST_TMPDIR/m.json"
+  echo "$output"
+  [ "$status" -eq 3 ]
+  [ "$output" = "npu-forward: chat: $msg" ]
+  run npu-forward chat --tokenizer "$d" "$BATS_TEST_TMPDIR/m.json"
+  [ "$status" -eq 3 ]
+  [ "$output" = "npu-forward: chat: ${msg/"$W/unclosed.q4nx (tokenizer_config.json)"/"$d/tokenizer_config.json"}" ]
+  stop_servers
+  # a named list: the default template parses, the tool_use one does not (a string left open at line 1, column 25)
+  d="$BATS_TEST_TMPDIR/tooluse"
+  cp -r "$TOP/share/models/pytiny-target" "$d"
+  jq '.chat_template = [{"name": "default", "template": "{% for m in messages %}[{{ m.content }}]{% endfor %}"},
+      {"name": "tool_use", "template": "{{ tools | length }} {{ \"unterminated }}"}]' \
+    "$TOP/share/models/pytiny-target/tokenizer_config.json" > "$d/tokenizer_config.json"
+  oga-extract "$d" 2>/dev/null | q4nx-pack -l b8 -o "$W/tooluse.q4nx" 2>/dev/null
+  start_server -m "$W/tooluse.q4nx"
+  [ "$(grep -c 'does not parse' "$SLOG")" = 1 ]
+  grep -q "tool_use.*template line 1, column 25: Unexpected end of input (the string begun here is not closed)" "$SLOG"
+  post /v1/chat/completions '{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}'
+  [ "$STATUS" = 200 ] || { echo "$BODY"; return 1; }
+  post /v1/chat/completions '{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2,
+    "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}]}'
+  is_error 500
+  [ "$(echo "$BODY" | jq -r .error.code)" = chat_template_invalid ]
+  [[ "$(echo "$BODY" | jq -r .error.message)" == *"template line 1, column 25"* ]]
+}
+
 @test "serve: greedy /v1/completions text equals npu-forward run (text and id prompts, f32 and i8), usage and timings" {
   start_server
   want=$(run_text -n 24 -p "def fibonacci(n):")

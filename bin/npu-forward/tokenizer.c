@@ -404,6 +404,7 @@ typedef struct {
     tok *t;
     const tok_opts *o;
     const char *tpl, *family;
+    const app_tokenizer *at; /* its tool_use template: checked when a conversation takes it */
 } chat_ctx;
 
 static void chat_one(chat_ctx *c, json_t *in, const char *where)
@@ -436,6 +437,9 @@ static void chat_one(chat_ctx *c, json_t *in, const char *where)
         }
         out = tok_jinja_render(c->tpl, vars, &len, &e);
     } else {
+        const json_t *tools = json_object_get(vars, "tools");
+        if (tools && !json_is_null(tools) && tok_chat_template_tools(c->t) && (c->at->tmpl_bad & APP_TEMPLATE_TOOLS_BAD))
+            ogk_die(OGK_EXIT_INPUT, "chat: %s", c->at->tools_e.msg);
         out = tok_chat_render(c->t, c->family, vars, &len, &e);
     }
     json_decref(vars);
@@ -491,9 +495,14 @@ int cmd_chat(int argc, char **argv)
             ogk_die(OGK_EXIT_INPUT, "chat: %s", e.msg);
     }
     /* --template, else what run --chat renders: the tokenizer's, the container's, the family's built-in */
-    chat_ctx c = {at.tok, &o, file_tpl, family};
+    chat_ctx c = {at.tok, &o, file_tpl, family, &at};
     if (!c.tpl && at.tok && !tok_chat_template(at.tok) && at.chat_template)
         c.tpl = at.chat_template;
+    /* a template that does not parse is refused before any conversation is read, by where it is wrong (the
+     * words serve uses) */
+    if (!o.show_template && (file_tpl ? tok_chat_template_check(file_tpl, o.template_file, &e) != 0
+                                      : (at.tmpl_bad & APP_TEMPLATE_BAD) && (e = at.tmpl_e, 1)))
+        ogk_die(OGK_EXIT_INPUT, "chat: %s", e.msg);
     if (o.show_template) {
         const char *src = c.tpl ? c.tpl : app_chat_template(at.tok, family, NULL);
         if (!src)

@@ -197,6 +197,8 @@ int app_tokenizer_open(app_tokenizer *at, const char *dir, const char *container
         return ogk_fail(e, "give a tokenizer directory or a container (one of them)");
     if (dir) {
         at->tok = tok_load_dir(dir, e);
+        if (at->tok)
+            at->tmpl_bad = app_chat_templates_check(NULL, dir, at->tok, NULL, NULL, &at->tmpl_e, &at->tools_e);
         return at->tok ? 0 : -1;
     }
     q4nx_file *f = q4nx_open(container, e, code);
@@ -214,6 +216,7 @@ int app_tokenizer_open(app_tokenizer *at, const char *dir, const char *container
     const char *tpl = json_string_value(json_object_get(m, "chat_template"));
     at->family = fam ? strdup(fam) : NULL;
     at->chat_template = tpl ? strdup(tpl) : NULL;
+    at->tmpl_bad = app_chat_templates_check(f, container, at->tok, fam, tpl, &at->tmpl_e, &at->tools_e);
     q4nx_close(f);
     if ((fam && !at->family) || (tpl && !at->chat_template)) {
         app_tokenizer_close(at);
@@ -238,6 +241,39 @@ const char *app_chat_template(const tok *t, const char *family, const char *cont
     if (container_template)
         return container_template;
     return tok_chat_template_for(t, family);
+}
+
+int app_chat_templates_check(const q4nx_file *f, const char *path, const tok *t, const char *family,
+                             const char *container_template, ogk_error *default_e, ogk_error *tools_e)
+{
+    int bad = 0;
+    char origin[4200];
+    const uint8_t *a;
+    size_t n;
+    struct stat st;
+    const char *src = app_chat_template(t, family, container_template);
+    if (src) {
+        char jinja[4200];
+        snprintf(jinja, sizeof jinja, "%s/chat_template.jinja", path);
+        const char *from = t && tok_chat_template(t)
+                               ? (f ? !q4nx_asset(f, "chat_template.jinja", &a, &n) : !stat(jinja, &st)) ? "chat_template.jinja"
+                                                                                                          : "tokenizer_config.json"
+                           : src == container_template ? "the model description's chat_template"
+                                                       : "a built-in template";
+        if (f)
+            snprintf(origin, sizeof origin, "%s (%s)", path, from);
+        else
+            snprintf(origin, sizeof origin, "%s/%s", path, from);
+        if (tok_chat_template_check(src, origin, default_e))
+            bad |= APP_TEMPLATE_BAD;
+    }
+    if (t && tok_chat_template_tools(t)) {
+        snprintf(origin, sizeof origin, f ? "%s (tokenizer_config.json's \"tool_use\" template)"
+                                          : "%s/tokenizer_config.json (its \"tool_use\" template)", path);
+        if (tok_chat_template_check(tok_chat_template_tools(t), origin, tools_e))
+            bad |= APP_TEMPLATE_TOOLS_BAD;
+    }
+    return bad;
 }
 
 /* ---------------------------------------------------------------- models */

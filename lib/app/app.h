@@ -34,9 +34,12 @@ typedef struct {
     tok *tok;
     char *family;        /* the container's model family, or NULL (a directory has none) */
     char *chat_template; /* the container's model.chat_template, or NULL */
+    int tmpl_bad;              /* app_chat_templates_check's mask for these templates */
+    ogk_error tmpl_e, tools_e; /* and what it found */
 } app_tokenizer;
 /* From a directory (tokenizer.json + tokenizer_config.json) or a container's assets; exactly one of dir
- * and container. 0, or -1 with e filled and *code (3: refused input, 4: cannot load). */
+ * and container. 0, or -1 with e filled and *code (3: refused input, 4: cannot load). A chat template that
+ * does not parse is no failure here: tmpl_bad says so (app_chat_templates_check). */
 int app_tokenizer_open(app_tokenizer *at, const char *dir, const char *container, ogk_error *e, int *code);
 void app_tokenizer_close(app_tokenizer *at);
 /* The tokenizer of an open model's container. */
@@ -44,6 +47,17 @@ tok *app_model_tokenizer(const model *m, ogk_error *e);
 /* The chat template to render with: the tokenizer's own, else the container's (container_template),
  * else the built-in one for family; NULL when none. */
 const char *app_chat_template(const tok *t, const char *family, const char *container_template);
+
+/* The chat templates a conversation is rendered with, checked without rendering (tok_chat_template_check): the
+ * one app_chat_template picks (default) and the tokenizer's "tool_use" one (taken when a conversation has tools).
+ * f is the container (NULL for a tokenizer directory), path its file name or the directory, for the messages.
+ * Returns a mask: APP_TEMPLATE_BAD (the default one does not parse: default_e says where and why),
+ * APP_TEMPLATE_TOOLS_BAD (the tool_use one: tools_e); 0 when each that exists parses (none at all is 0: the
+ * refusal comes with the first conversation). */
+enum { APP_TEMPLATE_BAD = 1, APP_TEMPLATE_TOOLS_BAD = 2 };
+struct q4nx_file;
+int app_chat_templates_check(const struct q4nx_file *f, const char *path, const tok *t, const char *family,
+                             const char *container_template, ogk_error *default_e, ogk_error *tools_e);
 
 /* ---- models ---- */
 typedef struct {

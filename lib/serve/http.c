@@ -62,6 +62,8 @@ typedef struct server {
     tracked *conns;
     double request_timeout;
     uint64_t conns_cut; /* connections shut for not sending a request in time */
+    int tmpl_bad;              /* APP_TEMPLATE_*: a chat template that does not parse (found at start) */
+    ogk_error tmpl_e, tools_e; /* what is wrong with it (the default one, the tool_use one) */
 } server;
 
 static void conn_busy(server *srv, struct MHD_Connection *c, int busy);
@@ -428,6 +430,14 @@ static int *prompt_ids(server *srv, const serve_req *r, int *n, int *hermes, int
     char *text = r->prompt;
     size_t len = r->prompt_len;
     int add_special = 1, *ids = NULL;
+    /* a template that does not parse is the server's fault, not the request's: 500, and the same words as the
+     * line said at start (the tool_use one is taken for a conversation with tools, as tok_chat_render does) */
+    int tools_tmpl = r->kind == REQ_CHAT && r->tools && !json_is_null(r->tools) && tok_chat_template_tools(srv->t);
+    if (r->kind == REQ_CHAT && (srv->tmpl_bad & (tools_tmpl ? APP_TEMPLATE_TOOLS_BAD : APP_TEMPLATE_BAD))) {
+        serve_err_set(err, 500, NULL, "chat_template_invalid", "%s; this server answers completions, not chat",
+                      (tools_tmpl ? &srv->tools_e : &srv->tmpl_e)->msg);
+        return NULL;
+    }
     pthread_mutex_lock(&srv->tok_mu);
     if (r->kind == REQ_CHAT) {
         /* the template writes the special tokens itself (as apply_chat_template does) */
@@ -2179,6 +2189,15 @@ int serve_run(const serve_opts *o, ogk_error *e, int *code)
         ogk_fail(e, "%s", me.msg);
         goto out;
     }
+    /* a chat template that does not parse: said once now; completions are served, chat requests get a 500 */
+    srv->tmpl_bad = app_chat_templates_check(srv->m->file, o->model_path, srv->t, srv->m->c.family_name,
+                                             json_string_value(json_object_get(q4nx_model(srv->m->file), "chat_template")),
+                                             &srv->tmpl_e, &srv->tools_e);
+    if (srv->tmpl_bad & APP_TEMPLATE_BAD)
+        logf_(srv, "warning: %s; chat requests will be answered 500 chat_template_invalid (completions work)",
+              srv->tmpl_e.msg);
+    if (srv->tmpl_bad & APP_TEMPLATE_TOOLS_BAD)
+        logf_(srv, "warning: %s; chat requests with tools will be answered 500 chat_template_invalid", srv->tools_e.msg);
     int mode = o->mode >= 0 ? o->mode : model_default_mode(srv->m); /* -1: the pack's */
     if (o->draft_path && !(srv->dm = model_open_flags(o->draft_path, q4nx_in_flags(o->weights_in), &me, &mcode))) {
         ogk_fail(e, "%s", me.msg);
