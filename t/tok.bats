@@ -385,6 +385,33 @@ EOF
   [ "$status" -eq 0 ]
 }
 
+# Membership and lookups (t/corpus/membership.txt, one template a line, rendered with the variables below):
+# dict literals and lookups with integer keys, in / not in with none on either side or in the list, int beside
+# float (1 in [1.0]), a string in a string, in on a dict (its keys). Where @huggingface/jinja renders, ours
+# renders the same; where it raises, ours raises too (exit 3), by the template's line and in the reference's
+# words. (Where the reference raises and Python's Jinja renders, ours follows Python: those cases, such as a
+# lookup by an integer in a dict of string keys, are the tests above and below, not this file.)
+@test "chat: integer dict keys, in / not in with none, int vs float, strings and dicts render or raise as the reference (t/corpus/membership.txt)" {
+  local line n=0 want msg bad=0
+  echo '{"d": {"0": "zero"}, "x": null, "l": [null], "cfg": {"a": 1}, "n1": 5}' > "$W/mem.json"
+  while IFS= read -r line; do
+    n=$((n + 1))
+    printf '%s' "$line" > "$W/mem.jinja"
+    want=$(golden chat --template "$W/mem.jinja" < "$W/mem.json")
+    run npu-forward chat --jsonl --template "$W/mem.jinja" < "$W/mem.json"
+    if jq -e 'type == "object" and has("error")' <<<"$want" >/dev/null; then
+      msg=$(jq -r .error <<<"$want")
+      [ "$status" -eq 3 ] && [[ "$output" == "npu-forward: chat: line 1: template line 1: $msg"* ]] ||
+        { echo "line $n: $line: the reference raises '$msg'; ours: exit $status: $output"; bad=1; }
+    else
+      [ "$status" -eq 0 ] && [ "$(jq -c . <<<"$output")" = "$(jq -c . <<<"$want")" ] ||
+        { echo "line $n: $line: the reference renders $want; ours: exit $status: $output"; bad=1; }
+    fi
+  done < "$TOP/t/corpus/membership.txt"
+  echo "$n templates"
+  [ "$bad" -eq 0 ] && [ "$n" -ge 50 ]
+}
+
 # python_where_reference_raises NAME...: $W/NAME.jinja on each line of $W/NAME.jsonl: the reference raises on every
 # line, Python's Jinja (tools/jinja-py.py) renders every one, and ours equals Python's
 python_where_reference_raises() {

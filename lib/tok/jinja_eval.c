@@ -825,7 +825,9 @@ static jv eval_node(interp *I, node *x, env *E)
         for (size_t i = 0; i + 1 < x->nkids; i += 2) {
             jv k = jj_eval(I, x->kids[i], E);
             if (k.t != V_STR)
-                jj_jfail(c, "template line %d: unsupported: object literal key of type %s", x->line, jj_type_name(k));
+                /* the reference's words (Python's Jinja takes any hashable key; this engine keys by string) */
+                jj_jfail(c, "template line %d: Object keys must be strings: got %s (a dict literal's keys must be "
+                            "strings here)", x->line, jj_type_name(k));
             jj_obj_set(c, o.u.obj, k.u.str.s, k.u.str.n, jj_eval(I, x->kids[i + 1], E));
         }
         return o;
