@@ -265,6 +265,20 @@ int main(int argc, char **argv)
         if (tok_chat_template_check(tpl, origin, &e))
             ogk_err("warning: %s; the stream is written (completions will work), chat with this model will not", e.msg);
     }
+    /* a named list's "tool_use" template (taken for conversations with tools; chat_template.jinja replaces the list) */
+    const pack_asset *cfg = NULL;
+    int has_jinja = 0;
+    for (size_t i = 0; i < pack_asset_count(p); i++) {
+        has_jinja |= !strcmp(pack_asset_at(p, i)->name, "chat_template.jinja");
+        if (!strcmp(pack_asset_at(p, i)->name, "tokenizer_config.json"))
+            cfg = pack_asset_at(p, i);
+    }
+    if (cfg && !has_jinja) {
+        char origin[4200];
+        snprintf(origin, sizeof origin, "%s/tokenizer_config.json", pack_dir(p));
+        if (tok_config_tools_template_check((const char *)cfg->data, cfg->size, origin, &e))
+            ogk_err("warning: %s; the stream is written, chat with tools will not work", e.msg);
+    }
 
     ogk_out o;
     if (ogk_out_open(&o, outpath, &e)) { /* a file that cannot be created: 1; stdout on a terminal: 2 */

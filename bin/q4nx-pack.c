@@ -102,6 +102,9 @@ int main(int argc, char **argv)
     ogax_reader_init(&r, STDIN_FILENO);
     json_t *model = NULL, *source = NULL;
     int saw_jinja = 0; /* the stream holds a chat_template.jinja asset: the model's template is that file */
+    int tools_bad = 0; /* its tokenizer_config.json's "tool_use" template does not parse (tools_e): unless
+                        * chat_template.jinja replaces the list */
+    ogk_error tools_e;
     buffer pay = {0};
     uint64_t ntensors = 0;
     double t0 = ogk_now();
@@ -148,6 +151,12 @@ int main(int argc, char **argv)
         } else if (!strcmp(fr.type, "asset")) {
             const char *name = json_string_value(json_object_get(fr.hdr, "name"));
             saw_jinja |= name && !strcmp(name, "chat_template.jinja");
+            if (name && !strcmp(name, "tokenizer_config.json")) {
+                const char *dir = json_string_value(json_object_get(source, "pack"));
+                char origin[4200];
+                snprintf(origin, sizeof origin, "%s%stokenizer_config.json", dir ? dir : "", dir ? "/" : "");
+                tools_bad = tok_config_tools_template_check((const char *)p, fr.payload_len, origin, &tools_e) != 0;
+            }
             json_t *sz = json_object_get(fr.hdr, "size"), *crc = json_object_get(fr.hdr, "crc32c");
             if (!name || !json_is_integer(sz) || (uint64_t)json_integer_value(sz) != fr.payload_len) {
                 ogk_fail(&e, "asset frame at byte %" PRIu64 ": name missing or size contradicts the payload", fr.at);
@@ -202,6 +211,8 @@ int main(int argc, char **argv)
         if (tok_chat_template_check(tpl, origin, &te))
             ogk_err("warning: %s; the container is written (completions will work), chat with it will not", te.msg);
     }
+    if (!rc && tools_bad && !saw_jinja)
+        ogk_err("warning: %s; the container is written, chat with tools will not work", tools_e.msg);
     if (!rc && q4nx_writer_finish(w, model, source, &e))
         rc = OGK_EXIT_CHECK;
     int out_failed = rc && (!w || q4nx_writer_write_failed(w)); /* no writer: its header could not be written */

@@ -200,4 +200,18 @@ bad_case() {
   run --separate-stderr q4nx-pack -l rm -o "$BATS_TEST_TMPDIR/m.q4nx" < "$s"
   [ "$status" -eq 0 ]
   [[ "$stderr" == *"$d/chat_template.jinja (the stream's chat_template): the chat template does not parse: template line 2, column 9: unsupported statement"* ]]
+  # a named list whose "tool_use" template does not parse (a string left open at line 1, column 4): named as such
+  rm "$d/chat_template.jinja"
+  jq '.chat_template = [{"name": "default", "template": "{{ messages | length }}"}, {"name": "tool_use", "template": "ok{{ \"open }}"}]' \
+    "$(fixture qwen2 cpu tied)/tokenizer_config.json" > "$d/tokenizer_config.json"
+  run --separate-stderr oga-extract -o "$s" "$d"
+  echo "$stderr"
+  [ "$status" -eq 0 ]
+  [[ "$stderr" == *"oga-extract: warning: $d/tokenizer_config.json (its \"tool_use\" template): the chat template does not parse: template line 1, column 6: Unexpected end of input"* ]]
+  [ "$(grep -c warning <<<"$stderr")" = 1 ]
+  run --separate-stderr q4nx-pack -l rm -o "$BATS_TEST_TMPDIR/m.q4nx" < "$s"
+  echo "$stderr"
+  [ "$status" -eq 0 ]
+  [[ "$stderr" == *"q4nx-pack: warning: $d/tokenizer_config.json (its \"tool_use\" template): the chat template does not parse: template line 1, column 6"* ]]
+  [ "$(grep -c warning <<<"$stderr")" = 1 ]
 }

@@ -1105,6 +1105,26 @@ int tok_chat_template_check(const char *src, const char *origin, ogk_error *e)
     return ogk_fail(e, "%s: the chat template does not parse: %s", origin, te.msg);
 }
 
+int tok_config_tools_template_check(const char *cfg, size_t n, const char *origin, ogk_error *e)
+{
+    json_t *j = json_loadb(cfg, n, 0, NULL), *v;
+    const json_t *ct = json_object_get(j, "chat_template");
+    size_t i;
+    int rc = 0;
+    json_array_foreach(ct, i, v)
+    {
+        const json_t *name = json_object_get(v, "name"), *t = json_object_get(v, "template");
+        if (json_is_string(name) && !strcmp(json_string_value(name), "tool_use") && json_is_string(t)) {
+            char o[600];
+            snprintf(o, sizeof o, "%s (its \"tool_use\" template)", origin);
+            rc = tok_chat_template_check(json_string_value(t), o, e);
+            break;
+        }
+    }
+    json_decref(j);
+    return rc;
+}
+
 char *tok_jinja_render(const char *src, const json_t *vars, size_t *len, ogk_error *e)
 {
     return tok_jinja_render_with(src, vars, NULL, len, e);

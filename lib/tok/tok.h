@@ -166,6 +166,11 @@ int tok_jinja_check(const char *src, ogk_error *e);
  * parses, else -1 with e = "ORIGIN: the chat template does not parse: template line L, column C: WHY" (origin
  * names the file it came from: "PACK/tokenizer_config.json", "model.q4nx (chat_template.jinja)"). */
 int tok_chat_template_check(const char *src, const char *origin, ogk_error *e);
+/* The same for the "tool_use" template of a tokenizer_config.json (cfg, n bytes) whose chat_template is the
+ * named-list form (the one tok_chat_template_tools gives): 0 when it parses or there is none (or cfg is no
+ * JSON object: its loader says so), else -1 with e = "ORIGIN (its \"tool_use\" template): the chat template
+ * does not parse: ...". */
+int tok_config_tools_template_check(const char *cfg, size_t n, const char *origin, ogk_error *e);
 /* The same with another budget (a server may want a smaller one; the fuzz target uses one): fields of 0
  * take the defaults above. Nesting and recursion limits are fixed (they guard the stack). */
 typedef struct {
