@@ -264,6 +264,9 @@ int main(int argc, char **argv)
         snprintf(origin, sizeof origin, "%s/%s", pack_dir(p), from);
         if (tok_chat_template_check(tpl, origin, &e))
             ogk_err("warning: %s; the stream is written (completions will work), chat with this model will not", e.msg);
+        else if (tok_jinja_lint(tpl, &e))
+            ogk_err("warning: %s: the chat template uses what ogakit's Jinja engine lacks: %s; a conversation that "
+                    "reaches it will be refused", origin, e.msg);
     }
     /* a named list's "tool_use" template (taken for conversations with tools; chat_template.jinja replaces the list) */
     const pack_asset *cfg = NULL;

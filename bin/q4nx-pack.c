@@ -210,6 +210,9 @@ int main(int argc, char **argv)
         ogk_error te;
         if (tok_chat_template_check(tpl, origin, &te))
             ogk_err("warning: %s; the container is written (completions will work), chat with it will not", te.msg);
+        else if (tok_jinja_lint(tpl, &te))
+            ogk_err("warning: %s: the chat template uses what ogakit's Jinja engine lacks: %s; a conversation that "
+                    "reaches it will be refused", origin, te.msg);
     }
     if (!rc && tools_bad && !saw_jinja)
         ogk_err("warning: %s; the container is written, chat with tools will not work", tools_e.msg);

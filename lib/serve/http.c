@@ -2196,6 +2196,12 @@ int serve_run(const serve_opts *o, ogk_error *e, int *code)
     if (srv->tmpl_bad & APP_TEMPLATE_BAD)
         logf_(srv, "warning: %s; chat requests will be answered 500 chat_template_invalid (completions work)",
               srv->tmpl_e.msg);
+    const char *tsrc = app_chat_template(srv->t, srv->m->c.family_name,
+                                         json_string_value(json_object_get(q4nx_model(srv->m->file), "chat_template")));
+    ogk_error le;
+    if (!(srv->tmpl_bad & APP_TEMPLATE_BAD) && tsrc && tok_jinja_lint(tsrc, &le))
+        logf_(srv, "warning: the chat template uses what the Jinja engine lacks: %s; a chat request that reaches it "
+                   "will be refused (400)", le.msg);
     if (srv->tmpl_bad & APP_TEMPLATE_TOOLS_BAD)
         logf_(srv, "warning: %s; chat requests with tools will be answered 500 chat_template_invalid", srv->tools_e.msg);
     int mode = o->mode >= 0 ? o->mode : model_default_mode(srv->m); /* -1: the pack's */

@@ -1097,6 +1097,63 @@ int tok_jinja_check(const char *src, ogk_error *e)
     return 0;
 }
 
+/* the first filter or test in x's tree this engine does not have, or NULL (the tree is at most
+ * TOK_JINJA_MAX_DEPTH deep: the parser bounds it) */
+static const node *unknown_name(const node *x)
+{
+    static const char *const tests[] = {"defined", "undefined", "none", "string", "boolean", "callable", "false",
+                                        "true", "number", "integer", "iterable", "mapping", "sequence", "odd",
+                                        "even", "lower", "upper"};
+    if (!x)
+        return NULL;
+    if (x->type == E_FILTER && !jj_filter_known(x->s, x->n))
+        return x;
+    if (x->type == E_TEST) {
+        size_t i = 0;
+        while (i < sizeof tests / sizeof *tests && !(strlen(tests[i]) == x->n && !memcmp(tests[i], x->s, x->n)))
+            i++;
+        if (i == sizeof tests / sizeof *tests)
+            return x;
+    }
+    const node *u;
+    if ((u = unknown_name(x->a)) || (u = unknown_name(x->b)) || (u = unknown_name(x->c)))
+        return u;
+    for (size_t i = 0; i < x->nkids; i++)
+        if ((u = unknown_name(x->kids[i])))
+            return u;
+    for (size_t i = 0; i < x->nbody; i++)
+        if ((u = unknown_name(x->body[i])))
+            return u;
+    for (size_t i = 0; i < x->nalt; i++)
+        if ((u = unknown_name(x->alt[i])))
+            return u;
+    return NULL;
+}
+
+int tok_jinja_lint(const char *src, ogk_error *e)
+{
+    jctx c = {.e = e, .serial = 1, .oldest_write = UINT64_MAX};
+    c.lim.max_steps = TOK_JINJA_MAX_STEPS;
+    c.lim.max_text = TOK_JINJA_MAX_OUTPUT;
+    c.lim.max_memory = TOK_JINJA_MAX_MEMORY;
+    size_t srcn = strlen(src);
+    if (tok_utf8_check(src, srcn) != srcn || setjmp(c.jb)) {
+        tok_arena_free(&c.a);
+        return 0; /* tok_jinja_check's to say */
+    }
+    jtoks toks = {0};
+    jj_lex(&c, src, srcn, &toks);
+    nodes prog = jj_parse(&c, &toks);
+    const node *u = NULL;
+    for (size_t i = 0; i < prog.n && !u; i++)
+        u = unknown_name(prog.v[i]);
+    int rc = u ? ogk_fail(e, "template line %d, column %d: unsupported %s '%.*s'", u->line, u->col,
+                          u->type == E_FILTER ? "filter" : "test", (int)(u->n > 40 ? 40 : u->n), u->s)
+               : 0;
+    tok_arena_free(&c.a);
+    return rc;
+}
+
 int tok_chat_template_check(const char *src, const char *origin, ogk_error *e)
 {
     ogk_error te;

@@ -590,6 +590,14 @@ static jv py_title(jctx *c, jv s, int whole)
     return r;
 }
 
+int jj_filter_known(const char *name, size_t n)
+{
+    for (size_t i = 0; i < sizeof filters / sizeof *filters; i++)
+        if (strlen(filters[i].name) == n && !memcmp(filters[i].name, name, n))
+            return 1;
+    return 0;
+}
+
 jv jj_apply_filter(interp *I, node *x, jv v, env *E)
 {
     fargs a = {.I = I, .c = I->c, .x = x};

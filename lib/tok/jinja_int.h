@@ -226,6 +226,7 @@ int jj_is_word(char ch);
 
 /* ---- jinja_parse.c ---- */
 nodes jj_parse(jctx *c, const jtoks *t); /* the template's top-level statements */
+int jj_filter_known(const char *name, size_t n); /* a filter jj_apply_filter has (on some value) */
 
 /* ---- jinja_eval.c, jinja_filters.c ---- */
 jv jj_eval(interp *I, node *x, env *E);

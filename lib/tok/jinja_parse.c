@@ -338,10 +338,12 @@ static node *parse_filter(parser *p)
     while (at(p, T_PIPE)) {
         penter(p), links++;
         p->i++;
+        const jtok *nt = p->i < p->n ? &p->t[p->i] : NULL; /* its name: where messages place the filter */
         node *f = parse_primary(p);
         if (f->type != E_IDENT)
             perr(p, "expected a filter name");
         node *fx = mk(p, E_FILTER);
+        fx->line = nt->line, fx->col = nt->col;
         fx->a = x;
         fx->s = f->s;
         fx->n = f->n;
@@ -367,10 +369,12 @@ static node *parse_test(parser *p)
             neg = 1;
             p->i++;
         }
+        const jtok *nt = p->i < p->n ? &p->t[p->i] : NULL;
         node *t = parse_primary(p);
         if (t->type != E_IDENT)
             perr(p, "expected a test name");
         node *tx = mk(p, E_TEST);
+        tx->line = nt->line, tx->col = nt->col;
         tx->a = x;
         tx->negate = neg;
         tx->s = t->s;
@@ -662,11 +666,13 @@ static node *parse_stmt(parser *p)
     } else if (IS("filter")) {
         /* {% filter name(args) %}body{% endfilter %}: the body's text through one filter */
         p->i++;
+        const jtok *nt = p->i < p->n ? &p->t[p->i] : NULL;
         node *f = parse_primary(p);
         if (f->type != E_IDENT)
             perr(p, "expected a filter name");
         x = mk(p, N_FILTERBLOCK);
         x->a = mk(p, E_FILTER);
+        x->a->line = nt->line, x->a->col = nt->col;
         x->a->s = f->s;
         x->a->n = f->n;
         if (at(p, T_LPAREN)) {

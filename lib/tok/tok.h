@@ -162,6 +162,11 @@ char *tok_jinja_render(const char *src, const json_t *vars, size_t *len, ogk_err
  * template as written, columns in characters from 1). Nothing is rendered: what only a render finds (an
  * unsupported filter, raise_exception, a budget) is not looked for. */
 int tok_jinja_check(const char *src, ogk_error *e);
+/* What a template that parses uses and this engine lacks, found without rendering: the first filter or test
+ * it does not have ("template line 4, column 12: unsupported filter 'wordwrap'"), -1 with e; else 0 (a
+ * template that does not parse is 0 here: tok_jinja_check says that). A render fails there only if a
+ * conversation reaches it, so this is worth a warning, not a refusal. */
+int tok_jinja_lint(const char *src, ogk_error *e);
 /* tok_jinja_check in the words every program uses for a chat template that comes with a model: 0 when src
  * parses, else -1 with e = "ORIGIN: the chat template does not parse: template line L, column C: WHY" (origin
  * names the file it came from: "PACK/tokenizer_config.json", "model.q4nx (chat_template.jinja)"). */
