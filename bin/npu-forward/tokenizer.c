@@ -500,9 +500,10 @@ int cmd_chat(int argc, char **argv)
         c.tpl = at.chat_template;
     /* a template that does not parse is refused before any conversation is read, by where it is wrong (the
      * words serve uses) */
-    if (!o.show_template && (file_tpl ? tok_chat_template_check(file_tpl, o.template_file, &e) != 0
-                                      : (at.tmpl_bad & APP_TEMPLATE_BAD) && (e = at.tmpl_e, 1)))
+    if (!o.show_template && file_tpl && tok_chat_template_check(file_tpl, o.template_file, &e))
         ogk_die(OGK_EXIT_INPUT, "chat: %s", e.msg);
+    if (!o.show_template && !file_tpl && (at.tmpl_bad & APP_TEMPLATE_BAD))
+        ogk_die(OGK_EXIT_INPUT, "chat: %s", at.tmpl_e.msg);
     if (o.show_template) {
         const char *src = c.tpl ? c.tpl : app_chat_template(at.tok, family, NULL);
         if (!src)
