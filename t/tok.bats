@@ -434,7 +434,7 @@ python_where_reference_raises() {
 # of a list, dict, None, boolean or number (a list of content parts | trim, as Gemma 2's and Llama 3.1's
 # templates do) apply to its str(). Expected values: Python's Jinja (tools/jinja-py.py), on lines where the
 # reference raises.
-@test "chat: where the reference raises, str() of floats and unprintable characters and the string filters of non-strings are Python's Jinja's" {
+@test "chat: where the reference raises, str() of floats and unprintable characters, the string filters of non-strings and select / reject are Python's Jinja's" {
   /usr/bin/python3 -c 'import jinja2' 2>/dev/null || skip "python3-jinja2 is not installed (tools/deps.sh installs it)"
   printf '%s' '{{ x|string }}' > "$W/py-str.jinja"
   printf '%s' '{{ m.content|trim }}|{{ m.content|upper }}|{{ m|replace("text", "T") }}|{{ m.none|trim }}|{{ m.flag|lower }}|{{ m.n|trim }}|{{ m.f|capitalize }}' > "$W/py-filt.jinja"
@@ -455,6 +455,13 @@ PY
   printf '%s' "{{ m|unique(attribute='n')|map(attribute='n')|join(',') }}|{{ m|unique(true, 'n')|list|length }}|{{ m|min(attribute='k')|string }}|{{ m|max(attribute='k')|string }}|{{ m|max(attribute='n', case_sensitive=true)|string }}|{{ ['a', 'A', 'b']|unique(case_sensitive=false)|list|length }}" > "$W/py-uniq.jinja"
   echo '{"m": [{"n": "X", "k": 2}, {"n": "x", "k": 1.5}, {"n": "y", "k": 3}, {"n": "X", "k": -1}]}' > "$W/py-uniq.jsonl"
   python_where_reference_raises py-str py-filt py-uniq
+  # select / reject (the reference has only selectattr / rejectattr): each item tested itself, by truth, a test,
+  # or equalto / == / ne with a value (Llama 3.1 / 3.3's builtin_tools | reject('equalto', 'code_interpreter'));
+  # undefined and none are empty
+  printf '%s' "{{ b | reject('equalto', 'code_interpreter') | join(', ') }}|{{ b | select('equalto', 'x') | list | length }}|{{ n | select | join(',') }}|{{ n | reject | list | length }}|{{ m | select('odd') | join(',') }}|{{ b | select('string') | list | length }}|{{ u | select | list | length }}|{{ none | reject | list | length }}|{{ m | reject('ne', 2) | join(',') }}|{{ n | select('none') | list | length }}|{{ m | select('==', 3) | join(',') }}" > "$W/py-sel.jinja"
+  printf '%s\n' '{"b": ["brave_search", "code_interpreter", "wolfram", 5], "n": [0, 1, 2, 3, null, "", "a"], "m": [1, 2, 3, 4]}' \
+    '{"b": [], "n": [0, "x"], "m": [7]}' > "$W/py-sel.jsonl"
+  python_where_reference_raises py-sel
 }
 
 # More of the same, each an operation real templates use and the reference refuses: none ~ 'str' (GigaChat3,

@@ -268,8 +268,10 @@ static int f_sort(fargs *a, jv v, jv *out)
     return 1;
 }
 
-/* selectattr / rejectattr(attribute[, test[, value]]) over an array of objects */
-static int select_reject(fargs *a, jv v, jv *out, int sel)
+/* selectattr / rejectattr(attribute[, test[, value]]) over an array of objects (attr), and select / reject([test[,
+ * value]]) over an array, each item tested itself (Python's Jinja; the reference has only the attr forms: Llama
+ * 3.1's template rejects 'code_interpreter' from builtin_tools) */
+static int select_reject(fargs *a, jv v, jv *out, int sel, int attr)
 {
     jctx *c = a->c;
     node *x = a->x;
@@ -277,23 +279,34 @@ static int select_reject(fargs *a, jv v, jv *out, int sel)
         return 0;
     jarr *s = v.u.arr;
     for (size_t i = 0; i < x->nkids; i++)
-        if (x->kids[i]->type != E_STR)
-            jj_jfail(c, "arguments of `%.*s` must be strings", (int)x->n, x->s);
-    if (!a->np || a->args[0].t != V_STR)
+        if (x->kids[i]->type != E_STR && (attr || i == 0))
+            jj_jfail(c, attr ? "arguments of `%.*s` must be strings" : "the test of `%.*s` must be a string", (int)x->n,
+                     x->s);
+    if (attr && (!a->np || a->args[0].t != V_STR))
         jj_jfail(c, "%.*s needs an attribute name", (int)x->n, x->s);
+    const jv *t = a->args + attr; /* the test and its value */
+    size_t nt = a->np > (size_t)attr ? a->np - (size_t)attr : 0;
     jv r = jj_v_arr(c, s->n);
     size_t k = 0;
     for (size_t i = 0; i < s->n; i++) {
-        if (s->v[i].t != V_OBJ && s->v[i].t != V_NS)
-            jj_jfail(c, "`%.*s` can only be applied to array of objects", (int)x->n, x->s);
-        jv *at = jj_obj_find(s->v[i].u.obj, a->args[0].u.str.s, a->args[0].u.str.n);
+        jv *at = &s->v[i];
+        if (attr) {
+            if (s->v[i].t != V_OBJ && s->v[i].t != V_NS)
+                jj_jfail(c, "`%.*s` can only be applied to array of objects", (int)x->n, x->s);
+            at = jj_obj_find(s->v[i].u.obj, a->args[0].u.str.s, a->args[0].u.str.n);
+        }
         int res = 0;
         if (at && at->t != V_UNDEF) {
-            if (a->np > 1) {
-                if (a->np > 2 && (jj_str_eq(a->args[1], "equalto") || jj_str_eq(a->args[1], "eq")))
-                    res = jj_strict_eq(*at, a->args[2]);
+            if (nt) {
+                if (nt > 1 && (jj_str_eq(t[0], "equalto") || jj_str_eq(t[0], "eq") || jj_str_eq(t[0], "==")))
+                    res = jj_strict_eq(*at, t[1]);
+                else if (nt > 1 && (jj_str_eq(t[0], "ne") || jj_str_eq(t[0], "!=")))
+                    res = !jj_strict_eq(*at, t[1]);
+                else if (nt > 1)
+                    jj_jfail(c, "`%.*s`: the test '%.*s' with a value is not supported (equalto, ne)", (int)x->n, x->s,
+                             (int)t[0].u.str.n, t[0].u.str.s);
                 else
-                    res = jj_run_test(a->I, a->args[1].u.str.s, a->args[1].u.str.n, *at, x->line);
+                    res = jj_run_test(a->I, t[0].u.str.s, t[0].u.str.n, *at, x->line);
             } else {
                 res = jj_truthy(*at);
             }
@@ -305,8 +318,10 @@ static int select_reject(fargs *a, jv v, jv *out, int sel)
     *out = r;
     return 1;
 }
-static int f_selectattr(fargs *a, jv v, jv *out) { return select_reject(a, v, out, 1); }
-static int f_rejectattr(fargs *a, jv v, jv *out) { return select_reject(a, v, out, 0); }
+static int f_selectattr(fargs *a, jv v, jv *out) { return select_reject(a, v, out, 1, 1); }
+static int f_rejectattr(fargs *a, jv v, jv *out) { return select_reject(a, v, out, 0, 1); }
+static int f_select(fargs *a, jv v, jv *out) { return select_reject(a, v, out, 1, 0); }
+static int f_reject(fargs *a, jv v, jv *out) { return select_reject(a, v, out, 0, 0); }
 
 /* map(attribute=path, default=...) */
 static int f_map(fargs *a, jv v, jv *out)
@@ -541,8 +556,8 @@ static const struct {
     {"indent", f_indent},   {"int", f_int},         {"items", f_items},           {"join", f_join},
     {"keys", f_keys},       {"last", f_last},       {"length", f_length},         {"list", f_list},
     {"lower", f_lower},     {"map", f_map},         {"max", f_max},               {"min", f_min},
-    {"rejectattr", f_rejectattr}, {"replace", f_replace},
-    {"reverse", f_reverse}, {"safe", f_safe},       {"selectattr", f_selectattr}, {"sort", f_sort},
+    {"reject", f_reject},   {"rejectattr", f_rejectattr}, {"replace", f_replace},
+    {"reverse", f_reverse}, {"safe", f_safe},       {"select", f_select}, {"selectattr", f_selectattr}, {"sort", f_sort},
     {"string", f_string},   {"title", f_title},     {"tojson", f_tojson},         {"trim", f_trim},
     {"unique", f_unique},   {"upper", f_upper},     {"values", f_values},
 };
@@ -614,9 +629,10 @@ jv jj_apply_filter(interp *I, node *x, jv v, env *E)
             return v_str("", 0);
         if (F("length") || F("count"))
             return v_int(0);
-        if (F("list") || F("selectattr") || F("rejectattr") || F("map") || F("unique") || F("reverse") || F("sort"))
+        if (F("list") || F("selectattr") || F("rejectattr") || F("select") || F("reject") || F("map") || F("unique") ||
+            F("reverse") || F("sort"))
             v = jj_v_arr(I->c, 0);
-    } else if (v.t == V_NULL && (F("selectattr") || F("rejectattr") || F("map"))) {
+    } else if (v.t == V_NULL && (F("selectattr") || F("rejectattr") || F("select") || F("reject") || F("map"))) {
         v = jj_v_arr(I->c, 0);
     }
     for (size_t i = 0; i < sizeof filters / sizeof *filters; i++) {
