@@ -15,13 +15,18 @@ trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$out"' EXIT
 if [ "$#" -gt 0 ]; then
   targets=("$@")
 else
-  # the longest files first, so that with JOBS > 1 the others fill in beside them and the jobs end
-  # together (forward.bats and gguf.bats are a third of the suite's time: started after the unit tests and
-  # two other files, they ran on alone at the end)
-  long=(forward.bats gguf.bats)
+  # the longest files first (longest-processing-time order, from the CI logs' per-file times), so that with
+  # JOBS > 1 the others fill in beside them and the jobs end together: in alphabetical order tok.bats
+  # (3 min) started last and ran on alone. Files not named here run after these, in name order.
+  long=(forward.bats gguf.bats serve.bats tok.bats oga-info.bats hardening.bats q4nx.bats spec-replay.bats
+        fixtures.bats oga-extract.bats npu-gemm.bats probe.bats chat-limits.bats jsonpattern.bats)
+  longunit=(kern_paths tok_encode_max kern_i16 serve_jsongate model_sample tok_jinja tok_robust kern_attend)
   targets=()
   for b in "${long[@]}"; do [ -e "$top/t/$b" ] && targets+=("$top/t/$b"); done
-  for u in "$build"/t/*; do [ -x "$u" ] && targets+=("$u"); done
+  for u in "${longunit[@]}"; do [ -x "$build/t/$u" ] && targets+=("$build/t/$u"); done
+  for u in "$build"/t/*; do
+    [ -x "$u" ] && [[ " ${longunit[*]} " != *" $(basename "$u") "* ]] && targets+=("$u")
+  done
   for b in "$top"/t/*.bats; do
     [ -e "$b" ] && [[ " ${long[*]} " != *" $(basename "$b") "* ]] && targets+=("$b")
   done
