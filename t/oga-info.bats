@@ -200,12 +200,21 @@ bad_case() {
 }
 
 # edge cases the malformed fixtures do not cover (t/pack-mutate.py edits a good fixture)
-mutated() { # STYLE MUTATION -> path
+mutated() { # STYLE MUTATION -> path (made once per test)
   local d=$BATS_TEST_TMPDIR/mut-$1-$2
-  /usr/bin/python3 "$TOP/t/pack-mutate.py" "$(fixture qwen2 "$1" tied)" "$d" "$2" && echo "$d"
+  [ -e "$d/model.onnx" ] || /usr/bin/python3 "$TOP/t/pack-mutate.py" "$(fixture qwen2 "$1" tied)" "$d" "$2" || return
+  echo "$d"
+}
+mutate_both() { # MUTATION...: mutated cpu M and mutated amd M for each M, in one Python run
+  local a=() m s
+  for s in cpu amd; do
+    for m in "$@"; do a+=("$(fixture qwen2 "$s" tied)" "$BATS_TEST_TMPDIR/mut-$s-$m" "$m"); done
+  done
+  /usr/bin/python3 "$TOP/t/pack-mutate.py" "${a[@]}"
 }
 mutation_case() { # MUTATION CODE WHAT-substring
   local s d
+  [ -e "$BATS_TEST_TMPDIR/mut-amd-$1/model.onnx" ] || mutate_both "$1"
   for s in cpu amd; do
     d=$(mutated "$s" "$1")
     run --separate-stderr oga-info -q "$d"
@@ -265,6 +274,7 @@ mutation_case() { # MUTATION CODE WHAT-substring
 }
 # norms: what the runtime computes (the model's one epsilon, the last axis, nothing added before the norm, one kind)
 @test "refused: a norm with another epsilon, over another axis, with a bias added before it" {
+  mutate_both norm-eps norm-axis norm-prebias
   mutation_case norm-eps unsupported_op layers.1.input_norm
   mutation_case norm-axis unsupported_op layers.0.input_norm
   mutation_case norm-prebias unsupported_op layers.0.post_attn_norm
@@ -292,6 +302,7 @@ mutation_case() { # MUTATION CODE WHAT-substring
 }
 # what Gemma 2 brings, on any family's graph: carried into the model description, which the runtime applies
 @test "sliding window, softcap and a custom scale on every attention node: importable, in the description" {
+  mutate_both gqa-window gqa-softcap gqa-scale
   local s o
   for s in cpu amd; do
     run oga-info -q "$(mutated "$s" gqa-window)"
@@ -585,6 +596,7 @@ teardown() { [ ! -f "$BATS_TEST_TMPDIR/perm-dir" ] || rm -rf "$(cat "$BATS_TEST_
 # Every node inside a block is one the runtime computes, or the pack is refused with the block named.
 # Each of these edits was imported before and ran as if the node were not there (review of session 36).
 @test "refused: a node inside a block the runtime does not compute (Relu, Div for the product, Mul by 2, a bypassed down_proj)" {
+  mutate_both relu-down div-gate-up mul2-up down-bypass relu-attn relu-o relu-qkv
   mutation_case relu-down unsupported_op "layer 0 mlp"
   mutation_case div-gate-up unsupported_op "layer 0 mlp"
   mutation_case mul2-up unsupported_op "layer 0 mlp"
@@ -678,6 +690,7 @@ refused_once() {
 # what onnxruntime refuses as a graph, refused by name (each was imported: ops matched by op_type alone,
 # a value defined twice, an integer attribute of another type taken for absent)
 @test "refused: a known op in another domain, a node writing an initializer's name, num_heads as a float" {
+  mutate_both domain-evil init-redefined heads-float
   mutation_case domain-mnb unsupported_op "node /model/layers.0/attn/q"
   mutation_case domain-evil unsupported_op "node /model/layers.0/attn/GroupQueryAttention"
   mutation_case init-redefined graph "node /mutate/Identity"

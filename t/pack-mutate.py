@@ -1,7 +1,7 @@
 #!/usr/bin/python3
-"""pack-mutate.py SRC DST MUTATION - a copy of pack SRC with one edit of its model.onnx, for the
-edge cases of t/oga-info.bats that the malformed fixtures (tools/mkbad.py) do not cover. Big files
-are symlinked; model.onnx is rewritten with the onnx package (external data is not loaded).
+"""pack-mutate.py SRC DST MUTATION [SRC DST MUTATION ...] - a copy of pack SRC with one edit of its
+model.onnx, for the edge cases of t/oga-info.bats that the malformed fixtures (tools/mkbad.py) do not
+cover; several triples are made in turn in one run (Python and onnx start once). Big files are symlinked; model.onnx is rewritten with the onnx package (external data is not loaded).
 
 Mutations:
   escape-location   an initializer's external location "../model.onnx.data"    -> external_data
@@ -103,7 +103,14 @@ from onnx import TensorProto, helper, numpy_helper
 
 
 def main():
-    src, dst, what = sys.argv[1:4]
+    args = sys.argv[1:]
+    if not args or len(args) % 3:
+        sys.exit("usage: pack-mutate.py SRC DST MUTATION [SRC DST MUTATION ...]")
+    for i in range(0, len(args), 3):
+        mutate(*args[i:i + 3])
+
+
+def mutate(src, dst, what):
     os.makedirs(dst, exist_ok=True)
     for f in os.listdir(src):
         if f != "model.onnx" and not f.startswith("."):
