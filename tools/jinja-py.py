@@ -2,9 +2,10 @@
 """jinja-py.py - Python's Jinja (Debian's python3-jinja2) as transformers runs a chat template: the second
 chat-template oracle of t/tok.bats, for what @huggingface/jinja (the first) cannot render.
 
-  /usr/bin/python3 tools/jinja-py.py TEMPLATE < CONVERSATIONS.jsonl
+  /usr/bin/python3 tools/jinja-py.py TEMPLATE [TEMPLATE...] < CONVERSATIONS.jsonl
       each input line a JSON object of template variables (or an array of messages); prints one JSON value
-      per line: the rendered string, or {"error": message}.
+      per line: the rendered string, or {"error": message}. Several templates: each over every input line
+      in turn (template-major), in one process.
 
 The environment is transformers' (ImmutableSandboxedEnvironment, trim_blocks, lstrip_blocks, loop controls,
 its tojson, raise_exception and strftime_now, a {% generation %} tag rendering its body); the variables are
@@ -44,11 +45,11 @@ def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False)
 
 
 def main():
-    if len(sys.argv) != 2:
+    if len(sys.argv) < 2:
         sys.stderr.write(__doc__)
         return 2
     try:
-        src = open(sys.argv[1], encoding="utf-8").read()
+        srcs = [open(p, encoding="utf-8").read() for p in sys.argv[1:]]
     except OSError as e:
         sys.stderr.write("jinja-py.py: %s\n" % e)
         return 3
@@ -56,22 +57,24 @@ def main():
     env.filters["tojson"] = tojson
     env.globals["raise_exception"] = raise_exception
     env.globals["strftime_now"] = lambda fmt: datetime.datetime.now().strftime(fmt)
-    try:
-        tpl, err = env.from_string(src), None
-    except Exception as e:  # a template Python's Jinja cannot compile: every line says so
-        tpl, err = None, "compile: %s" % e
+    convs = []
     for line in sys.stdin:
         v = json.loads(line)
-        if isinstance(v, list):
-            v = {"messages": v}
-        if tpl is None:
-            out = {"error": err}
-        else:
-            try:
-                out = tpl.render(**v)
-            except Exception as e:
-                out = {"error": str(e)}
-        sys.stdout.write(json.dumps(out, ensure_ascii=False) + "\n")
+        convs.append({"messages": v} if isinstance(v, list) else v)
+    for src in srcs:
+        try:
+            tpl, err = env.from_string(src), None
+        except Exception as e:  # a template Python's Jinja cannot compile: every line says so
+            tpl, err = None, "compile: %s" % e
+        for v in convs:
+            if tpl is None:
+                out = {"error": err}
+            else:
+                try:
+                    out = tpl.render(**v)
+                except Exception as e:
+                    out = {"error": str(e)}
+            sys.stdout.write(json.dumps(out, ensure_ascii=False) + "\n")
     return 0
 
 

@@ -7,9 +7,11 @@
  * Usage (input on stdin, one JSON value per line; output one JSON value per line):
  *   node tools/tok-golden.js encode DIR [--no-special]   JSON strings -> JSON arrays of ids
  *   node tools/tok-golden.js decode DIR [--skip-special]  JSON arrays of ids -> JSON strings
- *   node tools/tok-golden.js chat (DIR | --template FILE [--bos S] [--eos S])
+ *   node tools/tok-golden.js chat (DIR | --template FILE [--template FILE...] [--bos S] [--eos S])
  *        conversations ({"messages": [...], ...} or [...]) -> JSON strings (the rendered prompt);
- *        bos_token / eos_token come from DIR/tokenizer_config.json, as ogakit does.
+ *        bos_token / eos_token come from DIR/tokenizer_config.json, as ogakit does. Several templates:
+ *        each over every conversation in turn (template-major), one process for all; a template
+ *        that does not parse then gives {"error": ...} on each of its lines.
  *   node tools/tok-golden.js bench DIR FILE REPS          encode FILE line by line REPS times; prints
  *        {"bytes":..,"seconds":..,"mb_per_s":..}
  *   node tools/tok-golden.js compare EXPECTED ACTUAL      JSONL files, value by value; prints the first
@@ -75,32 +77,48 @@ if (cmd === 'encode') {
   }
 } else if (cmd === 'chat') {
   const { Template } = require(path.join(NM, '@huggingface/jinja/dist/index.cjs'));
-  let src, bos, eos;
+  // each source: its text, or the error that stops it (a template that does not parse)
+  const sources = [];
+  let bos, eos;
   if (opt('--template')) {
-    src = fs.readFileSync(opt('--template'), 'utf8');
+    argv.forEach((a, i) => { if (a === '--template') sources.push(fs.readFileSync(argv[i + 1], 'utf8')); });
     bos = opt('--bos');
     eos = opt('--eos');
   } else {
     const { config } = loadTokenizer(argv[1]);
-    src = config.chat_template;
+    let src = config.chat_template;
     if (Array.isArray(src)) src = (src.find((x) => x.name === 'default') || {}).template;
     if (typeof src !== 'string') die(argv[1] + ': no chat_template', 3);
+    sources.push(src);
     bos = tokenString(config.bos_token);
     eos = tokenString(config.eos_token);
   }
-  const tpl = new Template(src);
-  for (const l of stdinLines()) {
-    let v = JSON.parse(l);
-    if (Array.isArray(v)) v = { messages: v };
-    if (v.bos_token === undefined && bos !== undefined) v.bos_token = bos;
-    if (v.eos_token === undefined && eos !== undefined) v.eos_token = eos;
-    let r;
-    try {
-      r = tpl.render(v);
-    } catch (e) {
-      r = { error: String(e.message || e) };
+  const convs = stdinLines();
+  for (const src of sources) {
+    let tpl, perr;
+    if (sources.length === 1) tpl = new Template(src);
+    else {
+      try {
+        tpl = new Template(src);
+      } catch (e) {
+        perr = { error: String(e.message || e) };
+      }
     }
-    out.push(JSON.stringify(r));
+    for (const l of convs) {
+      let v = JSON.parse(l);
+      if (Array.isArray(v)) v = { messages: v };
+      if (v.bos_token === undefined && bos !== undefined) v.bos_token = bos;
+      if (v.eos_token === undefined && eos !== undefined) v.eos_token = eos;
+      let r = perr;
+      if (!perr) {
+        try {
+          r = tpl.render(v);
+        } catch (e) {
+          r = { error: String(e.message || e) };
+        }
+      }
+      out.push(JSON.stringify(r));
+    }
   }
 } else if (cmd === 'bench') {
   const { tok } = loadTokenizer(argv[1]);
