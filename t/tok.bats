@@ -411,7 +411,12 @@ EOF
     n=${f##*/} n=${n%.jinja}
     npu-forward chat --jsonl --template "$f" < "$W/tpl/$n.in" > "$W/tpl/$n.ours" || { echo "$n: ours failed"; bad=1; }
   done
+  # (the sanitizer run takes the first such conversation of each template: 34 of 61 lines with node-llama-cpp
+  # 3.22.1's templates, mostly raise_exception, the same C each time; the plain run takes every one)
+  local last=
   while IFS=$'\t' read -r n i want line; do
+    [ "${OGAKIT_SAN:-0}" != 1 ] || [ "$n" != "$last" ] || continue
+    last=$n
     run npu-forward chat --jsonl --template "$T/$n.jinja" <<<"$line"
     [ "$status" -eq 3 ] || { echo "$n: conversation $i: both references fail ($want), ours: exit $status"; bad=1; }
   done < "$W/tpl/both-fail"
