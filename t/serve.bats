@@ -1216,18 +1216,22 @@ PY
       for t in 0 0.9; do
         for seed in 1 2; do
           req="{\"messages\": $u, \"tools\": $tools, \"tool_choice\": $choice, \"max_tokens\": 400, \"temperature\": $t, \"seed\": $seed}"
+          # streamed beside the whole answer (another slot)
+          curl -sN -m 60 -H 'Content-Type: application/json' "http://127.0.0.1:$PORT/v1/chat/completions" \
+            -d "$(echo "$req" | jq -c '.stream = true')" >"$BATS_TEST_TMPDIR/sse" &
+          spid=$!
           post /v1/chat/completions "$req"
+          wait "$spid"
           [ "$STATUS" = 200 ]
           echo "$BODY" | jq -e --argjson c "$choice" '.choices[0] | .finish_reason == "tool_calls" and .message.content == null and
             (.message.tool_calls | length) == 1 and
             (.message.tool_calls[0].function | ('"$fits"') and
               (if ($c | type) == "object" then .name == $c.function.name else (.name | IN("get_weather", "add", "add-all")) end))' >/dev/null
-          call=$(echo "$BODY" | jq -c '.choices[0].message.tool_calls[0].function')
-          curl -sN -m 60 -H 'Content-Type: application/json' "http://127.0.0.1:$PORT/v1/chat/completions" \
-            -d "$(echo "$req" | jq -c '.stream = true')" | sed -n 's/^data: \({.*\)/\1/p' >"$BATS_TEST_TMPDIR/chunks"
-          [ "$(jq -s -c '[.[].choices[0].delta.tool_calls // empty | .[].function] | .[0]' "$BATS_TEST_TMPDIR/chunks")" = "$call" ]
-          [ "$(jq -s -r '[.[].choices[0].delta.content // empty] | join("")' "$BATS_TEST_TMPDIR/chunks")" = "" ]
-          [ "$(jq -s -r '.[-1].choices[0].finish_reason' "$BATS_TEST_TMPDIR/chunks")" = tool_calls ]
+          # the stream: the same call, no content, finish tool_calls (one jq)
+          sed -n 's/^data: \({.*\)/\1/p' "$BATS_TEST_TMPDIR/sse" | jq -s -e --argjson call "$(echo "$BODY" | jq -c '.choices[0].message.tool_calls[0].function')" \
+            '([.[].choices[0].delta.tool_calls // empty | .[].function] | .[0]) == $call and
+            ([.[].choices[0].delta.content // empty] | join("")) == "" and .[-1].choices[0].finish_reason == "tool_calls"' >/dev/null ||
+            { echo "streamed:"; cat "$BATS_TEST_TMPDIR/sse"; false; }
         done
       done
     done
