@@ -8,15 +8,10 @@ load helpers
 setup_file() {
   export W=$(mktemp -d "${BATS_FILE_TMPDIR:-/tmp}/ogk-chatlim.XXXXXX")
   echo '[{"role":"user","content":"x"}]' > "$W/m.json"
-}
-
-teardown_file() { rm -rf "$W"; }
-
-# template NAME: write $W/NAME.jinja (the hostile template of that name)
-template() {
-  python3 - "$1" "$W/$1.jinja" <<'EOF'
+  # every hostile template, written once by one python (one python per template took 2-4 s a run)
+  python3 - "$W" <<'EOF'
 import sys
-name, out = sys.argv[1], sys.argv[2]
+w = sys.argv[1]
 t = {
   "deep-if": "{% if true %}" * 20000 + "x" + "{% endif %}" * 20000,
   "deep-for": "{% for m in messages %}" * 20000 + "x" + "{% endfor %}" * 20000,
@@ -32,10 +27,16 @@ t = {
   "repeat": "{{ 'xy' * 100000000000 }}",
   "repeat-loop": "{% for i in range(1000000) %}{% set s = 'x' * 10000000 %}{% endfor %}",
   "memory": "{% set ns = namespace(l=[]) %}{% for i in range(100000) %}{% set ns.l = ns.l + [i] %}{% endfor %}",
-}[name]
-open(out, "w").write(t)
+}
+for name, text in t.items():
+    open("%s/%s.jinja" % (w, name), "w").write(text)
 EOF
 }
+
+teardown_file() { rm -rf "$W"; }
+
+# template NAME: $W/NAME.jinja (the hostile template of that name, setup_file wrote it)
+template() { [ -s "$W/$1.jinja" ] || { echo "no template $1" >&2; return 1; }; }
 
 # container_with NAME: a container whose tokenizer_config.json carries template NAME
 container_with() {
@@ -43,12 +44,7 @@ container_with() {
   template "$1"
   mkdir -p "$d"
   cp "$pack"/* "$d/"
-  python3 - "$pack/tokenizer_config.json" "$W/$1.jinja" "$d/tokenizer_config.json" <<'EOF'
-import json, sys
-c = json.load(open(sys.argv[1]))
-c["chat_template"] = open(sys.argv[2]).read()
-json.dump(c, open(sys.argv[3], "w"))
-EOF
+  jq --rawfile t "$W/$1.jinja" '.chat_template = $t' "$pack/tokenizer_config.json" >"$d/tokenizer_config.json"
   oga-extract "$d" | q4nx-pack -l rm -o "$W/$1.q4nx"
   echo "$W/$1.q4nx"
 }
