@@ -9,8 +9,20 @@ setup_file() {
   export W=$(mktemp -d "${BATS_FILE_TMPDIR:-/tmp}/ogk-serve.XXXXXX")
   oga-extract "$TOP/share/models/pytiny-target" 2>/dev/null | q4nx-pack -l b8 -o "$W/target.q4nx" 2>/dev/null
   oga-extract "$TOP/share/models/pytiny-draft" 2>/dev/null | q4nx-pack -l b8 -o "$W/draft.q4nx" 2>/dev/null
+  # one server with the default options for the file's tests that ask it only what any server answers the
+  # same (shared_server): no metrics, signals, logs or prefix-cache counts (those start their own); a start
+  # and a stop each took 0.3 s plain, 1 s under ASan
+  npu-forward serve -m "$W/target.q4nx" --port 0 -t 1 2>"$W/shared.log" >/dev/null 3>&- &
+  echo $! >"$W/shared.pid"
 }
-teardown_file() { rm -rf "$W"; }
+teardown_file() {
+  local p
+  p=$(cat "$W/shared.pid")
+  kill -TERM "$p" 2>/dev/null || true
+  for _ in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.05; done
+  kill -KILL "$p" 2>/dev/null || true
+  rm -rf "$W"
+}
 teardown() { stop_servers; }
 
 # start_server [serve options]: sets PORT, SPID (the server's pid) and SLOG; waits until it is ready
@@ -26,6 +38,17 @@ start_server() {
   done
   PORT=$(LC_ALL=C sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$SLOG" | head -1)
   grep -q 'ready:' "$SLOG" || { cat "$SLOG" >&2; return 1; }
+}
+# shared_server: PORT, SPID and SLOG of the file's default server (setup_file), once it is ready
+shared_server() {
+  SPID=$(cat "$W/shared.pid") SLOG=$W/shared.log
+  for _ in $(seq 400); do
+    grep -q 'ready:' "$SLOG" && break
+    kill -0 "$SPID" 2>/dev/null || break
+    sleep 0.05
+  done
+  PORT=$(LC_ALL=C sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$SLOG" | head -1)
+  grep -q 'ready:' "$SLOG" && kill -0 "$SPID" 2>/dev/null || { cat "$SLOG" >&2; return 1; }
 }
 stop_servers() {
   [ -f "$BATS_TEST_TMPDIR/pids" ] || return 0
@@ -44,11 +67,11 @@ stop_servers() {
 post() {
   STATUS=$(curl -s -m 30 -o "$BATS_TEST_TMPDIR/body" -w '%{http_code}' -H 'Content-Type: application/json' \
     --data-binary "$2" "http://127.0.0.1:$PORT$1")
-  BODY=$(cat "$BATS_TEST_TMPDIR/body")
+  BODY=$(<"$BATS_TEST_TMPDIR/body")
 }
 get() {
   STATUS=$(curl -s -m 30 -o "$BATS_TEST_TMPDIR/body" -w '%{http_code}' "http://127.0.0.1:$PORT$1")
-  BODY=$(cat "$BATS_TEST_TMPDIR/body")
+  BODY=$(<"$BATS_TEST_TMPDIR/body")
 }
 # the OpenAI error shape with this status
 is_error() {
@@ -192,7 +215,7 @@ busy_request() {
 }
 
 @test "serve: greedy /v1/completions text equals npu-forward run (text and id prompts, f32 and i8), usage and timings" {
-  start_server
+  shared_server
   want=$(run_text -n 24 -p "def fibonacci(n):")
   post /v1/completions '{"prompt": "def fibonacci(n):", "max_tokens": 24, "temperature": 0}'
   [ "$STATUS" = 200 ]
@@ -214,7 +237,7 @@ busy_request() {
 }
 
 @test "serve: chat through the container's template equals npu-forward run --chat; streaming gives the same text, then [DONE]" {
-  start_server
+  shared_server
   want=$(run_text --chat -n 24 -p "What is a list?")
   post /v1/chat/completions '{"messages": [{"role": "user", "content": "What is a list?"}], "max_tokens": 24, "temperature": 0}'
   [ "$STATUS" = 200 ]
@@ -234,7 +257,7 @@ busy_request() {
 # the members OpenAI's API reference marks required (typed clients that validate answers, such as
 # openai-java, reject an answer without them): a chat message's refusal (null) was missing. Held-out audit.
 @test "serve: answers carry the members OpenAI's API reference requires (chat message refusal null, in one piece, with n and beside tool calls)" {
-  start_server
+  shared_server
   req='{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3, "temperature": 0, "n": 2, "logprobs": true, "top_logprobs": 1}'
   post /v1/chat/completions "$req"
   [ "$STATUS" = 200 ]
@@ -256,7 +279,7 @@ busy_request() {
 }
 
 @test "serve: logprobs (completions top-N, chat top_logprobs), stop strings, echo, seeded sampling repeats" {
-  start_server
+  shared_server
   post /v1/completions '{"prompt": "def fibonacci(n):", "max_tokens": 5, "temperature": 0, "logprobs": 3}'
   # greedy: every chosen token is its step's most likely one; the top list is sorted
   echo "$BODY" | jq -e '.choices[0].logprobs as $l | ($l.tokens | length) == 5 and
@@ -367,7 +390,7 @@ PY
 # be up to logprobs+1 elements" in a top_logprobs dict (vLLM's too); a sampled token outside the top N was
 # missing from its dict, and logprobs 0 gave empty dicts. Held-out audit.
 @test "serve: completions top_logprobs always hold the chosen token (up to logprobs + 1 entries; logprobs 0: it alone), streamed and echoed alike" {
-  start_server
+  shared_server
   # sampled (tokens outside the top 1 are likely): each dict has the chosen token, at its logprob or a likelier
   # one of the same text, and at most logprobs + 1 entries
   for lp in 0 1 3; do
@@ -394,7 +417,7 @@ PY
 }
 
 @test "serve: echo with logprobs scores the prompt (lm-evaluation-harness's loglikelihood): each token's logprob is the model's, max_tokens 0 and 1, id prompts, n choices, streamed" {
-  start_server
+  shared_server
   # a prompt of more than two scoring passes (32 rows each), the last one partial
   npu-forward tokenize -m "$W/target.q4nx" "def fibonacci(n): return n if n < 2 else fibonacci(n - 1) + fibonacci(n - 2)
 # the quick brown fox jumps over the lazy dog; print(fibonacci(10)) and the sum of squares of 1..20" > "$W/score.ids"
@@ -455,7 +478,7 @@ PY
 }
 
 @test "serve: a list of prompts (completions): choice p x n + k answers prompt p as a request of its own does (text or ids, echo, logprobs, streamed); usage counts each prompt once" {
-  start_server
+  shared_server
   local p want=() pt=0
   for p in "def f(x):" "The cat sat"; do
     post /v1/completions "$(jq -nc --arg p "$p" '{prompt: $p, max_tokens: 6, temperature: 0, logprobs: 1, echo: true}')"
@@ -782,7 +805,7 @@ schema_fits() {
 }
 
 @test "serve: logit_bias (+100 forces a token, -100 on the greedy one gives the runner-up); presence and frequency penalties: every step takes the best penalised token" {
-  start_server
+  shared_server
   post /v1/completions '{"prompt": "def fibonacci(n):", "max_tokens": 1, "temperature": 0, "logprobs": 2, "return_tokens": true}'
   first=$(echo "$BODY" | jq '.choices[0].tokens[0]')
   runner=$(echo "$BODY" | jq -r '.choices[0].logprobs.top_logprobs[0] | to_entries | sort_by(-.value) | .[1].key')
@@ -835,7 +858,7 @@ schema_fits() {
 }
 
 @test "serve: a stop string that starts a token: streamed with logprobs, return_tokens still gives every generated id, as in one piece" {
-  start_server
+  shared_server
   req='{"prompt": "def fibonacci(n):", "max_tokens": 16, "temperature": 0, "return_tokens": true'
   post /v1/completions "$req}"
   [ "$STATUS" = 200 ]
@@ -910,7 +933,7 @@ PY
 }
 
 @test "serve: text_offset does not count a special token of the answer (the text skips it), streamed alike" {
-  start_server
+  shared_server
   sp=$(npu-forward tokenize --no-special -m "$W/target.q4nx" '<|im_start|>' | jq -e 'if length == 1 then .[0] else error end')
   a=$(npu-forward tokenize --no-special -m "$W/target.q4nx" a | jq -e 'if length == 1 then .[0] else error end')
   [ -n "$sp" ] && [ -n "$a" ]
@@ -967,7 +990,7 @@ PY
 }
 
 @test "serve: /tokenize and /detokenize (llama-server shapes) agree with npu-forward tokenize" {
-  start_server
+  shared_server
   post /tokenize '{"content": "def fibonacci(n):"}'
   [ "$STATUS" = 200 ]
   [ "$(echo "$BODY" | jq -c .tokens)" = "$(npu-forward tokenize -m "$W/target.q4nx" --no-special "def fibonacci(n):" | jq -c .)" ]
@@ -1085,22 +1108,22 @@ PY
   # 300,000 token ids: refused before the JSON is parsed (the count of values is over the context's worth)
   { printf '{"prompt": [0'; yes ',0' | head -n 300000 | tr -d '\n'; printf ']}'; } >"$BATS_TEST_TMPDIR/ids"
   STATUS=$(curl -s -m 30 -o "$BATS_TEST_TMPDIR/body" -w '%{http_code}' --data-binary @"$BATS_TEST_TMPDIR/ids" "http://127.0.0.1:$PORT/v1/completions")
-  BODY=$(cat "$BATS_TEST_TMPDIR/body"); is_error 400
+  BODY=$(<"$BATS_TEST_TMPDIR/body"); is_error 400
   echo "$BODY" | jq -e '.error.message | test("more than [0-9]+ JSON values")'
   # a 6 MiB prompt: refused once its first context's worth of tokens is counted
   { printf '{"prompt": "'; head -c $((6 << 20)) /dev/zero | tr '\0' 'w' | sed 's/wwww/w ww/g'; printf '"}'; } >"$BATS_TEST_TMPDIR/huge"
   STATUS=$(curl -s -m 30 -o "$BATS_TEST_TMPDIR/body" -w '%{http_code}' --data-binary @"$BATS_TEST_TMPDIR/huge" "http://127.0.0.1:$PORT/v1/completions")
-  BODY=$(cat "$BATS_TEST_TMPDIR/body"); is_error 400
+  BODY=$(<"$BATS_TEST_TMPDIR/body"); is_error 400
   echo "$BODY" | jq -e '.error.code == "context_length_exceeded" and (.error.message | test("more than [0-9]+ tokens"))'
   # invalid UTF-8 inside a JSON string
   STATUS=$(printf '{"prompt": "a\xff\xfeb"}' | curl -s -m 30 -o "$BATS_TEST_TMPDIR/body" -w '%{http_code}' --data-binary @- "http://127.0.0.1:$PORT/v1/completions")
-  BODY=$(cat "$BATS_TEST_TMPDIR/body"); is_error 400
+  BODY=$(<"$BATS_TEST_TMPDIR/body"); is_error 400
   # a body over 8 MiB: 413, announced or streamed (chunked, no Content-Length)
   head -c $((9 << 20)) /dev/zero | tr '\0' 'a' >"$BATS_TEST_TMPDIR/big"
   STATUS=$(curl -s -m 30 -o "$BATS_TEST_TMPDIR/body" -w '%{http_code}' --data-binary @"$BATS_TEST_TMPDIR/big" "http://127.0.0.1:$PORT/v1/completions")
-  BODY=$(cat "$BATS_TEST_TMPDIR/body"); is_error 413
+  BODY=$(<"$BATS_TEST_TMPDIR/body"); is_error 413
   STATUS=$(curl -s -m 30 -o "$BATS_TEST_TMPDIR/body" -w '%{http_code}' -H 'Transfer-Encoding: chunked' --data-binary @"$BATS_TEST_TMPDIR/big" "http://127.0.0.1:$PORT/v1/completions")
-  BODY=$(cat "$BATS_TEST_TMPDIR/body"); is_error 413
+  BODY=$(<"$BATS_TEST_TMPDIR/body"); is_error 413
   get /v1/nothing; is_error 404
   get /v1/completions; is_error 405
   # a 405 says what the endpoint takes (RFC 9110's Allow)
@@ -1345,7 +1368,7 @@ PY
 
 # held-out audit: with tools beside response_format, an answer the schema made call-shaped came back as a call
 @test "serve: a response_format answer is content even when tools are given and it reads as a call, in one piece and streamed" {
-  start_server
+  shared_server
   tools='[{"type": "function", "function": {"name": "pick", "parameters": {"type": "object", "properties": {"city": {"enum": ["Oslo", "Rome"]}}, "required": ["city"]}}}]'
   schema='{"type": "object", "properties": {"name": {"const": "pick"}, "arguments": {"type": "object", "properties": {"city": {"enum": ["Oslo", "Rome"]}},
     "required": ["city"], "additionalProperties": false}}, "required": ["name", "arguments"], "additionalProperties": false}'
@@ -1432,7 +1455,7 @@ responses_sse() {
 }
 
 @test "serve: /v1/responses: instructions and input items give chat's greedy answer; the response's shape; the streamed events add up to it; max_output_tokens cut is incomplete" {
-  start_server
+  shared_server
   post /v1/chat/completions '{"messages": [{"role": "system", "content": "Answer in Python."}, {"role": "user", "content": "Hello"},
     {"role": "assistant", "content": "def f():"}, {"role": "system", "content": "Be brief."}, {"role": "user", "content": "Go on"}],
     "max_tokens": 12, "temperature": 0}'
@@ -1481,7 +1504,7 @@ responses_sse() {
 }
 
 @test "serve: /v1/responses: text.format json_schema answers keep to the schema; function tools give function_call items as chat's calls; a call and its output go back as chat's messages" {
-  start_server
+  shared_server
   local pet='{"type": "object", "properties": {"kind": {"enum": ["cat", "dog"]}, "legs": {"type": "integer", "minimum": 0, "maximum": 8},
     "wild": {"type": "boolean"}}, "required": ["kind", "legs", "wild"], "additionalProperties": false}'
   for stream in false true; do
@@ -1534,7 +1557,7 @@ responses_sse() {
   start_server -c 256 --api-key sekrit
   # rpost BODY [KEY]: POST /v1/responses with the key (sekrit unless given; "" none)
   rpost() { STATUS=$(curl -s -m 30 -o "$BATS_TEST_TMPDIR/body" -w '%{http_code}' -H "Authorization: Bearer ${2-sekrit}" \
-    -H 'Content-Type: application/json' --data-binary "$1" "http://127.0.0.1:$PORT/v1/responses"); BODY=$(cat "$BATS_TEST_TMPDIR/body"); }
+    -H 'Content-Type: application/json' --data-binary "$1" "http://127.0.0.1:$PORT/v1/responses"); BODY=$(<"$BATS_TEST_TMPDIR/body"); }
   rpost '{"input": "x", "max_output_tokens": 1}' ''; is_error 401
   rpost '{"input": "x", "max_output_tokens": 1}' nope; is_error 401
   rpost '{"input": "x", "max_output_tokens": 1, "user": "u", "metadata": {}, "store": false, "parallel_tool_calls": false, "include": [],
@@ -1665,7 +1688,7 @@ CASES
   start_server --api-key sekrit
   post /v1/completions '{"prompt": "x", "max_tokens": 2}'; is_error 401
   STATUS=$(curl -s -m 30 -o "$BATS_TEST_TMPDIR/body" -w '%{http_code}' -H 'Authorization: Bearer wrong' "http://127.0.0.1:$PORT/v1/models")
-  BODY=$(cat "$BATS_TEST_TMPDIR/body"); is_error 401
+  BODY=$(<"$BATS_TEST_TMPDIR/body"); is_error 401
   [ "$(curl -s -m 30 -o /dev/null -w '%{http_code}' -H 'Authorization: Bearer sekrit' "http://127.0.0.1:$PORT/v1/models")" = 200 ]
   get /health
   [ "$STATUS" = 200 ]
@@ -1742,7 +1765,7 @@ PY
 }
 
 @test "serve: a port in use exits 4, a bad or missing model or drafter 3 (as run), each named; bad options exit 2" {
-  start_server
+  shared_server
   run npu-forward serve -m "$W/target.q4nx" --port "$PORT" -t 1
   [ "$status" = 4 ] && [[ "$output" == *"127.0.0.1:$PORT"*"in use"* ]] || false
   echo "not a container" >"$BATS_TEST_TMPDIR/bad.q4nx"
@@ -1973,7 +1996,7 @@ stopped_stream_cut() {
   kill -0 "$SPID" # the first signal drains: the stream still runs
   ! grep -q '^data: {"error"' "$BATS_TEST_TMPDIR/cut" || false
   kill -TERM "$SPID"
-  for _ in $(seq 100); do kill -0 "$SPID" 2>/dev/null || break; sleep 0.1; done
+  for _ in $(seq 200); do kill -0 "$SPID" 2>/dev/null || break; sleep 0.05; done
   ! kill -0 "$SPID" 2>/dev/null || false
   stopped_stream_cut "$BATS_TEST_TMPDIR/cut"
 }
@@ -2028,7 +2051,7 @@ stopped_stream_cut() {
   kill -HUP "$SPID"
   wait "$cpid"
   [ "$(jq -r '.usage.completion_tokens' "$BATS_TEST_TMPDIR/inflight")" = 60 ]
-  for _ in $(seq 300); do kill -0 "$SPID" 2>/dev/null || break; sleep 0.1; done # bounded: 30 s
+  for _ in $(seq 600); do kill -0 "$SPID" 2>/dev/null || break; sleep 0.05; done # bounded: 30 s
   ! kill -0 "$SPID" 2>/dev/null || { cat "$SLOG"; echo "the server did not stop on SIGHUP"; false; }
   wait "$SPID" && rc=0 || rc=$?
   [ "$rc" = 0 ]
@@ -2149,7 +2172,7 @@ both_finish() {
   curl -s -m 30 -D "$BATS_TEST_TMPDIR/h" -o "$BATS_TEST_TMPDIR/body" -H 'Content-Type: application/json' "http://127.0.0.1:$PORT/v1/completions" -d "$long"
   grep -q '^HTTP/1.1 503' "$BATS_TEST_TMPDIR/h"
   grep -qi '^Retry-After: [0-9]' "$BATS_TEST_TMPDIR/h"
-  STATUS=503 BODY=$(cat "$BATS_TEST_TMPDIR/body") is_error 503
+  STATUS=503 BODY=$(<"$BATS_TEST_TMPDIR/body") is_error 503
   both_finish
 }
 
@@ -2430,7 +2453,7 @@ PY
 }
 
 @test "serve: the npm openai SDK, unmodified: models, completions, chat, streaming chat, logprobs, tools (forced calls too), JSON mode and schemas, responses (whole, streamed, a call), a 404" {
-  start_server
+  shared_server
   jq -n --arg c "$(run_text -n 24 -p "def fibonacci(n):")" --arg h "$(run_text --chat -n 24 -p "What is a list?")" \
     '{completion: $c, chat: $h}' >"$BATS_TEST_TMPDIR/want.json"
   run timeout 120 node "$TOP/t/serve-sdk.mjs" "http://127.0.0.1:$PORT/v1" target "$BATS_TEST_TMPDIR/want.json"
