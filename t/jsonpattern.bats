@@ -21,13 +21,15 @@ setup_file() {
   echo "$PATTERNS" > "$W/patterns.json"
   # 300 random walks through {"s": ...} per pattern: the values of those that closed the string (exit 1 and
   # a file named dead<k> at a dead end)
-  local n k
-  n=$(jq length "$W/patterns.json")
-  for ((k = 0; k < n; k++)); do
-    "$JG" --pattern-walks "$(jq -r ".[$k]" "$W/patterns.json")" 300 > "$W/walk$k.jsonl" 2> "$W/walk$k.err" ||
+  local k pats
+  patterns
+  for ((k = 0; k < ${#PATS[@]}; k++)); do
+    "$JG" --pattern-walks "${PATS[$k]}" 300 > "$W/walk$k.jsonl" 2> "$W/walk$k.err" ||
       cp "$W/walk$k.err" "$W/dead$k"
   done
 }
+# patterns: PATS, the patterns as a bash array (one jq, NUL-separated; a jq per pattern before)
+patterns() { mapfile -d '' -t PATS < <(jq -j '.[] | (., "\u0000")' <<<"$PATTERNS"); [ "${#PATS[@]}" -gt 20 ]; }
 
 teardown_file() { rm -rf "$W"; }
 
@@ -70,9 +72,10 @@ for (let i = 0; i < pats.length; i++) {
 }
 EOF
   local n pi p pos
-  n=$(jq length "$W/patterns.json")
+  patterns
+  n=${#PATS[@]}
   for ((pi = 0; pi < n; pi++)); do
-    p=$(jq -r ".[$pi]" "$W/patterns.json")
+    p=${PATS[$pi]}
     run -0 "$JG" --pattern-match "$p" < "$W/s$pi.jsonl"
     echo "$output" > "$W/got$pi"
     if ! cmp -s "$W/want$pi" "$W/got$pi"; then
@@ -85,25 +88,35 @@ EOF
   done
   # the comparison means something: every pattern has strings on both sides
   for ((pi = 0; pi < n; pi++)); do
-    [ "$(jq -r ".[$pi]" "$W/patterns.json")" = "" ] && continue
+    [ "${PATS[$pi]}" = "" ] && continue
     grep -q '^1$' "$W/want$pi" && grep -q '^0$' "$W/want$pi" || false
   done
 }
 
 @test "pattern: every string a random walk through the JSON mode closes matches (node's RegExp), and no walk gets stuck" {
-  local n pi p ended
-  n=$(jq length "$W/patterns.json")
+  local n pi
+  patterns
+  n=${#PATS[@]}
   for ((pi = 0; pi < n; pi++)); do
-    p=$(jq -r ".[$pi]" "$W/patterns.json")
-    [ ! -e "$W/dead$pi" ] || { echo "pattern $p: $(cat "$W/dead$pi")"; return 1; }
-    ended=$(grep -c . "$W/walk$pi.jsonl" || true)
-    run -0 node -e '
-      const fs = require("fs");
-      const re = new RegExp(process.argv[1], "u");
-      const bad = fs.readFileSync(process.argv[2], "utf8").split("\n").filter((l) => l).map(JSON.parse).filter((s) => !re.test(s));
-      if (bad.length) { console.log("no match:", JSON.stringify(bad.slice(0, 5))); process.exit(1); }' "$p" "$W/walk$pi.jsonl"
-    echo "# $p: $ended of 300 walks closed the string, all match" >&3
+    [ ! -e "$W/dead$pi" ] || { echo "pattern ${PATS[$pi]}: $(cat "$W/dead$pi")"; return 1; }
   done
+  # one node for every pattern's walks (a node each before)
+  run node -e '
+    const fs = require("fs");
+    const pats = JSON.parse(fs.readFileSync(process.argv[1], "utf8"));
+    let failed = 0;
+    pats.forEach((p, i) => {
+      const re = new RegExp(p, "u");
+      const ended = fs.readFileSync(`${process.argv[2]}/walk${i}.jsonl`, "utf8").split("\n").filter((l) => l).map(JSON.parse);
+      const bad = ended.filter((s) => !re.test(s));
+      if (bad.length) { console.log("pattern " + p + ": no match:", JSON.stringify(bad.slice(0, 5))); failed++; }
+      else console.log("# " + p + ": " + ended.length + " of 300 walks closed the string, all match");
+    });
+    process.exit(failed ? 1 : 0);' "$W/patterns.json" "$W"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$(grep -c '^# .*all match$' <<<"$output")" -eq "$n" ]
+  echo "$output" >&3
 }
 
 # "format": the formats the JSON mode writes as patterns (lib/serve/jsongate.c FORMATS); node checks every
@@ -113,8 +126,12 @@ EOF
   for f in date time date-time uuid ipv4 email; do
     run -0 "$JG" --format-walks $f 400
     printf '%s\n' "$output" > "$W/fmt-$f.jsonl"
-    run -0 node -e '
-      const fs = require("fs"), net = require("net");
+  done
+  # one node judges every format's walks (a node each before)
+  run -0 node -e '
+    const fs = require("fs"), net = require("net");
+    let failed = 0;
+    for (const f of process.argv.slice(2)) {
       const time = (s) => {
         const m = /^(\d\d):(\d\d):(\d\d)(\.\d+)?(Z|z|[+-](\d\d):(\d\d))$/.exec(s);
         return !!m && +m[1] < 24 && +m[2] < 60 && +m[3] < 60 && (m[6] === undefined || (+m[6] < 24 && +m[7] < 60));
@@ -132,16 +149,17 @@ EOF
         // RFC 5322 dot-atom local part, a domain of two labels or more
         email: (s) => new RegExp("^[A-Za-z0-9!#$%&\x27*+/=?^_`{|}~-]+(\\.[A-Za-z0-9!#$%&\x27*+/=?^_`{|}~-]+)*@" +
           label + "(\\." + label + ")+$").test(s),
-      }[process.argv[1]];
-      const all = fs.readFileSync(process.argv[2], "utf8").split("\n").filter((l) => l).map(JSON.parse);
+      }[f];
+      const all = fs.readFileSync(`${process.argv[1]}/fmt-${f}.jsonl`, "utf8").split("\n").filter((l) => l).map(JSON.parse);
       const bad = all.filter((s) => !ok(s)), distinct = new Set(all).size;
       if (bad.length || all.length < 100 || distinct < all.length / 2) {
-        console.log("closed", all.length, "distinct", distinct, "invalid:", JSON.stringify(bad.slice(0, 5)));
-        process.exit(1);
-      }
-      console.log(all.length + " closed, " + distinct + " distinct, all valid");' $f "$W/fmt-$f.jsonl"
-    echo "# format $f: $output" >&3
-  done
+        console.log("format " + f + ": closed", all.length, "distinct", distinct, "invalid:", JSON.stringify(bad.slice(0, 5)));
+        failed++;
+      } else console.log("# format " + f + ": " + all.length + " closed, " + distinct + " distinct, all valid");
+    }
+    process.exit(failed ? 1 : 0);' "$W" date time date-time uuid ipv4 email
+  echo "$output" >&3
+  [ "$(grep -c '^# format .* all valid$' <<<"$output")" -eq 6 ]
 }
 
 # the schema keywords of dicts, tuples and composition (lib/serve/jsongate.c map_node, array_node,
@@ -166,11 +184,12 @@ EOF
 {"d":"2020","s":{"type":"object","additionalProperties":{"type":"integer","minimum":0,"maximum":9},"required":["a","b"]}}
 {"d":"2020","s":{"title":"Owner","type":"object","properties":{"name":{"title":"Name","type":"string","maxLength":4},"pet":{"title":"Pet","discriminator":{"propertyName":"kind","mapping":{"cat":"#/$defs/Cat","dog":"#/$defs/Dog"}},"oneOf":[{"$ref":"#/$defs/Cat"},{"$ref":"#/$defs/Dog"}]}},"required":["name","pet"],"$defs":{"Cat":{"title":"Cat","type":"object","properties":{"kind":{"const":"cat","title":"Kind","type":"string"},"lives":{"title":"Lives","type":"integer","minimum":0,"maximum":9}},"required":["kind","lives"]},"Dog":{"title":"Dog","type":"object","properties":{"kind":{"const":"dog","title":"Kind","type":"string"},"good":{"title":"Good","type":"boolean"}},"required":["kind","good"]}}}}
 SCHEMAS
-  while IFS= read -r line; do
-    run -0 "$JG" --schema-walks "$(jq -c .s <<<"$line")" 300 160
+  while IFS= read -r line; do # (the schemas by one jq, not one each)
+    run -0 "$JG" --schema-walks "$line" 300 160
     printf '%s\n' "$output" > "$W/docs$k.jsonl"
     k=$((k + 1))
-  done < "$schemas"
+  done < <(jq -c .s "$schemas")
+  [ "$k" -eq "$(wc -l <"$schemas")" ]
   run -0 node -e '
     const fs = require("fs");
     const Ajv = require(process.env.TOP + "/.cache/node/node_modules/ajv").default;
