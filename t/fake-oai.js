@@ -11,7 +11,7 @@
 //   | llamaonly (llama, but /v1/completions is a 404, as a server without OpenAI's API)
 //   | strtok (target, but choices[0].tokens are strings)
 //   | vllmeos (vllm, stopping at id 96 after half the tokens unless ignore_eos: finish_reason "stop", 96 last in the ids)
-//   | llamaslow (llamaeos, each /completion answered after 150 ms)
+//   | llamaslow (llamaeos, each /completion answered after 150 ms, or FAKE_SLOW_MS)
 //   | prefix (target with a prefix cache: a completion answered after 2 ms per prompt token beyond what the previous
 //     request's prompt and answer share with it)
 // POST /v1/completions {"prompt": [ids], "max_tokens"} -> choices[0].tokens / .text / .logprobs.top_logprobs
@@ -110,7 +110,7 @@ const srv = http.createServer((req, res) => {
       const probs = tops.map((t) => ({ top_logprobs: Object.values(t).map((lp) => ({ logprob: lp })) }));
       const r = { content, tokens: out, completion_probabilities: q.n_probs ? probs : undefined };
       if (!eosmode) r.stopped_eos = false; else r.stop_type = stops ? 'eos' : 'limit';
-      return mode === 'llamaslow' ? setTimeout(() => send(200, r), 150) : send(200, r);
+      return mode === 'llamaslow' ? setTimeout(() => send(200, r), +(process.env.FAKE_SLOW_MS || 150)) : send(200, r);
     }
     send(404, { error: 'not found' });
   });

@@ -835,10 +835,12 @@ start_llama() { # Q4NX [LLAMA-SERVER OPTIONS] -> $URL: the container as GGUF beh
 
 # a server slower than --timeout was said to be "unreachable: Timeout was reached"
 @test "record --url and --draft-url: a server slower than --timeout is said so (exit 3), not unreachable" {
-  start_fake llamaslow # each /completion answered after 150 ms
+  # each /completion answered after 3 s; --timeout 0.5 s: time enough for the fake's quick refusals of
+  # /v1/completions on a loaded machine (with 0.05 s against 150 ms they timed out too, once, under ASan)
+  FAKE_SLOW_MS=3000 start_fake llamaslow
   echo '[{"ids":[5,9,12]}]' >"$W/ids1.json"
-  run -3 spec-replay record --url "$URL" --prompts "$W/ids1.json" --tokens 4 --timeout 0.05
-  [[ "$output" == "spec-replay: prompt 'prompt 0': $URL: no token ids: /v1/completions answered none (asked also vLLM's way) and then $URL/completion: no complete answer within 0.05 s (--timeout)" ]]
-  run -3 spec-replay --draft-url "$URL" -k 2 --recording "$W/rec32.json" --timeout 0.05
-  [[ "$output" == *"prompt 0 (prose), k 2: $URL: no token ids: "*"/completion: no complete answer within 0.05 s (--timeout)" ]]
+  run -3 spec-replay record --url "$URL" --prompts "$W/ids1.json" --tokens 4 --timeout 0.5
+  [[ "$output" == "spec-replay: prompt 'prompt 0': $URL: no token ids: /v1/completions answered none (asked also vLLM's way) and then $URL/completion: no complete answer within 0.5 s (--timeout)" ]]
+  run -3 spec-replay --draft-url "$URL" -k 2 --recording "$W/rec32.json" --timeout 0.5
+  [[ "$output" == *"prompt 0 (prose), k 2: $URL: no token ids: "*"/completion: no complete answer within 0.5 s (--timeout)" ]]
 }
