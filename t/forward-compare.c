@@ -3,7 +3,9 @@
  *
  *   forward-compare --vocab V [--kl-max X] [--gap G] [--chunk 64] [--chunks 12] ORACLE.f32 OURS.f32 [...]
  *
- * Each file holds raw little-endian float32 rows [positions][V]; pairs are concatenated in order.
+ * Each file holds raw little-endian float32 rows [positions][V]; pairs are concatenated in order. OURS may
+ * be a pipe (a shell's <(...)): its rows are read as they come, so the runtime under test need not write
+ * a file the size of the oracle's; it must end where ORACLE does.
  * Per position, in double: KL(oracle || ours) of the softmax distributions, and whether ours has the
  * oracle's top-1 id where the oracle's top-1/top-2 gap exceeds G. Prints one JSON line: positions,
  * mean and max KL, the largest mean KL over the first `chunks` chunks of `chunk` positions, top-1
@@ -35,6 +37,50 @@ static const float *map(const char *path, size_t *n)
         exit(2);
     }
     return p;
+}
+
+/* OURS when it is not a regular file: rows read one at a time from fd into row */
+typedef struct {
+    int fd;
+    float *row;
+} stream;
+
+static stream *open_stream(const char *path, long V)
+{
+    int fd = open(path, O_RDONLY);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st)) {
+        fprintf(stderr, "forward-compare: %s: cannot open\n", path);
+        exit(2);
+    }
+    if (S_ISREG(st.st_mode)) {
+        close(fd);
+        return NULL;
+    }
+    stream *s = malloc(sizeof *s);
+    if (!s || !(s->row = malloc((size_t)V * sizeof *s->row))) {
+        fprintf(stderr, "forward-compare: out of memory for a vocabulary of %ld\n", V);
+        exit(2);
+    }
+    s->fd = fd;
+    return s;
+}
+
+/* bytes read into buf (< n only at the end of the stream) */
+static size_t read_full(int fd, void *buf, size_t n, const char *path)
+{
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = read(fd, (char *)buf + got, n - got);
+        if (r == 0)
+            break;
+        if (r < 0) {
+            fprintf(stderr, "forward-compare: %s: read failed\n", path);
+            exit(2);
+        }
+        got += (size_t)r;
+    }
+    return got;
 }
 
 /* e^x for x <= 0 in double (test code's own: x = n ln 2 + r, |r| <= ln2 / 2, a degree-13 Taylor
@@ -123,14 +169,30 @@ int main(int argc, char **argv)
         return fprintf(stderr, "forward-compare: out of memory for a vocabulary of %ld\n", V), 2;
     for (; i < argc; i += 2) {
         size_t no, nu;
-        const float *o = map(argv[i], &no), *u = map(argv[i + 1], &nu);
+        stream *st = open_stream(argv[i + 1], V);
+        const float *o = map(argv[i], &no), *u = NULL;
+        if (st)
+            nu = no; /* checked as the rows come */
+        else
+            u = map(argv[i + 1], &nu);
         if (no != nu || no % (size_t)V) {
             fprintf(stderr, "forward-compare: %s (%zu floats) and %s (%zu floats) are not the same [n][%ld]\n",
                     argv[i], no, argv[i + 1], nu, V);
             return 1;
         }
         for (size_t r = 0; r < no / (size_t)V; r++) {
-            const float *x = o + r * V, *y = u + r * V;
+            const float *x = o + r * V, *y;
+            if (st) {
+                size_t got = read_full(st->fd, st->row, (size_t)V * sizeof *st->row, argv[i + 1]);
+                if (got != (size_t)V * sizeof *st->row) {
+                    fprintf(stderr, "forward-compare: %s ends at %zu rows and %zu bytes; %s has %zu rows of %ld\n",
+                            argv[i + 1], r, got, argv[i], no / (size_t)V, V);
+                    return 1;
+                }
+                y = st->row;
+            } else {
+                y = u + r * V;
+            }
             long t1, uy;
             float mx = top(x, V, &t1), my = top(y, V, &uy), x2 = -INFINITY;
             double lo = lse(x, V, mx), lu = lse(y, V, my), k = 0;
@@ -160,6 +222,17 @@ int main(int argc, char **argv)
                              "\"gap\":%.6g}",
                              argv[i + 1], r, t1, uy, (double)mx - x2);
             }
+        }
+        if (st) {
+            char extra;
+            if (read_full(st->fd, &extra, 1, argv[i + 1])) {
+                fprintf(stderr, "forward-compare: %s goes on past the %zu rows of %s\n", argv[i + 1],
+                        no / (size_t)V, argv[i]);
+                return 1;
+            }
+            close(st->fd);
+            free(st->row);
+            free(st);
         }
     }
     long nc = (long)n / chunk < chunks ? (long)n / chunk : chunks;

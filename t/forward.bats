@@ -50,15 +50,14 @@ container() {
 # prompt_ids FAMILY INDEX -> JSON array (reference tokenizer's ids)
 prompt_ids() { jq -c ".prompts[$2].ids.$1" "$TOP/share/prompts/gates.json"; }
 
-# oracle FAMILY STYLE TIE [ACC] [IODTYPE]: $W/<fam-style-tie-io>.seq<i>.json, prompt i + 32 greedy
-# tokens of the level-0 oracle (so every accuracy level sees the same ids), and $W/<key>.f32, the
-# oracle's teacher-forced logits over all of them in order. One onnxruntime session per step (the
-# sequences go in as one batch). Echoes the key.
-oracle() {
-  local fam=$1 style=$2 tie=$3 acc=${4:-0} io=${5:-fp32} geom=${GEOM:-tiny} key seqs n i
-  n=$(jq '.prompts | length' "$TOP/share/prompts/gates.json")
-  [ -z "${NPROMPTS:-}" ] || n=$NPROMPTS
-  key=$fam-$style-$tie-$geom-acc$acc-$io-p$n
+# nprompts -> how many of the gates' prompts a gate reads: $NPROMPTS, else all of them
+nprompts() { echo "${NPROMPTS:-$(jq '.prompts | length' "$TOP/share/prompts/gates.json")}"; }
+
+# oracle_seqs FAMILY STYLE TIE [IODTYPE]: $W/<fam-style-tie-geom-io-pN>.seq<i>.json, prompt i + 32 greedy
+# tokens of the level-0 oracle (so every accuracy level sees the same ids); echoes that prefix
+oracle_seqs() {
+  local fam=$1 style=$2 tie=$3 io=${4:-fp32} geom=${GEOM:-tiny} seqs n
+  n=$(nprompts)
   seqs=$W/$fam-$style-$tie-$geom-$io-p$n
   if [ ! -s "$seqs.seq0.json" ]; then
     # fewer prompts than the gates hold (the sanitizer run, the big vocabularies): the first n sequences
@@ -71,8 +70,21 @@ oracle() {
       --ids "$(jq -c "[.prompts[:$all][].ids.$fam]" "$TOP/share/prompts/gates.json")" && use=$all
     oracle_cached "$pack" generate -n 32 --no-logits \
       --ids "$(jq -c "[.prompts[:$use][].ids.$fam]" "$TOP/share/prompts/gates.json")" >"$seqs.gen.json"
-    for ((i = 0; i < n; i++)); do jq -c ".batch[$i] | .prompt_ids + .ids" "$seqs.gen.json" >"$seqs.seq$i.json"; done
+    # one jq for all n: line i is sequence i
+    jq -c ".batch[:$n][] | .prompt_ids + .ids" "$seqs.gen.json" >"$seqs.lines"
+    [ "$(wc -l <"$seqs.lines")" -eq "$n" ]
+    split -a 1 -d -l 1 --additional-suffix=.json "$seqs.lines" "$seqs.seq"
   fi
+  echo "$seqs"
+}
+
+# oracle FAMILY STYLE TIE [ACC] [IODTYPE]: $W/<key>.f32, the oracle's teacher-forced logits over the
+# oracle_seqs sequences in order. One onnxruntime session per step (the sequences go in as one batch).
+# Echoes the key.
+oracle() {
+  local fam=$1 style=$2 tie=$3 acc=${4:-0} io=${5:-fp32} geom=${GEOM:-tiny} key seqs
+  key=$fam-$style-$tie-$geom-acc$acc-$io-p$(nprompts)
+  seqs=$(oracle_seqs "$fam" "$style" "$tie" "$io")
   if [ ! -s "$W/$key.f32" ]; then
     jq -s -c . "$seqs".seq*.json >"$seqs.all.json"
     node "$TOP/tools/ort-ref.js" "$(fixture "$fam" "$style" "$tie" "$geom" "$acc" "$io")" teacher \
@@ -81,44 +93,74 @@ oracle() {
   echo "$key"
 }
 
+# peer_kl FAMILY STYLE TIE IODTYPE VOCAB: the i8 gates' bound, the mean KL of onnxruntime's accuracy_level 4
+# run (fp32 io) against its level-0 run (IODTYPE) on the same ids. Two oracle runs and the comparator, so
+# the number is kept under .cache/oracle keyed by both packs' fixture stamps, the ids, the oracle script,
+# the onnxruntime version and the comparator's source (as oracle_cached): the sanitizer run and a file's
+# later gates on the same ids take it from there instead of running onnxruntime's level 4 again.
+peer_kl() {
+  local fam=$1 style=$2 tie=$3 io=$4 V=$5 geom=${GEOM:-tiny} p0 p4 seqs s4 h f key k4
+  local memo=$W/peer.$fam-$style-$tie-$geom-$io-p$(nprompts)
+  [ ! -s "$memo" ] || { cat "$memo"; return; }
+  p0=$(fixture "$fam" "$style" "$tie" "$geom" 0 "$io")
+  p4=$(fixture "$fam" "$style" "$tie" "$geom" 4 fp32)
+  seqs=$(oracle_seqs "$fam" "$style" "$tie" "$io")
+  s4=$(oracle_seqs "$fam" "$style" "$tie" fp32)
+  h=$(oracle_cache_key "$p0" peer-kl "$(cat "$p4/.stamp" "$seqs".seq*.json "$s4".seq*.json "$TOP/t/forward-compare.c")")
+  f=$TOP/.cache/oracle/$h.json
+  if [ ! -s "$f" ]; then
+    key=$(oracle "$fam" "$style" "$tie" 0 "$io")
+    k4=$(oracle "$fam" "$style" "$tie" 4)
+    mkdir -p "${f%/*}"
+    "$W/forward-compare" --vocab "$V" "$W/$key.f32" "$W/$k4.f32" >"$f.$$.out" || { cat "$f.$$.out"; rm -f "$f.$$"*; return 1; }
+    jq .mean_kl "$f.$$.out" >"$f.$$" && rm "$f.$$.out" && mv "$f.$$" "$f"
+  fi
+  cp "$f" "$memo"
+  cat "$f"
+}
+
+# vocab CONTAINER -> its vocabulary size (npu-forward info, once per container)
+vocab() {
+  [ -s "$1.vocab" ] || npu-forward info -m "$1" | jq .vocab_size >"$1.vocab"
+  cat "$1.vocab"
+}
+
 # gate FAMILY STYLE TIE LAYOUT MODE [FEED]: our logits vs the level-0 oracle; prints the compare JSON
-# on fd 3 and sets $output; bound: KL_MAX for f32, the peer bound for i8
+# on fd 3 and sets $output; bound: KL_MAX for f32, the peer bound for i8. Our rows go to the comparator
+# through a pipe (each prompt's npu-forward in turn), not through a file; a failed npu-forward fails
+# the gate (its status is kept in $W/ours.status).
 gate() {
-  local fam=$1 style=$2 tie=$3 layout=$4 mode=$5 feed=${6:-prefill} m key n i V pairs=() bound gap threads=
+  local fam=$1 style=$2 tie=$3 layout=$4 mode=$5 feed=${6:-prefill} m key n i V seqs bound gap threads=
   local io=${IO:-fp32} geom=${GEOM:-tiny}
   m=$(container "$fam" "$style" "$tie" "$layout" 0 "$io")
   key=$(oracle "$fam" "$style" "$tie" 0 "$io")
-  n=$(jq '.prompts | length' "$TOP/share/prompts/gates.json")
-  [ -z "${NPROMPTS:-}" ] || n=$NPROMPTS
-  V=$(npu-forward info -m "$m" | jq .vocab_size)
+  n=$(nprompts)
+  seqs=$(oracle_seqs "$fam" "$style" "$tie" "$io")
+  V=$(vocab "$m")
   # one-row passes of a tiny model: pool wake-ups would cost more than the work
   [ "$feed" = prefill ] || threads="-t 1"
-  for ((i = 0; i < n; i++)); do
-    npu-forward logits -m "$m" --mode "$mode" --feed "$feed" $threads --ids "$W/$fam-$style-$tie-$geom-$io-p$n.seq$i.json" \
-      --out-f32 "$W/ours.$i.f32" >/dev/null
-  done
-  cat "$W"/ours.*.f32 >"$W/ours.f32"
-  rm -f "$W"/ours.*.f32
-  pairs=("$W/$key.f32" "$W/ours.f32")
   bound=$KL_MAX gap=${GAP:-1e-2}
   if [ "$mode" = i8 ]; then
     # the peer bound: onnxruntime's accuracy_level 4 against its own level-0 run on the same ids;
     # ours must be no larger. top-1 is not checked (the peer itself flips a few percent of them).
-    local k4 peer=() pk
-    k4=$(oracle "$fam" "$style" "$tie" 4)
-    peer=("$W/$key.f32" "$W/$k4.f32")
-    [ -s "$W/$key.vs.$k4" ] || "$W/forward-compare" --vocab "$V" "${peer[@]}" | jq .mean_kl >"$W/$key.vs.$k4"
-    pk=$(cat "$W/$key.vs.$k4")
-    bound=$pk gap=inf
-    echo "# ort acc4 vs acc0: mean KL $pk (bound $bound)" >&3
+    bound=$(peer_kl "$fam" "$style" "$tie" "$io" "$V") gap=inf
+    echo "# ort acc4 vs acc0: mean KL $bound (bound $bound)" >&3
   fi
+  rm -f "$W/ours.status"
+  ours() {
+    local i
+    for ((i = 0; i < n; i++)); do
+      npu-forward logits -m "$m" --mode "$mode" --feed "$feed" $threads --ids "$seqs.seq$i.json" \
+        --out-f32 /dev/fd/4 4>&1 >/dev/null || echo "prompt $i: npu-forward exited $?" >>"$W/ours.status"
+    done
+  }
   if [ "$mode" = i8 ]; then
-    run "$W/forward-compare" --vocab "$V" --gap "$gap" "${pairs[@]}"
+    run "$W/forward-compare" --vocab "$V" --gap "$gap" "$W/$key.f32" <(ours)
   else
-    run "$W/forward-compare" --vocab "$V" --kl-max "$bound" --gap "$gap" --chunk "${CHUNK:-64}" "${pairs[@]}"
+    run "$W/forward-compare" --vocab "$V" --kl-max "$bound" --gap "$gap" --chunk "${CHUNK:-64}" "$W/$key.f32" <(ours)
   fi
-  rm -f "$W/ours.f32"
   echo "# $fam $style $tie $geom $layout $mode $feed: $(echo "$output" | jq -c '{positions, mean_kl, max_kl, chunk_mean_kl_max, top1_checked, top1_mismatched}')" >&3
+  [ ! -e "$W/ours.status" ] || { cat "$W/ours.status"; return 1; }
   [ "$status" -eq 0 ]
   [ "$mode" != i8 ] || awk -v k="$(echo "$output" | jq .mean_kl)" -v b="$bound" 'BEGIN { exit !(k <= b) }'
 }
@@ -155,6 +197,19 @@ PY
   [ "$status" -eq 1 ] && echo "$output" | jq -e '.nonfinite == 1' || false
   run "$W/forward-compare" --vocab 3000 --chunk 2 --chunks 13 --kl-max 1e9 "$W/c.o.f32" "$W/c.o.f32"
   [ "$status" -eq 1 ] # fewer chunks than asked for
+  # ours through a pipe (as the gates give it): the same JSON as from the file; a stream that ends early,
+  # mid-row or goes on past the oracle's rows fails
+  want=$("$W/forward-compare" --vocab 3000 --chunk 2 --chunks 12 --kl-max 1 "$W/c.o.f32" "$W/c.u.f32")
+  run "$W/forward-compare" --vocab 3000 --chunk 2 --chunks 12 --kl-max 1 "$W/c.o.f32" <(cat "$W/c.u.f32")
+  [ "$status" -eq 0 ] && [ "$(echo "$output" | jq -c 'del(.first_mismatch)')" = "$(echo "$want" | jq -c 'del(.first_mismatch)')" ] || false
+  run "$W/forward-compare" --vocab 3000 "$W/c.o.f32" <(cat "$W/c.nan.f32")
+  [ "$status" -eq 1 ] && echo "$output" | jq -e '.nonfinite == 1' || false
+  run "$W/forward-compare" --vocab 3000 "$W/c.o.f32" <(head -c $((23 * 3000 * 4)) "$W/c.u.f32")
+  [ "$status" -eq 1 ] && [[ "$output" == *"ends at 23 rows"* ]] || false
+  run "$W/forward-compare" --vocab 3000 "$W/c.o.f32" <(head -c $((24 * 3000 * 4 - 2)) "$W/c.u.f32")
+  [ "$status" -eq 1 ] && [[ "$output" == *"ends at 23 rows"* ]] || false
+  run "$W/forward-compare" --vocab 3000 "$W/c.o.f32" <(cat "$W/c.u.f32"; echo more)
+  [ "$status" -eq 1 ] && [[ "$output" == *"goes on past the 24 rows"* ]] || false
 }
 
 # ---- f32 gates: every family x style, tied and untied alternating, both layouts ----
@@ -256,7 +311,7 @@ batch_rows() {
   GEOM=hd128 gate qwen2 cpu tied b8 f32 step
   GEOM=hd128 gate llama amd untied rm f32 verify
   GEOM=hd128 gate qwen2 cpu tied b8 i8
-  GEOM=hd128 gate qwen2 cpu tied b8 i8 verify
+  # qwen2 cpu tied hd128 b8 i8 verify: the next test's, on every kernel row (the default one among them)
   GEOM=hd128 gate llama amd untied b8 i8 verify
   GEOM=hd96 gate phi3 cpu untied b8 f32
   GEOM=hd96 gate phi3 amd tied rm f32 verify
@@ -293,6 +348,23 @@ batch_rows() {
   gate llama cpu untied rm i8
   gate qwen3 cpu tied b8 i8
   gate phi3 amd tied b8 i8
+}
+
+# mkpack OUT ARGS...: a copy at OUT of the pack tools/mkpack.py ARGS writes; the pack is generated once and
+# kept under .cache/packs, keyed by the generator's hash and the arguments (as tools/fixture.sh keeps the
+# family packs), so the sanitizer run and later runs copy it instead of running the generator again
+mkpack() {
+  local out=$1 h d
+  shift
+  h=$({ cat "$TOP/tools/mkpack.py"; printf '%s\n' "$@"; } | sha256sum | cut -c1-32)
+  d=$TOP/.cache/packs/$h
+  if [ ! -s "$d/genai_config.json" ]; then
+    mkdir -p "${d%/*}"
+    rm -rf "$d.tmp.$$"
+    /usr/bin/python3 "$TOP/tools/mkpack.py" "$@" --out "$d.tmp.$$" >/dev/null || { rm -rf "$d.tmp.$$"; return 1; }
+    rm -rf "$d" && mv -T "$d.tmp.$$" "$d"
+  fi
+  rm -rf "$out" && cp -r "$d" "$out"
 }
 
 # ort_feeds STYLE PACK TAG FEED...: the gates' two phi3 prompts (115 positions) through onnxruntime (one run,
@@ -357,14 +429,13 @@ ort_feeds() {
 @test "an unquantised lm_head (MatMul, fp32 cpu and fp16 amd packs): prompt, steps and verify rows as onnxruntime runs them; i8 within onnxruntime acc4's distance" {
   local style
   for style in cpu amd; do
-    /usr/bin/python3 "$TOP/tools/mkpack.py" --family qwen2 --style $style --tie untied --float-lm-head --out "$W/flm-$style" >/dev/null
+    mkpack "$W/flm-$style" --family qwen2 --style $style --tie untied --float-lm-head
     oga-info "$W/flm-$style" | jq -e '.importable and .by_role.lm_head.count == 1' >/dev/null
     ort_feeds $style "$W/flm-$style" flm-$style prefill step verify
     npu-forward info -m "$M" | jq -e '.tied == false' >/dev/null
   done
   # i8: no further from onnxruntime's level 0 than its own level 4 is (the same weights, seed and ids)
-  /usr/bin/python3 "$TOP/tools/mkpack.py" --family qwen2 --style cpu --tie untied --float-lm-head --accuracy-level 4 \
-    --out "$W/flm-cpu4" >/dev/null
+  mkpack "$W/flm-cpu4" --family qwen2 --style cpu --tie untied --float-lm-head --accuracy-level 4
   node "$TOP/tools/ort-ref.js" "$W/flm-cpu4" teacher --ids-file "$W/flm-cpu.all" --logits-f32 "$W/flm-cpu4.o.f32" >/dev/null
   M=$W/flm-cpu.q4nx
   peer=$("$W/forward-compare" --vocab "$V" "$W/flm-cpu.o.f32" "$W/flm-cpu4.o.f32" | jq .mean_kl)
@@ -383,8 +454,7 @@ ort_feeds() {
   for v in "int4 cpu 32" "uint4 cpu 64" "uint4-nozp cpu 16" "uint4 amd 128"; do
     set -- $v
     tag=qg-$1-$2-$3
-    /usr/bin/python3 "$TOP/tools/mkpack.py" --family phi3 --style $2 --tie untied --block-size $3 --quant-gather $1 \
-      --out "$W/$tag" >/dev/null
+    mkpack "$W/$tag" --family phi3 --style $2 --tie untied --block-size $3 --quant-gather $1
     oga-info "$W/$tag" | jq -e '.importable and .by_role.embed.count == 1 and (.quantization.source_ops | index("GatherBlockQuantized"))' >/dev/null
     if plain_run || [ "$1" = int4 ]; then ort_feeds $2 "$W/$tag" $tag prefill step; else ort_feeds $2 "$W/$tag" $tag prefill; fi
     q4nx-verify "$M" --pack "$W/$tag" --all >/dev/null
@@ -400,13 +470,12 @@ ort_feeds() {
   for v in "cpu tied all" "amd untied mixed" "cpu tied lm_head"; do
     set -- $v
     tag=q8-$1-$2-$3
-    /usr/bin/python3 "$TOP/tools/mkpack.py" --family qwen2 --style $1 --tie $2 --q8 $3 --out "$W/$tag" >/dev/null
+    mkpack "$W/$tag" --family qwen2 --style $1 --tie $2 --q8 $3
     oga-info "$W/$tag" | jq -e '.importable and (.quantization.bits | index(8))' >/dev/null
     if plain_run || [ "$3" = all ]; then ort_feeds $1 "$W/$tag" $tag prefill step verify; else ort_feeds $1 "$W/$tag" $tag prefill; fi
   done
   # i8 against onnxruntime's accuracy_level 4 run of the same weights (every projection q8, tied)
-  /usr/bin/python3 "$TOP/tools/mkpack.py" --family qwen2 --style cpu --tie tied --q8 all --accuracy-level 4 \
-    --out "$W/q8-cpu4" >/dev/null
+  mkpack "$W/q8-cpu4" --family qwen2 --style cpu --tie tied --q8 all --accuracy-level 4
   node "$TOP/tools/ort-ref.js" "$W/q8-cpu4" teacher --ids-file "$W/q8-cpu-tied-all.all" --logits-f32 "$W/q8-cpu4.o.f32" >/dev/null
   M=$W/q8-cpu-tied-all.q4nx
   V=$(npu-forward info -m "$M" | jq .vocab_size)
