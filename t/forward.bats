@@ -229,16 +229,22 @@ PY
 @test "gate f32: gemma2 cpu tied (b8, rm), amd untied (b8); decode and verify feeds" {
   export NPROMPTS=2 CHUNK=14   # 12 chunks of 14 of the 169 positions
   gate gemma2 cpu tied b8 f32
-  gate gemma2 cpu tied rm f32
-  gate gemma2 amd untied b8 f32
   gate gemma2 cpu tied b8 f32 step
   gate gemma2 amd untied b8 f32 verify
+  # under SAN=1 the untied pack's prompt run and the rm layout are left to the plain run: the verify feed
+  # above reads the same untied pack, and the rm layout's weight paths run in "gate f32: qwen2 cpu tied"
+  plain_run || return 0
+  gate gemma2 cpu tied rm f32
+  gate gemma2 amd untied b8 f32
 }
 @test "gate i8: gemma2 (cpu tied b8, amd untied rm, decode feed): mean KL no larger than onnxruntime acc4's" {
   export NPROMPTS=2
   gate gemma2 cpu tied b8 i8
-  gate gemma2 amd untied rm i8
   gate gemma2 cpu tied b8 i8 step
+  # under SAN=1 left to the plain run: gemma2's i8 attention runs above and in the kernel-row test (verify
+  # feed), the rm layout's i8 weight paths in "gate i8: every family" (qwen3 amd untied rm, phi3 cpu untied rm)
+  plain_run || return 0
+  gate gemma2 amd untied rm i8
 }
 # batch_rows FAMILY: t/unit/model_batch on that fixture (cpu tied, b8): its 20 checks pass
 batch_rows() {
@@ -312,7 +318,8 @@ batch_rows() {
   GEOM=hd128 gate llama amd untied rm f32 verify
   GEOM=hd128 gate qwen2 cpu tied b8 i8
   # qwen2 cpu tied hd128 b8 i8 verify: the next test's, on every kernel row (the default one among them)
-  GEOM=hd128 gate llama amd untied b8 i8 verify
+  # under SAN=1 hd128's i8 verify rows run in the next test (qwen2 cpu tied, each kernel row)
+  if plain_run; then GEOM=hd128 gate llama amd untied b8 i8 verify; fi
   GEOM=hd96 gate phi3 cpu untied b8 f32
   GEOM=hd96 gate phi3 amd tied rm f32 verify
   GEOM=hd96 gate phi3 cpu untied b8 i8
@@ -489,6 +496,8 @@ ort_feeds() {
   want=$(npu-forward run -m "$M" --mode f32 --ids "$W/q8-cpu-tied-all.ids" -n 8 --ignore-eos --json | jq -c .ids)
   [ "$(echo "$want" | jq length)" = 8 ]
   for isa in ref avx2 avx512 amx; do
+    # the scalar row's q8 kernels under SAN=1: npu-gemm.bats's --bits 8 test (every mode on odd shapes)
+    if [ $isa = ref ] && ! plain_run; then echo "# ref: skipped under SAN=1 (the plain build runs it)" >&3; continue; fi
     OGAKIT_KERNEL=$isa npu-forward info -m "$M" >/dev/null 2>&1 || { echo "# $isa: not on this CPU (skipped)" >&3; continue; }
     [ "$(OGAKIT_KERNEL=$isa npu-forward run -m "$M" --mode f32 --ids "$W/q8-cpu-tied-all.ids" -n 8 --ignore-eos --json | jq -c .ids)" = "$want" ]
   done
