@@ -25,30 +25,30 @@ teardown_file() {
 }
 teardown() { stop_servers; }
 
+# await_ready POLLS: waits (POLLS x 0.05 s at most) until $SLOG says the server $SPID is ready or it died;
+# sets PORT from its log; true when it said ready
+await_ready() {
+  local _i
+  for ((_i = 0; _i < $1; _i++)); do
+    grep -q 'ready:' "$SLOG" && break
+    kill -0 "$SPID" 2>/dev/null || break
+    sleep 0.05
+  done
+  PORT=$(LC_ALL=C sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$SLOG" | head -1)
+  grep -q 'ready:' "$SLOG"
+}
 # start_server [serve options]: sets PORT, SPID (the server's pid) and SLOG; waits until it is ready
 start_server() {
   SLOG=$(mktemp "$BATS_TEST_TMPDIR/serve.XXXXXX")
   npu-forward serve -m "$W/target.q4nx" --port 0 -t 1 "$@" 2>"$SLOG" &
   SPID=$!
   echo "$SPID" >>"$BATS_TEST_TMPDIR/pids"
-  for _ in $(seq 200); do
-    grep -q 'ready:' "$SLOG" && break
-    kill -0 "$SPID" 2>/dev/null || break
-    sleep 0.05
-  done
-  PORT=$(LC_ALL=C sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$SLOG" | head -1)
-  grep -q 'ready:' "$SLOG" || { cat "$SLOG" >&2; return 1; }
+  await_ready 200 || { cat "$SLOG" >&2; return 1; }
 }
 # shared_server: PORT, SPID and SLOG of the file's default server (setup_file), once it is ready
 shared_server() {
   SPID=$(cat "$W/shared.pid") SLOG=$W/shared.log
-  for _ in $(seq 400); do
-    grep -q 'ready:' "$SLOG" && break
-    kill -0 "$SPID" 2>/dev/null || break
-    sleep 0.05
-  done
-  PORT=$(LC_ALL=C sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$SLOG" | head -1)
-  grep -q 'ready:' "$SLOG" && kill -0 "$SPID" 2>/dev/null || { cat "$SLOG" >&2; return 1; }
+  await_ready 400 && kill -0 "$SPID" 2>/dev/null || { cat "$SLOG" >&2; return 1; }
 }
 stop_servers() {
   [ -f "$BATS_TEST_TMPDIR/pids" ] || return 0
