@@ -4,6 +4,7 @@
 #   make            build everything into build/
 #   make check      build, then run every C unit test and bats file: "N passed, N failed"
 #   make check SAN=1  the same with ASan+UBSan, in build/san
+#   make check SAN=both  both builds, then both runs in one queue (what CI runs: .ci/run)
 #   make check JOBS=1 one test file at a time (default: one per CPU, at most 4; output whole and in order)
 #   make demo       the main job on the bundled default model
 #   make install PREFIX=/usr/local
@@ -149,8 +150,20 @@ $(BUILD)/fuzz-replay/%: fuzz/%.c fuzz/fuzz.h t/fuzz-replay.c $(GEN_HDR) $(foreac
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) -o $@ $< t/fuzz-replay.c $(foreach m,$(FUZZ_MODS) onnx,$(BUILD)/lib/$(m).a) $(LDFLAGS) $(call libs_for,,$(FUZZ_MODS) onnx)
 
-check: all $(FUZZ_REPLAY)
+ifeq ($(SAN),both)
+# the plain tests, then the same under ASan+UBSan, in one queue (t/run.sh's OGAKIT_SAN_BUILD): the sanitizer
+# files start beside the plain run's last ones instead of after them
+check:
+	@$(MAKE) --no-print-directory SAN=0 check-build
+	@$(MAKE) --no-print-directory SAN=1 check-build
+	@OGAKIT_BUILD=$(abspath build) OGAKIT_SAN_BUILD=$(abspath build/san) OGAKIT_SAN=0 OGAKIT_TEST_JOBS=$(JOBS) \
+	  bash t/run.sh $(TESTS)
+else
+check: check-build
 	@OGAKIT_BUILD=$(abspath $(BUILD)) OGAKIT_SAN=$(SAN) OGAKIT_TEST_JOBS=$(JOBS) bash t/run.sh $(TESTS)
+endif
+
+check-build: all $(FUZZ_REPLAY)
 
 demo: all
 	@OGAKIT_BUILD=$(abspath $(BUILD)) bash tools/demo.sh
@@ -166,7 +179,7 @@ install: all
 clean:
 	rm -rf $(BUILD)
 
-.PHONY: all check demo install clean
+.PHONY: all check check-build demo install clean
 
 # ---- fuzzing: `make fuzz` (not part of all/check; needs clang-14 + libclang-rt-14-dev), see fuzz/README.
 # The readers' modules are rebuilt with clang and the fuzzer/ASan/UBSan instrumentation into

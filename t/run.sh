@@ -2,39 +2,64 @@
 # Runs the C unit tests ($OGAKIT_BUILD/t/*) and the bats files (t/*.bats, or the ones named),
 # counts TAP results and ends with one line: "N passed, N failed". Exit 1 if anything failed.
 # OGAKIT_TEST_JOBS=N (make check JOBS=N) runs N test files at a time; their outputs are still printed
-# whole and in order, each followed by its duration.
+# whole and in order, each followed by its duration and when it started and ended.
+# OGAKIT_SAN_BUILD=DIR (make check SAN=both) runs the same files a second time against the sanitizer build
+# in DIR (OGAKIT_SAN=1), in the same queue after the plain ones: the sanitizer files fill in beside the
+# plain run's last files rather than waiting for them (two runs one after the other each end with one
+# CPU idle). Each run's count is printed after its files, then the sum as the last line.
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=${OGAKIT_BUILD:-$top/build}
 export OGAKIT_BUILD=$build
+san_build=${OGAKIT_SAN_BUILD:-}
 jobs=${OGAKIT_TEST_JOBS:-1}
 case "$jobs" in ''|*[!0-9]*|0) echo "run.sh: OGAKIT_TEST_JOBS must be a positive number, not '$jobs'" >&2; exit 2 ;; esac
+if [ -n "$san_build" ] && [ ! -d "$san_build/t" ]; then
+  echo "run.sh: OGAKIT_SAN_BUILD: no unit tests under '$san_build/t' (build it with make SAN=1)" >&2
+  exit 2
+fi
 out=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$out"' EXIT
 
-if [ "$#" -gt 0 ]; then
-  targets=("$@")
-else
+# list_targets BUILD: the files to run against BUILD, one per line
+list_targets() {
+  local b=$1 f u
+  if [ "${#named[@]}" -gt 0 ]; then
+    printf '%s\n' "${named[@]}"
+    return
+  fi
   # the longest files first (longest-processing-time order, from the CI logs' per-file times), so that with
   # JOBS > 1 the others fill in beside them and the jobs end together: in alphabetical order tok.bats
   # (3 min) started last and ran on alone. Files not named here run after these, in name order.
-  long=(forward.bats gguf.bats serve.bats tok.bats oga-info.bats hardening.bats q4nx.bats spec-replay.bats
-        fixtures.bats oga-extract.bats npu-gemm.bats probe.bats chat-limits.bats jsonpattern.bats)
-  longunit=(kern_paths tok_encode_max kern_i16 serve_jsongate model_sample tok_jinja tok_robust kern_attend)
-  targets=()
-  for b in "${long[@]}"; do [ -e "$top/t/$b" ] && targets+=("$top/t/$b"); done
-  for u in "${longunit[@]}"; do [ -x "$build/t/$u" ] && targets+=("$build/t/$u"); done
-  for u in "$build"/t/*; do
-    [ -x "$u" ] && [[ " ${longunit[*]} " != *" $(basename "$u") "* ]] && targets+=("$u")
+  local long=(forward.bats gguf.bats serve.bats tok.bats oga-info.bats hardening.bats q4nx.bats spec-replay.bats
+              fixtures.bats oga-extract.bats npu-gemm.bats probe.bats chat-limits.bats jsonpattern.bats)
+  local longunit=(kern_paths tok_encode_max kern_i16 serve_jsongate model_sample tok_jinja tok_robust kern_attend)
+  for f in "${long[@]}"; do [ -e "$top/t/$f" ] && echo "$top/t/$f"; done
+  for u in "${longunit[@]}"; do [ -x "$b/t/$u" ] && echo "$b/t/$u"; done
+  for u in "$b"/t/*; do
+    [ -x "$u" ] && [[ " ${longunit[*]} " != *" $(basename "$u") "* ]] && echo "$u"
   done
-  for b in "$top"/t/*.bats; do
-    [ -e "$b" ] && [[ " ${long[*]} " != *" $(basename "$b") "* ]] && targets+=("$b")
+  for f in "$top"/t/*.bats; do
+    [ -e "$f" ] && [[ " ${long[*]} " != *" $(basename "$f") "* ]] && echo "$f"
   done
+}
+named=("$@")
+# targets[i]: a file; tsan[i]: 1 if it runs against the sanitizer build
+targets=() tsan=()
+while IFS= read -r f; do targets+=("$f") tsan+=(0); done < <(list_targets "$build")
+nplain=${#targets[@]}
+if [ -n "$san_build" ]; then
+  while IFS= read -r f; do
+    # a unit test named by path in the plain build runs from the sanitizer build's t/
+    [[ "$f" == "$build"/t/* ]] && f=$san_build/t/${f##*/}
+    targets+=("$f") tsan+=(1)
+  done < <(list_targets "$san_build")
 fi
 
 # one test file's TAP (plus a "not ok" line when a unit test died without saying why) into $2
 run_one() {
   local t=$1 o=$2 t0=$SECONDS rc
+  if [ "$3" = 1 ]; then export OGAKIT_BUILD=$san_build OGAKIT_SAN=1; elif [ -n "$san_build" ]; then export OGAKIT_SAN=0; fi
   {
     echo "# $(basename "$t")"
     case "$t" in
@@ -50,7 +75,7 @@ run_one() {
         fi
         rm -f "$o.unit" ;;
     esac
-    echo "# $(basename "$t"): $((SECONDS - t0)) s"
+    echo "# $(basename "$t"): $((SECONDS - t0)) s (from $t0 s to $SECONDS s)"
   } >"$o.part" 2>&1
   mv "$o.part" "$o"
 }
@@ -59,12 +84,19 @@ run_one() {
 (
   for i in "${!targets[@]}"; do
     while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n; done
-    run_one "${targets[$i]}" "$out/$i" &
+    run_one "${targets[$i]}" "$out/$i" "${tsan[$i]}" &
   done
   wait
 ) &
-pass=0 fail=0 skip=0
+# count(): one run's line; the totals go on
+pass=0 fail=0 skip=0 tpass=0 tfail=0 tskip=0
+count() {
+  local what=$1
+  if [ "$skip" -gt 0 ]; then echo "$what$pass passed, $fail failed, $skip skipped"; else echo "$what$pass passed, $fail failed"; fi
+  tpass=$((tpass + pass)) tfail=$((tfail + fail)) tskip=$((tskip + skip)) pass=0 fail=0 skip=0
+}
 for i in "${!targets[@]}"; do
+  if [ -n "$san_build" ] && [ "$i" = "$nplain" ]; then count "plain: "; echo "# SAN=1 ($san_build)"; fi
   while [ ! -e "$out/$i" ]; do sleep 0.2; done
   while IFS= read -r line; do
     printf '%s\n' "$line"
@@ -76,5 +108,7 @@ for i in "${!targets[@]}"; do
   done <"$out/$i"
 done
 wait
+[ -z "$san_build" ] || count "SAN=1: "
+pass=$((pass + tpass)) fail=$((fail + tfail)) skip=$((skip + tskip))
 if [ "$skip" -gt 0 ]; then echo "$pass passed, $fail failed, $skip skipped"; else echo "$pass passed, $fail failed"; fi
 [ "$fail" -eq 0 ]
