@@ -152,12 +152,12 @@ $(BUILD)/fuzz-replay/%: fuzz/%.c fuzz/fuzz.h t/fuzz-replay.c $(GEN_HDR) $(foreac
 
 ifeq ($(SAN),both)
 # the plain tests, then the same under ASan+UBSan, in one queue (t/run.sh's OGAKIT_SAN_BUILD): the sanitizer
-# files start beside the plain run's last ones instead of after them
+# build runs as the queue's first job beside the plain files (one compiler, one test file), and the
+# sanitizer files start beside the plain run's last ones instead of after them
 check:
 	@$(MAKE) --no-print-directory SAN=0 check-build
-	@$(MAKE) --no-print-directory SAN=1 check-build
 	@OGAKIT_BUILD=$(abspath build) OGAKIT_SAN_BUILD=$(abspath build/san) OGAKIT_SAN=0 OGAKIT_TEST_JOBS=$(JOBS) \
-	  bash t/run.sh $(TESTS)
+	  OGAKIT_SAN_PREP='$(MAKE) --no-print-directory -j1 SAN=1 check-build' bash t/run.sh $(TESTS)
 else
 check: check-build
 	@OGAKIT_BUILD=$(abspath $(BUILD)) OGAKIT_SAN=$(SAN) OGAKIT_TEST_JOBS=$(JOBS) bash t/run.sh $(TESTS)

@@ -7,14 +7,17 @@
 # in DIR (OGAKIT_SAN=1), in the same queue after the plain ones: the sanitizer files fill in beside the
 # plain run's last files rather than waiting for them (two runs one after the other each end with one
 # CPU idle). Each run's count is printed after its files, then the sum as the last line.
+# OGAKIT_SAN_PREP=COMMAND (with OGAKIT_SAN_BUILD) makes the sanitizer build: it runs first, as one job of the
+# queue beside the plain files (in place of one of them), and the sanitizer files start after it; if it
+# fails, that is one failure and they do not run.
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=${OGAKIT_BUILD:-$top/build}
 export OGAKIT_BUILD=$build
-san_build=${OGAKIT_SAN_BUILD:-}
+san_build=${OGAKIT_SAN_BUILD:-} prep=${OGAKIT_SAN_PREP:-}
 jobs=${OGAKIT_TEST_JOBS:-1}
 case "$jobs" in ''|*[!0-9]*|0) echo "run.sh: OGAKIT_TEST_JOBS must be a positive number, not '$jobs'" >&2; exit 2 ;; esac
-if [ -n "$san_build" ] && [ ! -d "$san_build/t" ]; then
+if [ -n "$san_build" ] && [ -z "$prep" ] && [ ! -d "$san_build/t" ]; then
   echo "run.sh: OGAKIT_SAN_BUILD: no unit tests under '$san_build/t' (build it with make SAN=1)" >&2
   exit 2
 fi
@@ -49,12 +52,29 @@ targets=() tsan=()
 while IFS= read -r f; do targets+=("$f") tsan+=(0); done < <(list_targets "$build")
 nplain=${#targets[@]}
 if [ -n "$san_build" ]; then
-  while IFS= read -r f; do
-    # a unit test named by path in the plain build runs from the sanitizer build's t/
+  for ((i = 0; i < nplain; i++)); do
+    # the same files; a unit test runs from the sanitizer build's t/ (which may not be built yet)
+    f=${targets[$i]}
     [[ "$f" == "$build"/t/* ]] && f=$san_build/t/${f##*/}
     targets+=("$f") tsan+=(1)
-  done < <(list_targets "$san_build")
+  done
 fi
+
+# the sanitizer build as a job of the queue: its output in $out/prep.log, then $out/prep (its lines for the
+# report: the duration, or a failure with the log's end)
+run_prep() {
+  local t0=$SECONDS rc
+  (cd "$top" && unset MAKEFLAGS MFLAGS MAKELEVEL && eval "$prep") >"$out/prep.log" 2>&1
+  rc=$?
+  {
+    echo "# the sanitizer build ($prep): $((SECONDS - t0)) s (from $t0 s to $SECONDS s)"
+    if [ "$rc" -ne 0 ]; then
+      tail -n 30 "$out/prep.log"
+      echo "not ok - the sanitizer build ($prep) failed (exit $rc); the sanitizer files did not run"
+    fi
+  } >"$out/prep.part"
+  mv "$out/prep.part" "$out/prep"
+}
 
 # one test file's TAP (plus a "not ok" line when a unit test died without saying why) into $2
 run_one() {
@@ -82,8 +102,16 @@ run_one() {
 
 # start the files, at most $jobs at a time, in the background; print each one's output in order
 (
+  [ -z "$san_build" ] || [ -z "$prep" ] || run_prep &
   for i in "${!targets[@]}"; do
     while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n; done
+    if [ "${tsan[$i]}" = 1 ] && [ -n "$prep" ]; then
+      while [ ! -e "$out/prep" ]; do sleep 0.5; done
+      if grep -q '^not ok' "$out/prep"; then # nothing to run against
+        : >"$out/$i"
+        continue
+      fi
+    fi
     run_one "${targets[$i]}" "$out/$i" "${tsan[$i]}" &
   done
   wait
@@ -96,7 +124,15 @@ count() {
   tpass=$((tpass + pass)) tfail=$((tfail + fail)) tskip=$((tskip + skip)) pass=0 fail=0 skip=0
 }
 for i in "${!targets[@]}"; do
-  if [ -n "$san_build" ] && [ "$i" = "$nplain" ]; then count "plain: "; echo "# SAN=1 ($san_build)"; fi
+  if [ -n "$san_build" ] && [ "$i" = "$nplain" ]; then
+    count "plain: "
+    echo "# SAN=1 ($san_build)"
+    if [ -n "$prep" ]; then
+      while [ ! -e "$out/prep" ]; do sleep 0.2; done
+      cat "$out/prep"
+      grep -q '^not ok' "$out/prep" && fail=$((fail + 1))
+    fi
+  fi
   while [ ! -e "$out/$i" ]; do sleep 0.2; done
   while IFS= read -r line; do
     printf '%s\n' "$line"
