@@ -114,6 +114,25 @@ $(BUILD)/obj/%_avx2.o: ISA = $(AVX2_FLAGS)
 $(BUILD)/obj/%_avx512.o: ISA = $(AVX512_FLAGS)
 $(BUILD)/obj/%_vbmi.o: ISA = $(VBMI_FLAGS)
 $(BUILD)/obj/%_amx.o: ISA = $(AMX_FLAGS)
+# SAN=1: the kernel files of instruction sets this machine's CPU lacks (/proc/cpuinfo) cannot run here, so
+# they are compiled without the sanitizers (ASan+UBSan on the AVX-512 tiles is most of the sanitizer build's
+# time); on a CPU that has them they are instrumented like every other file. build/san is for this machine.
+ifeq ($(SAN),1)
+CPU_FLAGS := $(shell grep -m1 '^flags' /proc/cpuinfo 2>/dev/null)
+cpu_has = $(if $(strip $(foreach f,$(1),$(if $(filter $(f),$(CPU_FLAGS)),,missing))),,yes)
+ifneq ($(call cpu_has,avx2 fma f16c bmi2),yes)
+$(BUILD)/obj/%_avx2.o: SANFLAGS =
+endif
+ifneq ($(call cpu_has,avx2 fma f16c bmi2 avx512f avx512bw avx512vl avx512dq avx512_vnni),yes)
+$(BUILD)/obj/%_avx512.o: SANFLAGS =
+endif
+ifneq ($(call cpu_has,avx2 fma f16c bmi2 avx512f avx512bw avx512vl avx512dq avx512_vnni avx512vbmi),yes)
+$(BUILD)/obj/%_vbmi.o: SANFLAGS =
+endif
+ifneq ($(call cpu_has,avx2 fma f16c bmi2 avx512f avx512bw avx512vl avx512dq avx512_vnni avx512vbmi gfni amx_tile amx_int8),yes)
+$(BUILD)/obj/%_amx.o: SANFLAGS =
+endif
+endif
 
 define module_rule
 $(BUILD)/lib/$(1).a: $(patsubst lib/$(1)/%.c,$(BUILD)/obj/$(1)/%.o,$(wildcard lib/$(1)/*.c))
