@@ -4,7 +4,7 @@
 #   make            build everything into build/
 #   make check      build, then run every C unit test and bats file: "N passed, N failed"
 #   make check SAN=1  the same with ASan+UBSan, in build/san
-#   make check SAN=both  both builds, then both runs in one queue (what CI runs: .ci/run)
+#   make check SAN=both  the plain run and the SAN=1 run in one queue, the SAN=1 build its first job (CI: .ci/run)
 #   make check JOBS=1 one test file at a time (default: one per CPU, at most 4; output whole and in order)
 #   make demo       the main job on the bundled default model
 #   make install PREFIX=/usr/local
