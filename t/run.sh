@@ -116,24 +116,10 @@ run_one() {
   done
   wait
 ) &
-# count(): one run's line; the totals go on
-pass=0 fail=0 skip=0 tpass=0 tfail=0 tskip=0
-count() {
-  local what=$1
-  if [ "$skip" -gt 0 ]; then echo "$what$pass passed, $fail failed, $skip skipped"; else echo "$what$pass passed, $fail failed"; fi
-  tpass=$((tpass + pass)) tfail=$((tfail + fail)) tskip=$((tskip + skip)) pass=0 fail=0 skip=0
-}
-for i in "${!targets[@]}"; do
-  if [ -n "$san_build" ] && [ "$i" = "$nplain" ]; then
-    count "plain: "
-    echo "# SAN=1 ($san_build)"
-    if [ -n "$prep" ]; then
-      while [ ! -e "$out/prep" ]; do sleep 0.2; done
-      cat "$out/prep"
-      grep -q '^not ok' "$out/prep" && fail=$((fail + 1))
-    fi
-  fi
-  while [ ! -e "$out/$i" ]; do sleep 0.2; done
+# show FILE: print a file's lines and count its results; summary PREFIX P F S: a count line
+pass=0 fail=0 skip=0
+show() {
+  local line
   while IFS= read -r line; do
     printf '%s\n' "$line"
     case "$line" in
@@ -141,10 +127,25 @@ for i in "${!targets[@]}"; do
       "ok "*"# skip"*|"ok "*"# SKIP"*) skip=$((skip + 1)) ;;
       "ok "*) pass=$((pass + 1)) ;;
     esac
-  done <"$out/$i"
+  done <"$1"
+}
+summary() {
+  if [ "$4" -gt 0 ]; then echo "$1$2 passed, $3 failed, $4 skipped"; else echo "$1$2 passed, $3 failed"; fi
+}
+for i in "${!targets[@]}"; do
+  if [ -n "$san_build" ] && [ "$i" = "$nplain" ]; then # the plain run's count; the sanitizer run counts on
+    summary "plain: " "$pass" "$fail" "$skip"
+    p0=$pass f0=$fail s0=$skip
+    echo "# SAN=1 ($san_build)"
+    if [ -n "$prep" ]; then
+      while [ ! -e "$out/prep" ]; do sleep 0.2; done
+      show "$out/prep"
+    fi
+  fi
+  while [ ! -e "$out/$i" ]; do sleep 0.2; done
+  show "$out/$i"
 done
 wait
-[ -z "$san_build" ] || count "SAN=1: "
-pass=$((pass + tpass)) fail=$((fail + tfail)) skip=$((skip + tskip))
-if [ "$skip" -gt 0 ]; then echo "$pass passed, $fail failed, $skip skipped"; else echo "$pass passed, $fail failed"; fi
+[ -z "$san_build" ] || summary "SAN=1: " $((pass - p0)) $((fail - f0)) $((skip - s0))
+summary "" "$pass" "$fail" "$skip"
 [ "$fail" -eq 0 ]
